@@ -1,0 +1,175 @@
+"""What pmd knows about the files it indexes.
+
+Content is addressed by the SHA-256 of its text, so identical files share one body
+(and, later, one set of chunks and embeddings). A Document is a path inside a
+Collection pointing at the content it currently has.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.db import models
+
+
+class Collection(models.Model):
+    name = models.CharField(max_length=200, unique=True)
+    root_path = models.CharField(max_length=4096)
+    mask = models.CharField(max_length=500, default="**/*.md")
+    ignore_patterns = models.JSONField(default=list, blank=True)
+    text_search_config = models.CharField(
+        max_length=63, default="english",
+        help_text="PostgreSQL text search configuration for stemming and stop words (english, simple, ...).",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    last_indexed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def uri(self) -> str:
+        return f"pmd://{self.name}/"
+
+
+class Content(models.Model):
+    hash = models.CharField(max_length=64, primary_key=True)
+    body = models.TextField()
+    size = models.PositiveBigIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        verbose_name_plural = "content"
+
+    def __str__(self) -> str:
+        return self.hash[:12]
+
+
+class Document(models.Model):
+    collection = models.ForeignKey(Collection, on_delete=models.CASCADE, related_name="documents")
+    path = models.CharField(max_length=4096, help_text="Relative to the collection root, with '/' separators.")
+    title = models.CharField(max_length=1000, blank=True)
+    content = models.ForeignKey(Content, on_delete=models.PROTECT, related_name="documents", db_column="content_hash")
+    docid = models.CharField(max_length=6, db_index=True, help_text="First 6 hex digits of the content hash.")
+    active = models.BooleanField(default=True)
+    mtime = models.FloatField(default=0)
+    size = models.PositiveBigIntegerField(default=0)
+    frontmatter = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["collection", "path"], name="document_unique_path"),
+        ]
+        indexes = [models.Index(fields=["collection", "active"])]
+        ordering = ["collection_id", "path"]
+
+    def __str__(self) -> str:
+        return self.uri
+
+    @property
+    def uri(self) -> str:
+        return f"pmd://{self.collection.name}/{self.path}"
+
+
+class PathContext(models.Model):
+    """Text describing a part of the knowledge base, inherited by everything below it.
+
+    collection NULL with prefix "" is the global context (`/`); a collection with
+    prefix "" is that collection's root context; otherwise a path prefix inside it.
+    """
+
+    collection = models.ForeignKey(
+        Collection, null=True, blank=True, on_delete=models.CASCADE, related_name="contexts"
+    )
+    path_prefix = models.CharField(max_length=4096, blank=True, default="")
+    text = models.TextField()
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["collection", "path_prefix"], name="context_unique_prefix",
+                nulls_distinct=False,
+            ),
+        ]
+        ordering = ["collection_id", "path_prefix"]
+
+    def __str__(self) -> str:
+        return self.target
+
+    @property
+    def target(self) -> str:
+        if self.collection_id is None:
+            return "/"
+        return f"pmd://{self.collection.name}/{self.path_prefix}"
+
+
+class LLMCache(models.Model):
+    key = models.CharField(max_length=64, primary_key=True)
+    kind = models.CharField(max_length=32, default="", blank=True)
+    value = models.JSONField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        verbose_name = "LLM cache entry"
+        verbose_name_plural = "LLM cache"
+
+
+class FileProblem(models.Model):
+    """A file the last scan of its collection could not index cleanly."""
+
+    collection = models.ForeignKey(Collection, on_delete=models.CASCADE, related_name="problems")
+    path = models.CharField(max_length=4096)
+    severity = models.CharField(max_length=10, choices=[("warning", "warning"), ("error", "error")])
+    message = models.TextField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["collection_id", "path"]
+
+
+class Job(models.Model):
+    """Progress of long work (indexing, embedding) that the CLI, web UI and API follow."""
+
+    class Kind(models.TextChoices):
+        INDEX = "index"
+        EMBED = "embed"
+        UPDATE = "update"
+
+    class State(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        DONE = "done"
+        FAILED = "failed"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    kind = models.CharField(max_length=20, choices=Kind.choices)
+    collection = models.ForeignKey(Collection, null=True, blank=True, on_delete=models.SET_NULL, related_name="jobs")
+    state = models.CharField(max_length=10, choices=State.choices, default=State.QUEUED)
+    total = models.PositiveIntegerField(default=0)
+    done = models.PositiveIntegerField(default=0)
+    message = models.TextField(blank=True, default="")
+    result = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    @property
+    def percent(self) -> int:
+        if self.state == self.State.DONE:
+            return 100
+        return int(100 * self.done / self.total) if self.total else 0
+
+    @property
+    def finished(self) -> bool:
+        return self.state in {self.State.DONE, self.State.FAILED}

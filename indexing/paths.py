@@ -1,0 +1,132 @@
+"""Virtual paths (`pmd://collection/path`), docid references and glob masks."""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+SCHEME = "pmd://"
+_DOCID_RE = re.compile(r"^#?([0-9a-fA-F]{6})$")
+_LINE_SUFFIX_RE = re.compile(r"^(?P<ref>.+?):(?P<line>\d+)$")
+
+
+class InvalidPath(ValueError):
+    """A path that could escape its collection or is not a path at all."""
+
+
+@dataclass(frozen=True)
+class Reference:
+    """What a user typed to name a document: a docid, or a (collection, path)."""
+
+    docid: str | None = None
+    collection: str | None = None
+    path: str = ""
+    line: int | None = None
+
+
+def normalize_relative(path: str) -> str:
+    """A clean relative posix path; refuses anything that climbs out with `..`."""
+    path = path.replace("\\", "/").strip()
+    if "\x00" in path:
+        raise InvalidPath("path contains a NUL byte")
+    parts = [p for p in path.split("/") if p not in ("", ".")]
+    if any(p == ".." for p in parts):
+        raise InvalidPath(f"'{path}' climbs out of its collection with '..': not allowed")
+    return "/".join(parts)
+
+
+def parse_virtual(uri: str) -> tuple[str, str]:
+    """`pmd://collection/some/path.md` → ("collection", "some/path.md")."""
+    if not uri.startswith(SCHEME):
+        raise InvalidPath(f"'{uri}' is not a pmd:// path")
+    rest = uri[len(SCHEME):]
+    collection, _, path = rest.partition("/")
+    if not collection:
+        raise InvalidPath(f"'{uri}' names no collection")
+    return collection, normalize_relative(path)
+
+
+def parse_reference(text: str) -> Reference:
+    """Parse `#abc123`, `abc123`, `pmd://c/p.md`, `c/p.md`, `p.md`, each with optional `:LINE`."""
+    text = text.strip()
+    if not text:
+        raise InvalidPath("empty document reference")
+    line = None
+    match = _LINE_SUFFIX_RE.match(text)
+    if match:
+        text, line = match.group("ref"), int(match.group("line"))
+    docid = _DOCID_RE.match(text)
+    if docid and (text.startswith("#") or "/" not in text and "." not in text):
+        return Reference(docid=docid.group(1).lower(), line=line)
+    if text.startswith(SCHEME):
+        collection, path = parse_virtual(text)
+        return Reference(collection=collection, path=path, line=line)
+    return Reference(path=normalize_relative(text), line=line)
+
+
+def virtual_path(collection: str, path: str) -> str:
+    return f"{SCHEME}{collection}/{path}"
+
+
+@lru_cache(maxsize=256)
+def glob_regex(pattern: str) -> re.Pattern[str]:
+    """Compile a glob with `**`, `*`, `?`, `[...]` and `{a,b}` to a regex over posix paths."""
+    return re.compile("(?s:" + _glob_body(pattern) + r")\Z")
+
+
+def _glob_body(pattern: str) -> str:
+    i, out = 0, []
+    while i < len(pattern):
+        c = pattern[i]
+        if pattern.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+            continue
+        if pattern.startswith("**", i):
+            out.append(".*")
+            i += 2
+            continue
+        if c == "*":
+            out.append("[^/]*")
+        elif c == "?":
+            out.append("[^/]")
+        elif c == "[":
+            end = pattern.find("]", i + 1)
+            if end == -1:
+                out.append(re.escape(c))
+            else:
+                body = pattern[i + 1:end].replace("\\", "\\\\")
+                if body.startswith("!"):
+                    body = "^" + body[1:]
+                out.append(f"[{body}]")
+                i = end
+        elif c == "{":
+            end = pattern.find("}", i + 1)
+            if end == -1:
+                out.append(re.escape(c))
+            else:
+                options = pattern[i + 1:end].split(",")
+                out.append("(?:" + "|".join(_glob_body(o) for o in options) + ")")
+                i = end
+        else:
+            out.append(re.escape(c))
+        i += 1
+    return "".join(out)
+
+
+def glob_match(pattern: str, path: str) -> bool:
+    return glob_regex(pattern).match(path) is not None
+
+
+def is_under(prefix: str, path: str) -> bool:
+    """Whether `path` lies under the directory-or-file prefix `prefix`."""
+    if not prefix:
+        return True
+    prefix = prefix.rstrip("/")
+    return path == prefix or path.startswith(prefix + "/")
+
+
+def join(*parts: str) -> str:
+    return posixpath.join(*parts)

@@ -1,0 +1,258 @@
+"""Reads: finding documents and contexts the way users name them.
+
+Document bodies always come from the database, never from the file system, so no
+reference (`../`, absolute paths, symlinks) can read a file outside the index.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from django.db.models import Count, Q
+
+from indexing.models import Collection, Document, FileProblem, PathContext
+from indexing.paths import InvalidPath, glob_match, is_under, parse_reference, virtual_path
+
+
+class DocumentNotFound(LookupError):
+    def __init__(self, message: str, suggestions: list[str] | None = None):
+        super().__init__(message)
+        self.suggestions = suggestions or []
+
+    def __str__(self) -> str:
+        text = self.args[0]
+        if self.suggestions:
+            text += "\n  did you mean:\n" + "\n".join(f"    {s}" for s in self.suggestions)
+        return text
+
+
+def close_matches(word: str, candidates: list[str], n: int = 5) -> list[str]:
+    return difflib.get_close_matches(word, candidates, n=n, cutoff=0.5)
+
+
+def _active_documents(collections: list[str] | None = None):
+    qs = Document.objects.filter(active=True).select_related("collection", "content")
+    if collections:
+        qs = qs.filter(collection__name__in=collections)
+    return qs
+
+
+def _suggest(path: str, collections: list[str] | None) -> list[str]:
+    rows = Document.objects.filter(active=True)
+    if collections:
+        rows = rows.filter(collection__name__in=collections)
+    basename = path.rsplit("/", 1)[-1]
+    stem = basename.rsplit(".", 1)[0]
+    candidates = list(
+        rows.filter(Q(path__icontains=stem[:40]) | Q(title__icontains=stem[:40]))
+        .values_list("collection__name", "path")[:200]
+    ) if stem else []
+    if len(candidates) < 5:
+        candidates += list(rows.values_list("collection__name", "path")[:5000])
+    full = {virtual_path(c, p): p for c, p in candidates}
+    by_path = close_matches(path, list(full.values()), n=5)
+    out = [uri for uri, p in full.items() if p in by_path]
+    if len(out) < 5:
+        names = {p.rsplit("/", 1)[-1]: uri for uri, p in full.items()}
+        out += [names[n] for n in close_matches(basename, list(names), n=5) if names[n] not in out]
+    return out[:5]
+
+
+def _filesystem_reference(text: str) -> tuple[str, str] | None:
+    """An absolute or ./relative path that lies inside a collection folder → (collection, rel)."""
+    candidate = Path(text).expanduser()
+    if not (candidate.is_absolute() or text.startswith(("./", "../", "~"))):
+        return None
+    resolved = Path(os.path.abspath(candidate))
+    for name, root in Collection.objects.values_list("name", "root_path"):
+        root_path = Path(root)
+        if root_path in resolved.parents:
+            return name, resolved.relative_to(root_path).as_posix()
+    return None
+
+
+@dataclass
+class ResolvedDocument:
+    document: Document
+    line: int | None = None
+
+
+def document_resolve(reference: str, *, collections: list[str] | None = None) -> ResolvedDocument:
+    """Find one active document by `#docid`, `pmd://coll/path`, `coll/path`, `path` or a file path."""
+    fs = _filesystem_reference(reference.strip())
+    if fs is not None:
+        reference = virtual_path(*fs)
+    elif reference.strip().startswith(("/", "../", "~")):
+        raise DocumentNotFound(f"{reference} is not inside any indexed collection")
+    try:
+        ref = parse_reference(reference)
+    except InvalidPath as exc:
+        raise DocumentNotFound(str(exc)) from None
+    docs = _active_documents(collections)
+    if ref.docid:
+        matches = list(docs.filter(docid=ref.docid)[:2])
+        if not matches:
+            raise DocumentNotFound(f"no document with docid #{ref.docid}")
+        return ResolvedDocument(matches[0], ref.line)
+    if ref.collection:
+        if not Collection.objects.filter(name=ref.collection).exists():
+            names = list(Collection.objects.values_list("name", flat=True))
+            raise DocumentNotFound(
+                f"no collection named '{ref.collection}'",
+                [f"pmd://{n}/" for n in close_matches(ref.collection, names)],
+            )
+        found = docs.filter(collection__name=ref.collection, path=ref.path).first()
+        if found:
+            return ResolvedDocument(found, ref.line)
+        raise DocumentNotFound(f"no document pmd://{ref.collection}/{ref.path}", _suggest(ref.path, [ref.collection]))
+    # A bare path: exact path in any collection, then `collection/path`, then a unique suffix.
+    found = docs.filter(path=ref.path).first()
+    if found:
+        return ResolvedDocument(found, ref.line)
+    head, _, tail = ref.path.partition("/")
+    if tail:
+        found = docs.filter(collection__name=head, path=tail).first()
+        if found:
+            return ResolvedDocument(found, ref.line)
+    suffix = list(docs.filter(path__endswith="/" + ref.path)[:2])
+    if len(suffix) == 1:
+        return ResolvedDocument(suffix[0], ref.line)
+    raise DocumentNotFound(f"no document {ref.path}", _suggest(ref.path, collections))
+
+
+def document_lines(document: Document, *, from_line: int | None = None, max_lines: int | None = None) -> tuple[list[str], int]:
+    """The document's lines in a window; returns (lines, first line number)."""
+    lines = document.content.body.splitlines()
+    start = max(1, from_line or 1)
+    chosen = lines[start - 1:]
+    if max_lines is not None and max_lines >= 0:
+        chosen = chosen[:max_lines]
+    return chosen, start
+
+
+def contexts_for(collection: Collection | None, path: str = "", *, all_contexts: list[PathContext] | None = None) -> list[str]:
+    """All context texts that apply to a path, from the most general to the most specific."""
+    pool = all_contexts if all_contexts is not None else list(
+        PathContext.objects.filter(Q(collection__isnull=True) | Q(collection=collection))
+    )
+    applicable = [
+        c for c in pool
+        if (c.collection_id is None and c.path_prefix == "")
+        or (collection is not None and c.collection_id == collection.id and is_under(c.path_prefix, path))
+    ]
+    applicable.sort(key=lambda c: (c.collection_id is not None, len(c.path_prefix)))
+    return [c.text for c in applicable]
+
+
+def context_list() -> list[PathContext]:
+    return list(PathContext.objects.select_related("collection"))
+
+
+def documents_list(target: str | None = None, *, limit: int | None = None) -> list[Document]:
+    """`pmd ls`: documents of `collection[/prefix]` (or `pmd://collection/prefix`)."""
+    qs = Document.objects.filter(active=True).select_related("collection").order_by("collection__name", "path")
+    if not target:
+        return list(qs[:limit] if limit else qs)
+    text = target[len("pmd://"):] if target.startswith("pmd://") else target
+    name, _, prefix = text.partition("/")
+    if not Collection.objects.filter(name=name).exists():
+        names = list(Collection.objects.values_list("name", flat=True))
+        raise DocumentNotFound(f"no collection named '{name}'", [f"pmd://{n}/" for n in close_matches(name, names)])
+    qs = qs.filter(collection__name=name)
+    prefix = prefix.strip("/")
+    if prefix:
+        qs = qs.filter(Q(path=prefix) | Q(path__startswith=prefix + "/"))
+    return list(qs[:limit] if limit else qs)
+
+
+def collections_overview() -> list[dict]:
+    rows = Collection.objects.annotate(
+        active_documents=Count("documents", filter=Q(documents__active=True)),
+        inactive_documents=Count("documents", filter=Q(documents__active=False)),
+    )
+    problems = dict(
+        FileProblem.objects.values("collection").annotate(n=Count("id")).values_list("collection", "n")
+    )
+    return [
+        {
+            "collection": c,
+            "name": c.name,
+            "path": c.root_path,
+            "mask": c.mask,
+            "documents": c.active_documents,
+            "inactive": c.inactive_documents,
+            "problems": problems.get(c.id, 0),
+            "last_indexed_at": c.last_indexed_at,
+        }
+        for c in rows
+    ]
+
+
+@dataclass
+class MultiGetItem:
+    document: Document
+    lines: list[str]
+    first_line: int
+    skipped_reason: str | None = None
+    truncated: bool = False
+
+
+@dataclass
+class MultiGetResult:
+    items: list[MultiGetItem] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+
+
+def documents_multi_get(
+    spec: str,
+    *,
+    max_bytes: int | None = None,
+    max_lines: int | None = None,
+    collections: list[str] | None = None,
+) -> MultiGetResult:
+    """`pmd multi-get`: a glob over `collection/path`, or a comma list of references/docids."""
+    result = MultiGetResult()
+    docs: list[Document] = []
+    parts = [p.strip() for p in spec.split(",") if p.strip()]
+    is_glob = len(parts) == 1 and any(ch in parts[0] for ch in "*?[{")
+    if is_glob:
+        pattern = parts[0][len("pmd://"):] if parts[0].startswith("pmd://") else parts[0]
+        for doc in _active_documents(collections).order_by("collection__name", "path"):
+            if glob_match(pattern, f"{doc.collection.name}/{doc.path}") or glob_match(pattern, doc.path):
+                docs.append(doc)
+        if not docs:
+            result.missing.append(parts[0])
+    else:
+        for part in parts:
+            try:
+                docs.append(document_resolve(part, collections=collections).document)
+            except DocumentNotFound:
+                result.missing.append(part)
+    for doc in docs:
+        body = doc.content.body
+        if max_bytes is not None and len(body.encode("utf-8", "surrogatepass")) > max_bytes:
+            result.items.append(MultiGetItem(doc, [], 1, skipped_reason=f"larger than {max_bytes:,} bytes (--max-bytes)"))
+            continue
+        lines = body.splitlines()
+        truncated = max_lines is not None and len(lines) > max_lines
+        result.items.append(MultiGetItem(doc, lines[:max_lines] if truncated else lines, 1, truncated=truncated))
+    return result
+
+
+def index_counts() -> dict:
+    docs = Document.objects.aggregate(
+        n_active=Count("id", filter=Q(active=True)), n_inactive=Count("id", filter=Q(active=False))
+    )
+    from indexing.models import Content
+
+    return {
+        "collections": Collection.objects.count(),
+        "documents": docs["n_active"],
+        "inactive_documents": docs["n_inactive"],
+        "contents": Content.objects.count(),
+        "contexts": PathContext.objects.count(),
+        "problems": FileProblem.objects.count(),
+    }

@@ -1,0 +1,1 @@
+"""Writes: every change to collections, documents and contexts goes through here."""

@@ -1,0 +1,59 @@
+"""Path contexts: text that describes part of the knowledge base for searchers and agents."""
+
+from __future__ import annotations
+
+from indexing.models import Collection, PathContext
+from indexing.paths import InvalidPath, normalize_relative, parse_virtual
+
+
+class ContextError(ValueError):
+    pass
+
+
+def resolve_context_target(target: str) -> tuple[Collection | None, str]:
+    """`/` (global), `pmd://coll/prefix`, `coll/prefix`, `coll`, or a filesystem path inside a collection."""
+    from indexing.services.collections import collection_get
+
+    target = (target or "/").strip()
+    if target in {"/", ""}:
+        return None, ""
+    try:
+        if target.startswith("pmd://"):
+            name, prefix = parse_virtual(target)
+            return collection_get(name), prefix
+    except InvalidPath as exc:
+        raise ContextError(str(exc)) from None
+    from pathlib import Path
+
+    fs_path = Path(target).expanduser()
+    if fs_path.is_absolute() or fs_path.exists():
+        resolved = fs_path.resolve()
+        for collection in Collection.objects.all():
+            root = Path(collection.root_path)
+            if resolved == root or root in resolved.parents:
+                return collection, resolved.relative_to(root).as_posix().strip(".")
+        raise ContextError(f"{fs_path} is not inside any collection")
+    name, _, prefix = target.partition("/")
+    try:
+        return collection_get(name), normalize_relative(prefix)
+    except InvalidPath as exc:
+        raise ContextError(str(exc)) from None
+
+
+def context_set(*, target: str, text: str) -> PathContext:
+    text = text.strip()
+    if not text:
+        raise ContextError("context text is empty")
+    collection, prefix = resolve_context_target(target)
+    context, _ = PathContext.objects.update_or_create(
+        collection=collection, path_prefix=prefix.strip("/"), defaults={"text": text}
+    )
+    return context
+
+
+def context_remove(*, target: str) -> int:
+    collection, prefix = resolve_context_target(target)
+    deleted, _ = PathContext.objects.filter(collection=collection, path_prefix=prefix.strip("/")).delete()
+    if not deleted:
+        raise ContextError(f"no context at {target}")
+    return deleted

@@ -1,0 +1,115 @@
+"""Reading markdown files: decoding, frontmatter and titles."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, field
+from datetime import date, datetime
+
+import yaml
+
+_FRONTMATTER_RE = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.S)
+_ATX_HEADING_RE = re.compile(r"^ {0,3}#{1,6}[ \t]+(.+?)[ \t#]*$", re.M)
+_SETEXT_RE = re.compile(r"^(?! {4})(\S.*)\r?\n {0,3}(=+|-+)[ \t]*$", re.M)
+BINARY_SNIFF_BYTES = 8192
+
+
+class BinaryFile(ValueError):
+    pass
+
+
+@dataclass
+class ParsedMarkdown:
+    body: str
+    title: str
+    frontmatter: dict = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def hash(self) -> str:
+        return content_hash(self.body)
+
+
+def content_hash(body: str) -> str:
+    return hashlib.sha256(body.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def decode(raw: bytes) -> tuple[str, list[str]]:
+    """UTF-8 text from file bytes; invalid bytes become U+FFFD with a warning."""
+    if b"\x00" in raw[:BINARY_SNIFF_BYTES]:
+        raise BinaryFile("binary file (NUL bytes): skipped")
+    if raw.startswith(b"\xef\xbb\xbf"):
+        raw = raw[3:]
+    try:
+        return raw.decode("utf-8"), []
+    except UnicodeDecodeError as exc:
+        text = raw.decode("utf-8", errors="replace")
+        bad = text.count("\ufffd")
+        return text, [f"invalid UTF-8 at byte {exc.start}: {bad} character(s) replaced with U+FFFD"]
+
+
+def _jsonable(value):
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, (datetime, date)):
+        return value.isoformat()
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    return str(value)
+
+
+def parse_frontmatter(text: str) -> tuple[dict, list[str]]:
+    if not text.startswith("---"):
+        return {}, []
+    match = _FRONTMATTER_RE.match(text)
+    if not match:
+        return {}, []
+    try:
+        data = yaml.safe_load(match.group(1))
+    except yaml.YAMLError as exc:
+        first = str(exc).splitlines()[0] if str(exc) else "syntax error"
+        return {}, [f"frontmatter is not valid YAML ({first}): ignored"]
+    if data is None:
+        return {}, []
+    if not isinstance(data, dict):
+        return {}, ["frontmatter is not a mapping: ignored"]
+    return _jsonable(data), []
+
+
+def strip_frontmatter(text: str) -> str:
+    match = _FRONTMATTER_RE.match(text) if text.startswith("---") else None
+    return text[match.end():] if match else text
+
+
+def extract_title(text: str, frontmatter: dict, fallback: str) -> str:
+    """Frontmatter `title`, else the first heading, else the file name."""
+    title = frontmatter.get("title")
+    if isinstance(title, (str, int, float)) and str(title).strip():
+        return str(title).strip()[:1000]
+    body = strip_frontmatter(text)
+    in_fence = False
+    for line in body.splitlines():
+        stripped = line.lstrip()
+        if stripped.startswith("```") or stripped.startswith("~~~"):
+            in_fence = not in_fence
+            continue
+        if in_fence:
+            continue
+        match = _ATX_HEADING_RE.match(line)
+        if match:
+            return match.group(1).strip()[:1000]
+    setext = _SETEXT_RE.search(body)
+    if setext and setext.group(2).startswith("="):
+        return setext.group(1).strip()[:1000]
+    name = fallback.rsplit("/", 1)[-1]
+    return (name.rsplit(".", 1)[0] if "." in name else name)[:1000]
+
+
+def parse_markdown(raw: bytes, path: str) -> ParsedMarkdown:
+    text, warnings = decode(raw)
+    frontmatter, fm_warnings = parse_frontmatter(text)
+    title = extract_title(text, frontmatter, path)
+    return ParsedMarkdown(body=text, title=title, frontmatter=frontmatter, warnings=warnings + fm_warnings)

@@ -1,0 +1,19 @@
+#!/usr/bin/env python
+"""Django's command-line utility, over the same embedded database as `pmd`."""
+import os
+import sys
+
+
+def main() -> None:
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "pmd_site.settings")
+    from pmd_site.runtime import database_lease, setup_django
+
+    setup_django()
+    from django.core.management import execute_from_command_line
+
+    with database_lease():
+        execute_from_command_line(sys.argv)
+
+
+if __name__ == "__main__":
+    main()

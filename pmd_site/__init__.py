@@ -1,0 +1,1 @@
+"""pmd: hybrid search for markdown knowledge bases."""

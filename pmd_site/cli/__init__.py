@@ -1,0 +1,102 @@
+"""The `pmd` command line: a thin adapter over the indexing and search services.
+
+Each area lives in its own module with a `register(subparsers)` function that adds
+commands and sets `func` (and `needs_db`, default True) on its parsers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+
+# Modules that contribute commands, in help order. Add yours here.
+COMMAND_MODULES = [
+    "pmd_site.cli.collections",
+    "pmd_site.cli.documents",
+    "pmd_site.cli.contexts",
+    "pmd_site.cli.search",
+    "pmd_site.cli.embed",
+    "pmd_site.cli.admin",
+    "pmd_site.cli.db",
+    "pmd_site.cli.bench",
+    "pmd_site.cli.serve",
+    "pmd_site.cli.mcp",
+]
+
+
+class CommandError(Exception):
+    """A failure the user can act on: printed as one line, exit status 1."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="pmd",
+        description="Hybrid search for markdown knowledge bases (BM25 + vectors + LLM re-ranking).",
+    )
+    parser.add_argument("--index", metavar="NAME", help="use a separate named index (its own database)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name == name:
+                continue  # an area that has not landed yet
+            raise
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    if args.index:
+        os.environ["PMD_INDEX"] = args.index
+    from pmd_site.cli.output import error
+
+    try:
+        from pmd_site.runtime import setup_django
+
+        setup_django()
+        if getattr(args, "needs_db", True):
+            from pmd_site.runtime import database_lease, migrate_if_needed
+
+            with database_lease():
+                migrate_if_needed()
+                result = args.func(args)
+        else:
+            result = args.func(args)
+        return int(result or 0)
+    except CommandError as exc:
+        error(str(exc))
+        return 1
+    except KeyboardInterrupt:
+        error("interrupted")
+        return 130
+    except Exception as exc:  # noqa: BLE001 - the last line of defence for users
+        from pmd_site.env import ConfigError
+        from pmd_site.pgserver import EmbeddedPostgresError
+
+        if isinstance(exc, (ConfigError, EmbeddedPostgresError)):
+            error(str(exc))
+            return 1
+        try:
+            import psycopg
+
+            if isinstance(exc, psycopg.OperationalError) or exc.__class__.__name__ == "OperationalError":
+                error(f"cannot reach the database: {exc}".strip())
+                return 1
+        except ImportError:
+            pass
+        if os.environ.get("PMD_DEBUG"):
+            raise
+        error(f"{exc.__class__.__name__}: {exc} (set PMD_DEBUG=1 for a traceback)")
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,5 @@
+import sys
+
+from pmd_site.cli import main
+
+sys.exit(main())

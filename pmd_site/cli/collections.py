@@ -1,0 +1,196 @@
+"""`pmd collection …` and `pmd update`."""
+
+from __future__ import annotations
+
+from pmd_site.cli import CommandError
+from pmd_site.cli.output import print_json, progress_bar, stdout_console, warn
+
+
+def register(sub) -> None:
+    coll = sub.add_parser("collection", help="manage collections (folders of markdown)")
+    csub = coll.add_subparsers(dest="collection_command", metavar="ACTION", required=True)
+
+    add = csub.add_parser("add", help="add a folder as a collection and index it")
+    add.add_argument("path")
+    add.add_argument("--name", help="collection name (default: the folder's name)")
+    add.add_argument("--mask", help="glob of files to index (default: **/*.md)")
+    add.add_argument("--ignore", action="append", default=[], metavar="GLOB", help="ignore pattern (repeatable)")
+    add.add_argument("--config", dest="text_search_config", help="text search configuration (english, simple, ...)")
+    add.add_argument("--no-index", action="store_true", help="register only; index later with `pmd update`")
+    add.add_argument("--json", action="store_true")
+    add.set_defaults(func=cmd_add)
+
+    ls = csub.add_parser("list", help="list collections")
+    ls.add_argument("--json", action="store_true")
+    ls.set_defaults(func=cmd_list)
+
+    show = csub.add_parser("show", help="show one collection")
+    show.add_argument("name")
+    show.add_argument("--json", action="store_true")
+    show.set_defaults(func=cmd_show)
+
+    rm = csub.add_parser("remove", aliases=["rm"], help="remove a collection from the index (files are not touched)")
+    rm.add_argument("name")
+    rm.set_defaults(func=cmd_remove)
+
+    mv = csub.add_parser("rename", aliases=["mv"], help="rename a collection")
+    mv.add_argument("name")
+    mv.add_argument("new_name")
+    mv.set_defaults(func=cmd_rename)
+
+    upd = sub.add_parser("update", help="re-index collections (only what changed)")
+    upd.add_argument("-c", "--collection", action="append", dest="collections", metavar="NAME")
+    upd.add_argument("--pull", action="store_true", help="git pull collections that are git checkouts first")
+    upd.add_argument("--json", action="store_true")
+    upd.set_defaults(func=cmd_update)
+
+
+def _print_report(report, *, console) -> None:
+    parts = [f"[green]{report.added} added[/]", f"{report.updated} updated", f"{report.unchanged} unchanged",
+             f"{report.removed} removed"]
+    if report.reactivated:
+        parts.append(f"{report.reactivated} restored")
+    if report.skipped:
+        parts.append(f"[yellow]{report.skipped} skipped[/]")
+    errors = report.errors
+    parts.append(f"[red]{errors} errors[/]" if errors else "0 errors")
+    console.print(f"[bold]{report.collection}[/]: " + ", ".join(parts) + f" [dim]({report.elapsed:.2f}s)[/]")
+    for issue in report.issues[:20]:
+        warn(str(issue))
+    if len(report.issues) > 20:
+        warn(f"… and {len(report.issues) - 20} more (see `pmd collection show {report.collection}`)")
+
+
+def cmd_add(args) -> int:
+    from indexing.services.collections import CollectionError, collection_create
+    from indexing.services.scanning import collection_index
+
+    try:
+        collection = collection_create(
+            path=args.path, name=args.name, mask=args.mask, ignore_patterns=args.ignore,
+            text_search_config=args.text_search_config,
+        )
+    except CollectionError as exc:
+        raise CommandError(str(exc)) from None
+    console = stdout_console()
+    if args.no_index:
+        console.print(f"added collection [bold]{collection.name}[/] → {collection.root_path} (not indexed yet)")
+        return 0
+    with progress_bar(f"indexing {collection.name}", enabled=not args.json) as progress:
+        report = collection_index(collection, progress=progress)
+    if args.json:
+        print_json(report.as_dict())
+    else:
+        console.print(f"added collection [bold]{collection.name}[/] → {collection.root_path} (mask {collection.mask})")
+        _print_report(report, console=console)
+    return 0
+
+
+def cmd_list(args) -> int:
+    from indexing.selectors import collections_overview
+
+    rows = collections_overview()
+    if args.json:
+        print_json([{k: v for k, v in r.items() if k != "collection"} for r in rows])
+        return 0
+    console = stdout_console()
+    if not rows:
+        console.print("no collections yet: `pmd collection add PATH`")
+        return 0
+    from rich.table import Table
+
+    table = Table(box=None, header_style="bold")
+    for col in ("name", "documents", "mask", "path", "last indexed"):
+        table.add_column(col)
+    for r in rows:
+        when = r["last_indexed_at"].strftime("%Y-%m-%d %H:%M") if r["last_indexed_at"] else "never"
+        table.add_row(r["name"], str(r["documents"]), r["mask"], r["path"], when)
+    console.print(table)
+    return 0
+
+
+def cmd_show(args) -> int:
+    from indexing.selectors import collections_overview
+    from indexing.services.collections import CollectionError, collection_get
+
+    try:
+        collection = collection_get(args.name)
+    except CollectionError as exc:
+        raise CommandError(str(exc)) from None
+    row = next(r for r in collections_overview() if r["name"] == collection.name)
+    problems = list(collection.problems.values("path", "severity", "message"))
+    contexts = list(collection.contexts.values("path_prefix", "text"))
+    data = {k: v for k, v in row.items() if k != "collection"}
+    data.update(ignore=collection.ignore_patterns, text_search_config=collection.text_search_config,
+                contexts=contexts, problems=problems)
+    if args.json:
+        print_json(data)
+        return 0
+    console = stdout_console()
+    for key in ("name", "path", "mask", "documents", "inactive", "last_indexed_at"):
+        console.print(f"[bold]{key}[/]: {data[key]}")
+    console.print(f"[bold]ignore[/]: {', '.join(collection.ignore_patterns) or '-'}")
+    console.print(f"[bold]text search config[/]: {collection.text_search_config}")
+    for ctx in contexts:
+        console.print(f"[bold]context[/] pmd://{collection.name}/{ctx['path_prefix']}: {ctx['text']}")
+    for p in problems:
+        console.print(f"[yellow]{p['severity']}[/] {p['path']}: {p['message']}")
+    return 0
+
+
+def cmd_remove(args) -> int:
+    from indexing.services.collections import CollectionError, collection_remove
+
+    try:
+        count = collection_remove(name=args.name)
+    except CollectionError as exc:
+        raise CommandError(str(exc)) from None
+    stdout_console().print(f"removed collection [bold]{args.name}[/] ({count} documents; files untouched)")
+    return 0
+
+
+def cmd_rename(args) -> int:
+    from indexing.services.collections import CollectionError, collection_rename
+
+    try:
+        collection_rename(name=args.name, new_name=args.new_name)
+    except CollectionError as exc:
+        raise CommandError(str(exc)) from None
+    stdout_console().print(f"renamed [bold]{args.name}[/] → [bold]{args.new_name}[/]")
+    return 0
+
+
+def cmd_update(args) -> int:
+    from contextlib import ExitStack
+
+    from indexing.services.collections import CollectionError, collections_update
+
+    console = stdout_console()
+    with ExitStack() as stack:
+        def progress_for(collection):
+            return stack.enter_context(progress_bar(f"indexing {collection.name}", enabled=not args.json))
+
+        try:
+            results = collections_update(names=args.collections, pull=args.pull, progress_for=progress_for)
+        except CollectionError as exc:
+            raise CommandError(str(exc)) from None
+    failed = 0
+    out = []
+    for report, pulled, problem in results:
+        if pulled and pulled.ran and not args.json:
+            style = "green" if pulled.ok else "red"
+            console.print(f"[{style}]git pull[/] {pulled.collection}: {pulled.output.splitlines()[-1] if pulled.output else 'ok'}")
+        if problem:
+            failed += 1
+            warn(problem)
+            out.append({"error": problem})
+            continue
+        if args.json:
+            out.append(report.as_dict() | ({"pull": pulled.__dict__} if pulled else {}))
+        else:
+            _print_report(report, console=console)
+    if args.json:
+        print_json(out)
+    elif not results:
+        console.print("no collections yet: `pmd collection add PATH`")
+    return 1 if failed else 0

@@ -1,0 +1,118 @@
+"""`pmd get`, `pmd multi-get` and `pmd ls`."""
+
+from __future__ import annotations
+
+import sys
+
+from pmd_site.cli import CommandError
+from pmd_site.cli.output import print_json, stdout_console
+
+
+def register(sub) -> None:
+    get = sub.add_parser("get", help="print a document: PATH, pmd://collection/path or #docid (optionally :LINE)")
+    get.add_argument("reference")
+    get.add_argument("-l", "--lines", type=int, dest="max_lines", metavar="N", help="at most N lines")
+    get.add_argument("--from", type=int, dest="from_line", metavar="LINE", help="start at this line")
+    get.add_argument("--line-numbers", action="store_true", help="prefix lines with their numbers")
+    get.add_argument("-c", "--collection", action="append", dest="collections", metavar="NAME")
+    get.add_argument("--json", action="store_true")
+    get.set_defaults(func=cmd_get)
+
+    mget = sub.add_parser("multi-get", help="print several documents: a glob, or a comma list of paths/#docids")
+    mget.add_argument("pattern")
+    mget.add_argument("--max-bytes", type=int, default=10 * 1024, metavar="N",
+                      help="skip documents larger than N bytes (default 10240)")
+    mget.add_argument("-l", "--lines", type=int, dest="max_lines", metavar="N", help="at most N lines per document")
+    mget.add_argument("-c", "--collection", action="append", dest="collections", metavar="NAME")
+    mget.add_argument("--json", action="store_true")
+    mget.set_defaults(func=cmd_multi_get)
+
+    ls = sub.add_parser("ls", help="list collections, or documents under COLLECTION[/PREFIX]")
+    ls.add_argument("target", nargs="?")
+    ls.add_argument("--json", action="store_true")
+    ls.set_defaults(func=cmd_ls)
+
+
+def _numbered(lines: list[str], first: int) -> list[str]:
+    width = len(str(first + len(lines)))
+    return [f"{n:>{width}}  {line}" for n, line in enumerate(lines, start=first)]
+
+
+def cmd_get(args) -> int:
+    from indexing.selectors import DocumentNotFound, contexts_for, document_lines, document_resolve
+
+    try:
+        resolved = document_resolve(args.reference, collections=args.collections)
+    except DocumentNotFound as exc:
+        raise CommandError(str(exc)) from None
+    doc = resolved.document
+    from_line = args.from_line or resolved.line
+    lines, first = document_lines(doc, from_line=from_line, max_lines=args.max_lines)
+    if args.json:
+        print_json({
+            "docid": doc.docid, "uri": doc.uri, "collection": doc.collection.name, "path": doc.path,
+            "title": doc.title, "from_line": first, "lines": lines,
+            "context": contexts_for(doc.collection, doc.path), "frontmatter": doc.frontmatter,
+        })
+        return 0
+    out = _numbered(lines, first) if args.line_numbers else lines
+    sys.stdout.write("\n".join(out) + ("\n" if out else ""))
+    return 0
+
+
+def cmd_multi_get(args) -> int:
+    from indexing.selectors import documents_multi_get
+
+    result = documents_multi_get(args.pattern, max_bytes=args.max_bytes, max_lines=args.max_lines,
+                                 collections=args.collections)
+    if args.json:
+        print_json({
+            "documents": [
+                {"docid": i.document.docid, "uri": i.document.uri, "title": i.document.title,
+                 "skipped": i.skipped_reason, "truncated": i.truncated,
+                 "text": None if i.skipped_reason else "\n".join(i.lines)}
+                for i in result.items
+            ],
+            "missing": result.missing,
+        })
+        return 0 if result.items or not result.missing else 1
+    write = sys.stdout.write
+    for item in result.items:
+        write(f"==> {item.document.uri} (#{item.document.docid}) <==\n")
+        if item.skipped_reason:
+            write(f"[skipped: {item.skipped_reason}; use `pmd get #{item.document.docid}`]\n\n")
+            continue
+        write("\n".join(item.lines) + "\n")
+        if item.truncated:
+            write("[… truncated by --lines]\n")
+        write("\n")
+    for missing in result.missing:
+        from pmd_site.cli.output import warn
+
+        warn(f"nothing matches {missing}")
+    return 0 if result.items or not result.missing else 1
+
+
+def cmd_ls(args) -> int:
+    from indexing.selectors import DocumentNotFound, collections_overview, documents_list
+
+    console = stdout_console()
+    if not args.target:
+        rows = collections_overview()
+        if args.json:
+            print_json([{"name": r["name"], "documents": r["documents"], "path": r["path"]} for r in rows])
+        elif not rows:
+            console.print("no collections yet: `pmd collection add PATH`")
+        for r in rows if not args.json else []:
+            console.print(f"pmd://{r['name']}/  [dim]{r['documents']} documents  {r['path']}[/]")
+        return 0
+    try:
+        docs = documents_list(args.target)
+    except DocumentNotFound as exc:
+        raise CommandError(str(exc)) from None
+    if args.json:
+        print_json([{"docid": d.docid, "uri": d.uri, "title": d.title, "size": d.size} for d in docs])
+        return 0
+    for d in docs:
+        console.print(f"[cyan]#{d.docid}[/]  {d.uri}  [dim]{d.title}[/]", highlight=False)
+    return 0

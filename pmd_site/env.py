@@ -1,0 +1,81 @@
+"""The one place that reads the environment.
+
+Every setting pmd understands is parsed here with a typed helper; the rest of the
+code base takes values from `django.conf.settings` or from function arguments.
+Each name is documented in `.env.example`.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+class ConfigError(ValueError):
+    """An environment variable holds a value pmd cannot use."""
+
+
+def get_str(name: str, default: str = "") -> str:
+    value = os.environ.get(name)
+    return default if value is None or value == "" else value
+
+
+def get_bool(name: str, default: bool = False) -> bool:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    value = raw.strip().lower()
+    if value in {"1", "true", "yes", "on"}:
+        return True
+    if value in {"0", "false", "no", "off"}:
+        return False
+    raise ConfigError(f"{name}={raw!r} is not a boolean (use true/false)")
+
+
+def get_int(name: str, default: int, *, minimum: int | None = None) -> int:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigError(f"{name}={raw!r} is not a whole number") from None
+    if minimum is not None and value < minimum:
+        raise ConfigError(f"{name}={value} must be at least {minimum}")
+    return value
+
+
+def get_float(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        return float(raw)
+    except ValueError:
+        raise ConfigError(f"{name}={raw!r} is not a number") from None
+
+
+def get_list(name: str, default: list[str] | None = None, *, sep: str = ",") -> list[str]:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return list(default or [])
+    return [item.strip() for item in raw.split(sep) if item.strip()]
+
+
+def get_path(name: str, default: Path) -> Path:
+    raw = os.environ.get(name)
+    return Path(raw).expanduser() if raw else default
+
+
+def pmd_home() -> Path:
+    """Where embedded data lives: `$PMD_HOME`, else `$XDG_DATA_HOME/pmd`."""
+    xdg = get_path("XDG_DATA_HOME", Path.home() / ".local" / "share")
+    return get_path("PMD_HOME", xdg / "pmd").resolve()
+
+
+def index_name() -> str:
+    """The named index (`--index NAME`): each one is a separate database."""
+    name = get_str("PMD_INDEX", "default")
+    if not name.replace("_", "").replace("-", "").isalnum():
+        raise ConfigError(f"PMD_INDEX={name!r}: use letters, digits, '-' and '_' only")
+    return name

@@ -1,0 +1,73 @@
+"""One status report for `pmd status`, the web status page, the API and MCP.
+
+Each section is produced by a small provider; a provider that fails reports its
+error instead of breaking the whole report. Areas add providers to SECTIONS.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from django.conf import settings
+
+
+def _database() -> dict:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT version(), (SELECT extversion FROM pg_extension WHERE extname = 'vector')")
+        version, vector = cursor.fetchone()
+    db = settings.DATABASES["default"]
+    return {
+        "ok": True,
+        "embedded": settings.EMBEDDED_DATABASE,
+        "name": db["NAME"],
+        "host": db["HOST"] or "localhost",
+        "server": version.split(" on ")[0],
+        "pgvector": vector,
+        "pmd_home": str(settings.PMD_HOME) if settings.EMBEDDED_DATABASE else None,
+    }
+
+
+def _index() -> dict:
+    from indexing.selectors import collections_overview, index_counts
+
+    counts = index_counts()
+    counts["by_collection"] = [
+        {"name": r["name"], "documents": r["documents"], "path": r["path"], "problems": r["problems"],
+         "last_indexed_at": r["last_indexed_at"].isoformat() if r["last_indexed_at"] else None}
+        for r in collections_overview()
+    ]
+    return {"ok": True, **counts}
+
+
+def _problems() -> dict:
+    from indexing.models import FileProblem
+
+    recent = list(
+        FileProblem.objects.select_related("collection").order_by("-created_at")[:10]
+    )
+    return {
+        "ok": True,
+        "recent": [{"uri": f"pmd://{p.collection.name}/{p.path}", "severity": p.severity, "message": p.message}
+                   for p in recent],
+    }
+
+
+SECTIONS: dict[str, Callable[[], dict]] = {
+    "database": _database,
+    "index": _index,
+    "problems": _problems,
+}
+
+
+def status_report(sections: list[str] | None = None) -> dict:
+    report = {}
+    for name, provider in SECTIONS.items():
+        if sections and name not in sections:
+            continue
+        try:
+            report[name] = provider()
+        except Exception as exc:  # noqa: BLE001 - a broken part must not hide the others
+            report[name] = {"ok": False, "error": f"{exc.__class__.__name__}: {exc}"}
+    return report

@@ -1,0 +1,98 @@
+"""Bring up what a pmd process needs before it touches the database.
+
+Every entry point (CLI, manage.py, ASGI server, celery worker, tests) calls
+`database_lease()` or `ensure_database()`; with DATABASE_URL set they do nothing
+but check, with the embedded default they start the server under PMD_HOME.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+
+from pmd_site.pgserver import EmbeddedPostgres
+
+
+def setup_django() -> None:
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "pmd_site.settings")
+    import django
+
+    django.setup()
+
+
+def embedded_server():
+    """The embedded server for the configured PMD_HOME, or None when DATABASE_URL is set."""
+    from django.conf import settings
+
+    if not settings.EMBEDDED_DATABASE:
+        return None
+    return EmbeddedPostgres(settings.PMD_HOME)
+
+
+def ensure_database() -> bool:
+    """Start the embedded server if needed and create the index's database.
+
+    Returns True when this call started the server.
+    """
+    from django.conf import settings
+
+    server = embedded_server()
+    if server is None:
+        return False
+    started = server.start()
+    server.ensure_database(settings.DATABASES["default"]["NAME"])
+    return started
+
+
+@contextlib.contextmanager
+def database_lease():
+    """Use the database for the length of a command; stop what we started.
+
+    A server that was already running (`pmd db start`, `pmd up`) is left alone;
+    one we started is stopped afterwards unless other clients still use it.
+    """
+    started = ensure_database()
+    try:
+        yield
+    finally:
+        if started:
+            from django.db import connections
+
+            connections.close_all()
+            server = embedded_server()
+            if server is not None and server.other_clients() == 0:
+                server.stop()
+
+
+def migrate(verbosity: int = 0) -> None:
+    from django.core.management import call_command
+
+    call_command("migrate", interactive=False, verbosity=verbosity)
+
+
+def _migration_files_count() -> int:
+    from django.apps import apps
+
+    total = 0
+    for config in apps.get_app_configs():
+        folder = os.path.join(config.path, "migrations")
+        if os.path.isdir(folder):
+            total += sum(1 for n in os.listdir(folder) if n[:1].isdigit() and n.endswith(".py"))
+    return total
+
+
+def migrate_if_needed() -> bool:
+    """Apply migrations when the database has fewer recorded than exist on disk (one cheap query)."""
+    from django.db import connection
+    from django.db.utils import ProgrammingError
+
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM django_migrations")
+            applied = cursor.fetchone()[0]
+    except ProgrammingError:
+        applied = 0
+    if applied >= _migration_files_count():
+        return False
+    migrate()
+    return True

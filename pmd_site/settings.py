@@ -1,0 +1,178 @@
+"""Django settings: every value comes from the environment through `pmd_site.env`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from urllib.parse import parse_qsl, unquote, urlparse
+
+from pmd_site import env
+from pmd_site.pgserver import PG_PORT, PG_USER, socket_dir_for
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+PMD_HOME = env.pmd_home()
+PMD_INDEX = env.index_name()
+
+DEBUG = env.get_bool("PMD_DEBUG", False)
+SECRET_KEY = env.get_str("PMD_SECRET_KEY", "")
+if not SECRET_KEY:
+    # A laptop install has no secret to configure: keep a generated one beside the data.
+    _secret_file = PMD_HOME / "secret_key"
+    try:
+        SECRET_KEY = _secret_file.read_text().strip()
+    except OSError:
+        import secrets
+
+        SECRET_KEY = secrets.token_urlsafe(50)
+        try:
+            _secret_file.parent.mkdir(parents=True, exist_ok=True)
+            _secret_file.write_text(SECRET_KEY)
+            _secret_file.chmod(0o600)
+        except OSError:
+            pass
+
+ALLOWED_HOSTS = env.get_list("PMD_ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
+CSRF_TRUSTED_ORIGINS = env.get_list("PMD_CSRF_TRUSTED_ORIGINS", [])
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if env.get_bool("PMD_BEHIND_HTTPS_PROXY") else None
+SESSION_COOKIE_SECURE = env.get_bool("PMD_SECURE_COOKIES", False)
+CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django_htmx",
+    "indexing",
+    "search",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "pmd_site.urls"
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+ASGI_APPLICATION = "pmd_site.asgi.application"
+WSGI_APPLICATION = "pmd_site.wsgi.application"
+
+
+def _database_from_url(url: str) -> dict:
+    parsed = urlparse(url)
+    if parsed.scheme not in {"postgres", "postgresql", "pgsql"}:
+        raise env.ConfigError(f"DATABASE_URL must be a postgres:// URL, got scheme {parsed.scheme!r}")
+    options = dict(parse_qsl(parsed.query))
+    name = unquote(parsed.path.lstrip("/")) or "pmd"
+    host = options.pop("host", parsed.hostname or "")
+    return {
+        "NAME": name if PMD_INDEX == "default" else f"{name}_{PMD_INDEX}",
+        "USER": unquote(parsed.username or ""),
+        "PASSWORD": unquote(parsed.password or ""),
+        "HOST": host,
+        "PORT": str(parsed.port or ""),
+        "OPTIONS": options,
+    }
+
+
+DATABASE_URL = env.get_str("DATABASE_URL", "")
+EMBEDDED_DATABASE = not DATABASE_URL
+if EMBEDDED_DATABASE:
+    _db = {
+        "NAME": "pmd" if PMD_INDEX == "default" else f"pmd_{PMD_INDEX}",
+        "USER": PG_USER,
+        "PASSWORD": "",
+        "HOST": str(socket_dir_for(PMD_HOME)),
+        "PORT": str(PG_PORT),
+        "OPTIONS": {},
+    }
+else:
+    _db = _database_from_url(DATABASE_URL)
+
+DATABASES = {
+    "default": {
+        "ENGINE": "django.db.backends.postgresql",
+        "CONN_MAX_AGE": env.get_int("PMD_DB_CONN_MAX_AGE", 60, minimum=0),
+        "CONN_HEALTH_CHECKS": True,
+        "TEST": {"NAME": f"test_{_db['NAME']}"},
+        **_db,
+    }
+}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+LOGIN_URL = "/accounts/login/"
+LOGIN_REDIRECT_URL = "/"
+LOGOUT_REDIRECT_URL = "/accounts/login/"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = env.get_str("PMD_TIME_ZONE", "UTC")
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "/static/"
+STATIC_ROOT = env.get_path("PMD_STATIC_ROOT", PMD_HOME / "static")
+STATICFILES_DIRS = [BASE_DIR / "pmd_site" / "static"]
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
+WHITENOISE_USE_FINDERS = True
+
+# --- Broker / celery -------------------------------------------------------------
+# Empty means "the embedded Redis under PMD_HOME" (started by pmd itself).
+CELERY_BROKER_URL = env.get_str("CELERY_BROKER_URL", "")
+CELERY_RESULT_BACKEND = env.get_str("CELERY_RESULT_BACKEND", "")
+CELERY_TASK_ALWAYS_EAGER = env.get_bool("PMD_TASKS_EAGER", False)
+PMD_RECONCILE_INTERVAL = env.get_int("PMD_RECONCILE_INTERVAL", 900, minimum=0)
+
+# --- Indexing --------------------------------------------------------------------
+PMD_MAX_FILE_BYTES = env.get_int("PMD_MAX_FILE_BYTES", 5 * 1024 * 1024, minimum=1)
+PMD_DEFAULT_MASK = env.get_str("PMD_DEFAULT_MASK", "**/*.md")
+PMD_TEXT_SEARCH_CONFIG = env.get_str("PMD_TEXT_SEARCH_CONFIG", "english")
+
+# --- Keyword search (BM25) -----------------------------------------------------
+PMD_BM25_K1 = env.get_float("PMD_BM25_K1", 0.9)
+PMD_BM25_B = env.get_float("PMD_BM25_B", 0.4)
+
+# --- LLM backend -------------------------------------------------------------------
+OLLAMA_URL = env.get_str("OLLAMA_URL", "http://127.0.0.1:11434")
+PMD_LLM_BACKEND = env.get_str("PMD_LLM_BACKEND", "ollama")
+PMD_OPENAI_BASE_URL = env.get_str("PMD_OPENAI_BASE_URL", "http://127.0.0.1:8080/v1")
+PMD_OPENAI_API_KEY = env.get_str("PMD_OPENAI_API_KEY", "")
+PMD_EMBED_MODEL = env.get_str("PMD_EMBED_MODEL", "embeddinggemma")
+PMD_CHUNK_TOKENS = env.get_int("PMD_CHUNK_TOKENS", 900, minimum=32)
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"},
+    },
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env.get_str("PMD_LOG_LEVEL", "WARNING")},
+}

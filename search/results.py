@@ -1,0 +1,53 @@
+"""What every search mode returns, and every formatter/adapter consumes."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+
+@dataclass
+class SearchResult:
+    docid: str
+    collection: str
+    path: str
+    title: str
+    score: float  # 0..1, comparable within one result list
+    line: int = 1  # 1-based line of the best match in the document
+    snippet: str = ""
+    highlights: list[tuple[int, int]] = field(default_factory=list)  # [start, end) offsets into snippet
+    context: list[str] = field(default_factory=list)  # path contexts, general → specific
+    body: str | None = None  # the full document with --full
+    scores: dict = field(default_factory=dict)  # component scores (raw bm25, cosine, rrf, rerank...)
+    explain: dict | None = None
+
+    @property
+    def uri(self) -> str:
+        return f"pmd://{self.collection}/{self.path}"
+
+    def as_dict(self) -> dict:
+        data = asdict(self)
+        data["uri"] = self.uri
+        data["highlights"] = [list(h) for h in self.highlights]
+        if data["explain"] is None:
+            data.pop("explain")
+        if data["body"] is None:
+            data.pop("body")
+        return data
+
+
+@dataclass
+class SearchResponse:
+    query: str
+    mode: str
+    results: list[SearchResult] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)  # stage → milliseconds
+
+    def as_dict(self) -> dict:
+        return {
+            "query": self.query,
+            "mode": self.mode,
+            "results": [r.as_dict() for r in self.results],
+            "warnings": list(self.warnings),
+            "timings_ms": {k: round(v, 2) for k, v in self.timings.items()},
+        }

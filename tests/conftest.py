@@ -1,0 +1,42 @@
+"""Shared fixtures. The embedded PostgreSQL for the session comes from `pmd_site.pytest_plugin`."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+FIXTURE_CORPUS = Path(__file__).parent / "fixtures" / "corpus"
+
+
+@pytest.fixture
+def corpus_dir(tmp_path) -> Path:
+    """A private copy of the fixture corpus that a test may change."""
+    target = tmp_path / "corpus"
+    shutil.copytree(FIXTURE_CORPUS, target, symlinks=True)
+    return target
+
+
+@pytest.fixture
+def indexed_collection(db, corpus_dir):
+    """The fixture corpus, added and indexed as collection `notes`."""
+    from indexing.services.collections import collection_create
+    from indexing.services.scanning import collection_index
+
+    collection = collection_create(path=corpus_dir, name="notes")
+    collection_index(collection)
+    return collection
+
+
+@pytest.fixture
+def run_cli(capsys):
+    """Run `pmd ARGS…` in-process against the test database; returns (exit code, stdout, stderr)."""
+    from pmd_site.cli import main
+
+    def run(*args: str):
+        code = main(list(args))
+        captured = capsys.readouterr()
+        return code, captured.out, captured.err
+
+    return run

@@ -1,0 +1,82 @@
+"""The `pmd` CLI core, run in-process against the test database."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_collection_add_list_show_rename_remove(run_cli, corpus_dir):
+    code, out, err = run_cli("collection", "add", str(corpus_dir), "--name", "notes")
+    assert code == 0
+    assert "6 added" in out
+    assert "binary" in err and "invalid UTF-8" in err
+    code, out, _ = run_cli("collection", "list", "--json")
+    assert json.loads(out)[0]["documents"] == 6
+    code, out, _ = run_cli("collection", "rename", "notes", "handbook")
+    assert code == 0
+    code, out, _ = run_cli("ls", "handbook/guides", "--json")
+    assert {d["uri"] for d in json.loads(out)} == {
+        "pmd://handbook/guides/identifiers.md", "pmd://handbook/guides/postgres-tuning.md"}
+    code, _, err = run_cli("collection", "add", str(corpus_dir), "--name", "handbook")
+    assert code == 1 and "already exists" in err
+    code, out, _ = run_cli("collection", "remove", "handbook")
+    assert code == 0 and "6 documents" in out
+
+
+def test_add_missing_folder_fails_cleanly(run_cli, tmp_path):
+    code, out, err = run_cli("collection", "add", str(tmp_path / "missing"))
+    assert code == 1
+    assert "does not exist" in err
+    assert "Traceback" not in err
+
+
+def test_get_by_docid_with_line_window_and_numbers(run_cli, indexed_collection):
+    from indexing.models import Document
+
+    doc = Document.objects.get(collection=indexed_collection, path="guides/postgres-tuning.md")
+    code, out, _ = run_cli("get", f"#{doc.docid}", "--from", "7", "-l", "2", "--line-numbers")
+    assert code == 0
+    assert out.splitlines() == [
+        "7  # Ignored heading because frontmatter has a title",
+        "8  ",
+    ]
+    code, out, _ = run_cli("get", f"pmd://notes/guides/postgres-tuning.md:9", "-l", "1")
+    assert out.startswith("PostgreSQL can rank")
+
+
+def test_get_miss_prints_suggestions_and_refuses_traversal(run_cli, indexed_collection):
+    code, _, err = run_cli("get", "notes/guides/identifier.md")
+    assert code == 1
+    assert "pmd://notes/guides/identifiers.md" in err
+    code, out, err = run_cli("get", "../../../etc/passwd")
+    assert code == 1 and out == ""
+
+
+def test_multi_get_and_update_and_cleanup(run_cli, indexed_collection, corpus_dir):
+    code, out, _ = run_cli("multi-get", "notes/meetings/*.md", "-l", "1")
+    assert out.count("==> pmd://notes/meetings/") == 3
+    (corpus_dir / "README.md").unlink()
+    code, out, _ = run_cli("update", "--json")
+    assert json.loads(out)[0]["removed"] == 1
+    code, out, _ = run_cli("cleanup", "--json")
+    assert json.loads(out)["inactive_documents"] == 1
+
+
+def test_context_commands(run_cli, indexed_collection):
+    assert run_cli("context", "add", "pmd://notes/meetings", "Weekly meeting notes")[0] == 0
+    assert run_cli("context", "add", "Everything the team knows")[0] == 0
+    code, out, _ = run_cli("context", "list", "--json")
+    assert {c["target"] for c in json.loads(out)} == {"/", "pmd://notes/meetings"}
+    assert run_cli("context", "rm", "pmd://notes/meetings")[0] == 0
+
+
+def test_status_reports_database_and_counts(run_cli, indexed_collection):
+    code, out, _ = run_cli("status", "--json")
+    report = json.loads(out)
+    assert report["database"]["ok"] is True
+    assert report["database"]["pgvector"]
+    assert report["index"]["documents"] == 6

@@ -1,0 +1,165 @@
+"""The indexing service: scanning, incremental updates and bad input."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from indexing.models import Content, Document, FileProblem
+from indexing.services.collections import CollectionError, collection_create
+from indexing.services.scanning import CollectionPathMissing, collection_index
+
+pytestmark = pytest.mark.django_db
+
+
+def _paths(collection):
+    return set(Document.objects.filter(collection=collection, active=True).values_list("path", flat=True))
+
+
+def test_first_scan_indexes_markdown_and_skips_hidden_vendor_and_other_files(indexed_collection):
+    assert _paths(indexed_collection) == {
+        "README.md",
+        "guides/postgres-tuning.md",
+        "guides/identifiers.md",
+        "meetings/2025-01-standup.md",
+        "meetings/no-heading.md",
+        "meetings/latin1.md",
+    }
+
+
+def test_titles_come_from_frontmatter_then_heading_then_file_name(indexed_collection):
+    titles = dict(Document.objects.filter(collection=indexed_collection).values_list("path", "title"))
+    assert titles["guides/postgres-tuning.md"] == "Tuning PostgreSQL for search"
+    assert titles["README.md"] == "Project Handbook"
+    assert titles["meetings/no-heading.md"] == "no-heading"
+
+
+def test_frontmatter_is_kept_as_json(indexed_collection):
+    doc = Document.objects.get(collection=indexed_collection, path="guides/postgres-tuning.md")
+    assert doc.frontmatter["tags"] == ["database", "performance"]
+    assert doc.frontmatter["date"] == "2025-03-14"
+
+
+def test_docid_is_the_first_six_hex_digits_of_the_content_hash(indexed_collection):
+    for doc in Document.objects.filter(collection=indexed_collection):
+        assert doc.docid == doc.content_id[:6]
+        assert len(doc.content_id) == 64
+
+
+def test_invalid_utf8_is_indexed_with_replacement_and_a_warning(indexed_collection):
+    doc = Document.objects.get(collection=indexed_collection, path="meetings/latin1.md")
+    assert "\ufffd" in doc.content.body
+    problem = FileProblem.objects.get(collection=indexed_collection, path="meetings/latin1.md")
+    assert "invalid UTF-8" in problem.message
+
+
+def test_binary_file_is_skipped_with_a_warning(indexed_collection):
+    assert not Document.objects.filter(path="guides/diagram.md").exists()
+    assert "binary" in FileProblem.objects.get(path="guides/diagram.md").message
+
+
+def test_unchanged_rescan_reads_no_file_and_changes_nothing(indexed_collection):
+    report = collection_index(indexed_collection)
+    assert (report.added, report.updated, report.removed) == (0, 0, 0)
+    assert report.unchanged == 6
+
+
+def test_changed_file_gets_new_content_and_touched_file_keeps_it(indexed_collection, corpus_dir):
+    readme = corpus_dir / "README.md"
+    before = Document.objects.get(collection=indexed_collection, path="README.md").content_id
+    readme.write_text(readme.read_text() + "\nA new paragraph about rollbacks.\n")
+    touched = corpus_dir / "guides" / "identifiers.md"
+    later = time.time() + 5
+    os.utime(touched, (later, later))
+    report = collection_index(indexed_collection)
+    assert report.updated == 1
+    assert report.unchanged == 5
+    after = Document.objects.get(collection=indexed_collection, path="README.md")
+    assert after.content_id != before
+    assert "rollbacks" in after.content.body
+    ident = Document.objects.get(collection=indexed_collection, path="guides/identifiers.md")
+    assert ident.mtime == pytest.approx(later)
+
+
+def test_deleted_file_is_deactivated_then_restored_when_it_reappears(indexed_collection, corpus_dir):
+    note = corpus_dir / "meetings" / "no-heading.md"
+    text = note.read_text()
+    note.unlink()
+    report = collection_index(indexed_collection)
+    assert report.removed == 1
+    doc = Document.objects.get(collection=indexed_collection, path="meetings/no-heading.md")
+    assert doc.active is False
+    note.write_text(text)
+    report = collection_index(indexed_collection)
+    assert report.reactivated == 1
+    doc.refresh_from_db()
+    assert doc.active is True
+
+
+def test_identical_files_share_one_content_row(db, tmp_path):
+    (tmp_path / "a.md").write_text("# Same\n\nbody\n")
+    (tmp_path / "b.md").write_text("# Same\n\nbody\n")
+    collection = collection_create(path=tmp_path, name="twins")
+    collection_index(collection)
+    hashes = set(Document.objects.filter(collection=collection).values_list("content_id", flat=True))
+    assert len(hashes) == 1
+    assert Content.objects.filter(hash__in=hashes).count() == 1
+
+
+def test_file_over_the_size_limit_is_skipped(db, tmp_path):
+    (tmp_path / "big.md").write_text("# Big\n" + "x" * 5000)
+    (tmp_path / "small.md").write_text("# Small\n")
+    collection = collection_create(path=tmp_path, name="sizes")
+    report = collection_index(collection, max_file_bytes=1000)
+    assert report.skipped == 1
+    assert _paths(collection) == {"small.md"}
+    assert "over the 1,000-byte limit" in FileProblem.objects.get(path="big.md").message
+
+
+def test_symlink_loop_does_not_hang_the_scan(db, tmp_path):
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "a.md").write_text("# A\n")
+    os.symlink(tmp_path, tmp_path / "docs" / "loop")
+    collection = collection_create(path=tmp_path, name="loopy")
+    report = collection_index(collection)
+    assert _paths(collection) == {"docs/a.md"}
+    assert any("symlink loop" in i.message for i in report.issues)
+
+
+def test_ignore_patterns_and_mask(db, corpus_dir):
+    collection = collection_create(path=corpus_dir, name="only-guides", mask="guides/**/*.md",
+                                   ignore_patterns=["**/identifiers.md"])
+    collection_index(collection)
+    assert _paths(collection) == {"guides/postgres-tuning.md"}
+
+
+def test_missing_folder_and_duplicate_name_are_clear_errors(db, tmp_path, corpus_dir):
+    with pytest.raises(CollectionError, match="does not exist"):
+        collection_create(path=tmp_path / "nope", name="x")
+    collection_create(path=corpus_dir, name="dup")
+    with pytest.raises(CollectionError, match="already exists"):
+        collection_create(path=corpus_dir, name="dup")
+
+
+def test_folder_removed_after_registration_reports_missing_path(db, tmp_path):
+    folder = tmp_path / "gone"
+    folder.mkdir()
+    collection = collection_create(path=folder, name="gone")
+    folder.rmdir()
+    with pytest.raises(CollectionPathMissing, match="does not exist"):
+        collection_index(collection)
+
+
+def test_unreadable_file_is_reported_and_does_not_stop_the_scan(db, tmp_path):
+    if os.geteuid() == 0:
+        pytest.skip("root reads every file; permission errors cannot be produced")
+    (tmp_path / "ok.md").write_text("# OK\n")
+    locked = tmp_path / "locked.md"
+    locked.write_text("# Locked\n")
+    locked.chmod(0)
+    collection = collection_create(path=tmp_path, name="perm")
+    report = collection_index(collection)
+    assert _paths(collection) == {"ok.md"}
+    assert report.errors == 1
