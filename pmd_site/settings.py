@@ -166,6 +166,18 @@ PMD_OPENAI_BASE_URL = env.get_str("PMD_OPENAI_BASE_URL", "http://127.0.0.1:8080/
 PMD_OPENAI_API_KEY = env.get_str("PMD_OPENAI_API_KEY", "")
 PMD_EMBED_MODEL = env.get_str("PMD_EMBED_MODEL", "embeddinggemma")
 PMD_CHUNK_TOKENS = env.get_int("PMD_CHUNK_TOKENS", 900, minimum=32)
+PMD_CHUNK_OVERLAP = env.get_float("PMD_CHUNK_OVERLAP", 0.15)
+PMD_CHUNK_WINDOW = env.get_int("PMD_CHUNK_WINDOW", 200, minimum=1)
+PMD_EMBED_QUERY_PROMPT = env.get_str("PMD_EMBED_QUERY_PROMPT", "")
+PMD_EMBED_DOC_PROMPT = env.get_str("PMD_EMBED_DOC_PROMPT", "")
+PMD_EMBED_BATCH = env.get_int("PMD_EMBED_BATCH", 32, minimum=1)
+PMD_GENERATE_MODEL = env.get_str("PMD_GENERATE_MODEL", "qwen3:0.6b")
+PMD_RERANK_MODEL = env.get_str("PMD_RERANK_MODEL", "dengcao/Qwen3-Reranker-0.6B:Q8_0")
+PMD_LLM_TIMEOUT = env.get_float("PMD_LLM_TIMEOUT", 120.0)
+PMD_LLM_RETRIES = env.get_int("PMD_LLM_RETRIES", 3, minimum=0)
+PMD_LLM_RETRY_BACKOFF = env.get_float("PMD_LLM_RETRY_BACKOFF", 0.5)
+PMD_OLLAMA_KEEP_ALIVE = env.get_str("PMD_OLLAMA_KEEP_ALIVE", "")
+PMD_HNSW_EF_SEARCH = env.get_int("PMD_HNSW_EF_SEARCH", 100, minimum=1)
 
 LOGGING = {
     "version": 1,

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+pytest_plugins = ["ollama_fixtures"]  # the Ollama-compatible test server (tests/ollama_server.py)
+
 FIXTURE_CORPUS = Path(__file__).parent / "fixtures" / "corpus"
 
 

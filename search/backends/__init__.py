@@ -1,0 +1,96 @@
+"""The LLM backend: one client for embeddings, generation and chat, chosen by settings.
+
+    from search.backends import get_backend, embedding_prompts
+    vectors = get_backend().embed(texts, model=settings.PMD_EMBED_MODEL)
+
+PMD_LLM_BACKEND=ollama (default; OLLAMA_URL) or openai (PMD_OPENAI_BASE_URL,
+PMD_OPENAI_API_KEY). Errors are `BackendError` subclasses whose message tells the
+user what to do.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+from search.backends.base import (
+    BackendError,
+    BackendResponseError,
+    BackendTimeout,
+    BackendUnavailable,
+    ChatResult,
+    LLMBackend,
+    ModelInfo,
+    ModelMissing,
+    PullProgress,
+    TokenLogprob,
+)
+from search.backends.prompts import EmbedPrompts, prompts_for
+
+__all__ = [
+    "BackendError", "BackendResponseError", "BackendTimeout", "BackendUnavailable", "ChatResult",
+    "EmbedPrompts", "LLMBackend", "ModelInfo", "ModelMissing", "PullProgress", "TokenLogprob",
+    "backend_url", "embedding_prompts", "get_backend", "make_backend",
+]
+
+_lock = threading.Lock()
+_cached: dict[tuple, LLMBackend] = {}
+
+
+def _setting(name: str, default):
+    from django.conf import settings
+
+    return getattr(settings, name, default)
+
+
+def make_backend(kind: str, *, url: str, api_key: str = "", timeout: float = 120.0, retries: int = 3,
+                 keep_alive: str | None = None, backoff: float = 0.5) -> LLMBackend:
+    if kind == "ollama":
+        from search.backends.ollama import OllamaBackend
+
+        return OllamaBackend(url, timeout=timeout, retries=retries, keep_alive=keep_alive, backoff=backoff)
+    if kind == "openai":
+        from search.backends.openai import OpenAIBackend
+
+        return OpenAIBackend(url, api_key=api_key, timeout=timeout, retries=retries, backoff=backoff)
+    raise BackendError(f"PMD_LLM_BACKEND={kind!r} is not a backend pmd knows: use `ollama` or `openai`")
+
+
+def backend_url() -> str:
+    kind = _setting("PMD_LLM_BACKEND", "ollama")
+    return _setting("PMD_OPENAI_BASE_URL", "") if kind == "openai" else _setting("OLLAMA_URL", "http://127.0.0.1:11434")
+
+
+def get_backend() -> LLMBackend:
+    """The configured backend; one shared client per process and configuration."""
+    kind = _setting("PMD_LLM_BACKEND", "ollama")
+    key = (
+        os.getpid(),  # a forked celery worker must not share the parent's connections
+        kind,
+        backend_url(),
+        _setting("PMD_OPENAI_API_KEY", "") if kind == "openai" else "",
+        float(_setting("PMD_LLM_TIMEOUT", 120.0)),
+        int(_setting("PMD_LLM_RETRIES", 3)),
+        _setting("PMD_OLLAMA_KEEP_ALIVE", "") or None,
+        float(_setting("PMD_LLM_RETRY_BACKOFF", 0.5)),
+    )
+    with _lock:
+        backend = _cached.get(key)
+        if backend is None:
+            backend = make_backend(kind, url=key[2], api_key=key[3], timeout=key[4], retries=key[5],
+                                   keep_alive=key[6], backoff=key[7])
+            _cached[key] = backend
+        return backend
+
+
+def embedding_prompts(model: str | None = None) -> EmbedPrompts:
+    """Prompt templates for the embedding model (PMD_EMBED_MODEL unless given)."""
+    configured = _setting("PMD_EMBED_MODEL", "embeddinggemma")
+    model = model or configured
+    if model != configured:
+        return prompts_for(model)
+    return prompts_for(
+        model,
+        query_override=_setting("PMD_EMBED_QUERY_PROMPT", ""),
+        document_override=_setting("PMD_EMBED_DOC_PROMPT", ""),
+    )

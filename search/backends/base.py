@@ -1,0 +1,351 @@
+"""What pmd needs from an LLM server, and the errors a user can act on.
+
+Two implementations speak to real servers over HTTP: `ollama.OllamaBackend`
+(Ollama's native API) and `openai.OpenAIBackend` (any OpenAI-compatible server:
+llama.cpp, vLLM, LM Studio, TEI). Both share the retry loop below so that a
+server that is restarting or briefly overloaded (connection refused, 5xx) does
+not fail a long embedding run, while a missing model or a bad request fails at
+once with a message that says what to do.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+logger = logging.getLogger(__name__)
+
+
+# --- errors ------------------------------------------------------------------------
+
+
+class BackendError(RuntimeError):
+    """Anything the LLM backend could not do; the message is meant for the user."""
+
+
+class BackendUnavailable(BackendError):
+    """Nothing answers at the configured URL (after retries)."""
+
+    def __init__(self, url: str, *, backend: str = "ollama", detail: str = ""):
+        self.url = url
+        if backend == "ollama":
+            message = (
+                f"Ollama is not reachable at {url}: start it "
+                "(`ollama serve` / the compose `ollama` service)"
+            )
+        else:
+            message = f"the OpenAI-compatible server is not reachable at {url}: start it or fix PMD_OPENAI_BASE_URL"
+        if detail:
+            message += f" [{detail}]"
+        super().__init__(message)
+
+
+class ModelMissing(BackendError):
+    """The server runs but does not have the model."""
+
+    def __init__(self, model: str, *, backend: str = "ollama"):
+        self.model = model
+        if backend == "ollama":
+            message = f"model {model} is not pulled: `pmd models pull` / `ollama pull {model}`"
+        else:
+            message = f"model {model} is not served by the OpenAI-compatible server: load it there first"
+        super().__init__(message)
+
+
+class BackendTimeout(BackendError):
+    """The server accepted the request but did not answer in time."""
+
+    def __init__(self, url: str, seconds: float):
+        self.url = url
+        self.seconds = seconds
+        super().__init__(
+            f"the LLM server at {url} did not answer within {seconds:g}s "
+            "(raise PMD_LLM_TIMEOUT, or use a smaller model / batch)"
+        )
+
+
+class BackendResponseError(BackendError):
+    """The server answered with an error or with something we cannot use."""
+
+
+# --- results -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    name: str
+    size: int = 0
+    family: str = ""
+    parameter_size: str = ""
+    quantization: str = ""
+    modified_at: str = ""
+
+
+@dataclass(frozen=True)
+class TokenLogprob:
+    token: str
+    logprob: float
+    top: tuple[tuple[str, float], ...] = ()
+
+
+@dataclass
+class ChatResult:
+    content: str
+    logprobs: list[TokenLogprob] = field(default_factory=list)
+    model: str = ""
+    raw: dict = field(default_factory=dict)
+
+    def json(self) -> Any:
+        """The content parsed as JSON (for `format=` structured replies)."""
+        try:
+            return json.loads(self.content)
+        except json.JSONDecodeError as exc:
+            raise BackendResponseError(f"the model did not answer valid JSON: {self.content[:200]!r}") from exc
+
+
+@dataclass(frozen=True)
+class PullProgress:
+    status: str
+    completed: int = 0
+    total: int = 0
+    digest: str = ""
+
+
+ProgressCallback = Callable[[PullProgress], None]
+
+
+# --- the interface -------------------------------------------------------------------
+
+
+class LLMBackend:
+    """Base class: HTTP plumbing with retries, plus the operations pmd uses."""
+
+    kind = "base"
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        timeout: float = 120.0,
+        connect_timeout: float = 5.0,
+        retries: int = 3,
+        backoff: float = 0.5,
+        headers: dict[str, str] | None = None,
+        transport: httpx.BaseTransport | None = None,
+    ):
+        self.base_url = base_url.rstrip("/")
+        self.timeout = timeout
+        self.retries = max(0, retries)
+        self.backoff = backoff
+        self._client = httpx.Client(
+            base_url=self.base_url,
+            timeout=httpx.Timeout(timeout, connect=connect_timeout),
+            headers=headers or {},
+            transport=transport,
+        )
+        self._dims: dict[str, int] = {}
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.base_url}>"
+
+    def close(self) -> None:
+        self._client.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- operations (implemented by subclasses) --------------------------------
+
+    def embed(self, texts: list[str], *, model: str) -> list[list[float]]:
+        """One vector per input text, in order."""
+        raise NotImplementedError
+
+    def list_models(self) -> list[ModelInfo]:
+        raise NotImplementedError
+
+    def has_model(self, model: str) -> bool:
+        wanted = normalize_model_name(model)
+        return any(normalize_model_name(m.name) == wanted for m in self.list_models())
+
+    def embedding_dims(self, model: str) -> int:
+        """The length of the model's vectors (cached per model)."""
+        if model not in self._dims:
+            self._dims[model] = self._discover_dims(model)
+        return self._dims[model]
+
+    def _discover_dims(self, model: str) -> int:
+        vectors = self.embed(["dimension probe"], model=model)
+        if not vectors or not vectors[0]:
+            raise BackendResponseError(f"model {model} returned no embedding for a probe text: is it an embedding model?")
+        return len(vectors[0])
+
+    def pull(self, model: str, *, progress: ProgressCallback | None = None) -> None:
+        raise BackendError(f"the {self.kind} backend cannot pull models: load {model} in the server yourself")
+
+    def generate(
+        self,
+        prompt: str,
+        *,
+        model: str,
+        system: str | None = None,
+        format: dict | str | None = None,
+        options: dict | None = None,
+        think: bool | None = None,
+    ) -> str:
+        """A single completion; `format` is "json" or a JSON schema the answer must follow."""
+        raise NotImplementedError
+
+    def chat(
+        self,
+        messages: list[dict],
+        *,
+        model: str,
+        format: dict | str | None = None,
+        logprobs: bool = False,
+        top_logprobs: int = 0,
+        options: dict | None = None,
+        think: bool | None = None,
+    ) -> ChatResult:
+        """A chat turn; `logprobs` asks for per-token log probabilities (used by re-ranking)."""
+        raise NotImplementedError
+
+    # -- HTTP plumbing -----------------------------------------------------------
+
+    def _unavailable(self, detail: str = "") -> BackendUnavailable:
+        return BackendUnavailable(self.base_url, backend=self.kind, detail=detail)
+
+    def _raise_for_status(self, response: httpx.Response, model: str | None) -> None:
+        """Turn an HTTP error answer into the right BackendError (subclasses refine)."""
+        raise BackendResponseError(
+            f"{self.kind} server error {response.status_code} on {response.request.url.path}: {_error_text(response)}"
+        )
+
+    def _request(self, method: str, path: str, *, json_body: Any = None, model: str | None = None) -> Any:
+        """Send a request and return its JSON, retrying connection errors and 5xx."""
+        attempt = 0
+        while True:
+            try:
+                response = self._client.request(method, path, json=json_body)
+            except httpx.TimeoutException as exc:
+                if isinstance(exc, httpx.ConnectTimeout) and attempt < self.retries:
+                    attempt = self._sleep_before_retry(attempt, f"connect timeout on {path}")
+                    continue
+                if isinstance(exc, httpx.ConnectTimeout):
+                    raise self._unavailable("connect timeout") from None
+                raise BackendTimeout(self.base_url, self.timeout) from None
+            except (httpx.ConnectError, httpx.RemoteProtocolError, httpx.ReadError) as exc:
+                if attempt < self.retries:
+                    attempt = self._sleep_before_retry(attempt, f"{type(exc).__name__} on {path}")
+                    continue
+                raise self._unavailable() from None
+            if response.status_code >= 500 and attempt < self.retries and not _is_model_missing(response):
+                attempt = self._sleep_before_retry(attempt, f"HTTP {response.status_code} on {path}")
+                continue
+            if response.status_code >= 400:
+                self._raise_for_status(response, model)
+            try:
+                return response.json()
+            except ValueError:
+                raise BackendResponseError(
+                    f"{self.kind} server answered {path} with something that is not JSON: {response.text[:200]!r}"
+                ) from None
+
+    def _stream_lines(self, path: str, *, json_body: Any, model: str | None = None) -> Iterator[dict]:
+        """POST and yield each JSON line of a streamed (NDJSON) answer."""
+        attempt = 0
+        while True:
+            try:
+                with self._client.stream("POST", path, json=json_body, timeout=httpx.Timeout(None, connect=5.0)) as response:
+                    if response.status_code >= 500 and attempt < self.retries:
+                        response.read()
+                        attempt = self._sleep_before_retry(attempt, f"HTTP {response.status_code} on {path}")
+                        continue
+                    if response.status_code >= 400:
+                        response.read()
+                        self._raise_for_status(response, model)
+                    for line in response.iter_lines():
+                        if line.strip():
+                            try:
+                                yield json.loads(line)
+                            except ValueError:
+                                raise BackendResponseError(f"unreadable progress line from {path}: {line[:200]!r}") from None
+                    return
+            except (httpx.ConnectError, httpx.ConnectTimeout):
+                if attempt < self.retries:
+                    attempt = self._sleep_before_retry(attempt, f"cannot connect for {path}")
+                    continue
+                raise self._unavailable() from None
+            except (httpx.RemoteProtocolError, httpx.ReadError):
+                raise self._unavailable("connection dropped while streaming") from None
+
+    def _sleep_before_retry(self, attempt: int, why: str) -> int:
+        delay = self.backoff * (2**attempt)
+        logger.info("LLM backend %s: %s, retrying in %.2fs", self.base_url, why, delay)
+        time.sleep(delay)
+        return attempt + 1
+
+
+# --- helpers -----------------------------------------------------------------------
+
+
+def normalize_model_name(name: str) -> str:
+    """`embeddinggemma` and `embeddinggemma:latest` are the same Ollama model."""
+    name = name.strip()
+    return name if ":" in name.rsplit("/", 1)[-1] else f"{name}:latest"
+
+
+def _error_text(response: httpx.Response) -> str:
+    try:
+        body = response.json()
+    except ValueError:
+        return response.text[:300]
+    if isinstance(body, dict):
+        error = body.get("error")
+        if isinstance(error, dict):
+            return str(error.get("message") or error)
+        if error:
+            return str(error)
+    return response.text[:300]
+
+
+def _is_model_missing(response: httpx.Response) -> bool:
+    if response.status_code not in (400, 404, 500):
+        return False
+    text = _error_text(response).lower()
+    return ("not found" in text and "model" in text) or "try pulling" in text or "model_not_found" in text
+
+
+def parse_logprobs(entries: Any) -> list[TokenLogprob]:
+    """Per-token log probabilities; Ollama and OpenAI use the same entry shape:
+    [{token, logprob, top_logprobs: [{token, logprob}]}]."""
+    parsed = []
+    for entry in entries or []:
+        if not isinstance(entry, dict) or "logprob" not in entry:
+            continue
+        top = tuple(
+            (str(alt.get("token", "")), float(alt.get("logprob", 0.0)))
+            for alt in entry.get("top_logprobs") or []
+            if isinstance(alt, dict)
+        )
+        parsed.append(TokenLogprob(str(entry.get("token", "")), float(entry["logprob"]), top))
+    return parsed
+
+
+def check_vectors(vectors: Any, count: int, *, model: str) -> list[list[float]]:
+    """Validate an embedding answer: one non-empty vector per input, all the same length."""
+    if not isinstance(vectors, list) or len(vectors) != count:
+        got = len(vectors) if isinstance(vectors, list) else type(vectors).__name__
+        raise BackendResponseError(f"model {model} returned {got} embeddings for {count} inputs")
+    lengths = {len(v) for v in vectors if isinstance(v, list)}
+    if len(lengths) != 1 or 0 in lengths or any(not isinstance(v, list) for v in vectors):
+        raise BackendResponseError(f"model {model} returned embeddings of inconsistent dimensions {sorted(lengths)}")
+    return vectors

@@ -1,0 +1,421 @@
+"""An Ollama-API-compatible HTTP server for the test suite (real HTTP on 127.0.0.1).
+
+It answers the endpoints pmd's backends call, with deterministic embeddings that
+carry lexical similarity (hashed word unigrams and bigrams, L2-normalised), so a
+test can assert that "postgres vacuum tuning" ranks the document about
+PostgreSQL vacuum above the one about baking bread. Chat and generate answers
+come from replaceable handlers, so query expansion and re-ranking can be tested.
+
+Fault modes (set on the instance, cleared by `reset()`):
+  * down: `stop()` it, or use `unused_url()` (nothing listens there);
+  * slow: `delay = seconds` before every answer;
+  * 500: `fail_next(n, status=500)` fails the next n requests (retries are visible),
+    `fail_always = 500` fails all of them;
+  * wrong dimension: `add_model(name, dims=8, embed_dims=16)` (show says 8, vectors have 16);
+  * model missing: any name not added with `add_model` answers 404 like Ollama.
+
+Also OpenAI-compatible routes under /v1 (`openai_url`): /v1/models,
+/v1/embeddings, /v1/chat/completions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+_WORD = re.compile(r"\w+")
+# Words every text shares carry no meaning; leaving them out keeps similarity lexical.
+_STOP = frozenset("a an and are as at be by for from in is it of on or that the this to was with".split())
+
+
+def embed_text(text: str, dims: int) -> list[float]:
+    """Deterministic embedding: signed feature hashing of word unigrams (weight 1) and
+    bigrams (weight 0.5), L2-normalised. Texts sharing words have positive cosine."""
+    words = [w for w in _WORD.findall(text.lower()) if w not in _STOP]
+    vector = [0.0] * dims
+    features = [(w, 1.0) for w in words] + [(f"{a} {b}", 0.5) for a, b in zip(words, words[1:])]
+    for feature, weight in features:
+        digest = hashlib.blake2b(feature.encode(), digest_size=8).digest()
+        number = int.from_bytes(digest, "little")
+        vector[number % dims] += weight if (number >> 63) & 1 else -weight
+    norm = math.sqrt(sum(x * x for x in vector))
+    if norm == 0:
+        vector[0] = 1.0  # never a zero vector: cosine distance to it is undefined
+        return vector
+    return [x / norm for x in vector]
+
+
+def unused_url() -> str:
+    """An http URL on 127.0.0.1 where nothing listens (the "Ollama is down" case)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"http://127.0.0.1:{port}"
+
+
+@dataclass
+class FakeModel:
+    name: str
+    dims: int = 768
+    kind: str = "embedding"          # "embedding" or "completion"
+    family: str = "gemma3"
+    embed_dims: int | None = None    # vectors of another length than /api/show says
+    show_dims: bool = True           # False: /api/show lacks embedding_length
+
+    @property
+    def vector_dims(self) -> int:
+        return self.embed_dims or self.dims
+
+
+ChatHandler = Callable[[dict], "dict | str"]
+
+
+@dataclass
+class RecordedRequest:
+    method: str
+    path: str
+    body: Any
+    headers: dict = field(default_factory=dict)
+
+
+def _tagged(name: str) -> str:
+    return name if ":" in name.rsplit("/", 1)[-1] else f"{name}:latest"
+
+
+class OllamaTestServer:
+    def __init__(self):
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self.port: int | None = None
+        self.reset()
+
+    # -- state ------------------------------------------------------------------------
+
+    def reset(self) -> None:
+        """Back to the default: embeddinggemma (768) and qwen3:0.6b, no faults."""
+        with getattr(self, "_lock", threading.Lock()):
+            self.models: dict[str, FakeModel] = {}
+            self.pullable: dict[str, FakeModel] = {}
+            self.requests: list[RecordedRequest] = []
+            self.delay = 0.0
+            self.fail_always: int | None = None
+            self._fail_next: list[int] = []
+            self.api_key = ""
+            self.chat_handler: ChatHandler | None = None
+            self.generate_handler: Callable[[dict], "dict | str"] | None = None
+            self.on_embed: Callable[[int, list[str]], None] | None = None
+            self.embed_calls = 0
+            self.embedded_inputs = 0
+        self.add_model("embeddinggemma", dims=768)
+        self.add_model("qwen3:0.6b", kind="completion", family="qwen3", dims=1024)
+
+    def add_model(self, name: str, **kwargs) -> FakeModel:
+        model = FakeModel(name=_tagged(name), **kwargs)
+        self.models[model.name] = model
+        return model
+
+    def remove_model(self, name: str) -> None:
+        self.models.pop(_tagged(name), None)
+
+    def offer_for_pull(self, name: str, **kwargs) -> None:
+        """`/api/pull` of this name succeeds and then the model exists."""
+        self.pullable[_tagged(name)] = FakeModel(name=_tagged(name), **kwargs)
+
+    def fail_next(self, count: int, status: int = 500) -> None:
+        with self._lock:
+            self._fail_next.extend([status] * count)
+
+    def requests_to(self, path: str) -> list[RecordedRequest]:
+        return [r for r in self.requests if r.path == path]
+
+    def model(self, name: str) -> FakeModel | None:
+        return self.models.get(_tagged(name)) if name else None
+
+    # -- lifecycle --------------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def openai_url(self) -> str:
+        return f"{self.url}/v1"
+
+    def start(self, port: int = 0) -> "OllamaTestServer":
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", port), _make_handler(self))
+        self._httpd.daemon_threads = True
+        self.port = self._httpd.server_address[1]
+        self._thread = threading.Thread(target=self._httpd.serve_forever, name="ollama-test-server", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._httpd = None
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+
+    def restart(self) -> None:
+        """Stop and start again on the same port (the "Ollama came back" case)."""
+        port = self.port
+        self.stop()
+        self.start(port or 0)
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    # -- request handling (called from handler threads) ---------------------------------
+
+    def _take_failure(self) -> int | None:
+        with self._lock:
+            if self._fail_next:
+                return self._fail_next.pop(0)
+        return self.fail_always
+
+    def _embed(self, model: FakeModel, texts: list[str]) -> list[list[float]]:
+        with self._lock:
+            self.embed_calls += 1
+            self.embedded_inputs += len(texts)
+            call = self.embed_calls
+        if self.on_embed is not None:
+            self.on_embed(call, texts)
+        return [embed_text(t, model.vector_dims) for t in texts]
+
+    def _chat(self, body: dict) -> dict:
+        handler = self.chat_handler
+        answer = handler(body) if handler else "ok"
+        if isinstance(answer, str):
+            answer = {"message": {"role": "assistant", "content": answer}}
+        answer.setdefault("model", body.get("model"))
+        answer.setdefault("done", True)
+        if body.get("logprobs") and "logprobs" not in answer:
+            content = answer["message"]["content"]
+            answer["logprobs"] = [
+                {"token": content, "logprob": -0.05,
+                 "top_logprobs": [{"token": content, "logprob": -0.05}, {"token": "no", "logprob": -3.0}]}
+            ]
+        return answer
+
+    def _generate(self, body: dict) -> dict:
+        handler = self.generate_handler
+        answer = handler(body) if handler else "ok"
+        if isinstance(answer, str):
+            answer = {"response": answer}
+        answer.setdefault("model", body.get("model"))
+        answer.setdefault("done", True)
+        return answer
+
+
+def _make_handler(server: OllamaTestServer):
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+        server_version = "ollama-test"
+
+        def log_message(self, *args):
+            pass
+
+        # -- plumbing ---------------------------------------------------------------
+
+        def _send(self, status: int, payload: Any) -> None:
+            data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def _error(self, status: int, message: str) -> None:
+            self._send(status, {"error": message})
+
+        def _body(self) -> Any:
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length) if length else b""
+            if not raw:
+                return {}
+            try:
+                return json.loads(raw)
+            except ValueError:
+                return None
+
+        def _prelude(self, body: Any) -> bool:
+            """Record, delay, inject failures; False when the request was answered."""
+            server.requests.append(RecordedRequest(self.command, self.path, body, dict(self.headers)))
+            if server.delay:
+                time.sleep(server.delay)
+            status = server._take_failure()
+            if status:
+                self._error(status, "injected failure")
+                return False
+            if body is None:
+                self._error(400, "invalid JSON body")
+                return False
+            return True
+
+        def _missing(self, name: str) -> None:
+            self._error(404, f'model "{name}" not found, try pulling it first')
+
+        # -- routes -----------------------------------------------------------------
+
+        def do_GET(self):
+            if not self._prelude({}):
+                return
+            if self.path in ("/", ""):
+                return self._send(200, b"Ollama is running")
+            if self.path == "/api/version":
+                return self._send(200, {"version": "0.12.0-test"})
+            if self.path == "/api/tags":
+                return self._send(200, {"models": [
+                    {"name": m.name, "model": m.name, "size": 1000 + m.dims, "modified_at": "2025-01-01T00:00:00Z",
+                     "digest": hashlib.sha256(m.name.encode()).hexdigest(),
+                     "details": {"family": m.family, "parameter_size": "300M", "quantization_level": "Q8_0"}}
+                    for m in server.models.values()
+                ]})
+            if self.path == "/v1/models":
+                if not self._authorized():
+                    return
+                return self._send(200, {"object": "list", "data": [
+                    {"id": m.name.removesuffix(":latest"), "object": "model"} for m in server.models.values()
+                ]})
+            self._error(404, "not found")
+
+        def do_POST(self):
+            body = self._body()
+            if not self._prelude(body):
+                return
+            route = {
+                "/api/embed": self._api_embed,
+                "/api/show": self._api_show,
+                "/api/pull": self._api_pull,
+                "/api/generate": self._api_generate,
+                "/api/chat": self._api_chat,
+                "/v1/embeddings": self._v1_embeddings,
+                "/v1/chat/completions": self._v1_chat,
+            }.get(self.path)
+            if route is None:
+                return self._error(404, "not found")
+            route(body)
+
+        def _authorized(self) -> bool:
+            if server.api_key and self.headers.get("Authorization") != f"Bearer {server.api_key}":
+                self._send(401, {"error": {"message": "invalid api key", "type": "invalid_request_error"}})
+                return False
+            return True
+
+        def _api_embed(self, body: dict) -> None:
+            name = body.get("model") or ""
+            model = server.model(name)
+            if model is None:
+                return self._missing(name)
+            if model.kind != "embedding":
+                return self._error(400, f'"{name}" does not support embeddings')
+            texts = body.get("input")
+            texts = [texts] if isinstance(texts, str) else texts
+            if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
+                return self._error(400, "invalid input type")
+            vectors = server._embed(model, texts)
+            self._send(200, {"model": name, "embeddings": vectors, "prompt_eval_count": sum(len(t.split()) for t in texts)})
+
+        def _api_show(self, body: dict) -> None:
+            name = body.get("model") or body.get("name") or ""
+            model = server.model(name)
+            if model is None:
+                return self._missing(name)
+            info = {"general.architecture": model.family}
+            if model.show_dims:
+                info[f"{model.family}.embedding_length"] = model.dims
+            self._send(200, {
+                "details": {"family": model.family, "parameter_size": "300M", "quantization_level": "Q8_0"},
+                "model_info": info,
+                "capabilities": ["embedding"] if model.kind == "embedding" else ["completion"],
+            })
+
+        def _api_pull(self, body: dict) -> None:
+            name = _tagged(body.get("model") or body.get("name") or "")
+            self.send_response(200)
+            self.send_header("Content-Type", "application/x-ndjson")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+
+            def line(obj: dict) -> None:
+                data = json.dumps(obj).encode() + b"\n"
+                self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+                self.wfile.flush()
+
+            line({"status": "pulling manifest"})
+            model = server.pullable.get(name)
+            if model is None:
+                line({"error": "pull model manifest: file does not exist"})
+            else:
+                digest = "sha256:" + hashlib.sha256(name.encode()).hexdigest()
+                for done in (0, 400, 1000):
+                    line({"status": f"pulling {digest[7:19]}", "digest": digest, "total": 1000, "completed": done})
+                line({"status": "verifying sha256 digest"})
+                line({"status": "writing manifest"})
+                server.models[name] = model
+                line({"status": "success"})
+            self.wfile.write(b"0\r\n\r\n")
+
+        def _completion_model(self, body: dict) -> FakeModel | None:
+            name = body.get("model") or ""
+            model = server.model(name)
+            if model is None:
+                self._missing(name)
+            return model
+
+        def _api_generate(self, body: dict) -> None:
+            if self._completion_model(body) is not None:
+                self._send(200, server._generate(body))
+
+        def _api_chat(self, body: dict) -> None:
+            if self._completion_model(body) is not None:
+                self._send(200, server._chat(body))
+
+        def _v1_model(self, body: dict) -> FakeModel | None:
+            if not self._authorized():
+                return None
+            name = body.get("model") or ""
+            model = server.model(name)
+            if model is None:
+                self._send(404, {"error": {"message": f"The model `{name}` does not exist.", "type": "invalid_request_error",
+                                           "code": "model_not_found"}})
+            return model
+
+        def _v1_embeddings(self, body: dict) -> None:
+            model = self._v1_model(body)
+            if model is None:
+                return
+            texts = body.get("input")
+            texts = [texts] if isinstance(texts, str) else texts
+            vectors = server._embed(model, texts)
+            # Answer in reverse order: clients must use `index`, as the spec allows.
+            data = [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)][::-1]
+            self._send(200, {"object": "list", "data": data, "model": body.get("model"),
+                             "usage": {"prompt_tokens": 0, "total_tokens": 0}})
+
+        def _v1_chat(self, body: dict) -> None:
+            if self._v1_model(body) is None:
+                return
+            answer = server._chat(body)
+            choice = {"index": 0, "message": answer["message"], "finish_reason": "stop"}
+            if body.get("logprobs"):
+                choice["logprobs"] = {"content": answer.get("logprobs") or []}
+            self._send(200, {"id": "chatcmpl-test", "object": "chat.completion", "model": body.get("model"),
+                             "choices": [choice]})
+
+    return Handler
