@@ -23,6 +23,7 @@ COMMAND_MODULES = [
     "pmd_site.cli.bench",
     "pmd_site.cli.serve",
     "pmd_site.cli.mcp",
+    "pmd_site.cli.tokens",
 ]
 
 

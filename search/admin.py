@@ -1,0 +1,30 @@
+from django.contrib import admin, messages
+
+from search.models import ApiToken
+from search.tokens import token_create
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    list_display = ("prefix", "name", "user", "created", "last_used", "revoked")
+    list_filter = ("revoked",)
+    search_fields = ("name", "prefix", "user__username")
+    readonly_fields = ("prefix", "created", "last_used")
+    fields = ("user", "name", "prefix", "created", "last_used", "revoked")
+    actions = ["revoke_selected"]
+
+    def save_model(self, request, obj, form, change):
+        if change:
+            super().save_model(request, obj, form, change)
+            return
+        created = token_create(user=obj.user, name=obj.name)
+        obj.pk = created.token.pk
+        obj.__dict__.update({k: getattr(created.token, k) for k in ("digest", "prefix", "created")})
+        messages.warning(request, f"New API token (copy it now, it is not shown again): {created.raw}")
+
+    @admin.action(description="Revoke selected tokens")
+    def revoke_selected(self, request, queryset):
+        from django.utils import timezone
+
+        count = queryset.filter(revoked__isnull=True).update(revoked=timezone.now())
+        messages.info(request, f"revoked {count} token(s)")
