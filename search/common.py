@@ -1,0 +1,28 @@
+"""Small pieces every search mode shares: the user-facing error and collection filters."""
+
+from __future__ import annotations
+
+from indexing.models import Collection
+
+
+class SearchError(ValueError):
+    """Bad search input the user can fix (unknown collection, ...): shown as one line."""
+
+
+def collection_ids_for(names: list[str] | None) -> list[int] | None:
+    """Ids of the named collections (None = no filter); unknown names raise SearchError."""
+    if not names:
+        return None
+    wanted = list(dict.fromkeys(n.strip() for n in names if n and n.strip()))
+    if not wanted:
+        return None
+    found = dict(Collection.objects.filter(name__in=wanted).values_list("name", "id"))
+    missing = [n for n in wanted if n not in found]
+    if missing:
+        from indexing.selectors import close_matches
+
+        known = list(Collection.objects.values_list("name", flat=True))
+        hints = close_matches(missing[0], known)
+        hint = f" (did you mean {', '.join(hints)}?)" if hints else ""
+        raise SearchError(f"no collection named '{missing[0]}'{hint}")
+    return [found[n] for n in wanted]

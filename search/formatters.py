@@ -1,0 +1,215 @@
+"""Rendering a SearchResponse: one module for the CLI, the API and the MCP tools.
+
+Every format is a pure function of the response (no database access), so each adapter
+shows the same thing. Conventions shared by all formats:
+
+- a result's snippet starts at `result.line`, so `--line-numbers` numbers snippet lines
+  from there and the location is written `pmd://collection/path:LINE`;
+- scores are 0..1; the CLI shows them as percentages coloured by SCORE_HIGH / SCORE_MID;
+- highlights are [start, end) offsets into the snippet: ANSI bold in the CLI, `**…**`
+  in markdown, `<mark>` in XML, raw offsets in JSON.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from xml.sax.saxutils import escape, quoteattr
+
+from search.results import SearchResponse, SearchResult
+
+FORMATS = ("cli", "json", "csv", "md", "xml", "files")
+MACHINE_FORMATS = frozenset({"json", "files"})  # get the bigger default limit (see SearchRequest)
+SCORE_HIGH = 0.7
+SCORE_MID = 0.4
+
+_RESET = "\x1b[0m"
+_BOLD = "\x1b[1m"
+_DIM = "\x1b[2m"
+_GREEN = "\x1b[32m"
+_YELLOW = "\x1b[33m"
+_RED = "\x1b[31m"
+_CYAN = "\x1b[36m"
+_MARK = "\x1b[1;33m"
+
+
+class UnknownFormat(ValueError):
+    pass
+
+
+def format_response(
+    response: SearchResponse,
+    fmt: str = "cli",
+    *,
+    color: bool = False,
+    line_numbers: bool = False,
+    full: bool = False,
+) -> str:
+    """The response as text in `fmt` (one of FORMATS); ends with a newline unless empty."""
+    try:
+        render = _RENDERERS[fmt]
+    except KeyError:
+        raise UnknownFormat(f"unknown output format {fmt!r} (choose from {', '.join(FORMATS)})") from None
+    return render(response, color=color, line_numbers=line_numbers, full=full)
+
+
+def score_color(score: float) -> str:
+    if score >= SCORE_HIGH:
+        return _GREEN
+    if score >= SCORE_MID:
+        return _YELLOW
+    return _RED
+
+
+def percent(score: float) -> str:
+    return f"{round(max(0.0, min(1.0, score)) * 100):d}%"
+
+
+def location(result: SearchResult) -> str:
+    return f"{result.uri}:{result.line}" if result.line else result.uri
+
+
+def _marked(text: str, highlights, before: str, after: str) -> str:
+    """`text` with each highlight range wrapped; ranges are clipped, sorted and de-overlapped."""
+    out, pos = [], 0
+    for start, end in sorted((max(0, s), min(len(text), e)) for s, e in highlights):
+        if end <= start or start < pos:
+            continue
+        out.append(text[pos:start])
+        out.append(before + text[start:end] + after)
+        pos = end
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def _numbered(text: str, first: int, *, color: bool = False) -> str:
+    lines = text.split("\n")
+    width = len(str(first + len(lines) - 1))
+    dim, reset = (_DIM, _RESET) if color else ("", "")
+    return "\n".join(f"{dim}{n:>{width}}{reset}  {line}" for n, line in enumerate(lines, start=first))
+
+
+# --- cli -----------------------------------------------------------------------------
+
+def _cli(response: SearchResponse, *, color: bool, line_numbers: bool, full: bool) -> str:
+    if not response.results:
+        return ""
+    blocks = []
+    for r in response.results:
+        c = (lambda code: code) if color else (lambda code: "")
+        head = f"{c(_CYAN)}{location(r)}{c(_RESET)} {c(_DIM)}#{r.docid}{c(_RESET)}"
+        lines = [head]
+        if r.title:
+            lines.append(f"{c(_BOLD)}{r.title}{c(_RESET)}")
+        if r.context:
+            lines.append(f"{c(_DIM)}context: {' › '.join(r.context)}{c(_RESET)}")
+        lines.append(f"score: {c(score_color(r.score))}{percent(r.score)}{c(_RESET)}")
+        if full and r.body is not None:
+            text = _numbered(r.body, 1, color=color) if line_numbers else r.body
+        else:
+            text = _marked(r.snippet, r.highlights, _MARK, _RESET) if color else r.snippet
+            if line_numbers and text:
+                text = _numbered(text, r.line or 1, color=color)
+        if text:
+            lines.append("")
+            lines.append(text)
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks) + "\n"
+
+
+# --- json ----------------------------------------------------------------------------
+
+def _json(response: SearchResponse, *, color: bool, line_numbers: bool, full: bool) -> str:
+    return json.dumps(response.as_dict(), indent=2, ensure_ascii=False, default=str) + "\n"
+
+
+# --- csv -----------------------------------------------------------------------------
+
+def _csv(response: SearchResponse, *, color: bool, line_numbers: bool, full: bool) -> str:
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    header = ["docid", "score", "uri", "line", "title", "context", "snippet"]
+    if full:
+        header.append("body")
+    writer.writerow(header)
+    for r in response.results:
+        row = [f"#{r.docid}", f"{r.score:.4f}", r.uri, r.line, r.title, " › ".join(r.context), r.snippet]
+        if full:
+            row.append(r.body or "")
+        writer.writerow(row)
+    return buf.getvalue()
+
+
+# --- markdown ------------------------------------------------------------------------
+
+def _md(response: SearchResponse, *, color: bool, line_numbers: bool, full: bool) -> str:
+    out = [f"# Search results for “{response.query}”", ""]
+    if not response.results:
+        out.append("_No results._")
+        return "\n".join(out) + "\n"
+    for n, r in enumerate(response.results, start=1):
+        out.append(f"## {n}. {r.title or r.path}")
+        out.append("")
+        out.append(f"- **location**: `{location(r)}`")
+        out.append(f"- **docid**: `#{r.docid}`")
+        out.append(f"- **score**: {r.score:.2f}")
+        if r.context:
+            out.append(f"- **context**: {' › '.join(r.context)}")
+        out.append("")
+        if full and r.body is not None:
+            body = _numbered(r.body, 1) if line_numbers else r.body
+            fence = "````" if "```" in body else "```"
+            out += [f"{fence}markdown", body, fence, ""]
+        elif r.snippet:
+            text = _marked(r.snippet, r.highlights, "**", "**")
+            if line_numbers:
+                text = _numbered(text, r.line or 1)
+            out += ["> " + line if line else ">" for line in text.split("\n")]
+            out.append("")
+    return "\n".join(out)
+
+
+# --- xml -----------------------------------------------------------------------------
+
+def _xml_marked(text: str, highlights) -> str:
+    sentinel_open, sentinel_close = "\x00", "\x01"
+    marked = _marked(text, highlights, sentinel_open, sentinel_close)
+    return escape(marked).replace(sentinel_open, "<mark>").replace(sentinel_close, "</mark>")
+
+
+def _xml_text(text: str) -> str:
+    # XML 1.0 forbids most control characters; drop them rather than emit invalid XML.
+    return "".join(ch for ch in text if ch in "\t\n\r" or ord(ch) >= 0x20)
+
+
+def _xml(response: SearchResponse, *, color: bool, line_numbers: bool, full: bool) -> str:
+    out = ['<?xml version="1.0" encoding="UTF-8"?>',
+           f"<results query={quoteattr(_xml_text(response.query))} mode={quoteattr(response.mode)}"
+           f" count=\"{len(response.results)}\">"]
+    for r in response.results:
+        attrs = (f"docid={quoteattr('#' + r.docid)} score=\"{r.score:.4f}\" uri={quoteattr(_xml_text(r.uri))}"
+                 f" line=\"{r.line}\" collection={quoteattr(_xml_text(r.collection))}")
+        out.append(f"  <result {attrs}>")
+        out.append(f"    <title>{escape(_xml_text(r.title))}</title>")
+        for ctx in r.context:
+            out.append(f"    <context>{escape(_xml_text(ctx))}</context>")
+        out.append(f"    <snippet>{_xml_marked(_xml_text(r.snippet), r.highlights)}</snippet>")
+        if full and r.body is not None:
+            out.append(f"    <body>{escape(_xml_text(r.body))}</body>")
+        out.append("  </result>")
+    out.append("</results>")
+    return "\n".join(out) + "\n"
+
+
+# --- files ---------------------------------------------------------------------------
+
+def _files(response: SearchResponse, *, color: bool, line_numbers: bool, full: bool) -> str:
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    for r in response.results:
+        writer.writerow([f"#{r.docid}", f"{r.score:.2f}", r.uri, " › ".join(r.context)])
+    return buf.getvalue()
+
+
+_RENDERERS = {"cli": _cli, "json": _json, "csv": _csv, "md": _md, "xml": _xml, "files": _files}
