@@ -149,6 +149,12 @@ CELERY_BROKER_URL = env.get_str("CELERY_BROKER_URL", "")
 CELERY_RESULT_BACKEND = env.get_str("CELERY_RESULT_BACKEND", "")
 CELERY_TASK_ALWAYS_EAGER = env.get_bool("PMD_TASKS_EAGER", False)
 PMD_RECONCILE_INTERVAL = env.get_int("PMD_RECONCILE_INTERVAL", 900, minimum=0)
+PMD_PULL_ON_RECONCILE = env.get_bool("PMD_PULL_ON_RECONCILE", False)
+
+# --- Folder watcher (pmd up / pmd watch) ------------------------------------------------
+PMD_WATCH = env.get_bool("PMD_WATCH", True)
+PMD_WATCH_POLLING = env.get_bool("PMD_WATCH_POLLING", False)
+PMD_WATCH_DEBOUNCE_MS = env.get_int("PMD_WATCH_DEBOUNCE_MS", 300, minimum=10)
 
 # --- Indexing --------------------------------------------------------------------
 PMD_MAX_FILE_BYTES = env.get_int("PMD_MAX_FILE_BYTES", 5 * 1024 * 1024, minimum=1)
@@ -179,12 +185,17 @@ PMD_LLM_RETRY_BACKOFF = env.get_float("PMD_LLM_RETRY_BACKOFF", 0.5)
 PMD_OLLAMA_KEEP_ALIVE = env.get_str("PMD_OLLAMA_KEEP_ALIVE", "")
 PMD_HNSW_EF_SEARCH = env.get_int("PMD_HNSW_EF_SEARCH", 100, minimum=1)
 
+# plain (human-readable) or json (one object per line, for log collectors).
+PMD_LOG_FORMAT = env.get_str("PMD_LOG_FORMAT", "plain")
+if PMD_LOG_FORMAT not in {"plain", "json"}:
+    raise env.ConfigError(f"PMD_LOG_FORMAT={PMD_LOG_FORMAT!r}: use plain or json")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {
         "plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"},
+        "json": {"()": "pmd_site.logformat.JsonFormatter"},
     },
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": PMD_LOG_FORMAT}},
     "root": {"handlers": ["console"], "level": env.get_str("PMD_LOG_LEVEL", "WARNING")},
 }
