@@ -54,10 +54,53 @@ def _problems() -> dict:
     }
 
 
+def _broker() -> dict:
+    from indexing.watcher import broker_url
+
+    url = broker_url()
+    if settings.CELERY_TASK_ALWAYS_EAGER:
+        return {"ok": True, "mode": "eager (PMD_TASKS_EAGER: tasks run in-process)"}
+    if not url:
+        return {"ok": False, "error": "no broker configured (set CELERY_BROKER_URL, or run `pmd up`)"}
+    import redis
+
+    shown = url.split("@")[-1]  # never print a password
+    client = redis.Redis.from_url(url, socket_timeout=1, socket_connect_timeout=1)
+    try:
+        client.ping()
+    except redis.RedisError as exc:
+        return {"ok": False, "url": shown, "error": f"not reachable: {exc}"}
+    finally:
+        client.close()
+    return {"ok": True, "url": shown}
+
+
+def _workers() -> dict:
+    if settings.CELERY_TASK_ALWAYS_EAGER:
+        return {"ok": True, "mode": "eager"}
+    try:
+        from pmd_site.celery import app
+    except ImportError:
+        return {"ok": False, "error": "the task queue is not part of this build"}
+    replies = app.control.inspect(timeout=1.0).ping() or {}
+    if not replies:
+        return {"ok": False, "alive": 0, "error": "no worker answered within 1s (`pmd up` runs one; or `pmd worker`)"}
+    return {"ok": True, "alive": len(replies), "names": sorted(replies)}
+
+
+def _watcher() -> dict:
+    from indexing.watcher import watcher_health
+
+    return watcher_health()
+
+
 SECTIONS: dict[str, Callable[[], dict]] = {
     "database": _database,
     "index": _index,
     "problems": _problems,
+    "broker": _broker,
+    "workers": _workers,
+    "watcher": _watcher,
 }
 
 

@@ -1,0 +1,448 @@
+"""`pmd up` (everything on one machine) and the single services it is made of.
+
+`pmd up` starts (or reuses) the embedded PostgreSQL and Redis, prepares the database,
+then runs the web server, a celery worker, the scheduler and the folder watcher as
+child processes, each in its own process group with its output prefixed by its name.
+Ctrl-C or SIGTERM stops the children (SIGTERM, then SIGKILL for the whole group after
+a grace period) and then the embedded servers this run started.
+
+The single services (`pmd serve`, `pmd worker`, `pmd beat`, `pmd watch`, `pmd migrate`)
+are what `pmd up` runs and what the docker compose services run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+
+from pmd_site.cli import CommandError
+from pmd_site.cli.output import color_enabled, stdout_console, warn
+
+ADMIN_USERNAME = "admin"
+STOP_GRACE_SECONDS = 10.0
+MAX_RESTARTS = 3  # per child within RESTART_WINDOW; more means it is broken, not unlucky
+RESTART_WINDOW = 60.0
+
+
+def register(sub) -> None:
+    up = sub.add_parser(
+        "up", help="run pmd on this machine: web UI + API + /mcp, worker, scheduler and folder watcher",
+        description="Start (or reuse) the embedded PostgreSQL and Redis, add and index each DIR as a "
+                    "collection, then serve until Ctrl-C. Data lives in $PMD_HOME.",
+    )
+    up.add_argument("dirs", nargs="*", metavar="DIR", help="folders to add as collections (reused if known)")
+    up.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    up.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    up.add_argument("--no-watch", action="store_true", help="do not watch collection folders")
+    up.add_argument("--reset-admin-password", action="store_true",
+                    help=f"give the '{ADMIN_USERNAME}' account a new generated password and print it")
+    up.set_defaults(func=cmd_up, needs_db=False)
+
+    serve = sub.add_parser("serve", help="run only the ASGI web server (UI, API, /mcp)")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--workers", type=int, default=1, help="uvicorn worker processes")
+    serve.set_defaults(func=cmd_serve, needs_db=False)
+
+    worker = sub.add_parser("worker", help="run only a celery worker (embedding and indexing tasks)")
+    worker.add_argument("--concurrency", type=int, default=None, help="task processes (default: celery's)")
+    worker.set_defaults(func=cmd_worker, needs_db=False)
+
+    beat = sub.add_parser("beat", help="run only the scheduler (periodic reconciliation)")
+    beat.set_defaults(func=cmd_beat, needs_db=False)
+
+    watch = sub.add_parser("watch", help="run only the folder watcher (re-index on change)")
+    watch.add_argument("--polling", action="store_true", default=None,
+                       help="poll instead of file events (network filesystems); also PMD_WATCH_POLLING")
+    watch.add_argument("--no-catch-up", dest="catch_up", action="store_false",
+                       help="skip the initial re-index of every collection")
+    watch.set_defaults(func=cmd_watch, needs_db=False)
+
+    migrate = sub.add_parser("migrate", help="apply database migrations (and collect static files)")
+    migrate.add_argument("--no-static", action="store_true", help="skip collectstatic")
+    migrate.set_defaults(func=cmd_migrate)
+
+
+# --- single services -------------------------------------------------------------------
+
+def _stop_on_sigterm() -> threading.Event:
+    """SIGTERM/SIGINT set an event (instead of killing us mid-write); the loop then returns."""
+    stop = threading.Event()
+
+    def handler(signum, frame):
+        stop.set()
+
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)
+    return stop
+
+
+def cmd_serve(args) -> int:
+    import uvicorn
+
+    from pmd_site.runtime import database_lease
+
+    with database_lease():
+        uvicorn.run(
+            "pmd_site.asgi:application",
+            host=args.host,
+            port=args.port,
+            workers=args.workers if args.workers > 1 else None,
+            log_level="info",
+            proxy_headers=True,
+            lifespan="auto",
+        )
+    return 0
+
+
+def _celery_app():
+    try:
+        from pmd_site.celery import app
+    except ImportError as exc:
+        raise CommandError(f"the task queue is not available in this build ({exc})") from None
+    return app
+
+
+def cmd_worker(args) -> int:
+    from pmd_site.runtime import database_lease
+
+    app = _celery_app()
+    argv = ["worker", "--loglevel=INFO", f"--hostname=pmd-worker-{os.getpid()}@%h"]
+    if args.concurrency:
+        argv.append(f"--concurrency={args.concurrency}")
+    with database_lease():
+        app.worker_main(argv)
+    return 0
+
+
+def cmd_beat(args) -> int:
+    from django.conf import settings
+
+    app = _celery_app()
+    schedule = settings.PMD_HOME / "run" / f"celerybeat-{settings.PMD_INDEX}"
+    schedule.parent.mkdir(parents=True, exist_ok=True)
+    app.start(["beat", "--loglevel=INFO", f"--schedule={schedule}"])
+    return 0
+
+
+def cmd_watch(args) -> int:
+    from indexing.watcher import run_watcher
+    from pmd_site.runtime import database_lease
+
+    stop = _stop_on_sigterm()
+    with database_lease():
+        run_watcher(stop_event=stop, polling=args.polling, catch_up=args.catch_up)
+    return 0
+
+
+def cmd_migrate(args) -> int:
+    from django.core.management import call_command
+
+    from pmd_site.runtime import migrate
+
+    migrate(verbosity=1)
+    if not args.no_static:
+        call_command("collectstatic", interactive=False, verbosity=0)
+    stdout_console().print("database is up to date")
+    return 0
+
+
+# --- pmd up ----------------------------------------------------------------------------
+
+_COLORS = ["cyan", "magenta", "green", "yellow", "blue", "bright_red"]
+
+
+@dataclass
+class Child:
+    name: str
+    argv: list[str]
+    color: str
+    proc: subprocess.Popen | None = None
+    starts: list[float] = field(default_factory=list)
+    reader: threading.Thread | None = None
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: ask Linux to SIGTERM us if `pmd up` dies without cleaning up."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except Exception:  # noqa: BLE001 - not Linux: the process group still gets cleaned up
+        pass
+
+
+class Supervisor:
+    """Runs the children, prefixes their output, restarts a crashed one a few times."""
+
+    def __init__(self, env: dict[str, str], *, json_logs: bool):
+        self.env = env
+        self.json_logs = json_logs
+        self.children: list[Child] = []
+        self.console = stdout_console()
+        self.width = 7
+        self._print_lock = threading.Lock()
+
+    def add(self, name: str, *cli_args: str) -> None:
+        argv = [sys.executable, "-m", "pmd_site.cli", *cli_args]
+        self.children.append(Child(name, argv, _COLORS[len(self.children) % len(_COLORS)]))
+        self.width = max(self.width, len(name))
+
+    def say(self, name: str, line: str, color: str = "white") -> None:
+        with self._print_lock:
+            if self.json_logs:
+                import json
+
+                try:
+                    record = json.loads(line)
+                    if not isinstance(record, dict):
+                        raise ValueError
+                except ValueError:
+                    record = {"message": line}
+                record.setdefault("service", name)
+                sys.stdout.write(json.dumps(record, ensure_ascii=False) + "\n")
+                sys.stdout.flush()
+                return
+            prefix = f"{name:<{self.width}} |"
+            if color_enabled(sys.stdout):
+                from rich.markup import escape
+
+                self.console.print(f"[{color}]{prefix}[/] {escape(line)}", highlight=False)
+            else:
+                sys.stdout.write(f"{prefix} {line}\n")
+                sys.stdout.flush()
+
+    def _pump(self, child: Child, proc: subprocess.Popen) -> None:
+        for raw in iter(proc.stdout.readline, b""):
+            self.say(child.name, raw.decode("utf-8", "replace").rstrip("\n"), child.color)
+        proc.stdout.close()
+
+    def start(self, child: Child) -> None:
+        child.proc = subprocess.Popen(
+            child.argv,
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own process group: Ctrl-C reaches only us, we stop it in order
+            preexec_fn=_die_with_parent,
+        )
+        child.starts.append(time.monotonic())
+        child.reader = threading.Thread(target=self._pump, args=(child, child.proc), daemon=True)
+        child.reader.start()
+
+    def start_all(self) -> None:
+        for child in self.children:
+            self.start(child)
+
+    def check(self) -> str | None:
+        """Restart children that died; returns a reason to give up, or None."""
+        for child in self.children:
+            code = child.proc.poll() if child.proc else None
+            if code is None:
+                continue
+            _kill_group(child.proc.pid)
+            recent = [t for t in child.starts if time.monotonic() - t < RESTART_WINDOW]
+            if len(recent) >= MAX_RESTARTS:
+                return f"{child.name} exited with status {code} {len(recent)} times within {RESTART_WINDOW:.0f}s"
+            self.say("pmd", f"{child.name} exited with status {code}; restarting", "red")
+            self.start(child)
+        return None
+
+    def stop_all(self, grace: float = STOP_GRACE_SECONDS) -> None:
+        running = [c for c in self.children if c.proc and c.proc.poll() is None]
+        for child in running:
+            with contextlib.suppress(ProcessLookupError):
+                child.proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        for child in running:
+            try:
+                child.proc.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                self.say("pmd", f"{child.name} did not stop within {grace:.0f}s: killing it", "red")
+        for child in self.children:
+            if child.proc:
+                _kill_group(child.proc.pid)  # also whatever the child itself started (worker pool)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    child.proc.wait(5)
+                if child.reader:
+                    child.reader.join(2)
+
+
+def _kill_group(pgid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+def _ensure_admin(*, reset: bool) -> tuple[str, str | None]:
+    """The admin account's name, and its password when we just generated one (shown once)."""
+    from django.contrib.auth import get_user_model
+
+    User = get_user_model()
+    user = User.objects.filter(username=ADMIN_USERNAME).first()
+    if user is None and User.objects.filter(is_superuser=True).exists() and not reset:
+        return User.objects.filter(is_superuser=True).order_by("pk").first().get_username(), None
+    if user is not None and not reset:
+        return ADMIN_USERNAME, None
+    password = secrets.token_urlsafe(12)
+    if user is None:
+        User.objects.create_superuser(ADMIN_USERNAME, email="", password=password)
+    else:
+        user.set_password(password)
+        user.save(update_fields=["password"])
+    return ADMIN_USERNAME, password
+
+
+def _add_folders(dirs: list[str], console) -> list[str]:
+    """Add each folder as a collection (or find the one that has it) and index it."""
+    from pathlib import Path
+
+    from indexing.models import Collection
+    from indexing.services.collections import CollectionError, collection_create, default_name_for
+    from indexing.services.scanning import collection_index
+    from pmd_site.cli.collections import _print_report
+
+    names = []
+    for raw in dirs:
+        folder = Path(raw).expanduser()
+        if not folder.is_dir():
+            raise CommandError(f"{raw}: not a folder")
+        folder = folder.resolve()
+        collection = Collection.objects.filter(root_path=str(folder)).first()
+        if collection is None:
+            base = default_name_for(folder)
+            name, n = base, 1
+            while Collection.objects.filter(name=name).exists():
+                n += 1
+                name = f"{base}-{n}"
+            try:
+                collection = collection_create(path=folder, name=name)
+            except CollectionError as exc:
+                raise CommandError(str(exc)) from None
+            console.print(f"added collection [bold]{collection.name}[/] → {folder}")
+        report = collection_index(collection)
+        _print_report(report, console=console)
+        names.append(collection.name)
+    return names
+
+
+def _start_broker() -> tuple[str | None, object | None]:
+    """The broker URL for the children, and the embedded Redis we started (to stop later)."""
+    from django.conf import settings
+
+    if settings.CELERY_BROKER_URL:
+        return settings.CELERY_BROKER_URL, None
+    try:
+        from pmd_site import redisserver
+    except ImportError:
+        return None, None
+    server = redisserver.EmbeddedRedis(settings.PMD_HOME)
+    started = server.start()
+    return server.url(), (server if started else None)
+
+
+def _port_free(host: str, port: int) -> bool:
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def cmd_up(args) -> int:
+    from django.conf import settings
+    from django.core.management import call_command
+    from django.db import connections
+
+    from pmd_site.runtime import embedded_server, ensure_database, migrate_if_needed
+
+    console = stdout_console()
+    if not 0 < args.port < 65536:
+        raise CommandError(f"--port {args.port}: use 1-65535")
+    if not _port_free(args.host, args.port):
+        raise CommandError(f"{args.host}:{args.port} is in use: choose another with --port")
+
+    stop = _stop_on_sigterm()
+    pg_started = False
+    redis_server = None
+    supervisor = None
+    code = 0
+    try:
+        pg_started = ensure_database()
+        server = embedded_server()
+        if server is not None:
+            console.print(f"database: embedded PostgreSQL in {server.data_dir}"
+                          f" ({'started' if pg_started else 'already running'})")
+        else:
+            console.print("database: DATABASE_URL")
+        if migrate_if_needed():
+            console.print("database: migrations applied")
+        call_command("collectstatic", interactive=False, verbosity=0)
+        username, password = _ensure_admin(reset=args.reset_admin_password)
+        if args.dirs:
+            _add_folders(args.dirs, console)
+        connections.close_all()  # the children open their own; keep none idle here
+
+        broker_url, redis_server = _start_broker()
+        env = dict(os.environ, PYTHONUNBUFFERED="1", PMD_HOME=str(settings.PMD_HOME),
+                   PMD_INDEX=settings.PMD_INDEX)
+        env.setdefault("PMD_LOG_LEVEL", "INFO")  # the watcher and tasks report what they do
+        if broker_url:
+            env["CELERY_BROKER_URL"] = broker_url
+            console.print(f"broker: {'embedded Redis' if not settings.CELERY_BROKER_URL else 'CELERY_BROKER_URL'}"
+                          f" ({'started' if redis_server else 'reused'})")
+        else:
+            warn("no task queue available: embeddings will not be computed in the background")
+
+        supervisor = Supervisor(env, json_logs=settings.PMD_LOG_FORMAT == "json")
+        supervisor.add("web", "serve", "--host", args.host, "--port", str(args.port))
+        if broker_url:
+            supervisor.add("worker", "worker", "--concurrency", "1")
+            supervisor.add("beat", "beat")
+        if not args.no_watch and settings.PMD_WATCH:
+            supervisor.add("watcher", "watch")
+        supervisor.start_all()
+
+        host = f"[{args.host}]" if ":" in args.host else args.host
+        url = f"http://{'127.0.0.1' if args.host in {'0.0.0.0', '::'} else host}:{args.port}/"
+        console.print(f"\n[bold green]pmd is up[/]: {url}  (MCP: {url}mcp)")
+        if password:
+            console.print(f"log in as [bold]{username}[/] with password [bold]{password}[/]"
+                          " (shown once; reset with `pmd up --reset-admin-password`)")
+        else:
+            console.print(f"log in as [bold]{username}[/] (forgot the password? `pmd up --reset-admin-password`)")
+        console.print("press Ctrl-C to stop\n")
+
+        while not stop.wait(0.5):
+            reason = supervisor.check()
+            if reason:
+                warn(f"{reason}: shutting down")
+                code = 1
+                break
+    finally:
+        if supervisor is not None:
+            console.print("stopping…")
+            supervisor.stop_all()
+        if redis_server is not None:
+            redis_server.stop()
+        connections.close_all()
+        if pg_started:
+            server = embedded_server()
+            if server is not None:
+                server.stop()
+        if supervisor is not None:
+            console.print("stopped")
+    return code
