@@ -1,0 +1,590 @@
+"""The JSON API under /api/ (django-ninja): a thin adapter over the search and indexing services.
+
+Every endpoint parses input into the same objects the CLI builds (SearchRequest, references,
+collection names), calls one service or selector, and serialises its result. Authentication is
+a per-user bearer token (`pmd token create`) or the Django session of the web UI (with CSRF for
+unsafe methods). Errors are `{"message": ..., "suggestions": [...]}`.
+"""
+
+
+from typing import Any, Literal
+
+from django.http import HttpRequest
+from ninja import Field, NinjaAPI, Query, Router, Schema, Status
+from ninja.errors import AuthenticationError, HttpError, ValidationError
+from ninja.pagination import LimitOffsetPagination, paginate
+from ninja.security import HttpBearer
+from ninja.security.apikey import APIKeyCookie
+
+from search.request import SearchRequest
+
+# --- authentication ------------------------------------------------------------------------
+
+
+class TokenAuth(HttpBearer):
+    """`Authorization: Bearer pmd_…` → the token's user."""
+
+    def authenticate(self, request: HttpRequest, token: str):
+        from search.tokens import token_authenticate
+
+        user = token_authenticate(token)
+        if user is None:
+            raise AuthenticationError(401, "invalid or revoked API token")
+        request.user = user
+        return user
+
+
+class SessionAuth(APIKeyCookie):
+    """The web UI's session; CSRF is checked for unsafe methods, only once a session user exists."""
+
+    param_name = "sessionid"
+
+    def __init__(self):
+        from django.conf import settings
+
+        self.param_name = settings.SESSION_COOKIE_NAME
+        super().__init__(csrf=True)
+
+    def __call__(self, request: HttpRequest):
+        user = getattr(request, "user", None)
+        if user is None or not user.is_authenticated:
+            return None  # anonymous: 401, not a CSRF complaint
+        return super().__call__(request)
+
+    def authenticate(self, request: HttpRequest, key: str | None):
+        return request.user
+
+
+api = NinjaAPI(
+    title="pmd API",
+    version="1",
+    description=(
+        "Search and read a pmd markdown index. Authenticate with `Authorization: Bearer <token>` "
+        "(create one with `pmd token create --user NAME`) or a logged-in web session."
+    ),
+    auth=[TokenAuth(), SessionAuth()],
+    urls_namespace="pmd-api",
+    docs_url="/docs",
+)
+
+
+class ErrorOut(Schema):
+    message: str
+    suggestions: list[str] = []
+
+
+def _error(request, status: int, message: str, suggestions: list[str] | None = None, **extra):
+    response = api.create_response(request, {"message": message, "suggestions": suggestions or [], **extra},
+                                   status=status)
+    if status == 401:
+        response["WWW-Authenticate"] = 'Bearer realm="pmd"'
+    return response
+
+
+@api.exception_handler(AuthenticationError)
+def _on_auth(request, exc: AuthenticationError):
+    message = exc.message if exc.message != "Unauthorized" else (
+        "authentication required: send `Authorization: Bearer <token>` (pmd token create --user NAME)")
+    return _error(request, 401, message)
+
+
+@api.exception_handler(HttpError)
+def _on_http_error(request, exc: HttpError):
+    return _error(request, exc.status_code, str(exc))
+
+
+@api.exception_handler(ValidationError)
+def _on_validation(request, exc: ValidationError):
+    problems = []
+    for err in exc.errors:
+        where = ".".join(str(p) for p in err.get("loc", ()) if p not in {"body", "query", "path", "payload"})
+        problems.append(f"{where or 'request'}: {err.get('msg', 'invalid')}")
+    return _error(request, 422, "invalid request: " + "; ".join(problems), errors=exc.errors)
+
+
+class NotFound(Exception):
+    def __init__(self, message: str, suggestions: list[str] | None = None):
+        super().__init__(message)
+        self.suggestions = suggestions or []
+
+
+@api.exception_handler(NotFound)
+def _on_not_found(request, exc: NotFound):
+    return _error(request, 404, str(exc.args[0]), exc.suggestions)
+
+
+def _register_service_errors() -> None:
+    from indexing.selectors import DocumentNotFound
+    from indexing.services.collections import CollectionError
+    from indexing.services.contexts import ContextError
+    from search.dispatch import SearchUnavailable
+
+    @api.exception_handler(DocumentNotFound)
+    def _on_document(request, exc: DocumentNotFound):
+        return _error(request, 404, exc.args[0], exc.suggestions)
+
+    @api.exception_handler(CollectionError)
+    def _on_collection(request, exc: CollectionError):
+        text = str(exc)
+        if text.startswith("no collection named"):
+            return _error(request, 404, text.split(" (", 1)[0], _collection_suggestions(text))
+        return _error(request, 409 if "already exists" in text else 400, text)
+
+    @api.exception_handler(ContextError)
+    def _on_context(request, exc: ContextError):
+        return _error(request, 404 if str(exc).startswith("no context") else 400, str(exc))
+
+    @api.exception_handler(SearchUnavailable)
+    def _on_unavailable(request, exc: SearchUnavailable):
+        return _error(request, 503, str(exc))
+
+    try:
+        from search.backends.base import BackendError
+    except ImportError:  # pragma: no cover - the LLM client is part of the build
+        return
+
+    @api.exception_handler(BackendError)
+    def _on_backend(request, exc: BackendError):
+        return _error(request, 503, f"the model backend is not available: {exc}")
+
+
+def _collection_suggestions(message: str) -> list[str]:
+    from indexing.models import Collection
+    from indexing.selectors import close_matches
+
+    name = message.split("'")[1] if message.count("'") >= 2 else ""
+    names = list(Collection.objects.values_list("name", flat=True))
+    return [f"pmd://{n}/" for n in close_matches(name, names)]
+
+
+_register_service_errors()
+
+
+def _require_staff(request) -> None:
+    if not getattr(request.auth, "is_staff", False):
+        raise HttpError(403, "managing collections and contexts needs a staff account")
+
+
+# --- search --------------------------------------------------------------------------------
+
+SearchMode = Literal["search", "vsearch", "query", "keyword", "semantic", "hybrid"]
+
+
+class SearchIn(Schema):
+    """The CLI's search options (`pmd search|vsearch|query --json`)."""
+
+    query: str = Field(..., min_length=1, max_length=2000)
+    mode: SearchMode = "search"
+    limit: int | None = Field(None, ge=1, le=1000, description="results; default 20 as with --json")
+    all: bool = False
+    min_score: float = Field(0.0, ge=0.0, le=1.0)
+    collections: list[str] = Field(default_factory=list, description="restrict to these collections")
+    full: bool = False
+    line_numbers: bool = False
+    hits_per_document: int = Field(1, ge=1, le=20)
+    expand: bool = True
+    rerank: bool = True
+    candidate_limit: int = Field(40, ge=1, le=500)
+    intent: str | None = Field(None, max_length=2000)
+    explain: bool = False
+
+
+class SearchQuery(SearchIn):
+    query: str = Field(..., min_length=1, max_length=2000, alias="q")
+    collections: list[str] = Field(default_factory=list, alias="collection")
+
+
+class ResultOut(Schema):
+    docid: str
+    uri: str
+    collection: str
+    path: str
+    title: str
+    score: float
+    line: int
+    snippet: str
+    highlights: list[list[int]] = []
+    context: list[str] = []
+    body: str | None = None
+    scores: dict[str, Any] = {}
+    explain: dict[str, Any] | None = None
+
+
+class SearchOut(Schema):
+    query: str
+    mode: str
+    results: list[ResultOut]
+    warnings: list[str] = []
+    timings_ms: dict[str, float] = {}
+
+
+def search_request_from(data: SearchIn, *, mode: str | None = None) -> SearchRequest:
+    """Build the shared SearchRequest; a machine caller gets the --json default limit."""
+    from search.dispatch import normalize_mode
+    from search.request import DEFAULT_LIMIT_MACHINE
+
+    fields = data.dict(by_alias=False)
+    fields["mode"] = normalize_mode(mode or fields["mode"])
+    fields["query"] = fields["query"].strip()
+    if fields["limit"] is None and not fields["all"]:
+        fields["limit"] = DEFAULT_LIMIT_MACHINE
+    return SearchRequest(**fields)
+
+
+def _search(data: SearchIn, mode: str | None = None) -> dict:
+    from search.dispatch import search_run
+
+    request = search_request_from(data, mode=mode)
+    if not request.query:
+        raise HttpError(422, "query is empty")
+    return search_run(request).as_dict()
+
+
+_SEARCH_RESPONSES = {200: SearchOut, 401: ErrorOut, 404: ErrorOut, 422: ErrorOut, 503: ErrorOut}
+
+
+@api.get("/search", response=_SEARCH_RESPONSES, tags=["search"], summary="Search (mode=search|vsearch|query)")
+def search_get(request, params: Query[SearchQuery]):
+    return _search(params)
+
+
+@api.post("/search", response=_SEARCH_RESPONSES, tags=["search"], summary="Search with a JSON body")
+def search_post(request, body: SearchIn):
+    return _search(body)
+
+
+@api.post("/vsearch", response=_SEARCH_RESPONSES, tags=["search"], summary="Semantic (vector) search")
+def vsearch_post(request, body: SearchIn):
+    return _search(body, mode="vsearch")
+
+
+@api.post("/query", response=_SEARCH_RESPONSES, tags=["search"],
+          summary="Hybrid search: expansion, BM25 + vectors, fusion, re-ranking")
+def query_post(request, body: SearchIn):
+    return _search(body, mode="query")
+
+
+# --- documents -------------------------------------------------------------------------------
+
+
+class DocumentOut(Schema):
+    docid: str
+    uri: str
+    collection: str
+    path: str
+    title: str
+    from_line: int
+    lines: list[str]
+    total_lines: int
+    context: list[str]
+    frontmatter: dict[str, Any]
+
+
+@api.get("/get", response={200: DocumentOut, 401: ErrorOut, 404: ErrorOut, 422: ErrorOut}, tags=["documents"],
+         summary="One document by path, pmd://collection/path or #docid (optionally :LINE)")
+def document_get(request, ref: str = Query(..., min_length=1, max_length=4096),
+                 from_line: int | None = Query(None, ge=1), max_lines: int | None = Query(None, ge=0),
+                 collection: list[str] = Query(default_factory=list)):
+    from indexing.selectors import contexts_for, document_lines, document_resolve
+
+    resolved = document_resolve(ref, collections=collection or None)
+    doc = resolved.document
+    lines, first = document_lines(doc, from_line=from_line or resolved.line, max_lines=max_lines)
+    return {"docid": doc.docid, "uri": doc.uri, "collection": doc.collection.name, "path": doc.path,
+            "title": doc.title, "from_line": first, "lines": lines,
+            "total_lines": doc.content.body.count("\n") + 1,
+            "context": contexts_for(doc.collection, doc.path), "frontmatter": doc.frontmatter}
+
+
+class MultiGetDocOut(Schema):
+    docid: str
+    uri: str
+    title: str
+    skipped: str | None
+    truncated: bool
+    text: str | None
+
+
+class MultiGetOut(Schema):
+    documents: list[MultiGetDocOut]
+    missing: list[str]
+
+
+@api.get("/multi-get", response={200: MultiGetOut, 401: ErrorOut, 422: ErrorOut}, tags=["documents"],
+         summary="Several documents: a glob over collection/path, or a comma list of paths and #docids")
+def documents_multi_get(request, pattern: str = Query(..., min_length=1, max_length=10000),
+                        max_bytes: int = Query(10 * 1024, ge=1), max_lines: int | None = Query(None, ge=0),
+                        collection: list[str] = Query(default_factory=list)):
+    from indexing.selectors import documents_multi_get as multi_get
+
+    result = multi_get(pattern, max_bytes=max_bytes, max_lines=max_lines, collections=collection or None)
+    return {
+        "documents": [{"docid": i.document.docid, "uri": i.document.uri, "title": i.document.title,
+                       "skipped": i.skipped_reason, "truncated": i.truncated,
+                       "text": None if i.skipped_reason else "\n".join(i.lines)} for i in result.items],
+        "missing": result.missing,
+    }
+
+
+# --- collections ---------------------------------------------------------------------------
+
+collections_router = Router(tags=["collections"])
+
+
+class CollectionOut(Schema):
+    name: str
+    uri: str
+    path: str
+    mask: str
+    documents: int
+    inactive: int
+    problems: int
+    last_indexed_at: str | None
+
+
+def _collection_row(row: dict) -> dict:
+    return {"name": row["name"], "uri": f"pmd://{row['name']}/", "path": row["path"], "mask": row["mask"],
+            "documents": row["documents"], "inactive": row["inactive"], "problems": row["problems"],
+            "last_indexed_at": row["last_indexed_at"].isoformat() if row["last_indexed_at"] else None}
+
+
+def _collection_overview(name: str) -> dict:
+    from indexing.selectors import collections_overview
+    from indexing.services.collections import collection_get
+
+    collection = collection_get(name)  # unknown → 404 with suggestions
+    return _collection_row(next(r for r in collections_overview() if r["name"] == collection.name))
+
+
+@collections_router.get("", response=list[CollectionOut], summary="Collections with document counts")
+@paginate(LimitOffsetPagination)
+def collections_list(request):
+    from indexing.selectors import collections_overview
+
+    return [_collection_row(r) for r in sorted(collections_overview(), key=lambda r: r["name"])]
+
+
+class CollectionIn(Schema):
+    path: str = Field(..., min_length=1, max_length=4096, description="folder on the server")
+    name: str | None = Field(None, max_length=200)
+    mask: str | None = Field(None, max_length=500)
+    ignore: list[str] = []
+    index: bool = Field(True, description="index it right away (a job)")
+
+
+class JobOut(Schema):
+    id: str
+    kind: str
+    collection: str | None
+    state: str
+    done: int
+    total: int
+    percent: int
+    message: str
+    result: dict[str, Any]
+    created_at: str
+    started_at: str | None
+    finished_at: str | None
+
+
+def _job_row(job) -> dict:
+    def iso(value):
+        return value.isoformat() if value else None
+
+    return {"id": str(job.id), "kind": job.kind, "collection": job.collection.name if job.collection else None,
+            "state": job.state, "done": job.done, "total": job.total, "percent": job.percent,
+            "message": job.message, "result": job.result, "created_at": iso(job.created_at),
+            "started_at": iso(job.started_at), "finished_at": iso(job.finished_at)}
+
+
+class CollectionCreatedOut(Schema):
+    collection: CollectionOut
+    job: JobOut | None
+
+
+def _reindex(collection) -> Any:
+    """Start re-indexing through the task layer when it exists, else as an in-process job."""
+    from indexing.models import Job
+    from indexing.services.jobs import JobProgress, job_create, job_fail, job_finish, job_start
+
+    try:
+        from indexing import tasks
+    except ImportError:
+        tasks = None
+    for name in ("collection_index_task", "index_collection", "reindex_collection"):
+        task = getattr(tasks, name, None) if tasks else None
+        if task is not None and hasattr(task, "delay"):
+            job = job_create(kind=Job.Kind.INDEX, collection=collection, message="queued")
+            task.delay(collection.pk, job_id=str(job.pk))
+            return job
+    from indexing.services.scanning import collection_index
+
+    job = job_create(kind=Job.Kind.INDEX, collection=collection)
+    job_start(job)
+    try:
+        report = collection_index(collection, progress=JobProgress(job))
+    except FileNotFoundError as exc:
+        job_fail(job, message=str(exc))
+    else:
+        job_finish(job, result=report.as_dict(), message=f"{report.files_seen} files")
+    job.refresh_from_db()
+    return job
+
+
+@collections_router.post("", response={201: CollectionCreatedOut, 400: ErrorOut, 403: ErrorOut, 409: ErrorOut},
+                         summary="Add a folder as a collection (staff)")
+def collection_add(request, body: CollectionIn):
+    from indexing.services.collections import collection_create
+
+    _require_staff(request)
+    collection = collection_create(path=body.path, name=body.name, mask=body.mask, ignore_patterns=body.ignore)
+    job = _reindex(collection) if body.index else None
+    return Status(201, {"collection": _collection_overview(collection.name), "job": _job_row(job) if job else None})
+
+
+@collections_router.get("/{name}", response={200: CollectionOut, 404: ErrorOut})
+def collection_detail(request, name: str):
+    return _collection_overview(name)
+
+
+class CollectionPatch(Schema):
+    name: str = Field(..., min_length=1, max_length=200, description="the new name")
+
+
+@collections_router.patch("/{name}", response={200: CollectionOut, 400: ErrorOut, 403: ErrorOut, 404: ErrorOut,
+                                               409: ErrorOut}, summary="Rename a collection (staff)")
+def collection_rename(request, name: str, body: CollectionPatch):
+    from indexing.services.collections import collection_rename as rename
+
+    _require_staff(request)
+    renamed = rename(name=name, new_name=body.name)
+    return _collection_overview(renamed.name)
+
+
+class DeletedOut(Schema):
+    deleted: str
+    documents: int
+
+
+@collections_router.delete("/{name}", response={200: DeletedOut, 403: ErrorOut, 404: ErrorOut},
+                           summary="Remove a collection and its documents from the index (staff)")
+def collection_delete(request, name: str):
+    from indexing.services.collections import collection_remove
+
+    _require_staff(request)
+    return {"deleted": name, "documents": collection_remove(name=name)}
+
+
+@collections_router.post("/{name}/reindex", response={202: JobOut, 403: ErrorOut, 404: ErrorOut},
+                         summary="Re-scan the folder (staff); returns a job to follow at /api/jobs/{id}")
+def collection_reindex(request, name: str):
+    from indexing.services.collections import collection_get
+
+    _require_staff(request)
+    return Status(202, _job_row(_reindex(collection_get(name))))
+
+
+@collections_router.post("/{name}/embed", response={202: JobOut, 403: ErrorOut, 404: ErrorOut, 503: ErrorOut},
+                         summary="Compute missing embeddings (staff); returns a job")
+def collection_embed(request, name: str, force: bool = False):
+    from indexing.models import Job
+    from indexing.services.collections import collection_get
+    from indexing.services.jobs import job_create
+
+    _require_staff(request)
+    collection = collection_get(name)
+    try:
+        from indexing import tasks
+    except ImportError:
+        tasks = None
+    task = next((getattr(tasks, n) for n in ("embed_collection_task", "embed_collection", "collection_embed_task")
+                 if tasks is not None and hasattr(getattr(tasks, n, None), "delay")), None)
+    if task is None:
+        raise HttpError(503, "embedding is not available in this build yet")
+    job = job_create(kind=Job.Kind.EMBED, collection=collection, message="queued")
+    task.delay(collection.pk, job_id=str(job.pk), force=force)
+    job.refresh_from_db()
+    return Status(202, _job_row(job))
+
+
+api.add_router("/collections", collections_router)
+
+
+JobState = Literal["queued", "running", "done", "failed"]
+
+
+# --- jobs --------------------------------------------------------------------------------------
+
+
+@api.get("/jobs", response=list[JobOut], tags=["jobs"], summary="Recent jobs, newest first")
+@paginate(LimitOffsetPagination)
+def jobs_list(request, state: JobState | None = None):
+    from indexing.models import Job
+
+    qs = Job.objects.select_related("collection")
+    if state:
+        qs = qs.filter(state=state)
+    return [_job_row(j) for j in qs[:1000]]
+
+
+@api.get("/jobs/{job_id}", response={200: JobOut, 404: ErrorOut}, tags=["jobs"], summary="Progress of one job")
+def job_detail(request, job_id: str):
+    import uuid
+
+    from indexing.models import Job
+
+    try:
+        job = Job.objects.select_related("collection").get(pk=uuid.UUID(job_id))
+    except (ValueError, Job.DoesNotExist):
+        raise NotFound(f"no job {job_id}") from None
+    return _job_row(job)
+
+
+# --- contexts ----------------------------------------------------------------------------------
+
+
+class ContextOut(Schema):
+    target: str
+    text: str
+
+
+class ContextIn(Schema):
+    target: str = Field("/", max_length=4096, description="/ (global), pmd://collection/prefix or collection/prefix")
+    text: str = Field(..., min_length=1, max_length=20000)
+
+
+@api.get("/contexts", response=list[ContextOut], tags=["contexts"])
+@paginate(LimitOffsetPagination)
+def contexts_list(request):
+    from indexing.selectors import context_list
+
+    return [{"target": c.target, "text": c.text} for c in context_list()]
+
+
+@api.put("/contexts", response={200: ContextOut, 400: ErrorOut, 403: ErrorOut, 404: ErrorOut}, tags=["contexts"],
+         summary="Set the context text at a target (staff)")
+def context_put(request, body: ContextIn):
+    from indexing.services.contexts import context_set
+
+    _require_staff(request)
+    context = context_set(target=body.target, text=body.text)
+    return {"target": context.target, "text": context.text}
+
+
+@api.delete("/contexts", response={200: dict, 403: ErrorOut, 404: ErrorOut}, tags=["contexts"],
+            summary="Remove the context at a target (staff)")
+def context_delete(request, target: str = Query(..., min_length=1, max_length=4096)):
+    from indexing.services.contexts import context_remove
+
+    _require_staff(request)
+    return {"deleted": context_remove(target=target)}
+
+
+# --- status ------------------------------------------------------------------------------------
+
+
+@api.get("/status", response=dict, tags=["status"], summary="Database, index, workers, models, problems")
+def status(request, section: list[str] = Query(default_factory=list)):
+    from pmd_site.health import status_report
+
+    return status_report(section or None)
