@@ -65,6 +65,11 @@ def register(sub) -> None:
                        help="skip the initial re-index of every collection")
     watch.set_defaults(func=cmd_watch, needs_db=False)
 
+    check = sub.add_parser("healthcheck", help="exit 0 if a service here is healthy (for container health checks)")
+    check.add_argument("service", choices=["web", "worker", "watcher"])
+    check.add_argument("--url", default="http://127.0.0.1:8000/healthz", help="web: the health URL")
+    check.set_defaults(func=cmd_healthcheck, needs_db=False)
+
     migrate = sub.add_parser("migrate", help="apply database migrations (and collect static files)")
     migrate.add_argument("--no-static", action="store_true", help="skip collectstatic")
     migrate.set_defaults(func=cmd_migrate)
@@ -114,7 +119,7 @@ def cmd_worker(args) -> int:
     from pmd_site.runtime import database_lease
 
     app = _celery_app()
-    argv = ["worker", "--loglevel=INFO", f"--hostname=pmd-worker-{os.getpid()}@%h"]
+    argv = ["worker", "--loglevel=INFO", "--hostname=pmd-worker@%h"]
     if args.concurrency:
         argv.append(f"--concurrency={args.concurrency}")
     with database_lease():
@@ -139,6 +144,37 @@ def cmd_watch(args) -> int:
     stop = _stop_on_sigterm()
     with database_lease():
         run_watcher(stop_event=stop, polling=args.polling, catch_up=args.catch_up)
+    return 0
+
+
+def cmd_healthcheck(args) -> int:
+    """Quiet on success; one line on failure (docker shows it in `docker inspect`)."""
+    if args.service == "web":
+        import urllib.error
+        import urllib.request
+
+        try:
+            with urllib.request.urlopen(args.url, timeout=4) as response:
+                ok = response.status == 200
+        except (urllib.error.URLError, OSError) as exc:
+            raise CommandError(f"{args.url}: {exc}") from None
+        if not ok:
+            raise CommandError(f"{args.url} answered {response.status}")
+        return 0
+    if args.service == "worker":
+        import socket
+
+        app = _celery_app()
+        name = f"pmd-worker@{socket.gethostname()}"
+        replies = app.control.inspect(timeout=2.0, destination=[name]).ping() or {}
+        if name not in replies:
+            raise CommandError(f"worker {name} did not answer a ping within 2s")
+        return 0
+    from indexing.watcher import watcher_health
+
+    state = watcher_health()
+    if not state["ok"]:
+        raise CommandError(state.get("error", "watcher not running"))
     return 0
 
 

