@@ -1,12 +1,13 @@
 from django.contrib import admin
-from django.urls import path
-
-from search.api import api
+from django.urls import include, path
 
 from pmd_site.views import healthz
+from search.api import api
 
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
     path("admin/", admin.site.urls),
     path("api/", api.urls),
+    path("accounts/", include("django.contrib.auth.urls")),
+    path("", include("search.urls")),
 ]

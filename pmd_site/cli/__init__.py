@@ -19,6 +19,7 @@ COMMAND_MODULES = [
     "pmd_site.cli.search",
     "pmd_site.cli.embed",
     "pmd_site.cli.admin",
+    "pmd_site.cli.users",
     "pmd_site.cli.db",
     "pmd_site.cli.bench",
     "pmd_site.cli.serve",

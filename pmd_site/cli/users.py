@@ -1,0 +1,109 @@
+"""`pmd user …`: accounts for the web UI (a team has several users)."""
+
+from __future__ import annotations
+
+import getpass
+import sys
+
+from pmd_site.cli import CommandError
+from pmd_site.cli.output import print_json, stdout_console
+
+
+def register(sub) -> None:
+    user = sub.add_parser("user", help="manage web UI accounts")
+    usub = user.add_subparsers(dest="user_command", metavar="ACTION", required=True)
+
+    create = usub.add_parser("create", help="create an account (staff accounts manage collections)")
+    create.add_argument("username")
+    create.add_argument("--staff", action="store_true", help="may add, reindex and embed collections and use /admin/")
+    create.add_argument("--superuser", action="store_true", help="staff with every admin permission")
+    create.add_argument("--email", default="")
+    create.add_argument("--password-stdin", action="store_true",
+                        help="read the password from the first line of standard input (for scripts)")
+    create.set_defaults(func=cmd_create)
+
+    passwd = usub.add_parser("password", help="set an account's password")
+    passwd.add_argument("username")
+    passwd.add_argument("--password-stdin", action="store_true")
+    passwd.set_defaults(func=cmd_password)
+
+    ls = usub.add_parser("list", help="list accounts")
+    ls.add_argument("--json", action="store_true")
+    ls.set_defaults(func=cmd_list)
+
+
+def _read_password(args, username: str) -> str:
+    if args.password_stdin:
+        password = sys.stdin.readline().rstrip("\r\n")
+    elif sys.stdin.isatty():
+        password = getpass.getpass(f"password for {username}: ")
+        if getpass.getpass("again: ") != password:
+            raise CommandError("the two passwords differ")
+    else:
+        raise CommandError("no terminal to ask for a password: pass --password-stdin and pipe it in")
+    if not password:
+        raise CommandError("the password is empty")
+    return password
+
+
+def _validated(password: str, user) -> str:
+    from django.contrib.auth.password_validation import validate_password
+    from django.core.exceptions import ValidationError
+
+    try:
+        validate_password(password, user)
+    except ValidationError as exc:
+        raise CommandError("password rejected: " + " ".join(exc.messages)) from None
+    return password
+
+
+def cmd_create(args) -> int:
+    from django.contrib.auth import get_user_model
+
+    User = get_user_model()
+    username = args.username.strip()
+    if not username:
+        raise CommandError("the username is empty")
+    if User.objects.filter(username=username).exists():
+        raise CommandError(f"an account named '{username}' already exists (`pmd user password {username}` sets a new password)")
+    candidate = User(username=username, email=args.email)
+    password = _validated(_read_password(args, username), candidate)
+    if args.superuser:
+        user = User.objects.create_superuser(username=username, email=args.email, password=password)
+    else:
+        user = User.objects.create_user(username=username, email=args.email, password=password, is_staff=args.staff)
+    role = "superuser" if user.is_superuser else "staff" if user.is_staff else "member"
+    stdout_console().print(f"created {role} account [bold]{user.username}[/]")
+    return 0
+
+
+def cmd_password(args) -> int:
+    from django.contrib.auth import get_user_model
+
+    User = get_user_model()
+    try:
+        user = User.objects.get(username=args.username)
+    except User.DoesNotExist:
+        raise CommandError(f"no account named '{args.username}' (`pmd user list`)") from None
+    user.set_password(_validated(_read_password(args, user.username), user))
+    user.save(update_fields=["password"])
+    stdout_console().print(f"password of [bold]{user.username}[/] changed")
+    return 0
+
+
+def cmd_list(args) -> int:
+    from django.contrib.auth import get_user_model
+
+    users = list(get_user_model().objects.order_by("username"))
+    rows = [{"username": u.username, "staff": u.is_staff, "superuser": u.is_superuser, "active": u.is_active,
+             "last_login": u.last_login.isoformat() if u.last_login else None} for u in users]
+    if args.json:
+        print_json(rows)
+        return 0
+    console = stdout_console()
+    if not rows:
+        console.print("no accounts yet: `pmd user create NAME --staff`")
+    for r in rows:
+        role = "superuser" if r["superuser"] else "staff" if r["staff"] else "member"
+        console.print(f"{r['username']:<24} {role:<10} {'active' if r['active'] else 'disabled':<9} last login {r['last_login'] or 'never'}")
+    return 0

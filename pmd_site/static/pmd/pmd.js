@@ -1,0 +1,129 @@
+// pmd web UI: keyboard navigation of results, jump to the hit in a document, copy buttons.
+(function () {
+  "use strict";
+
+  function typing(el) {
+    return el && (el.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(el.tagName));
+  }
+
+  function results() { return Array.from(document.querySelectorAll("#results .result")); }
+
+  function activate(list, index) {
+    list.forEach(function (el, i) { el.classList.toggle("active", i === index); });
+    if (list[index]) list[index].scrollIntoView({ block: "nearest" });
+  }
+
+  document.addEventListener("keydown", function (event) {
+    if (event.altKey || event.ctrlKey || event.metaKey) return;
+    var box = document.getElementById("q");
+    if (event.key === "/" && !typing(document.activeElement) && box) {
+      event.preventDefault();
+      box.focus();
+      box.select();
+      return;
+    }
+    var list = results();
+    if (!list.length) return;
+    var current = list.findIndex(function (el) { return el.classList.contains("active"); });
+    if (event.key === "ArrowDown" || event.key === "ArrowUp") {
+      if (typing(document.activeElement) && document.activeElement !== box) return;
+      event.preventDefault();
+      var next = event.key === "ArrowDown" ? Math.min(list.length - 1, current + 1) : Math.max(0, current - 1);
+      activate(list, next);
+    } else if (event.key === "Enter" && current >= 0 && (!typing(document.activeElement) || document.activeElement === box)) {
+      event.preventDefault();
+      window.location.href = list[current].dataset.href;
+    } else if (event.key === "Escape" && current >= 0) {
+      activate(list, -1);
+    }
+  });
+
+  // A click anywhere on a result card opens it (links keep their own behaviour).
+  document.addEventListener("click", function (event) {
+    var card = event.target.closest && event.target.closest("#results .result");
+    if (!card || event.target.closest("a") || window.getSelection().toString()) return;
+    window.location.href = card.dataset.href;
+  });
+
+  // Typing a new query resets the keyboard selection.
+  document.addEventListener("htmx:afterSwap", function (event) {
+    if (event.detail.target && event.detail.target.id === "results") activate(results(), -1);
+  });
+
+  // Copy buttons: data-copy="<selector of the element whose text to copy>".
+  document.addEventListener("click", function (event) {
+    var button = event.target.closest && event.target.closest("[data-copy]");
+    if (!button) return;
+    var source = document.querySelector(button.dataset.copy);
+    if (!source) return;
+    var text = source.textContent.trim();
+    var done = function () {
+      var label = button.textContent;
+      button.textContent = "Copied";
+      setTimeout(function () { button.textContent = label; }, 1200);
+    };
+    if (navigator.clipboard && window.isSecureContext) {
+      navigator.clipboard.writeText(text).then(done);
+    } else {
+      var area = document.createElement("textarea");
+      area.value = text;
+      document.body.appendChild(area);
+      area.select();
+      document.execCommand("copy");
+      area.remove();
+      done();
+    }
+  });
+
+  // Documents: find the block holding line N (#L42 or ?line=42), mark it and scroll to it.
+  function blockForLine(root, line) {
+    var best = null;
+    root.querySelectorAll("[data-ls]").forEach(function (el) {
+      var start = +el.dataset.ls, end = +el.dataset.le;
+      if (start <= line && line <= end) best = el; // later matches are nested deeper
+    });
+    if (!best) {
+      root.querySelectorAll("[data-ls]").forEach(function (el) {
+        if (+el.dataset.ls <= line) best = el;
+      });
+    }
+    return best;
+  }
+
+  function markTerms(el, query) {
+    var words = (query || "").toLowerCase().match(/[\p{L}\p{N}_]{2,}/gu);
+    if (!words || !el) return;
+    var pattern = new RegExp("(" + words.map(function (w) { return w.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"); }).join("|") + ")", "giu");
+    var walker = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
+    var nodes = [];
+    while (walker.nextNode()) nodes.push(walker.currentNode);
+    nodes.forEach(function (node) {
+      if (!pattern.test(node.nodeValue)) return;
+      pattern.lastIndex = 0;
+      var frag = document.createDocumentFragment();
+      node.nodeValue.split(pattern).forEach(function (part, i) {
+        if (i % 2) { var m = document.createElement("mark"); m.textContent = part; frag.appendChild(m); }
+        else if (part) frag.appendChild(document.createTextNode(part));
+      });
+      node.parentNode.replaceChild(frag, node);
+    });
+  }
+
+  function showLine() {
+    var article = document.querySelector("article.document");
+    if (!article) return;
+    var match = /^#L(\d+)$/.exec(window.location.hash);
+    var line = match ? +match[1] : +article.dataset.line;
+    if (!line) return;
+    var body = article.querySelector(".doc-body");
+    var target = body.classList.contains("source") ? document.getElementById("L" + line) : blockForLine(body, line);
+    if (!target) return;
+    body.querySelectorAll(".hit").forEach(function (el) { el.classList.remove("hit"); });
+    target.classList.add("hit");
+    markTerms(target, article.dataset.query);
+    target.scrollIntoView({ block: "center" });
+  }
+
+  document.addEventListener("DOMContentLoaded", showLine);
+  window.addEventListener("hashchange", showLine);
+})();

@@ -1,0 +1,20 @@
+"""Routes of the browser UI (and Django's login/logout views)."""
+
+from django.urls import path
+
+from search import views
+
+app_name = "search"
+
+urlpatterns = [
+    path("", views.search_page, name="search"),
+    path("doc/<str:collection>/<path:path>", views.document_page, name="document"),
+    path("raw/<str:collection>/<path:path>", views.document_raw, name="raw"),
+    path("d/<str:docid>", views.docid_redirect, name="docid"),
+    path("collections/", views.collections_page, name="collections"),
+    path("collections/add/", views.collection_add, name="collection_add"),
+    path("collections/<str:name>/<str:action>/", views.collection_action, name="collection_action"),
+    path("jobs/<uuid:job_id>/", views.job_progress, name="job"),
+    path("status/", views.status_page, name="status"),
+]
+

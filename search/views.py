@@ -1,0 +1,403 @@
+"""The browser UI: thin views over the search services and the indexing selectors.
+
+Views parse input (search.forms), call one service or selector, and render a template.
+htmx requests that target a fragment get the fragment only; everything else gets the
+full page, so every URL can be shared, reloaded and used without JavaScript.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from functools import wraps
+from urllib.parse import urlencode
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.db import connection
+from django.http import Http404, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils.cache import patch_vary_headers
+from django.utils.safestring import SafeString
+from django.views.decorators.http import require_GET, require_POST
+
+from indexing.models import Collection, FileProblem, Job
+from search.forms import MODE_LABELS, WEB_LIMIT, WEB_MODES, CollectionAddForm, SearchForm
+from search.rendering import highlight_snippet, render_markdown
+from search.request import SearchRequest
+from search.results import SearchResult
+
+log = logging.getLogger(__name__)
+
+CONTENT_SECURITY_POLICY = (
+    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data: https:; "
+    "object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'"
+)
+
+
+def _page(request, template: str, context: dict, *, status: int = 200) -> HttpResponse:
+    response = render(request, template, context, status=status)
+    response.headers.setdefault("Content-Security-Policy", CONTENT_SECURITY_POLICY)
+    patch_vary_headers(response, ["HX-Request", "HX-Target"])
+    return response
+
+
+def _wants_fragment(request, target: str) -> bool:
+    htmx = getattr(request, "htmx", None)
+    return bool(htmx) and not htmx.history_restore_request and htmx.target == target
+
+
+def staff_required(view):
+    """Collection management is for staff; others get a 403 that says so."""
+
+    @wraps(view)
+    @login_required
+    def wrapper(request, *args, **kwargs):
+        if not request.user.is_staff:
+            raise PermissionDenied("managing collections needs a staff account")
+        return view(request, *args, **kwargs)
+
+    return wrapper
+
+
+def _optional(module_name: str, attr: str):
+    """A function from a part of pmd that may not be installed yet (None then)."""
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name == module_name:
+            return None
+        raise
+    return getattr(module, attr, None)
+
+
+# --- search ---------------------------------------------------------------------------
+
+
+@dataclass
+class ResultCard:
+    result: SearchResult
+    rank: int
+    snippet_html: SafeString
+    url: str
+
+    @property
+    def context(self) -> str:
+        return " › ".join(self.result.context[-2:])
+
+
+@dataclass
+class SearchProblem:
+    kind: str  # unavailable | backend | no-embeddings | invalid | error
+    title: str
+    detail: str
+
+
+def _classify_error(exc: Exception) -> SearchProblem:
+    name = exc.__class__.__name__
+    text = str(exc) or name
+    lowered = text.lower()
+    if name in {"BackendUnavailable", "BackendTimeout"}:
+        return SearchProblem("backend", "The language model server is not reachable", text)
+    if name == "ModelMissing":
+        return SearchProblem("backend", "The embedding model is not available", text)
+    if "no embeddings" in lowered or "not embedded" in lowered or name in {"NoEmbeddings", "EmbeddingsMissing"}:
+        return SearchProblem("no-embeddings", "No embeddings yet", text)
+    if isinstance(exc, ValueError):
+        return SearchProblem("invalid", "This search cannot run", text)
+    return SearchProblem("error", "Search failed", f"{name}: {text}")
+
+
+def _document_url(collection: str, path: str, *, line: int | None = None, query: str = "") -> str:
+    url = reverse("search:document", args=[collection, path])
+    params = {}
+    if line:
+        params["line"] = line
+    if query:
+        params["q"] = query
+    if params:
+        url += "?" + urlencode(params)
+    return url + (f"#L{line}" if line else "")
+
+
+def _run_search(*, query: str, mode: str, collection: str) -> dict:
+    from search.dispatch import SearchUnavailable, search_service
+
+    try:
+        service = search_service(WEB_MODES[mode])
+    except SearchUnavailable:
+        return {"problem": SearchProblem(
+            "unavailable", f"{MODE_LABELS[mode]} search is not available yet",
+            "This pmd installation does not include it yet. Keyword search works now.",
+        )}
+    search_request = SearchRequest(
+        query=query, mode=WEB_MODES[mode], limit=WEB_LIMIT,
+        collections=[collection] if collection else [],
+    )
+    started = time.perf_counter()
+    try:
+        response = service(search_request)
+    except Exception as exc:  # noqa: BLE001 - every failure becomes a state the page explains
+        log.info("web search failed (%s): %s", mode, exc, exc_info=not isinstance(exc, ValueError))
+        return {"problem": _classify_error(exc), "elapsed_ms": (time.perf_counter() - started) * 1000}
+    elapsed = (time.perf_counter() - started) * 1000
+    cards = [
+        ResultCard(
+            result=r, rank=i,
+            snippet_html=highlight_snippet(r.snippet, r.highlights),
+            url=_document_url(r.collection, r.path, line=r.line, query=query),
+        )
+        for i, r in enumerate(response.results, start=1)
+    ]
+    return {"cards": cards, "warnings": response.warnings, "elapsed_ms": elapsed, "timings": response.timings}
+
+
+@login_required
+@require_GET
+def search_page(request):
+    names = list(Collection.objects.values_list("name", flat=True))
+    form = SearchForm(request.GET, collection_names=names)
+    context = {"form": form, "collections": names, "modes": MODE_LABELS, "query": "", "mode": "keyword",
+               "collection": "", "searched": False}
+    if form.is_valid():
+        context.update(query=form.cleaned_data["q"], mode=form.cleaned_data["mode"],
+                       collection=form.cleaned_data["collection"])
+        if context["query"]:
+            context["searched"] = True
+            context.update(_run_search(query=context["query"], mode=context["mode"],
+                                       collection=context["collection"]))
+    else:
+        context["mode"] = request.GET.get("mode") if request.GET.get("mode") in MODE_LABELS else "keyword"
+        context["query"] = request.GET.get("q", "")[:1000]
+        context["problem"] = SearchProblem("invalid", "This search cannot run",
+                                           "; ".join(e for errs in form.errors.values() for e in errs))
+    template = "search/_results.html" if _wants_fragment(request, "results") else "search/search.html"
+    response = _page(request, template, context)
+    if "elapsed_ms" in context:
+        response.headers["Server-Timing"] = f"search;dur={context['elapsed_ms']:.1f}"
+    return response
+
+
+# --- documents ------------------------------------------------------------------------
+
+
+def _resolve(collection: str, path: str):
+    from indexing.selectors import DocumentNotFound, document_resolve
+
+    try:
+        return document_resolve(f"pmd://{collection}/{path}").document
+    except DocumentNotFound as exc:
+        raise Http404(str(exc)) from None
+
+
+@login_required
+@require_GET
+def document_page(request, collection: str, path: str):
+    from indexing.selectors import contexts_for
+
+    document = _resolve(collection, path)
+    body = document.content.body
+    view = "source" if request.GET.get("view") == "source" else "rendered"
+    try:
+        line = int(request.GET.get("line", "0"))
+    except ValueError:
+        line = 0
+    lines = body.splitlines()
+    context = {
+        "document": document,
+        "collection": document.collection,
+        "contexts": contexts_for(document.collection, document.path),
+        "frontmatter": sorted(document.frontmatter.items()) if isinstance(document.frontmatter, dict) else [],
+        "view": view,
+        "line": line if 0 < line <= max(1, len(lines)) else 0,
+        "query": request.GET.get("q", "")[:1000],
+        "line_count": len(lines),
+        "raw_url": reverse("search:raw", args=[document.collection.name, document.path]),
+    }
+    if view == "source":
+        context["numbered_lines"] = list(enumerate(lines, start=1))
+    else:
+        context["html"], _ = render_markdown(body)
+    return _page(request, "search/document.html", context)
+
+
+@login_required
+@require_GET
+def document_raw(request, collection: str, path: str):
+    document = _resolve(collection, path)
+    response = HttpResponse(document.content.body, content_type="text/plain; charset=utf-8")
+    response.headers["Content-Security-Policy"] = "default-src 'none'; sandbox"
+    return response
+
+
+@login_required
+@require_GET
+def docid_redirect(request, docid: str):
+    from indexing.selectors import DocumentNotFound, document_resolve
+
+    try:
+        document = document_resolve(f"#{docid}").document
+    except DocumentNotFound as exc:
+        raise Http404(str(exc)) from None
+    return redirect(_document_url(document.collection.name, document.path))
+
+
+# --- collections and jobs -----------------------------------------------------------------
+
+
+def _collection_rows() -> list[dict]:
+    from indexing.selectors import collections_overview
+
+    rows = collections_overview()
+    embedding_status = _optional("indexing.services.embedding", "embedding_status")
+    latest: dict[int, Job] = {}
+    for job in Job.objects.filter(collection__isnull=False).order_by("-created_at")[:200]:
+        latest.setdefault(job.collection_id, job)
+    for row in rows:
+        row["job"] = latest.get(row["collection"].id)
+        row["embedded"] = row["stale"] = None
+    if embedding_status is not None:
+        for row in rows:
+            try:
+                status = embedding_status(collections=[row["name"]])
+            except Exception as exc:  # noqa: BLE001 - counts are decoration; the page must render
+                log.warning("embedding counts unavailable: %s", exc)
+                break
+            row["embedded"], row["stale"] = status.get("embedded"), status.get("pending")
+    return rows
+
+
+def _run_index_in_thread(job_id) -> None:
+    """Index a collection in this process (used when no task queue is available)."""
+    from indexing.services.jobs import JobProgress, job_fail, job_finish, job_start
+    from indexing.services.scanning import collection_index
+
+    job = None
+    try:
+        job = Job.objects.select_related("collection").get(pk=job_id)
+        job_start(job)
+        report = collection_index(job.collection, progress=JobProgress(job, interval=0.25))
+        job_finish(job, result=report.as_dict(),
+                   message=f"{report.added} added, {report.updated} updated, {report.removed} removed, "
+                           f"{report.errors} errors")
+    except Exception as exc:  # noqa: BLE001 - the job row carries the failure to the user
+        log.exception("background indexing failed")
+        if job is not None:
+            job_fail(job, message=f"{exc.__class__.__name__}: {exc}")
+    finally:
+        connection.close()
+
+
+def _start_job(kind: str, collection: Collection) -> Job:
+    """Start indexing or embedding through the task layer (or in-process as a fallback)."""
+    if kind == Job.Kind.EMBED:
+        start = _optional("indexing.tasks", "start_embed_job")
+        if start is None:
+            raise PermissionDenied("embedding is not available in this pmd installation yet")
+        return start(collection=collection)
+    start = _optional("indexing.tasks", "start_index_job")
+    if start is not None:
+        return start(collection=collection)
+    from indexing.services.jobs import job_create
+
+    job = job_create(kind=Job.Kind.INDEX, collection=collection, message="queued")
+    threading.Thread(target=_run_index_in_thread, args=(job.pk,), daemon=True, name=f"pmd-index-{job.pk}").start()
+    return job
+
+
+@login_required
+@require_GET
+def collections_page(request):
+    context = {
+        "rows": _collection_rows(),
+        "form": CollectionAddForm(),
+        "embed_available": _optional("indexing.tasks", "start_embed_job") is not None,
+    }
+    return _page(request, "search/collections.html", context)
+
+
+@staff_required
+@require_POST
+def collection_add(request):
+    from indexing.services.collections import CollectionError, collection_create
+
+    form = CollectionAddForm(request.POST)
+    if form.is_valid():
+        try:
+            collection = collection_create(
+                path=form.cleaned_data["path"], name=form.cleaned_data["name"] or None,
+                mask=form.cleaned_data["mask"] or None,
+            )
+        except CollectionError as exc:
+            form.add_error(None, str(exc))
+        else:
+            _start_job(Job.Kind.INDEX, collection)
+            messages.success(request, f"Added collection {collection.name}; indexing started.")
+            return redirect("search:collections")
+    context = {"rows": _collection_rows(), "form": form,
+               "embed_available": _optional("indexing.tasks", "start_embed_job") is not None}
+    return _page(request, "search/collections.html", context, status=400)
+
+
+@staff_required
+@require_POST
+def collection_action(request, name: str, action: str):
+    collection = get_object_or_404(Collection, name=name)
+    kind = {"reindex": Job.Kind.INDEX, "embed": Job.Kind.EMBED}.get(action)
+    if kind is None:
+        raise Http404("unknown action")
+    job = _start_job(kind, collection)
+    if getattr(request, "htmx", None):
+        return _job_fragment(request, job)
+    messages.success(request, f"{action.capitalize()} of {collection.name} started.")
+    return redirect("search:collections")
+
+
+def _job_fragment(request, job: Job) -> HttpResponse:
+    problems = []
+    if job.finished and job.collection_id and job.kind in {Job.Kind.INDEX, Job.Kind.UPDATE}:
+        problems = list(FileProblem.objects.filter(collection_id=job.collection_id)[:50])
+    return _page(request, "search/_job.html", {"job": job, "problems": problems})
+
+
+@login_required
+@require_GET
+def job_progress(request, job_id):
+    job = get_object_or_404(Job.objects.select_related("collection"), pk=job_id)
+    return _job_fragment(request, job)
+
+
+# --- status ----------------------------------------------------------------------------------
+
+
+@login_required
+@require_GET
+def status_page(request):
+    from pmd_site.health import status_report
+
+    report = status_report()
+    sections = []
+    for name, data in report.items():
+        scalars, tables = [], []
+        for key, value in data.items():
+            if key in {"ok", "error"}:
+                continue
+            if isinstance(value, list):
+                if value and isinstance(value[0], dict):
+                    columns = list(value[0].keys())
+                    tables.append({"name": key, "columns": columns,
+                                   "rows": [[row.get(c) for c in columns] for row in value]})
+                elif value:
+                    scalars.append((key, ", ".join(str(v) for v in value)))
+            elif isinstance(value, dict):
+                scalars.append((key, ", ".join(f"{k}={v}" for k, v in value.items())))
+            else:
+                scalars.append((key, value))
+        sections.append({"name": name, "ok": data.get("ok", True), "error": data.get("error"),
+                         "scalars": scalars, "tables": tables})
+    return _page(request, "search/status.html", {"sections": sections})
