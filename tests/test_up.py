@@ -1,0 +1,230 @@
+"""`pmd up` for real: a subprocess over its own embedded PostgreSQL (and Redis), a fresh PMD_HOME.
+
+These start real servers, so there are few of them and each checks several things.
+Waits are bounded polls (they end as soon as the condition holds), not timing assertions.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import psutil
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+START_TIMEOUT = 120.0
+CHANGE_TIMEOUT = 30.0
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _closed_port_url() -> str:
+    return f"http://127.0.0.1:{_free_port()}"
+
+
+def _env(home: Path) -> dict[str, str]:
+    env = dict(os.environ, PMD_HOME=str(home), PYTHONUNBUFFERED="1", NO_COLOR="1",
+               OLLAMA_URL=_closed_port_url(), PMD_WATCH_DEBOUNCE_MS="100", PMD_LOG_LEVEL="INFO")
+    for name in ("DATABASE_URL", "CELERY_BROKER_URL", "CELERY_RESULT_BACKEND", "PMD_INDEX"):
+        env.pop(name, None)
+    return env
+
+
+def _pmd(home: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pmd_site.cli", *args], env=_env(home), cwd=ROOT,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def _get(url: str) -> tuple[int, bytes]:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+
+
+def _wait_for(condition, timeout: float, what: str, proc: subprocess.Popen | None = None, log: Path | None = None):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            pytest.fail(f"pmd up exited ({proc.returncode}) while waiting for {what}:\n{log.read_text() if log else ''}")
+        try:
+            value = condition()
+        except (OSError, ValueError):
+            value = None
+        if value:
+            return value
+        time.sleep(0.2)
+    pytest.fail(f"gave up waiting for {what} after {timeout:.0f}s" + (f":\n{log.read_text()}" if log else ""))
+
+
+class Up:
+    """A running `pmd up`, its log, and every pid it is responsible for."""
+
+    def __init__(self, home: Path, *dirs: Path, port: int | None = None):
+        self.home = home
+        self.port = port or _free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.log = home.parent / f"up-{self.port}.log"
+        home.mkdir(parents=True, exist_ok=True)
+        self.handle = open(self.log, "w")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "pmd_site.cli", "up", *map(str, dirs), "--port", str(self.port)],
+            env=_env(home), cwd=ROOT, stdout=self.handle, stderr=subprocess.STDOUT,
+        )
+
+    def output(self) -> str:
+        return self.log.read_text()
+
+    def wait_ready(self) -> None:
+        _wait_for(lambda: _get(self.base + "/healthz")[0] == 200, START_TIMEOUT, "/healthz", self.proc, self.log)
+        _wait_for(lambda: "watching" in self.output(), START_TIMEOUT, "the watcher", self.proc, self.log)
+
+    def pids(self) -> dict[str, int]:
+        pids = {f"child {p.pid} {p.name()}": p.pid for p in psutil.Process(self.proc.pid).children(recursive=True)}
+        postmaster = (self.home / "postgres" / "data" / "postmaster.pid").read_text().split()[0]
+        pids["postgres"] = int(postmaster)
+        redis_pid = _redis_pid(self.home)
+        if redis_pid:
+            pids["redis"] = redis_pid
+        return pids
+
+    def stop(self, sig=signal.SIGINT) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        try:
+            return self.proc.wait(60)
+        finally:
+            self.handle.close()
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            for child in psutil.Process(self.proc.pid).children(recursive=True):
+                child.kill()
+            self.proc.kill()
+            self.proc.wait(10)
+        self.handle.close()
+
+
+def _redis_pid(home: Path) -> int | None:
+    for proc in psutil.process_iter(["name", "cmdline", "cwd"]):
+        try:
+            if "redis-server" in (proc.info["name"] or "") and str(home) in " ".join(proc.info["cmdline"] or []) + (proc.info["cwd"] or ""):
+                return proc.pid
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _documents(home: Path) -> dict[str, str]:
+    result = _pmd(home, "ls", "notes", "--json")
+    assert result.returncode == 0, result.stderr
+    rows = json.loads(result.stdout)
+    return {row["uri"].removeprefix("pmd://notes/"): row["title"] for row in rows}
+
+
+@pytest.fixture
+def stack(tmp_path):
+    started: list[Up] = []
+
+    def start(*dirs: Path) -> Up:
+        up = Up(tmp_path / "home", *dirs)
+        started.append(up)
+        return up
+
+    yield start
+    for up in started:
+        up.kill()
+    _pmd(tmp_path / "home", "db", "stop", timeout=60)
+
+
+def test_up_serves_the_ui_follows_the_folder_and_stops_without_orphans(tmp_path, stack):
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "first.md").write_text("# First note\n\nAbout tomatoes.\n")
+    up = stack(notes)
+    up.wait_ready()
+    first_output = up.output()
+    assert re.search(r"log in as admin with password \S{8,}", first_output)
+    assert f"http://127.0.0.1:{up.port}/" in first_output
+
+    status, body = _get(up.base + "/healthz")
+    assert status == 200 and json.loads(body)["database"] is True
+    status, body = _get(up.base + "/accounts/login/")
+    assert status == 200 and b"password" in body.lower()
+    assert "first.md" in _documents(up.home)
+
+    # A new file is indexed by the watcher, and embedding of it is queued.
+    (notes / "fresh.md").write_text("# Fresh arrival\n\nCucumbers and watchfiles.\n")
+    _wait_for(lambda: "fresh.md" in _documents(up.home), CHANGE_TIMEOUT, "fresh.md in the index", up.proc, up.log)
+    if _has_task_queue():
+        _wait_for(lambda: re.search(r"embedding task [0-9a-f-]{36}", up.output()), CHANGE_TIMEOUT,
+                  "the embedding task", up.proc, up.log)
+
+    # Deletion and rename go through the same incremental scan.
+    (notes / "first.md").rename(notes / "renamed.md")
+    _wait_for(lambda: set(_documents(up.home)) == {"fresh.md", "renamed.md"}, CHANGE_TIMEOUT,
+              "the rename", up.proc, up.log)
+
+    pids = up.pids()
+    assert len(pids) >= 3, pids  # web + watcher children, postgres (+ worker, beat, redis)
+    assert up.stop(signal.SIGINT) == 0, up.output()
+    survivors = {name: pid for name, pid in pids.items() if _alive(pid)}
+    assert not survivors, f"left running: {survivors}\n{up.output()}"
+    assert "stopped" in up.output()
+
+
+def test_second_run_reuses_the_data_and_catches_up_on_offline_changes(tmp_path, stack):
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "keep.md").write_text("# Keep\n\nunchanged\n")
+    (notes / "edit.md").write_text("# Before\n\nold text\n")
+    (notes / "gone.md").write_text("# Gone soon\n")
+    first = stack(notes)
+    first.wait_ready()
+    assert first.stop(signal.SIGTERM) == 0, first.output()
+    assert set(_documents(first.home)) == {"keep.md", "edit.md", "gone.md"}
+
+    # Changes while nothing runs: an edit, a deletion, a new file, a touch without content change.
+    (notes / "edit.md").write_text("# After\n\nnew text\n")
+    (notes / "gone.md").unlink()
+    (notes / "added.md").write_text("# Added offline\n")
+    os.utime(notes / "keep.md", (time.time() + 60, time.time() + 60))
+
+    second = stack()  # no DIR: the collection is already known
+    second.wait_ready()
+    assert "with password" not in second.output()  # the admin account was kept
+    _wait_for(lambda: _documents(second.home) == {"keep.md": "Keep", "edit.md": "After", "added.md": "Added offline"},
+              CHANGE_TIMEOUT, "the catch-up scan", second.proc, second.log)
+    summary = re.search(r"catch-up scan: (\d+) changed, (\d+) removed", second.output())
+    assert summary and summary.groups() == ("2", "1"), second.output()  # the touched file is not "changed"
+    assert second.stop() == 0
+
+
+def _has_task_queue() -> bool:
+    try:
+        import pmd_site.celery  # noqa: F401
+    except ImportError:
+        return False
+    return True
