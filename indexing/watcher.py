@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from django.conf import settings
-from django.db import close_old_connections
+from django.db import close_old_connections, connection
 
 from indexing.paths import glob_match
 
@@ -30,6 +30,12 @@ log = logging.getLogger("pmd.watcher")
 
 HEARTBEAT_TTL = 60  # seconds: a heartbeat older than this means the watcher is gone
 REFRESH_SECONDS = 5  # how often the watcher re-reads the collection list and beats
+
+
+def _fresh_connection() -> None:
+    """A long-running loop must not reuse a connection the database dropped (restart, idle timeout)."""
+    if not connection.in_atomic_block:
+        close_old_connections()
 
 
 @dataclass(frozen=True)
@@ -43,7 +49,7 @@ def watch_targets() -> list[WatchTarget]:
     """The collections whose folders exist, as the watcher sees them."""
     from indexing.models import Collection
 
-    close_old_connections()
+    _fresh_connection()
     targets = []
     for name, root, mask in Collection.objects.order_by("name").values_list("name", "root_path", "mask"):
         path = Path(root)
@@ -100,7 +106,7 @@ def reindex(names: list[str] | None, *, pull: bool = False) -> dict:
     """Re-index some collections (all with None), then queue embedding; a summary for logs."""
     from indexing.services.collections import CollectionError, collections_update
 
-    close_old_connections()
+    _fresh_connection()
     started = time.perf_counter()
     try:
         results = collections_update(names=names, pull=pull)
