@@ -224,6 +224,10 @@ def collection_index(
     batch.deactivate = missing
     report.removed = len(missing)
     batch.flush(report, final=True)
+    from search.keyword_index import keyword_index_update  # the BM25 index follows every scan
+
+    keyword_index_update(changed_document_ids=report.changed_document_ids,
+                         removed_document_ids=report.removed_document_ids)
     report.elapsed = time.perf_counter() - started
     return report
 

@@ -1,0 +1,41 @@
+"""`pmd bench DATASET_DIR --mode MODE`: thin adapter over search.bench."""
+
+from __future__ import annotations
+
+from pmd_site.cli import CommandError
+from pmd_site.cli.output import print_json, progress_bar, stdout_console
+
+
+def register(sub) -> None:
+    from search.bench import MODES
+
+    parser = sub.add_parser("bench", help="benchmark retrieval quality/latency or indexing on a test collection")
+    parser.add_argument("dataset", metavar="DATASET_DIR", help="folder with docs/, queries.tsv, qrels.tsv")
+    parser.add_argument("--mode", default="search", choices=sorted(MODES), help="what to measure (default search)")
+    parser.add_argument("--run", dest="run_file", metavar="FILE", help="write the run as query_id<TAB>rank<TAB>doc_id")
+    parser.add_argument("--collection", metavar="NAME", help="collection to use (default bench-<dataset>)")
+    parser.add_argument("--fresh", action="store_true", help="drop and re-index the collection first")
+    parser.add_argument("--queries", type=int, dest="limit", metavar="N", help="only the first N queries")
+    parser.add_argument("--json", action="store_true")
+    parser.set_defaults(func=cmd_bench)
+
+
+def cmd_bench(args) -> int:
+    from search.bench import MODES, BenchError, BenchOptions
+
+    with progress_bar(f"bench {args.mode}", enabled=not args.json) as progress:
+        options = BenchOptions(collection=args.collection, fresh=args.fresh, run_file=args.run_file,
+                               limit=args.limit, progress=progress)
+        try:
+            report = MODES[args.mode](args.dataset, options)
+        except BenchError as exc:
+            raise CommandError(str(exc)) from None
+    if args.json:
+        print_json({"title": report.title, **report.data})
+        return 0
+    console = stdout_console()
+    console.print(f"[bold]{report.title}[/]")
+    width = max(len(label) for label, _ in report.lines)
+    for label, value in report.lines:
+        console.print(f"  {label:<{width}}  {value}", markup=False)
+    return 0

@@ -1,0 +1,254 @@
+"""`pmd bench`: retrieval quality and speed on a test collection, and indexing throughput.
+
+A dataset folder holds `docs/*.md`, `queries.tsv` (query_id<TAB>text) and `qrels.tsv`
+(query_id<TAB>doc_id<TAB>grade); doc_id is the file name without `.md`. The metric code
+is ours (cross-checked against ../shared/datasets/eval.py): nDCG@10 with graded gains and
+a log2(rank+1) discount, Recall@10, Recall@100 and MRR@10, averaged over every query
+that has a relevant document (a query without results scores 0).
+
+Modes are a registry: `MODES[name] = function(dataset_dir, options) -> BenchReport`.
+Retrieval modes are `retrieval_mode(service_fn, mode)`; vsearch/query add themselves:
+
+    MODES["vsearch"] = retrieval_mode(vector_search, Mode.VECTOR)
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import resource
+import statistics
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from search.request import Mode, SearchRequest
+
+DEPTH = 100  # results fetched per query: enough for Recall@100
+
+
+class BenchError(ValueError):
+    pass
+
+
+@dataclass
+class BenchOptions:
+    collection: str | None = None  # default: bench-<dataset folder name>
+    fresh: bool = False  # drop and re-index the collection first
+    run_file: str | None = None
+    limit: int | None = None  # only the first N queries
+    progress: Callable | None = None
+
+
+@dataclass
+class BenchReport:
+    title: str
+    lines: list[tuple[str, str]] = field(default_factory=list)  # (label, value) printed in order
+    data: dict = field(default_factory=dict)
+
+
+# --- metrics ---------------------------------------------------------------------------
+
+def ndcg_at(ranked: list[str], grades: dict[str, int], k: int = 10) -> float:
+    dcg = sum(grades.get(d, 0) / math.log2(i + 2) for i, d in enumerate(ranked[:k]) if grades.get(d, 0) > 0)
+    ideal = sorted((g for g in grades.values() if g > 0), reverse=True)[:k]
+    idcg = sum(g / math.log2(i + 2) for i, g in enumerate(ideal))
+    return dcg / idcg if idcg else 0.0
+
+
+def recall_at(ranked: list[str], grades: dict[str, int], k: int) -> float:
+    relevant = {d for d, g in grades.items() if g > 0}
+    return len(relevant & set(ranked[:k])) / len(relevant) if relevant else 0.0
+
+
+def mrr_at(ranked: list[str], grades: dict[str, int], k: int = 10) -> float:
+    for i, d in enumerate(ranked[:k]):
+        if grades.get(d, 0) > 0:
+            return 1.0 / (i + 1)
+    return 0.0
+
+
+def evaluate(run: dict[str, list[str]], qrels: dict[str, dict[str, int]]) -> dict[str, float]:
+    """Mean metrics over the qrels queries with a relevant document; duplicates count once."""
+    totals = {"nDCG@10": 0.0, "Recall@10": 0.0, "Recall@100": 0.0, "MRR@10": 0.0}
+    queries = [q for q, grades in qrels.items() if any(g > 0 for g in grades.values())]
+    for q in queries:
+        ranked = list(dict.fromkeys(run.get(q, [])))
+        grades = qrels[q]
+        totals["nDCG@10"] += ndcg_at(ranked, grades)
+        totals["Recall@10"] += recall_at(ranked, grades, 10)
+        totals["Recall@100"] += recall_at(ranked, grades, 100)
+        totals["MRR@10"] += mrr_at(ranked, grades)
+    return {k: (v / len(queries) if queries else 0.0) for k, v in totals.items()}
+
+
+def percentile(values: list[float], p: float) -> float:
+    """Nearest-rank percentile (p in 0..100)."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    rank = max(1, math.ceil(p / 100 * len(ordered)))
+    return ordered[rank - 1]
+
+
+# --- datasets --------------------------------------------------------------------------
+
+def read_queries(path: Path) -> list[tuple[str, str]]:
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip() and "\t" in line:
+            qid, text = line.split("\t", 1)
+            out.append((qid.strip(), text.strip()))
+    return out
+
+
+def read_qrels(path: Path) -> dict[str, dict[str, int]]:
+    qrels: dict[str, dict[str, int]] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        cols = line.split()
+        if len(cols) == 4:
+            cols = [cols[0], cols[2], cols[3]]
+        if len(cols) != 3:
+            continue
+        try:
+            grade = int(float(cols[2]))
+        except ValueError:
+            continue  # header
+        qrels.setdefault(cols[0], {})[cols[1]] = grade
+    return qrels
+
+
+def _dataset(dataset_dir: str) -> Path:
+    root = Path(dataset_dir).expanduser().resolve()
+    if not (root / "docs").is_dir():
+        raise BenchError(f"{root} has no docs/ folder (expected docs/*.md, queries.tsv, qrels.tsv)")
+    return root
+
+
+def _bench_collection(root: Path, options: BenchOptions, *, fresh: bool):
+    """The throwaway collection over DATASET/docs: (collection, scan report or None)."""
+    from indexing.models import Collection
+    from indexing.services.collections import collection_create
+    from indexing.services.scanning import collection_index
+    from search.keyword_index import keyword_index_maintain
+
+    name = options.collection or f"bench-{root.name}"
+    existing = Collection.objects.filter(name=name).first()
+    if existing and (fresh or existing.root_path != str(root / "docs")):
+        existing.delete()
+        existing = None
+    collection = existing or collection_create(path=root / "docs", name=name)
+    report = collection_index(collection, progress=options.progress)
+    keyword_index_maintain()
+    return collection, report
+
+
+# --- modes -----------------------------------------------------------------------------
+
+def bench_index(dataset_dir: str, options: BenchOptions) -> BenchReport:
+    """First index of the docs folder (from scratch), then an unchanged re-index."""
+    from indexing.services.scanning import collection_index
+
+    root = _dataset(dataset_dir)
+    started = time.perf_counter()
+    collection, first = _bench_collection(root, options, fresh=True)
+    first_s = time.perf_counter() - started
+    started = time.perf_counter()
+    again = collection_index(collection)
+    again_s = time.perf_counter() - started
+    docs = first.added + first.updated
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    report = BenchReport(f"index {root.name}")
+    report.lines += [
+        ("documents", f"{docs:,}"),
+        ("first index", f"{first_s:.2f} s  ({docs / first_s:,.0f} docs/s)"),
+        ("unchanged re-index", f"{again_s:.2f} s  ({again.unchanged / again_s:,.0f} docs/s)"),
+        ("peak memory (ru_maxrss)", f"{peak_mb:,.0f} MB"),
+    ]
+    report.data = {"documents": docs, "first_seconds": first_s, "unchanged_seconds": again_s,
+                   "first_docs_per_second": docs / first_s, "unchanged_docs_per_second": again.unchanged / again_s,
+                   "peak_rss_mb": peak_mb}
+    return report
+
+
+def retrieval_mode(service_fn: Callable, mode: str, **request_options) -> Callable:
+    """A bench mode that runs every query through `service_fn(SearchRequest)`."""
+
+    def run(dataset_dir: str, options: BenchOptions) -> BenchReport:
+        return bench_retrieval(dataset_dir, options, service_fn=service_fn, mode=mode, **request_options)
+
+    return run
+
+
+def bench_retrieval(dataset_dir: str, options: BenchOptions, *, service_fn: Callable, mode: str,
+                    **request_options) -> BenchReport:
+    root = _dataset(dataset_dir)
+    for needed in ("queries.tsv", "qrels.tsv"):
+        if not (root / needed).is_file():
+            raise BenchError(f"{root} has no {needed}")
+    queries = read_queries(root / "queries.tsv")
+    if options.limit:
+        queries = queries[:options.limit]
+    qrels = read_qrels(root / "qrels.tsv")
+    if not queries:
+        raise BenchError(f"{root / 'queries.tsv'} has no queries")
+    index_started = time.perf_counter()
+    collection, scan = _bench_collection(root, options, fresh=options.fresh)
+    index_s = time.perf_counter() - index_started
+    run: dict[str, list[str]] = {}
+    deep_ms, top_ms = [], []
+    started = time.perf_counter()
+    for n, (qid, text) in enumerate(queries, start=1):
+        request = SearchRequest(query=text, mode=mode, limit=10, collections=[collection.name], **request_options)
+        t0 = time.perf_counter()
+        service_fn(request)
+        top_ms.append((time.perf_counter() - t0) * 1000)
+        request = SearchRequest(query=text, mode=mode, limit=DEPTH, collections=[collection.name], **request_options)
+        t0 = time.perf_counter()
+        response = service_fn(request)
+        deep_ms.append((time.perf_counter() - t0) * 1000)
+        ranked = []
+        for result in response.results:
+            doc_id = os.path.basename(result.path)
+            ranked.append(doc_id[:-3] if doc_id.endswith(".md") else doc_id)
+        run[qid] = list(dict.fromkeys(ranked))
+        if options.progress:
+            options.progress(n, len(queries), qid)
+    total_s = time.perf_counter() - started
+    if options.run_file:
+        with open(options.run_file, "w", encoding="utf-8") as handle:
+            for qid, _ in queries:
+                for rank, doc_id in enumerate(run.get(qid, []), start=1):
+                    handle.write(f"{qid}\t{rank}\t{doc_id}\n")
+    judged = {q: qrels[q] for q, _ in queries if q in qrels}
+    metrics = evaluate(run, judged)
+    report = BenchReport(f"{mode} {root.name}")
+    docs = scan.files_seen if scan else 0
+    report.lines.append(("documents", f"{docs:,} (collection {collection.name}, index/refresh {index_s:.1f} s)"))
+    report.lines.append(("queries", f"{len(queries)} ({len(judged)} judged)"))
+    for key, value in metrics.items():
+        report.lines.append((key, f"{value:.4f}"))
+    report.lines.append(("latency n=10", f"p50 {percentile(top_ms, 50):.1f} ms  p95 {percentile(top_ms, 95):.1f} ms"))
+    report.lines.append((f"latency n={DEPTH}", f"p50 {percentile(deep_ms, 50):.1f} ms  p95 {percentile(deep_ms, 95):.1f} ms"))
+    report.lines.append(("total", f"{total_s:.1f} s for {2 * len(queries)} service calls"
+                                  f" (mean {statistics.fmean(top_ms + deep_ms):.1f} ms)"))
+    if options.run_file:
+        report.lines.append(("run written", options.run_file))
+    report.data = {"metrics": metrics, "latency_ms": {
+        "n10_p50": percentile(top_ms, 50), "n10_p95": percentile(top_ms, 95),
+        f"n{DEPTH}_p50": percentile(deep_ms, 50), f"n{DEPTH}_p95": percentile(deep_ms, 95)},
+        "documents": docs, "queries": len(queries)}
+    return report
+
+
+def _keyword_service(request):
+    from search.keyword import keyword_search
+
+    return keyword_search(request)
+
+
+MODES: dict[str, Callable[[str, BenchOptions], BenchReport]] = {
+    "index": bench_index,
+    Mode.KEYWORD: retrieval_mode(_keyword_service, Mode.KEYWORD),
+}

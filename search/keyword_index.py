@@ -1,0 +1,139 @@
+"""The BM25 keyword index: kept in PostgreSQL, updated incrementally by every scan.
+
+Design (tables in search/migrations/0002_keyword_index.py):
+
+- `search_keyword_document`: one row per active document: a weighted `tsvector`
+  (title and markdown headings weight A, everything else weight D, built with the
+  collection's text search configuration after `search.analysis.prepare_text`), its
+  length in tokens (stop words excluded) and its collection. A GIN index on the tsvector
+  serves the filters that need positions: required "phrases" and -exclusions.
+- `search_keyword_posting`: the inverted index derived from that tsvector in SQL
+  (`unnest(tsv)`): per (document, lexeme) the term frequency in the title/headings and in
+  the body, plus the document length and collection, all INCLUDEd in a btree on lexeme,
+  so scoring a query term is one index-only range scan.
+- `search_keyword_term` (lexeme → document frequency) and `search_keyword_stats`
+  (number of documents, total length) are maintained by statement-level triggers on the
+  two tables above. Rows cascade from `indexing_document`, so a removed collection or a
+  deleted document updates the statistics too, whoever deletes it. Collections are
+  referenced by id: renames need nothing.
+
+Scoring (search/keyword.py) is Lucene's BM25 over those rows, in one SQL statement.
+"""
+
+from __future__ import annotations
+
+import re
+
+from django.db import connection, transaction
+
+from indexing.models import Document
+from search.analysis import prepare_text
+
+_HEADING = re.compile(r"^ {0,3}#{1,6}[ \t]+(.+?)[ \t#]*$")
+BATCH = 500
+VACUUM_AFTER = 2000  # documents changed in one call before we refresh visibility/statistics
+
+
+def split_fields(title: str, body: str) -> tuple[str, str]:
+    """(title + headings, the rest of the body): the A and D fields of the tsvector."""
+    heads, rest = [], []
+    in_fence = False
+    for line in body.split("\n"):
+        stripped = line.lstrip()
+        if stripped.startswith(("```", "~~~")):
+            in_fence = not in_fence
+        match = None if in_fence else _HEADING.match(line)
+        if match:
+            heads.append(match.group(1))
+        else:
+            rest.append(line)
+    if title and (not heads or heads[0].strip() != title.strip()):
+        heads.insert(0, title)
+    return "\n".join(heads), "\n".join(rest)
+
+
+_INSERT = """
+WITH src AS (
+    SELECT s.document_id, s.collection_id,
+           setweight(to_tsvector(s.config::regconfig, s.head), 'A')
+           || setweight(to_tsvector(s.config::regconfig, s.body), 'D') AS tsv
+    FROM unnest(%s::bigint[], %s::bigint[], %s::text[], %s::text[], %s::text[])
+         AS s(document_id, collection_id, config, head, body)
+), docs AS (
+    INSERT INTO search_keyword_document (document_id, collection_id, length, tsv)
+    SELECT document_id, collection_id,
+           coalesce((SELECT sum(cardinality(u.positions)) FROM unnest(src.tsv) u), 0), tsv
+    FROM src
+    RETURNING document_id, collection_id, length, tsv
+)
+INSERT INTO search_keyword_posting (document_id, lexeme, collection_id, tf_title, tf_body, length)
+SELECT d.document_id, u.lexeme, d.collection_id,
+       cardinality(array_positions(u.weights, 'A')),
+       cardinality(u.positions) - cardinality(array_positions(u.weights, 'A')),
+       d.length
+FROM docs d, unnest(d.tsv) u
+"""
+
+
+def keyword_index_update(*, changed_document_ids: list[int], removed_document_ids: list[int]) -> int:
+    """Re-index changed documents and drop removed ones; returns documents (re)indexed."""
+    ids = sorted(set(changed_document_ids) | set(removed_document_ids))
+    if not ids:
+        return 0
+    indexed = 0
+    with transaction.atomic(), connection.cursor() as cursor:
+        for start in range(0, len(ids), BATCH * 4):
+            cursor.execute("DELETE FROM search_keyword_document WHERE document_id = ANY(%s)", [ids[start:start + BATCH * 4]])
+        changed = sorted(set(changed_document_ids) - set(removed_document_ids))
+        for start in range(0, len(changed), BATCH):
+            rows = list(
+                Document.objects.filter(id__in=changed[start:start + BATCH], active=True)
+                .values_list("id", "collection_id", "collection__text_search_config", "title", "content__body")
+            )
+            if not rows:
+                continue
+            cols: tuple[list, ...] = ([], [], [], [], [])
+            for pk, coll, config, title, body in rows:
+                head, rest = split_fields(title or "", body or "")
+                for col, value in zip(cols, (pk, coll, config or "simple", prepare_text(head), prepare_text(rest))):
+                    col.append(value.replace("\x00", "") if isinstance(value, str) else value)
+            cursor.execute(_INSERT, list(cols))
+            indexed += len(rows)
+    if indexed >= VACUUM_AFTER:
+        keyword_index_maintain()
+    return indexed
+
+
+def keyword_index_rebuild(*, collection_ids: list[int] | None = None) -> int:
+    """Index every active document again (after a text search configuration change)."""
+    qs = Document.objects.filter(active=True)
+    if collection_ids is not None:
+        qs = qs.filter(collection_id__in=collection_ids)
+    ids = list(qs.values_list("id", flat=True))
+    with connection.cursor() as cursor:
+        if collection_ids is None:
+            cursor.execute("DELETE FROM search_keyword_document")
+        else:
+            cursor.execute("DELETE FROM search_keyword_document WHERE collection_id = ANY(%s)", [collection_ids])
+    return keyword_index_update(changed_document_ids=ids, removed_document_ids=[])
+
+
+def keyword_index_maintain() -> None:
+    """VACUUM ANALYZE the index tables so scoring stays index-only after bulk changes.
+
+    Only possible outside a transaction (autovacuum gets there later otherwise)."""
+    if connection.in_atomic_block or not connection.get_autocommit():
+        return
+    with connection.cursor() as cursor:
+        for table in ("search_keyword_posting", "search_keyword_document", "search_keyword_term"):
+            cursor.execute(f"VACUUM (ANALYZE) {table}")
+
+
+def keyword_index_stats() -> dict:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT n_documents, total_length FROM search_keyword_stats WHERE id = 1")
+        row = cursor.fetchone() or (0, 0)
+        cursor.execute("SELECT count(*) FROM search_keyword_term")
+        terms = cursor.fetchone()[0]
+    n, total = row
+    return {"documents": n, "total_length": total, "average_length": (total / n) if n else 0.0, "terms": terms}
