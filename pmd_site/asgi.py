@@ -1,11 +1,19 @@
-"""The ASGI entry point served by `pmd up` (uvicorn/gunicorn): `pmd_site.asgi:application`.
+"""The ASGI entry point served by `pmd up` / `pmd serve`: `pmd_site.asgi:application`.
 
-For now this is Django alone; the MCP Streamable HTTP endpoint at /mcp is routed here
-next to it so that one process serves the web UI, the JSON API and MCP.
+A small router in front of two applications in one process:
+
+- `/mcp` → the MCP Streamable HTTP app (stateless, JSON responses, so any number of web
+  workers can answer any request). A bearer API token is required; Host/Origin checks
+  (DNS-rebinding protection) use PMD_MCP_ALLOWED_HOSTS / PMD_MCP_ALLOWED_ORIGINS, which
+  default from PMD_ALLOWED_HOSTS.
+- everything else → Django (web UI, /api/, admin).
+
+Lifespan events go to the MCP app (its session manager runs there); Django does not take them.
 """
 
 from __future__ import annotations
 
+import json
 import os
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "pmd_site.settings")
@@ -13,4 +21,97 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "pmd_site.settings")
 from django.core.asgi import get_asgi_application  # noqa: E402
 
 django_application = get_asgi_application()
-application = django_application
+
+MCP_PATH = "/mcp"
+
+
+def transport_security():
+    """DNS-rebinding protection settings for /mcp, from the environment (see .env.example)."""
+    from django.conf import settings
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    hosts = list(settings.PMD_MCP_ALLOWED_HOSTS) or list(settings.ALLOWED_HOSTS)
+    if "*" in hosts:
+        return TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    allowed_hosts = []
+    for host in hosts:
+        host = host.lstrip(".")  # Django's ".example.org" (subdomains): the SDK matches exact names
+        allowed_hosts += [host, f"{host}:*"]
+    origins = list(settings.PMD_MCP_ALLOWED_ORIGINS) or [
+        f"{scheme}://{host}{port}" for host in hosts for scheme in ("http", "https") for port in ("", ":*")
+    ]
+    return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=allowed_hosts,
+                                     allowed_origins=origins)
+
+
+def _mcp_starlette_app():
+    from search.mcp_server import get_server
+
+    return get_server().streamable_http_app(
+        streamable_http_path=MCP_PATH,
+        stateless_http=True,
+        json_response=True,
+        transport_security=transport_security(),
+    )
+
+
+def _authenticate(header: str | None):
+    from django.db import close_old_connections
+
+    from search.tokens import bearer_token, token_authenticate
+
+    close_old_connections()
+    try:
+        return token_authenticate(bearer_token(header))
+    finally:
+        close_old_connections()
+
+
+async def _json_response(send, status: int, data: dict, headers: list | None = None) -> None:
+    body = json.dumps(data).encode()
+    await send({"type": "http.response.start", "status": status, "headers": [
+        (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *(headers or []),
+    ]})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _unauthorized(send, message: str) -> None:
+    await _json_response(send, 401, {"message": message}, [(b"www-authenticate", b'Bearer realm="pmd"')])
+
+
+class Router:
+    """/mcp to the MCP app (after bearer authentication), the rest to Django."""
+
+    def __init__(self, django_app, mcp_factory):
+        self.django_app = django_app
+        self.mcp_factory = mcp_factory
+        self.mcp_app = None
+
+    async def __call__(self, scope, receive, send):
+        kind = scope["type"]
+        if kind == "lifespan":
+            # A session manager runs once: each server lifetime gets a fresh MCP app.
+            self.mcp_app = self.mcp_factory()
+            await self.mcp_app(scope, receive, send)
+            return
+        path = scope.get("path", "")
+        if kind == "http" and (path == MCP_PATH or path == MCP_PATH + "/"):
+            from asgiref.sync import sync_to_async
+
+            headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+            user = await sync_to_async(_authenticate, thread_sensitive=False)(headers.get("authorization"))
+            if user is None:
+                await _unauthorized(send, "a valid API token is required: Authorization: Bearer <token> "
+                                          "(pmd token create --user NAME)")
+                return
+            if self.mcp_app is None:
+                await _json_response(send, 503, {"message": "MCP needs an ASGI server with lifespan events "
+                                                            "(uvicorn --lifespan on)"})
+                return
+            scope = {**scope, "path": MCP_PATH, "raw_path": MCP_PATH.encode(), "pmd_user": user.pk}
+            await self.mcp_app(scope, receive, send)
+            return
+        await self.django_app(scope, receive, send)
+
+
+application = Router(django_application, _mcp_starlette_app)

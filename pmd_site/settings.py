@@ -35,6 +35,9 @@ CSRF_TRUSTED_ORIGINS = env.get_list("PMD_CSRF_TRUSTED_ORIGINS", [])
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if env.get_bool("PMD_BEHIND_HTTPS_PROXY") else None
 SESSION_COOKIE_SECURE = env.get_bool("PMD_SECURE_COOKIES", False)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+# Host / Origin headers accepted at /mcp (DNS-rebinding protection); empty = from ALLOWED_HOSTS.
+PMD_MCP_ALLOWED_HOSTS = env.get_list("PMD_MCP_ALLOWED_HOSTS", [])
+PMD_MCP_ALLOWED_ORIGINS = env.get_list("PMD_MCP_ALLOWED_ORIGINS", [])
 
 INSTALLED_APPS = [
     "django.contrib.admin",

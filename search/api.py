@@ -117,6 +117,7 @@ def _register_service_errors() -> None:
     from indexing.selectors import DocumentNotFound
     from indexing.services.collections import CollectionError
     from indexing.services.contexts import ContextError
+    from search.common import SearchError
     from search.dispatch import SearchUnavailable
 
     @api.exception_handler(DocumentNotFound)
@@ -133,6 +134,13 @@ def _register_service_errors() -> None:
     @api.exception_handler(ContextError)
     def _on_context(request, exc: ContextError):
         return _error(request, 404 if str(exc).startswith("no context") else 400, str(exc))
+
+    @api.exception_handler(SearchError)
+    def _on_search_error(request, exc: SearchError):
+        text = str(exc)
+        if text.startswith("no collection named"):
+            return _error(request, 404, text.split(" (", 1)[0], _collection_suggestions(text))
+        return _error(request, 422, text)
 
     @api.exception_handler(SearchUnavailable)
     def _on_unavailable(request, exc: SearchUnavailable):

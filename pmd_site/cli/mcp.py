@@ -1,0 +1,20 @@
+"""`pmd mcp`: the MCP server over stdio for local agents (Claude Desktop, Claude Code, …).
+
+Nothing but the protocol goes to stdout; logs and errors go to stderr. The same server is
+served over Streamable HTTP at /mcp by `pmd serve` / `pmd up` (with a bearer token).
+"""
+
+from __future__ import annotations
+
+
+def register(sub) -> None:
+    mcp = sub.add_parser("mcp", help="serve the MCP tools over stdio (for local agents)")
+    mcp.set_defaults(func=cmd_mcp)
+
+
+def cmd_mcp(args) -> int:
+    from search.mcp_server import get_server, refresh_instructions
+
+    refresh_instructions(force=True)
+    get_server().run("stdio")
+    return 0
