@@ -195,6 +195,14 @@ def _resolve(collection: str, path: str):
         raise Http404(str(exc)) from None
 
 
+def _display_value(value) -> str:
+    if isinstance(value, list):
+        return ", ".join(_display_value(v) for v in value)
+    if isinstance(value, dict):
+        return ", ".join(f"{k}: {_display_value(v)}" for k, v in value.items())
+    return "" if value is None else str(value)
+
+
 @login_required
 @require_GET
 def document_page(request, collection: str, path: str):
@@ -212,7 +220,8 @@ def document_page(request, collection: str, path: str):
         "document": document,
         "collection": document.collection,
         "contexts": contexts_for(document.collection, document.path),
-        "frontmatter": sorted(document.frontmatter.items()) if isinstance(document.frontmatter, dict) else [],
+        "frontmatter": [(k, _display_value(v)) for k, v in sorted(document.frontmatter.items())]
+        if isinstance(document.frontmatter, dict) else [],
         "view": view,
         "line": line if 0 < line <= max(1, len(lines)) else 0,
         "query": request.GET.get("q", "")[:1000],
@@ -261,6 +270,10 @@ def _collection_rows() -> list[dict]:
     for row in rows:
         row["job"] = latest.get(row["collection"].id)
         row["embedded"] = row["stale"] = None
+        row["file_problems"] = (
+            list(FileProblem.objects.filter(collection=row["collection"])[:50])
+            if row["problems"] and row["job"] and row["job"].finished else []
+        )
     if embedding_status is not None:
         for row in rows:
             try:
@@ -282,6 +295,7 @@ def _run_index_in_thread(job_id) -> None:
         job = Job.objects.select_related("collection").get(pk=job_id)
         job_start(job)
         report = collection_index(job.collection, progress=JobProgress(job, interval=0.25))
+        job.refresh_from_db()  # the progress callback wrote total/done to the row
         job_finish(job, result=report.as_dict(),
                    message=f"{report.added} added, {report.updated} updated, {report.removed} removed, "
                            f"{report.errors} errors")
@@ -369,7 +383,11 @@ def _job_fragment(request, job: Job) -> HttpResponse:
 @require_GET
 def job_progress(request, job_id):
     job = get_object_or_404(Job.objects.select_related("collection"), pk=job_id)
-    return _job_fragment(request, job)
+    response = _job_fragment(request, job)
+    if job.finished and getattr(request, "htmx", None) and request.GET.get("poll"):
+        # The job a page was following just ended: reload it so its counts are current.
+        response.headers["HX-Refresh"] = "true"
+    return response
 
 
 # --- status ----------------------------------------------------------------------------------
@@ -399,5 +417,6 @@ def status_page(request):
             else:
                 scalars.append((key, value))
         sections.append({"name": name, "ok": data.get("ok", True), "error": data.get("error"),
+                         "wide": any(len(t["columns"]) > 3 for t in tables),
                          "scalars": scalars, "tables": tables})
     return _page(request, "search/status.html", {"sections": sections})

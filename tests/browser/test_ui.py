@@ -1,0 +1,133 @@
+"""The web UI in a real browser: login, search-as-you-type, documents, collections, errors."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from search.dispatch import mode_available
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture
+def indexed(corpus_copy, transactional_db):
+    from indexing.services.collections import collection_create
+    from indexing.services.scanning import collection_index
+
+    collection = collection_create(path=corpus_copy, name="handbook")
+    collection_index(collection)
+    return collection
+
+
+def test_login_is_required_and_the_empty_state_guides_staff(chromium, live_server, make_user, login, shot):
+    page = chromium.new_page()
+    page.goto(f"{live_server.url}/collections/")
+    assert "/accounts/login/" in page.url
+    shot(page, "01-login")
+    page.close()
+    make_user("lead", staff=True)
+    page = login("lead")
+    assert page.locator(".state h2").inner_text() == "Nothing indexed yet"
+    shot(page, "02-empty-index")
+
+
+@pytest.mark.skipif(not mode_available("search"), reason="keyword search (search/keyword.py) has not landed yet")
+def test_search_as_you_type_modes_keyboard_and_document_hit(live_server, make_user, login, indexed, shot):
+    make_user("ana")
+    page = login("ana")
+    page.locator("#q").press_sequentially("postgres tuning", delay=30)
+    first = page.locator("#results .result").first
+    first.wait_for()
+    assert "handbook/guides/postgres-tuning.md:" in first.locator(".path").inner_text()
+    assert first.locator("mark").count() >= 1
+    assert re.search(r"[?&]q=postgres\+tuning", page.url)  # shareable, back-button friendly URL
+    shot(page, "03-search-keyword")
+
+    # The mode switch re-runs the search; whatever the mode answers, it is a clear state.
+    page.click("label.mode:has-text('Hybrid')")
+    page.wait_for_url(re.compile(r"mode=hybrid"))
+    page.locator("#results .result, #results .state").first.wait_for()
+    shot(page, "04-search-hybrid")
+    page.click("label.mode:has-text('Keyword')")
+    page.wait_for_url(re.compile(r"mode=keyword"))
+    page.locator("#results .result").first.wait_for()
+
+    # `/` focuses the box from anywhere; ↓ + Enter opens the first hit at its line.
+    page.locator("h1, .summary").first.click() if page.locator(".summary").count() else None
+    page.keyboard.press("Escape")
+    page.locator("body").press("/")
+    assert page.evaluate("document.activeElement.id") == "q"
+    page.keyboard.press("ArrowDown")
+    assert "active" in (page.locator("#results .result").first.get_attribute("class") or "")
+    page.keyboard.press("Enter")
+    page.wait_for_url(re.compile(r"/doc/handbook/guides/postgres-tuning\.md\?line=\d+"))
+    hit = page.locator(".doc-body .hit")
+    hit.wait_for()
+    assert hit.is_visible()
+    assert page.locator("#doc-uri").inner_text() == "pmd://handbook/guides/postgres-tuning.md"
+    shot(page, "05-document-hit")
+
+    page.go_back()
+    page.wait_for_url(re.compile(r"q=postgres\+tuning"))
+    assert page.locator("#q").input_value() == "postgres tuning"
+    page.locator("#results .result").first.wait_for()
+
+
+def test_document_view_source_and_dark_mode(live_server, make_user, login, indexed, shot):
+    make_user("dee")
+    page = login("dee", color_scheme="dark")
+    page.goto(f"{live_server.url}/doc/handbook/guides/postgres-tuning.md?line=18#L18")
+    page.locator(".doc-body .hit").wait_for()
+    assert page.locator(".markdown h2").first.inner_text() == "HNSW indexes"
+    shot(page, "06-document-dark")
+    page.click(".tabs a:has-text('Source')")
+    page.locator("#L18.hit").wait_for()
+    shot(page, "07-document-source")
+
+
+def test_staff_adds_a_collection_and_watches_the_progress_complete(live_server, make_user, login, corpus_copy, shot):
+    make_user("ops", staff=True)
+    page = login("ops")
+    page.goto(f"{live_server.url}/collections/")
+    page.fill("input[name=path]", str(corpus_copy))
+    page.fill("input[name=name]", "team-notes")
+    page.click("button:has-text('Add and index')")
+    page.wait_for_url(f"{live_server.url}/collections/")
+    page.locator(".job.done").wait_for(timeout=30_000)
+    assert page.locator(".job.done progress").get_attribute("value") == "100"
+    assert "team-notes" in page.locator("table.collections").inner_text()
+    shot(page, "08-collections-added")
+    page.click("button:has-text('Reindex')")
+    page.locator(".job.queued, .job.running").wait_for()  # the row now follows the new job…
+    page.locator(".job.done").wait_for(timeout=30_000)  # …and the page reloads when it ends
+    assert page.locator("table.collections td.num").first.inner_text() == "6"
+    assert page.locator(".job.done .problems").count() == 1  # the corpus has files that cannot be indexed cleanly
+    shot(page, "09-collections-reindexed")
+
+
+def test_semantic_search_with_ollama_down_says_what_to_do(live_server, make_user, login, indexed, settings, shot):
+    import socket
+
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        closed_port = probe.getsockname()[1]
+    settings.OLLAMA_URL = f"http://127.0.0.1:{closed_port}"
+    settings.PMD_LLM_RETRIES = 0
+    make_user("sam")
+    page = login("sam")
+    page.click("label.mode:has-text('Semantic')")
+    page.locator("#q").fill("vector index")
+    problem = page.locator("#results .state.problem")
+    problem.wait_for()
+    text = problem.inner_text()
+    if mode_available("vsearch"):
+        assert "not reachable" in text.lower() or "ollama" in text.lower(), text
+        assert page.locator("#results a:has-text('Search by keyword instead')").count() == 1
+    else:
+        assert "not available yet" in text
+    shot(page, "10-ollama-down")
+    page.goto(f"{live_server.url}/status/")
+    page.locator(".status").first.wait_for()
+    shot(page, "11-status")
