@@ -58,9 +58,9 @@ def _score_sql(parsed: ParsedQuery, configs: list[str], collection_ids: list[int
     w_title = float(getattr(settings, "PMD_BM25_TITLE_WEIGHT", 2.0))
     params: list = []
     ctes = [
-        "st AS (SELECT n_documents::float8 AS n,"
-        " greatest(total_length::float8 / greatest(n_documents, 1), 1.0) AS avgdl"
-        " FROM search_keyword_stats WHERE id = 1)",
+        "st AS (SELECT coalesce(s.n_documents, 0)::float8 AS n,"
+        " greatest(coalesce(s.total_length, 0)::float8 / greatest(s.n_documents, 1), 1.0) AS avgdl"
+        " FROM (VALUES (1)) v(id) LEFT JOIN search_keyword_stats s USING (id))",
     ]
     sources = [
         "SELECT u.lexeme, u.lexeme AS grp, cardinality(u.positions)::float8 AS qtf"
@@ -274,30 +274,31 @@ class _Matcher:
         units = list(self._units(body))
         scored_units = []
         for number, text, cont_before, cont_after in units:
-            hits, seen, score = [], set(), 0.0
+            hits, found = [], []
             for match in WORD.finditer(text):
                 weight, key = self._word_weight(match.group(0), config)
                 if key is None:
                     continue
                 hits.append((match.start(), match.end()))
-                score += weight if key not in seen else weight * 0.1
-                seen.add(key)
-            scored_units.append((score, seen, hits))
+                found.append((key, weight))
+            scored_units.append((bool(found), found, hits))
         # A passage is a unit plus the following short units of other lines, up to SNIPPET_CHARS.
         windows = []
         for i, (number, text, _, _) in enumerate(units):
             if not scored_units[i][0]:
                 continue
+            # distinct query words count fully, repeats a little
             j, size, seen, score = i, 0, set(), 0.0
             while j < len(units) and (j == i or (size + len(units[j][1]) <= SNIPPET_CHARS and units[j][0] != units[j - 1][0])):
-                s, keys, _ = scored_units[j]
-                new = keys - seen
-                score += s if not keys <= seen else s * 0.1
-                seen |= new
+                for key, weight in scored_units[j][1]:
+                    score += weight * 0.1 if key in seen else weight
+                    seen.add(key)
                 size += len(units[j][1]) + 1
                 j += 1
                 if j - i >= 3:
                     break
+            if text.lstrip().startswith("#"):
+                score *= 0.8  # the title is shown anyway: prefer a body passage
             windows.append((score, i, j))
         windows.sort(key=lambda w: (-w[0], w[1]))
         chosen, used = [], set()

@@ -28,3 +28,49 @@ class ApiToken(models.Model):
     @property
     def active(self) -> bool:
         return self.revoked is None
+
+
+# --- BM25 keyword index (search/keyword_index.py) -------------------------------------
+# The tables are created by SQL in migration 0002 (foreign keys cascade in the database,
+# triggers keep statistics). These models only describe them so Django's test flush and
+# admin know they exist; the index is read and written with SQL, never through the ORM.
+
+class KeywordDocument(models.Model):
+    document = models.OneToOneField("indexing.Document", primary_key=True, on_delete=models.DO_NOTHING,
+                                    db_constraint=False, related_name="+")
+    collection_id = models.BigIntegerField()
+    length = models.IntegerField()
+    tsv = models.TextField()
+
+    class Meta:
+        db_table = "search_keyword_document"
+
+
+class KeywordPosting(models.Model):
+    pk = models.CompositePrimaryKey("document_id", "lexeme")
+    document = models.ForeignKey(KeywordDocument, on_delete=models.DO_NOTHING, db_constraint=False, related_name="+")
+    lexeme = models.TextField()
+    collection_id = models.BigIntegerField()
+    tf_title = models.SmallIntegerField()
+    tf_body = models.SmallIntegerField()
+    length = models.IntegerField()
+
+    class Meta:
+        db_table = "search_keyword_posting"
+
+
+class KeywordTerm(models.Model):
+    lexeme = models.TextField(primary_key=True)
+    df = models.IntegerField()
+
+    class Meta:
+        db_table = "search_keyword_term"
+
+
+class KeywordStats(models.Model):
+    id = models.SmallIntegerField(primary_key=True)
+    n_documents = models.BigIntegerField()
+    total_length = models.BigIntegerField()
+
+    class Meta:
+        db_table = "search_keyword_stats"

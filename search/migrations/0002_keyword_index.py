@@ -5,7 +5,8 @@ Plain SQL: the index is read and written only with SQL, and its consistency rule
 database so that any way a document disappears keeps the statistics right.
 """
 
-from django.db import migrations
+import django.db.models.deletion
+from django.db import migrations, models
 
 FORWARD = r"""
 CREATE TABLE search_keyword_document (
@@ -66,19 +67,19 @@ CREATE TRIGGER search_keyword_posting_removed AFTER DELETE ON search_keyword_pos
 
 CREATE FUNCTION search_keyword_document_added() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    UPDATE search_keyword_stats SET
-        n_documents = n_documents + (SELECT count(*) FROM added),
-        total_length = total_length + (SELECT coalesce(sum(length), 0) FROM added)
-    WHERE id = 1;
+    INSERT INTO search_keyword_stats AS s (id, n_documents, total_length)
+    SELECT 1, count(*), coalesce(sum(length), 0) FROM added
+    ON CONFLICT (id) DO UPDATE SET n_documents = s.n_documents + excluded.n_documents,
+                                   total_length = s.total_length + excluded.total_length;
     RETURN NULL;
 END $$;
 
 CREATE FUNCTION search_keyword_document_removed() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    UPDATE search_keyword_stats SET
-        n_documents = n_documents - (SELECT count(*) FROM removed),
-        total_length = total_length - (SELECT coalesce(sum(length), 0) FROM removed)
-    WHERE id = 1;
+    INSERT INTO search_keyword_stats AS s (id, n_documents, total_length)
+    SELECT 1, -count(*), -coalesce(sum(length), 0) FROM removed
+    ON CONFLICT (id) DO UPDATE SET n_documents = s.n_documents + excluded.n_documents,
+                                   total_length = s.total_length + excluded.total_length;
     RETURN NULL;
 END $$;
 
@@ -106,4 +107,44 @@ class Migration(migrations.Migration):
         ("search", "0001_apitoken"),
     ]
 
-    operations = [migrations.RunSQL(FORWARD, BACKWARD)]
+    operations = [
+        migrations.SeparateDatabaseAndState(
+            database_operations=[migrations.RunSQL(FORWARD, BACKWARD)],
+            state_operations=[
+                migrations.CreateModel(
+                    name="KeywordDocument",
+                    fields=[
+                        ("document", models.OneToOneField(db_constraint=False, on_delete=django.db.models.deletion.DO_NOTHING, primary_key=True, related_name="+", serialize=False, to="indexing.document")),
+                        ("collection_id", models.BigIntegerField()),
+                        ("length", models.IntegerField()),
+                        ("tsv", models.TextField()),
+                    ],
+                    options={"db_table": "search_keyword_document"},
+                ),
+                migrations.CreateModel(
+                    name="KeywordTerm",
+                    fields=[("lexeme", models.TextField(primary_key=True, serialize=False)), ("df", models.IntegerField())],
+                    options={"db_table": "search_keyword_term"},
+                ),
+                migrations.CreateModel(
+                    name="KeywordStats",
+                    fields=[("id", models.SmallIntegerField(primary_key=True, serialize=False)),
+                            ("n_documents", models.BigIntegerField()), ("total_length", models.BigIntegerField())],
+                    options={"db_table": "search_keyword_stats"},
+                ),
+                migrations.CreateModel(
+                    name="KeywordPosting",
+                    fields=[
+                        ("pk", models.CompositePrimaryKey("document_id", "lexeme", blank=True, editable=False, primary_key=True, serialize=False)),
+                        ("document", models.ForeignKey(db_constraint=False, on_delete=django.db.models.deletion.DO_NOTHING, related_name="+", to="search.keyworddocument")),
+                        ("lexeme", models.TextField()),
+                        ("collection_id", models.BigIntegerField()),
+                        ("tf_title", models.SmallIntegerField()),
+                        ("tf_body", models.SmallIntegerField()),
+                        ("length", models.IntegerField()),
+                    ],
+                    options={"db_table": "search_keyword_posting"},
+                ),
+            ],
+        ),
+    ]
