@@ -411,20 +411,17 @@ class CollectionCreatedOut(Schema):
 
 
 def _reindex(collection) -> Any:
-    """Start re-indexing through the task layer when it exists, else as an in-process job."""
+    """Start re-indexing (a worker task, or in-process when no worker runs); returns its Job."""
+    try:
+        from indexing.tasks import start_index_job
+    except ImportError:
+        start_index_job = None
+    if start_index_job is not None:
+        job = start_index_job(collection=collection)
+        job.refresh_from_db()
+        return job
     from indexing.models import Job
     from indexing.services.jobs import JobProgress, job_create, job_fail, job_finish, job_start
-
-    try:
-        from indexing import tasks
-    except ImportError:
-        tasks = None
-    for name in ("collection_index_task", "index_collection", "reindex_collection"):
-        task = getattr(tasks, name, None) if tasks else None
-        if task is not None and hasattr(task, "delay"):
-            job = job_create(kind=Job.Kind.INDEX, collection=collection, message="queued")
-            task.delay(collection.pk, job_id=str(job.pk))
-            return job
     from indexing.services.scanning import collection_index
 
     job = job_create(kind=Job.Kind.INDEX, collection=collection)
@@ -495,22 +492,15 @@ def collection_reindex(request, name: str):
 @collections_router.post("/{name}/embed", response={202: JobOut, 403: ErrorOut, 404: ErrorOut, 503: ErrorOut},
                          summary="Compute missing embeddings (staff); returns a job")
 def collection_embed(request, name: str, force: bool = False):
-    from indexing.models import Job
     from indexing.services.collections import collection_get
-    from indexing.services.jobs import job_create
 
     _require_staff(request)
     collection = collection_get(name)
     try:
-        from indexing import tasks
+        from indexing.tasks import start_embed_job
     except ImportError:
-        tasks = None
-    task = next((getattr(tasks, n) for n in ("embed_collection_task", "embed_collection", "collection_embed_task")
-                 if tasks is not None and hasattr(getattr(tasks, n, None), "delay")), None)
-    if task is None:
-        raise HttpError(503, "embedding is not available in this build yet")
-    job = job_create(kind=Job.Kind.EMBED, collection=collection, message="queued")
-    task.delay(collection.pk, job_id=str(job.pk), force=force)
+        raise HttpError(503, "embedding is not available in this build yet") from None
+    job = start_embed_job(collection=collection, force=force)
     job.refresh_from_db()
     return Status(202, _job_row(job))
 

@@ -23,6 +23,21 @@ def _client(user) -> Client:
     return Client(HTTP_AUTHORIZATION=f"Bearer {token_create(user=user).raw}")
 
 
+@pytest.fixture(autouse=True)
+def eager_tasks(settings):
+    """Jobs run inline (as with PMD_TASKS_EAGER), so a test sees them finished."""
+    settings.CELERY_TASK_ALWAYS_EAGER = True
+    try:
+        from pmd_site.celery import app
+    except ImportError:
+        yield
+        return
+    before = app.conf.task_always_eager
+    app.conf.task_always_eager = True
+    yield
+    app.conf.task_always_eager = before
+
+
 @pytest.fixture
 def admin_api(staff):
     return _client(staff)
@@ -157,7 +172,8 @@ def test_staff_collection_lifecycle_and_job(admin_api, corpus_dir, db):
     assert body["collection"]["documents"] > 0 and body["job"]["state"] == "done"
     job = admin_api.get(f"/api/jobs/{body['job']['id']}").json()
     assert job["kind"] == "index" and job["percent"] == 100 and job["collection"] == "kb"
-    assert admin_api.get("/api/jobs").json()["count"] == 1
+    jobs = admin_api.get("/api/jobs", {"state": "done"}).json()
+    assert body["job"]["id"] in {j["id"] for j in jobs["items"]} and jobs["count"] == len(jobs["items"])
     assert admin_api.get("/api/jobs/00000000-0000-0000-0000-000000000000").status_code == 404
     duplicate = admin_api.post("/api/collections", {"path": str(corpus_dir), "name": "kb"},
                                content_type="application/json")
@@ -201,9 +217,60 @@ def test_openapi_schema_and_docs(api, db):
     assert api.get("/api/docs").status_code == 200
 
 
+RESULT_KEYS = {"docid", "uri", "collection", "path", "title", "score", "line", "snippet", "highlights", "context",
+               "scores"}
+
+
+@pytest.mark.skipif(not mode_available("search"), reason="keyword search has not landed")
+def test_keyword_search_get_and_post_match_the_cli_json(api, indexed_collection, run_cli):
+    code, out, err = run_cli("search", "vector", "index", "--json")
+    assert code == 0, err
+    import json
+
+    cli = json.loads(out)
+    posted = api.post("/api/search", {"query": "vector index"}, content_type="application/json")
+    assert posted.status_code == 200, posted.content
+    body = posted.json()
+    assert body["mode"] == "search" and body["results"]
+    assert set(body) == set(cli)
+    assert RESULT_KEYS <= set(body["results"][0])
+    assert [r["docid"] for r in body["results"]] == [r["docid"] for r in cli["results"]]
+    got = api.get("/api/search", {"q": "vector index", "limit": 1, "collection": "notes"}).json()
+    assert [r["docid"] for r in got["results"]] == [cli["results"][0]["docid"]]
+    assert api.get("/api/search", {"q": "zzzqqq"}).json()["results"] == []
+
+
+@pytest.mark.skipif(not mode_available("search"), reason="keyword search has not landed")
+def test_search_unknown_collection_is_404_with_suggestions(api, indexed_collection):
+    response = api.post("/api/search", {"query": "x", "collections": ["note"]}, content_type="application/json")
+    assert response.status_code == 404
+    assert response.json()["suggestions"] == ["pmd://notes/"]
+
+
 @pytest.mark.parametrize("mode", ["search", "vsearch", "query"])
 def test_unavailable_search_mode_is_503_not_empty(api, indexed_collection, mode):
     if mode_available(mode):
-        pytest.skip(f"{mode} is installed; its behaviour is tested below")
+        pytest.skip(f"{mode} is installed; its behaviour is tested elsewhere")
     response = api.post("/api/search", {"query": "notes", "mode": mode}, content_type="application/json")
     assert response.status_code == 503 and "not available" in response.json()["message"]
+
+
+@pytest.mark.skipif(not mode_available("vsearch"), reason="vector search has not landed")
+def test_embed_job_then_semantic_and_hybrid_search(admin_api, indexed_collection, ollama):
+    embedded = admin_api.post("/api/collections/notes/embed")
+    assert embedded.status_code == 202, embedded.content
+    job = admin_api.get(f"/api/jobs/{embedded.json()['id']}").json()
+    assert job["kind"] == "embed" and job["state"] == "done", job
+    semantic = admin_api.post("/api/vsearch", {"query": "tuning the database"}, content_type="application/json")
+    assert semantic.status_code == 200, semantic.content
+    assert semantic.json()["mode"] == "vsearch" and semantic.json()["results"]
+    hybrid = admin_api.post("/api/query", {"query": "tuning the database", "rerank": False, "expand": False},
+                            content_type="application/json")
+    assert hybrid.status_code == 200, hybrid.content
+    assert hybrid.json()["mode"] == "query" and hybrid.json()["results"]
+
+
+@pytest.mark.skipif(not mode_available("vsearch"), reason="vector search has not landed")
+def test_semantic_search_before_embedding_says_what_to_do(api, indexed_collection, ollama):
+    response = api.post("/api/vsearch", {"query": "tuning"}, content_type="application/json")
+    assert response.status_code == 422 and "pmd embed" in response.json()["message"]
