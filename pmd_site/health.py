@@ -65,7 +65,8 @@ def _broker() -> dict:
     import redis
 
     shown = url.split("@")[-1]  # never print a password
-    client = redis.Redis.from_url(url, socket_timeout=1, socket_connect_timeout=1)
+    # kombu spells a unix socket `redis+socket://`, redis-py `unix://`
+    client = redis.Redis.from_url(url.replace("redis+socket://", "unix://"), socket_timeout=1, socket_connect_timeout=1)
     try:
         client.ping()
     except redis.RedisError as exc:
@@ -94,10 +95,17 @@ def _watcher() -> dict:
     return watcher_health()
 
 
+def _embeddings() -> dict:
+    from indexing.services.embedding import embedding_status
+
+    return embedding_status()
+
+
 SECTIONS: dict[str, Callable[[], dict]] = {
     "database": _database,
     "index": _index,
     "problems": _problems,
+    "embeddings": _embeddings,
     "broker": _broker,
     "workers": _workers,
     "watcher": _watcher,

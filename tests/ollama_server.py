@@ -87,6 +87,17 @@ class RecordedRequest:
     headers: dict = field(default_factory=dict)
 
 
+class _QuietServer(ThreadingHTTPServer):
+    allow_reuse_address = True
+
+    def handle_error(self, request, client_address):
+        # A client that went away (killed worker, timeout) is an expected event here.
+        import sys
+
+        if not isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
+            super().handle_error(request, client_address)
+
+
 def _tagged(name: str) -> str:
     return name if ":" in name.rsplit("/", 1)[-1] else f"{name}:latest"
 
@@ -97,6 +108,7 @@ class OllamaTestServer:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self.port: int | None = None
+        self._connections: set[socket.socket] = set()
         self.reset()
 
     # -- state ------------------------------------------------------------------------
@@ -152,7 +164,7 @@ class OllamaTestServer:
         return f"{self.url}/v1"
 
     def start(self, port: int = 0) -> "OllamaTestServer":
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", port), _make_handler(self))
+        self._httpd = _QuietServer(("127.0.0.1", port), _make_handler(self))
         self._httpd.daemon_threads = True
         self.port = self._httpd.server_address[1]
         self._thread = threading.Thread(target=self._httpd.serve_forever, name="ollama-test-server", daemon=True)
@@ -160,10 +172,17 @@ class OllamaTestServer:
         return self
 
     def stop(self) -> None:
+        """Stop listening and cut open keep-alive connections, as a dying server does."""
         if self._httpd is not None:
             self._httpd.shutdown()
             self._httpd.server_close()
             self._httpd = None
+        for sock in list(self._connections):
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        self._connections.clear()
         if self._thread is not None:
             self._thread.join(timeout=5)
             self._thread = None
@@ -229,6 +248,16 @@ def _make_handler(server: OllamaTestServer):
 
         def log_message(self, *args):
             pass
+
+        def setup(self):
+            super().setup()
+            server._connections.add(self.connection)
+
+        def finish(self):
+            try:
+                super().finish()
+            finally:
+                server._connections.discard(self.connection)
 
         # -- plumbing ---------------------------------------------------------------
 

@@ -149,7 +149,6 @@ class LLMBackend:
             headers=headers or {},
             transport=transport,
         )
-        self._dims: dict[str, int] = {}
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.base_url}>"
@@ -177,10 +176,9 @@ class LLMBackend:
         return any(normalize_model_name(m.name) == wanted for m in self.list_models())
 
     def embedding_dims(self, model: str) -> int:
-        """The length of the model's vectors (cached per model)."""
-        if model not in self._dims:
-            self._dims[model] = self._discover_dims(model)
-        return self._dims[model]
+        """The length of the model's vectors. Not cached: a model can be re-pulled
+        with another size while a worker runs, and the question is cheap."""
+        return self._discover_dims(model)
 
     def _discover_dims(self, model: str) -> int:
         vectors = self.embed(["dimension probe"], model=model)

@@ -99,7 +99,6 @@ class OllamaBackend(LLMBackend):
                 )
         if last_status != "success":
             raise BackendError(f"Ollama stopped pulling {model} before it finished (last status: {last_status or 'none'})")
-        self._dims.pop(model, None)
 
     # -- generation -------------------------------------------------------------------
 

@@ -1,0 +1,76 @@
+"""The celery app. Broker: CELERY_BROKER_URL, else the embedded Redis under PMD_HOME
+(pmd_site/redisserver.py; `pmd up` starts it). Tasks live in indexing/tasks.py and
+only call services; progress and results go to Job rows, not to a result backend.
+"""
+
+from __future__ import annotations
+
+import os
+
+from celery import Celery
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "pmd_site.settings")
+
+app = Celery("pmd")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+
+
+def _configure() -> None:
+    from django.conf import settings
+
+    from pmd_site.redisserver import EmbeddedRedis
+
+    broker = settings.CELERY_BROKER_URL or EmbeddedRedis(settings.PMD_HOME).url()
+    schedule = {}
+    if settings.PMD_RECONCILE_INTERVAL:
+        schedule["reconcile"] = {"task": "indexing.tasks.reconcile", "schedule": float(settings.PMD_RECONCILE_INTERVAL)}
+    app.conf.update(
+        broker_url=broker,
+        result_backend=settings.CELERY_RESULT_BACKEND or None,
+        task_ignore_result=not settings.CELERY_RESULT_BACKEND,
+        # Embedding is idempotent and resumable: acknowledge after the work, and put a
+        # task back on the queue when its worker process dies, so nothing is dropped.
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        worker_prefetch_multiplier=1,
+        broker_connection_retry_on_startup=True,
+        broker_transport_options={"visibility_timeout": 6 * 3600},
+        task_default_queue="pmd",
+        beat_schedule=schedule,
+        timezone=settings.TIME_ZONE,
+    )
+
+
+_configure()
+app.autodiscover_tasks(["indexing"])
+
+
+def workers_available(timeout: float = 1.0) -> bool:
+    """Is a worker listening? False without a reachable broker (checked quickly first)."""
+    from django.conf import settings
+
+    if settings.CELERY_TASK_ALWAYS_EAGER:
+        return True
+    if not broker_reachable(timeout=timeout):
+        return False
+    try:
+        replies = app.control.inspect(timeout=timeout).ping() or {}
+    except Exception:  # noqa: BLE001 - any broker trouble means "no worker to hand work to"
+        return False
+    return bool(replies)
+
+
+def broker_reachable(timeout: float = 1.0) -> bool:
+    import redis
+
+    url = str(app.conf.broker_url or "")
+    if not url.startswith(("redis://", "rediss://", "redis+socket://", "unix://")):
+        return True  # another transport: let kombu find out
+    client = redis.Redis.from_url(url.replace("redis+socket://", "unix://"),
+                                  socket_timeout=timeout, socket_connect_timeout=timeout)
+    try:
+        return bool(client.ping())
+    except redis.RedisError:
+        return False
+    finally:
+        client.close()

@@ -1,0 +1,206 @@
+"""`pmd embed`, `pmd vsearch` and `pmd models list|pull`: the embedding side of the CLI."""
+
+from __future__ import annotations
+
+import time
+
+from pmd_site.cli import CommandError
+from pmd_site.cli.output import print_json, progress_bar, stdout_console, warn
+
+
+def register(sub) -> None:
+    embed = sub.add_parser("embed", help="compute missing embeddings (vector search needs them)")
+    embed.add_argument("-f", "--force", action="store_true", help="re-embed everything, not only what is missing")
+    embed.add_argument("-c", "--collection", action="append", dest="collections", default=[], metavar="NAME",
+                       help="only this collection (repeatable)")
+    wait = embed.add_mutually_exclusive_group()
+    wait.add_argument("--wait", dest="wait", action="store_true", default=True,
+                      help="follow the work until it is done (default)")
+    wait.add_argument("--no-wait", dest="wait", action="store_false",
+                      help="queue it for a worker and return at once")
+    embed.add_argument("--json", action="store_true")
+    embed.set_defaults(func=cmd_embed)
+
+    from pmd_site.cli.search import add_search_options
+
+    vsearch = sub.add_parser("vsearch", help="vector search: meaning, not exact words (needs `pmd embed`)")
+    add_search_options(vsearch)
+    vsearch.set_defaults(func=cmd_vsearch)
+
+    models = sub.add_parser("models", help="list or pull the LLM backend's models")
+    msub = models.add_subparsers(dest="models_command", metavar="ACTION", required=True)
+    ls = msub.add_parser("list", help="models on the server, and which ones pmd is configured to use")
+    ls.add_argument("--json", action="store_true")
+    ls.set_defaults(func=cmd_models_list, needs_db=False)
+    pull = msub.add_parser("pull", help="download models (default: the configured ones that are missing)")
+    pull.add_argument("models", nargs="*", metavar="MODEL")
+    pull.set_defaults(func=cmd_models_pull, needs_db=False)
+
+
+# --- embed --------------------------------------------------------------------------------
+
+
+def _summary(result: dict) -> str:
+    if not result.get("pending_before"):
+        return f"nothing to embed: everything is up to date ({result.get('model')}, {result.get('dims')}d)"
+    text = (f"embedded {result['chunks']} chunks from {result['contents']} documents with "
+            f"{result['model']} ({result['dims']}d) in {result['elapsed']:.1f}s "
+            f"({result['chunks_per_second']:.1f} chunks/s)")
+    if result.get("dropped_fingerprints"):
+        text += f"; removed old vectors of {', '.join(result['dropped_fingerprints'])}"
+    return text
+
+
+def cmd_embed(args) -> int:
+    from indexing.models import Job
+    from indexing.services.collections import CollectionError, collection_get
+    from indexing.services.embedding import embed_pending
+    from indexing.services.jobs import job_create
+    from indexing.tasks import queue_embedding, workers_available
+    from search.backends import BackendError
+
+    try:
+        collections = [collection_get(name) for name in args.collections]
+    except CollectionError as exc:
+        raise CommandError(str(exc)) from None
+    names = [c.name for c in collections] or None
+    console = stdout_console()
+    job = job_create(kind=Job.Kind.EMBED, collection=collections[0] if len(collections) == 1 else None,
+                     message="queued")
+
+    if workers_available():
+        queue_embedding(job=job, collections=names, force=args.force)
+        if not args.wait:
+            if args.json:
+                print_json({"job": str(job.pk), "state": "queued"})
+            else:
+                console.print(f"queued embedding job {job.pk} (follow it with `pmd status`)")
+            return 0
+        job = _follow(job, json_output=args.json)
+        if job.state == Job.State.FAILED:
+            raise CommandError(job.message or "embedding failed")
+        result = job.result
+    else:
+        if not args.wait:
+            warn("no worker is running: embedding in this process instead")
+        try:
+            with progress_bar("embedding", enabled=not args.json) as progress:
+                report = embed_pending(collections=names, force=args.force, job=job, progress=progress)
+        except BackendError as exc:
+            raise CommandError(str(exc)) from None
+        result = report.as_dict()
+    if args.json:
+        print_json(result)
+    else:
+        console.print(_summary(result))
+    return 0
+
+
+def _follow(job, *, json_output: bool):
+    """Show a queued job's progress until it finishes."""
+    from indexing.models import Job
+
+    with progress_bar("embedding", enabled=not json_output) as progress:
+        while True:
+            job.refresh_from_db()
+            progress(job.done, job.total, job.message if job.state == Job.State.RUNNING else job.state)
+            if job.finished:
+                return job
+            time.sleep(0.5)
+
+
+# --- vsearch ------------------------------------------------------------------------------
+
+
+def cmd_vsearch(args) -> int:
+    from pmd_site.cli.search import run_search_command
+    from search.backends import BackendError
+    from search.request import Mode
+    from search.vector import vector_search
+
+    def service(request):
+        try:
+            return vector_search(request)
+        except BackendError as exc:
+            raise CommandError(str(exc)) from None
+
+    return run_search_command(args, service, mode=Mode.VECTOR)
+
+
+# --- models --------------------------------------------------------------------------------
+
+
+def _configured_models() -> dict[str, str]:
+    from django.conf import settings
+
+    return {"embed": settings.PMD_EMBED_MODEL, "generate": settings.PMD_GENERATE_MODEL,
+            "rerank": settings.PMD_RERANK_MODEL}
+
+
+def cmd_models_list(args) -> int:
+    from search.backends import BackendError, backend_url, get_backend
+    from search.backends.base import normalize_model_name
+
+    backend = get_backend()
+    try:
+        models = backend.list_models()
+    except BackendError as exc:
+        raise CommandError(str(exc)) from None
+    configured = _configured_models()
+    by_name = {normalize_model_name(m.name) if backend.kind == "ollama" else m.name: m for m in models}
+    rows = []
+    for m in models:
+        key = normalize_model_name(m.name) if backend.kind == "ollama" else m.name
+        roles = [role for role, name in configured.items()
+                 if (normalize_model_name(name) if backend.kind == "ollama" else name) == key]
+        rows.append({"name": m.name, "size": m.size, "family": m.family, "parameters": m.parameter_size,
+                     "quantization": m.quantization, "roles": roles, "present": True})
+    for role, name in configured.items():
+        key = normalize_model_name(name) if backend.kind == "ollama" else name
+        if key not in by_name:
+            existing = next((r for r in rows if r["name"] == name and not r["present"]), None)
+            if existing:
+                existing["roles"].append(role)
+            else:
+                rows.append({"name": name, "size": 0, "family": "", "parameters": "", "quantization": "",
+                             "roles": [role], "present": False})
+    if args.json:
+        print_json({"backend": backend.kind, "url": backend_url(), "models": rows})
+        return 0
+    from rich.table import Table
+
+    console = stdout_console()
+    console.print(f"{backend.kind} at {backend_url()}")
+    table = Table(box=None, header_style="bold")
+    for col in ("model", "size", "family", "used for", ""):
+        table.add_column(col)
+    for r in rows:
+        size = f"{r['size'] / 1e9:.2f} GB" if r["size"] >= 1e8 else (f"{r['size'] / 1e6:.0f} MB" if r["size"] else "")
+        state = "" if r["present"] else "[yellow]missing: `pmd models pull`[/]"
+        table.add_row(r["name"], size, r["family"], ", ".join(r["roles"]), state)
+    console.print(table)
+    return 0
+
+
+def cmd_models_pull(args) -> int:
+    import sys
+
+    from search.backends import BackendError, get_backend
+
+    backend = get_backend()
+    console = stdout_console()
+    try:
+        wanted = list(args.models) or [m for m in dict.fromkeys(_configured_models().values())
+                                        if not backend.has_model(m)]
+        if not wanted:
+            console.print("every configured model is present")
+            return 0
+        for model in wanted:
+            if not sys.stderr.isatty():
+                console.print(f"pulling {model}…")
+            with progress_bar(f"pulling {model}") as bar:
+                backend.pull(model, progress=lambda p: bar(p.completed, p.total, p.status))
+            console.print(f"pulled {model}")
+    except BackendError as exc:
+        raise CommandError(str(exc)) from None
+    return 0

@@ -1,0 +1,277 @@
+"""Vector search (`vsearch`): nearest chunks by cosine similarity through the HNSW index.
+
+The query is embedded with the model's query prompt, the nearest chunks of the
+configured fingerprint are read through that fingerprint's partial HNSW index
+(see indexing/services/embedding.py), and each document is represented by its
+best chunk (or its K best with `hits_per_document`). Score = cosine similarity.
+
+Making PostgreSQL use the index: on a small table the planner prefers a
+sequential scan plus sort, or the btree on (fingerprint, content, seq) plus
+sort. Both are ruled out for the nearest-chunk step with `enable_seqscan = off`
+and `enable_sort = off` (local to the search transaction), which leaves the HNSW
+ordered index scan. `hnsw.iterative_scan = relaxed_order` (pgvector 0.8) keeps
+the scan going when the active-document / collection filter rejects candidates,
+so a filtered search still fills its limit. `ef_search` is PMD_HNSW_EF_SEARCH,
+raised to the number of chunks asked for. `exact=True` turns index scans off to
+get the true nearest neighbours (the benchmark's ground truth).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import time
+from collections import defaultdict
+
+from django.conf import settings
+from django.db import connection, transaction
+
+from indexing.models import Collection, EmbeddingFingerprint
+from indexing.selectors import contexts_for
+from search.backends import embedding_prompts, get_backend
+from search.common import SearchError, collection_ids_for
+from search.request import Mode, SearchRequest
+from search.results import SearchResponse, SearchResult
+
+MAX_CANDIDATES = 10_000   # chunks read for one search (pgvector's iterative scan stops at 20k tuples)
+MAX_EF_SEARCH = 1000      # pgvector's upper bound
+SNIPPET_LINES = 4
+SNIPPET_CHARS = 500
+
+
+class NotEmbedded(SearchError):
+    """No vectors for the configured model: `pmd embed` first."""
+
+
+def vector_search(request: SearchRequest, *, exact: bool = False) -> SearchResponse:
+    """The `vsearch` service: one SearchRequest in, one SearchResponse out."""
+    from indexing.services.embedding import embedding_config, fingerprint_configured, pending_contents
+
+    query = request.query.strip()
+    if not query:
+        raise SearchError("empty query")
+    collection_ids = collection_ids_for(request.collections)
+    config = embedding_config()
+    response = SearchResponse(query=request.query, mode=Mode.VECTOR)
+    if fingerprint_configured(config) is None:
+        raise _not_embedded(config.model)
+
+    started = time.perf_counter()
+    # Backend errors (down, model missing) propagate as BackendError: adapters show them.
+    vector = get_backend().embed([embedding_prompts(config.model).format_query(query)], model=config.model)[0]
+    response.timings["embed_query"] = (time.perf_counter() - started) * 1000
+    fingerprint = fingerprint_configured(config, dims=len(vector))
+    if fingerprint is None:
+        raise _not_embedded(config.model, dims=len(vector))
+
+    limit = request.effective_limit()
+    hits = max(1, request.hits_per_document)
+    wanted = min(MAX_CANDIDATES, max(40, limit * hits * 4))
+    started = time.perf_counter()
+    rows = nearest_chunks(fingerprint, vector, k=wanted, collection_ids=collection_ids, exact=exact)
+    response.timings["nearest"] = (time.perf_counter() - started) * 1000
+
+    started = time.perf_counter()
+    response.results = _results(rows, request, query, limit, hits)
+    response.timings["results"] = (time.perf_counter() - started) * 1000
+    missing = pending_contents(fingerprint, collections=request.collections or None).count()
+    if missing:
+        response.warnings.append(
+            f"{missing} document(s) have no embeddings yet and cannot be found by vector search: run `pmd embed`"
+        )
+    return response
+
+
+def _not_embedded(model: str, *, dims: int | None = None) -> NotEmbedded:
+    others = list(EmbeddingFingerprint.objects.exclude(model=model, dims=dims or 0)
+                  .values_list("model", "dims")) if dims else list(
+        EmbeddingFingerprint.objects.exclude(model=model).values_list("model", "dims"))
+    if others:
+        held = ", ".join(f"{m} ({d}d)" for m, d in others)
+        return NotEmbedded(
+            f"the index holds embeddings from {held}, not from {model}{f' ({dims}d)' if dims else ''} "
+            "(PMD_EMBED_MODEL / chunk settings changed): run `pmd embed` to re-embed; "
+            "vector search never mixes models"
+        )
+    return NotEmbedded(f"nothing is embedded with {model} yet: run `pmd embed`")
+
+
+def nearest_chunks(fingerprint: EmbeddingFingerprint, vector: list[float], *, k: int,
+                   collection_ids: list[int] | None = None, exact: bool = False) -> list[tuple]:
+    """The k chunks nearest to `vector` among active documents, with every document that
+    uses each chunk's content: rows of (content_hash, seq, char_start, char_end,
+    start_line, distance, document id, docid, path, title, collection id, collection name)."""
+    return _run_nearest(fingerprint, vector, k=k, collection_ids=collection_ids, exact=exact)
+
+
+def explain_nearest(fingerprint: EmbeddingFingerprint, vector: list[float], *, k: int = 10,
+                    collection_ids: list[int] | None = None, exact: bool = False) -> str:
+    """The query plan of the nearest-chunk step, as vector search runs it."""
+    rows = _run_nearest(fingerprint, vector, k=k, collection_ids=collection_ids, exact=exact, explain=True)
+    return "\n".join(r[0] for r in rows)
+
+
+def _run_nearest(fingerprint: EmbeddingFingerprint, vector: list[float], *, k: int,
+                 collection_ids: list[int] | None, exact: bool, explain: bool = False) -> list[tuple]:
+    dims, fp = int(fingerprint.dims), int(fingerprint.pk)
+    if len(vector) != dims:
+        raise SearchError(f"query vector has {len(vector)} dimensions, the index {dims}")
+    literal = "[" + ",".join(repr(float(x)) for x in vector) + "]"
+    collection_filter = "AND d.collection_id = ANY(%(collections)s)" if collection_ids else ""
+    # Integers are inlined so the planner can match the partial index predicate.
+    sql = f"""
+        WITH nearest AS MATERIALIZED (
+            SELECT c.content_hash, c.seq, c.char_start, c.char_end, c.start_line,
+                   (c.embedding::vector({dims})) <=> %(query)s::vector({dims}) AS distance
+            FROM indexing_chunk c
+            WHERE c.fingerprint_id = {fp}
+              AND EXISTS (SELECT 1 FROM indexing_document d
+                          WHERE d.content_hash = c.content_hash AND d.active {collection_filter})
+            ORDER BY distance
+            LIMIT %(k)s
+        )
+        SELECT n.content_hash, n.seq, n.char_start, n.char_end, n.start_line, n.distance,
+               d.id, d.docid, d.path, d.title, d.collection_id, col.name
+        FROM nearest n
+        JOIN indexing_document d ON d.content_hash = n.content_hash AND d.active {collection_filter}
+        JOIN indexing_collection col ON col.id = d.collection_id
+        ORDER BY n.distance, col.name, d.path
+    """
+    params = {"query": literal, "k": int(k), "collections": collection_ids}
+    if exact:
+        planner = {"enable_indexscan": "off", "enable_bitmapscan": "off"}
+    else:
+        planner = {
+            "hnsw.ef_search": str(min(MAX_EF_SEARCH, max(settings.PMD_HNSW_EF_SEARCH, int(k)))),
+            "hnsw.iterative_scan": "relaxed_order",
+            "enable_seqscan": "off",
+            "enable_sort": "off",
+        }
+    with transaction.atomic(), connection.cursor() as cursor, _planner_settings(cursor, planner):
+        cursor.execute(("EXPLAIN " if explain else "") + sql, params)
+        return cursor.fetchall()
+
+
+@contextlib.contextmanager
+def _planner_settings(cursor, values: dict[str, str]):
+    """Transaction-local planner settings, put back afterwards: when the caller already
+    holds a transaction (ATOMIC_REQUESTS, tests) ours is only a savepoint, and a plain
+    SET LOCAL would outlive this query."""
+    names = list(values)
+    cursor.execute("SELECT " + ", ".join("current_setting(%s, true)" for _ in names), names)
+    previous = cursor.fetchone()
+    cursor.execute("SELECT " + ", ".join("set_config(%s, %s, true)" for _ in names),
+                   [x for name in names for x in (name, values[name])])
+    try:
+        yield
+    finally:
+        restore = [(name, old) for name, old in zip(names, previous) if old is not None]
+        if restore and not connection.needs_rollback:
+            cursor.execute("SELECT " + ", ".join("set_config(%s, %s, true)" for _ in restore),
+                           [x for pair in restore for x in pair])
+
+
+def _results(rows: list[tuple], request: SearchRequest, query: str, limit: int, hits: int) -> list[SearchResult]:
+    """Best chunk(s) per document, in score order, shaped as SearchResults."""
+    per_document: dict[int, list[tuple]] = defaultdict(list)
+    order: list[int] = []
+    for row in rows:
+        doc_id = row[6]
+        chosen = per_document[doc_id]
+        if not chosen:
+            order.append(doc_id)
+        if len(chosen) < hits and not any(_overlaps(row, other) for other in chosen):
+            chosen.append(row)
+    picked: list[tuple] = []
+    for doc_id in order:
+        best = per_document[doc_id]
+        if 1 - best[0][5] < request.min_score:
+            continue
+        picked.append(best)
+        if len(picked) >= limit:
+            break
+    if not picked:
+        return []
+
+    from indexing.models import Document
+
+    doc_ids = [rows_[0][6] for rows_ in picked]
+    bodies = dict(Document.objects.filter(pk__in=doc_ids).values_list("pk", "content__body"))
+    collections = {c.pk: c for c in Collection.objects.filter(pk__in={r[0][10] for r in picked})}
+    from indexing.models import PathContext
+
+    all_contexts = list(PathContext.objects.all())
+    terms = _query_terms(query)
+    results = []
+    for chunks in picked:
+        for row in chunks:
+            (_, seq, char_start, char_end, start_line, distance, doc_id, docid, path, title, collection_id,
+             collection_name) = row
+            if 1 - distance < request.min_score:
+                continue
+            body = bodies.get(doc_id, "")
+            snippet, line, highlights = chunk_snippet(body, char_start, char_end, terms)
+            score = max(0.0, min(1.0, 1.0 - float(distance)))
+            results.append(SearchResult(
+                docid=docid, collection=collection_name, path=path, title=title, score=score, line=line,
+                snippet=snippet, highlights=highlights,
+                context=contexts_for(collections.get(collection_id), path, all_contexts=all_contexts),
+                body=body if request.full else None,
+                scores={"cosine": round(score, 6), "chunk": seq, "chunk_line": start_line},
+                explain={"chunk": seq, "chunk_chars": [char_start, char_end], "distance": float(distance)}
+                if request.explain else None,
+            ))
+    return results
+
+
+def _overlaps(a: tuple, b: tuple) -> bool:
+    """Two chunks of one document that share text (the overlap) are one passage."""
+    return a[0] == b[0] and a[2] < b[3] and b[2] < a[3]
+
+
+_TERM = re.compile(r"\w+")
+_STOP = frozenset(
+    "a an and are as at be but by for from how in into is it of on or that the their there this to was what "
+    "when where which who why will with".split()
+)
+
+
+def _query_terms(query: str) -> set[str]:
+    return {t for t in (w.lower() for w in _TERM.findall(query)) if len(t) > 1 and t not in _STOP}
+
+
+def chunk_snippet(body: str, char_start: int, char_end: int, terms: set[str]) -> tuple[str, int, list[tuple[int, int]]]:
+    """A few whole lines from the chunk: the window with the most query words (else its
+    first non-blank lines). Returns (snippet, its first line number, highlights)."""
+    start = body.rfind("\n", 0, char_start) + 1  # the chunk may begin mid-line (overlap)
+    end = body.find("\n", max(char_start, char_end - 1))
+    end = len(body) if end == -1 else end
+    region = body[start:end]
+    lines = region.split("\n")
+    first_line = body.count("\n", 0, start) + 1
+
+    def weight(line: str) -> int:
+        return sum(1 for w in _TERM.findall(line.lower()) if w in terms)
+
+    weights = [weight(line) for line in lines]
+    best, best_score = None, 0
+    for i in range(len(lines)):
+        score = sum(weights[i:i + SNIPPET_LINES])
+        if score > best_score:
+            best, best_score = i, score
+    if best is None:
+        best = next((i for i, line in enumerate(lines) if line.strip()), 0)
+    while best < len(lines) - 1 and not lines[best].strip():
+        best += 1
+    chosen = []
+    size = 0
+    for line in lines[best:best + SNIPPET_LINES]:
+        if size and size + len(line) > SNIPPET_CHARS:
+            break
+        chosen.append(line[:SNIPPET_CHARS])
+        size += len(line) + 1
+    while chosen and not chosen[-1].strip():
+        chosen.pop()
+    snippet = "\n".join(chosen)
+    highlights = [(m.start(), m.end()) for m in _TERM.finditer(snippet) if m.group(0).lower() in terms]
+    return snippet, first_line + best, highlights

@@ -1,0 +1,141 @@
+"""Vector search: ranking, snippets, filters, the HNSW plan, errors, the CLI."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from indexing.models import EmbeddingFingerprint
+from indexing.services.embedding import embed_pending
+from indexing.services.scanning import collection_index
+from search.backends import BackendUnavailable, get_backend
+from search.common import SearchError
+from search.request import Mode, SearchRequest
+from search.vector import explain_nearest, vector_search
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def embedded(indexed_collection, ollama, settings):
+    settings.PMD_CHUNK_TOKENS = 40
+    settings.PMD_EMBED_BATCH = 4
+    embed_pending()
+    return indexed_collection
+
+
+def vsearch(query: str, **kwargs):
+    return vector_search(SearchRequest(query=query, mode=Mode.VECTOR, **kwargs))
+
+
+def test_nearest_document_comes_first_with_its_best_passage(embedded, corpus_dir):
+    response = vsearch("pgvector HNSW graphs nearest neighbour ef_search")
+    top = response.results[0]
+    assert (top.collection, top.path, top.title) == ("notes", "guides/postgres-tuning.md", "Tuning PostgreSQL for search")
+    assert 0 < top.score <= 1 and top.scores["cosine"] == pytest.approx(top.score, abs=1e-6)
+    assert [r.score for r in response.results] == sorted((r.score for r in response.results), reverse=True)
+    body_lines = (corpus_dir / "guides" / "postgres-tuning.md").read_text().split("\n")
+    # the snippet is whole lines of the document starting at `line`, around the HNSW passage
+    snippet_lines = top.snippet.split("\n")
+    assert body_lines[top.line - 1:top.line - 1 + len(snippet_lines)] == snippet_lines
+    assert "HNSW" in top.snippet
+    marked = {top.snippet[s:e].lower() for s, e in top.highlights}
+    assert {"pgvector", "hnsw"} <= marked
+    assert response.mode == "vsearch" and "nearest" in response.timings
+
+
+def test_one_result_per_document_unless_more_are_asked(embedded):
+    single = vsearch("postgres search documents HNSW", limit=10)
+    uris = [r.uri for r in single.results]
+    assert len(uris) == len(set(uris))
+    several = vsearch("postgres search documents HNSW", limit=10, hits_per_document=3)
+    tuning = [r for r in several.results if r.path == "guides/postgres-tuning.md"]
+    assert 2 <= len(tuning) <= 3
+    assert len({r.line for r in tuning}) == len(tuning)
+
+
+def test_limit_min_score_and_collections(embedded, tmp_path):
+    from indexing.services.collections import collection_create
+
+    assert len(vsearch("notes", limit=2).results) == 2
+    assert all(r.score >= 0.2 for r in vsearch("kubernetes", limit=10, min_score=0.2).results)
+    garden_dir = tmp_path / "garden"
+    garden_dir.mkdir()
+    (garden_dir / "tomatoes.md").write_text("# Tomatoes\n\nKubernetes of the garden: tomatoes need sun.\n")
+    collection_index(collection_create(path=garden_dir, name="garden"))
+    embed_pending()
+    only = vsearch("kubernetes", collections=["garden"], limit=10)
+    assert [r.path for r in only.results] == ["tomatoes.md"]
+    with pytest.raises(SearchError, match="no collection named 'gardn'"):
+        vsearch("kubernetes", collections=["gardn"])
+
+
+def test_identical_files_are_both_found(embedded, corpus_dir):
+    shutil.copy(corpus_dir / "meetings" / "no-heading.md", corpus_dir / "copy-of-note.md")
+    collection_index(embedded)
+    embed_pending()
+    paths = [r.path for r in vsearch("plain note kubernetes", limit=3).results]
+    assert set(paths[:2]) == {"meetings/no-heading.md", "copy-of-note.md"}
+
+
+def test_documents_not_embedded_yet_are_reported(embedded, corpus_dir):
+    (corpus_dir / "new.md").write_text("# New\n\nFresh text about sourdough.\n")
+    collection_index(embedded)
+    response = vsearch("sourdough")
+    assert any("1 document(s) have no embeddings yet" in w for w in response.warnings)
+    assert "new.md" not in [r.path for r in response.results]
+
+
+def test_the_planner_uses_the_hnsw_index(embedded):
+    fingerprint = EmbeddingFingerprint.objects.get()
+    vector = get_backend().embed(["task: search result | query: hnsw"], model="embeddinggemma")[0]
+    plan = explain_nearest(fingerprint, vector, k=10)
+    assert f"Index Scan using {fingerprint.hnsw_index_name}" in plan
+    exact = explain_nearest(fingerprint, vector, k=10, exact=True)
+    assert fingerprint.hnsw_index_name not in exact
+
+
+def test_index_and_exact_search_agree_on_a_small_corpus(embedded):
+    for query in ("deploy blue green", "vector index rollout", "ts_rank BM25"):
+        approximate = [r.uri for r in vsearch(query, limit=5).results]
+        exact = [r.uri for r in vector_search(SearchRequest(query=query, mode=Mode.VECTOR, limit=5), exact=True).results]
+        assert approximate == exact
+
+
+def test_nothing_embedded_yet(indexed_collection, ollama):
+    with pytest.raises(SearchError, match="nothing is embedded with embeddinggemma yet: run `pmd embed`"):
+        vsearch("anything")
+
+
+def test_another_model_is_never_mixed_in(embedded, ollama, settings):
+    ollama.add_model("tiny-embed", dims=64)
+    settings.PMD_EMBED_MODEL = "tiny-embed"
+    with pytest.raises(SearchError, match=r"holds embeddings from embeddinggemma \(768d\), not from tiny-embed"):
+        vsearch("kubernetes")
+
+
+def test_backend_down_is_a_clear_error(embedded, ollama):
+    ollama.stop()
+    with pytest.raises(BackendUnavailable, match="Ollama is not reachable at"):
+        vsearch("kubernetes")
+
+
+def test_empty_query_is_refused(embedded):
+    with pytest.raises(SearchError, match="empty query"):
+        vsearch("   ")
+
+
+def test_cli_vsearch_formats_and_errors(embedded, ollama, run_cli):
+    code, out, err = run_cli("vsearch", "kubernetes", "plain", "note", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["mode"] == "vsearch"
+    assert data["results"][0]["uri"] == "pmd://notes/meetings/no-heading.md"
+    code, out, err = run_cli("vsearch", "plain note kubernetes", "--files", "-n", "1")
+    assert code == 0 and out.count("\n") == 1 and "pmd://notes/meetings/no-heading.md" in out
+    ollama.stop()
+    code, out, err = run_cli("vsearch", "kubernetes")
+    assert code == 1
+    assert "Ollama is not reachable at" in err and "Traceback" not in err
