@@ -92,7 +92,8 @@ def enqueue_embedding() -> str | None:
         from indexing import tasks
     except ImportError:
         return None
-    task = getattr(tasks, "embed_pending", None)
+    task = next((getattr(tasks, name) for name in ("embed_pending", "embed_pending_task", "embed")
+                 if hasattr(tasks, name)), None)
     if task is None:
         return None
     try:

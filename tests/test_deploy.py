@@ -23,7 +23,8 @@ ENV_EXAMPLE = ROOT / ".env.example"
 APP_SERVICES = {"web", "worker", "beat", "watcher"}
 STATEFUL_SERVICES = {"db", "redis", "ollama"}
 # Conventions from outside pmd, not pmd settings.
-NOT_PMD_SETTINGS = {"DJANGO_SETTINGS_MODULE", "NO_COLOR", "FORCE_COLOR", "XDG_DATA_HOME"}
+NOT_PMD_SETTINGS = {"DJANGO_SETTINGS_MODULE", "NO_COLOR", "FORCE_COLOR", "XDG_DATA_HOME",
+                    "PMD_SUPERVISOR_PID"}  # set by `pmd up` for its own children, not by users
 
 
 def _check_jsonschema() -> str:

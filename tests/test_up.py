@@ -9,10 +9,12 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -145,18 +147,22 @@ def _documents(home: Path) -> dict[str, str]:
 
 
 @pytest.fixture
-def stack(tmp_path):
+def stack():
+    # Not under tmp_path: pytest resets /tmp/pytest-of-<user> to 0700 whenever a session starts,
+    # which locks the (unprivileged) embedded PostgreSQL out of its data when run as root.
+    base = Path(tempfile.mkdtemp(prefix="pmd-up-test-"))
     started: list[Up] = []
 
     def start(*dirs: Path) -> Up:
-        up = Up(tmp_path / "home", *dirs)
+        up = Up(base / "home", *dirs)
         started.append(up)
         return up
 
     yield start
     for up in started:
         up.kill()
-    _pmd(tmp_path / "home", "db", "stop", timeout=60)
+    _pmd(base / "home", "db", "stop", timeout=60)
+    shutil.rmtree(base, ignore_errors=True)
 
 
 def test_up_serves_the_ui_follows_the_folder_and_stops_without_orphans(tmp_path, stack):

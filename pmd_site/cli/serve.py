@@ -90,6 +90,7 @@ def _stop_on_sigterm() -> threading.Event:
 
 
 def cmd_serve(args) -> int:
+    _die_with_supervisor()
     import uvicorn
 
     from pmd_site.runtime import database_lease
@@ -116,6 +117,7 @@ def _celery_app():
 
 
 def cmd_worker(args) -> int:
+    _die_with_supervisor()
     from pmd_site.runtime import database_lease
 
     app = _celery_app()
@@ -128,6 +130,7 @@ def cmd_worker(args) -> int:
 
 
 def cmd_beat(args) -> int:
+    _die_with_supervisor()
     from django.conf import settings
 
     app = _celery_app()
@@ -138,6 +141,7 @@ def cmd_beat(args) -> int:
 
 
 def cmd_watch(args) -> int:
+    _die_with_supervisor()
     from indexing.watcher import run_watcher
     from pmd_site.runtime import database_lease
 
@@ -205,8 +209,11 @@ class Child:
     reader: threading.Thread | None = None
 
 
-def _die_with_parent() -> None:
-    """In the child, before exec: ask Linux to SIGTERM us if `pmd up` dies without cleaning up."""
+def _die_with_supervisor() -> None:
+    """In a child of `pmd up`: ask Linux to SIGTERM us if `pmd up` dies without cleaning up."""
+    parent = os.environ.get("PMD_SUPERVISOR_PID")
+    if not parent:
+        return
     try:
         import ctypes
 
@@ -214,6 +221,8 @@ def _die_with_parent() -> None:
         libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
     except Exception:  # noqa: BLE001 - not Linux: the process group still gets cleaned up
         pass
+    if str(os.getppid()) != parent:  # it died before we asked
+        sys.exit(1)
 
 
 class Supervisor:
@@ -269,7 +278,6 @@ class Supervisor:
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             start_new_session=True,  # its own process group: Ctrl-C reaches only us, we stop it in order
-            preexec_fn=_die_with_parent,
         )
         child.starts.append(time.monotonic())
         child.reader = threading.Thread(target=self._pump, args=(child, child.proc), daemon=True)
@@ -382,7 +390,8 @@ def _start_broker() -> tuple[str | None, object | None]:
         return None, None
     server = redisserver.EmbeddedRedis(settings.PMD_HOME)
     started = server.start()
-    return server.url(), (server if started else None)
+    url = server.url() if callable(server.url) else server.url
+    return url, (server if started else None)
 
 
 def _port_free(host: str, port: int) -> bool:
@@ -434,7 +443,7 @@ def cmd_up(args) -> int:
 
         broker_url, redis_server = _start_broker()
         env = dict(os.environ, PYTHONUNBUFFERED="1", PMD_HOME=str(settings.PMD_HOME),
-                   PMD_INDEX=settings.PMD_INDEX)
+                   PMD_INDEX=settings.PMD_INDEX, PMD_SUPERVISOR_PID=str(os.getpid()))
         env.setdefault("PMD_LOG_LEVEL", "INFO")  # the watcher and tasks report what they do
         if broker_url:
             env["CELERY_BROKER_URL"] = broker_url
@@ -459,7 +468,8 @@ def cmd_up(args) -> int:
             console.print(f"log in as [bold]{username}[/] with password [bold]{password}[/]"
                           " (shown once; reset with `pmd up --reset-admin-password`)")
         else:
-            console.print(f"log in as [bold]{username}[/] (forgot the password? `pmd up --reset-admin-password`)")
+            console.print(f"log in as [bold]{username}[/] (forgot the password? `pmd user password {username}`,"
+                          " or `pmd up --reset-admin-password`)")
         console.print("press Ctrl-C to stop\n")
 
         while not stop.wait(0.5):
