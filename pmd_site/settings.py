@@ -167,6 +167,7 @@ PMD_TEXT_SEARCH_CONFIG = env.get_str("PMD_TEXT_SEARCH_CONFIG", "english")
 # --- Keyword search (BM25) -----------------------------------------------------
 PMD_BM25_K1 = env.get_float("PMD_BM25_K1", 0.9)
 PMD_BM25_B = env.get_float("PMD_BM25_B", 0.4)
+PMD_BM25_TITLE_WEIGHT = env.get_float("PMD_BM25_TITLE_WEIGHT", 2.0)  # title/headings term frequency counts this much
 
 # --- LLM backend -------------------------------------------------------------------
 OLLAMA_URL = env.get_str("OLLAMA_URL", "http://127.0.0.1:11434")

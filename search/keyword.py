@@ -55,7 +55,7 @@ def _tsquery_any(configs: list[str], texts: list[str], params: list) -> str:
 def _score_sql(parsed: ParsedQuery, configs: list[str], collection_ids: list[int] | None, limit: int):
     k1 = float(settings.PMD_BM25_K1)
     b = float(settings.PMD_BM25_B)
-    w_title = float(getattr(settings, "PMD_BM25_TITLE_WEIGHT", 2.0))
+    w_title = float(settings.PMD_BM25_TITLE_WEIGHT)
     params: list = []
     ctes = [
         "st AS (SELECT coalesce(s.n_documents, 0)::float8 AS n,"
