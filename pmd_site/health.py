@@ -80,9 +80,11 @@ def _workers() -> dict:
     if settings.CELERY_TASK_ALWAYS_EAGER:
         return {"ok": True, "mode": "eager"}
     try:
-        from pmd_site.celery import app
+        from pmd_site.celery import app, broker_reachable
     except ImportError:
         return {"ok": False, "error": "the task queue is not part of this build"}
+    if not broker_reachable():  # kombu would retry an absent broker for seconds
+        return {"ok": False, "alive": 0, "error": "no broker, so no worker (`pmd up` runs both; or `pmd worker`)"}
     replies = app.control.inspect(timeout=1.0).ping() or {}
     if not replies:
         return {"ok": False, "alive": 0, "error": "no worker answered within 1s (`pmd up` runs one; or `pmd worker`)"}
