@@ -106,7 +106,7 @@ def _classify_error(exc: Exception) -> SearchProblem:
         return SearchProblem("backend", "The language model server is not reachable", text)
     if name == "ModelMissing":
         return SearchProblem("backend", "The embedding model is not available", text)
-    if "no embeddings" in lowered or "not embedded" in lowered or name in {"NoEmbeddings", "EmbeddingsMissing"}:
+    if name == "NotEmbedded" or "no embeddings" in lowered or "not embedded" in lowered:
         return SearchProblem("no-embeddings", "No embeddings yet", text)
     if isinstance(exc, ValueError):
         return SearchProblem("invalid", "This search cannot run", text)
@@ -231,7 +231,7 @@ def document_page(request, collection: str, path: str):
     if view == "source":
         context["numbered_lines"] = list(enumerate(lines, start=1))
     else:
-        context["html"], _ = render_markdown(body)
+        context["html"], context["frontmatter_lines"] = render_markdown(body)
     return _page(request, "search/document.html", context)
 
 
@@ -324,15 +324,32 @@ def _start_job(kind: str, collection: Collection) -> Job:
     return job
 
 
+def _collections_context(request, form: CollectionAddForm) -> dict:
+    # Jobs for several collections at once (e.g. "embed everything") are shown above the table.
+    general = list(Job.objects.filter(collection__isnull=True).order_by("-created_at")[:1])
+    return {
+        "rows": _collection_rows(),
+        "form": form,
+        "general_jobs": [j for j in general if not j.finished or str(j.pk) == request.GET.get("job")],
+        "embed_available": _optional("indexing.tasks", "start_embed_job") is not None,
+    }
+
+
 @login_required
 @require_GET
 def collections_page(request):
-    context = {
-        "rows": _collection_rows(),
-        "form": CollectionAddForm(),
-        "embed_available": _optional("indexing.tasks", "start_embed_job") is not None,
-    }
-    return _page(request, "search/collections.html", context)
+    return _page(request, "search/collections.html", _collections_context(request, CollectionAddForm()))
+
+
+@staff_required
+@require_POST
+def embed_all(request):
+    """The "run embedding" button of the search page's no-embeddings state."""
+    start = _optional("indexing.tasks", "start_embed_job")
+    if start is None:
+        raise PermissionDenied("embedding is not available in this pmd installation yet")
+    job = start()
+    return redirect(reverse("search:collections") + f"?job={job.pk}")
 
 
 @staff_required
@@ -353,9 +370,7 @@ def collection_add(request):
             _start_job(Job.Kind.INDEX, collection)
             messages.success(request, f"Added collection {collection.name}; indexing started.")
             return redirect("search:collections")
-    context = {"rows": _collection_rows(), "form": form,
-               "embed_available": _optional("indexing.tasks", "start_embed_job") is not None}
-    return _page(request, "search/collections.html", context, status=400)
+    return _page(request, "search/collections.html", _collections_context(request, form), status=400)
 
 
 @staff_required

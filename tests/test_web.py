@@ -305,3 +305,12 @@ def test_user_create_cli(run_cli, monkeypatch):
     monkeypatch.setattr("sys.stdin", io.StringIO("another good passphrase\n"))
     code, _, err = run_cli("user", "create", "alice", "--password-stdin")
     assert code == 1 and "already exists" in err
+
+
+@pytest.mark.skipif(not mode_available("vsearch"), reason="vector search (search/vector.py) has not landed yet")
+def test_semantic_without_embeddings_offers_to_run_embedding(staff_client, member_client, indexed_collection):
+    staff_html = staff_client.get("/", {"q": "postgres", "mode": "semantic"}, **HTMX).content.decode()
+    assert "No embeddings yet" in staff_html and 'action="/collections/embed/"' in staff_html
+    member_html = member_client.get("/", {"q": "postgres", "mode": "semantic"}, **HTMX).content.decode()
+    assert "No embeddings yet" in member_html and "pmd embed" in member_html
+    assert member_client.post("/collections/embed/").status_code == 403

@@ -117,6 +117,7 @@
     if (!line) return;
     var body = article.querySelector(".doc-body");
     var target = body.classList.contains("source") ? document.getElementById("L" + line) : blockForLine(body, line);
+    if (!target && line <= +article.dataset.frontmatterLines) target = article.querySelector(".doc-meta .frontmatter");
     if (!target) return;
     body.querySelectorAll(".hit").forEach(function (el) { el.classList.remove("hit"); });
     target.classList.add("hit");
