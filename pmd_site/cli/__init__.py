@@ -17,6 +17,7 @@ COMMAND_MODULES = [
     "pmd_site.cli.documents",
     "pmd_site.cli.contexts",
     "pmd_site.cli.search",
+    "pmd_site.cli.query",
     "pmd_site.cli.embed",
     "pmd_site.cli.admin",
     "pmd_site.cli.users",

@@ -1,0 +1,498 @@
+"""`pmd query`: hybrid search, the one service the CLI, web UI, JSON API and MCP call.
+
+Pipeline (each stage timed in `SearchResponse.timings`, each shortfall stated in
+`SearchResponse.warnings`):
+
+1. keyword search for the query; when its top hit clearly dominates (normalised
+   score ≥ 0.85 and ≥ 0.15 ahead of #2) the query is a lookup and expansion is skipped;
+2. query expansion by the generate model (or the user's own `lex:/vec:/hyde:` lines);
+3. retrieval, concurrently: the query → keyword + vector, lex → keyword, vec/hyde → vector;
+4. weighted Reciprocal Rank Fusion (`search.fusion`), top `candidate_limit` kept;
+5. re-ranking of each candidate's best chunk (`search.rerank`);
+6. position-aware blending of retrieval and re-ranker scores.
+
+Degradation: no generate model → no expansion; no re-ranker → RRF order; LLM
+server down → keyword results; everything bounded by PMD_QUERY_TIMEOUT, so a
+slow or absent model costs seconds, never a hang.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import threading
+import time
+from dataclasses import dataclass, field
+
+from django.conf import settings
+
+from search.backends import BackendTimeout, BackendUnavailable
+from search.common import SearchError
+from search.deadline import run_concurrently
+from search.expansion import (
+    HYDE,
+    LEX,
+    VEC,
+    ExpansionError,
+    QueryPlan,
+    QueryVariant,
+    cached_expansion,
+    expansion_cache_key,
+    parse_query_document,
+    request_expansion,
+    store_expansion,
+)
+from search.fusion import ORIGINAL_WEIGHT, VARIANT_WEIGHT, Blended, RankedList, blend, reciprocal_rank_fusion
+from search.request import Mode, SearchRequest
+from search.rerank import RerankItem, rerank
+from search.results import SearchResponse, SearchResult
+
+STRONG_SCORE = 0.85
+STRONG_GAP = 0.15
+MIN_DEPTH = 20  # results asked of each retriever, at least
+DISABLED = {"", "none", "off", "false", "0", "-"}
+
+KEYWORD, VECTOR = "keyword", "vector"
+
+
+# --- configuration ---------------------------------------------------------------------------
+
+
+def _setting(name: str, default):
+    return getattr(settings, name, default)
+
+
+def generate_model() -> str | None:
+    model = str(_setting("PMD_GENERATE_MODEL", "qwen3:0.6b") or "").strip()
+    return None if model.lower() in DISABLED else model
+
+
+def rerank_model() -> str | None:
+    model = str(_setting("PMD_RERANK_MODEL", "dengcao/Qwen3-Reranker-0.6B:Q8_0") or "").strip()
+    return None if model.lower() in DISABLED else model
+
+
+_backends: dict[tuple, object] = {}
+_backends_lock = threading.Lock()
+
+
+def pipeline_backend(timeout: float):
+    """A backend client for expansion and re-ranking with a per-request timeout that fits
+    the query deadline and at most one retry: a user is waiting, unlike a bulk embed."""
+    from search.backends import backend_url, make_backend
+
+    kind = _setting("PMD_LLM_BACKEND", "ollama")
+    key = (
+        kind, backend_url(), _setting("PMD_OPENAI_API_KEY", "") if kind == "openai" else "",
+        float(math.ceil(timeout)), min(1, int(_setting("PMD_LLM_RETRIES", 3))),
+        _setting("PMD_OLLAMA_KEEP_ALIVE", "") or None, float(_setting("PMD_LLM_RETRY_BACKOFF", 0.5)),
+    )
+    with _backends_lock:
+        backend = _backends.get(key)
+        if backend is None:
+            backend = _backends[key] = make_backend(
+                kind, url=key[1], api_key=key[2], timeout=key[3], retries=key[4], keep_alive=key[5], backoff=key[6]
+            )
+        return backend
+
+
+# --- the pipeline ----------------------------------------------------------------------------
+
+
+@dataclass
+class _Run:
+    request: SearchRequest
+    started: float
+    deadline: float
+    warnings: list[str] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+    llm_down: str = ""  # the error that showed the LLM server is unreachable
+
+    def remaining(self) -> float:
+        return max(0.0, self.deadline - time.monotonic())
+
+    def warn(self, message: str) -> None:
+        if message and message not in self.warnings:
+            self.warnings.append(message)
+
+    def timed(self, stage: str, since: float) -> None:
+        self.timings[stage] = self.timings.get(stage, 0.0) + (time.monotonic() - since) * 1000.0
+
+
+def hybrid_search(request: SearchRequest) -> SearchResponse:
+    """The best-quality search: expansion, fusion, re-ranking and blending, degrading
+    gracefully (and saying so) when a model is missing, slow or unreachable."""
+    started = time.monotonic()
+    run = _Run(request=request, started=started,
+               deadline=started + float(_setting("PMD_QUERY_TIMEOUT", 30.0)))
+    plan = _plan(run)
+    intent = (request.intent or "").strip() or plan.intent
+    plan.intent = intent
+    depth = max(MIN_DEPTH, request.candidate_limit, request.effective_limit())
+    depth = min(depth, 1000)
+
+    lists: list[RankedList] = []
+    hits: dict[str, dict[str, SearchResult]] = {}  # list name → key → result (for display and explain)
+    explain_plan: dict = {"source": plan.source, "variants": [v.as_dict() for v in plan.variants],
+                          "intent": intent, "strong_signal": False}
+
+    # 1. keyword search for the query itself: cheap, and tells whether expansion is worth it
+    keyword_first = None
+    if plan.original:
+        since = time.monotonic()
+        keyword_first = _keyword(_sub_request(request, plan.original, Mode.KEYWORD, depth))
+        run.timed("keyword", since)
+        _add_list(lists, hits, "original/keyword", keyword_first, ORIGINAL_WEIGHT)
+        for message in keyword_first.warnings:
+            run.warn(message)
+
+    # 2. expansion, unless the user wrote the variants or keyword search already nailed it
+    if plan.source == "none" and keyword_first is not None:
+        if strong_signal(keyword_first.results):
+            explain_plan["strong_signal"] = True
+        elif request.expand:
+            plan.variants, source = _expand(run, plan.original, intent)
+            plan.source = source if plan.variants else plan.source
+            explain_plan.update(source=plan.source, variants=[v.as_dict() for v in plan.variants])
+
+    # 3. the remaining retrievals, concurrently
+    since = time.monotonic()
+    _retrieve(run, plan, depth, lists, hits)
+    run.timed("retrieve", since)
+
+    # 4. fusion
+    since = time.monotonic()
+    fused = reciprocal_rank_fusion(lists, limit=None)
+    candidates = fused[: max(1, request.candidate_limit)]
+    tail = fused[len(candidates):]
+    run.timed("fusion", since)
+
+    # 5. re-ranking
+    scores: dict[str, float] = {}
+    rerank_info: dict = {"model": None, "method": None}
+    if candidates and request.rerank:
+        scores, rerank_info = _rerank(run, plan, candidates, hits)
+
+    # 6. blending
+    since = time.monotonic()
+    blended = blend(candidates, scores)
+    results = _results(run, blended, tail, hits, explain_plan, rerank_info)
+    run.timed("blend", since)
+
+    results = [r for r in results if r.score >= request.min_score][: request.effective_limit()]
+    if request.full:
+        _attach_bodies(results)
+    run.timings["total"] = (time.monotonic() - started) * 1000.0
+    return SearchResponse(query=request.query, mode=Mode.HYBRID, results=results, warnings=run.warnings,
+                          timings=run.timings)
+
+
+def strong_signal(results: list[SearchResult]) -> bool:
+    """Keyword search alone is convincing: a clear, high-scoring winner."""
+    if not results:
+        return False
+    top = results[0].score
+    second = results[1].score if len(results) > 1 else 0.0
+    return top >= STRONG_SCORE and top - second >= STRONG_GAP
+
+
+# --- stages ----------------------------------------------------------------------------------
+
+
+def _plan(run: _Run) -> QueryPlan:
+    text = run.request.query.strip()
+    if not text:
+        raise SearchError("empty query")
+    try:
+        plan = parse_query_document(text)
+    except ExpansionError as exc:
+        raise SearchError(str(exc)) from None
+    if plan is None:
+        return QueryPlan(original=text)
+    for message in plan.warnings:
+        run.warn(message)
+    return plan
+
+
+def _expand(run: _Run, query: str, intent: str | None) -> tuple[list[QueryVariant], str]:
+    model = generate_model()
+    if model is None:
+        run.warn("query expansion is off (PMD_GENERATE_MODEL is not set): searching the query as written")
+        return [], "none"
+    since = time.monotonic()
+    key = expansion_cache_key(query=query, intent=intent, model=model)
+    variants = cached_expansion(key)
+    if variants:
+        run.timed("expand", since)
+        return variants, "cache"
+    timeout = min(float(_setting("PMD_EXPAND_TIMEOUT", 10.0)), run.remaining())
+    backend = pipeline_backend(timeout + 1.0)  # the deadline below decides, not the socket
+    outcome = run_concurrently(
+        {"expand": lambda: request_expansion(backend=backend, model=model, query=query, intent=intent)},
+        timeout=timeout,
+    )
+    run.timed("expand", since)
+    error = outcome.errors.get("expand")
+    if outcome.timed_out or isinstance(error, BackendTimeout):
+        run.warn(f"query expansion by {model} took longer than {timeout:g}s and was skipped")
+        return [], "none"
+    if error is not None:
+        if not _note_llm_error(run, error):
+            run.warn(f"query expansion skipped: {error}")
+        return [], "none"
+    variants = outcome.results["expand"]
+    if not variants:
+        run.warn(f"query expansion by {model} gave no usable variants: searching the query as written")
+        return [], "none"
+    store_expansion(key, variants)
+    return variants, "model"
+
+
+def _note_llm_error(run: _Run, error: BaseException) -> bool:
+    """Remember (and say once) that the LLM server is unreachable: later stages skip it."""
+    if isinstance(error, BackendUnavailable):
+        if not run.llm_down:
+            run.llm_down = str(error)
+            run.warn(f"{error}: keyword results only (no expansion, vector search or re-ranking)")
+        return True
+    return False
+
+
+def _retrieve(run: _Run, plan: QueryPlan, depth: int, lists: list[RankedList],
+              hits: dict[str, dict[str, SearchResult]]) -> None:
+    request = run.request
+    user_written = plan.source == "user" and not plan.original
+    variant_weight = ORIGINAL_WEIGHT if user_written else VARIANT_WEIGHT
+    jobs: dict[str, tuple[str, str, float]] = {}  # list name → (retriever, text, weight)
+    if plan.original:
+        jobs["original/vector"] = (VECTOR, plan.original, ORIGINAL_WEIGHT)
+    numbers = {LEX: 0, VEC: 0, HYDE: 0}
+    for variant in plan.variants:
+        numbers[variant.kind] += 1
+        label = variant.kind if variant.kind == HYDE else f"{variant.kind} {numbers[variant.kind]}"
+        retriever = KEYWORD if variant.kind == LEX else VECTOR
+        jobs[f"{label}/{retriever}"] = (retriever, variant.text, variant_weight)
+
+    if run.llm_down:
+        jobs = {name: job for name, job in jobs.items() if job[0] == KEYWORD}
+    if not jobs:
+        return
+
+    def call(retriever: str, text: str):
+        sub = _sub_request(request, text, Mode.KEYWORD if retriever == KEYWORD else Mode.VECTOR, depth)
+        return _keyword(sub) if retriever == KEYWORD else _vector(sub)
+
+    calls = {name: (lambda r=r, t=t: call(r, t)) for name, (r, t, _) in jobs.items()}
+    # Keep a little time for fusion and re-ranking after retrieval.
+    timeout = max(0.5, run.remaining() * 0.8) if run.remaining() > 0 else 0.0
+    outcome = run_concurrently(calls, timeout=timeout, workers=4, uses_db=True)
+    vector_failed: list[str] = []
+    for name in jobs:  # in plan order, so fusion is deterministic
+        retriever, _, weight = jobs[name]
+        if name in outcome.results:
+            response = outcome.results[name]
+            for message in response.warnings:
+                run.warn(message)
+            _add_list(lists, hits, name, response, weight)
+        elif name in outcome.errors:
+            error = outcome.errors[name]
+            if retriever == VECTOR:
+                if not _note_llm_error(run, error):
+                    vector_failed.append(str(error) or type(error).__name__)
+            elif isinstance(error, SearchError):
+                raise error
+            else:
+                run.warn(f"{name} search failed: {type(error).__name__}: {error}")
+        else:
+            run.warn(f"{name} search did not finish within {timeout:.1f}s and was left out")
+    if vector_failed:
+        any_vector = any(ranked.name.endswith("/vector") for ranked in lists)
+        run.warn(f"vector search failed: {vector_failed[0]}" + ("" if any_vector else ": keyword results only"))
+
+
+def _rerank(run: _Run, plan: QueryPlan, candidates, hits) -> tuple[dict[str, float], dict]:
+    model = rerank_model()
+    info: dict = {"model": model, "method": None}
+    if model is None:
+        run.warn("re-ranking is off (PMD_RERANK_MODEL is not set): results in fusion order")
+        return {}, info
+    if run.llm_down:
+        return {}, info
+    since = time.monotonic()
+    items = _rerank_items(candidates, hits, plan.rerank_query)
+    run.timed("rerank_prepare", since)
+    timeout = min(float(_setting("PMD_RERANK_TIMEOUT", 15.0)), run.remaining())
+    if timeout <= 0.05:
+        run.warn("re-ranking skipped: the query deadline (PMD_QUERY_TIMEOUT) was reached")
+        return {}, info
+    since = time.monotonic()
+    outcome = rerank(
+        backend=pipeline_backend(timeout + 1.0), model=model, query=plan.rerank_query, items=items,
+        intent=plan.intent, timeout=timeout, concurrency=int(_setting("PMD_RERANK_CONCURRENCY", 4)),
+    )
+    run.timed("rerank", since)
+    info.update(method=outcome.method or None, cached=outcome.cached, judged=outcome.judged,
+                unjudged=outcome.unjudged, failed=outcome.failed)
+    if outcome.error:
+        if not run.llm_down:
+            run.warn(f"re-ranking skipped: {outcome.error}: results in fusion order")
+        return {}, info
+    for message in outcome.warnings:
+        run.warn(message)
+    return outcome.scores, info
+
+
+# --- helpers ---------------------------------------------------------------------------------
+
+
+def _sub_request(request: SearchRequest, text: str, mode: str, depth: int) -> SearchRequest:
+    return SearchRequest(query=text, mode=mode, limit=depth, collections=list(request.collections),
+                         hits_per_document=1)
+
+
+def _keyword(request: SearchRequest) -> SearchResponse:
+    from search.keyword import keyword_search
+
+    return keyword_search(request)
+
+
+def _vector(request: SearchRequest) -> SearchResponse:
+    from search.dispatch import search_service
+
+    return search_service(Mode.VECTOR)(request)
+
+
+def _add_list(lists, hits, name: str, response: SearchResponse, weight: float) -> None:
+    by_key: dict[str, SearchResult] = {}
+    keys, scores = [], []
+    for result in response.results:
+        key = result.uri
+        keys.append(key)
+        scores.append(round(result.score, 6))
+        by_key.setdefault(key, result)
+    lists.append(RankedList(name=name, keys=keys, scores=scores, weight=weight))
+    hits[name] = by_key
+
+
+def _representative(key: str, candidate, hits) -> SearchResult:
+    """The hit shown for a document: from the list where it ranked best (query lists first)."""
+    best = None
+    for name, hit in candidate.hits.items():
+        order = (hit.rank, 0 if name.startswith("original/") else 1)
+        if best is None or order < best[0]:
+            best = (order, name)
+    return hits[best[1]][key]
+
+
+def _rerank_items(candidates, hits, query: str) -> list[RerankItem]:
+    """Each candidate's best chunk: the chunk around the line its best hit points at."""
+    from indexing.chunking import chunk_markdown
+    from indexing.models import Document
+    from indexing.services.embedding import chunk_params_from_settings
+
+    params = chunk_params_from_settings()
+    shown = {c.key: _representative(c.key, c, hits) for c in candidates}
+    pairs = {(r.collection, r.path) for r in shown.values()}
+    bodies: dict[tuple[str, str], str] = {}
+    if pairs:
+        from django.db.models import Q
+
+        condition = Q()
+        for collection, path in pairs:
+            condition |= Q(collection__name=collection, path=path)
+        for collection, path, body in Document.objects.filter(condition, active=True).values_list(
+            "collection__name", "path", "content__body"
+        ):
+            bodies[(collection, path)] = body
+    items = []
+    for candidate in candidates:
+        result = shown[candidate.key]
+        body = bodies.get((result.collection, result.path))
+        if body is None:
+            text = f"{result.title}\n{result.snippet}".strip()
+        else:
+            text = _chunk_at(chunk_markdown(body, params), result.line) or body
+            if result.title and result.title not in text[:200]:
+                text = f"{result.title}\n{text}"
+        items.append(RerankItem(key=candidate.key, text=text))
+    return items
+
+
+def _chunk_at(chunks, line: int) -> str:
+    best = None
+    for chunk in chunks:
+        if chunk.start_line <= max(1, line):
+            best = chunk
+        else:
+            break
+    return best.text if best else ""
+
+
+def _results(run: _Run, blended: list[Blended], tail, hits, explain_plan: dict, rerank_info: dict) -> list[SearchResult]:
+    results = []
+    for position, item in enumerate(blended, start=1):
+        result = _result_for(item.candidate, hits, item.final)
+        result.scores = {
+            "final": round(item.final, 6), "rrf": round(item.candidate.rrf, 6),
+            "bonus": item.candidate.bonus, "retrieval": round(item.retrieval, 6),
+            "rerank": None if item.rerank is None else round(item.rerank, 6),
+            "blend_weight": item.weight,
+            **{name: hit.score for name, hit in item.candidate.hits.items()},
+        }
+        if run.request.explain:
+            result.explain = _explain(item.candidate, item.rrf_rank, position, item.retrieval, item.rerank,
+                                      item.weight, item.final, explain_plan, rerank_info)
+        results.append(result)
+    # Fused documents beyond the candidate limit follow, in fusion order, scored below
+    # the last candidate so that no unjudged document overtakes a judged one.
+    if tail and results:
+        floor = min(r.score for r in results)
+        top_tail = tail[0].fused or 1.0
+        for offset, candidate in enumerate(tail, start=1):
+            score = floor * 0.99 * candidate.fused / top_tail
+            result = _result_for(candidate, hits, score)
+            result.scores = {"final": round(score, 6), "rrf": round(candidate.rrf, 6), "bonus": candidate.bonus,
+                             **{name: hit.score for name, hit in candidate.hits.items()}}
+            if run.request.explain:
+                rank = len(blended) + offset
+                result.explain = _explain(candidate, rank, rank, None, None, None, score, explain_plan, rerank_info,
+                                          beyond_limit=True)
+            results.append(result)
+    return results
+
+
+def _result_for(candidate, hits, score: float) -> SearchResult:
+    result = copy.copy(_representative(candidate.key, candidate, hits))
+    result.highlights = list(result.highlights)
+    result.context = list(result.context)
+    result.score = max(0.0, min(1.0, score))
+    return result
+
+
+def _explain(candidate, rrf_rank, position, retrieval, rerank_score, weight, final, explain_plan, rerank_info,
+             *, beyond_limit: bool = False) -> dict:
+    return {
+        "rank": position,
+        "rrf_rank": rrf_rank,
+        "lists": {name: hit.as_dict() for name, hit in candidate.hits.items()},
+        "rrf": round(candidate.rrf, 6),
+        "bonus": candidate.bonus,
+        "fused": round(candidate.fused, 6),
+        "retrieval": None if retrieval is None else round(retrieval, 6),
+        "rerank": None if rerank_score is None else round(rerank_score, 6),
+        "blend_weight": weight,
+        "final": round(final, 6),
+        "beyond_candidate_limit": beyond_limit,
+        "plan": explain_plan,
+        "reranker": rerank_info,
+    }
+
+
+def _attach_bodies(results: list[SearchResult]) -> None:
+    from indexing.models import Document
+
+    for result in results:
+        if result.body is None:
+            body = (Document.objects.filter(collection__name=result.collection, path=result.path)
+                    .values_list("content__body", flat=True).first())
+            result.body = body
