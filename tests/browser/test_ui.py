@@ -160,3 +160,25 @@ def test_no_embeddings_state_and_status_page(live_server, make_user, login, inde
     page.locator(".status").first.wait_for()
     assert page.locator(".status h2").first.inner_text().startswith("Database")
     shot(page, "13-status")
+
+
+@pytest.mark.skipif(not mode_available("search"), reason="keyword search (search/keyword.py) has not landed yet")
+def test_phone_layout(chromium, live_server, make_user, login, indexed, shot):
+    make_user("pia")
+    desktop = login("pia")
+    state = desktop.context.storage_state()  # reuse the session cookie on a phone-sized screen
+    phone = chromium.new_context(viewport={"width": 390, "height": 844}, storage_state=state,
+                                 is_mobile=True, has_touch=True)
+    try:
+        page = phone.new_page()
+        page.goto(f"{live_server.url}/?q=pgvector+hnsw&mode=keyword")
+        page.locator("#results .result").first.wait_for()
+        width = page.evaluate("document.documentElement.scrollWidth")
+        assert width <= 390, f"the page scrolls sideways on a phone ({width}px)"
+        shot(page, "14-phone-search")
+        page.locator("#results .result a.title").first.click()
+        page.locator("article.document").wait_for()
+        assert page.evaluate("document.documentElement.scrollWidth") <= 390
+        shot(page, "15-phone-document")
+    finally:
+        phone.close()
