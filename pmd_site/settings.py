@@ -183,6 +183,14 @@ PMD_EMBED_DOC_PROMPT = env.get_str("PMD_EMBED_DOC_PROMPT", "")
 PMD_EMBED_BATCH = env.get_int("PMD_EMBED_BATCH", 32, minimum=1)
 PMD_GENERATE_MODEL = env.get_str("PMD_GENERATE_MODEL", "qwen3:0.6b")
 PMD_RERANK_MODEL = env.get_str("PMD_RERANK_MODEL", "dengcao/Qwen3-Reranker-0.6B:Q8_0")
+# `pmd query` deadlines (seconds): the whole query, and its expansion / re-ranking stages.
+PMD_QUERY_TIMEOUT = env.get_float("PMD_QUERY_TIMEOUT", 30.0)
+PMD_EXPAND_TIMEOUT = env.get_float("PMD_EXPAND_TIMEOUT", 10.0)
+PMD_RERANK_TIMEOUT = env.get_float("PMD_RERANK_TIMEOUT", 15.0)
+for _name in ("PMD_QUERY_TIMEOUT", "PMD_EXPAND_TIMEOUT", "PMD_RERANK_TIMEOUT"):
+    if globals()[_name] <= 0:
+        raise env.ConfigError(f"{_name}={globals()[_name]} must be more than 0 seconds")
+PMD_RERANK_CONCURRENCY = env.get_int("PMD_RERANK_CONCURRENCY", 4, minimum=1)
 PMD_LLM_TIMEOUT = env.get_float("PMD_LLM_TIMEOUT", 120.0)
 PMD_LLM_RETRIES = env.get_int("PMD_LLM_RETRIES", 3, minimum=0)
 PMD_LLM_RETRY_BACKOFF = env.get_float("PMD_LLM_RETRY_BACKOFF", 0.5)
