@@ -9,12 +9,6 @@ from django.utils.html import format_html
 from indexing.models import Collection, Content, Document, FileProblem, Job, LLMCache, PathContext
 
 
-def _start(kind: str, collection: Collection) -> Job:
-    from search.views import _start_job
-
-    return _start_job(kind, collection)
-
-
 @admin.register(Collection)
 class CollectionAdmin(admin.ModelAdmin):
     list_display = ("name", "root_path", "mask", "active_documents", "last_indexed_at")
@@ -33,20 +27,17 @@ class CollectionAdmin(admin.ModelAdmin):
 
     @admin.action(description="Reindex selected collections")
     def reindex(self, request, queryset):
+        from indexing.tasks import start_index_job
+
         for collection in queryset:
-            _start(Job.Kind.INDEX, collection)
+            start_index_job(collection=collection)
         self.message_user(request, f"indexing started for {queryset.count()} collection(s); see Jobs", messages.SUCCESS)
 
     @admin.action(description="Embed selected collections")
     def embed(self, request, queryset):
-        from django.core.exceptions import PermissionDenied
+        from indexing.tasks import start_embed_job
 
-        try:
-            for collection in queryset:
-                _start(Job.Kind.EMBED, collection)
-        except PermissionDenied as exc:
-            self.message_user(request, str(exc), messages.ERROR)
-            return
+        start_embed_job(collections=[c.name for c in queryset])
         self.message_user(request, f"embedding started for {queryset.count()} collection(s); see Jobs", messages.SUCCESS)
 
 

@@ -7,9 +7,7 @@ full page, so every URL can be shared, reloaded and used without JavaScript.
 
 from __future__ import annotations
 
-import importlib
 import logging
-import threading
 import time
 from dataclasses import dataclass
 from functools import wraps
@@ -18,7 +16,6 @@ from urllib.parse import urlencode
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.db import connection
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -63,17 +60,6 @@ def staff_required(view):
         return view(request, *args, **kwargs)
 
     return wrapper
-
-
-def _optional(module_name: str, attr: str):
-    """A function from a part of pmd that may not be installed yet (None then)."""
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name == module_name:
-            return None
-        raise
-    return getattr(module, attr, None)
 
 
 # --- search ---------------------------------------------------------------------------
@@ -263,7 +249,8 @@ def _collection_rows() -> list[dict]:
     from indexing.selectors import collections_overview
 
     rows = collections_overview()
-    embedding_status = _optional("indexing.services.embedding", "embedding_status")
+    from indexing.services.embedding import embedding_status
+
     latest: dict[int, Job] = {}
     for job in Job.objects.filter(collection__isnull=False).order_by("-created_at")[:200]:
         latest.setdefault(job.collection_id, job)
@@ -274,54 +261,23 @@ def _collection_rows() -> list[dict]:
             list(FileProblem.objects.filter(collection=row["collection"])[:50])
             if row["problems"] and row["job"] and row["job"].finished else []
         )
-    if embedding_status is not None:
-        for row in rows:
-            try:
-                status = embedding_status(collections=[row["name"]])
-            except Exception as exc:  # noqa: BLE001 - counts are decoration; the page must render
-                log.warning("embedding counts unavailable: %s", exc)
-                break
-            row["embedded"], row["stale"] = status.get("embedded"), status.get("pending")
+    for row in rows:
+        try:
+            status = embedding_status(collections=[row["name"]])
+        except Exception as exc:  # noqa: BLE001 - counts are decoration; the page must render
+            log.warning("embedding counts unavailable: %s", exc)
+            break
+        row["embedded"], row["stale"] = status.get("embedded"), status.get("pending")
     return rows
 
 
-def _run_index_in_thread(job_id) -> None:
-    """Index a collection in this process (used when no task queue is available)."""
-    from indexing.services.jobs import JobProgress, job_fail, job_finish, job_start
-    from indexing.services.scanning import collection_index
-
-    job = None
-    try:
-        job = Job.objects.select_related("collection").get(pk=job_id)
-        job_start(job)
-        report = collection_index(job.collection, progress=JobProgress(job, interval=0.25))
-        job.refresh_from_db()  # the progress callback wrote total/done to the row
-        job_finish(job, result=report.as_dict(),
-                   message=f"{report.added} added, {report.updated} updated, {report.removed} removed, "
-                           f"{report.errors} errors")
-    except Exception as exc:  # noqa: BLE001 - the job row carries the failure to the user
-        log.exception("background indexing failed")
-        if job is not None:
-            job_fail(job, message=f"{exc.__class__.__name__}: {exc}")
-    finally:
-        connection.close()
-
-
 def _start_job(kind: str, collection: Collection) -> Job:
-    """Start indexing or embedding through the task layer (or in-process as a fallback)."""
-    if kind == Job.Kind.EMBED:
-        start = _optional("indexing.tasks", "start_embed_job")
-        if start is None:
-            raise PermissionDenied("embedding is not available in this pmd installation yet")
-        return start(collection=collection)
-    start = _optional("indexing.tasks", "start_index_job")
-    if start is not None:
-        return start(collection=collection)
-    from indexing.services.jobs import job_create
+    """Indexing or embedding through the task layer (a worker, or a background thread without one)."""
+    from indexing.tasks import start_embed_job, start_index_job
 
-    job = job_create(kind=Job.Kind.INDEX, collection=collection, message="queued")
-    threading.Thread(target=_run_index_in_thread, args=(job.pk,), daemon=True, name=f"pmd-index-{job.pk}").start()
-    return job
+    if kind == Job.Kind.EMBED:
+        return start_embed_job(collection=collection)
+    return start_index_job(collection=collection)
 
 
 def _collections_context(request, form: CollectionAddForm) -> dict:
@@ -331,7 +287,6 @@ def _collections_context(request, form: CollectionAddForm) -> dict:
         "rows": _collection_rows(),
         "form": form,
         "general_jobs": [j for j in general if not j.finished or str(j.pk) == request.GET.get("job")],
-        "embed_available": _optional("indexing.tasks", "start_embed_job") is not None,
     }
 
 
@@ -345,10 +300,9 @@ def collections_page(request):
 @require_POST
 def embed_all(request):
     """The "run embedding" button of the search page's no-embeddings state."""
-    start = _optional("indexing.tasks", "start_embed_job")
-    if start is None:
-        raise PermissionDenied("embedding is not available in this pmd installation yet")
-    job = start()
+    from indexing.tasks import start_embed_job
+
+    job = start_embed_job()
     return redirect(reverse("search:collections") + f"?job={job.pk}")
 
 

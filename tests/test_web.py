@@ -314,3 +314,21 @@ def test_semantic_without_embeddings_offers_to_run_embedding(staff_client, membe
     member_html = member_client.get("/", {"q": "postgres", "mode": "semantic"}, **HTMX).content.decode()
     assert "No embeddings yet" in member_html and "pmd embed" in member_html
     assert member_client.post("/collections/embed/").status_code == 403
+
+
+@pytest.mark.django_db(transaction=True)
+def test_embed_button_and_admin_action_start_embedding_jobs(staff_client, indexed_collection, ollama):
+    response = staff_client.post("/collections/notes/embed/", HTTP_HX_REQUEST="true")
+    assert response.status_code == 200 and "Embed" in response.content.decode()
+    job = Job.objects.get(kind=Job.Kind.EMBED)
+    assert _wait_for_job(job.pk).state == Job.State.DONE
+    page = staff_client.get("/collections/").content.decode()
+    documents, embedded, stale = re.search(
+        r'<td class="num">(\d+)</td>\s*<td class="num">(\d+)</td>\s*<td class="num">(\d+)</td>', page).groups()
+    assert (documents, stale) == ("6", "0") and int(embedded) > 0
+    admin_user = get_user_model().objects.create_superuser("root", password="correct horse battery")
+    client = Client()
+    client.force_login(admin_user)
+    client.post("/admin/indexing/collection/", {"action": "embed", "_selected_action": [indexed_collection.pk]})
+    second = Job.objects.filter(kind=Job.Kind.EMBED).exclude(pk=job.pk).get()
+    assert _wait_for_job(second.pk).state == Job.State.DONE
