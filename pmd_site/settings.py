@@ -33,7 +33,8 @@ if not SECRET_KEY:
 ALLOWED_HOSTS = env.get_list("PMD_ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env.get_list("PMD_CSRF_TRUSTED_ORIGINS", [])
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if env.get_bool("PMD_BEHIND_HTTPS_PROXY") else None
-SESSION_COOKIE_SECURE = env.get_bool("PMD_SECURE_COOKIES", False)
+# Secure by default when a TLS-terminating proxy is declared; overridable either way.
+SESSION_COOKIE_SECURE = env.get_bool("PMD_SECURE_COOKIES", env.get_bool("PMD_BEHIND_HTTPS_PROXY"))
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
 # Host / Origin headers accepted at /mcp (DNS-rebinding protection); empty = from ALLOWED_HOSTS.
 PMD_MCP_ALLOWED_HOSTS = env.get_list("PMD_MCP_ALLOWED_HOSTS", [])

@@ -40,6 +40,8 @@ class JobProgress:
 
 
 def job_finish(job: Job, *, result: dict | None = None, message: str = "") -> None:
+    # Progress is written straight to the row (JobProgress); start from what is stored.
+    job.refresh_from_db(fields=["done", "total"])
     job.state = Job.State.DONE
     job.finished_at = timezone.now()
     job.result = result or {}
