@@ -252,3 +252,57 @@ MODES: dict[str, Callable[[str, BenchOptions], BenchReport]] = {
     "index": bench_index,
     Mode.KEYWORD: retrieval_mode(_keyword_service, Mode.KEYWORD),
 }
+
+
+def _vector_mode(name: str) -> Callable[[str, BenchOptions], BenchReport]:
+    def run(dataset_dir: str, options: BenchOptions) -> BenchReport:
+        from search import bench_vector
+
+        return getattr(bench_vector, name)(dataset_dir, options)
+
+    return run
+
+
+MODES[Mode.VECTOR] = _vector_mode("bench_vsearch")  # embedding throughput, HNSW recall, then retrieval
+MODES["vsearch-scale"] = _vector_mode("bench_vsearch_scale")  # HNSW at 100k+ chunks
+
+
+# --- hybrid `query` modes (variants without the LLM stages) ---------------------------------
+
+def _query_mode(**request_options) -> Callable[[str, BenchOptions], BenchReport]:
+    """`query` through bench_retrieval, plus the median time of each pipeline stage."""
+
+    def run(dataset_dir: str, options: BenchOptions) -> BenchReport:
+        from search.hybrid import hybrid_search
+
+        stages: dict[str, list[float]] = {}
+        warnings: dict[str, int] = {}
+
+        def service(request):
+            response = hybrid_search(request)
+            if request.limit == DEPTH:
+                for stage, ms in response.timings.items():
+                    stages.setdefault(stage, []).append(ms)
+                for message in response.warnings:
+                    warnings[message] = warnings.get(message, 0) + 1
+            return response
+
+        report = bench_retrieval(dataset_dir, options, service_fn=service, mode=Mode.HYBRID, **request_options)
+        if request_options:
+            report.title += " (" + ", ".join(f"{k}={v}" for k, v in request_options.items()) + ")"
+        for stage, values in stages.items():
+            report.lines.append((f"stage {stage} n={DEPTH}",
+                                 f"p50 {percentile(values, 50):.1f} ms  p95 {percentile(values, 95):.1f} ms"))
+        for message, count in sorted(warnings.items(), key=lambda kv: -kv[1])[:5]:
+            report.lines.append(("warning", f"{count}× {message[:160]}"))
+        report.data["stage_ms"] = {s: {"p50": percentile(v, 50), "p95": percentile(v, 95)} for s, v in stages.items()}
+        report.data["warnings"] = warnings
+        return report
+
+    return run
+
+
+MODES[Mode.HYBRID] = _query_mode()
+MODES["query-no-expand"] = _query_mode(expand=False)
+MODES["query-no-rerank"] = _query_mode(rerank=False)
+MODES["query-no-llm"] = _query_mode(expand=False, rerank=False)

@@ -74,7 +74,9 @@ def vector_search(request: SearchRequest, *, exact: bool = False) -> SearchRespo
     started = time.perf_counter()
     response.results = _results(rows, request, query, limit, hits)
     response.timings["results"] = (time.perf_counter() - started) * 1000
+    started = time.perf_counter()
     missing = pending_contents(fingerprint, collections=request.collections or None).count()
+    response.timings["pending_check"] = (time.perf_counter() - started) * 1000
     if missing:
         response.warnings.append(
             f"{missing} document(s) have no embeddings yet and cannot be found by vector search: run `pmd embed`"

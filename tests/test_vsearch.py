@@ -139,3 +139,30 @@ def test_cli_vsearch_formats_and_errors(embedded, ollama, run_cli):
     code, out, err = run_cli("vsearch", "kubernetes")
     assert code == 1
     assert "Ollama is not reachable at" in err and "Traceback" not in err
+
+
+def test_bench_vsearch_modes_on_a_tiny_dataset(ollama, settings, tmp_path, monkeypatch):
+    from search import bench_vector
+    from search.bench import MODES, BenchOptions
+
+    settings.PMD_CHUNK_TOKENS = 40
+    docs = tmp_path / "tiny" / "docs"
+    docs.mkdir(parents=True)
+    topics = {"d1": "tomato garden sun water", "d2": "postgres vacuum index tuning", "d3": "rust borrow checker lifetimes",
+              "d4": "sourdough bread starter flour", "d5": "kubernetes pods deployment rollout"}
+    for doc_id, words in topics.items():
+        (docs / f"{doc_id}.md").write_text(f"# {words.split()[0].title()}\n\n{words} " * 3 + "\n")
+    (tmp_path / "tiny" / "queries.tsv").write_text("q1\tgarden tomato sun\nq2\tvacuum postgres\nq3\tbread flour\n")
+    (tmp_path / "tiny" / "qrels.tsv").write_text("q1\td1\t1\nq2\td2\t1\nq3\td4\t1\n")
+
+    report = MODES["vsearch"](str(tmp_path / "tiny"), BenchOptions())
+    lines = dict(report.lines)
+    assert report.data["metrics"]["nDCG@10"] > 0.8  # lexical test embeddings: the topic words win
+    assert report.data["hnsw"]["recall"] == pytest.approx(1.0)
+    assert "chunks/s" in lines["embedded"] and "pipeline overhead" in lines
+    assert set(report.data["stages_p50_ms"]) >= {"embed_query", "nearest"}
+
+    monkeypatch.setattr(bench_vector, "SCALE_TARGET", 300)
+    scale = MODES["vsearch-scale"](str(tmp_path / "tiny"), BenchOptions())
+    assert scale.data["vectors"] >= 300 and 0.5 <= scale.data["hnsw"]["recall"] <= 1.0
+    assert EmbeddingFingerprint.objects.count() == 1, "the scratch vectors are gone"
