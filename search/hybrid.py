@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from django.conf import settings
 
 from search.backends import BackendTimeout, BackendUnavailable
-from search.common import SearchError
+from search.common import SearchError, collection_ids_for
 from search.deadline import run_concurrently
 from search.expansion import (
     HYDE,
@@ -203,6 +203,7 @@ def _plan(run: _Run) -> QueryPlan:
     text = run.request.query.strip()
     if not text:
         raise SearchError("empty query")
+    collection_ids_for(run.request.collections)  # unknown names: a clear error before any work
     try:
         plan = parse_query_document(text)
     except ExpansionError as exc:
@@ -299,8 +300,8 @@ def _retrieve(run: _Run, plan: QueryPlan, depth: int, lists: list[RankedList],
             if retriever == VECTOR:
                 if not _note_llm_error(run, error):
                     vector_failed.append(str(error) or type(error).__name__)
-            elif isinstance(error, SearchError):
-                raise error
+            elif isinstance(error, SearchError):  # a variant the keyword parser rejects
+                run.warn(f"{name} skipped: {error}")
             else:
                 run.warn(f"{name} search failed: {type(error).__name__}: {error}")
         else:

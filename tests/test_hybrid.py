@@ -363,3 +363,10 @@ def test_cli_explain_and_options(kb, run_cli):
     assert code == 1 and "candidate-limit" in err
     code, out, err = run_cli("query", "lex:")
     assert code == 1 and "no text to search for" in err
+
+
+def test_unknown_collection_is_a_clear_error_even_for_vector_only_plans(kb):
+    from search.common import SearchError
+
+    with pytest.raises(SearchError, match="no collection named 'nope'"):
+        hybrid_search(req("vec: anything", collections=["nope"]))
