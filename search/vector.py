@@ -85,14 +85,12 @@ def vector_search(request: SearchRequest, *, exact: bool = False) -> SearchRespo
 
 
 def _not_embedded(model: str, *, dims: int | None = None) -> NotEmbedded:
-    others = list(EmbeddingFingerprint.objects.exclude(model=model, dims=dims or 0)
-                  .values_list("model", "dims")) if dims else list(
-        EmbeddingFingerprint.objects.exclude(model=model).values_list("model", "dims"))
-    if others:
-        held = ", ".join(f"{m} ({d}d)" for m, d in others)
+    """Nothing to search for this model: say whether other vectors are in the way."""
+    held = [str(f) for f in EmbeddingFingerprint.objects.all()]
+    if held:
         return NotEmbedded(
-            f"the index holds embeddings from {held}, not from {model}{f' ({dims}d)' if dims else ''} "
-            "(PMD_EMBED_MODEL / chunk settings changed): run `pmd embed` to re-embed; "
+            f"the index holds embeddings from {', '.join(held)}, not from {model}{f' ({dims}d)' if dims else ''} "
+            "with the current chunk settings: run `pmd embed` to re-embed; "
             "vector search never mixes models"
         )
     return NotEmbedded(f"nothing is embedded with {model} yet: run `pmd embed`")

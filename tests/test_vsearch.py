@@ -112,14 +112,18 @@ def test_nothing_embedded_yet(indexed_collection, ollama):
 def test_another_model_is_never_mixed_in(embedded, ollama, settings):
     ollama.add_model("tiny-embed", dims=64)
     settings.PMD_EMBED_MODEL = "tiny-embed"
-    with pytest.raises(SearchError, match=r"holds embeddings from embeddinggemma \(768d\), not from tiny-embed"):
+    with pytest.raises(SearchError, match=r"holds embeddings from embeddinggemma \(768d, 40 tokens/chunk\), not from tiny-embed"):
         vsearch("kubernetes")
 
 
-def test_backend_down_is_a_clear_error(embedded, ollama):
+def test_backend_down_is_a_clear_error_and_keyword_search_still_works(embedded, ollama):
+    from search.keyword import keyword_search
+
     ollama.stop()
     with pytest.raises(BackendUnavailable, match="Ollama is not reachable at"):
         vsearch("kubernetes")
+    found = keyword_search(SearchRequest(query="kubernetes", mode=Mode.KEYWORD))
+    assert [r.path for r in found.results] == ["meetings/no-heading.md"]
 
 
 def test_empty_query_is_refused(embedded):
