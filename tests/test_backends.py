@@ -62,6 +62,12 @@ def test_missing_model_says_how_to_pull_it(ollama):
         get_backend().embedding_dims("nomic-embed-text")
 
 
+def test_a_server_that_is_not_ollama_is_named(ollama):
+    backend = make_backend("ollama", url=ollama.url + "/not-ollama", retries=0)
+    with pytest.raises(BackendResponseError, match=r"does not exist \(404\): is .*/not-ollama really an Ollama server"):
+        backend.embed(["x"], model="embeddinggemma")
+
+
 def test_server_down_is_a_clear_error(ollama_down):
     with pytest.raises(BackendUnavailable) as caught:
         get_backend().embed(["x"], model="embeddinggemma")

@@ -158,6 +158,13 @@ def test_model_switch_re_embeds_and_drops_the_old_vectors(indexed_collection, ol
     assert not status["mismatch"] and status["pending"] == 0 and not status["stale_fingerprints"]
 
 
+def test_latest_tag_is_the_same_model(indexed_collection, ollama, small_batches):
+    embed_pending()
+    small_batches.PMD_EMBED_MODEL = "embeddinggemma:latest"
+    assert embedding_status()["pending"] == 0
+    assert embed_pending().chunks == 0
+
+
 def test_chunk_size_change_is_a_new_fingerprint(indexed_collection, ollama, small_batches):
     embed_pending()
     small_batches.PMD_CHUNK_TOKENS = 500

@@ -102,7 +102,9 @@ def embedding_config() -> EmbeddingConfig:
         params = chunk_params_from_settings()
     except ValueError as exc:
         raise EmbeddingError(f"chunking settings: {exc}") from None
-    model = settings.PMD_EMBED_MODEL
+    model = settings.PMD_EMBED_MODEL.strip()
+    if settings.PMD_LLM_BACKEND == "ollama":
+        model = model.removesuffix(":latest")  # the same Ollama model either way: one fingerprint
     return EmbeddingConfig(
         backend=settings.PMD_LLM_BACKEND,
         model=model,

@@ -223,6 +223,13 @@ class LLMBackend:
 
     def _raise_for_status(self, response: httpx.Response, model: str | None) -> None:
         """Turn an HTTP error answer into the right BackendError (subclasses refine)."""
+        if model and _is_model_missing(response):
+            raise ModelMissing(model, backend=self.kind)
+        if response.status_code == 404:
+            raise BackendResponseError(
+                f"{response.request.url} does not exist (404): is {self.base_url} really an "
+                f"{'Ollama' if self.kind == 'ollama' else 'OpenAI-compatible'} server?"
+            )
         raise BackendResponseError(
             f"{self.kind} server error {response.status_code} on {response.request.url.path}: {_error_text(response)}"
         )
@@ -319,7 +326,8 @@ def _is_model_missing(response: httpx.Response) -> bool:
     if response.status_code not in (400, 404, 500):
         return False
     text = _error_text(response).lower()
-    return ("not found" in text and "model" in text) or "try pulling" in text or "model_not_found" in text
+    return (("not found" in text or "does not exist" in text) and "model" in text) or "try pulling" in text \
+        or "model_not_found" in text
 
 
 def parse_logprobs(entries: Any) -> list[TokenLogprob]:

@@ -4,18 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-import httpx
-
 from search.backends.base import (
     BackendError,
     BackendResponseError,
     ChatResult,
     LLMBackend,
     ModelInfo,
-    ModelMissing,
     ProgressCallback,
     PullProgress,
-    _is_model_missing,
     check_vectors,
     parse_logprobs,
 )
@@ -27,11 +23,6 @@ class OllamaBackend(LLMBackend):
     def __init__(self, base_url: str, *, keep_alive: str | None = None, **kwargs):
         super().__init__(base_url, **kwargs)
         self.keep_alive = keep_alive
-
-    def _raise_for_status(self, response: httpx.Response, model: str | None) -> None:
-        if model and (response.status_code == 404 or _is_model_missing(response)):
-            raise ModelMissing(model)
-        super()._raise_for_status(response, model)
 
     def _with_keep_alive(self, body: dict) -> dict:
         if self.keep_alive is not None:

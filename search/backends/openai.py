@@ -14,8 +14,6 @@ from search.backends.base import (
     ChatResult,
     LLMBackend,
     ModelInfo,
-    ModelMissing,
-    _is_model_missing,
     check_vectors,
     parse_logprobs,
 )
@@ -29,8 +27,6 @@ class OpenAIBackend(LLMBackend):
         super().__init__(base_url, headers=headers, **kwargs)
 
     def _raise_for_status(self, response: httpx.Response, model: str | None) -> None:
-        if model and (response.status_code == 404 or _is_model_missing(response)):
-            raise ModelMissing(model, backend=self.kind)
         if response.status_code in (401, 403):
             raise BackendResponseError(
                 f"the OpenAI-compatible server at {self.base_url} refused the request "
