@@ -170,3 +170,31 @@ def test_cli_search_formats(ranked_collection, run_cli):
     assert code == 0 and "pmd://kb/rare.md:3" in out and "3  " in out
     code, out, err = run_cli("search", "x", "-c", "missing")
     assert code == 1 and "no collection named 'missing'" in err
+
+
+def _index_snapshot():
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT lexeme, df FROM search_keyword_term ORDER BY lexeme")
+        terms = cursor.fetchall()
+        cursor.execute("SELECT document_id, lexeme, tf_title, tf_body, length FROM search_keyword_posting"
+                       " ORDER BY document_id, lexeme")
+        postings = cursor.fetchall()
+        cursor.execute("SELECT indexname FROM pg_indexes WHERE tablename = 'search_keyword_posting' ORDER BY 1")
+        indexes = [r[0] for r in cursor.fetchall()]
+    return terms, postings, indexes
+
+
+def test_bulk_load_into_empty_index_matches_incremental(ranked_collection, monkeypatch):
+    """The first-index fast path (posting btrees rebuilt after the load) gives the same index."""
+    from search import keyword_index
+
+    incremental = _index_snapshot()
+    keyword_index.keyword_index_rebuild()  # below BULK_MIN: row-by-row btree inserts
+    assert _index_snapshot() == incremental
+    monkeypatch.setattr(keyword_index, "BULK_MIN", 1)
+    keyword_index.keyword_index_rebuild()  # empty index, enough documents: bulk path
+    assert _index_snapshot() == incremental
+    assert incremental[2] == ["search_keyword_posting_lexeme", "search_keyword_posting_pkey"]
+    assert paths(search("project zeppelin"))[0] == "rare.md"
