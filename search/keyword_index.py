@@ -18,8 +18,10 @@ Design (tables in search/migrations/0002_keyword_index.py):
   deleted document updates the statistics too, whoever deletes it. Collections are
   referenced by id: renames need nothing.
 
-Writing: one set-based statement per batch computes the tsvectors, inserts the documents
-and their postings; the triggers then upsert document frequencies once per statement.
+Writing: one set-based statement per batch inserts the documents and their postings;
+the triggers then upsert document frequencies once per statement. With more than one
+batch, the tsvectors are computed by a second connection (see `_Analyser`) one batch
+ahead, so stemming and writing use both cores.
 A bulk load into an empty index (the first index of a large collection) drops the two
 posting btrees and builds them again after the load: sorting half a million rows once
 is several times cheaper than as many random btree insertions. It runs only when the
@@ -61,14 +63,21 @@ def split_fields(title: str, body: str) -> tuple[str, str]:
     return "\n".join(heads), "\n".join(rest)
 
 
+# The tsvector of a document: title/headings weight A, body weight D.
+_TSV = "setweight(to_tsvector(s.config::regconfig, s.head), 'A') || setweight(to_tsvector(s.config::regconfig, s.body), 'D')"
+_SRC_TEXT = (
+    "SELECT s.document_id, s.collection_id, " + _TSV + " AS tsv"
+    " FROM unnest(%s::bigint[], %s::bigint[], %s::text[], %s::text[], %s::text[])"
+    " AS s(document_id, collection_id, config, head, body)"
+)
+_SRC_TSV = (
+    "SELECT s.document_id, s.collection_id, s.tsv"
+    " FROM unnest(%s::bigint[], %s::bigint[], %s::tsvector[]) AS s(document_id, collection_id, tsv)"
+)
+_ANALYSE = ("SELECT (" + _TSV + ")::text FROM unnest(%s::text[], %s::text[], %s::text[])"
+            " WITH ORDINALITY AS s(config, head, body, n) ORDER BY s.n")
 _INSERT = """
-WITH src AS (
-    SELECT s.document_id, s.collection_id,
-           setweight(to_tsvector(s.config::regconfig, s.head), 'A')
-           || setweight(to_tsvector(s.config::regconfig, s.body), 'D') AS tsv
-    FROM unnest(%s::bigint[], %s::bigint[], %s::text[], %s::text[], %s::text[])
-         AS s(document_id, collection_id, config, head, body)
-), docs AS (
+WITH src AS ({src}), docs AS (
     INSERT INTO search_keyword_document (document_id, collection_id, length, tsv)
     SELECT document_id, collection_id,
            coalesce((SELECT sum(cardinality(u.positions)) FROM unnest(src.tsv) u), 0), tsv
@@ -82,6 +91,8 @@ SELECT d.document_id, u.lexeme, d.collection_id,
        d.length
 FROM docs d, unnest(d.tsv) u
 """
+_INSERT_TEXT = _INSERT.format(src=_SRC_TEXT)
+_INSERT_TSV = _INSERT.format(src=_SRC_TSV)
 
 
 # Same definitions as search/migrations/0002_keyword_index.py (rebuilt after a bulk load).
@@ -125,6 +136,47 @@ def _end_bulk(cursor) -> None:
         cursor.execute(create)
 
 
+def _batch_columns(ids: list[int]) -> tuple[list, ...]:
+    """(ids, collection ids, configurations, heads, bodies) of the active documents among `ids`."""
+    cols: tuple[list, ...] = ([], [], [], [], [])
+    rows = Document.objects.filter(id__in=ids, active=True).values_list(
+        "id", "collection_id", "collection__text_search_config", "title", "content__body")
+    for pk, coll, config, title, body in rows:
+        head, rest = split_fields(title or "", body or "")
+        for col, value in zip(cols, (pk, coll, config or "simple", prepare_text(head), prepare_text(rest))):
+            col.append(value.replace("\x00", "") if isinstance(value, str) else value)
+    return cols
+
+
+class _Analyser:
+    """Text analysis (to_tsvector) of the next batch on a second connection, in a thread.
+
+    Stemming is the single largest cost of indexing; done by another backend it runs on
+    the second core while this connection writes the previous batch. It reads no table,
+    so it needs no snapshot of the writing transaction."""
+
+    def __enter__(self):
+        from concurrent.futures import ThreadPoolExecutor
+
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pmd-tsvector")
+        return self
+
+    def submit(self, cols: tuple[list, ...]):
+        return cols, self._pool.submit(self._analyse, cols[2], cols[3], cols[4])
+
+    @staticmethod
+    def _analyse(configs: list[str], heads: list[str], bodies: list[str]) -> list[str]:
+        if not configs:
+            return []
+        with connection.cursor() as cursor:  # the thread's own connection
+            cursor.execute(_ANALYSE, [configs, heads, bodies])
+            return [row[0] for row in cursor.fetchall()]
+
+    def __exit__(self, *exc):
+        self._pool.submit(lambda: connection.close()).result()  # the thread's connection
+        self._pool.shutdown()
+
+
 def keyword_index_update(*, changed_document_ids: list[int], removed_document_ids: list[int]) -> int:
     """Re-index changed documents and drop removed ones; returns documents (re)indexed."""
     ids = sorted(set(changed_document_ids) | set(removed_document_ids))
@@ -136,20 +188,23 @@ def keyword_index_update(*, changed_document_ids: list[int], removed_document_id
             cursor.execute("DELETE FROM search_keyword_document WHERE document_id = ANY(%s)", [ids[start:start + BATCH * 4]])
         changed = sorted(set(changed_document_ids) - set(removed_document_ids))
         bulk = _begin_bulk(cursor, len(changed))
-        for start in range(0, len(changed), BATCH):
-            rows = list(
-                Document.objects.filter(id__in=changed[start:start + BATCH], active=True)
-                .values_list("id", "collection_id", "collection__text_search_config", "title", "content__body")
-            )
-            if not rows:
-                continue
-            cols: tuple[list, ...] = ([], [], [], [], [])
-            for pk, coll, config, title, body in rows:
-                head, rest = split_fields(title or "", body or "")
-                for col, value in zip(cols, (pk, coll, config or "simple", prepare_text(head), prepare_text(rest))):
-                    col.append(value.replace("\x00", "") if isinstance(value, str) else value)
-            cursor.execute(_INSERT, list(cols))
-            indexed += len(rows)
+        batches = (_batch_columns(changed[start:start + BATCH]) for start in range(0, len(changed), BATCH))
+        if len(changed) <= BATCH:
+            for cols in batches:
+                if cols[0]:
+                    cursor.execute(_INSERT_TEXT, list(cols))
+                    indexed += len(cols[0])
+        else:
+            with _Analyser() as analyser:
+                pending = analyser.submit(next(batches))
+                while pending is not None:
+                    cols, future = pending
+                    following = next(batches, None)  # read and prepared while batch `cols` is analysed
+                    tsvs = future.result()
+                    pending = analyser.submit(following) if following is not None else None
+                    if cols[0]:
+                        cursor.execute(_INSERT_TSV, [cols[0], cols[1], tsvs])
+                        indexed += len(cols[0])
         if bulk:
             _end_bulk(cursor)
     if indexed >= VACUUM_AFTER:

@@ -187,7 +187,7 @@ def _index_snapshot():
 
 
 def test_bulk_load_into_empty_index_matches_incremental(ranked_collection, monkeypatch):
-    """The first-index fast path (posting btrees rebuilt after the load) gives the same index."""
+    """The first-index fast paths (btrees rebuilt after the load, analysis on a second connection) give the same index."""
     from search import keyword_index
 
     incremental = _index_snapshot()
@@ -195,6 +195,9 @@ def test_bulk_load_into_empty_index_matches_incremental(ranked_collection, monke
     assert _index_snapshot() == incremental
     monkeypatch.setattr(keyword_index, "BULK_MIN", 1)
     keyword_index.keyword_index_rebuild()  # empty index, enough documents: bulk path
+    assert _index_snapshot() == incremental
+    monkeypatch.setattr(keyword_index, "BATCH", 3)
+    keyword_index.keyword_index_rebuild()  # several batches: analysed on a second connection
     assert _index_snapshot() == incremental
     assert incremental[2] == ["search_keyword_posting_lexeme", "search_keyword_posting_pkey"]
     assert paths(search("project zeppelin"))[0] == "rare.md"
