@@ -25,7 +25,7 @@ import time
 from django.conf import settings
 from django.db import connection
 
-from indexing.models import Collection, Document, PathContext
+from indexing.models import Collection, PathContext
 from indexing.selectors import contexts_for
 from search.analysis import CJK_RUN, WORD, has_cjk, prepare_text
 from search.common import collection_ids_for
@@ -107,10 +107,12 @@ def _score_sql(parsed: ParsedQuery, configs: list[str], collection_ids: list[int
     if parsed.excluded:
         where.append("p.document_id NOT IN (SELECT document_id FROM excl)")
     ctes.append(
-        "scored AS (SELECT p.document_id, sum(q.idf * q.qtf * p.tf * %s"
-        " / (p.tf + %s * (1 - %s + %s * p.length / st.avgdl))) AS raw"
+        # ::float8 on every constant: literal floats are numeric in SQL, and numeric
+        # arithmetic over thousands of postings costs several times the whole scan.
+        "scored AS (SELECT p.document_id, sum(q.idf * q.qtf * p.tf * %s::float8"
+        " / (p.tf + %s::float8 * (1 - %s::float8 + %s::float8 * p.length / st.avgdl))) AS raw"
         " FROM q CROSS JOIN st CROSS JOIN LATERAL ("
-        " SELECT pp.document_id, (pp.tf_body + %s * pp.tf_title)::float8 AS tf, pp.length"
+        " SELECT pp.document_id, pp.tf_body + %s::float8 * pp.tf_title AS tf, pp.length"
         " FROM search_keyword_posting pp WHERE pp.lexeme = q.lexeme" + posting_filter + ") p"
         + (" WHERE " + " AND ".join(where) if where else "")
         + " GROUP BY p.document_id)"
@@ -118,12 +120,17 @@ def _score_sql(parsed: ParsedQuery, configs: list[str], collection_ids: list[int
     params += [k1 + 1, k1, b, b, w_title]
     if collection_ids is not None:
         params.append(collection_ids)
+    # The top documents come back with what a result shows (no second query per search).
     sql = (
         "WITH " + ",\n".join(ctes)
-        + "\nSELECT s.document_id, s.raw,"
+        + ",\ntop AS (SELECT s.document_id, s.raw FROM scored s ORDER BY s.raw DESC, s.document_id LIMIT %s)"
+        "\nSELECT t.document_id, t.raw,"
         " (SELECT sum(m) FROM (SELECT max(idf * qtf) AS m FROM q GROUP BY grp) g) AS ideal,"
-        " (SELECT json_object_agg(lexeme, idf) FROM q) AS lexemes"
-        " FROM scored s ORDER BY s.raw DESC, s.document_id LIMIT %s"
+        " (SELECT json_object_agg(lexeme, idf) FROM q) AS lexemes,"
+        " d.collection_id, d.docid, d.path, d.title, c.body"
+        " FROM top t JOIN indexing_document d ON d.id = t.document_id"
+        " JOIN indexing_content c ON c.hash = d.content_hash"
+        " ORDER BY t.raw DESC, t.document_id"
     )
     params.append(limit)
     return sql, params
@@ -143,10 +150,11 @@ def keyword_search(request: SearchRequest) -> SearchResponse:
     if parsed.empty:
         return response
     collection_ids = collection_ids_for(request.collections)
-    configs_qs = Collection.objects.all()
+    collections_qs = Collection.objects.all()
     if collection_ids is not None:
-        configs_qs = configs_qs.filter(id__in=collection_ids)
-    configs = sorted(set(configs_qs.values_list("text_search_config", flat=True))) or [settings.PMD_TEXT_SEARCH_CONFIG]
+        collections_qs = collections_qs.filter(id__in=collection_ids)
+    collections = {c.id: c for c in collections_qs}
+    configs = sorted({c.text_search_config for c in collections.values()}) or [settings.PMD_TEXT_SEARCH_CONFIG]
     limit = request.effective_limit()
     sql, params = _score_sql(parsed, configs, collection_ids, limit)
     with connection.cursor() as cursor:
@@ -163,26 +171,25 @@ def keyword_search(request: SearchRequest) -> SearchResponse:
         import json
 
         weights = json.loads(weights)
-    scored = [(doc_id, float(raw), normalise(float(raw), ideal)) for doc_id, raw, _, _ in rows]
-    scored = [s for s in scored if s[2] >= request.min_score]
-    docs = {d.id: d for d in Document.objects.filter(id__in=[s[0] for s in scored])
-            .select_related("collection", "content")}
+    hits = []
+    for doc_id, raw, _, _, collection_id, docid, path, title, body in rows:
+        score = normalise(float(raw), ideal)
+        collection = collections.get(collection_id) or Collection.objects.get(id=collection_id)
+        if score >= request.min_score:
+            hits.append((float(raw), score, collection, docid, path, title, body))
     all_contexts = list(PathContext.objects.all())
     matcher = _Matcher(weights, parsed)
-    matcher.load(docs.values())
-    for doc_id, raw, score in scored:
-        doc = docs.get(doc_id)
-        if doc is None:
-            continue
-        context = contexts_for(doc.collection, doc.path, all_contexts=all_contexts)
-        passages = matcher.passages(doc.content.body, request.hits_per_document, doc.collection.text_search_config)
+    matcher.load((collection.text_search_config, body) for _, _, collection, _, _, _, body in hits)
+    for raw, score, collection, docid, path, title, body in hits:
+        context = contexts_for(collection, path, all_contexts=all_contexts)
+        passages = matcher.passages(body, request.hits_per_document, collection.text_search_config)
         best = passages[0][0] if passages and passages[0][0] > 0 else 0.0
         for n, (p_score, line, snippet, highlights) in enumerate(passages):
             hit_score = score if n == 0 or not best else score * max(0.0, min(1.0, p_score / best))
             response.results.append(SearchResult(
-                docid=doc.docid, collection=doc.collection.name, path=doc.path, title=doc.title,
+                docid=docid, collection=collection.name, path=path, title=title,
                 score=round(hit_score, 4), line=line, snippet=snippet, highlights=highlights, context=context,
-                body=doc.content.body if request.full else None,
+                body=body if request.full else None,
                 scores={"bm25": round(raw, 4), "passage": round(p_score, 4)},
             ))
     response.timings["total"] = (time.perf_counter() - started) * 1000
@@ -215,20 +222,38 @@ class _Matcher:
         self.prefixes = [p.lower() for p in parsed.prefixes]
         self.heads = {lex[:2] for lex in self.weights}
         self.cjk = [lex for lex in self.weights if has_cjk(lex)]
+        self.hits: dict[str, dict[str, tuple[float, str]]] = {}
+        self.finders: dict[str, re.Pattern | None] = {}
 
     def _candidate(self, word: str) -> bool:
         low = word.lower()
         return low[:2] in self.heads or "+" in low or "#" in low or (self.cjk and has_cjk(low))
 
     def load(self, docs) -> None:
+        """Map the words of `docs` ((configuration, body) pairs) to lexemes, then keep only the words that match the query."""
+        words: dict[str, set[str]] = {}
+        for config, body in docs:
+            words.setdefault(config, set()).update(WORD.findall(body))
         wanted: dict[str, set[str]] = {}
-        for doc in docs:
-            config = doc.collection.text_search_config
-            for word in set(WORD.findall(doc.content.body)):
+        for config, found in words.items():
+            for word in found:
                 if (config, word) not in _WORD_CACHE and self._candidate(word):
                     wanted.setdefault(config, set()).add(word)
-        if not wanted:
-            return
+        if wanted:
+            self._lexemes(wanted)
+        # Per configuration: matching word -> (weight, key), and one regex that finds the
+        # lines holding any of them, so only those lines are tokenised again.
+        for config, found in words.items():
+            hits = {}
+            for word in found:
+                weight, key = self._word_weight(word, config)
+                if key is not None:
+                    hits[word] = (weight, key)
+            self.hits[config] = hits
+            self.finders[config] = (re.compile("|".join(sorted(map(re.escape, hits), key=len, reverse=True)))
+                                    if hits else None)
+
+    def _lexemes(self, wanted: dict[str, set[str]]) -> None:
         if len(_WORD_CACHE) > _WORD_CACHE_MAX:
             _WORD_CACHE.clear()
         with connection.cursor() as cursor:
@@ -273,14 +298,17 @@ class _Matcher:
     def passages(self, body: str, count: int, config: str) -> list[tuple[float, int, str, list[tuple[int, int]]]]:
         units = list(self._units(body))
         scored_units = []
+        words = self.hits.get(config, {})
+        finder = self.finders.get(config)
         for number, text, cont_before, cont_after in units:
             hits, found = [], []
-            for match in WORD.finditer(text):
-                weight, key = self._word_weight(match.group(0), config)
-                if key is None:
-                    continue
-                hits.append((match.start(), match.end()))
-                found.append((key, weight))
+            if finder is not None and finder.search(text):
+                for match in WORD.finditer(text):
+                    hit = words.get(match.group(0))
+                    if hit is None:
+                        continue
+                    hits.append((match.start(), match.end()))
+                    found.append((hit[1], hit[0]))
             scored_units.append((bool(found), found, hits))
         # A passage is a unit plus the following short units of other lines, up to SNIPPET_CHARS.
         windows = []
