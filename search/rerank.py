@@ -25,7 +25,7 @@ import re
 import threading
 from dataclasses import dataclass, field
 
-from search.backends import BackendError, BackendUnavailable, ModelMissing, TokenLogprob
+from search.backends import BackendError, BackendTimeout, TokenLogprob
 from search.deadline import run_concurrently
 
 LOGPROBS, RATING = "logprobs", "rating"
@@ -241,7 +241,9 @@ def judge(*, backend, model: str, query: str, document: str, intent: str | None 
 
 
 def _fatal(_name: str, error: BaseException) -> bool:
-    return isinstance(error, (BackendUnavailable, ModelMissing))
+    """Errors that every further judgement would repeat (down, model missing, no such
+    endpoint): stop at the first. A timeout or an unusable answer concerns one item."""
+    return isinstance(error, BackendError) and not isinstance(error, BackendTimeout)
 
 
 def rerank(
