@@ -219,31 +219,30 @@ class _Matcher:
 
     def __init__(self, weights: dict[str, float], parsed: ParsedQuery):
         self.weights = {k: float(v) for k, v in weights.items()}
-        self.prefixes = [p.lower() for p in parsed.prefixes]
+        self.prefixes = tuple(p.lower() for p in parsed.prefixes)
         self.heads = {lex[:2] for lex in self.weights}
         self.cjk = [lex for lex in self.weights if has_cjk(lex)]
         self.hits: dict[str, dict[str, tuple[float, str]]] = {}
         self.finders: dict[str, re.Pattern | None] = {}
 
     def _candidate(self, word: str) -> bool:
+        """Could this word match the query? (cheap: shares a lexeme's first letters, or a prefix)"""
         low = word.lower()
-        return low[:2] in self.heads or "+" in low or "#" in low or (self.cjk and has_cjk(low))
+        return (low[:2] in self.heads or "+" in low or "#" in low or (self.cjk and has_cjk(low))
+                or (bool(self.prefixes) and low.startswith(self.prefixes)))
 
     def load(self, docs) -> None:
         """Map the words of `docs` ((configuration, body) pairs) to lexemes, then keep only the words that match the query."""
         words: dict[str, set[str]] = {}
         for config, body in docs:
             words.setdefault(config, set()).update(WORD.findall(body))
-        wanted: dict[str, set[str]] = {}
-        for config, found in words.items():
-            for word in found:
-                if (config, word) not in _WORD_CACHE and self._candidate(word):
-                    wanted.setdefault(config, set()).add(word)
-        if wanted:
-            self._lexemes(wanted)
+        candidates = {config: [w for w in found if self._candidate(w)] for config, found in words.items()}
+        wanted = {config: {w for w in found if (config, w) not in _WORD_CACHE} for config, found in candidates.items()}
+        if any(wanted.values()):
+            self._lexemes({config: found for config, found in wanted.items() if found})
         # Per configuration: matching word -> (weight, key), and one regex that finds the
         # lines holding any of them, so only those lines are tokenised again.
-        for config, found in words.items():
+        for config, found in candidates.items():
             hits = {}
             for word in found:
                 weight, key = self._word_weight(word, config)
