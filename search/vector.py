@@ -45,7 +45,7 @@ class NotEmbedded(SearchError):
 
 def vector_search(request: SearchRequest, *, exact: bool = False) -> SearchResponse:
     """The `vsearch` service: one SearchRequest in, one SearchResponse out."""
-    from indexing.services.embedding import embedding_config, fingerprint_configured, pending_contents
+    from indexing.services.embedding import embedding_config, fingerprint_configured
 
     query = request.query.strip()
     if not query:
@@ -75,13 +75,37 @@ def vector_search(request: SearchRequest, *, exact: bool = False) -> SearchRespo
     response.results = _results(rows, request, query, limit, hits)
     response.timings["results"] = (time.perf_counter() - started) * 1000
     started = time.perf_counter()
-    missing = pending_contents(fingerprint, collections=request.collections or None).count()
+    missing = _pending_count(fingerprint, request.collections or None)
     response.timings["pending_check"] = (time.perf_counter() - started) * 1000
     if missing:
         response.warnings.append(
             f"{missing} document(s) have no embeddings yet and cannot be found by vector search: run `pmd embed`"
         )
     return response
+
+
+_PENDING_TTL = 30.0
+_pending_cache: dict[tuple, tuple[float, int]] = {}
+
+
+def _pending_count(fingerprint: EmbeddingFingerprint, collections: list[str] | None) -> int:
+    """How many documents vector search cannot see yet. One probe per active document
+    (≈2 µs each), so long-running servers reuse the answer for a few seconds."""
+    from indexing.services.embedding import pending_contents
+
+    key = (fingerprint.pk, tuple(sorted(collections or ())))
+    now = time.monotonic()
+    cached = _pending_cache.get(key)
+    if cached and now - cached[0] < _PENDING_TTL:
+        return cached[1]
+    count = pending_contents(fingerprint, collections=collections).count()
+    _pending_cache[key] = (now, count)
+    return count
+
+
+def forget_pending_counts() -> None:
+    """Embedding just changed what is pending (called by the embedding service)."""
+    _pending_cache.clear()
 
 
 def _not_embedded(model: str, *, dims: int | None = None) -> NotEmbedded:

@@ -145,20 +145,24 @@ def fingerprint_configured(config: EmbeddingConfig | None = None, *, dims: int |
 
 
 def _active_documents(collections: list[str] | None):
-    documents = Document.objects.filter(content=OuterRef("pk"), active=True)
+    documents = Document.objects.filter(active=True)
     if collections:
         documents = documents.filter(collection__name__in=collections)
     return documents
 
 
 def pending_contents(fingerprint: EmbeddingFingerprint, *, collections: list[str] | None = None):
-    """Content that active documents use and that is not fully embedded for `fingerprint`."""
-    done = ContentEmbedding.objects.filter(content=OuterRef("pk"), fingerprint=fingerprint)
-    return Content.objects.filter(Exists(_active_documents(collections))).filter(~Exists(done))
+    """Hashes of the content active documents use that is not fully embedded for
+    `fingerprint` (a queryset of strings). Asked from the documents' side so that
+    counting never reads the content bodies."""
+    done = ContentEmbedding.objects.filter(content=OuterRef("content"), fingerprint=fingerprint)
+    return (_active_documents(collections).filter(~Exists(done))
+            .values_list("content_id", flat=True).distinct().order_by("content_id"))
 
 
 def wanted_contents(*, collections: list[str] | None = None):
-    return Content.objects.filter(Exists(_active_documents(collections)))
+    """Hashes of the content active documents use (a queryset of strings)."""
+    return _active_documents(collections).values_list("content_id", flat=True).distinct().order_by("content_id")
 
 
 # --- the run ----------------------------------------------------------------------------------
@@ -230,7 +234,7 @@ def embed_pending(
         report.interrupted_jobs = _mark_interrupted_jobs(job)
         if force:
             _forget(fingerprint, collections)
-        pending = list(pending_contents(fingerprint, collections=collections).order_by("pk").values_list("pk", flat=True))
+        pending = list(pending_contents(fingerprint, collections=collections))
         report.pending_before = len(pending)
         if job is not None:
             job_start(job, total=len(pending))
@@ -250,6 +254,9 @@ def embed_pending(
         report.index_built = hnsw_index_ensure(fingerprint)
         EmbeddingFingerprint.objects.filter(pk=fingerprint.pk).update(last_used_at=timezone.now())
         report.elapsed = time.perf_counter() - started
+        from search.vector import forget_pending_counts
+
+        forget_pending_counts()
         if job is not None:
             job_finish(job, result=report.as_dict(), message=f"{report.chunks} chunks embedded")
         return report
@@ -393,7 +400,7 @@ def _mark_done(fingerprint: EmbeddingFingerprint, counts: dict[str, int]) -> Non
 
 def _forget(fingerprint: EmbeddingFingerprint, collections: list[str] | None) -> None:
     """`pmd embed -f`: drop this fingerprint's vectors (for the chosen collections)."""
-    scope = wanted_contents(collections=collections).values("pk") if collections else None
+    scope = wanted_contents(collections=collections) if collections else None
     with transaction.atomic():
         markers = ContentEmbedding.objects.filter(fingerprint=fingerprint)
         chunks = Chunk.objects.filter(fingerprint=fingerprint)
