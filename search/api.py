@@ -117,8 +117,8 @@ def _register_service_errors() -> None:
     from indexing.selectors import DocumentNotFound
     from indexing.services.collections import CollectionError
     from indexing.services.contexts import ContextError
+    from search.backends.base import BackendError
     from search.common import SearchError
-    from search.dispatch import SearchUnavailable
 
     @api.exception_handler(DocumentNotFound)
     def _on_document(request, exc: DocumentNotFound):
@@ -141,15 +141,6 @@ def _register_service_errors() -> None:
         if text.startswith("no collection named"):
             return _error(request, 404, text.split(" (", 1)[0], _collection_suggestions(text))
         return _error(request, 422, text)
-
-    @api.exception_handler(SearchUnavailable)
-    def _on_unavailable(request, exc: SearchUnavailable):
-        return _error(request, 503, str(exc))
-
-    try:
-        from search.backends.base import BackendError
-    except ImportError:  # pragma: no cover - the LLM client is part of the build
-        return
 
     @api.exception_handler(BackendError)
     def _on_backend(request, exc: BackendError):

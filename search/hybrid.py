@@ -358,9 +358,9 @@ def _keyword(request: SearchRequest) -> SearchResponse:
 
 
 def _vector(request: SearchRequest) -> SearchResponse:
-    from search.dispatch import search_service
+    from search.vector import vector_search
 
-    return search_service(Mode.VECTOR)(request)
+    return vector_search(request)
 
 
 def _add_list(lists, hits, name: str, response: SearchResponse, weight: float) -> None:

@@ -162,11 +162,18 @@ class CollectionInfo(BaseModel):
     last_indexed_at: str | None = None
 
 
+class EmbeddingsInfo(BaseModel):
+    model: str = Field(description="the configured embedding model")
+    embedded: int = Field(description="indexed texts with vectors of that model")
+    pending: int = Field(description="indexed texts without them (semantic and deep search cannot find these)")
+    hint: str | None = Field(default=None, description="what to run, when the vectors are missing or mixed")
+
+
 class StatusResult(BaseModel):
     documents: int
     collections: list[CollectionInfo]
     contexts: int
-    search_modes: dict[str, bool] = Field(description="which search tools can run on this server")
+    embeddings: EmbeddingsInfo
     database_ok: bool
     problems: int = 0
 
@@ -183,7 +190,7 @@ def _result(model: BaseModel, text: str) -> CallToolResult:
 def _search(**fields) -> SearchResult:
     from indexing.selectors import DocumentNotFound
     from indexing.services.collections import CollectionError
-    from search.dispatch import SearchUnavailable, search_run
+    from search.dispatch import search_run
     from search.request import SearchRequest
 
     from search.common import SearchError
@@ -196,7 +203,7 @@ def _search(**fields) -> SearchResult:
     request = SearchRequest(**fields)
     try:
         response = search_run(request)
-    except (SearchError, SearchUnavailable, CollectionError, DocumentNotFound) as exc:
+    except (SearchError, CollectionError, DocumentNotFound) as exc:
         raise ToolError(str(exc)) from None
     except Exception as exc:
         from search.backends.base import BackendError
@@ -349,25 +356,27 @@ def create_server() -> MCPServer:
     @server.tool(name="pmd_status", title="Index status", annotations=READ_ONLY)
     @_orm
     def pmd_status() -> StatusResult:
-        """What is indexed: collections, document counts, contexts, and which search modes work here."""
+        """What is indexed: collections, document counts, contexts, and how much is embedded for semantic search."""
         from pmd_site.health import status_report
-        from search.dispatch import mode_available
-        from search.request import Mode
 
-        report = status_report(["database", "index"])
-        index = report.get("index", {})
+        report = status_report(["database", "index", "embeddings"])
+        index, embedded = report.get("index", {}), report.get("embeddings", {})
         result = StatusResult(
             documents=index.get("documents", 0), contexts=index.get("contexts", 0), problems=index.get("problems", 0),
             collections=[CollectionInfo(name=c["name"], uri=f"pmd://{c['name']}/", documents=c["documents"],
                                         last_indexed_at=c["last_indexed_at"]) for c in index.get("by_collection", [])],
-            search_modes={"pmd_search": mode_available(Mode.KEYWORD), "pmd_vector_search": mode_available(Mode.VECTOR),
-                          "pmd_deep_search": mode_available(Mode.HYBRID)},
+            embeddings=EmbeddingsInfo(
+                model=embedded.get("model", ""), embedded=embedded.get("embedded", 0),
+                pending=embedded.get("pending", 0), hint=embedded.get("hint") or embedded.get("error"),
+            ),
             database_ok=bool(report.get("database", {}).get("ok")),
         )
         refresh_instructions(force=True)
         lines = [f"{result.documents} documents in {len(result.collections)} collections"]
         lines += [f"- {c.uri} {c.documents} documents" for c in result.collections]
-        lines.append("search: " + ", ".join(f"{k} {'ok' if v else 'unavailable'}" for k, v in result.search_modes.items()))
+        vectors = result.embeddings
+        lines.append(f"embeddings ({vectors.model or 'unknown model'}): {vectors.embedded} texts embedded, "
+                     f"{vectors.pending} pending" + (f"; {vectors.hint}" if vectors.hint else ""))
         return _result(result, "\n".join(lines))
 
     @server.resource("pmd://{collection}/{+path}{?start,lines}", name="document", mime_type="text/markdown",

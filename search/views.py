@@ -79,7 +79,7 @@ class ResultCard:
 
 @dataclass
 class SearchProblem:
-    kind: str  # unavailable | backend | no-embeddings | invalid | error
+    kind: str  # backend | no-embeddings | invalid | error
     title: str
     detail: str
 
@@ -112,22 +112,15 @@ def _document_url(collection: str, path: str, *, line: int | None = None, query:
 
 
 def _run_search(*, query: str, mode: str, collection: str) -> dict:
-    from search.dispatch import SearchUnavailable, search_service
+    from search.dispatch import search_run
 
-    try:
-        service = search_service(WEB_MODES[mode])
-    except SearchUnavailable:
-        return {"problem": SearchProblem(
-            "unavailable", f"{MODE_LABELS[mode]} search is not available yet",
-            "This pmd installation does not include it yet. Keyword search works now.",
-        )}
     search_request = SearchRequest(
         query=query, mode=WEB_MODES[mode], limit=WEB_LIMIT,
         collections=[collection] if collection else [],
     )
     started = time.perf_counter()
     try:
-        response = service(search_request)
+        response = search_run(search_request)
     except Exception as exc:  # noqa: BLE001 - every failure becomes a state the page explains
         log.info("web search failed (%s): %s", mode, exc, exc_info=not isinstance(exc, ValueError))
         return {"problem": _classify_error(exc), "elapsed_ms": (time.perf_counter() - started) * 1000}

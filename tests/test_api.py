@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from search.dispatch import mode_available
 from search.tokens import token_create, token_revoke
 
 
@@ -221,7 +220,6 @@ RESULT_KEYS = {"docid", "uri", "collection", "path", "title", "score", "line", "
                "scores"}
 
 
-@pytest.mark.skipif(not mode_available("search"), reason="keyword search has not landed")
 def test_keyword_search_get_and_post_match_the_cli_json(api, indexed_collection, run_cli):
     code, out, err = run_cli("search", "vector", "index", "--json")
     assert code == 0, err
@@ -240,22 +238,12 @@ def test_keyword_search_get_and_post_match_the_cli_json(api, indexed_collection,
     assert api.get("/api/search", {"q": "zzzqqq"}).json()["results"] == []
 
 
-@pytest.mark.skipif(not mode_available("search"), reason="keyword search has not landed")
 def test_search_unknown_collection_is_404_with_suggestions(api, indexed_collection):
     response = api.post("/api/search", {"query": "x", "collections": ["note"]}, content_type="application/json")
     assert response.status_code == 404
     assert response.json()["suggestions"] == ["pmd://notes/"]
 
 
-@pytest.mark.parametrize("mode", ["search", "vsearch", "query"])
-def test_unavailable_search_mode_is_503_not_empty(api, indexed_collection, mode):
-    if mode_available(mode):
-        pytest.skip(f"{mode} is installed; its behaviour is tested elsewhere")
-    response = api.post("/api/search", {"query": "notes", "mode": mode}, content_type="application/json")
-    assert response.status_code == 503 and "not available" in response.json()["message"]
-
-
-@pytest.mark.skipif(not mode_available("vsearch"), reason="vector search has not landed")
 def test_embed_job_then_semantic_and_hybrid_search(admin_api, indexed_collection, ollama):
     embedded = admin_api.post("/api/collections/notes/embed")
     assert embedded.status_code == 202, embedded.content
@@ -270,7 +258,6 @@ def test_embed_job_then_semantic_and_hybrid_search(admin_api, indexed_collection
     assert hybrid.json()["mode"] == "query" and hybrid.json()["results"]
 
 
-@pytest.mark.skipif(not mode_available("vsearch"), reason="vector search has not landed")
 def test_semantic_search_before_embedding_says_what_to_do(api, indexed_collection, ollama):
     response = api.post("/api/vsearch", {"query": "tuning"}, content_type="application/json")
     assert response.status_code == 422 and "pmd embed" in response.json()["message"]

@@ -14,7 +14,6 @@ import anyio
 import httpx
 import pytest
 
-from search.dispatch import mode_available
 from search.tokens import token_create
 
 # available_apps makes the flush between tests TRUNCATE … CASCADE, which also empties the
@@ -113,6 +112,9 @@ def _check(seen: dict, collection) -> None:
     assert not status.is_error
     assert status.structured_content["documents"] == collection.documents.filter(active=True).count()
     assert status.structured_content["collections"][0]["uri"] == "pmd://notes/"
+    vectors = status.structured_content["embeddings"]
+    assert vectors["embedded"] == 0 and vectors["pending"] > 0 and "pmd embed" in vectors["hint"]
+    assert "0 texts embedded" in status.content[0].text
 
     got = seen["get"].structured_content
     lines = doc.content.body.splitlines()
@@ -125,13 +127,14 @@ def _check(seen: dict, collection) -> None:
     uris = {d["uri"] for d in seen["multi"].structured_content["documents"]}
     assert uris == {d.uri for d in collection.documents.filter(active=True)}
 
-    for name, mode in (("pmd_search", "search"), ("pmd_vector_search", "vsearch"), ("pmd_deep_search", "query")):
+    # Nothing is embedded: semantic search says what to run, deep search still answers from keywords.
+    for name, mode in (("pmd_search", "search"), ("pmd_deep_search", "query")):
         result = seen[name]
-        if mode_available(mode) and not result.is_error:
-            assert result.structured_content["mode"] == mode
-            assert {"docid", "uri", "line", "score", "snippet"} <= set(result.structured_content["results"][0])
-        else:
-            assert result.is_error and result.content[0].text, name
+        assert not result.is_error, (name, result.content[0].text)
+        assert result.structured_content["mode"] == mode
+        assert {"docid", "uri", "line", "score", "snippet"} <= set(result.structured_content["results"][0])
+    vector = seen["pmd_vector_search"]
+    assert vector.is_error and "pmd embed" in vector.content[0].text
 
     assert seen["resource"].contents[0].text == doc.content.body
     assert seen["resource_range"].contents[0].text == lines[1]
@@ -220,7 +223,6 @@ def test_stdio_transport_end_to_end(indexed_collection):
     _check(anyio.run(run), indexed_collection)
 
 
-@pytest.mark.skipif(not mode_available("search"), reason="keyword search has not landed")
 def test_same_ranking_through_cli_api_and_mcp(asgi_server, token, indexed_collection, run_cli):
     query = "vector index notes"
     code, out, err = run_cli("search", query, "--json", "-n", "5")

@@ -11,7 +11,6 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 
 from indexing.models import Collection, Document, Job
-from search.dispatch import mode_available
 
 pytestmark = pytest.mark.django_db
 
@@ -111,7 +110,6 @@ def test_history_restore_gets_the_full_page(member_client, indexed_collection):
     assert "<html" in response.content.decode()
 
 
-@pytest.mark.skipif(not mode_available("search"), reason="keyword search (search/keyword.py) has not landed yet")
 def test_keyword_results_render_cards_with_highlighted_snippets(member_client, indexed_collection):
     response = member_client.get("/", {"q": "PostgreSQL", "mode": "keyword"}, **HTMX)
     html = response.content.decode()
@@ -124,7 +122,6 @@ def test_keyword_results_render_cards_with_highlighted_snippets(member_client, i
     assert "Server-Timing" in response.headers
 
 
-@pytest.mark.skipif(not mode_available("search"), reason="keyword search (search/keyword.py) has not landed yet")
 def test_no_matches_explains_what_to_try(member_client, indexed_collection):
     html = member_client.get("/", {"q": "zzzqqqxxyy", "mode": "keyword"}, **HTMX).content.decode()
     assert "No matches" in html and "mode=hybrid" in html
@@ -135,13 +132,11 @@ def test_unknown_collection_filter_is_a_clear_error(member_client, indexed_colle
     assert "no collection named" in html
 
 
-def test_mode_that_has_not_landed_says_so_instead_of_empty_results(member_client, indexed_collection):
-    for mode, service_mode in (("semantic", "vsearch"), ("hybrid", "query")):
-        html = member_client.get("/", {"q": "postgres", "mode": mode}, **HTMX).content.decode()
-        if not mode_available(service_mode):
-            assert "not available yet" in html
-        else:
-            assert 'class="result"' in html or 'class="state' in html
+def test_hybrid_without_the_model_server_shows_keyword_results_and_says_so(member_client, indexed_collection,
+                                                                           ollama_down):
+    html = member_client.get("/", {"q": "PostgreSQL", "mode": "hybrid"}, **HTMX).content.decode()
+    assert 'class="notice warning"' in html and "keyword results only" in html
+    assert 'class="result"' in html and "notes/guides/postgres-tuning.md:" in html
 
 
 def test_empty_index_tells_staff_to_add_a_collection(staff_client):
@@ -216,9 +211,8 @@ def test_malicious_markdown_cannot_inject_script(member_client, tmp_path):
         assert 'href="javascript:' not in body and "href=\"data:" not in body
         assert "<iframe" not in body and "<form id=\"search-form\"" not in body
         assert "evil.example" not in body or view == "source"
-    if mode_available("search"):
-        results = member_client.get("/", {"q": "evil payload", "mode": "keyword"}, **HTMX).content.decode()
-        assert "<script>" not in results and "&lt;script&gt;" in results or "evil.md" in results
+    results = member_client.get("/", {"q": "evil payload", "mode": "keyword"}, **HTMX).content.decode()
+    assert "<script>" not in results and "&lt;script&gt;" in results or "evil.md" in results
 
 
 # --- collections, jobs, staff ---------------------------------------------------------------
@@ -307,7 +301,6 @@ def test_user_create_cli(run_cli, monkeypatch):
     assert code == 1 and "already exists" in err
 
 
-@pytest.mark.skipif(not mode_available("vsearch"), reason="vector search (search/vector.py) has not landed yet")
 def test_semantic_without_embeddings_offers_to_run_embedding(staff_client, member_client, indexed_collection):
     staff_html = staff_client.get("/", {"q": "postgres", "mode": "semantic"}, **HTMX).content.decode()
     assert "No embeddings yet" in staff_html and 'action="/collections/embed/"' in staff_html

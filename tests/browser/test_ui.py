@@ -6,7 +6,6 @@ import re
 
 import pytest
 
-from search.dispatch import mode_available
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -33,7 +32,6 @@ def test_login_is_required_and_the_empty_state_guides_staff(chromium, live_serve
     shot(page, "02-empty-index")
 
 
-@pytest.mark.skipif(not mode_available("search"), reason="keyword search (search/keyword.py) has not landed yet")
 def test_search_as_you_type_modes_keyboard_and_document_hit(live_server, make_user, login, indexed, shot):
     make_user("ana")
     page = login("ana")
@@ -116,7 +114,6 @@ def embedded(indexed, ollama):
     return indexed
 
 
-@pytest.mark.skipif(not mode_available("vsearch"), reason="vector search (search/vector.py) has not landed yet")
 def test_semantic_search_then_ollama_down_says_what_to_do(live_server, make_user, login, embedded, settings, shot):
     import socket
 
@@ -150,11 +147,8 @@ def test_no_embeddings_state_and_status_page(live_server, make_user, login, inde
     page.locator("#q").fill("vector index")
     problem = page.locator("#results .state.problem")
     problem.wait_for()
-    if mode_available("vsearch"):
-        assert "No embeddings yet" in problem.inner_text()
-        assert page.locator("#results button:has-text('Run embedding')").count() == 1
-    else:
-        assert "not available yet" in problem.inner_text()
+    assert "No embeddings yet" in problem.inner_text()
+    assert page.locator("#results button:has-text('Run embedding')").count() == 1
     shot(page, "12-no-embeddings")
     page.goto(f"{live_server.url}/status/")
     page.locator(".status").first.wait_for()
@@ -162,7 +156,6 @@ def test_no_embeddings_state_and_status_page(live_server, make_user, login, inde
     shot(page, "13-status")
 
 
-@pytest.mark.skipif(not mode_available("search"), reason="keyword search (search/keyword.py) has not landed yet")
 def test_phone_layout(chromium, live_server, make_user, login, indexed, shot):
     make_user("pia")
     desktop = login("pia")
