@@ -14,7 +14,6 @@ atexit reference counting leaves servers running when a holder is killed. Rules:
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import importlib.util
 import os
@@ -27,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
+
+from pmd_site.processes import exclusive_lock, log_tail
 
 PG_USER = "postgres"
 PG_PORT = 5432
@@ -149,15 +150,8 @@ class EmbeddedPostgres:
 
     # -- lifecycle -----------------------------------------------------
 
-    @contextlib.contextmanager
     def _locked(self):
-        self.root.mkdir(parents=True, exist_ok=True)
-        with open(self._lock_path, "w") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
+        return exclusive_lock(self._lock_path)
 
     def _prepare_permissions(self) -> None:
         if not self._as_root():
@@ -260,10 +254,7 @@ class EmbeddedPostgres:
             return True
 
     def _log_tail(self, lines: int = 6) -> str:
-        try:
-            return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return ""
+        return log_tail(self.log_file, lines)
 
     # -- clients -------------------------------------------------------
 

@@ -17,7 +17,6 @@ Celery (kombu) spells a socket broker `redis+socket:///path`; redis-py wants
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import signal
 import socket
@@ -29,6 +28,7 @@ from pathlib import Path
 import psutil
 
 from pmd_site.pgserver import socket_dir_for
+from pmd_site.processes import exclusive_lock, log_tail
 
 
 class EmbeddedRedisError(RuntimeError):
@@ -118,15 +118,8 @@ class EmbeddedRedis:
 
     # -- lifecycle ----------------------------------------------------------------------------
 
-    @contextlib.contextmanager
     def _locked(self):
-        self.root.mkdir(parents=True, exist_ok=True)
-        with open(self._lock_path, "w") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
+        return exclusive_lock(self._lock_path)
 
     def start(self, *, timeout: float = 10.0) -> bool:
         """Start the server unless it runs already. Returns True when this call started it."""
@@ -182,10 +175,7 @@ class EmbeddedRedis:
             return True
 
     def _log_tail(self, lines: int = 5) -> str:
-        try:
-            return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return ""
+        return log_tail(self.log_file, lines)
 
 
 def embedded_redis():
