@@ -121,11 +121,12 @@ def _not_embedded(model: str, *, dims: int | None = None) -> NotEmbedded:
 
 
 def nearest_chunks(fingerprint: EmbeddingFingerprint, vector: list[float], *, k: int,
-                   collection_ids: list[int] | None = None, exact: bool = False) -> list[tuple]:
+                   collection_ids: list[int] | None = None, exact: bool = False,
+                   ef_search: int | None = None) -> list[tuple]:
     """The k chunks nearest to `vector` among active documents, with every document that
     uses each chunk's content: rows of (content_hash, seq, char_start, char_end,
     start_line, distance, document id, docid, path, title, collection id, collection name)."""
-    return _run_nearest(fingerprint, vector, k=k, collection_ids=collection_ids, exact=exact)
+    return _run_nearest(fingerprint, vector, k=k, collection_ids=collection_ids, exact=exact, ef_search=ef_search)
 
 
 def explain_nearest(fingerprint: EmbeddingFingerprint, vector: list[float], *, k: int = 10,
@@ -136,7 +137,8 @@ def explain_nearest(fingerprint: EmbeddingFingerprint, vector: list[float], *, k
 
 
 def _run_nearest(fingerprint: EmbeddingFingerprint, vector: list[float], *, k: int,
-                 collection_ids: list[int] | None, exact: bool, explain: bool = False) -> list[tuple]:
+                 collection_ids: list[int] | None, exact: bool, explain: bool = False,
+                 ef_search: int | None = None) -> list[tuple]:
     dims, fp = int(fingerprint.dims), int(fingerprint.pk)
     if len(vector) != dims:
         raise SearchError(f"query vector has {len(vector)} dimensions, the index {dims}")
@@ -166,7 +168,7 @@ def _run_nearest(fingerprint: EmbeddingFingerprint, vector: list[float], *, k: i
         planner = {"enable_indexscan": "off", "enable_bitmapscan": "off"}
     else:
         planner = {
-            "hnsw.ef_search": str(min(MAX_EF_SEARCH, max(settings.PMD_HNSW_EF_SEARCH, int(k)))),
+            "hnsw.ef_search": str(min(MAX_EF_SEARCH, max(ef_search or settings.PMD_HNSW_EF_SEARCH, int(k)))),
             "hnsw.iterative_scan": "relaxed_order",
             "enable_seqscan": "off",
             "enable_sort": "off",

@@ -57,7 +57,7 @@ ProgressCallback = Callable[[int, int, str], None]
 _LOCK_KEYS = (0x706D64, 1)  # ("pmd", embedding): one embedding run at a time per database
 CONTENTS_PER_ROUND = 64  # contents loaded and chunked at a time
 HNSW_M = 16
-HNSW_EF_CONSTRUCTION = 64
+HNSW_EF_CONSTRUCTION = 128
 
 
 class EmbeddingError(BackendError):
