@@ -251,6 +251,8 @@ def embed_pending(
         remaining = pending_contents(fingerprint).exists()
         if not remaining:
             report.dropped_fingerprints = _drop_other_fingerprints(fingerprint)
+        if not hnsw_index_exists(fingerprint):
+            tell(len(pending), "building the vector index")
         report.index_built = hnsw_index_ensure(fingerprint)
         EmbeddingFingerprint.objects.filter(pk=fingerprint.pk).update(last_used_at=timezone.now())
         report.elapsed = time.perf_counter() - started

@@ -46,6 +46,8 @@ def _summary(result: dict) -> str:
     text = (f"embedded {result['chunks']} chunks from {result['contents']} documents with "
             f"{result['model']} ({result['dims']}d) in {result['elapsed']:.1f}s "
             f"({result['chunks_per_second']:.1f} chunks/s)")
+    if result.get("index_built"):
+        text += "; built the HNSW index"
     if result.get("dropped_fingerprints"):
         text += f"; removed old vectors of {', '.join(result['dropped_fingerprints'])}"
     return text
