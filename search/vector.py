@@ -19,6 +19,7 @@ get the true nearest neighbours (the benchmark's ground truth).
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import re
 import time
 from collections import defaultdict
@@ -58,9 +59,12 @@ def vector_search(request: SearchRequest, *, exact: bool = False) -> SearchRespo
 
     started = time.perf_counter()
     # Backend errors (down, model missing) propagate as BackendError: adapters show them.
-    vector = get_backend().embed([embedding_prompts(config.model).format_query(query)], model=config.model)[0]
-    response.timings["embed_query"] = (time.perf_counter() - started) * 1000
+    vector, cached = query_embedding(query, model=config.model)
     fingerprint = fingerprint_configured(config, dims=len(vector))
+    if fingerprint is None and cached:  # the model changed size since: ask it again
+        vector, cached = query_embedding(query, model=config.model, use_cache=False)
+        fingerprint = fingerprint_configured(config, dims=len(vector))
+    response.timings["embed_query"] = (time.perf_counter() - started) * 1000
     if fingerprint is None:
         raise _not_embedded(config.model, dims=len(vector))
 
@@ -82,6 +86,22 @@ def vector_search(request: SearchRequest, *, exact: bool = False) -> SearchRespo
             f"{missing} document(s) have no embeddings yet and cannot be found by vector search: run `pmd embed`"
         )
     return response
+
+
+def query_embedding(query: str, *, model: str, use_cache: bool = True) -> tuple[list[float], bool]:
+    """The query's vector (query prompt applied) and whether it came from the LLM cache.
+    Repeated queries (paging, agents retrying, hybrid sub-queries) skip the model."""
+    from indexing.models import LLMCache
+
+    text = embedding_prompts(model).format_query(query)
+    key = hashlib.sha256(f"embed-query\0{model}\0{text}".encode()).hexdigest()
+    if use_cache:
+        entry = LLMCache.objects.filter(key=key, kind="embed_query").values_list("value", flat=True).first()
+        if isinstance(entry, list) and entry:
+            return [float(x) for x in entry], True
+    vector = get_backend().embed([text], model=model)[0]
+    LLMCache.objects.update_or_create(key=key, defaults={"kind": "embed_query", "value": vector})
+    return vector, False
 
 
 _PENDING_TTL = 30.0

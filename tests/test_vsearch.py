@@ -46,6 +46,16 @@ def test_nearest_document_comes_first_with_its_best_passage(embedded, corpus_dir
     assert response.mode == "vsearch" and "nearest" in response.timings
 
 
+def test_a_repeated_query_is_not_embedded_again(embedded, ollama):
+    first = vsearch("blue green deploy")
+    calls = ollama.embed_calls
+    again = vsearch("blue green deploy")
+    assert ollama.embed_calls == calls, "the query vector came from the LLM cache"
+    assert [r.uri for r in again.results] == [r.uri for r in first.results]
+    ollama.stop()
+    assert vsearch("blue green deploy").results, "a cached query works even with the backend down"
+
+
 def test_one_result_per_document_unless_more_are_asked(embedded):
     single = vsearch("postgres search documents HNSW", limit=10)
     uris = [r.uri for r in single.results]
