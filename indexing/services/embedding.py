@@ -278,19 +278,20 @@ def _run(config: EmbeddingConfig, fingerprint: EmbeddingFingerprint, backend: LL
     remaining: dict[str, int] = {}   # content -> chunks still to store
     stored: dict[str, int] = {}      # content -> chunk count (for its marker)
     completed = 0
-    in_flight: tuple[list[_Pending], Future, float] | None = None
+    in_flight: tuple[list[_Pending], Future] | None = None
 
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="pmd-embed") as pool:
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pmd-embed")
+    try:
 
         def submit(batch: list[_Pending]):
             texts = [p.text for p in batch]
             if report.batch_texts is not None:
                 report.batch_texts.append(texts)
-            return batch, pool.submit(_timed_embed, backend, texts, config.model), time.perf_counter()
+            return batch, pool.submit(_timed_embed, backend, texts, config.model)
 
         def settle(flight) -> None:
             nonlocal completed
-            batch, future, _ = flight
+            batch, future = flight
             vectors, seconds = future.result()
             report.embed_seconds += seconds
             report.batches += 1
@@ -298,8 +299,8 @@ def _run(config: EmbeddingConfig, fingerprint: EmbeddingFingerprint, backend: LL
                 if len(vector) != fingerprint.dims:
                     raise EmbeddingError(
                         f"model {fingerprint.model} returned {len(vector)}-dimensional vectors but reported "
-                        f"{fingerprint.dims} dimensions (did the model change under the same name?): "
-                        "run `pmd embed -f` after checking the model"
+                        f"{fingerprint.dims} dimensions: the server's copy looks broken or was replaced "
+                        f"while embedding; pull it again (`pmd models pull {fingerprint.model}`) and re-run `pmd embed`"
                     )
             finished = _store(fingerprint, batch, vectors, remaining, stored)
             report.chunks += len(batch)
@@ -336,6 +337,9 @@ def _run(config: EmbeddingConfig, fingerprint: EmbeddingFingerprint, backend: LL
             in_flight = flight
         if in_flight is not None:
             settle(in_flight)
+    finally:
+        # On failure do not send the batch still queued behind the one that failed.
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _timed_embed(backend: LLMBackend, texts: list[str], model: str) -> tuple[list[list[float]], float]:
