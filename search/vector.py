@@ -27,7 +27,7 @@ from collections import defaultdict
 from django.conf import settings
 from django.db import connection, transaction
 
-from indexing.models import Collection, EmbeddingFingerprint
+from indexing.models import Collection, Document, EmbeddingFingerprint, PathContext
 from indexing.selectors import contexts_for
 from search.backends import embedding_prompts, get_backend
 from search.common import SearchError, collection_ids_for
@@ -37,7 +37,7 @@ from search.results import SearchResponse, SearchResult
 MAX_CANDIDATES = 10_000   # chunks read for one search (pgvector's iterative scan stops at 20k tuples)
 MAX_EF_SEARCH = 1000      # pgvector's upper bound
 SNIPPET_LINES = 4
-SNIPPET_CHARS = 500
+SNIPPET_CHARS = 300  # as keyword search's snippets
 
 
 class NotEmbedded(SearchError):
@@ -239,13 +239,9 @@ def _results(rows: list[tuple], request: SearchRequest, query: str, limit: int, 
     if not picked:
         return []
 
-    from indexing.models import Document
-
     doc_ids = [rows_[0][6] for rows_ in picked]
     bodies = dict(Document.objects.filter(pk__in=doc_ids).values_list("pk", "content__body"))
     collections = {c.pk: c for c in Collection.objects.filter(pk__in={r[0][10] for r in picked})}
-    from indexing.models import PathContext
-
     all_contexts = list(PathContext.objects.all())
     terms = _query_terms(query)
     results = []
@@ -286,38 +282,64 @@ def _query_terms(query: str) -> set[str]:
     return {t for t in (w.lower() for w in _TERM.findall(query)) if len(t) > 1 and t not in _STOP}
 
 
+def _units(body: str, char_start: int, char_end: int):
+    """(line number, text, cut before, cut after) pieces of the chunk's lines; a line
+    longer than SNIPPET_CHARS is cut at spaces, keeping only pieces inside the chunk."""
+    first = body.rfind("\n", 0, char_start) + 1  # the chunk may begin mid-line (overlap)
+    number = body.count("\n", 0, first) + 1
+    position = first
+    while position < max(char_end, first + 1) and position <= len(body):
+        newline = body.find("\n", position)
+        line_end = len(body) if newline == -1 else newline
+        line = body[position:line_end]
+        if len(line) <= SNIPPET_CHARS:
+            yield number, line, False, False
+        else:
+            piece = 0
+            while piece < len(line):
+                end = min(len(line), piece + SNIPPET_CHARS)
+                if end < len(line):
+                    cut = line.rfind(" ", piece + SNIPPET_CHARS // 2, end)
+                    end = cut if cut > piece else end
+                if position + end > char_start and position + piece < char_end:
+                    yield number, line[piece:end].strip(), piece > 0, end < len(line)
+                piece = end
+        if newline == -1:
+            break
+        position, number = newline + 1, number + 1
+
+
 def chunk_snippet(body: str, char_start: int, char_end: int, terms: set[str]) -> tuple[str, int, list[tuple[int, int]]]:
-    """A few whole lines from the chunk: the window with the most query words (else its
-    first non-blank lines). Returns (snippet, its first line number, highlights)."""
-    start = body.rfind("\n", 0, char_start) + 1  # the chunk may begin mid-line (overlap)
-    end = body.find("\n", max(char_start, char_end - 1))
-    end = len(body) if end == -1 else end
-    region = body[start:end]
-    lines = region.split("\n")
-    first_line = body.count("\n", 0, start) + 1
+    """A few lines (or pieces of long lines, marked with …) from the chunk: the window
+    with the most query words, else its first non-blank ones. Returns (snippet, line
+    number of its first line, highlights)."""
+    units = list(_units(body, char_start, char_end))
+    if not units:
+        return "", 1, []
+    weights = [sum(1 for w in _TERM.findall(text.lower()) if w in terms) for _, text, _, _ in units]
 
-    def weight(line: str) -> int:
-        return sum(1 for w in _TERM.findall(line.lower()) if w in terms)
+    def shown(i: int) -> list[int]:
+        """The units a snippet starting at unit i shows: a few short lines, or one piece."""
+        taken, size = [], 0
+        for k in range(i, min(len(units), i + SNIPPET_LINES)):
+            number, text = units[k][0], units[k][1]
+            if taken and (size + len(text) > SNIPPET_CHARS or number == units[taken[-1]][0]):
+                break
+            taken.append(k)
+            size += len(text) + 1
+        return taken
 
-    weights = [weight(line) for line in lines]
     best, best_score = None, 0
-    for i in range(len(lines)):
-        score = sum(weights[i:i + SNIPPET_LINES])
+    for i in range(len(units)):
+        score = sum(weights[k] for k in shown(i))
         if score > best_score:
             best, best_score = i, score
     if best is None:
-        best = next((i for i, line in enumerate(lines) if line.strip()), 0)
-    while best < len(lines) - 1 and not lines[best].strip():
-        best += 1
-    chosen = []
-    size = 0
-    for line in lines[best:best + SNIPPET_LINES]:
-        if size and size + len(line) > SNIPPET_CHARS:
-            break
-        chosen.append(line[:SNIPPET_CHARS])
-        size += len(line) + 1
-    while chosen and not chosen[-1].strip():
-        chosen.pop()
-    snippet = "\n".join(chosen)
+        best = next((i for i, unit in enumerate(units) if unit[1].strip()), 0)
+    parts = [(units[k][0], ("…" if units[k][2] else "") + units[k][1] + ("…" if units[k][3] else ""))
+             for k in shown(best)]
+    while len(parts) > 1 and not parts[-1][1].strip():
+        parts.pop()
+    snippet = "\n".join(text for _, text in parts)
     highlights = [(m.start(), m.end()) for m in _TERM.finditer(snippet) if m.group(0).lower() in terms]
-    return snippet, first_line + best, highlights
+    return snippet, parts[0][0], highlights

@@ -180,3 +180,16 @@ def test_bench_vsearch_modes_on_a_tiny_dataset(ollama, settings, tmp_path, monke
     scale = MODES["vsearch-scale"](str(tmp_path / "tiny"), BenchOptions())
     assert scale.data["vectors"] >= 300 and 0.5 <= scale.data["hnsw"]["recall"] <= 1.0
     assert EmbeddingFingerprint.objects.count() == 1, "the scratch vectors are gone"
+
+
+def test_snippet_of_a_chunk_inside_one_long_paragraph():
+    from search.vector import chunk_snippet
+
+    sentences = [f"Sentence {i} talks about topic{i} in some detail." for i in range(60)]
+    body = "# Title\n\n" + " ".join(sentences) + "\n"
+    start = body.index("Sentence 40")
+    snippet, line, highlights = chunk_snippet(body, start, len(body), {"topic44"})
+    assert line == 3
+    assert snippet.startswith("…") and "topic44" in snippet and len(snippet) <= 302
+    assert [snippet[s:e] for s, e in highlights] == ["topic44"]
+    assert "Sentence 10 " not in snippet, "only text from the chunk"
