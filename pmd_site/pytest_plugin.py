@@ -24,6 +24,7 @@ if not os.environ.get("DATABASE_URL"):
     _home = Path(tempfile.mkdtemp(prefix=_TEST_PREFIX))
     os.environ["PMD_HOME"] = str(_home)
     (_home / "owner.pid").write_text(str(os.getpid()))
+    (_home / "static").mkdir()  # STATIC_ROOT: static files are served from the finders in tests
 os.environ.setdefault("PMD_SECRET_KEY", "test-only-secret-key-not-for-production")
 
 
