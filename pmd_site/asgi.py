@@ -17,6 +17,7 @@ import json
 import os
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "pmd_site.settings")
+os.environ.setdefault("PMD_DB_POOL", "true")  # one pooled connection set per web worker (see settings)
 
 from django.core.asgi import get_asgi_application  # noqa: E402
 

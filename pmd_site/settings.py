@@ -114,15 +114,24 @@ if EMBEDDED_DATABASE:
 else:
     _db = _database_from_url(DATABASE_URL)
 
+# Under ASGI every request runs in a fresh thread, so persistent per-thread connections would
+# mean a new PostgreSQL backend per request: the web server uses a connection pool instead
+# (pmd_site.asgi turns it on). Short-lived CLI processes and workers keep plain connections.
+DB_POOL = env.get_bool("PMD_DB_POOL", False)
 DATABASES = {
     "default": {
         "ENGINE": "django.db.backends.postgresql",
-        "CONN_MAX_AGE": env.get_int("PMD_DB_CONN_MAX_AGE", 60, minimum=0),
-        "CONN_HEALTH_CHECKS": True,
+        "CONN_MAX_AGE": 0 if DB_POOL else env.get_int("PMD_DB_CONN_MAX_AGE", 60, minimum=0),
+        "CONN_HEALTH_CHECKS": not DB_POOL,
         "TEST": {"NAME": f"test_{_db['NAME']}"},
         **_db,
     }
 }
+if DB_POOL:
+    DATABASES["default"]["OPTIONS"] = {
+        **DATABASES["default"]["OPTIONS"],
+        "pool": {"min_size": 1, "max_size": env.get_int("PMD_DB_POOL_MAX", 20, minimum=1), "timeout": 30},
+    }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [

@@ -25,7 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
-DEFAULT_CORPUS = Path("/work/shared/datasets/cranfield")
+# ../shared/datasets beside the repository (see the README's Benchmarks section).
+DEFAULT_CORPUS = Path(__file__).resolve().parent.parent.parent / "shared" / "datasets" / "cranfield"
 FALLBACK_QUERIES = ["vector index", "postgres tuning", "meeting notes", "search", "hnsw"]
 
 
@@ -169,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
             server = subprocess.Popen(
                 [sys.executable, "-m", "uvicorn", "pmd_site.asgi:application", "--host", "127.0.0.1",
                  "--port", str(port), "--workers", str(args.workers), "--lifespan", "on",
-                 "--log-level", "warning", "--no-access-log"],
+                 "--log-level", "warning", "--no-access-log", "--timeout-keep-alive", "30"],
                 env={**os.environ}, cwd=Path(__file__).resolve().parent.parent, start_new_session=True,
             )
             _wait_for(url, server)

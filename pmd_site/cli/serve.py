@@ -104,6 +104,8 @@ def cmd_serve(args) -> int:
             log_level="info",
             proxy_headers=True,
             lifespan="auto",
+            # Outlive the clients' idle pools, so a reused connection is not closed under them.
+            timeout_keep_alive=30,
         )
     return 0
 
