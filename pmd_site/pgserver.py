@@ -284,6 +284,15 @@ class EmbeddedPostgres:
         except psycopg.OperationalError:
             return 0
 
+    def wait_for_no_clients(self, *, timeout: float) -> bool:
+        """True once no other client is connected; closed connections linger for a few ms."""
+        deadline = time.monotonic() + timeout
+        while self.other_clients() > 0:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.05)
+        return True
+
     def destroy(self) -> None:
         """Stop the server and delete its data (throwaway test servers)."""
         self.stop()

@@ -60,7 +60,7 @@ def database_lease():
 
             connections.close_all()
             server = embedded_server()
-            if server is not None and server.other_clients() == 0:
+            if server is not None and server.wait_for_no_clients(timeout=1.0):
                 server.stop()
 
 
