@@ -51,3 +51,11 @@ class CollectionAddForm(forms.Form):
         help_text="Glob of files to index.",
         widget=forms.TextInput(attrs={"placeholder": "**/*.md", "autocomplete": "off"}),
     )
+
+
+class TokenCreateForm(forms.Form):
+    name = forms.CharField(
+        max_length=100, label="Name",
+        help_text="What will use it, e.g. a script or an agent; shown in the list.",
+        widget=forms.TextInput(attrs={"placeholder": "laptop agent", "autocomplete": "off"}),
+    )

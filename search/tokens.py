@@ -65,10 +65,15 @@ def token_list(*, user=None, include_revoked: bool = False) -> list[ApiToken]:
     return list(qs)
 
 
-def token_revoke(*, token: str | int) -> ApiToken:
-    """Revoke by id, by the displayed prefix, or by the raw token itself."""
+def token_revoke(*, token: str | int, user=None) -> ApiToken:
+    """Revoke by id, by the displayed prefix, or by the raw token itself.
+
+    With `user`, only that user's tokens can match (the web UI: people revoke their own tokens).
+    """
     text = str(token).strip()
     qs = ApiToken.objects.select_related("user")
+    if user is not None:
+        qs = qs.filter(user=_user_for(user))
     if text.isdigit():
         matches = list(qs.filter(pk=int(text)))
     else:

@@ -24,7 +24,7 @@ from django.utils.safestring import SafeString
 from django.views.decorators.http import require_GET, require_POST
 
 from indexing.models import Collection, FileProblem, Job
-from search.forms import MODE_LABELS, WEB_LIMIT, WEB_MODES, CollectionAddForm, SearchForm
+from search.forms import MODE_LABELS, WEB_LIMIT, WEB_MODES, CollectionAddForm, SearchForm, TokenCreateForm
 from search.rendering import highlight_snippet, render_markdown
 from search.request import SearchRequest
 from search.results import SearchResult
@@ -382,3 +382,58 @@ def status_page(request):
                          "wide": any(len(t["columns"]) > 3 for t in tables),
                          "scalars": scalars, "tables": tables})
     return _page(request, "search/status.html", {"sections": sections})
+
+
+# --- API tokens ---------------------------------------------------------------------------------
+# Everyone manages only their own tokens here (staff too; the admin lists everybody's).
+
+
+def _tokens_context(request, form: TokenCreateForm, created=None) -> dict:
+    from search.tokens import token_list
+
+    return {
+        "tokens": token_list(user=request.user, include_revoked=True),
+        "form": form,
+        "created": created,
+        "api_url": request.build_absolute_uri("/api/status"),
+        "mcp_url": request.build_absolute_uri("/mcp"),  # pmd_site.asgi.MCP_PATH
+    }
+
+
+@login_required
+@require_GET
+def tokens_page(request):
+    return _page(request, "search/tokens.html", _tokens_context(request, TokenCreateForm()))
+
+
+@login_required
+@require_POST
+def token_add(request):
+    """Create a token; the raw value is in this one response only (no redirect, never cached)."""
+    from search.tokens import TokenError, token_create
+
+    form = TokenCreateForm(request.POST)
+    created = None
+    if form.is_valid():
+        try:
+            created = token_create(user=request.user, name=form.cleaned_data["name"])
+        except TokenError as exc:
+            form.add_error(None, str(exc))
+    response = _page(request, "search/tokens.html",
+                     _tokens_context(request, TokenCreateForm() if created else form, created),
+                     status=200 if created else 400)
+    response.headers["Cache-Control"] = "no-store"
+    return response
+
+
+@login_required
+@require_POST
+def token_remove(request, token_id: int):
+    from search.tokens import TokenError, token_revoke
+
+    try:
+        token = token_revoke(token=token_id, user=request.user)
+    except TokenError:
+        raise Http404("no such token") from None
+    messages.success(request, f"Revoked token {token.prefix}… {token.name}".rstrip() + ".")
+    return redirect("search:tokens")

@@ -325,3 +325,107 @@ def test_embed_button_and_admin_action_start_embedding_jobs(staff_client, indexe
     client.post("/admin/indexing/collection/", {"action": "embed", "_selected_action": [indexed_collection.pk]})
     second = Job.objects.filter(kind=Job.Kind.EMBED).exclude(pk=job.pk).get()
     assert _wait_for_job(second.pk).state == Job.State.DONE
+
+
+# --- API tokens -------------------------------------------------------------------------------
+
+
+def _create_token(client, name: str = "my script") -> str:
+    response = client.post("/tokens/new/", {"name": name})
+    assert response.status_code == 200
+    assert response["Cache-Control"] == "no-store"
+    match = re.search(rb'id="new-token">(pmd_[A-Za-z0-9_-]+)<', response.content)
+    assert match, "the new token is shown on the result page"
+    return match.group(1).decode()
+
+
+@pytest.mark.parametrize("method,url", [("get", "/tokens/"), ("post", "/tokens/new/"), ("post", "/tokens/1/revoke/")])
+def test_token_pages_require_login(client, method, url):
+    response = getattr(client, method)(url)
+    assert response.status_code == 302
+    assert response["Location"].startswith("/accounts/login/?next=")
+
+
+def test_tokens_page_is_in_the_navigation(member_client):
+    page = member_client.get("/status/").content.decode()
+    assert 'href="/tokens/"' in page and "API tokens" in page
+    tokens = member_client.get("/tokens/")
+    assert tokens.status_code == 200
+    assert b'href="/tokens/" aria-current="page"' in tokens.content
+    assert b"No tokens yet" in tokens.content
+    assert "script-src 'self'" in tokens["Content-Security-Policy"]
+
+
+def test_created_token_is_shown_once_stored_as_digest_and_authenticates(member_client, member):
+    from search.models import ApiToken
+    from search.tokens import token_digest
+
+    response = member_client.post("/tokens/new/", {"name": "laptop agent"})
+    page = response.content.decode()
+    raw = re.search(r'id="new-token">(pmd_[A-Za-z0-9_-]+)<', page).group(1)
+    assert f"Authorization: Bearer {raw}" in page  # the curl example
+    assert "http://testserver/mcp" in page and "http://testserver/api/status" in page
+    assert 'data-copy="#new-token"' in page
+    stored = ApiToken.objects.get(user=member)
+    assert stored.name == "laptop agent" and stored.digest == token_digest(raw) and raw not in stored.digest
+    assert not ApiToken.objects.filter(prefix=raw).exists() and raw.startswith(stored.prefix)
+
+    again = member_client.get("/tokens/").content.decode()
+    assert raw not in again and "laptop agent" in again and f"{stored.prefix}…" in again
+    assert "never" in again  # not used yet
+
+    assert Client(HTTP_AUTHORIZATION=f"Bearer {raw}").get("/api/status").status_code == 200
+    assert "never" not in member_client.get("/tokens/").content.decode().split("<tbody>")[1]
+
+
+def test_token_name_is_required(member_client):
+    from search.models import ApiToken
+
+    response = member_client.post("/tokens/new/", {"name": "  "})
+    assert response.status_code == 400 and b'class="field-error"' in response.content
+    assert b'id="new-token"' not in response.content and not ApiToken.objects.exists()
+
+
+def test_revoked_token_no_longer_authenticates(member_client, member):
+    from search.models import ApiToken
+
+    raw = _create_token(member_client)
+    api = Client(HTTP_AUTHORIZATION=f"Bearer {raw}")
+    assert api.get("/api/status").status_code == 200
+    token = ApiToken.objects.get(user=member)
+    assert member_client.get(f"/tokens/{token.pk}/revoke/").status_code == 405  # revoking is a POST
+    response = member_client.post(f"/tokens/{token.pk}/revoke/", follow=True)
+    assert response.status_code == 200 and b"Revoked token" in response.content
+    assert b"revoked</span>" in response.content
+    assert api.get("/api/status").status_code == 401
+
+
+def test_users_see_and_revoke_only_their_own_tokens(member_client, staff_client, member, staff):
+    from search.tokens import token_authenticate, token_create
+
+    mine = token_create(user=staff, name="boss bot")
+    _create_token(member_client, "member bot")
+    assert b"boss bot" not in member_client.get("/tokens/").content
+    staff_page = staff_client.get("/tokens/").content
+    assert b"boss bot" in staff_page and b"member bot" not in staff_page  # staff too: own tokens only
+    assert member_client.post(f"/tokens/{mine.token.pk}/revoke/").status_code == 404
+    assert token_authenticate(mine.raw) == staff
+    member_token = member.api_tokens.get()
+    assert staff_client.post(f"/tokens/{member_token.pk}/revoke/").status_code == 404
+    member_token.refresh_from_db()
+    assert member_token.revoked is None
+
+
+def test_token_forms_need_a_csrf_token(member):
+    from search.tokens import token_create
+
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(member)
+    created = token_create(user=member, name="kept")
+    assert client.post("/tokens/new/", {"name": "sneaky"}).status_code == 403
+    assert client.post(f"/tokens/{created.token.pk}/revoke/").status_code == 403
+    assert list(member.api_tokens.values_list("name", "revoked")) == [("kept", None)]
+    page = client.get("/tokens/")
+    assert page.content.count(b'name="csrfmiddlewaretoken"') >= 3  # logout, revoke, create
+    csrf = client.cookies["csrftoken"].value
+    assert client.post("/tokens/new/", {"name": "ok", "csrfmiddlewaretoken": csrf}).status_code == 200

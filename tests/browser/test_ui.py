@@ -175,3 +175,35 @@ def test_phone_layout(chromium, live_server, make_user, login, indexed, shot):
         shot(page, "15-phone-document")
     finally:
         phone.close()
+
+
+def test_api_token_created_copied_used_and_revoked(live_server, make_user, login, shot):
+    import httpx
+
+    make_user("tess")
+    page = login("tess")
+    errors = []
+    page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+    page.click("nav.nav a:has-text('API tokens')")
+    page.locator(".state.empty").wait_for()
+    page.fill("input[name=name]", "research agent")
+    page.click("button:has-text('Create token')")
+    raw = page.locator("#new-token").inner_text().strip()
+    assert raw.startswith("pmd_")
+    copy = page.locator("button[data-copy='#new-token']")
+    copy.click()
+    page.locator("button[data-copy='#new-token']:has-text('Copied')").wait_for()  # pmd.js runs under the CSP
+    shot(page, "16-token-created")
+    status = httpx.get(f"{live_server.url}/api/status", headers={"Authorization": f"Bearer {raw}"})
+    assert status.status_code == 200
+    page.goto(f"{live_server.url}/tokens/")
+    assert raw not in page.content()
+    page.once("dialog", lambda dialog: dialog.dismiss())  # the confirmation can be cancelled
+    page.click("button:has-text('Revoke')")
+    assert page.locator(".badge:has-text('active')").count() == 1
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.click("button:has-text('Revoke')")
+    page.locator(".badge:has-text('revoked')").wait_for()
+    shot(page, "17-token-revoked")
+    assert httpx.get(f"{live_server.url}/api/status", headers={"Authorization": f"Bearer {raw}"}).status_code == 401
+    assert not [e for e in errors if "Content Security Policy" in e], errors

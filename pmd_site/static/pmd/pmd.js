@@ -1,4 +1,4 @@
-// pmd web UI: keyboard navigation of results, jump to the hit in a document, copy buttons.
+// pmd web UI: keyboard navigation of results, jump to the hit in a document, copy buttons, confirmations.
 (function () {
   "use strict";
 
@@ -62,9 +62,7 @@
       button.textContent = "Copied";
       setTimeout(function () { button.textContent = label; }, 1200);
     };
-    if (navigator.clipboard && window.isSecureContext) {
-      navigator.clipboard.writeText(text).then(done);
-    } else {
+    var fallback = function () {
       var area = document.createElement("textarea");
       area.value = text;
       document.body.appendChild(area);
@@ -72,7 +70,18 @@
       document.execCommand("copy");
       area.remove();
       done();
+    };
+    if (navigator.clipboard && window.isSecureContext) {
+      navigator.clipboard.writeText(text).then(done, fallback); // denied clipboard permission
+    } else {
+      fallback();
     }
+  });
+
+  // Forms that undo something ask first: data-confirm="<question>" (no inline handlers under the CSP).
+  document.addEventListener("submit", function (event) {
+    var form = event.target.closest && event.target.closest("form[data-confirm]");
+    if (form && !window.confirm(form.dataset.confirm)) event.preventDefault();
   });
 
   // Documents: find the block holding line N (#L42 or ?line=42), mark it and scroll to it.
