@@ -59,6 +59,9 @@ def database_lease():
             from django.db import connections
 
             connections.close_all()
+            for connection in connections.all(initialized_only=True):
+                if getattr(connection, "pool", None) is not None:
+                    connection.close_pool()  # PMD_DB_POOL: pooled connections outlive close()
             server = embedded_server()
             if server is not None and server.wait_for_no_clients(timeout=1.0):
                 server.stop()

@@ -57,9 +57,10 @@ def _kill_leftover_backends(server):
             proc.kill()
 
 
-def test_cli_command_stops_the_server_it_started(tmp_path):
+@pytest.mark.parametrize("pool", ["false", "true"])
+def test_cli_command_stops_the_server_it_started(tmp_path, pool):
     home = tmp_path / "clihome"
-    env = {**os.environ, "PMD_HOME": str(home)}
+    env = {**os.environ, "PMD_HOME": str(home), "PMD_DB_POOL": pool}
     env.pop("DATABASE_URL", None)
     result = subprocess.run([sys.executable, "-m", "pmd_site.cli", "status", "--json"],
                             env=env, capture_output=True, text=True, timeout=120)
