@@ -29,11 +29,18 @@ def embed_pending(collections: list[str] | None = None, force: bool = False, job
     from indexing.services.embedding import EmbeddingInProgress
     from indexing.services.embedding import embed_pending as service
 
+    from search.backends.base import BackendError
+
     job = _job(job_id, kind=Job.Kind.EMBED)
     try:
         return service(collections=collections, force=force, job=job).as_dict()
     except EmbeddingInProgress as exc:
         return {"skipped": str(exc)}
+    except BackendError as exc:
+        # Ollama down or a model missing is an operating condition, not a bug: the job row
+        # carries the message, the next run picks up what is still pending.
+        log.warning("embedding postponed: %s", exc)
+        return {"failed": str(exc)}
 
 
 @shared_task(name="indexing.tasks.embed_collection_task", acks_late=True)
