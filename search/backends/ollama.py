@@ -106,12 +106,7 @@ class OllamaBackend(LLMBackend):
         body: dict[str, Any] = {"model": model, "prompt": prompt, "stream": False}
         if system:
             body["system"] = system
-        if format is not None:
-            body["format"] = format
-        if options:
-            body["options"] = options
-        if think is not None:
-            body["think"] = think
+        _add_generation_options(body, format=format, options=options, think=think)
         answer = self._request("POST", "/api/generate", json_body=self._with_keep_alive(body), model=model)
         if "response" not in answer:
             raise BackendResponseError(f"Ollama /api/generate answered without a response: {str(answer)[:200]}")
@@ -129,12 +124,7 @@ class OllamaBackend(LLMBackend):
         think: bool | None = None,
     ) -> ChatResult:
         body: dict[str, Any] = {"model": model, "messages": messages, "stream": False}
-        if format is not None:
-            body["format"] = format
-        if options:
-            body["options"] = options
-        if think is not None:
-            body["think"] = think
+        _add_generation_options(body, format=format, options=options, think=think)
         if logprobs:
             body["logprobs"] = True
             if top_logprobs:
@@ -157,3 +147,11 @@ class OllamaBackend(LLMBackend):
             return ""
 
 
+def _add_generation_options(body: dict[str, Any], *, format, options, think) -> None:
+    """The optional fields /api/generate and /api/chat share."""
+    if format is not None:
+        body["format"] = format
+    if options:
+        body["options"] = options
+    if think is not None:
+        body["think"] = think
