@@ -1,8 +1,12 @@
-"""Small pieces every search mode shares: the user-facing error and collection filters."""
+"""Small pieces every search mode shares: the user-facing error, collection filters, snippet cuts."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from indexing.models import Collection
+
+SNIPPET_CHARS = 300  # longest snippet piece cut from one long line
 
 
 class SearchError(ValueError):
@@ -26,3 +30,15 @@ def collection_ids_for(names: list[str] | None) -> list[int] | None:
         hint = f" (did you mean {', '.join(hints)}?)" if hints else ""
         raise SearchError(f"no collection named '{missing[0]}'{hint}")
     return [found[n] for n in wanted]
+
+
+def line_pieces(line: str, width: int = SNIPPET_CHARS) -> Iterator[tuple[int, int]]:
+    """[start, end) pieces of a long line, each cut at a space in the second half of its window."""
+    start = 0
+    while start < len(line):
+        end = min(len(line), start + width)
+        if end < len(line):
+            cut = line.rfind(" ", start + width // 2, end)
+            end = cut if cut > start else end
+        yield start, end
+        start = end

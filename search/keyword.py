@@ -27,14 +27,13 @@ from django.db import connection
 
 from indexing.models import Collection, PathContext
 from indexing.selectors import contexts_for
-from search.analysis import CJK_RUN, WORD, has_cjk, prepare_text
-from search.common import collection_ids_for
+from search.analysis import WORD, has_cjk, prepare_text
+from search.common import SNIPPET_CHARS, collection_ids_for, line_pieces
 from search.query_parser import ParsedQuery, parse_query
 from search.request import Mode, SearchRequest
 from search.results import SearchResponse, SearchResult
 
 PREFIX_EXPANSIONS = 30
-SNIPPET_CHARS = 300
 _LONG_LINE = 400
 
 
@@ -285,14 +284,8 @@ class _Matcher:
             if len(line) <= _LONG_LINE:
                 yield number, line, False, False
                 continue
-            start = 0
-            while start < len(line):
-                end = min(len(line), start + SNIPPET_CHARS)
-                if end < len(line):
-                    cut = line.rfind(" ", start + SNIPPET_CHARS // 2, end)
-                    end = cut if cut > start else end
+            for start, end in line_pieces(line):
                 yield number, line[start:end].strip(), start > 0, end < len(line)
-                start = end
 
     def passages(self, body: str, count: int, config: str) -> list[tuple[float, int, str, list[tuple[int, int]]]]:
         units = list(self._units(body))

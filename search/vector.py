@@ -30,14 +30,13 @@ from django.db import connection, transaction
 from indexing.models import Collection, Document, EmbeddingFingerprint, PathContext
 from indexing.selectors import contexts_for
 from search.backends import embedding_prompts, get_backend
-from search.common import SearchError, collection_ids_for
+from search.common import SNIPPET_CHARS, SearchError, collection_ids_for, line_pieces
 from search.request import Mode, SearchRequest
 from search.results import SearchResponse, SearchResult
 
 MAX_CANDIDATES = 10_000   # chunks read for one search (pgvector's iterative scan stops at 20k tuples)
 MAX_EF_SEARCH = 1000      # pgvector's upper bound
 SNIPPET_LINES = 4
-SNIPPET_CHARS = 300  # as keyword search's snippets
 
 
 class NotEmbedded(SearchError):
@@ -295,15 +294,9 @@ def _units(body: str, char_start: int, char_end: int):
         if len(line) <= SNIPPET_CHARS:
             yield number, line, False, False
         else:
-            piece = 0
-            while piece < len(line):
-                end = min(len(line), piece + SNIPPET_CHARS)
-                if end < len(line):
-                    cut = line.rfind(" ", piece + SNIPPET_CHARS // 2, end)
-                    end = cut if cut > piece else end
+            for piece, end in line_pieces(line):
                 if position + end > char_start and position + piece < char_end:
                     yield number, line[piece:end].strip(), piece > 0, end < len(line)
-                piece = end
         if newline == -1:
             break
         position, number = newline + 1, number + 1
