@@ -44,7 +44,7 @@ def test_get_by_docid_with_line_window_and_numbers(run_cli, indexed_collection):
         "7  # Ignored heading because frontmatter has a title",
         "8  ",
     ]
-    code, out, _ = run_cli("get", f"pmd://notes/guides/postgres-tuning.md:9", "-l", "1")
+    code, out, _ = run_cli("get", "pmd://notes/guides/postgres-tuning.md:9", "-l", "1")
     assert out.startswith("PostgreSQL can rank")
 
 

@@ -184,9 +184,8 @@ def test_up_serves_the_ui_follows_the_folder_and_stops_without_orphans(tmp_path,
     # A new file is indexed by the watcher, and embedding of it is queued.
     (notes / "fresh.md").write_text("# Fresh arrival\n\nCucumbers and watchfiles.\n")
     _wait_for(lambda: "fresh.md" in _documents(up.home), CHANGE_TIMEOUT, "fresh.md in the index", up.proc, up.log)
-    if _has_task_queue():
-        _wait_for(lambda: re.search(r"embedding task [0-9a-f-]{36}", up.output()), CHANGE_TIMEOUT,
-                  "the embedding task", up.proc, up.log)
+    _wait_for(lambda: re.search(r"embedding task [0-9a-f-]{36}", up.output()), CHANGE_TIMEOUT,
+              "the embedding task", up.proc, up.log)
 
     # Deletion and rename go through the same incremental scan.
     (notes / "first.md").rename(notes / "renamed.md")
@@ -227,10 +226,3 @@ def test_second_run_reuses_the_data_and_catches_up_on_offline_changes(tmp_path, 
     assert summary and summary.groups() == ("2", "1"), second.output()  # the touched file is not "changed"
     assert second.stop() == 0
 
-
-def _has_task_queue() -> bool:
-    try:
-        import pmd_site.celery  # noqa: F401
-    except ImportError:
-        return False
-    return True
