@@ -67,10 +67,20 @@ def get_path(name: str, default: Path) -> Path:
     return Path(raw).expanduser() if raw else default
 
 
+ROOT_DEFAULT_HOME = Path("/var/lib/pmd")
+
+
 def pmd_home() -> Path:
-    """Where embedded data lives: `$PMD_HOME`, else `$XDG_DATA_HOME/pmd`."""
-    xdg = get_path("XDG_DATA_HOME", Path.home() / ".local" / "share")
-    return get_path("PMD_HOME", xdg / "pmd").resolve()
+    """Where embedded data lives: `$PMD_HOME`, else `$XDG_DATA_HOME/pmd` (`/var/lib/pmd` for root).
+
+    Root's own home is closed to the unprivileged user the embedded PostgreSQL runs as,
+    and pmd never opens folders it did not create, so root gets a system data folder.
+    """
+    if os.environ.get("XDG_DATA_HOME") or os.geteuid() != 0:
+        default = get_path("XDG_DATA_HOME", Path.home() / ".local" / "share") / "pmd"
+    else:
+        default = ROOT_DEFAULT_HOME
+    return get_path("PMD_HOME", default).resolve()
 
 
 def index_name() -> str:

@@ -3,9 +3,15 @@
 We drive `initdb`/`pg_ctl` ourselves instead of the package's `get_server()`, whose
 atexit reference counting leaves servers running when a holder is killed. Rules:
 
-* the data lives in `$PMD_HOME/postgres/data`, the socket in `$PMD_HOME/run`
-  (or a short `/tmp` path when that would exceed the unix socket length limit);
-* the server listens on the unix socket only;
+* the data lives in `$PMD_HOME/postgres/data`, the socket in `$PMD_HOME/run/pg`
+  (or under a short `/tmp` path when that would exceed the unix socket length limit);
+* the server listens on the unix socket only, and nobody but pmd's own OS user (and the
+  server's, when pmd runs as root) can reach it: private folders, socket mode 0700, and
+  password (scram-sha-256) authentication with a generated secret kept 0600 under
+  `$PMD_HOME/postgres/password`;
+* started by root, the server runs as the system user `embedded_postgres` with that
+  user's own group only. pmd never changes the permissions of folders it did not
+  create: when that user cannot reach `$PMD_HOME`, the error names a folder to use;
 * a stale `postmaster.pid` (dead pid, or a pid reused by another program) is removed;
 * whoever starts the server for its own use stops it again (`lease()`), unless it was
   already running (`pmd db start`, `pmd up`) or other clients are still connected.
@@ -17,9 +23,9 @@ import contextlib
 import hashlib
 import importlib.util
 import os
+import secrets
 import shutil
 import signal
-import stat
 import subprocess
 import time
 from dataclasses import dataclass
@@ -27,15 +33,23 @@ from pathlib import Path
 
 import psutil
 
-from pmd_site.processes import exclusive_lock, log_tail
+from pmd_site.processes import ServerSetupError, exclusive_lock, log_tail, private_dir
 
 PG_USER = "postgres"
 PG_PORT = 5432
 SYSTEM_USER_WHEN_ROOT = "embedded_postgres"
+ROOT_HOME_HINT = "/var/lib/pmd"
 _SOCKET_PATH_MAX = 100  # sun_path is 108 bytes; leave room for ".s.PGSQL.5432"
 
+# Only the local socket exists (listen_addresses is empty); every connection needs the password.
+HBA_PASSWORD = "# written by pmd: every connection authenticates with the password in $PMD_HOME/postgres/password\n" \
+               "local all all scram-sha-256\n"
+# Briefly, while pmd sets that password on a server created before passwords were used
+# (the socket folder is private, so only pmd's user and the server's can connect meanwhile).
+HBA_TRUST_WHILE_SETTING_PASSWORD = "# written by pmd while it sets the password\nlocal all all trust\n"
 
-class EmbeddedPostgresError(RuntimeError):
+
+class EmbeddedPostgresError(ServerSetupError):
     pass
 
 
@@ -60,34 +74,36 @@ def _ensure_system_user(name: str) -> None:
                        check=True, capture_output=True)
 
 
-def _open_path_for_others(path: Path) -> None:
-    """Let the unprivileged server user traverse every parent folder of `path`."""
-    for folder in path.parents:
-        mode = folder.stat().st_mode
-        wanted = mode | stat.S_IXGRP | stat.S_IXOTH | stat.S_IRGRP | stat.S_IROTH
-        if wanted != mode:
-            folder.chmod(wanted)
-
-
-def _open_tree_for_others(path: Path) -> None:
-    for dirpath, dirnames, filenames in os.walk(path):
-        for name in dirnames + filenames:
-            target = Path(dirpath) / name
-            mode = target.stat().st_mode
-            extra = stat.S_IRGRP | stat.S_IROTH
-            if stat.S_ISDIR(mode) or mode & stat.S_IXUSR:
-                extra |= stat.S_IXGRP | stat.S_IXOTH
-            if mode | extra != mode:
-                target.chmod(mode | extra)
-
-
-def socket_dir_for(home: Path) -> Path:
-    """The socket directory for a PMD_HOME, short enough for the kernel's limit."""
+def run_dir_for(home: Path) -> Path:
+    """pmd's private folder for sockets and run files, short enough for the kernel's limit."""
     preferred = home / "run"
-    if len(str(preferred / f".s.PGSQL.{PG_PORT}")) <= _SOCKET_PATH_MAX:
+    if len(str(preferred / "pg" / f".s.PGSQL.{PG_PORT}")) <= _SOCKET_PATH_MAX:
         return preferred
     digest = hashlib.sha256(str(home).encode()).hexdigest()[:12]
     return Path("/tmp") / f"pmd-{digest}"
+
+
+def socket_dir_for(home: Path) -> Path:
+    """The folder holding the server's socket (the `host` clients connect to)."""
+    return run_dir_for(home) / "pg"
+
+
+def password_file_for(home: Path) -> Path:
+    return Path(home) / "postgres" / "password"
+
+
+def database_password(home: Path) -> str:
+    """The server's password, generated on first use and kept readable by pmd's user only."""
+    path = password_file_for(home)
+    with contextlib.suppress(FileNotFoundError):
+        return path.read_text().strip()
+    private_dir(path.parent.parent, create_marker=True)
+    private_dir(path.parent)
+    secret = secrets.token_urlsafe(32)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(secret + "\n")
+    return secret
 
 
 @dataclass
@@ -110,16 +126,33 @@ class EmbeddedPostgres:
         self.root = self.home / "postgres"
         self.data_dir = self.root / "data"
         self.log_file = self.root / "server.log"
+        self.run_dir = run_dir_for(self.home)
         self.socket_dir = socket_dir_for(self.home)
+        self.password_file = password_file_for(self.home)
         self._lock_path = self.root / ".lock"
+        self._bin: Path | None = None
 
     # -- process state -------------------------------------------------
 
     def _as_root(self) -> bool:
         return os.geteuid() == 0
 
+    def _server_ids(self) -> tuple[int, int] | None:
+        """(uid, gid) the server runs as when pmd is root; None when it runs as pmd's user."""
+        if not self._as_root():
+            return None
+        import pwd
+
+        _ensure_system_user(SYSTEM_USER_WHEN_ROOT)
+        entry = pwd.getpwnam(SYSTEM_USER_WHEN_ROOT)
+        return entry.pw_uid, entry.pw_gid
+
     def _run_kwargs(self) -> dict:
-        return {"user": SYSTEM_USER_WHEN_ROOT} if self._as_root() else {}
+        ids = self._server_ids()
+        if ids is None:
+            return {"umask": 0o077}
+        # Its own user and group only: never root's group (gid 0) or root's supplementary groups.
+        return {"user": ids[0], "group": ids[1], "extra_groups": [], "umask": 0o077}
 
     def _postmaster_pid(self) -> int | None:
         pid_file = self.data_dir / "postmaster.pid"
@@ -151,50 +184,166 @@ class EmbeddedPostgres:
     # -- lifecycle -----------------------------------------------------
 
     def _locked(self):
+        private_dir(self.home, create_marker=True)
+        private_dir(self.root)
         return exclusive_lock(self._lock_path)
 
-    def _prepare_permissions(self) -> None:
-        if not self._as_root():
-            return
-        import pwd
+    def _prepare_folders(self) -> None:
+        """Private folders for data and socket; as root, the server user may enter them, nobody else."""
+        ids = self._server_ids()
+        group = ids[1] if ids else None
+        private_dir(self.home, create_marker=True, group=group)
+        private_dir(self.root, group=group)
+        private_dir(self.run_dir, group=group)  # also the short /tmp path used for a long PMD_HOME
+        for folder in (self.data_dir, self.socket_dir):
+            if not os.path.lexists(folder):
+                folder.mkdir(mode=0o700)
+            if folder.is_symlink():
+                raise EmbeddedPostgresError(f"{folder} is a symbolic link: remove it and try again")
+            if ids is not None:
+                os.chown(folder, *ids)
+            folder.chmod(0o700)
+        if not self.log_file.exists():
+            os.close(os.open(self.log_file, os.O_WRONLY | os.O_CREAT, 0o600))
+        if ids is not None:
+            os.chown(self.log_file, *ids)  # pg_ctl appends to it as the server user
+            self._check_server_can_reach()
+        else:
+            self._bin = _bin_dir()
 
-        _ensure_system_user(SYSTEM_USER_WHEN_ROOT)
-        entry = pwd.getpwnam(SYSTEM_USER_WHEN_ROOT)
-        install_dir = _bin_dir().parent
-        _open_path_for_others(install_dir / "bin")
-        marker = install_dir / ".pmd-permissions-ok"
-        if not marker.exists():
-            _open_tree_for_others(install_dir)
-            with contextlib.suppress(OSError):
-                marker.touch()
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        _open_path_for_others(self.data_dir)
-        for path in (self.data_dir, self.root):
-            os.chown(path, entry.pw_uid, entry.pw_gid)
-        self.data_dir.chmod(0o700)
-        if self.log_file.exists():
-            os.chown(self.log_file, entry.pw_uid, entry.pw_gid)
+    def _server_can(self, *checks: tuple[str, Path]) -> bool:
+        """Run `test FLAG PATH` for each check as the server user (so ACLs and groups count)."""
+        script = " && ".join(f'test {flag} "${i}"' for i, (flag, _) in enumerate(checks, 1))
+        return subprocess.run(["/bin/sh", "-c", script, "sh", *[str(path) for _, path in checks]],
+                              capture_output=True, **self._run_kwargs()).returncode == 0
+
+    def _check_server_can_reach(self) -> None:
+        """The server user must reach its binaries and data without pmd opening anyone's folders."""
+        if not self._server_can(("-w", self.data_dir), ("-w", self.socket_dir)):
+            blocked = next((f for f in [*reversed(self.data_dir.parents), self.data_dir]
+                            if not self._server_can(("-x", f))), self.data_dir)
+            raise EmbeddedPostgresError(
+                f"the embedded PostgreSQL runs as the system user {SYSTEM_USER_WHEN_ROOT} when pmd runs as root, "
+                f"and that user cannot enter {blocked}. pmd does not change the permissions of folders it did "
+                f"not create: set PMD_HOME to a folder outside it, e.g. PMD_HOME={ROOT_HOME_HINT} "
+                f"(the default for root), or run pmd as an ordinary user")
+        installed = _bin_dir()
+        if self._server_can(("-x", installed / "postgres"), ("-x", installed / "initdb")):
+            self._bin = installed
+            return
+        # The virtualenv lies in a folder closed to the server user (a clone under /root):
+        # keep a copy of the server's files beside its data, where pmd sets the permissions.
+        copy = self._copied_install()
+        stamp = copy / ".source"
+        if not (stamp.exists() and stamp.read_text() == str(installed.parent)):
+            shutil.rmtree(copy, ignore_errors=True)
+            shutil.copytree(installed.parent, copy, symlinks=True)
+            for dirpath, dirnames, filenames in os.walk(copy):
+                os.chmod(dirpath, 0o755)
+                for name in filenames:
+                    target = os.path.join(dirpath, name)
+                    if not os.path.islink(target):
+                        os.chmod(target, 0o755 if os.access(target, os.X_OK) else 0o644)
+            stamp.write_text(str(installed.parent))
+        self._bin = copy / "bin"
+
+    def _copied_install(self) -> Path:
+        return self.root / "pginstall"
+
+    def _pg(self, program: str) -> str:
+        if self._bin is None:
+            copy = self._copied_install()
+            self._bin = copy / "bin" if (copy / ".source").exists() else _bin_dir()
+        return str(self._bin / program)
 
     def _initdb_if_needed(self) -> None:
         if (self.data_dir / "PG_VERSION").exists():
             return
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        self._prepare_permissions()
-        result = subprocess.run(
-            [
-                str(_bin_dir() / "initdb"),
-                "-D", str(self.data_dir),
-                "--auth=trust",
-                "--encoding=UTF8",
-                "--locale=C.UTF-8",
-                "-U", PG_USER,
-            ],
-            capture_output=True,
-            text=True,
-            **self._run_kwargs(),
-        )
+        # The password goes in through a file only the server user can read, removed at once.
+        pwfile = self.root / f".initdb-password-{os.getpid()}"
+        fd = os.open(pwfile, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(database_password(self.home) + "\n")
+        ids = self._server_ids()
+        if ids is not None:
+            os.chown(pwfile, *ids)
+        try:
+            result = subprocess.run(
+                [
+                    self._pg("initdb"),
+                    "-D", str(self.data_dir),
+                    "--auth=scram-sha-256",
+                    f"--pwfile={pwfile}",
+                    "--encoding=UTF8",
+                    "--locale=C.UTF-8",
+                    "-U", PG_USER,
+                ],
+                capture_output=True,
+                text=True,
+                **self._run_kwargs(),
+            )
+        finally:
+            pwfile.unlink(missing_ok=True)
         if result.returncode != 0:
             raise EmbeddedPostgresError(f"initdb failed in {self.data_dir}:\n{result.stderr.strip()}")
+        self._write_hba(HBA_PASSWORD)
+
+    def _write_hba(self, text: str) -> None:
+        hba = self.data_dir / "pg_hba.conf"
+        hba.write_text(text)  # rewriting in place keeps the server user's ownership
+        hba.chmod(0o600)
+
+    def _reload(self) -> None:
+        subprocess.run([self._pg("pg_ctl"), "-D", str(self.data_dir), "reload"],
+                       capture_output=True, **self._run_kwargs())
+
+    def _connect(self, dbname: str = "postgres", *, password: bool = True):
+        import psycopg
+
+        return psycopg.connect(self.conninfo(dbname) if password else self._conninfo_without_password(dbname),
+                               autocommit=True, connect_timeout=5)
+
+    def _require_password(self, *, timeout: float = 10.0) -> None:
+        """Make sure the server asks for pmd's password, and that it is the one on file.
+
+        Servers created before pmd used passwords trusted every local connection: set the
+        password, then switch authentication over.
+        """
+        import psycopg
+
+        hba = self.data_dir / "pg_hba.conf"
+        if hba.read_text() == HBA_PASSWORD:
+            try:
+                self._connect().close()
+                return
+            except psycopg.OperationalError as exc:
+                if "password" not in str(exc) and "authentication" not in str(exc):
+                    raise
+        from psycopg import sql
+
+        self._write_hba(HBA_TRUST_WHILE_SETTING_PASSWORD)
+        self._reload()
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                with self._connect(password=False) as conn:
+                    conn.execute(sql.SQL("ALTER ROLE {} PASSWORD {}").format(
+                        sql.Identifier(PG_USER), sql.Literal(database_password(self.home))))
+                break
+            except psycopg.OperationalError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+        self._write_hba(HBA_PASSWORD)
+        self._reload()
+        while True:  # the reload is asynchronous: wait until a password is really required
+            try:
+                self._connect(password=False).close()
+            except psycopg.OperationalError:
+                return
+            if time.monotonic() > deadline:
+                raise EmbeddedPostgresError("the embedded PostgreSQL did not switch to password authentication")
+            time.sleep(0.05)
 
     def start(self, *, timeout: float = 60.0) -> bool:
         """Start the server unless it runs already. Returns True when this call started it."""
@@ -204,15 +353,15 @@ class EmbeddedPostgres:
             stale = self.data_dir / "postmaster.pid"
             if stale.exists():
                 stale.unlink()  # the pid in it is dead or belongs to another program
+            self._prepare_folders()
             self._initdb_if_needed()
-            self._prepare_permissions()
-            self.socket_dir.mkdir(parents=True, exist_ok=True)
-            if self._as_root():
-                self.socket_dir.chmod(0o777)
-            options = f"-c listen_addresses='' -k {self.socket_dir} -p {PG_PORT} -c max_connections=200"
+            for leftover in self.socket_dir.glob(".s.PGSQL.*"):
+                leftover.unlink(missing_ok=True)  # from a killed server
+            options = (f"-c listen_addresses='' -k {self.socket_dir} -p {PG_PORT} -c max_connections=200 "
+                       "-c unix_socket_permissions=0700")
             result = subprocess.run(
                 [
-                    str(_bin_dir() / "pg_ctl"),
+                    self._pg("pg_ctl"),
                     "-D", str(self.data_dir),
                     "-l", str(self.log_file),
                     "-o", options,
@@ -232,6 +381,7 @@ class EmbeddedPostgres:
                     f"could not start the embedded PostgreSQL ({self.data_dir}): "
                     f"{result.stderr.strip()}\n{tail}"
                 )
+            self._require_password()
             return True
 
     def stop(self, *, timeout: float = 30.0) -> bool:
@@ -241,7 +391,7 @@ class EmbeddedPostgres:
             if not state.running:
                 return False
             result = subprocess.run(
-                [str(_bin_dir() / "pg_ctl"), "-D", str(self.data_dir), "-m", "fast", "-w",
+                [self._pg("pg_ctl"), "-D", str(self.data_dir), "-m", "fast", "-w",
                  "-t", str(int(timeout)), "stop"],
                 capture_output=True,
                 text=True,
@@ -258,14 +408,18 @@ class EmbeddedPostgres:
 
     # -- clients -------------------------------------------------------
 
-    def conninfo(self, dbname: str = "postgres") -> str:
+    def _conninfo_without_password(self, dbname: str) -> str:
         return f"host={self.socket_dir} port={PG_PORT} user={PG_USER} dbname={dbname}"
 
+    def conninfo(self, dbname: str = "postgres") -> str:
+        from psycopg.conninfo import make_conninfo
+
+        return make_conninfo(self._conninfo_without_password(dbname), password=database_password(self.home))
+
     def ensure_database(self, dbname: str) -> None:
-        import psycopg
         from psycopg import sql
 
-        with psycopg.connect(self.conninfo("postgres"), autocommit=True) as conn:
+        with self._connect("postgres") as conn:
             exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (dbname,)).fetchone()
             if not exists:
                 conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(dbname)))
@@ -275,7 +429,7 @@ class EmbeddedPostgres:
         import psycopg
 
         try:
-            with psycopg.connect(self.conninfo("postgres"), autocommit=True) as conn:
+            with self._connect("postgres") as conn:
                 row = conn.execute(
                     "SELECT count(*) FROM pg_stat_activity "
                     "WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()"
@@ -297,8 +451,9 @@ class EmbeddedPostgres:
         """Stop the server and delete its data (throwaway test servers)."""
         self.stop()
         shutil.rmtree(self.root, ignore_errors=True)
-        if self.socket_dir != self.home / "run":
-            shutil.rmtree(self.socket_dir, ignore_errors=True)
+        shutil.rmtree(self.socket_dir, ignore_errors=True)
+        if self.run_dir.parent != self.home:
+            shutil.rmtree(self.run_dir, ignore_errors=True)
 
 
 def wait_until_gone(pid: int, timeout: float = 10.0) -> bool:

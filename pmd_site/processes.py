@@ -4,7 +4,56 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import os
+import stat
 from pathlib import Path
+
+# Written into $PMD_HOME when pmd creates it: only then may pmd set that folder's permissions.
+HOME_MARKER = ".created-by-pmd"
+
+
+class ServerSetupError(RuntimeError):
+    """An embedded server cannot be started safely; the message says what to change."""
+
+
+def private_dir(path: Path, *, group: int | None = None, create_marker: bool = False) -> Path:
+    """Create, or check, a folder that only pmd's user (and optionally one group) may enter.
+
+    A folder pmd creates gets mode 0700, or 0710 with `group` (enter, not list: how the
+    PostgreSQL server's user reaches its socket folder when pmd runs as root). An existing
+    folder must be a real folder owned by pmd's user; with `create_marker` (for $PMD_HOME)
+    its mode is only changed when pmd created it, never for a folder the user made.
+    """
+    path = Path(path)
+    created = False
+    if not os.path.lexists(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            path.mkdir(mode=0o700)
+            created = True
+        except FileExistsError:
+            pass
+        if created and create_marker:
+            (path / HOME_MARKER).write_text("this folder was created by pmd, which manages its permissions\n")
+    info = os.lstat(path)
+    if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
+        raise ServerSetupError(f"{path} is not a real folder (a symbolic link or a file): pmd keeps its "
+                               "sockets and data only in folders it owns; remove it and try again")
+    if info.st_uid != os.geteuid():
+        raise ServerSetupError(f"{path} belongs to another user (uid {info.st_uid}), not to pmd's user "
+                               f"(uid {os.geteuid()}): remove it, or set PMD_HOME to a folder of your own")
+    if create_marker and not created and not (path / HOME_MARKER).exists():
+        return path  # the user's folder: used as it is
+    mode = stat.S_IMODE(info.st_mode)
+    if group is not None:
+        if info.st_gid != group:
+            os.chown(path, -1, group)
+        wanted = 0o710
+    else:
+        wanted = (mode & 0o010) | 0o700  # keep a group "enter" bit given before, drop the rest
+    if wanted != mode:
+        os.chmod(path, wanted)
+    return path
 
 
 @contextlib.contextmanager

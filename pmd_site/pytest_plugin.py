@@ -24,6 +24,8 @@ if not os.environ.get("DATABASE_URL"):
     _home = Path(tempfile.mkdtemp(prefix=_TEST_PREFIX))
     os.environ["PMD_HOME"] = str(_home)
     (_home / "owner.pid").write_text(str(os.getpid()))
+    # Created here for pmd: it may set this folder's permissions (see processes.private_dir).
+    (_home / ".created-by-pmd").write_text("throwaway test PMD_HOME\n")
     (_home / "static").mkdir()  # STATIC_ROOT: static files are served from the finders in tests
 os.environ.setdefault("PMD_SECRET_KEY", "test-only-secret-key-not-for-production")
 

@@ -3,8 +3,9 @@
 Same rules as the embedded PostgreSQL (pgserver.py):
 
 * state lives in `$PMD_HOME/redis/` (pid file, log); the server listens on a unix
-  socket only (`redis.sock` next to PostgreSQL's, in `$PMD_HOME/run` or a short
-  /tmp path), with mode 700: no TCP port, nothing reachable by other users;
+  socket only (`redis.sock` in pmd's private run folder, `$PMD_HOME/run` or a short
+  /tmp path), with mode 700: no TCP port, nothing reachable by other users (who could
+  otherwise queue tasks, or, with a writable run folder, replace the scheduler's files);
 * a stale pid file (dead pid, or a pid now used by another program) is ignored
   and replaced;
 * no persistence: the queue only carries "embed what is pending" nudges, and what
@@ -27,11 +28,11 @@ from pathlib import Path
 
 import psutil
 
-from pmd_site.pgserver import socket_dir_for
-from pmd_site.processes import exclusive_lock, log_tail
+from pmd_site.pgserver import run_dir_for
+from pmd_site.processes import ServerSetupError, exclusive_lock, log_tail, private_dir
 
 
-class EmbeddedRedisError(RuntimeError):
+class EmbeddedRedisError(ServerSetupError):
     pass
 
 
@@ -67,7 +68,8 @@ class EmbeddedRedis:
         self.root = self.home / "redis"
         self.pid_file = self.root / "redis.pid"
         self.log_file = self.root / "redis.log"
-        self.socket_path = socket_dir_for(self.home) / "redis.sock"
+        self.run_dir = run_dir_for(self.home)
+        self.socket_path = self.run_dir / "redis.sock"
         self._lock_path = self.root / ".lock"
 
     # -- addresses ------------------------------------------------------------------------
@@ -119,6 +121,8 @@ class EmbeddedRedis:
     # -- lifecycle ----------------------------------------------------------------------------
 
     def _locked(self):
+        private_dir(self.home, create_marker=True)
+        private_dir(self.root)
         return exclusive_lock(self._lock_path)
 
     def start(self, *, timeout: float = 10.0) -> bool:
@@ -127,7 +131,7 @@ class EmbeddedRedis:
             if self.status().running:
                 return False
             self.pid_file.unlink(missing_ok=True)  # stale: its pid is dead or someone else's
-            self.socket_path.parent.mkdir(parents=True, exist_ok=True)
+            private_dir(self.run_dir)
             if self.socket_path.exists() and not self.ping(0.2):
                 self.socket_path.unlink()  # left behind by a killed server
             command = [

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from urllib.parse import parse_qsl, unquote, urlparse
 
 from pmd_site import env
-from pmd_site.pgserver import PG_PORT, PG_USER, socket_dir_for
+from pmd_site.pgserver import PG_PORT, PG_USER, database_password, socket_dir_for
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 PMD_HOME = env.pmd_home()
@@ -22,11 +23,14 @@ if not SECRET_KEY:
     except OSError:
         import secrets
 
+        from pmd_site.processes import private_dir
+
         SECRET_KEY = secrets.token_urlsafe(50)
         try:
-            _secret_file.parent.mkdir(parents=True, exist_ok=True)
-            _secret_file.write_text(SECRET_KEY)
-            _secret_file.chmod(0o600)
+            private_dir(PMD_HOME, create_marker=True)
+            _fd = os.open(_secret_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(_fd, "w") as _handle:
+                _handle.write(SECRET_KEY)
         except OSError:
             pass
 
@@ -106,7 +110,7 @@ if EMBEDDED_DATABASE:
     _db = {
         "NAME": "pmd" if PMD_INDEX == "default" else f"pmd_{PMD_INDEX}",
         "USER": PG_USER,
-        "PASSWORD": "",
+        "PASSWORD": database_password(PMD_HOME),
         "HOST": str(socket_dir_for(PMD_HOME)),
         "PORT": str(PG_PORT),
         "OPTIONS": {},

@@ -42,3 +42,16 @@ def run_cli(capsys):
         return code, captured.out, captured.err
 
     return run
+
+
+@pytest.fixture
+def database_url(db) -> str:
+    """The test database as a DATABASE_URL, for child processes that must neither start nor stop a server."""
+    from urllib.parse import quote
+
+    from django.db import connection
+
+    db_ = connection.settings_dict
+    password = f":{quote(db_['PASSWORD'], safe='')}" if db_["PASSWORD"] else ""
+    return (f"postgresql://{quote(db_['USER'], safe='')}{password}@/{db_['NAME']}"
+            f"?host={quote(db_['HOST'], safe='/')}&port={db_['PORT'] or 5432}")

@@ -92,7 +92,8 @@ def test_run_lock_makes_a_duplicate_run_a_no_op(indexed_collection, ollama, smal
 
     settings_dict = connection.settings_dict
     other = psycopg.connect(host=settings_dict["HOST"], port=settings_dict["PORT"] or None,
-                            user=settings_dict["USER"], dbname=settings_dict["NAME"], autocommit=True)
+                            user=settings_dict["USER"], password=settings_dict["PASSWORD"] or None,
+                            dbname=settings_dict["NAME"], autocommit=True)
     try:
         other.execute("SELECT pg_advisory_lock(%s, %s)", (0x706D64, 1))
         job = job_create(kind=Job.Kind.EMBED)

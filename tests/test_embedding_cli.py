@@ -125,18 +125,16 @@ def test_pmd_models_with_ollama_down(ollama_down, run_cli):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_pmd_embed_hands_the_work_to_a_running_worker(indexed_collection, ollama, run_cli, settings):
+def test_pmd_embed_hands_the_work_to_a_running_worker(indexed_collection, ollama, run_cli, settings, database_url):
     from django.conf import settings as live
-    from django.db import connection
 
     from pmd_site.celery import app, workers_available
 
     redis_server = EmbeddedRedis(live.PMD_HOME)
     assert app.conf.broker_url == redis_server.url()
-    db = connection.settings_dict
     env = dict(
         os.environ,
-        DATABASE_URL=f"postgresql://{db['USER']}@/{db['NAME']}?host={db['HOST']}&port={db['PORT'] or 5432}",
+        DATABASE_URL=database_url,
         OLLAMA_URL=ollama.url, PMD_LLM_BACKEND="ollama", PMD_EMBED_MODEL="embeddinggemma",
     )
     redis_server.start()

@@ -10,7 +10,6 @@ import time
 from pathlib import Path
 
 import pytest
-from django.db import connection
 
 from indexing.chunking import chunk_markdown
 from indexing.models import Chunk, Content, Job
@@ -27,13 +26,12 @@ embed_pending(job=job_create(kind="embed"))
 """
 
 
-def test_killed_worker_mid_batch_is_resumed_without_duplicates(indexed_collection, ollama, settings):
+def test_killed_worker_mid_batch_is_resumed_without_duplicates(indexed_collection, ollama, settings, database_url):
     settings.PMD_EMBED_BATCH = 2
     settings.PMD_CHUNK_TOKENS = 40
-    db = connection.settings_dict
     env = dict(
         os.environ,
-        DATABASE_URL=f"postgresql://{db['USER']}@/{db['NAME']}?host={db['HOST']}&port={db['PORT'] or 5432}",
+        DATABASE_URL=database_url,
         OLLAMA_URL=ollama.url, PMD_LLM_BACKEND="ollama", PMD_EMBED_MODEL="embeddinggemma",
         PMD_EMBED_BATCH="2", PMD_CHUNK_TOKENS="40", PMD_LLM_RETRIES="0",
     )

@@ -197,24 +197,21 @@ def test_mcp_allowed_hosts_are_configurable(settings):
     assert transport_security().enable_dns_rebinding_protection is False
 
 
-def _child_env() -> dict:
+def _child_env(database_url: str) -> dict:
     """The test database, addressed by DATABASE_URL so `pmd mcp` neither starts nor stops a server."""
-    from django.db import connection
-
-    db = connection.settings_dict
     env = {k: v for k, v in os.environ.items() if k in {"PATH", "HOME", "LANG", "PMD_SECRET_KEY", "PMD_HOME"}}
-    env["DATABASE_URL"] = f"postgres://{db['USER']}@localhost:{db['PORT']}/{db['NAME']}?host={db['HOST']}"
+    env["DATABASE_URL"] = database_url
     env["PMD_INDEX"] = "default"
     return env
 
 
-def test_stdio_transport_end_to_end(indexed_collection):
+def test_stdio_transport_end_to_end(indexed_collection, database_url):
     from mcp import Client
     from mcp.client.stdio import StdioServerParameters
 
     doc = indexed_collection.documents.filter(active=True).order_by("path").first()
     params = StdioServerParameters(command=sys.executable, args=["-m", "pmd_site.cli", "mcp"],
-                                   env=_child_env(), cwd=str(Path(__file__).resolve().parent.parent))
+                                   env=_child_env(database_url), cwd=str(Path(__file__).resolve().parent.parent))
 
     async def run():
         async with Client(params) as client:

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 
 import psutil
 import pytest
@@ -16,8 +19,17 @@ pytestmark = pytest.mark.skipif(bool(os.environ.get("DATABASE_URL")), reason="em
 
 
 @pytest.fixture
-def server(tmp_path):
-    srv = EmbeddedPostgres(tmp_path / "home")
+def base():
+    """A folder the server user can enter (pytest's tmp_path is 0700 to everyone but root)."""
+    folder = Path(tempfile.mkdtemp(prefix="pmd-pgserver-test-"))
+    folder.chmod(0o755)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture
+def server(base):
+    srv = EmbeddedPostgres(base / "home")
     yield srv
     srv.destroy()
 
@@ -58,8 +70,8 @@ def _kill_leftover_backends(server):
 
 
 @pytest.mark.parametrize("pool", ["false", "true"])
-def test_cli_command_stops_the_server_it_started(tmp_path, pool):
-    home = tmp_path / "clihome"
+def test_cli_command_stops_the_server_it_started(base, pool):
+    home = base / "clihome"
     env = {**os.environ, "PMD_HOME": str(home), "PMD_DB_POOL": pool}
     env.pop("DATABASE_URL", None)
     result = subprocess.run([sys.executable, "-m", "pmd_site.cli", "status", "--json"],

@@ -151,6 +151,7 @@ def stack():
     # Not under tmp_path: pytest resets /tmp/pytest-of-<user> to 0700 whenever a session starts,
     # which locks the (unprivileged) embedded PostgreSQL out of its data when run as root.
     base = Path(tempfile.mkdtemp(prefix="pmd-up-test-"))
+    base.chmod(0o755)  # the server user must be able to enter it: pmd never opens folders it did not create
     started: list[Up] = []
 
     def start(*dirs: Path) -> Up:

@@ -76,9 +76,9 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except Exception as exc:  # noqa: BLE001 - the last line of defence for users
         from pmd_site.env import ConfigError
-        from pmd_site.pgserver import EmbeddedPostgresError
+        from pmd_site.processes import ServerSetupError
 
-        if isinstance(exc, (ConfigError, EmbeddedPostgresError)):
+        if isinstance(exc, (ConfigError, ServerSetupError)):
             error(str(exc))
             return 1
         try:

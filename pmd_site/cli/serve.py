@@ -136,8 +136,11 @@ def cmd_beat(args) -> int:
     from django.conf import settings
 
     app = _celery_app()
-    schedule = settings.PMD_HOME / "run" / f"celerybeat-{settings.PMD_INDEX}"
-    schedule.parent.mkdir(parents=True, exist_ok=True)
+    from pmd_site.pgserver import run_dir_for
+    from pmd_site.processes import private_dir
+
+    # Beat loads this file (a shelve, i.e. pickles): it must live where nobody else can write.
+    schedule = private_dir(run_dir_for(settings.PMD_HOME)) / f"celerybeat-{settings.PMD_INDEX}"
     app.start(["beat", "--loglevel=INFO", f"--schedule={schedule}"])
     return 0
 
