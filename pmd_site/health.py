@@ -103,6 +103,15 @@ def _embeddings() -> dict:
     return embedding_status()
 
 
+def _security() -> dict:
+    from django.conf import settings
+
+    from pmd_site.safety import unsafe_settings
+
+    warnings = unsafe_settings(settings)
+    return {"ok": not warnings, "warnings": warnings}
+
+
 SECTIONS: dict[str, Callable[[], dict]] = {
     "database": _database,
     "index": _index,
@@ -111,6 +120,7 @@ SECTIONS: dict[str, Callable[[], dict]] = {
     "broker": _broker,
     "workers": _workers,
     "watcher": _watcher,
+    "security": _security,
 }
 
 

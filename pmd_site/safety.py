@@ -1,0 +1,56 @@
+"""Unsafe settings pmd can see from the inside, for `pmd status` to warn about.
+
+Each check says what is wrong and what to set instead; none of them stops pmd, because a
+laptop on loopback is a fine place for most of these.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+# Placeholders people copy from examples and keys that ship with pmd's own tests.
+KNOWN_SECRET_KEYS = frozenset({
+    "test-only-secret-key-not-for-production", "change-me", "changeme", "secret", "pmd",
+})
+MIN_SECRET_KEY_LENGTH = 50  # Django's own deploy check asks for as much
+MIN_SECRET_KEY_CHARACTERS = 5
+
+
+def _secret_key_problem(key: str) -> str | None:
+    if key in KNOWN_SECRET_KEYS or key.startswith("django-insecure") or "change" in key.lower():
+        return "PMD_SECRET_KEY is a well-known placeholder: set a long random value (or leave it empty for a generated one)"
+    if len(key) < MIN_SECRET_KEY_LENGTH or len(set(key)) < MIN_SECRET_KEY_CHARACTERS:
+        return (f"PMD_SECRET_KEY is short or repetitive (under {MIN_SECRET_KEY_LENGTH} characters): "
+                "sessions and password resets can be forged; set a long random value")
+    return None
+
+
+def _open_to_others(path: Path) -> bool:
+    try:
+        return bool(stat.S_IMODE(os.stat(path).st_mode) & 0o007)
+    except OSError:
+        return False
+
+
+def unsafe_settings(settings) -> list[str]:
+    """Warnings about the given Django settings and the files under PMD_HOME."""
+    warnings = []
+    if settings.DEBUG:
+        warnings.append("PMD_DEBUG is on: error pages show code, settings and data to anyone who can reach the server")
+    problem = _secret_key_problem(settings.SECRET_KEY)
+    if problem:
+        warnings.append(problem)
+    hosts = list(settings.ALLOWED_HOSTS)
+    if not hosts:
+        warnings.append("PMD_ALLOWED_HOSTS is empty: set the host names the server answers to")
+    elif "*" in hosts:
+        warnings.append("PMD_ALLOWED_HOSTS contains '*': any Host header is accepted (DNS rebinding); list the real names")
+    home = Path(settings.PMD_HOME)
+    if _open_to_others(home):
+        warnings.append(f"PMD_HOME ({home}) is open to other users of this machine: chmod o-rwx {home}")
+    for secret in (home / "secret_key", home / "postgres" / "password"):
+        if _open_to_others(secret):
+            warnings.append(f"{secret} is readable by other users of this machine: chmod 600 {secret}")
+    return warnings
