@@ -19,7 +19,9 @@ Design (tables in search/migrations/0002_keyword_index.py):
   referenced by id: renames need nothing.
 
 Writing: one set-based statement per batch inserts the documents and their postings;
-the triggers then upsert document frequencies once per statement. With more than one
+the triggers then upsert document frequencies once per statement. Writers take turns
+(an advisory lock held until commit), so two of them re-indexing the same document, or
+updating the same statistics rows, neither collide nor deadlock. With more than one
 batch, the tsvectors are computed by a second connection (see `_Analyser`) one batch
 ahead, so stemming and writing use both cores.
 A bulk load into an empty index (the first index of a large collection) drops the two
@@ -37,6 +39,7 @@ import re
 from django.db import DatabaseError, connection, transaction
 
 from indexing.models import Document
+from indexing.services.locks import KEYWORD_INDEX, advisory_lock_wait
 from search.analysis import prepare_text
 
 _HEADING = re.compile(r"^ {0,3}#{1,6}[ \t]+(.+?)[ \t#]*$")
@@ -184,6 +187,9 @@ def keyword_index_update(*, changed_document_ids: list[int], removed_document_id
         return 0
     indexed = 0
     with transaction.atomic(), connection.cursor() as cursor:
+        # One writer at a time, until commit: another one's rows are then visible to our DELETE
+        # (no duplicate key), and the triggers' statistics rows are never locked in crossed order.
+        advisory_lock_wait(key=KEYWORD_INDEX)
         for start in range(0, len(ids), BATCH * 4):
             cursor.execute("DELETE FROM search_keyword_document WHERE document_id = ANY(%s)", [ids[start:start + BATCH * 4]])
         changed = sorted(set(changed_document_ids) - set(removed_document_ids))

@@ -49,12 +49,12 @@ from indexing.chunking import Chunk as TextChunk
 from indexing.chunking import ChunkParams, chunk_markdown
 from indexing.models import Chunk, Content, ContentEmbedding, Document, EmbeddingFingerprint, Job
 from indexing.services.jobs import JobProgress, job_fail, job_finish, job_start
+from indexing.services.locks import EMBEDDING, advisory_lock_release, advisory_lock_taken, advisory_lock_try
 from search.backends import BackendError, EmbedPrompts, LLMBackend, embedding_prompts, get_backend
 
 logger = logging.getLogger(__name__)
 
 ProgressCallback = Callable[[int, int, str], None]
-_LOCK_KEYS = (0x706D64, 1)  # ("pmd", embedding): one embedding run at a time per database
 CONTENTS_PER_ROUND = 64  # contents loaded and chunked at a time
 HNSW_M = 16
 HNSW_EF_CONSTRUCTION = 128
@@ -469,29 +469,17 @@ def hnsw_index_exists(fingerprint: EmbeddingFingerprint) -> bool:
 
 
 def _try_lock() -> bool:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", list(_LOCK_KEYS))
-        return bool(cursor.fetchone()[0])
+    # A session lock even inside a transaction: batches commit as they go, the run is what it guards.
+    return advisory_lock_try(key=EMBEDDING, session=True)
 
 
 def _unlock() -> None:
-    try:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_unlock(%s, %s)", list(_LOCK_KEYS))
-    except Exception:  # noqa: BLE001 - a broken connection releases the lock by itself
-        logger.warning("could not release the embedding lock", exc_info=True)
+    advisory_lock_release(key=EMBEDDING, session=True)
 
 
 def embedding_running() -> bool:
     """Is some process (here or elsewhere) inside `embed_pending` right now?"""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted "
-            "AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
-            "AND classid = %s AND objid = %s AND objsubid = 2",
-            list(_LOCK_KEYS),
-        )
-        return cursor.fetchone() is not None
+    return advisory_lock_taken(key=EMBEDDING)
 
 
 def _mark_interrupted_jobs(current: Job | None) -> int:

@@ -21,6 +21,7 @@ from django.utils import timezone
 
 from indexing.models import Collection, Content, Document, FileProblem
 from indexing.paths import glob_match
+from indexing.services.locks import advisory_lock, collection_lock_key
 from indexing.text import BinaryFile, parse_markdown
 
 ProgressCallback = Callable[[int, int, str], None]
@@ -138,7 +139,26 @@ def collection_index(
     progress: ProgressCallback | None = None,
     max_file_bytes: int | None = None,
 ) -> ScanReport:
-    """Bring the collection's documents in line with its folder."""
+    """Bring the collection's documents in line with its folder.
+
+    One indexer per collection at a time, across processes (`pmd update` while the
+    watcher re-indexes): a second one waits, then scans what the first one left, so
+    it ends with the files as they are when it ran."""
+
+    def waiting() -> None:
+        if progress:
+            progress(0, 0, "waiting for another indexer of this collection")
+
+    with advisory_lock(key=collection_lock_key(collection.pk), on_wait=waiting):
+        return _collection_scan(collection, progress=progress, max_file_bytes=max_file_bytes)
+
+
+def _collection_scan(
+    collection: Collection,
+    *,
+    progress: ProgressCallback | None,
+    max_file_bytes: int | None,
+) -> ScanReport:
     started = time.perf_counter()
     limit = max_file_bytes or settings.PMD_MAX_FILE_BYTES
     report = ScanReport(collection=collection.name)
