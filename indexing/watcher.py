@@ -46,14 +46,19 @@ class WatchTarget:
 
 
 def watch_targets() -> list[WatchTarget]:
-    """The collections whose folders exist, as the watcher sees them."""
+    """The collections whose folders exist and may be read, as the watcher sees them.
+
+    A folder no one may index (/proc, pmd's own data) is not watched either: watching /proc
+    recursively would walk the whole machine through /proc/<pid>/root.
+    """
     from indexing.models import Collection
+    from indexing.services.collections import collection_folder_refusal
 
     _fresh_connection()
     targets = []
     for name, root, mask in Collection.objects.order_by("name").values_list("name", "root_path", "mask"):
         path = Path(root)
-        if path.is_dir():
+        if path.is_dir() and not collection_folder_refusal(Path(os.path.realpath(path))):
             targets.append(WatchTarget(name, path, mask))
     return targets
 
@@ -104,16 +109,28 @@ def enqueue_embedding() -> str | None:
 
 
 def reindex(names: list[str] | None, *, pull: bool = False) -> dict:
-    """Re-index some collections (all with None), then queue embedding; a summary for logs."""
+    """Re-index some collections (all with None), then queue embedding; a summary for logs.
+
+    A collection removed between the file event and the scan is skipped (and listed under
+    `skipped`); the others are still indexed. The summary has the same keys either way."""
+    from indexing.models import Collection
     from indexing.services.collections import CollectionError, collections_update
 
     _fresh_connection()
     started = time.perf_counter()
-    try:
-        results = collections_update(names=names, pull=pull)
-    except CollectionError as exc:  # removed between the event and the scan
-        log.info("skipped: %s", exc)
-        return {"collections": [], "changed": 0, "removed": 0}
+    skipped: list[str] = []
+    if names is not None:
+        existing = set(Collection.objects.filter(name__in=names).values_list("name", flat=True))
+        skipped = [n for n in names if n not in existing]
+        names = [n for n in names if n in existing]
+    results = collections_update(pull=pull) if names is None else []
+    for name in names or []:
+        try:
+            results += collections_update(names=[name], pull=pull)
+        except CollectionError:  # removed after the check above
+            skipped.append(name)
+    if skipped:
+        log.info("skipped: collection %s no longer exists", ", ".join(skipped))
     changed = removed = 0
     summary = []
     for report, pulled, problem in results:
@@ -133,6 +150,7 @@ def reindex(names: list[str] | None, *, pull: bool = False) -> dict:
         "embedding_task": task_id,
         "seconds": round(time.perf_counter() - started, 3),
         "reports": summary,
+        "skipped": skipped,
     }
 
 
