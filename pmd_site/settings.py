@@ -177,6 +177,8 @@ PMD_WATCH_DEBOUNCE_MS = env.get_int("PMD_WATCH_DEBOUNCE_MS", 300, minimum=10)
 PMD_MAX_FILE_BYTES = env.get_int("PMD_MAX_FILE_BYTES", 5 * 1024 * 1024, minimum=1)
 PMD_DEFAULT_MASK = env.get_str("PMD_DEFAULT_MASK", "**/*.md")
 PMD_TEXT_SEARCH_CONFIG = env.get_str("PMD_TEXT_SEARCH_CONFIG", "english")
+# multi-get answers (CLI, API, MCP) hold at most this much text: documents plus what was left out.
+PMD_MULTI_GET_MAX_TOTAL_BYTES = env.get_int("PMD_MULTI_GET_MAX_TOTAL_BYTES", 1024 * 1024, minimum=1)
 
 # --- Keyword search (BM25) -----------------------------------------------------
 PMD_BM25_K1 = env.get_float("PMD_BM25_K1", 0.9)

@@ -307,22 +307,28 @@ class MultiGetDocOut(Schema):
 class MultiGetOut(Schema):
     documents: list[MultiGetDocOut]
     missing: list[str]
+    omitted: int = Field(0, description="matching documents not listed: the total response limit was used up")
+    total_bytes: int = Field(0, description="bytes of this answer counted against max_total_bytes")
+    max_bytes: int
+    max_total_bytes: int = Field(..., description="PMD_MULTI_GET_MAX_TOTAL_BYTES")
+    notice: str | None = Field(None, description="what the limits left out, in one line")
 
 
 @api.get("/multi-get", response={200: MultiGetOut, 401: ErrorOut, 422: ErrorOut}, tags=["documents"],
          summary="Several documents: a glob over collection/path, or a comma list of paths and #docids")
 def documents_multi_get(request, pattern: str = Query(..., min_length=1, max_length=10000),
-                        max_bytes: int = Query(10 * 1024, ge=1), max_lines: int | None = Query(None, ge=0),
+                        max_bytes: int | None = Query(None, ge=1, description="skip larger documents; default 10240, "
+                                                      "at most max_total_bytes"),
+                        max_lines: int | None = Query(None, ge=0),
                         collection: list[str] = Query(default_factory=list)):
+    from indexing.selectors import MultiGetError
     from indexing.selectors import documents_multi_get as multi_get
 
-    result = multi_get(pattern, max_bytes=max_bytes, max_lines=max_lines, collections=collection or None)
-    return {
-        "documents": [{"docid": i.document.docid, "uri": i.document.uri, "title": i.document.title,
-                       "skipped": i.skipped_reason, "truncated": i.truncated,
-                       "text": None if i.skipped_reason else "\n".join(i.lines)} for i in result.items],
-        "missing": result.missing,
-    }
+    try:
+        result = multi_get(pattern, max_bytes=max_bytes, max_lines=max_lines, collections=collection or None)
+    except MultiGetError as exc:
+        raise HttpError(422, str(exc)) from None
+    return result.as_dict()
 
 
 # --- collections ---------------------------------------------------------------------------

@@ -153,6 +153,11 @@ class MultiDocument(BaseModel):
 class MultiGetResult(BaseModel):
     documents: list[MultiDocument]
     missing: list[str] = Field(default_factory=list)
+    omitted: int = Field(0, description="matching documents not listed: the total response limit was used up")
+    total_bytes: int = 0
+    max_bytes: int = 0
+    max_total_bytes: int = Field(0, description="the most text one answer holds (PMD_MULTI_GET_MAX_TOTAL_BYTES)")
+    notice: str | None = Field(None, description="what the limits left out")
 
 
 class CollectionInfo(BaseModel):
@@ -332,25 +337,28 @@ def create_server() -> MCPServer:
         pattern: str = Field(min_length=1, max_length=10000,
                              description="a glob over collection/path (notes/**/*.md) or a comma list of paths/#docids"),
         max_lines: int | None = Field(None, ge=1, description="at most this many lines per document"),
-        max_bytes: int = Field(10 * 1024, ge=1, description="skip documents larger than this"),
+        max_bytes: int | None = Field(None, ge=1, description="skip documents larger than this (default 10240; "
+                                      "at most the total limit of one answer, about 1 MB)"),
         collections: list[str] = Field(default_factory=list),
     ) -> MultiGetResult:
-        """Read several documents at once; large ones are skipped (raise max_bytes to include them)."""
-        from indexing.selectors import documents_multi_get
+        """Read several documents at once; large ones are skipped (raise max_bytes to include them) and one
+        answer holds at most about 1 MB: what is left out is listed or counted."""
+        from indexing.selectors import MultiGetError, documents_multi_get
 
-        found = documents_multi_get(pattern, max_bytes=max_bytes, max_lines=max_lines, collections=collections or None)
-        result = MultiGetResult(
-            documents=[MultiDocument(docid=i.document.docid, uri=i.document.uri, title=i.document.title,
-                                     text=None if i.skipped_reason else "\n".join(i.lines),
-                                     skipped=i.skipped_reason, truncated=i.truncated) for i in found.items],
-            missing=found.missing,
-        )
+        try:
+            found = documents_multi_get(pattern, max_bytes=max_bytes, max_lines=max_lines,
+                                        collections=collections or None)
+        except MultiGetError as exc:
+            raise ToolError(str(exc)) from None
+        result = MultiGetResult(**found.as_dict())
         parts = []
         for d in result.documents:
             note = f" [skipped: {d.skipped}]" if d.skipped else (" [truncated]" if d.truncated else "")
             parts.append(f"=== #{d.docid} {d.uri}{note}" + (f"\n{d.text}" if d.text is not None else ""))
         if result.missing:
             parts.append("not found: " + ", ".join(result.missing))
+        if result.notice:
+            parts.append(f"note: {result.notice}")
         return _result(result, "\n\n".join(parts) or "no documents")
 
     @server.tool(name="pmd_status", title="Index status", annotations=READ_ONLY)

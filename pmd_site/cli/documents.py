@@ -20,8 +20,9 @@ def register(sub) -> None:
 
     mget = sub.add_parser("multi-get", help="print several documents: a glob, or a comma list of paths/#docids")
     mget.add_argument("pattern")
-    mget.add_argument("--max-bytes", type=int, default=10 * 1024, metavar="N",
-                      help="skip documents larger than N bytes (default 10240)")
+    mget.add_argument("--max-bytes", type=int, metavar="N",
+                      help="skip documents larger than N bytes (default 10240; at most "
+                           "PMD_MULTI_GET_MAX_TOTAL_BYTES, which bounds the whole output)")
     mget.add_argument("-l", "--lines", type=int, dest="max_lines", metavar="N", help="at most N lines per document")
     mget.add_argument("-c", "--collection", action="append", dest="collections", metavar="NAME")
     mget.add_argument("--json", action="store_true")
@@ -61,20 +62,16 @@ def cmd_get(args) -> int:
 
 
 def cmd_multi_get(args) -> int:
-    from indexing.selectors import documents_multi_get
+    from indexing.selectors import MultiGetError, documents_multi_get
+    from pmd_site.cli.output import warn
 
-    result = documents_multi_get(args.pattern, max_bytes=args.max_bytes, max_lines=args.max_lines,
-                                 collections=args.collections)
+    try:
+        result = documents_multi_get(args.pattern, max_bytes=args.max_bytes, max_lines=args.max_lines,
+                                     collections=args.collections)
+    except MultiGetError as exc:
+        raise CommandError(str(exc)) from None
     if args.json:
-        print_json({
-            "documents": [
-                {"docid": i.document.docid, "uri": i.document.uri, "title": i.document.title,
-                 "skipped": i.skipped_reason, "truncated": i.truncated,
-                 "text": None if i.skipped_reason else "\n".join(i.lines)}
-                for i in result.items
-            ],
-            "missing": result.missing,
-        })
+        print_json(result.as_dict())
         return 0 if result.items or not result.missing else 1
     write = sys.stdout.write
     for item in result.items:
@@ -87,9 +84,9 @@ def cmd_multi_get(args) -> int:
             write("[… truncated by --lines]\n")
         write("\n")
     for missing in result.missing:
-        from pmd_site.cli.output import warn
-
         warn(f"nothing matches {missing}")
+    if result.notice:
+        warn(result.notice)
     return 0 if result.items or not result.missing else 1
 
 
