@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django import forms
 from django.contrib import admin, messages
 from django.db.models import Count, Q
 from django.utils.html import format_html
@@ -9,8 +10,33 @@ from django.utils.html import format_html
 from indexing.models import Collection, Content, Document, FileProblem, Job, LLMCache, PathContext
 
 
+class CollectionAdminForm(forms.ModelForm):
+    """Adding or moving a collection here obeys PMD_COLLECTION_ROOTS, like the web UI and API."""
+
+    class Meta:
+        model = Collection
+        fields = "__all__"
+
+    def clean_root_path(self):
+        from django.conf import settings
+
+        from indexing.services.collections import CollectionError, collection_root_check
+
+        value = self.cleaned_data["root_path"]
+        if self.instance.pk and value == self.instance.root_path:
+            return value  # unchanged: a folder added from the CLI stays editable (the scanner has its own check)
+        try:
+            root = collection_root_check(path=value, allowed_roots=settings.PMD_COLLECTION_ROOTS)
+        except CollectionError as exc:
+            raise forms.ValidationError(str(exc)) from None
+        if not root.is_dir():
+            raise forms.ValidationError(f"{root} is not an existing folder")
+        return str(root)
+
+
 @admin.register(Collection)
 class CollectionAdmin(admin.ModelAdmin):
+    form = CollectionAdminForm
     list_display = ("name", "root_path", "mask", "active_documents", "last_indexed_at")
     search_fields = ("name", "root_path")
     readonly_fields = ("created_at", "updated_at", "last_indexed_at")

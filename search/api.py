@@ -436,10 +436,13 @@ def _reindex(collection) -> Any:
 @collections_router.post("", response={201: CollectionCreatedOut, 400: ErrorOut, 403: ErrorOut, 409: ErrorOut},
                          summary="Add a folder as a collection (staff)")
 def collection_add(request, body: CollectionIn):
+    from django.conf import settings
+
     from indexing.services.collections import collection_create
 
     _require_staff(request)
-    collection = collection_create(path=body.path, name=body.name, mask=body.mask, ignore_patterns=body.ignore)
+    collection = collection_create(path=body.path, name=body.name, mask=body.mask, ignore_patterns=body.ignore,
+                                   allowed_roots=settings.PMD_COLLECTION_ROOTS)
     job = _reindex(collection) if body.index else None
     return Status(201, {"collection": _collection_overview(collection.name), "job": _job_row(job) if job else None})
 

@@ -302,6 +302,8 @@ def embed_all(request):
 @staff_required
 @require_POST
 def collection_add(request):
+    from django.conf import settings
+
     from indexing.services.collections import CollectionError, collection_create
 
     form = CollectionAddForm(request.POST)
@@ -309,7 +311,7 @@ def collection_add(request):
         try:
             collection = collection_create(
                 path=form.cleaned_data["path"], name=form.cleaned_data["name"] or None,
-                mask=form.cleaned_data["mask"] or None,
+                mask=form.cleaned_data["mask"] or None, allowed_roots=settings.PMD_COLLECTION_ROOTS,
             )
         except CollectionError as exc:
             form.add_error(None, str(exc))

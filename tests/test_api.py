@@ -163,7 +163,8 @@ def test_non_staff_cannot_manage_collections_or_contexts(api, indexed_collection
     assert "staff" in attempts[0].json()["message"]
 
 
-def test_staff_collection_lifecycle_and_job(admin_api, corpus_dir, db):
+def test_staff_collection_lifecycle_and_job(admin_api, corpus_dir, db, settings):
+    settings.PMD_COLLECTION_ROOTS = [corpus_dir.parent]  # the API adds collections only under these
     created = admin_api.post("/api/collections", {"path": str(corpus_dir), "name": "kb"},
                              content_type="application/json")
     assert created.status_code == 201, created.content

@@ -226,14 +226,16 @@ def test_members_see_collections_but_cannot_manage_them(member_client, indexed_c
     assert not Collection.objects.filter(name="x").exists()
 
 
-def test_add_form_errors_are_shown(staff_client, tmp_path):
+def test_add_form_errors_are_shown(staff_client, tmp_path, settings):
+    settings.PMD_COLLECTION_ROOTS = [tmp_path]  # the web UI adds collections only under these
     response = staff_client.post("/collections/add/", {"path": str(tmp_path / "missing"), "name": "gone"})
     assert response.status_code == 400
     assert "does not exist" in response.content.decode()
 
 
 @pytest.mark.django_db(transaction=True)
-def test_staff_adds_a_collection_and_follows_its_job_to_completion(staff_client, corpus_dir):
+def test_staff_adds_a_collection_and_follows_its_job_to_completion(staff_client, corpus_dir, settings):
+    settings.PMD_COLLECTION_ROOTS = [corpus_dir.parent]
     response = staff_client.post("/collections/add/", {"path": str(corpus_dir), "name": "handbook", "mask": ""})
     assert response.status_code == 302
     collection = Collection.objects.get(name="handbook")

@@ -8,6 +8,7 @@ and come back as they were when they reappear.
 
 from __future__ import annotations
 
+import errno
 import os
 import stat as stat_module
 import time
@@ -85,52 +86,126 @@ def _ignored(rel: str, patterns: list[str]) -> bool:
     return any(glob_match(p, rel) or glob_match(p, rel + "/") for p in patterns)
 
 
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
 def collection_files(collection: Collection, issues: list[FileIssue]) -> Iterator[tuple[str, str]]:
-    """(relative path, absolute path) of every file the collection's mask selects."""
+    """(relative path, resolved absolute path) of every file the collection's mask selects.
+
+    Symbolic links are followed only while they stay inside the collection folder: a link
+    out of it (`x.md -> /etc/passwd`, `all -> /`) is recorded as a problem and never read,
+    whoever planted it (a `git pull` included). Each folder is walked once, under its own
+    path when it has one (links to folders come last), so loops end and a linked folder is
+    not indexed twice. The path yielded is the resolved one: reading it follows no link.
+    """
+    from indexing.services.collections import collection_folder_refusal, pseudo_mount_points
+
     root = Path(collection.root_path)
     if not root.is_dir():
         raise CollectionPathMissing(
             f"collection '{collection.name}': folder {root} does not exist or is not a directory"
         )
+    real_root = os.path.realpath(root)
+    refusal = collection_folder_refusal(Path(real_root))
+    if refusal:  # stored before the rule existed, or by hand: nothing in it is read
+        issues.append(FileIssue(".", f"{refusal}: not indexed", "error"))
+        return
+    pseudo_mounts = pseudo_mount_points()
     patterns = list(collection.ignore_patterns or [])
-    seen_dirs: set[tuple[int, int]] = set()
+    walked: dict[tuple[int, int], str] = {}  # folder identity → where it was walked
+    linked: list[tuple[str, str]] = []  # (relative path, resolved target) of links to folders
 
-    def on_error(err: OSError) -> None:
-        rel = os.path.relpath(err.filename, root) if err.filename else "?"
-        issues.append(FileIssue(rel, f"cannot read folder: {err.strerror}", "error"))
+    def outside(rel: str) -> None:
+        issues.append(FileIssue(rel, "points outside the collection: skipped"))
 
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=True, onerror=on_error):
+    def walk(top_rel: str, top_real: str) -> Iterator[tuple[str, str]]:
+        stack = [(top_rel, top_real)]
+        while stack:
+            rel_dir, real_dir = stack.pop()
+            try:
+                st = os.stat(real_dir)
+                key = (st.st_dev, st.st_ino)
+                if key in walked:
+                    first = walked[key]
+                    loop = first == "" or rel_dir.startswith(first + "/")
+                    issues.append(FileIssue(rel_dir or ".", "symlink loop: folder already visited, skipped" if loop
+                                            else f"same folder as {first}: skipped"))
+                    continue
+                walked[key] = rel_dir
+                with os.scandir(real_dir) as listing:
+                    entries = sorted(listing, key=lambda e: e.name)
+            except OSError as err:
+                issues.append(FileIssue(rel_dir or ".", f"cannot read folder: {err.strerror}", "error"))
+                continue
+            subdirs = []
+            for entry in entries:
+                name = entry.name
+                if name.startswith("."):
+                    continue
+                rel = f"{rel_dir}/{name}" if rel_dir else name
+                path = os.path.join(real_dir, name)
+                try:
+                    is_link, is_dir = entry.is_symlink(), entry.is_dir()
+                except OSError:
+                    is_link, is_dir = False, False
+                if is_dir:
+                    if name in ALWAYS_SKIPPED_DIRS or (patterns and _ignored(rel, patterns)):
+                        continue
+                    target = os.path.realpath(path) if is_link else path
+                    if not _inside(target, real_root):
+                        outside(rel)
+                    elif target in pseudo_mounts:
+                        issues.append(FileIssue(rel, "a pseudo file system (like /proc) is mounted here: skipped"))
+                    else:
+                        (linked if is_link else subdirs).append((rel, target))
+                    continue
+                if not glob_match(collection.mask, rel) or (patterns and _ignored(rel, patterns)):
+                    continue
+                target = os.path.realpath(path) if is_link else path
+                if not _inside(target, real_root):
+                    outside(rel)
+                    continue
+                yield rel, target
+            stack.extend(reversed(subdirs))
+
+    yield from walk("", real_root)
+    while linked:
+        yield from walk(*linked.pop(0))
+
+
+def collection_file_open(collection: Collection, path: str):
+    """Open for reading (binary) a file `collection_files` yielded, if it is still inside the collection.
+
+    Between the walk and the read a folder on the way could be swapped for a link: the last
+    component is opened without following links, and where the opened file really lies is
+    asked of the open descriptor, which no later rename can change.
+    """
+    root = os.path.realpath(collection.root_path)
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise OSError(errno.ELOOP, "became a symbolic link during the scan: skipped", path) from None
+        raise
+    try:
+        st = os.fstat(fd)
+        if not stat_module.S_ISREG(st.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", path)
         try:
-            st = os.stat(dirpath)
-        except OSError:
-            dirnames[:] = []
-            continue
-        key = (st.st_dev, st.st_ino)
-        rel_dir = os.path.relpath(dirpath, root)
-        rel_dir = "" if rel_dir == "." else rel_dir.replace(os.sep, "/")
-        if key in seen_dirs:
-            issues.append(FileIssue(rel_dir or ".", "symlink loop: folder already visited, skipped"))
-            dirnames[:] = []
-            continue
-        seen_dirs.add(key)
-        kept = []
-        for name in sorted(dirnames):
-            if name.startswith(".") or name in ALWAYS_SKIPPED_DIRS:
-                continue
-            child = f"{rel_dir}/{name}" if rel_dir else name
-            if patterns and _ignored(child, patterns):
-                continue
-            kept.append(name)
-        dirnames[:] = kept
-        for name in sorted(filenames):
-            if name.startswith("."):
-                continue
-            rel = f"{rel_dir}/{name}" if rel_dir else name
-            if not glob_match(collection.mask, rel):
-                continue
-            if patterns and _ignored(rel, patterns):
-                continue
-            yield rel, os.path.join(dirpath, name)
+            where = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:  # no /proc: the file at the resolved path must be the one we opened
+            where = os.path.realpath(path)
+            again = os.stat(where)
+            if (again.st_dev, again.st_ino) != (st.st_dev, st.st_ino):
+                raise OSError(errno.EXDEV, "changed during the scan: skipped", path) from None
+        if not _inside(where, root):
+            raise OSError(errno.EXDEV, "points outside the collection: skipped", path)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def collection_index(
@@ -205,7 +280,7 @@ def _collection_scan(
             ))
             continue
         try:
-            with open(abspath, "rb") as handle:
+            with collection_file_open(collection, abspath) as handle:
                 raw = handle.read(limit + 1)
         except FileNotFoundError:
             seen.discard(rel)

@@ -383,6 +383,23 @@ def _add_folders(dirs: list[str], console) -> list[str]:
     return names
 
 
+def collection_roots_env(dirs: list[str]) -> str:
+    """PMD_COLLECTION_ROOTS for `pmd up`'s children: the configured roots plus the folders it was given.
+
+    Whoever ran `pmd up ~/notes` chose that folder, so staff may add collections under it
+    from the web UI too; nothing else is opened up.
+    """
+    from pathlib import Path
+
+    from django.conf import settings
+
+    roots: list[str] = []
+    for folder in [*settings.PMD_COLLECTION_ROOTS, *(Path(d).expanduser().resolve() for d in dirs)]:
+        if str(folder) not in roots:
+            roots.append(str(folder))
+    return ",".join(roots)
+
+
 def _start_broker() -> tuple[str | None, object | None]:
     """The broker URL for the children, and the embedded Redis we started (to stop later)."""
     from django.conf import settings
@@ -450,6 +467,8 @@ def cmd_up(args) -> int:
         env = dict(os.environ, PYTHONUNBUFFERED="1", PMD_HOME=str(settings.PMD_HOME),
                    PMD_INDEX=settings.PMD_INDEX, PMD_SUPERVISOR_PID=str(os.getpid()))
         env.setdefault("PMD_LOG_LEVEL", "INFO")  # the watcher and tasks report what they do
+        if args.dirs:
+            env["PMD_COLLECTION_ROOTS"] = collection_roots_env(args.dirs)
         if broker_url:
             env["CELERY_BROKER_URL"] = broker_url
             console.print(f"broker: {'embedded Redis' if not settings.CELERY_BROKER_URL else 'CELERY_BROKER_URL'}"

@@ -1,0 +1,282 @@
+"""What a collection may read: never a file outside its folder, never pmd's own data or /proc.
+
+Symlinks are followed only while they stay inside the collection folder, and which folders
+may become collections depends on who asks: staff through the web UI, API and admin only
+under PMD_COLLECTION_ROOTS; nobody, the local CLI included, `/`, `$PMD_HOME` or a pseudo
+file system.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from django.conf import settings as django_settings
+from django.contrib.auth import get_user_model
+from django.test import Client
+
+from indexing.models import Collection, Document, FileProblem
+from indexing.selectors import DocumentNotFound, document_resolve
+from indexing.services.collections import (
+    CollectionPathRefused,
+    collection_create,
+    collections_update,
+)
+from indexing.services.scanning import collection_index
+from search.tokens import token_create
+
+pytestmark = pytest.mark.django_db
+
+SECRET = "TOP-SECRET-OUTSIDE-THE-COLLECTION"
+
+
+def _paths(collection) -> set[str]:
+    return set(Document.objects.filter(collection=collection, active=True).values_list("path", flat=True))
+
+
+def _problems(collection) -> dict[str, str]:
+    return dict(FileProblem.objects.filter(collection=collection).values_list("path", "message"))
+
+
+@pytest.fixture
+def outside(tmp_path) -> Path:
+    """A folder next to the collection, holding what a link must not reach."""
+    folder = tmp_path / "outside"
+    folder.mkdir()
+    (folder / "secret.md").write_text(f"# Secret\n\n{SECRET}\n")
+    return folder
+
+
+@pytest.fixture
+def notes(tmp_path) -> Path:
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "welcome.md").write_text("# Welcome\n\nA harmless note.\n")
+    return folder
+
+
+def _api_client(*, staff: bool = False) -> Client:
+    user = get_user_model().objects.create_user("staffer" if staff else "member", password="pw-123-pw-123",
+                                                is_staff=staff)
+    return Client(HTTP_AUTHORIZATION=f"Bearer {token_create(user=user).raw}")
+
+
+# --- symlinks inside a collection ------------------------------------------------------------
+
+
+def test_file_symlink_out_of_the_collection_is_skipped_recorded_and_not_served(notes, outside):
+    (notes / "passwd.md").symlink_to(outside / "secret.md")
+    (notes / "etc-passwd.md").symlink_to("/etc/passwd")
+    collection = collection_create(path=notes, name="notes")
+    report = collection_index(collection)
+
+    assert _paths(collection) == {"welcome.md"}
+    problems = _problems(collection)
+    assert "points outside the collection" in problems["passwd.md"]
+    assert "points outside the collection" in problems["etc-passwd.md"]
+    assert any(i.path == "passwd.md" for i in report.issues)
+    assert not Document.objects.filter(content__body__contains=SECRET).exists()
+    with pytest.raises(DocumentNotFound):
+        document_resolve("pmd://notes/passwd.md")
+    with pytest.raises(DocumentNotFound):
+        document_resolve(str(notes / "passwd.md"))
+    response = _api_client().get("/api/get", {"ref": "pmd://notes/passwd.md"})
+    assert response.status_code == 404 and SECRET not in response.content.decode()
+
+
+def test_folder_symlink_out_of_the_collection_is_not_walked(notes, outside):
+    (notes / "elsewhere").symlink_to(outside)
+    (notes / "everything").symlink_to("/")
+    collection = collection_create(path=notes, name="notes")
+    collection_index(collection)
+
+    assert _paths(collection) == {"welcome.md"}
+    problems = _problems(collection)
+    assert "points outside the collection" in problems["elsewhere"]
+    assert "points outside the collection" in problems["everything"]
+
+
+def test_symlinks_that_stay_inside_the_collection_are_followed(notes):
+    (notes / "real").mkdir()
+    (notes / "real" / "deep.md").write_text("# Deep\n\nInside the collection.\n")
+    (notes / ".drafts").mkdir()  # hidden: walked only through the link to it
+    (notes / ".drafts" / "idea.md").write_text("# Idea\n")
+    (notes / "drafts").symlink_to(notes / ".drafts")  # absolute link, to a folder inside
+    (notes / "alias").symlink_to("real")  # a second way into a folder that is walked anyway
+    (notes / "shortcut.md").symlink_to("real/deep.md")  # relative link, to a file inside
+    collection = collection_create(path=notes, name="notes")
+    collection_index(collection)
+
+    # Each folder once, under its own name: real/ is not lost to alias/ sorting first.
+    assert _paths(collection) == {"welcome.md", "real/deep.md", "drafts/idea.md", "shortcut.md"}
+    assert document_resolve("pmd://notes/shortcut.md").document.title == "Deep"
+    assert "same folder as real" in _problems(collection)["alias"]
+
+
+def test_symlink_loops_inside_the_collection_end_the_walk(notes):
+    (notes / "sub").mkdir()
+    (notes / "sub" / "n.md").write_text("# N\n")
+    (notes / "sub" / "up").symlink_to("..")  # a folder loop
+    (notes / "ping.md").symlink_to("pong.md")  # a file loop
+    (notes / "pong.md").symlink_to("ping.md")
+    collection = collection_create(path=notes, name="notes")
+    report = collection_index(collection)
+
+    assert _paths(collection) == {"welcome.md", "sub/n.md"}
+    assert any("symlink loop" in i.message for i in report.issues)
+
+
+def test_symlink_planted_by_git_pull_after_the_first_index_is_not_indexed(tmp_path, outside):
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.org", "-c", "init.defaultBranch=main"]
+    origin = tmp_path / "origin"
+    origin.mkdir()
+    (origin / "readme.md").write_text("# Readme\n")
+    subprocess.run([*git, "init", "-q", str(origin)], check=True)
+    subprocess.run([*git, "-C", str(origin), "add", "."], check=True)
+    subprocess.run([*git, "-C", str(origin), "commit", "-qm", "first"], check=True)
+    clone = tmp_path / "clone"
+    subprocess.run([*git, "clone", "-q", str(origin), str(clone)], check=True)
+    collection = collection_create(path=clone, name="repo")
+    collection_index(collection)
+    assert _paths(collection) == {"readme.md"}
+
+    (origin / "shadow.md").symlink_to(outside / "secret.md")
+    (origin / "linked").symlink_to(outside)
+    subprocess.run([*git, "-C", str(origin), "add", "."], check=True)
+    subprocess.run([*git, "-C", str(origin), "commit", "-qm", "plant links"], check=True)
+    [(report, pulled, error)] = collections_update(names=["repo"], pull=True)
+
+    assert pulled.ok and (clone / "shadow.md").is_symlink() and error is None
+    assert _paths(collection) == {"readme.md"}
+    assert {"shadow.md", "linked"} <= set(_problems(collection))
+    assert not Document.objects.filter(content__body__contains=SECRET).exists()
+
+
+def test_existing_collection_inside_pmd_home_is_not_read_by_the_scanner(db):
+    folder = django_settings.PMD_HOME / "notes-by-mistake"
+    folder.mkdir()
+    try:
+        (folder / "leak.md").write_text(f"# Leak\n\n{SECRET}\n")
+        # Stored before the rule existed: straight into the table, no service in between.
+        collection = Collection.objects.create(name="home", root_path=str(folder))
+        report = collection_index(collection)
+    finally:
+        shutil.rmtree(folder)
+    assert _paths(collection) == set()
+    assert report.errors == 1 and "PMD_HOME" in _problems(collection)["."]
+
+
+def test_the_watcher_does_not_watch_a_refused_folder(db, notes):
+    from indexing.watcher import watch_targets
+
+    Collection.objects.create(name="proc", root_path="/proc")
+    Collection.objects.create(name="notes", root_path=str(notes))
+    assert [t.name for t in watch_targets()] == ["notes"]
+
+
+# --- which folders may become collections ----------------------------------------------------
+
+
+def test_no_face_may_add_pmd_home_a_folder_around_it_or_inside_it(db):
+    home = django_settings.PMD_HOME
+    (home / "inside").mkdir(exist_ok=True)
+    try:
+        for folder in (home, home.parent, home / "inside"):
+            for roots in (None, [Path("/")], [folder]):
+                with pytest.raises(CollectionPathRefused, match="PMD_HOME"):
+                    collection_create(path=folder, name="x", allowed_roots=roots)
+    finally:
+        (home / "inside").rmdir()
+    assert not Collection.objects.exists()
+
+
+@pytest.mark.parametrize("folder", ["/", "/proc", "/proc/self", "/sys", "/dev"])
+def test_no_face_may_add_the_file_system_root_or_a_pseudo_file_system(db, folder):
+    if not Path(folder).is_dir():
+        pytest.skip(f"{folder} does not exist here")
+    for roots in (None, [Path("/")]):
+        with pytest.raises(CollectionPathRefused):
+            collection_create(path=folder, name="x", allowed_roots=roots)
+    assert not Collection.objects.exists()
+
+
+def test_web_api_and_admin_refuse_everything_without_collection_roots(settings, notes):
+    settings.PMD_COLLECTION_ROOTS = []
+    with pytest.raises(CollectionPathRefused, match="PMD_COLLECTION_ROOTS") as refused:
+        collection_create(path=notes, name="notes", allowed_roots=settings.PMD_COLLECTION_ROOTS)
+    assert "--" not in str(refused.value)
+
+    api = _api_client(staff=True)
+    response = api.post("/api/collections", {"path": str(notes), "name": "notes"}, content_type="application/json")
+    assert response.status_code == 400 and "PMD_COLLECTION_ROOTS" in response.json()["message"]
+    web = Client()
+    web.force_login(get_user_model().objects.get(username="staffer"))
+    page = web.post("/collections/add/", {"path": str(notes), "name": "notes"})
+    assert page.status_code == 400 and "PMD_COLLECTION_ROOTS" in page.content.decode()
+    assert not Collection.objects.exists()
+
+
+def test_web_and_api_add_collections_only_under_collection_roots(settings, tmp_path, notes, outside):
+    settings.PMD_COLLECTION_ROOTS = [notes.parent / "allowed", notes]
+    api = _api_client(staff=True)
+    refused = api.post("/api/collections", {"path": str(outside), "name": "out"}, content_type="application/json")
+    assert refused.status_code == 400 and "PMD_COLLECTION_ROOTS" in refused.json()["message"]
+    assert "--" not in refused.json()["message"]
+    for path in ("/etc", "/root", "/"):
+        assert api.post("/api/collections", {"path": path}, content_type="application/json").status_code == 400
+    web = Client()
+    web.force_login(get_user_model().objects.get(username="staffer"))
+    page = web.post("/collections/add/", {"path": str(outside), "name": "out"})
+    assert page.status_code == 400 and "PMD_COLLECTION_ROOTS" in page.content.decode()
+    assert not Collection.objects.exists()
+
+    (notes / "sub").mkdir()
+    created = api.post("/api/collections", {"path": str(notes), "name": "notes", "index": False},
+                       content_type="application/json")
+    assert created.status_code == 201, created.content
+    assert web.post("/collections/add/", {"path": str(notes / "sub"), "name": "sub"}).status_code == 302
+    assert set(Collection.objects.values_list("name", flat=True)) == {"notes", "sub"}
+    duplicate = api.post("/api/collections", {"path": str(notes), "name": "notes"}, content_type="application/json")
+    assert duplicate.status_code == 409 and "--name" not in duplicate.json()["message"]
+
+
+def test_admin_cannot_add_or_move_a_collection_outside_the_roots(settings, notes, outside):
+    settings.PMD_COLLECTION_ROOTS = [notes]
+    admin_user = get_user_model().objects.create_superuser("root", password="correct horse battery")
+    client = Client()
+    client.force_login(admin_user)
+    form = {"name": "etc", "root_path": "/etc", "mask": "**/*.md", "ignore_patterns": "[]",
+            "text_search_config": "english"}
+    page = client.post("/admin/indexing/collection/add/", form)
+    assert page.status_code == 200 and "PMD_COLLECTION_ROOTS" in page.content.decode()
+    assert not Collection.objects.exists()
+
+    added = client.post("/admin/indexing/collection/add/", {**form, "name": "notes", "root_path": str(notes)})
+    assert added.status_code == 302
+    collection = Collection.objects.get(name="notes")
+    for target in (str(outside), "/proc", str(django_settings.PMD_HOME)):
+        moved = client.post(f"/admin/indexing/collection/{collection.pk}/change/",
+                            {**form, "name": "notes", "root_path": target})
+        assert moved.status_code == 200, target
+    collection.refresh_from_db()
+    assert collection.root_path == str(notes)
+
+
+def test_cli_refuses_proc_but_is_not_limited_by_collection_roots(settings, run_cli, notes):
+    settings.PMD_COLLECTION_ROOTS = []
+    code, _, err = run_cli("collection", "add", "/proc", "--name", "proc", "--no-index")
+    assert code != 0 and "pseudo file system" in err
+    assert not Collection.objects.filter(name="proc").exists()
+    code, _, err = run_cli("collection", "add", str(notes), "--name", "notes", "--no-index")
+    assert code == 0, err
+    assert Collection.objects.filter(name="notes").exists()
+
+
+def test_pmd_up_allows_its_folders_for_the_web_ui(settings, tmp_path, notes):
+    from pmd_site.cli.serve import collection_roots_env
+
+    settings.PMD_COLLECTION_ROOTS = [tmp_path / "configured"]
+    value = collection_roots_env([str(notes), str(notes / ".." / "notes")])
+    assert value.split(",") == [str(tmp_path / "configured"), str(notes.resolve())]
