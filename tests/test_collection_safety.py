@@ -24,7 +24,7 @@ from indexing.services.collections import (
     collection_create,
     collections_update,
 )
-from indexing.services.scanning import collection_index
+from indexing.services.scanning import collection_file_open, collection_files, collection_index
 from search.tokens import token_create
 
 pytestmark = pytest.mark.django_db
@@ -152,6 +152,27 @@ def test_symlink_planted_by_git_pull_after_the_first_index_is_not_indexed(tmp_pa
     assert _paths(collection) == {"readme.md"}
     assert {"shadow.md", "linked"} <= set(_problems(collection))
     assert not Document.objects.filter(content__body__contains=SECRET).exists()
+
+
+def test_a_folder_swapped_for_a_link_between_walk_and_read_is_not_read(notes, outside):
+    (notes / "sub").mkdir()
+    (notes / "sub" / "secret.md").write_text("# Harmless at walk time\n")
+    (notes / "last.md").write_text("# Also harmless\n")
+    collection = collection_create(path=notes, name="notes")
+    found = dict(collection_files(collection, []))
+    # After the walk, before the read: sub/ becomes a link out, last.md a link to the secret.
+    (notes / "sub" / "secret.md").unlink()
+    (notes / "sub").rmdir()
+    (notes / "sub").symlink_to(outside)
+    (notes / "last.md").unlink()
+    (notes / "last.md").symlink_to(outside / "secret.md")
+
+    with pytest.raises(OSError, match="points outside the collection"):
+        collection_file_open(collection, found["sub/secret.md"])
+    with pytest.raises(OSError, match="symbolic link"):
+        collection_file_open(collection, found["last.md"])
+    with collection_file_open(collection, found["welcome.md"]) as handle:
+        assert handle.read().startswith(b"# Welcome")
 
 
 def test_existing_collection_inside_pmd_home_is_not_read_by_the_scanner(db):
