@@ -56,14 +56,14 @@ class CollectionAdmin(admin.ModelAdmin):
         from indexing.tasks import start_index_job
 
         for collection in queryset:
-            start_index_job(collection=collection)
+            start_index_job(collection=collection, created_by=request.user)
         self.message_user(request, f"indexing started for {queryset.count()} collection(s); see Jobs", messages.SUCCESS)
 
     @admin.action(description="Embed selected collections")
     def embed(self, request, queryset):
         from indexing.tasks import start_embed_job
 
-        start_embed_job(collections=[c.name for c in queryset])
+        start_embed_job(collections=[c.name for c in queryset], created_by=request.user)
         self.message_user(request, f"embedding started for {queryset.count()} collection(s); see Jobs", messages.SUCCESS)
 
 
@@ -103,7 +103,7 @@ class DocumentAdmin(admin.ModelAdmin):
 
 @admin.register(Job)
 class JobAdmin(admin.ModelAdmin):
-    list_display = ("created_at", "kind", "collection", "state", "progress", "message")
+    list_display = ("created_at", "kind", "collection", "state", "progress", "created_by", "message")
     list_filter = ("kind", "state")
     readonly_fields = [f.name for f in Job._meta.fields]
 

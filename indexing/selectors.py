@@ -366,6 +366,18 @@ def documents_multi_get(
     return result
 
 
+def jobs_visible_to(user):
+    """Jobs a user may see: staff every job, a member only the jobs they started.
+
+    Jobs of the CLI, the watcher and periodic tasks have no owner (their messages can name
+    server paths), so only staff see them. Anything else answers "no such job" (404), never 403.
+    """
+    jobs = Job.objects.select_related("collection")
+    if user is None or not user.is_authenticated or not user.is_active:
+        return jobs.none()
+    return jobs if user.is_staff else jobs.filter(created_by=user)
+
+
 def index_counts() -> dict:
     docs = Document.objects.aggregate(
         n_active=Count("id", filter=Q(active=True)), n_inactive=Count("id", filter=Q(active=False))

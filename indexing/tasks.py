@@ -99,12 +99,12 @@ def queue_embedding(*, job: Job, collections: list[str] | None = None, force: bo
 
 
 def start_embed_job(*, collection: Collection | None = None, collections: list[str] | None = None,
-                    force: bool = False) -> Job:
+                    force: bool = False, created_by=None) -> Job:
     """Queue embedding for a worker, or run it in a background thread when none is running."""
     from indexing.services.jobs import job_create
 
     names = collections or ([collection.name] if collection else None)
-    job = job_create(kind=Job.Kind.EMBED, collection=collection, message="queued")
+    job = job_create(kind=Job.Kind.EMBED, collection=collection, message="queued", created_by=created_by)
     if workers_available():
         queue_embedding(job=job, collections=names, force=force)
     else:
@@ -112,10 +112,10 @@ def start_embed_job(*, collection: Collection | None = None, collections: list[s
     return job
 
 
-def start_index_job(*, collection: Collection) -> Job:
+def start_index_job(*, collection: Collection, created_by=None) -> Job:
     from indexing.services.jobs import job_create
 
-    job = job_create(kind=Job.Kind.INDEX, collection=collection, message="queued")
+    job = job_create(kind=Job.Kind.INDEX, collection=collection, message="queued", created_by=created_by)
     if workers_available():
         collection_index_task.apply_async(args=[collection.pk], kwargs={"job_id": str(job.pk)}, retry=False)
     else:

@@ -124,13 +124,54 @@ SECTIONS: dict[str, Callable[[], dict]] = {
 }
 
 
-def status_report(sections: list[str] | None = None) -> dict:
+# What a member (not staff) sees of each section: health and counts, never where things run
+# (paths, sockets, hosts, URLs, PMD_HOME, worker names). Allow-lists, so a field or section added
+# later stays staff-only until someone decides otherwise; an unlisted section shows only `ok`.
+MEMBER_FIELDS: dict[str, set[str]] = {
+    "database": {"ok", "embedded", "server", "pgvector"},
+    "index": {"ok", "collections", "documents", "inactive_documents", "contents", "contexts", "problems",
+              "by_collection"},
+    "problems": {"ok", "recent"},
+    "embeddings": {"ok", "backend", "model", "chunking", "fingerprint", "contents", "embedded", "pending", "chunks",
+                   "hnsw_index", "stale_fingerprints", "mismatch", "hint", "job"},
+    "broker": {"ok", "mode"},
+    "workers": {"ok", "mode", "alive", "error"},
+    "watcher": {"ok", "running", "last_seen_seconds_ago", "mode", "last_change_at", "error"},
+}
+_MEMBER_NESTED = {
+    "by_collection": {"name", "documents", "problems", "last_indexed_at"},  # not the folder on the server
+    "job": {"state", "done", "total", "percent", "created_at"},  # not its id or message (the job is not theirs)
+}
+_STAFF_ONLY_ERROR = "not available (staff can see the details in the status report)"
+
+
+def _member_view(name: str, data: dict) -> dict:
+    allowed = MEMBER_FIELDS.get(name, {"ok"})
+    view = {}
+    for key, value in data.items():
+        if key not in allowed:
+            continue
+        nested = _MEMBER_NESTED.get(key)
+        if nested and isinstance(value, dict):
+            value = {k: v for k, v in value.items() if k in nested}
+        elif nested and isinstance(value, list):
+            value = [{k: v for k, v in row.items() if k in nested} for row in value]
+        view[key] = value
+    if not data.get("ok", True) and "error" in data and "error" not in view:
+        view["error"] = _STAFF_ONLY_ERROR
+    return view
+
+
+def status_report(sections: list[str] | None = None, *, internals: bool = False) -> dict:
+    """The report; `internals` (staff, or the local CLI user) adds where things run and raw errors."""
     report = {}
     for name, provider in SECTIONS.items():
         if sections and name not in sections:
             continue
         try:
-            report[name] = provider()
+            data = provider()
         except Exception as exc:  # noqa: BLE001 - a broken part must not hide the others
-            report[name] = {"ok": False, "error": f"{exc.__class__.__name__}: {exc}"}
+            # The exception text can name sockets, hosts or paths: staff only.
+            data = {"ok": False, "error": f"{exc.__class__.__name__}: {exc}" if internals else _STAFF_ONLY_ERROR}
+        report[name] = data if internals else _member_view(name, data)
     return report

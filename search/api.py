@@ -407,21 +407,21 @@ class CollectionCreatedOut(Schema):
     job: JobOut | None
 
 
-def _reindex(collection) -> Any:
-    """Start re-indexing (a worker task, or in-process when no worker runs); returns its Job."""
+def _reindex(collection, user) -> Any:
+    """Start re-indexing (a worker task, or in-process when no worker runs) for `user`; returns its Job."""
     try:
         from indexing.tasks import start_index_job
     except ImportError:
         start_index_job = None
     if start_index_job is not None:
-        job = start_index_job(collection=collection)
+        job = start_index_job(collection=collection, created_by=user)
         job.refresh_from_db()
         return job
     from indexing.models import Job
     from indexing.services.jobs import JobProgress, job_create, job_fail, job_finish, job_start
     from indexing.services.scanning import collection_index
 
-    job = job_create(kind=Job.Kind.INDEX, collection=collection)
+    job = job_create(kind=Job.Kind.INDEX, collection=collection, created_by=user)
     job_start(job)
     try:
         report = collection_index(collection, progress=JobProgress(job))
@@ -443,7 +443,7 @@ def collection_add(request, body: CollectionIn):
     _require_staff(request)
     collection = collection_create(path=body.path, name=body.name, mask=body.mask, ignore_patterns=body.ignore,
                                    allowed_roots=settings.PMD_COLLECTION_ROOTS)
-    job = _reindex(collection) if body.index else None
+    job = _reindex(collection, request.auth) if body.index else None
     return Status(201, {"collection": _collection_overview(collection.name), "job": _job_row(job) if job else None})
 
 
@@ -486,7 +486,7 @@ def collection_reindex(request, name: str):
     from indexing.services.collections import collection_get
 
     _require_staff(request)
-    return Status(202, _job_row(_reindex(collection_get(name))))
+    return Status(202, _job_row(_reindex(collection_get(name), request.auth)))
 
 
 @collections_router.post("/{name}/embed", response={202: JobOut, 403: ErrorOut, 404: ErrorOut, 503: ErrorOut},
@@ -500,7 +500,7 @@ def collection_embed(request, name: str, force: bool = False):
         from indexing.tasks import start_embed_job
     except ImportError:
         raise HttpError(503, "embedding is not available in this build yet") from None
-    job = start_embed_job(collection=collection, force=force)
+    job = start_embed_job(collection=collection, force=force, created_by=request.auth)
     job.refresh_from_db()
     return Status(202, _job_row(job))
 
@@ -514,12 +514,13 @@ JobState = Literal["queued", "running", "done", "failed"]
 # --- jobs --------------------------------------------------------------------------------------
 
 
-@api.get("/jobs", response=list[JobOut], tags=["jobs"], summary="Recent jobs, newest first")
+@api.get("/jobs", response=list[JobOut], tags=["jobs"],
+         summary="Recent jobs, newest first (staff: all; others: the jobs they started)")
 @paginate(LimitOffsetPagination)
 def jobs_list(request, state: JobState | None = None):
-    from indexing.models import Job
+    from indexing.selectors import jobs_visible_to
 
-    qs = Job.objects.select_related("collection")
+    qs = jobs_visible_to(request.auth)
     if state:
         qs = qs.filter(state=state)
     return [_job_row(j) for j in qs[:1000]]
@@ -530,9 +531,10 @@ def job_detail(request, job_id: str):
     import uuid
 
     from indexing.models import Job
+    from indexing.selectors import jobs_visible_to
 
-    try:
-        job = Job.objects.select_related("collection").get(pk=uuid.UUID(job_id))
+    try:  # someone else's job is as absent as a job that never existed
+        job = jobs_visible_to(request.auth).get(pk=uuid.UUID(job_id))
     except (ValueError, Job.DoesNotExist):
         raise NotFound(f"no job {job_id}") from None
     return _job_row(job)
@@ -581,8 +583,9 @@ def context_delete(request, target: str = Query(..., min_length=1, max_length=40
 # --- status ------------------------------------------------------------------------------------
 
 
-@api.get("/status", response=dict, tags=["status"], summary="Database, index, workers, models, problems")
+@api.get("/status", response=dict, tags=["status"],
+         summary="Database, index, workers, models, problems (where things run: staff only)")
 def status(request, section: list[str] = Query(default_factory=list)):
     from pmd_site.health import status_report
 
-    return status_report(section or None)
+    return status_report(section or None, internals=bool(getattr(request.auth, "is_staff", False)))

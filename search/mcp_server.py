@@ -19,6 +19,7 @@ from typing import Literal
 import anyio
 
 from mcp.server import MCPServer
+from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
@@ -181,6 +182,8 @@ class StatusResult(BaseModel):
     embeddings: EmbeddingsInfo
     database_ok: bool
     problems: int = 0
+    server: dict | None = Field(None, description="staff only: where the database and broker run "
+                                                  "(host, PMD_HOME, broker URL); null for other users")
 
 
 def _result(model: BaseModel, text: str) -> CallToolResult:
@@ -190,6 +193,19 @@ def _result(model: BaseModel, text: str) -> CallToolResult:
 
 
 # --- the server -----------------------------------------------------------------------------------
+
+
+def _sees_internals(ctx: Context | None) -> bool:
+    """Staff over HTTP (the bearer token's user), or the local OS user on stdio (`pmd mcp`)."""
+    request = ctx.request_context.request if ctx is not None else None
+    if request is None:
+        return True  # stdio: whoever runs `pmd mcp` can read the server's settings anyway
+    user_pk = getattr(request, "scope", {}).get("pmd_user")
+    if user_pk is None:
+        return False
+    from django.contrib.auth import get_user_model
+
+    return get_user_model().objects.filter(pk=user_pk, is_active=True, is_staff=True).exists()
 
 
 def _search(**fields) -> SearchResult:
@@ -363,11 +379,13 @@ def create_server() -> MCPServer:
 
     @server.tool(name="pmd_status", title="Index status", annotations=READ_ONLY)
     @_orm
-    def pmd_status() -> StatusResult:
+    def pmd_status(ctx: Context) -> StatusResult:
         """What is indexed: collections, document counts, contexts, and how much is embedded for semantic search."""
         from pmd_site.health import status_report
 
-        report = status_report(["database", "index", "embeddings"])
+        internals = _sees_internals(ctx)
+        report = status_report(["database", "index", "embeddings"] + (["broker"] if internals else []),
+                               internals=internals)
         index, embedded = report.get("index", {}), report.get("embeddings", {})
         result = StatusResult(
             documents=index.get("documents", 0), contexts=index.get("contexts", 0), problems=index.get("problems", 0),
@@ -378,6 +396,7 @@ def create_server() -> MCPServer:
                 pending=embedded.get("pending", 0), hint=embedded.get("hint") or embedded.get("error"),
             ),
             database_ok=bool(report.get("database", {}).get("ok")),
+            server={"database": report.get("database", {}), "broker": report.get("broker", {})} if internals else None,
         )
         refresh_instructions(force=True)
         lines = [f"{result.documents} documents in {len(result.collections)} collections"]

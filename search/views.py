@@ -238,14 +238,14 @@ def docid_redirect(request, docid: str):
 # --- collections and jobs -----------------------------------------------------------------
 
 
-def _collection_rows() -> list[dict]:
-    from indexing.selectors import collections_overview
+def _collection_rows(user) -> list[dict]:
+    from indexing.selectors import collections_overview, jobs_visible_to
 
     rows = collections_overview()
     from indexing.services.embedding import embedding_status
 
     latest: dict[int, Job] = {}
-    for job in Job.objects.filter(collection__isnull=False).order_by("-created_at")[:200]:
+    for job in jobs_visible_to(user).filter(collection__isnull=False).order_by("-created_at")[:200]:
         latest.setdefault(job.collection_id, job)
     for row in rows:
         row["job"] = latest.get(row["collection"].id)
@@ -264,20 +264,22 @@ def _collection_rows() -> list[dict]:
     return rows
 
 
-def _start_job(kind: str, collection: Collection) -> Job:
+def _start_job(kind: str, collection: Collection, user) -> Job:
     """Indexing or embedding through the task layer (a worker, or a background thread without one)."""
     from indexing.tasks import start_embed_job, start_index_job
 
     if kind == Job.Kind.EMBED:
-        return start_embed_job(collection=collection)
-    return start_index_job(collection=collection)
+        return start_embed_job(collection=collection, created_by=user)
+    return start_index_job(collection=collection, created_by=user)
 
 
 def _collections_context(request, form: CollectionAddForm) -> dict:
     # Jobs for several collections at once (e.g. "embed everything") are shown above the table.
-    general = list(Job.objects.filter(collection__isnull=True).order_by("-created_at")[:1])
+    from indexing.selectors import jobs_visible_to
+
+    general = list(jobs_visible_to(request.user).filter(collection__isnull=True).order_by("-created_at")[:1])
     return {
-        "rows": _collection_rows(),
+        "rows": _collection_rows(request.user),
         "form": form,
         "general_jobs": [j for j in general if not j.finished or str(j.pk) == request.GET.get("job")],
     }
@@ -295,7 +297,7 @@ def embed_all(request):
     """The "run embedding" button of the search page's no-embeddings state."""
     from indexing.tasks import start_embed_job
 
-    job = start_embed_job()
+    job = start_embed_job(created_by=request.user)
     return redirect(reverse("search:collections") + f"?job={job.pk}")
 
 
@@ -316,7 +318,7 @@ def collection_add(request):
         except CollectionError as exc:
             form.add_error(None, str(exc))
         else:
-            _start_job(Job.Kind.INDEX, collection)
+            _start_job(Job.Kind.INDEX, collection, request.user)
             messages.success(request, f"Added collection {collection.name}; indexing started.")
             return redirect("search:collections")
     return _page(request, "search/collections.html", _collections_context(request, form), status=400)
@@ -329,7 +331,7 @@ def collection_action(request, name: str, action: str):
     kind = {"reindex": Job.Kind.INDEX, "embed": Job.Kind.EMBED}.get(action)
     if kind is None:
         raise Http404("unknown action")
-    job = _start_job(kind, collection)
+    job = _start_job(kind, collection, request.user)
     if getattr(request, "htmx", None):
         return _job_fragment(request, job)
     messages.success(request, f"{action.capitalize()} of {collection.name} started.")
@@ -346,7 +348,9 @@ def _job_fragment(request, job: Job) -> HttpResponse:
 @login_required
 @require_GET
 def job_progress(request, job_id):
-    job = get_object_or_404(Job.objects.select_related("collection"), pk=job_id)
+    from indexing.selectors import jobs_visible_to
+
+    job = get_object_or_404(jobs_visible_to(request.user), pk=job_id)  # someone else's job: 404, not 403
     response = _job_fragment(request, job)
     if job.finished and getattr(request, "htmx", None) and request.GET.get("poll"):
         # The job a page was following just ended: reload it so its counts are current.
@@ -362,7 +366,7 @@ def job_progress(request, job_id):
 def status_page(request):
     from pmd_site.health import status_report
 
-    report = status_report()
+    report = status_report(internals=request.user.is_staff)
     sections = []
     for name, data in report.items():
         scalars, tables = [], []

@@ -9,8 +9,10 @@ from django.utils import timezone
 from indexing.models import Collection, Job
 
 
-def job_create(*, kind: str, collection: Collection | None = None, total: int = 0, message: str = "") -> Job:
-    return Job.objects.create(kind=kind, collection=collection, total=total, message=message)
+def job_create(*, kind: str, collection: Collection | None = None, total: int = 0, message: str = "",
+               created_by=None) -> Job:
+    """A queued job; `created_by` is the web/API user who started it (they may follow it)."""
+    return Job.objects.create(kind=kind, collection=collection, total=total, message=message, created_by=created_by)
 
 
 def job_start(job: Job, *, total: int | None = None) -> None:
