@@ -59,11 +59,13 @@ def _mcp_starlette_app():
 def _authenticate(header: str | None):
     from django.db import close_old_connections
 
+    from pmd_site.dbhealth import database_guard
     from search.tokens import bearer_token, token_authenticate
 
     close_old_connections()
     try:
-        return token_authenticate(bearer_token(header))
+        with database_guard():  # DatabaseUnavailable while PostgreSQL is away: the router answers 503
+            return token_authenticate(bearer_token(header))
     finally:
         close_old_connections()
 
@@ -99,11 +101,24 @@ class Router:
         if kind == "http" and (path == MCP_PATH or path == MCP_PATH + "/"):
             from asgiref.sync import sync_to_async
 
+            from pmd_site.dbhealth import RETRY_AFTER_SECONDS, DatabaseUnavailable
+
             headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
-            user = await sync_to_async(_authenticate, thread_sensitive=False)(headers.get("authorization"))
+            try:
+                user = await sync_to_async(_authenticate, thread_sensitive=False)(headers.get("authorization"))
+            except DatabaseUnavailable as exc:
+                await _json_response(send, 503, {"message": str(exc)},
+                                     [(b"retry-after", str(RETRY_AFTER_SECONDS).encode())])
+                return
             if user is None:
                 await _unauthorized(send, "a valid API token is required: Authorization: Bearer <token> "
                                           "(pmd token create --user NAME)")
+                return
+            if scope.get("method") == "GET":
+                # Stateless MCP never sends anything on a server-to-client event stream, and an open one
+                # would hold a connection forever: the spec's answer for "no stream here" is 405.
+                await _json_response(send, 405, {"message": "this MCP endpoint offers no event stream: use POST"},
+                                     [(b"allow", b"POST")])
                 return
             if self.mcp_app is None:
                 await _json_response(send, 503, {"message": "MCP needs an ASGI server with lifespan events "

@@ -11,3 +11,6 @@ urlpatterns = [
     path("accounts/", include("django.contrib.auth.urls")),
     path("", include("search.urls")),
 ]
+
+# An unreachable database outside a view (a middleware, a session save) is a 503, not a 500.
+handler500 = "pmd_site.dbhealth.server_error"
