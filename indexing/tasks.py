@@ -25,22 +25,22 @@ def _job(job_id: str | None, *, kind: str, collection: Collection | None = None)
 
 @shared_task(name="indexing.tasks.embed_pending", acks_late=True)
 def embed_pending(collections: list[str] | None = None, force: bool = False, job_id: str | None = None) -> dict:
-    """Embed whatever has no vectors yet (a duplicate delivery finds nothing to do)."""
-    from indexing.services.embedding import EmbeddingInProgress
-    from indexing.services.embedding import embed_pending as service
+    """Embed whatever has no vectors yet (a duplicate delivery finds nothing to do). While the
+    LLM backend is away the request waits (indexing/services/embedding_queue.py); the one
+    request chosen to check again is re-queued here."""
+    from django.conf import settings
 
-    from search.backends.base import BackendError
+    from indexing.services.embedding_queue import embedding_job_run
 
     job = _job(job_id, kind=Job.Kind.EMBED)
-    try:
-        return service(collections=collections, force=force, job=job).as_dict()
-    except EmbeddingInProgress as exc:
-        return {"skipped": str(exc)}
-    except BackendError as exc:
-        # Ollama down or a model missing is an operating condition, not a bug: the job row
-        # carries the message, the next run picks up what is still pending.
-        log.warning("embedding postponed: %s", exc)
-        return {"failed": str(exc)}
+    outcome = embedding_job_run(job=job, collections=collections, force=force)
+    if outcome.get("check_again_in") and not settings.CELERY_TASK_ALWAYS_EAGER:  # eager would not wait
+        try:
+            embed_pending.apply_async(kwargs={"collections": collections, "force": force, "job_id": str(job.pk)},
+                                      countdown=outcome["check_again_in"], retry=False)
+        except Exception as exc:  # noqa: BLE001 - the next request or `pmd up` resumes it instead
+            log.warning("could not re-queue the waiting embedding request: %s", exc)
+    return outcome
 
 
 @shared_task(name="indexing.tasks.embed_collection_task", acks_late=True)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import shutil
 import threading
-from pathlib import Path
 
 import pytest
 from django.db import connection
@@ -17,7 +16,8 @@ from search.keyword_index import keyword_index_update
 
 pytestmark = pytest.mark.django_db(transaction=True)  # the threads need to see each other's commits
 
-WORDS = "vacuum autovacuum planner index btree deploy rollback release meeting budget tuning replica".split()
+WORDS = ["vacuum", "autovacuum", "planner", "index", "btree", "deploy", "rollback", "release", "meeting",
+         "budget", "tuning", "replica"]
 
 
 def note(i: int, version: int = 0) -> str:

@@ -23,6 +23,7 @@ logger = logging.getLogger(__name__)
 PMD = 0x706D64  # "pmd": pmd's own single locks, told apart by the second key
 EMBEDDING = (PMD, 1)  # one embedding run at a time per database
 KEYWORD_INDEX = (PMD, 2)  # one writer of the BM25 tables at a time
+EMBEDDING_QUEUE = (PMD, 3)  # one decision at a time about requests waiting for the LLM backend
 _COLLECTION = 0x706D63  # "pmc": the second key is a collection id
 
 

@@ -61,8 +61,9 @@ def backend_url() -> str:
     return _setting("PMD_OPENAI_BASE_URL", "") if kind == "openai" else _setting("OLLAMA_URL", "http://127.0.0.1:11434")
 
 
-def get_backend() -> LLMBackend:
-    """The configured backend; one shared client per process and configuration."""
+def get_backend(*, retries: int | None = None) -> LLMBackend:
+    """The configured backend; one shared client per process and configuration.
+    `retries=0` gives a client that asks once (checking whether the server is back)."""
     kind = _setting("PMD_LLM_BACKEND", "ollama")
     key = (
         os.getpid(),  # a forked celery worker must not share the parent's connections
@@ -70,7 +71,7 @@ def get_backend() -> LLMBackend:
         backend_url(),
         _setting("PMD_OPENAI_API_KEY", "") if kind == "openai" else "",
         float(_setting("PMD_LLM_TIMEOUT", 120.0)),
-        int(_setting("PMD_LLM_RETRIES", 3)),
+        int(_setting("PMD_LLM_RETRIES", 3)) if retries is None else retries,
         _setting("PMD_OLLAMA_KEEP_ALIVE", "") or None,
         float(_setting("PMD_LLM_RETRY_BACKOFF", 0.5)),
     )

@@ -294,7 +294,9 @@ class LLMBackend:
 
     def _sleep_before_retry(self, attempt: int, why: str) -> int:
         delay = self.backoff * (2**attempt)
-        logger.info("LLM backend %s: %s, retrying in %.2fs", self.base_url, why, delay)
+        # Debug only: a retry that works is no news, and one that does not ends in the error
+        # that is reported (a worker logged three lines per queued task while Ollama was down).
+        logger.debug("LLM backend %s: %s, retrying in %.2fs", self.base_url, why, delay)
         time.sleep(delay)
         return attempt + 1
 
