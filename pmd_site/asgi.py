@@ -56,16 +56,20 @@ def _mcp_starlette_app():
     )
 
 
-def _authenticate(header: str | None):
+def _authenticate(header: str | None, client: str | None = None, forwarded_for: str | None = None):
+    """The token's user, None, or the TokenThrottled to answer 429 with (too many bad tokens)."""
     from django.db import close_old_connections
 
     from pmd_site.dbhealth import database_guard
-    from search.tokens import bearer_token, token_authenticate
+    from pmd_site.security import forwarded_client
+    from search.tokens import TokenThrottled, bearer_token, token_authenticate
 
     close_old_connections()
     try:
         with database_guard():  # DatabaseUnavailable while PostgreSQL is away: the router answers 503
-            return token_authenticate(bearer_token(header))
+            return token_authenticate(bearer_token(header), client_address=forwarded_client(client, forwarded_for) or "")
+    except TokenThrottled as exc:
+        return exc
     finally:
         close_old_connections()
 
@@ -105,10 +109,14 @@ class Router:
 
             headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
             try:
-                user = await sync_to_async(_authenticate, thread_sensitive=False)(headers.get("authorization"))
+                user = await sync_to_async(_authenticate, thread_sensitive=False)(
+                    headers.get("authorization"), (scope.get("client") or ("",))[0], headers.get("x-forwarded-for"))
             except DatabaseUnavailable as exc:
                 await _json_response(send, 503, {"message": str(exc)},
                                      [(b"retry-after", str(RETRY_AFTER_SECONDS).encode())])
+                return
+            if isinstance(user, Exception):  # TokenThrottled
+                await _json_response(send, 429, {"message": str(user)}, [(b"retry-after", str(user.retry_after).encode())])
                 return
             if user is None:
                 await _unauthorized(send, "a valid API token is required: Authorization: Bearer <token> "

@@ -37,6 +37,8 @@ if not SECRET_KEY:
 ALLOWED_HOSTS = env.get_list("PMD_ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env.get_list("PMD_CSRF_TRUSTED_ORIGINS", [])
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if env.get_bool("PMD_BEHIND_HTTPS_PROXY") else None
+# Behind the proxy, the client address is the last X-Forwarded-For entry (pmd_site.security).
+PMD_BEHIND_HTTPS_PROXY = env.get_bool("PMD_BEHIND_HTTPS_PROXY")
 # Secure by default when a TLS-terminating proxy is declared; overridable either way.
 SESSION_COOKIE_SECURE = env.get_bool("PMD_SECURE_COOKIES", env.get_bool("PMD_BEHIND_HTTPS_PROXY"))
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
@@ -52,12 +54,15 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "django_htmx",
+    "ninja",  # its templates and static files: /api/docs served by pmd, not a CDN
+    "axes",
     "indexing",
     "search",
 ]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "pmd_site.security.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "pmd_site.dbhealth.DatabaseUnavailableMiddleware",  # 503 + Retry-After while PostgreSQL is away
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -67,6 +72,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "axes.middleware.AxesMiddleware",  # last, as django-axes requires
 ]
 
 ROOT_URLCONF = "pmd_site.urls"
@@ -146,6 +152,37 @@ AUTH_PASSWORD_VALIDATORS = [
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/accounts/login/"
+
+# --- Login throttling (django-axes), bearer-token throttling, CSP, email ----------------
+AUTHENTICATION_BACKENDS = [
+    "pmd_site.security.LoginThrottleBackend",  # refuses locked-out logins before checking passwords
+    "django.contrib.auth.backends.ModelBackend",
+]
+PMD_LOGIN_FAILURE_LIMIT = env.get_int("PMD_LOGIN_FAILURE_LIMIT", 10, minimum=0)
+PMD_LOGIN_COOLOFF_MINUTES = env.get_int("PMD_LOGIN_COOLOFF_MINUTES", 15, minimum=1)
+AXES_ENABLED = PMD_LOGIN_FAILURE_LIMIT > 0
+AXES_FAILURE_LIMIT = max(PMD_LOGIN_FAILURE_LIMIT, 1)
+AXES_COOLOFF_TIME = PMD_LOGIN_COOLOFF_MINUTES / 60  # hours
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]  # either one reaching the limit locks
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False  # a lockout ends on time, however hard it is hammered
+AXES_CLIENT_IP_CALLABLE = "pmd_site.security.client_address"
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+AXES_DISABLE_ACCESS_LOG = True  # no ever-growing table of successful logins (last_login is kept anyway)
+PMD_TOKEN_FAILURE_LIMIT = env.get_int("PMD_TOKEN_FAILURE_LIMIT", 20, minimum=0)
+PMD_TOKEN_COOLOFF_MINUTES = env.get_int("PMD_TOKEN_COOLOFF_MINUTES", 15, minimum=1)
+# Documents may show images from any https: address (off: only pmd's own and data: images).
+PMD_ALLOW_REMOTE_IMAGES = env.get_bool("PMD_ALLOW_REMOTE_IMAGES", False)
+# Password reset by email is offered only when an SMTP server is configured.
+EMAIL_HOST = env.get_str("PMD_EMAIL_HOST", "")
+EMAIL_PORT = env.get_int("PMD_EMAIL_PORT", 587, minimum=1)
+EMAIL_HOST_USER = env.get_str("PMD_EMAIL_USER", "")
+EMAIL_HOST_PASSWORD = env.get_str("PMD_EMAIL_PASSWORD", "")
+EMAIL_USE_TLS = env.get_bool("PMD_EMAIL_STARTTLS", True)
+EMAIL_USE_SSL = env.get_bool("PMD_EMAIL_SSL", False)
+if EMAIL_USE_SSL:
+    EMAIL_USE_TLS = False  # Django refuses both; implicit TLS wins when asked for
+EMAIL_TIMEOUT = 20
+DEFAULT_FROM_EMAIL = env.get_str("PMD_EMAIL_FROM", "pmd@localhost")
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = env.get_str("PMD_TIME_ZONE", "UTC")

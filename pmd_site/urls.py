@@ -1,6 +1,7 @@
 from django.contrib import admin
 from django.urls import include, path
 
+from pmd_site import accounts
 from pmd_site.views import healthz
 from search.api import api
 
@@ -8,6 +9,12 @@ urlpatterns = [
     path("healthz", healthz, name="healthz"),
     path("admin/", admin.site.urls),
     path("api/", api.urls),
+    # Before django.contrib.auth.urls, which has the same names: reset only where email works.
+    path("accounts/login/", accounts.LoginView.as_view(), name="login"),
+    path("accounts/password_reset/", accounts.password_reset, name="password_reset"),
+    path("accounts/password_reset/done/", accounts.password_reset_done, name="password_reset_done"),
+    path("accounts/reset/<uidb64>/<token>/", accounts.password_reset_confirm, name="password_reset_confirm"),
+    path("accounts/reset/done/", accounts.password_reset_complete, name="password_reset_complete"),
     path("accounts/", include("django.contrib.auth.urls")),
     path("", include("search.urls")),
 ]

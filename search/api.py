@@ -25,9 +25,10 @@ class TokenAuth(HttpBearer):
     """`Authorization: Bearer pmd_…` → the token's user."""
 
     def authenticate(self, request: HttpRequest, token: str):
+        from pmd_site.security import client_address
         from search.tokens import token_authenticate
 
-        user = token_authenticate(token)
+        user = token_authenticate(token, client_address=client_address(request) or "")
         if user is None:
             raise AuthenticationError(401, "invalid or revoked API token")
         request.user = user
@@ -86,6 +87,22 @@ def _on_auth(request, exc: AuthenticationError):
     message = exc.message if exc.message != "Unauthorized" else (
         "authentication required: send `Authorization: Bearer <token>` (pmd token create --user NAME)")
     return _error(request, 401, message)
+
+
+def _on_token_throttled(request, exc):
+    """A blocked address: 429 with Retry-After, whatever token it sends (search.throttling)."""
+    response = _error(request, 429, str(exc))
+    response["Retry-After"] = str(exc.retry_after)
+    return response
+
+
+def _register_throttle_error() -> None:
+    from search.throttling import TokenThrottled
+
+    api.add_exception_handler(TokenThrottled, _on_token_throttled)
+
+
+_register_throttle_error()
 
 
 @api.exception_handler(HttpError)

@@ -30,6 +30,24 @@ class ApiToken(models.Model):
         return self.revoked is None
 
 
+class TokenFailure(models.Model):
+    """Failed bearer-token attempts from one client address (API and MCP), for search.throttling.
+
+    In the database, not a per-process cache, so every web worker sees the same count.
+    """
+
+    address = models.CharField(max_length=64, unique=True)
+    failures = models.PositiveIntegerField(default=0)
+    window_start = models.DateTimeField(help_text="first failure of the current counting window")
+    blocked_until = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name = "API token failure"
+
+    def __str__(self) -> str:
+        return f"{self.address or 'unknown address'}: {self.failures} failures"
+
+
 # --- BM25 keyword index (search/keyword_index.py) -------------------------------------
 # The tables are created by SQL in migration 0002 (foreign keys cascade in the database,
 # triggers keep statistics). These models only describe them so Django's test flush and

@@ -16,6 +16,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from search.models import ApiToken
+from search.throttling import TokenThrottled, check_token_block, record_token_failure  # noqa: F401 (re-exported)
 
 TOKEN_PREFIX = "pmd_"
 _LAST_USED_RESOLUTION = timedelta(minutes=1)  # write last_used at most once a minute per token
@@ -89,13 +90,23 @@ def token_revoke(*, token: str | int, user=None) -> ApiToken:
     return found
 
 
-def token_authenticate(raw: str | None):
-    """The active user a raw token belongs to, or None (unknown, revoked, or inactive user)."""
-    if not raw or not raw.startswith(TOKEN_PREFIX) or len(raw) > 200:
+def token_authenticate(raw: str | None, *, client_address: str | None = None):
+    """The active user a raw token belongs to, or None (unknown, revoked, or inactive user).
+
+    With `client_address` (the API and /mcp pass one; "" when unknown) failures are counted per
+    address, and a blocked address gets TokenThrottled even for a valid token (search.throttling).
+    """
+    if not raw:
         return None
-    found = (ApiToken.objects.select_related("user")
-             .filter(digest=token_digest(raw), revoked__isnull=True, user__is_active=True).first())
+    if client_address is not None:
+        check_token_block(client_address)
+    found = None
+    if raw.startswith(TOKEN_PREFIX) and len(raw) <= 200:
+        found = (ApiToken.objects.select_related("user")
+                 .filter(digest=token_digest(raw), revoked__isnull=True, user__is_active=True).first())
     if found is None:
+        if client_address is not None:
+            record_token_failure(client_address)
         return None
     now = timezone.now()
     if found.last_used is None or now - found.last_used > _LAST_USED_RESOLUTION:

@@ -31,15 +31,10 @@ from search.results import SearchResult
 
 log = logging.getLogger(__name__)
 
-CONTENT_SECURITY_POLICY = (
-    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data: https:; "
-    "object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'"
-)
-
 
 def _page(request, template: str, context: dict, *, status: int = 200) -> HttpResponse:
     response = render(request, template, context, status=status)
-    response.headers.setdefault("Content-Security-Policy", CONTENT_SECURITY_POLICY)
+    # The Content-Security-Policy comes from pmd_site.security's middleware, for every page.
     patch_vary_headers(response, ["HX-Request", "HX-Target"])
     return response
 

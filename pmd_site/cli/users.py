@@ -27,6 +27,12 @@ def register(sub) -> None:
     passwd.add_argument("--password-stdin", action="store_true")
     passwd.set_defaults(func=cmd_password)
 
+    unlock = usub.add_parser("unlock", help="lift a lockout after too many failed logins (PMD_LOGIN_FAILURE_LIMIT)")
+    unlock.add_argument("username")
+    unlock.add_argument("--address", action="append", default=[], metavar="IP",
+                        help="also unlock this client address (logins and API tokens); repeatable")
+    unlock.set_defaults(func=cmd_unlock)
+
     ls = usub.add_parser("list", help="list accounts")
     ls.add_argument("--json", action="store_true")
     ls.set_defaults(func=cmd_list)
@@ -87,7 +93,27 @@ def cmd_password(args) -> int:
         raise CommandError(f"no account named '{args.username}' (`pmd user list`)") from None
     user.set_password(_validated(_read_password(args, user.username), user))
     user.save(update_fields=["password"])
+    _clear_login_failures(user.username)
     stdout_console().print(f"password of [bold]{user.username}[/] changed")
+    return 0
+
+
+def _clear_login_failures(username: str, addresses: tuple[str, ...] = ()) -> int:
+    """Forget failed logins of `username` (and of `addresses`), which lifts their lockout."""
+    from axes.utils import reset
+
+    from search.throttling import reset_token_failures
+
+    cleared = reset(username=username)
+    for address in addresses:
+        cleared += reset(ip=address) + reset_token_failures(address)
+    return cleared
+
+
+def cmd_unlock(args) -> int:
+    cleared = _clear_login_failures(args.username, tuple(args.address))
+    what = " and ".join([f"[bold]{args.username}[/]", *args.address])
+    stdout_console().print(f"unlocked {what} ({cleared} failure record{'s' if cleared != 1 else ''} removed)")
     return 0
 
 
