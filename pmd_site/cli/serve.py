@@ -136,12 +136,28 @@ def cmd_beat(args) -> int:
     from django.conf import settings
 
     app = _celery_app()
+    import shutil
+    import tempfile
+    from pathlib import Path
+
     from pmd_site.pgserver import run_dir_for
-    from pmd_site.processes import private_dir
+    from pmd_site.processes import ServerSetupError, private_dir
 
     # Beat loads this file (a shelve, i.e. pickles): it must live where nobody else can write.
-    schedule = private_dir(run_dir_for(settings.PMD_HOME)) / f"celerybeat-{settings.PMD_INDEX}"
-    app.start(["beat", "--loglevel=INFO", f"--schedule={schedule}"])
+    scratch = None
+    try:
+        folder = private_dir(run_dir_for(settings.PMD_HOME))
+    except (OSError, ServerSetupError) as exc:
+        # $PMD_HOME is not ours, e.g. a compose volume made for the image's user while PMD_UID
+        # names another: the schedule only remembers when periodic tasks last ran, so a private
+        # temporary folder will do.
+        folder = scratch = Path(tempfile.mkdtemp(prefix="pmd-beat-"))
+        warn(f"the scheduler keeps its state in {folder}: {exc}")
+    try:
+        app.start(["beat", "--loglevel=INFO", f"--schedule={folder / f'celerybeat-{settings.PMD_INDEX}'}"])
+    finally:
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
     return 0
 
 
