@@ -227,3 +227,49 @@ def test_second_run_reuses_the_data_and_catches_up_on_offline_changes(tmp_path, 
     assert summary and summary.groups() == ("2", "1"), second.output()  # the touched file is not "changed"
     assert second.stop() == 0
 
+
+
+def _api(up: Up, token: str, path: str = "/api/collections") -> tuple[int, dict, bytes]:
+    request = urllib.request.Request(up.base + path, headers={"Authorization": f"Bearer {token}"})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, dict(response.headers), response.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, dict(exc.headers), exc.read()
+
+
+def test_killed_postgres_and_redis_are_restarted_and_the_api_says_503_meanwhile(tmp_path, stack):
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "one.md").write_text("# One\n")
+    up = stack(notes)
+    up.wait_ready()
+    created = _pmd(up.home, "token", "create", "--user", "admin")
+    assert created.returncode == 0, created.stderr
+    token = created.stdout.strip()
+    for _ in range(3):  # the web server's pool now holds connections to this server
+        assert _api(up, token)[0] == 200
+
+    postgres = up.pids()["postgres"]
+    os.kill(postgres, signal.SIGKILL)
+    status, headers, body = _api(up, token)
+    if status != 200:  # unless the restart already happened, and no pooled connection was handed out
+        assert status == 503, body
+        assert headers["Retry-After"].isdigit()
+        assert json.loads(body)["message"] == "the database is not reachable right now; retry in a few seconds"
+    _wait_for(lambda: _api(up, token)[0] == 200, CHANGE_TIMEOUT, "the API to answer again", up.proc, up.log)
+    assert up.pids()["postgres"] != postgres
+    assert "postgres is running again" in up.output()
+
+    redis = _redis_pid(up.home)
+    assert redis
+    os.kill(redis, signal.SIGKILL)
+    _wait_for(lambda: _redis_pid(up.home) not in {None, redis}, CHANGE_TIMEOUT, "a new Redis", up.proc, up.log)
+    assert "redis is running again" in up.output()
+
+    # Still whole: no child gave up meanwhile, and a stop leaves nothing behind.
+    assert _get(up.base + "/healthz")[0] == 200
+    pids = up.pids()
+    assert up.stop() == 0, up.output()
+    survivors = {name: pid for name, pid in pids.items() if _alive(pid)}
+    assert not survivors, f"left running: {survivors}\n{up.output()}"

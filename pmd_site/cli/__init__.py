@@ -53,6 +53,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.index:
         os.environ["PMD_INDEX"] = args.index
+    for name, value in getattr(args, "environ_defaults", {}).items():
+        os.environ.setdefault(name, value)  # a command's own defaults, read by the settings below
     from pmd_site.cli.output import error
 
     try:

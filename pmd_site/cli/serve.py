@@ -29,6 +29,7 @@ ADMIN_USERNAME = "admin"
 STOP_GRACE_SECONDS = 10.0
 MAX_RESTARTS = 3  # per child within RESTART_WINDOW; more means it is broken, not unlucky
 RESTART_WINDOW = 60.0
+SERVER_RESTART_MAX_DELAY = 30.0  # an embedded server is retried for ever, at most this far apart
 
 
 def register(sub) -> None:
@@ -49,7 +50,8 @@ def register(sub) -> None:
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
     serve.add_argument("--workers", type=int, default=1, help="uvicorn worker processes")
-    serve.set_defaults(func=cmd_serve, needs_db=False)
+    # The settings load before cmd_serve runs: pool the web server's connections from the start.
+    serve.set_defaults(func=cmd_serve, needs_db=False, environ_defaults={"PMD_DB_POOL": "true"})
 
     worker = sub.add_parser("worker", help="run only a celery worker (embedding and indexing tasks)")
     worker.add_argument("--concurrency", type=int, default=None, help="task processes (default: celery's)")
@@ -230,6 +232,21 @@ class Child:
     reader: threading.Thread | None = None
 
 
+@dataclass
+class KeptServer:
+    """An embedded server (PostgreSQL, Redis) this `pmd up` started, restarted when it dies."""
+
+    name: str
+    server: object  # EmbeddedPostgres / EmbeddedRedis: status().running, start()
+    attempts: list[float] = field(default_factory=list)
+    down_since: float | None = None
+
+    def delay(self, now: float) -> float:
+        """No wait for the first restart; then 1, 2, 4… up to 30 s while it keeps dying within a minute."""
+        recent = [t for t in self.attempts if now - t < RESTART_WINDOW]
+        return 0.0 if not recent else min(SERVER_RESTART_MAX_DELAY, 2.0 ** (len(recent) - 1))
+
+
 def _die_with_supervisor() -> None:
     """In a child of `pmd up`: ask Linux to SIGTERM us if `pmd up` dies without cleaning up."""
     parent = os.environ.get("PMD_SUPERVISOR_PID")
@@ -253,6 +270,7 @@ class Supervisor:
         self.env = env
         self.json_logs = json_logs
         self.children: list[Child] = []
+        self.servers: list[KeptServer] = []
         self.console = stdout_console()
         self.width = 7
         self._print_lock = threading.Lock()
@@ -308,8 +326,38 @@ class Supervisor:
         for child in self.children:
             self.start(child)
 
+    def keep(self, name: str, server) -> None:
+        """Restart `server` whenever it is found dead (kill -9, the OOM killer); the stale pid goes with start()."""
+        self.servers.append(KeptServer(name, server))
+
+    def check_servers(self) -> None:
+        for kept in self.servers:
+            now = time.monotonic()
+            try:
+                running = kept.server.status().running
+            except Exception:  # noqa: BLE001 - an unreadable pid file: try a start, which sorts it out
+                running = False
+            if running:
+                continue
+            if kept.down_since is None:
+                kept.down_since = now
+                self.say("pmd", f"{kept.name} is not running any more; restarting it", "red")
+            if kept.attempts and now < kept.attempts[-1] + kept.delay(now):
+                continue
+            kept.attempts.append(now)
+            try:
+                kept.server.start()
+            except Exception as exc:  # noqa: BLE001 - report, and try again later
+                first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+                self.say("pmd", f"{kept.name} did not start: {first_line} (trying again in "
+                                f"{kept.delay(time.monotonic()):.0f}s)", "red")
+                continue
+            self.say("pmd", f"{kept.name} is running again (down {time.monotonic() - kept.down_since:.1f}s)", "green")
+            kept.down_since = None
+
     def check(self) -> str | None:
         """Restart children that died; returns a reason to give up, or None."""
+        self.check_servers()
         for child in self.children:
             code = child.proc.poll() if child.proc else None
             if code is None:
@@ -493,6 +541,11 @@ def cmd_up(args) -> int:
             warn("no task queue available: embeddings will not be computed in the background")
 
         supervisor = Supervisor(env, json_logs=settings.PMD_LOG_FORMAT == "json")
+        # What this run started, it keeps running; a server found running belongs to whoever started it.
+        if pg_started:
+            supervisor.keep("postgres", embedded_server())
+        if redis_server is not None:
+            supervisor.keep("redis", redis_server)
         supervisor.add("web", "serve", "--host", args.host, "--port", str(args.port))
         if broker_url:
             supervisor.add("worker", "worker", "--concurrency", "1")
