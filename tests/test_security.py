@@ -15,7 +15,6 @@ from django.core import mail
 from django.test import Client
 from django.utils import timezone
 
-from search.models import TokenFailure
 from search.tokens import token_create
 
 pytestmark = pytest.mark.django_db
@@ -124,6 +123,8 @@ def test_api_blocks_an_address_after_bad_tokens_even_for_a_valid_one(alice, low_
 
 
 def test_token_block_ends_after_the_cooloff(alice, low_limits):
+    from search.models import TokenFailure
+
     good = token_create(user=alice).raw
     for _ in range(3):
         _api("pmd_wrong", "198.51.100.11")
@@ -181,6 +182,8 @@ def _asgi_post(path: str, headers: dict[str, str], client: tuple[str, int]):
 
 @pytest.mark.django_db(transaction=True)
 def test_mcp_blocks_an_address_after_bad_tokens_with_json_429(alice, low_limits):
+    from search.models import TokenFailure
+
     good = token_create(user=alice).raw
     for _ in range(3):
         status, _, _ = _asgi_post("/mcp", {"Authorization": "Bearer pmd_wrong", "Host": "localhost"},
@@ -222,9 +225,7 @@ def test_remote_images_only_with_the_setting(member_client, indexed_collection, 
     settings.PMD_ALLOW_REMOTE_IMAGES = True
     policy = member_client.get("/doc/notes/README.md")["Content-Security-Policy"]
     assert "img-src 'self' data: https:" in policy
-
-
-def test_raw_documents_keep_their_sandbox(member_client, indexed_collection):
+    # Pages with a policy of their own keep it: raw documents stay sandboxed.
     assert member_client.get("/raw/notes/README.md")["Content-Security-Policy"] == "default-src 'none'; sandbox"
 
 

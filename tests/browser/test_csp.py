@@ -29,6 +29,8 @@ def test_pages_admin_and_api_docs_run_under_the_policy(live_server, make_user, l
     make_user("olga", staff=True)
     page = login("olga")
     violations = _watch_violations(page)
+    elsewhere: list[str] = []  # requests to any host but pmd (a CDN, remote images)
+    page.on("request", lambda req: elsewhere.append(req.url) if not req.url.startswith(live_server.url) else None)
 
     page.goto(f"{live_server.url}/api/docs")
     page.locator(".swagger-ui .info .title").filter(has_text="pmd API").wait_for()
@@ -53,3 +55,4 @@ def test_pages_admin_and_api_docs_run_under_the_policy(live_server, make_user, l
     page.locator("input[name=old_password]").wait_for()
 
     assert violations == []
+    assert elsewhere == []
