@@ -55,6 +55,20 @@ def test_account_locks_after_limit_even_for_the_right_password_from_elsewhere(al
     assert "_auth_user_id" not in Client().session
 
 
+def test_lockout_page_through_the_asgi_handler(alice, low_limits):
+    """The web server runs Django under ASGI, where django-axes takes its async middleware path."""
+    from asgiref.sync import async_to_sync
+    from django.test import AsyncClient
+
+    post = async_to_sync(AsyncClient().post)
+    for _ in range(3):
+        response = post("/accounts/login/", {"username": "alice", "password": "wrong"})
+    assert response.status_code == 429
+    assert "Too many failed logins" in response.content.decode()
+    assert "Content-Security-Policy" in response.headers
+    assert post("/accounts/login/", {"username": "alice", "password": PASSWORD}).status_code == 429
+
+
 def test_address_locks_across_usernames(alice, low_limits):
     for name in ("root", "admin", "bob"):
         _login(name, "guess", address="192.0.2.66")
