@@ -95,18 +95,27 @@ WSGI_APPLICATION = "pmd_site.wsgi.application"
 
 
 def _database_from_url(url: str) -> dict:
-    parsed = urlparse(url)
+    # compose writes POSTGRES_PASSWORD into DATABASE_URL as it is, so the password may hold a
+    # '/' (`openssl rand -base64`), '#' or '?': the user part ends at the last '@'.
+    scheme, _, rest = url.partition("://")
+    userinfo, _, rest = rest.rpartition("@")
+    parsed = urlparse(f"{scheme}://{rest}")
     if parsed.scheme not in {"postgres", "postgresql", "pgsql"}:
         raise env.ConfigError(f"DATABASE_URL must be a postgres:// URL, got scheme {parsed.scheme!r}")
+    try:
+        port = parsed.port
+    except ValueError as exc:
+        raise env.ConfigError(f"DATABASE_URL: {exc}") from None
     options = dict(parse_qsl(parsed.query))
     name = unquote(parsed.path.lstrip("/")) or "pmd"
     host = options.pop("host", parsed.hostname or "")
+    user, _, password = userinfo.partition(":")
     return {
         "NAME": name if PMD_INDEX == "default" else f"{name}_{PMD_INDEX}",
-        "USER": unquote(parsed.username or ""),
-        "PASSWORD": unquote(parsed.password or ""),
+        "USER": unquote(user),
+        "PASSWORD": unquote(password),
         "HOST": host,
-        "PORT": str(parsed.port or ""),
+        "PORT": str(port or ""),
         "OPTIONS": options,
     }
 

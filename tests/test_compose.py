@@ -397,7 +397,7 @@ class App:
             return f"{match.group('scheme')}{match.group('userinfo') or ''}{self.addresses[service]}"
 
         services = "|".join(map(re.escape, CONTAINER_PORTS))
-        return re.sub(rf"(?P<scheme>[a-z][a-z0-9+.-]*://)(?P<userinfo>[^@/\s]*@)?(?P<host>{services})(?::(?P<port>\d+))?"
+        return re.sub(rf"(?P<scheme>[a-z][a-z0-9+.-]*://)(?P<userinfo>[^@\s]*@)?(?P<host>{services})(?::(?P<port>\d+))?"
                       r"(?=[/?#,\s]|$)", address, value)
 
     def env(self, service: str) -> dict[str, str]:
@@ -477,7 +477,8 @@ def host_notes(stack: Rehearsal) -> Path:
 def dotenv_for(notes: Path, **extra: str) -> dict[str, str]:
     """What a user's `.env` holds (the compose header's list), plus faster reactions for a test."""
     return {
-        "POSTGRES_PASSWORD": secrets.token_hex(16),
+        # As `openssl rand -base64 24` makes them: often with a '/', which lands in DATABASE_URL as it is.
+        "POSTGRES_PASSWORD": f"{secrets.token_urlsafe(12)}/{secrets.token_urlsafe(12)}+=",
         "PMD_SECRET_KEY": secrets.token_urlsafe(40),
         "PMD_NOTES_DIR": str(notes),
         "PMD_ALLOWED_HOSTS": "localhost,127.0.0.1",
