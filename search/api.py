@@ -356,7 +356,7 @@ collections_router = Router(tags=["collections"])
 class CollectionOut(Schema):
     name: str
     uri: str
-    path: str
+    path: str | None = Field(None, description="the folder on the server (staff only)")
     mask: str
     documents: int
     inactive: int
@@ -364,18 +364,20 @@ class CollectionOut(Schema):
     last_indexed_at: str | None
 
 
-def _collection_row(row: dict) -> dict:
-    return {"name": row["name"], "uri": f"pmd://{row['name']}/", "path": row["path"], "mask": row["mask"],
+def _collection_row(row: dict, *, staff: bool) -> dict:
+    """Where a collection lives on the server is an internal: members see its name and counts."""
+    return {"name": row["name"], "uri": f"pmd://{row['name']}/", "path": row["path"] if staff else None,
+            "mask": row["mask"],
             "documents": row["documents"], "inactive": row["inactive"], "problems": row["problems"],
             "last_indexed_at": row["last_indexed_at"].isoformat() if row["last_indexed_at"] else None}
 
 
-def _collection_overview(name: str) -> dict:
+def _collection_overview(name: str, *, staff: bool) -> dict:
     from indexing.selectors import collections_overview
     from indexing.services.collections import collection_get
 
     collection = collection_get(name)  # unknown → 404 with suggestions
-    return _collection_row(next(r for r in collections_overview() if r["name"] == collection.name))
+    return _collection_row(next(r for r in collections_overview() if r["name"] == collection.name), staff=staff)
 
 
 @collections_router.get("", response=list[CollectionOut], summary="Collections with document counts")
@@ -383,7 +385,8 @@ def _collection_overview(name: str) -> dict:
 def collections_list(request):
     from indexing.selectors import collections_overview
 
-    return [_collection_row(r) for r in sorted(collections_overview(), key=lambda r: r["name"])]
+    staff = getattr(request.auth, "is_staff", False)
+    return [_collection_row(r, staff=staff) for r in sorted(collections_overview(), key=lambda r: r["name"])]
 
 
 class CollectionIn(Schema):
@@ -461,12 +464,12 @@ def collection_add(request, body: CollectionIn):
     collection = collection_create(path=body.path, name=body.name, mask=body.mask, ignore_patterns=body.ignore,
                                    allowed_roots=settings.PMD_COLLECTION_ROOTS)
     job = _reindex(collection, request.auth) if body.index else None
-    return Status(201, {"collection": _collection_overview(collection.name), "job": _job_row(job) if job else None})
+    return Status(201, {"collection": _collection_overview(collection.name, staff=True), "job": _job_row(job) if job else None})
 
 
 @collections_router.get("/{name}", response={200: CollectionOut, 404: ErrorOut})
 def collection_detail(request, name: str):
-    return _collection_overview(name)
+    return _collection_overview(name, staff=getattr(request.auth, "is_staff", False))
 
 
 class CollectionPatch(Schema):
@@ -480,7 +483,7 @@ def collection_rename(request, name: str, body: CollectionPatch):
 
     _require_staff(request)
     renamed = rename(name=name, new_name=body.name)
-    return _collection_overview(renamed.name)
+    return _collection_overview(renamed.name, staff=True)
 
 
 class DeletedOut(Schema):

@@ -222,3 +222,19 @@ def test_mcp_status_tool_internals_only_for_staff_tokens(asgi_server, indexed_co
     staff = anyio.run(status, staff_token)
     assert staff.structured_content["server"]["database"]["pmd_home"] == str(django_settings.PMD_HOME)
     assert "url" in staff.structured_content["server"]["broker"] or "mode" in staff.structured_content["server"]["broker"]
+
+
+# --- collection folders --------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_collection_folders_are_shown_to_staff_only(member, staff, indexed_collection):
+    folder = indexed_collection.root_path
+    client = _api(member)
+    listed = client.get("/api/collections").json()
+    assert listed["items"][0]["name"] == "notes" and listed["items"][0]["path"] is None
+    detail = client.get("/api/collections/notes").json()
+    assert detail["path"] is None and detail["documents"] > 0
+    assert folder not in _browser(member).get("/collections/").content.decode()
+    assert _api(staff).get("/api/collections/notes").json()["path"] == folder
+    assert folder in _browser(staff).get("/collections/").content.decode()
