@@ -45,6 +45,15 @@ CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
 # Host / Origin headers accepted at /mcp (DNS-rebinding protection); empty = from ALLOWED_HOSTS.
 PMD_MCP_ALLOWED_HOSTS = env.get_list("PMD_MCP_ALLOWED_HOSTS", [])
 PMD_MCP_ALLOWED_ORIGINS = env.get_list("PMD_MCP_ALLOWED_ORIGINS", [])
+# Web server timeouts in seconds (pmd serve; see pmd_site.httpserver): a request header must be
+# complete this long after its first byte; an idle keep-alive connection is closed; a request
+# body (or a response the client stopped reading) may stall this long.
+PMD_HTTP_HEADER_TIMEOUT = env.get_float("PMD_HTTP_HEADER_TIMEOUT", 10.0)
+PMD_HTTP_KEEPALIVE_TIMEOUT = env.get_float("PMD_HTTP_KEEPALIVE_TIMEOUT", 30.0)  # outlive the clients' idle pools
+PMD_HTTP_IDLE_TIMEOUT = env.get_float("PMD_HTTP_IDLE_TIMEOUT", 30.0)
+for _name in ("PMD_HTTP_HEADER_TIMEOUT", "PMD_HTTP_KEEPALIVE_TIMEOUT", "PMD_HTTP_IDLE_TIMEOUT"):
+    if globals()[_name] <= 0:
+        raise env.ConfigError(f"{_name}={globals()[_name]} must be more than 0 seconds")
 
 INSTALLED_APPS = [
     "django.contrib.admin",

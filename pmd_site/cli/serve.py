@@ -97,6 +97,8 @@ def cmd_serve(args) -> int:
 
     from pmd_site.runtime import database_lease
 
+    from django.conf import settings
+
     with database_lease():
         uvicorn.run(
             "pmd_site.asgi:application",
@@ -106,8 +108,9 @@ def cmd_serve(args) -> int:
             log_level="info",
             proxy_headers=True,
             lifespan="auto",
-            # Outlive the clients' idle pools, so a reused connection is not closed under them.
-            timeout_keep_alive=30,
+            # h11 with header, request-body and stalled-write timeouts (PMD_HTTP_*_TIMEOUT).
+            http="pmd_site.httpserver:TimeoutH11Protocol",
+            timeout_keep_alive=settings.PMD_HTTP_KEEPALIVE_TIMEOUT,
         )
     return 0
 
