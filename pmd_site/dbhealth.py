@@ -11,8 +11,11 @@ fresh connection:
   at once instead of each waiting for the connection pool's timeout;
 * the probe succeeds (now, or later when it comes back): the server was restarted under
   us, so every pooled connection points at the dead one. The pool is replaced by a fresh
-  one, instead of handing out broken connections and reconnecting with the pool's own
-  backoff (which grows to tens of seconds).
+  one (once: by the first request that finds out), instead of handing out one broken
+  connection per request and reconnecting with the pool's own backoff (which grows to
+  tens of seconds).
+
+/healthz uses the same state, in its own format.
 
 `DatabaseUnavailableMiddleware` applies this to Django (its `process_exception` sees view
 and django-ninja errors; `server_error` is the handler500 for failures elsewhere, such as
@@ -67,29 +70,28 @@ def is_unavailable(exc: BaseException | None) -> bool:
     return sqlstate is None or sqlstate.startswith(_UNAVAILABLE_SQLSTATES)
 
 
-def _is_pool_error(exc: BaseException) -> bool:
-    """Pool timeouts say nothing about the connections in the pool: never a reason to replace it."""
-    return type(_driver_error(exc)).__module__.startswith("psycopg_pool")
-
-
 class _State:
     def __init__(self):
         self.lock = threading.Lock()
         self.probing = threading.Lock()  # one probe at a time; nobody waits for it
         self.down_since: float | None = None
         self.next_probe = 0.0
-        self.last_reset = 0.0
 
 
 _state = _State()
 
 
+def _default_connection():
+    from django.db import DEFAULT_DB_ALIAS, connections
+
+    return connections[DEFAULT_DB_ALIAS]
+
+
 def _probe() -> bool:
     """Can a fresh connection (not one from the pool) run a query?"""
     import psycopg
-    from django.db import DEFAULT_DB_ALIAS, connections
 
-    params = connections[DEFAULT_DB_ALIAS].get_connection_params()
+    params = _default_connection().get_connection_params()
     params["connect_timeout"] = PROBE_CONNECT_TIMEOUT
     try:
         with psycopg.connect(**params, autocommit=True) as conn:
@@ -99,19 +101,16 @@ def _probe() -> bool:
     return True
 
 
-def _replace_pools() -> None:
-    """Close the connection pools: the next query opens a fresh one with fresh connections."""
-    from django.db import connections
-
+def _replace_pool(*, only=None) -> None:
+    """Close the connection pool (all of it, or only if it is still `only`): the next query opens a fresh one."""
+    wrapper = _default_connection()
+    if not wrapper.settings_dict.get("OPTIONS", {}).get("pool"):
+        return
     with _state.lock:
-        if time.monotonic() - _state.last_reset < PROBE_INTERVAL:
-            return  # a failure that raced with the last replacement
-        _state.last_reset = time.monotonic()
-        for alias in connections:
-            wrapper = connections[alias]
-            if wrapper.settings_dict.get("OPTIONS", {}).get("pool"):
-                with contextlib.suppress(Exception):  # another thread closed it first
-                    wrapper.close_pool()
+        if only is not None and wrapper.pool is not only:
+            return  # already replaced, by the request that found out first
+        with contextlib.suppress(Exception):  # closed meanwhile by something else
+            wrapper.close_pool()
     logger.info("replaced the database connection pool")
 
 
@@ -128,7 +127,7 @@ def database_available() -> bool:
         _state.next_probe = now + PROBE_INTERVAL
         if not _probe():
             return False
-        _replace_pools()
+        _replace_pool()  # its connections, and its reconnection backoff, belong to the outage
         logger.warning("the database is reachable again after %.0fs", time.monotonic() - _state.down_since)
         _state.down_since = None
         return True
@@ -137,15 +136,19 @@ def database_available() -> bool:
 
 
 def note_failure(exc: BaseException) -> None:
-    """A request failed with `exc` (see is_unavailable): is the server gone, or was it restarted?"""
+    """A request failed with `exc` (see is_unavailable): is the server gone, or was it restarted?
+
+    Call it on the thread whose connection failed: that connection tells which pool to replace.
+    """
     if isinstance(exc, DatabaseUnavailable) or _state.down_since is not None:
         return
+    failed_pool = getattr(_default_connection().connection, "_pool", None)  # psycopg: the pool it came from
     if not _state.probing.acquire(blocking=False):
         return  # another request is finding out
     try:
         if _probe():
-            if not _is_pool_error(exc):
-                _replace_pools()  # the server is there, our connections were to its previous life
+            if failed_pool is not None:
+                _replace_pool(only=failed_pool)  # the server is there; our connections were to its previous life
             return
         now = time.monotonic()
         _state.down_since = now

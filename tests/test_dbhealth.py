@@ -137,3 +137,70 @@ def test_mcp_answers_json_503_while_the_database_is_away(django_user_model, data
     database.revive()
     # Authenticated again: a GET gets as far as "no event stream here".
     _wait_for_status(lambda: call("GET"), 405)
+
+
+@pytest.fixture
+def pooled_connections():
+    """The web server's database settings (PMD_DB_POOL): a connection pool, no per-checkout health check."""
+    from django.db import connections
+
+    wrapper = connections["default"]
+    settings = wrapper.settings_dict
+    saved = {key: settings[key] for key in ("CONN_MAX_AGE", "CONN_HEALTH_CHECKS", "OPTIONS")}
+    connections.close_all()
+    settings.update(CONN_MAX_AGE=0, CONN_HEALTH_CHECKS=False,
+                    OPTIONS={**settings["OPTIONS"], "pool": {"min_size": 4, "max_size": 8, "timeout": 10}})
+    yield wrapper
+    connections.close_all()
+    wrapper.close_pool()
+    settings.update(saved)
+
+
+def _asgi_get(path: str, headers: dict | None = None) -> int:
+    """One request through the ASGI application, like the web server's (connections go back to the pool)."""
+    from pmd_site.asgi import application
+
+    async def go():
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=application),
+                                     base_url="http://127.0.0.1") as client:
+            return (await client.get(path, headers=headers or {})).status_code
+    return anyio.run(go)
+
+
+def _cut_every_connection_but_this_one(wrapper) -> None:
+    """What a server restart looks like to a connection pool: each connection it holds is dead."""
+    with wrapper.cursor() as cursor:
+        cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                       "WHERE datname = current_database() AND pid <> pg_backend_pid()")
+    wrapper.close()
+
+
+def _until_200(path: str, headers: dict | None = None) -> list[int]:
+    statuses = []
+    deadline = time.monotonic() + RECOVERY_TIMEOUT
+    while not statuses or statuses[-1] != 200:
+        assert time.monotonic() < deadline, statuses
+        statuses.append(_asgi_get(path, headers))
+    return statuses
+
+
+def test_pooled_connections_to_a_restarted_server_are_replaced_at_once(django_user_model, pooled_connections):
+    user = django_user_model.objects.create_user("reader", password="pw-reader-123")
+    auth = {"Authorization": f"Bearer {token_create(user=user).raw}"}
+    assert _asgi_get("/api/collections", auth) == 200
+    pool = pooled_connections.pool
+    deadline = time.monotonic() + RECOVERY_TIMEOUT
+    while pool.get_stats()["pool_available"] < 4:  # the pool fills up to min_size in the background
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+
+    # Four dead connections in the pool: one request finds out, the pool is replaced, the next one works.
+    _cut_every_connection_but_this_one(pooled_connections)
+    assert _until_200("/api/collections", auth) == [503, 200]
+    # /healthz as well (it answers in its own format, but heals the pool the same way).
+    deadline = time.monotonic() + RECOVERY_TIMEOUT
+    while pooled_connections.pool.get_stats()["pool_available"] < 4:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    _cut_every_connection_but_this_one(pooled_connections)
+    assert _until_200("/healthz") == [503, 200]
