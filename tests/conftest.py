@@ -55,3 +55,15 @@ def database_url(db) -> str:
     password = f":{quote(db_['PASSWORD'], safe='')}" if db_["PASSWORD"] else ""
     return (f"postgresql://{quote(db_['USER'], safe='')}{password}@/{db_['NAME']}"
             f"?host={quote(db_['HOST'], safe='/')}&port={db_['PORT'] or 5432}")
+
+
+@pytest.fixture
+def eager_tasks(settings):
+    """Jobs run inline (as with PMD_TASKS_EAGER), so a test sees them finished."""
+    from pmd_site.celery import app  # first: celery copies the Django settings when it is first imported
+
+    before = app.conf.task_always_eager
+    settings.CELERY_TASK_ALWAYS_EAGER = True
+    app.conf.task_always_eager = True
+    yield
+    app.conf.task_always_eager = before

@@ -23,18 +23,8 @@ def _client(user) -> Client:
 
 
 @pytest.fixture(autouse=True)
-def eager_tasks(settings):
-    """Jobs run inline (as with PMD_TASKS_EAGER), so a test sees them finished."""
-    settings.CELERY_TASK_ALWAYS_EAGER = True
-    try:
-        from pmd_site.celery import app
-    except ImportError:
-        yield
-        return
-    before = app.conf.task_always_eager
-    app.conf.task_always_eager = True
-    yield
-    app.conf.task_always_eager = before
+def _jobs_run_inline(eager_tasks):
+    """Every test here sees its jobs finished (the `eager_tasks` fixture in conftest)."""
 
 
 @pytest.fixture

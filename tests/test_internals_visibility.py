@@ -65,18 +65,6 @@ def _browser(user) -> Client:
 
 
 @pytest.fixture
-def eager_tasks(settings):
-    """Jobs run inline (as with PMD_TASKS_EAGER), so a test sees them finished."""
-    from pmd_site.celery import app
-
-    settings.CELERY_TASK_ALWAYS_EAGER = True
-    before = app.conf.task_always_eager
-    app.conf.task_always_eager = True
-    yield
-    app.conf.task_always_eager = before
-
-
-@pytest.fixture
 def broker_configured(settings):
     """A real broker setting (the embedded Redis under PMD_HOME, not running): its URL is an internal."""
     settings.CELERY_TASK_ALWAYS_EAGER = False
