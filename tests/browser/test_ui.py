@@ -85,7 +85,9 @@ def test_document_view_source_and_dark_mode(live_server, make_user, login, index
     shot(page, "07-document-source")
 
 
-def test_staff_adds_a_collection_and_watches_the_progress_complete(live_server, make_user, login, corpus_copy, shot):
+def test_staff_adds_a_collection_and_watches_the_progress_complete(live_server, make_user, login, corpus_copy, shot,
+                                                                   settings):
+    settings.PMD_COLLECTION_ROOTS = [corpus_copy.parent]  # the web UI adds collections only under these
     make_user("ops", staff=True)
     page = login("ops")
     page.goto(f"{live_server.url}/collections/")
