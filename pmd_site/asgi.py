@@ -46,7 +46,7 @@ def transport_security():
 
 
 def _mcp_starlette_app():
-    from search.mcp_server import get_server
+    from search.mcp.server import get_server
 
     return get_server().streamable_http_app(
         streamable_http_path=MCP_PATH,
@@ -62,7 +62,7 @@ def _authenticate(header: str | None, client: str | None = None, forwarded_for: 
 
     from pmd_site.dbhealth import database_guard
     from pmd_site.security import forwarded_client
-    from search.tokens import TokenThrottled, bearer_token, token_authenticate
+    from search.api_tokens import TokenThrottled, bearer_token, token_authenticate
 
     close_old_connections()
     try:

@@ -1,7 +1,7 @@
 from django.contrib import admin, messages
 
 from search.models import ApiToken
-from search.tokens import token_create
+from search.api_tokens import token_create
 
 
 @admin.register(ApiToken)

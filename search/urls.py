@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from search import views
+from search.web import views
 
 app_name = "search"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from ollama_server import embed_text
 
-from search.backends import (
+from search.llm import (
     BackendError,
     BackendResponseError,
     BackendTimeout,
@@ -15,7 +15,7 @@ from search.backends import (
     get_backend,
     make_backend,
 )
-from search.backends.prompts import prompts_for
+from search.llm.prompts import prompts_for
 
 
 def cosine(a, b):

@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from search.bench import evaluate, mrr_at, ndcg_at, percentile, recall_at
+from search.bench.quality import evaluate, mrr_at, ndcg_at, percentile, recall_at
 
 
 def test_ndcg_hand_worked_graded():

@@ -25,7 +25,7 @@ from indexing.services.collections import (
     collections_update,
 )
 from indexing.services.scanning import collection_file_open, collection_files, collection_index
-from search.tokens import token_create
+from search.api_tokens import token_create
 
 pytestmark = pytest.mark.django_db
 

@@ -15,7 +15,7 @@ import httpx
 import pytest
 from django.test import Client
 
-from search.tokens import token_create
+from search.api_tokens import token_create
 
 # The requests run on other threads (ASGI), so the data they read must be committed.
 pytestmark = pytest.mark.django_db(transaction=True)

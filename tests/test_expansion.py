@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from search.expansion import (
+from search.pipeline.expansion import (
     EXPANSION_SCHEMA,
     ExpansionError,
     QueryVariant,

@@ -2,7 +2,7 @@
 
 import pytest
 
-from search.fusion import (
+from search.pipeline.fusion import (
     ORIGINAL_WEIGHT,
     RRF_K,
     RankedList,

@@ -20,7 +20,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from search.tokens import token_create
+from search.api_tokens import token_create
 
 # The server is another process: what the test creates must be committed.
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from search.deadline import wait_for_stragglers
-from search.hybrid import hybrid_search, strong_signal
+from search.pipeline.deadline import wait_for_stragglers
+from search.pipeline.hybrid import hybrid_search, strong_signal
 from search.request import Mode, SearchRequest
 from search.results import SearchResult
 
@@ -200,7 +200,7 @@ def test_structured_query_document_skips_the_model(kb):
 
 
 def test_structured_query_without_text_is_a_clear_error(kb):
-    from search.common import SearchError
+    from search.retrieval.common import SearchError
 
     with pytest.raises(SearchError, match="no text to search for"):
         hybrid_search(req("intent: nothing\nlex:"))
@@ -229,7 +229,7 @@ def test_reranker_confidence_is_blended_and_cached(kb):
 
 
 def test_rating_fallback_when_the_backend_has_no_logprobs(kb):
-    from search import rerank as rerank_module
+    from search.pipeline import rerank as rerank_module
 
     rerank_module._methods.clear()
 
@@ -329,7 +329,7 @@ def test_unreachable_vector_stage_within_the_overall_deadline(kb, settings):
 def test_cli_json_api_and_service_agree(kb, run_cli, django_user_model):
     from django.test import Client
 
-    from search.tokens import token_create
+    from search.api_tokens import token_create
 
     kb.chat_handler = judge_by_word("postgres")
     kb.generate_handler = lambda body: expansion_answer(("lex", "postgres"), ("vec", "database maintenance"))
@@ -366,7 +366,7 @@ def test_cli_explain_and_options(kb, run_cli):
 
 
 def test_unknown_collection_is_a_clear_error_even_for_vector_only_plans(kb):
-    from search.common import SearchError
+    from search.retrieval.common import SearchError
 
     with pytest.raises(SearchError, match="no collection named 'nope'"):
         hybrid_search(req("vec: anything", collections=["nope"]))

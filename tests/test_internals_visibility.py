@@ -18,7 +18,7 @@ from test_mcp import _close_other_connections, _http_client, asgi_server  # noqa
 
 from indexing.models import Job
 from indexing.services.jobs import job_create
-from search.tokens import token_create
+from search.api_tokens import token_create
 
 
 def _internal_strings() -> list[str]:

@@ -14,7 +14,7 @@ import anyio
 import httpx
 import pytest
 
-from search.tokens import token_create
+from search.api_tokens import token_create
 
 # available_apps makes the flush between tests TRUNCATE … CASCADE, which also empties the
 # keyword index tables that reference documents.
@@ -159,7 +159,7 @@ def _initialize_body() -> dict:
 
 
 def test_http_rejects_missing_invalid_revoked_token_and_foreign_origin(asgi_server, token):
-    from search.tokens import token_revoke
+    from search.api_tokens import token_revoke
 
     headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
     with httpx.Client(base_url=asgi_server, timeout=10) as http:

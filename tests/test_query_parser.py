@@ -1,6 +1,6 @@
 import pytest
 
-from search.query_parser import parse_query
+from search.retrieval.query_parser import parse_query
 
 
 def test_plain_words_are_terms():

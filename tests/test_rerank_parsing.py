@@ -4,8 +4,8 @@ import math
 
 import pytest
 
-from search.backends import TokenLogprob
-from search.rerank import (
+from search.llm import TokenLogprob
+from search.pipeline.rerank import (
     RerankItem,
     confidence_from_logprobs,
     confidence_from_text,

@@ -15,7 +15,7 @@ from django.core import mail
 from django.test import Client
 from django.utils import timezone
 
-from search.tokens import token_create
+from search.api_tokens import token_create
 
 pytestmark = pytest.mark.django_db
 

@@ -7,7 +7,7 @@ import hashlib
 import pytest
 
 from search.models import ApiToken
-from search.tokens import TokenError, bearer_token, token_authenticate, token_create, token_revoke
+from search.api_tokens import TokenError, bearer_token, token_authenticate, token_create, token_revoke
 
 
 @pytest.fixture

@@ -10,10 +10,10 @@ import pytest
 from indexing.models import EmbeddingFingerprint
 from indexing.services.embedding import embed_pending
 from indexing.services.scanning import collection_index
-from search.backends import BackendUnavailable, get_backend
-from search.common import SearchError
+from search.llm import BackendUnavailable, get_backend
+from search.retrieval.common import SearchError
 from search.request import Mode, SearchRequest
-from search.vector import explain_nearest, vector_search
+from search.retrieval.vector import explain_nearest, vector_search
 
 pytestmark = pytest.mark.django_db
 
@@ -127,7 +127,7 @@ def test_another_model_is_never_mixed_in(embedded, ollama, settings):
 
 
 def test_backend_down_is_a_clear_error_and_keyword_search_still_works(embedded, ollama):
-    from search.keyword import keyword_search
+    from search.retrieval.keyword import keyword_search
 
     ollama.stop()
     with pytest.raises(BackendUnavailable, match="Ollama is not reachable at"):
@@ -156,8 +156,8 @@ def test_cli_vsearch_formats_and_errors(embedded, ollama, run_cli):
 
 
 def test_bench_vsearch_modes_on_a_tiny_dataset(ollama, settings, tmp_path, monkeypatch):
-    from search import bench_vector
-    from search.bench import MODES, BenchOptions
+    from search.bench import vector as bench_vector
+    from search.bench.quality import MODES, BenchOptions
 
     settings.PMD_CHUNK_TOKENS = 40
     docs = tmp_path / "tiny" / "docs"
@@ -183,7 +183,7 @@ def test_bench_vsearch_modes_on_a_tiny_dataset(ollama, settings, tmp_path, monke
 
 
 def test_snippet_of_a_chunk_inside_one_long_paragraph():
-    from search.vector import chunk_snippet
+    from search.retrieval.vector import chunk_snippet
 
     sentences = [f"Sentence {i} talks about topic{i} in some detail." for i in range(60)]
     body = "# Title\n\n" + " ".join(sentences) + "\n"

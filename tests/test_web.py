@@ -360,7 +360,7 @@ def test_tokens_page_is_in_the_navigation(member_client):
 
 def test_created_token_is_shown_once_stored_as_digest_and_authenticates(member_client, member):
     from search.models import ApiToken
-    from search.tokens import token_digest
+    from search.api_tokens import token_digest
 
     response = member_client.post("/tokens/new/", {"name": "laptop agent"})
     page = response.content.decode()
@@ -403,7 +403,7 @@ def test_revoked_token_no_longer_authenticates(member_client, member):
 
 
 def test_users_see_and_revoke_only_their_own_tokens(member_client, staff_client, member, staff):
-    from search.tokens import token_authenticate, token_create
+    from search.api_tokens import token_authenticate, token_create
 
     mine = token_create(user=staff, name="boss bot")
     _create_token(member_client, "member bot")
@@ -419,7 +419,7 @@ def test_users_see_and_revoke_only_their_own_tokens(member_client, staff_client,
 
 
 def test_token_forms_need_a_csrf_token(member):
-    from search.tokens import token_create
+    from search.api_tokens import token_create
 
     client = Client(enforce_csrf_checks=True)
     client.force_login(member)

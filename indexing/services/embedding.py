@@ -50,7 +50,7 @@ from indexing.chunking import ChunkParams, chunk_markdown
 from indexing.models import Chunk, Content, ContentEmbedding, Document, EmbeddingFingerprint, Job
 from indexing.services.jobs import JobProgress, job_fail, job_finish, job_start
 from indexing.services.locks import EMBEDDING, advisory_lock_release, advisory_lock_taken, advisory_lock_try
-from search.backends import BackendError, EmbedPrompts, LLMBackend, embedding_prompts, get_backend
+from search.llm import BackendError, EmbedPrompts, LLMBackend, embedding_prompts, get_backend
 
 logger = logging.getLogger(__name__)
 
@@ -256,7 +256,7 @@ def embed_pending(
         report.index_built = hnsw_index_ensure(fingerprint)
         EmbeddingFingerprint.objects.filter(pk=fingerprint.pk).update(last_used_at=timezone.now())
         report.elapsed = time.perf_counter() - started
-        from search.vector import forget_pending_counts
+        from search.retrieval.vector import forget_pending_counts
 
         forget_pending_counts()
         if job is not None:

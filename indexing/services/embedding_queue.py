@@ -28,7 +28,7 @@ from indexing.models import Job
 from indexing.services.embedding import EmbeddingInProgress, embed_pending, embedding_config
 from indexing.services.jobs import job_finish
 from indexing.services.locks import EMBEDDING_QUEUE, advisory_lock
-from search.backends import BackendError, get_backend
+from search.llm import BackendError, get_backend
 
 logger = logging.getLogger(__name__)
 

@@ -319,7 +319,7 @@ def _collection_scan(
     batch.deactivate = missing
     report.removed = len(missing)
     batch.flush(report, final=True)
-    from search.keyword_index import keyword_index_update  # the BM25 index follows every scan
+    from search.retrieval.keyword_index import keyword_index_update  # the BM25 index follows every scan
 
     keyword_index_update(changed_document_ids=report.changed_document_ids,
                          removed_document_ids=report.removed_document_ids)

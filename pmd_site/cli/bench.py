@@ -1,4 +1,4 @@
-"""`pmd bench DATASET_DIR --mode MODE`: thin adapter over search.bench."""
+"""`pmd bench DATASET_DIR --mode MODE`: thin adapter over search.bench.quality."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pmd_site.cli.output import print_json, progress_bar, stdout_console
 
 
 def register(sub) -> None:
-    from search.bench import MODES
+    from search.bench.quality import MODES
 
     parser = sub.add_parser("bench", help="benchmark retrieval quality/latency or indexing on a test collection")
     parser.add_argument("dataset", metavar="DATASET_DIR", help="folder with docs/, queries.tsv, qrels.tsv")
@@ -21,7 +21,7 @@ def register(sub) -> None:
 
 
 def cmd_bench(args) -> int:
-    from search.bench import MODES, BenchError, BenchOptions
+    from search.bench.quality import MODES, BenchError, BenchOptions
 
     with progress_bar(f"bench {args.mode}", enabled=not args.json) as progress:
         options = BenchOptions(collection=args.collection, fresh=args.fresh, run_file=args.run_file,

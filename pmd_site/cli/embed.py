@@ -59,7 +59,7 @@ def cmd_embed(args) -> int:
     from indexing.services.embedding import embed_pending
     from indexing.services.jobs import job_create
     from indexing.tasks import queue_embedding, workers_available
-    from search.backends import BackendError
+    from search.llm import BackendError
 
     try:
         collections = [collection_get(name) for name in args.collections]
@@ -116,9 +116,9 @@ def _follow(job, *, json_output: bool):
 
 def cmd_vsearch(args) -> int:
     from pmd_site.cli.search import run_search_command
-    from search.backends import BackendError
+    from search.llm import BackendError
     from search.request import Mode
-    from search.vector import vector_search
+    from search.retrieval.vector import vector_search
 
     def service(request):
         try:
@@ -140,8 +140,8 @@ def _configured_models() -> dict[str, str]:
 
 
 def cmd_models_list(args) -> int:
-    from search.backends import BackendError, backend_url, get_backend
-    from search.backends.base import normalize_model_name
+    from search.llm import BackendError, backend_url, get_backend
+    from search.llm.base import normalize_model_name
 
     backend = get_backend()
     try:
@@ -187,7 +187,7 @@ def cmd_models_list(args) -> int:
 def cmd_models_pull(args) -> int:
     import sys
 
-    from search.backends import BackendError, get_backend
+    from search.llm import BackendError, get_backend
 
     backend = get_backend()
     console = stdout_console()

@@ -13,7 +13,7 @@ def register(sub) -> None:
 
 
 def cmd_mcp(args) -> int:
-    from search.mcp_server import get_server, refresh_instructions
+    from search.mcp.server import get_server, refresh_instructions
 
     refresh_instructions(force=True)
     get_server().run("stdio")

@@ -1,7 +1,7 @@
 """`pmd query`: hybrid search (expansion, fusion, re-ranking) from the command line.
 
 A thin adapter: the shared search options and formats from `pmd_site.cli.search`, the
-pipeline options below, one call to `search.hybrid.hybrid_search`. `--explain` adds
+pipeline options below, one call to `search.pipeline.hybrid.hybrid_search`. `--explain` adds
 the per-result score breakdown and stage timings (in JSON they are always carried
 in `scores`; `explain` and `timings_ms` hold the rest).
 """
@@ -38,7 +38,7 @@ def register(sub) -> None:
 
 def cmd_query(args) -> int:
     from pmd_site.cli.search import run_search_command
-    from search.hybrid import hybrid_search
+    from search.pipeline.hybrid import hybrid_search
     from search.request import Mode
 
     if args.candidate_limit < 1:

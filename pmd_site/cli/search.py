@@ -62,7 +62,7 @@ def search_request_from_args(args, *, mode: str, **overrides):
 def run_search_command(args, service_fn: Callable, *, mode: str | None = None, **overrides) -> int:
     """Build the request, call the service once, print it in the chosen format."""
     from pmd_site.cli.output import color_enabled, warn
-    from search.common import SearchError
+    from search.retrieval.common import SearchError
     from search.formatters import format_response
     from search.request import Mode
 
@@ -90,7 +90,7 @@ def register(sub) -> None:
 
 
 def cmd_search(args) -> int:
-    from search.keyword import keyword_search
+    from search.retrieval.keyword import keyword_search
     from search.request import Mode
 
     return run_search_command(args, keyword_search, mode=Mode.KEYWORD)

@@ -25,7 +25,7 @@ def register(sub) -> None:
 
 
 def cmd_create(args) -> int:
-    from search.tokens import TokenError, token_create
+    from search.api_tokens import TokenError, token_create
 
     try:
         created = token_create(user=args.user, name=args.name)
@@ -50,7 +50,7 @@ def _row(t) -> dict:
 
 
 def cmd_list(args) -> int:
-    from search.tokens import TokenError, token_list
+    from search.api_tokens import TokenError, token_list
 
     try:
         tokens = token_list(user=args.user, include_revoked=args.all)
@@ -71,7 +71,7 @@ def cmd_list(args) -> int:
 
 
 def cmd_revoke(args) -> int:
-    from search.tokens import TokenError, token_revoke
+    from search.api_tokens import TokenError, token_revoke
 
     try:
         token = token_revoke(token=args.token)

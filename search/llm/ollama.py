@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from search.backends.base import (
+from search.llm.base import (
     BackendError,
     BackendResponseError,
     ChatResult,

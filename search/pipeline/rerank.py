@@ -25,8 +25,8 @@ import re
 import threading
 from dataclasses import dataclass, field
 
-from search.backends import BackendError, BackendTimeout, TokenLogprob
-from search.deadline import run_concurrently
+from search.llm import BackendError, BackendTimeout, TokenLogprob
+from search.pipeline.deadline import run_concurrently
 
 LOGPROBS, RATING = "logprobs", "rating"
 MAX_DOCUMENT_CHARS = 4000  # a chunk is ~900 tokens; more only slows the judgement

@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 
-from search.backends.base import (
+from search.llm.base import (
     BackendResponseError,
     ChatResult,
     LLMBackend,

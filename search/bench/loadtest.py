@@ -1,7 +1,7 @@
 """Load test for the JSON API and the MCP endpoint: requests/s and p50/p99 latency.
 
-    python -m search.loadtest                       # self-contained: fresh PMD_HOME, Cranfield corpus
-    python -m search.loadtest --url http://127.0.0.1:8000 --token pmd_…   # an already running server
+    python -m search.bench.loadtest                       # self-contained: fresh PMD_HOME, Cranfield corpus
+    python -m search.bench.loadtest --url http://127.0.0.1:8000 --token pmd_…   # an already running server
 
 Self-contained mode indexes a small corpus into a throwaway PMD_HOME, creates a token, starts
 `uvicorn pmd_site.asgi:application` as a separate process on loopback, and drives it from this
@@ -122,7 +122,7 @@ def _prepare(home: Path, corpus: Path | None) -> tuple[str, list[str], int]:
 
     from indexing.services.collections import collection_create
     from indexing.services.scanning import collection_index
-    from search.tokens import token_create
+    from search.api_tokens import token_create
 
     if corpus is not None and (corpus / "docs").is_dir():
         collection = collection_create(path=corpus / "docs", name="bench")
@@ -141,7 +141,7 @@ def _prepare(home: Path, corpus: Path | None) -> tuple[str, list[str], int]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m search.loadtest", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m search.bench.loadtest", description=__doc__.split("\n\n")[0])
     parser.add_argument("--url", help="a running server (with --token); default: start one")
     parser.add_argument("--token", help="API token for --url")
     parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS,

@@ -22,7 +22,7 @@ import time
 from django.conf import settings
 from django.db import connection, transaction
 
-from search.bench import BenchError, BenchOptions, BenchReport, _bench_collection, _dataset, bench_retrieval, \
+from search.bench.quality import BenchError, BenchOptions, BenchReport, _bench_collection, _dataset, bench_retrieval, \
     percentile, read_queries
 from search.request import Mode
 
@@ -34,7 +34,7 @@ EF_SWEEP = (40, 100, 200, 400)
 
 def _query_vectors(queries: list[tuple[str, str]]) -> list[list[float]]:
     from indexing.services.embedding import embedding_config
-    from search.backends import embedding_prompts, get_backend
+    from search.llm import embedding_prompts, get_backend
 
     config = embedding_config()
     prompts = embedding_prompts(config.model)
@@ -49,7 +49,7 @@ def _query_vectors(queries: list[tuple[str, str]]) -> list[list[float]]:
 def _recall(fingerprint, vectors, *, collection_ids=None, k: int = RECALL_K, ef_search: int | None = None,
             truths: list[set] | None = None) -> dict:
     """Chunk-level recall@k of the HNSW scan against exact search, and both latencies."""
-    from search.vector import nearest_chunks
+    from search.retrieval.vector import nearest_chunks
 
     recalls, index_ms, exact_ms = [], [], []
     for n, vector in enumerate(vectors):
@@ -76,9 +76,9 @@ def _recall(fingerprint, vectors, *, collection_ids=None, k: int = RECALL_K, ef_
 
 def bench_vsearch(dataset_dir: str, options: BenchOptions) -> BenchReport:
     from indexing.services.embedding import embed_pending, fingerprint_configured
-    from search.backends import BackendError, get_backend
-    from search.common import collection_ids_for
-    from search.vector import vector_search
+    from search.llm import BackendError, get_backend
+    from search.retrieval.common import collection_ids_for
+    from search.retrieval.vector import vector_search
 
     root = _dataset(dataset_dir)
     collection, _ = _bench_collection(root, options, fresh=options.fresh)

@@ -1,6 +1,6 @@
 """The browser UI: thin views over the search services and the indexing selectors.
 
-Views parse input (search.forms), call one service or selector, and render a template.
+Views parse input (search.web.forms), call one service or selector, and render a template.
 htmx requests that target a fragment get the fragment only; everything else gets the
 full page, so every URL can be shared, reloaded and used without JavaScript.
 """
@@ -24,8 +24,8 @@ from django.utils.safestring import SafeString
 from django.views.decorators.http import require_GET, require_POST
 
 from indexing.models import Collection, FileProblem, Job
-from search.forms import MODE_LABELS, WEB_LIMIT, WEB_MODES, CollectionAddForm, SearchForm, TokenCreateForm
-from search.rendering import highlight_snippet, render_markdown
+from search.web.forms import MODE_LABELS, WEB_LIMIT, WEB_MODES, CollectionAddForm, SearchForm, TokenCreateForm
+from search.web.rendering import highlight_snippet, render_markdown
 from search.request import SearchRequest
 from search.results import SearchResult
 
@@ -107,7 +107,7 @@ def _document_url(collection: str, path: str, *, line: int | None = None, query:
 
 
 def _run_search(*, query: str, mode: str, collection: str) -> dict:
-    from search.dispatch import search_run
+    from search.pipeline.dispatch import search_run
 
     search_request = SearchRequest(
         query=query, mode=WEB_MODES[mode], limit=WEB_LIMIT,
@@ -390,7 +390,7 @@ def status_page(request):
 
 
 def _tokens_context(request, form: TokenCreateForm, created=None) -> dict:
-    from search.tokens import token_list
+    from search.api_tokens import token_list
 
     return {
         "tokens": token_list(user=request.user, include_revoked=True),
@@ -411,7 +411,7 @@ def tokens_page(request):
 @require_POST
 def token_add(request):
     """Create a token; the raw value is in this one response only (no redirect, never cached)."""
-    from search.tokens import TokenError, token_create
+    from search.api_tokens import TokenError, token_create
 
     form = TokenCreateForm(request.POST)
     created = None
@@ -430,7 +430,7 @@ def token_add(request):
 @login_required
 @require_POST
 def token_remove(request, token_id: int):
-    from search.tokens import TokenError, token_revoke
+    from search.api_tokens import TokenError, token_revoke
 
     try:
         token = token_revoke(token=token_id, user=request.user)

@@ -29,8 +29,8 @@ from django.db import connection, transaction
 
 from indexing.models import Collection, Document, EmbeddingFingerprint, PathContext
 from indexing.selectors import contexts_for
-from search.backends import embedding_prompts, get_backend
-from search.common import SNIPPET_CHARS, SearchError, collection_ids_for, line_pieces
+from search.llm import embedding_prompts, get_backend
+from search.retrieval.common import SNIPPET_CHARS, SearchError, collection_ids_for, line_pieces
 from search.request import Mode, SearchRequest
 from search.results import SearchResponse, SearchResult
 

@@ -131,7 +131,7 @@ def _bench_collection(root: Path, options: BenchOptions, *, fresh: bool):
     from indexing.models import Collection
     from indexing.services.collections import collection_create
     from indexing.services.scanning import collection_index
-    from search.keyword_index import keyword_index_maintain
+    from search.retrieval.keyword_index import keyword_index_maintain
 
     name = options.collection or f"bench-{root.name}"
     existing = Collection.objects.filter(name=name).first()
@@ -243,7 +243,7 @@ def bench_retrieval(dataset_dir: str, options: BenchOptions, *, service_fn: Call
 
 
 def _keyword_service(request):
-    from search.keyword import keyword_search
+    from search.retrieval.keyword import keyword_search
 
     return keyword_search(request)
 
@@ -256,7 +256,7 @@ MODES: dict[str, Callable[[str, BenchOptions], BenchReport]] = {
 
 def _vector_mode(name: str) -> Callable[[str, BenchOptions], BenchReport]:
     def run(dataset_dir: str, options: BenchOptions) -> BenchReport:
-        from search import bench_vector
+        from search.bench import vector as bench_vector
 
         return getattr(bench_vector, name)(dataset_dir, options)
 
@@ -273,7 +273,7 @@ def _query_mode(**request_options) -> Callable[[str, BenchOptions], BenchReport]
     """`query` through bench_retrieval, plus the median time of each pipeline stage."""
 
     def run(dataset_dir: str, options: BenchOptions) -> BenchReport:
-        from search.hybrid import hybrid_search
+        from search.pipeline.hybrid import hybrid_search
 
         stages: dict[str, list[float]] = {}
         warnings: dict[str, int] = {}

@@ -26,7 +26,7 @@ class TokenAuth(HttpBearer):
 
     def authenticate(self, request: HttpRequest, token: str):
         from pmd_site.security import client_address
-        from search.tokens import token_authenticate
+        from search.api_tokens import token_authenticate
 
         user = token_authenticate(token, client_address=client_address(request) or "")
         if user is None:
@@ -134,8 +134,8 @@ def _register_service_errors() -> None:
     from indexing.selectors import DocumentNotFound
     from indexing.services.collections import CollectionError
     from indexing.services.contexts import ContextError
-    from search.backends.base import BackendError
-    from search.common import SearchError
+    from search.llm.base import BackendError
+    from search.retrieval.common import SearchError
 
     @api.exception_handler(DocumentNotFound)
     def _on_document(request, exc: DocumentNotFound):
@@ -236,7 +236,7 @@ class SearchOut(Schema):
 
 def search_request_from(data: SearchIn, *, mode: str | None = None) -> SearchRequest:
     """Build the shared SearchRequest; a machine caller gets the --json default limit."""
-    from search.dispatch import normalize_mode
+    from search.pipeline.dispatch import normalize_mode
     from search.request import DEFAULT_LIMIT_MACHINE
 
     fields = data.dict(by_alias=False)
@@ -248,7 +248,7 @@ def search_request_from(data: SearchIn, *, mode: str | None = None) -> SearchReq
 
 
 def _search(data: SearchIn, mode: str | None = None) -> dict:
-    from search.dispatch import search_run
+    from search.pipeline.dispatch import search_run
 
     request = search_request_from(data, mode=mode)
     if not request.query:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from search.hybrid import hybrid_search
-from search.keyword import keyword_search
+from search.pipeline.hybrid import hybrid_search
+from search.retrieval.keyword import keyword_search
 from search.request import Mode, SearchRequest
 from search.results import SearchResponse
-from search.vector import vector_search
+from search.retrieval.vector import vector_search
 
 SERVICES = {Mode.KEYWORD: keyword_search, Mode.VECTOR: vector_search, Mode.HYBRID: hybrid_search}
 # Names people use for the modes, besides the CLI command names.

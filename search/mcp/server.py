@@ -211,10 +211,10 @@ def _sees_internals(ctx: Context | None) -> bool:
 def _search(**fields) -> SearchResult:
     from indexing.selectors import DocumentNotFound
     from indexing.services.collections import CollectionError
-    from search.dispatch import search_run
+    from search.pipeline.dispatch import search_run
     from search.request import SearchRequest
 
-    from search.common import SearchError
+    from search.retrieval.common import SearchError
 
     searches = fields.pop("searches", None)
     if searches:
@@ -227,7 +227,7 @@ def _search(**fields) -> SearchResult:
     except (SearchError, CollectionError, DocumentNotFound) as exc:
         raise ToolError(str(exc)) from None
     except Exception as exc:
-        from search.backends.base import BackendError
+        from search.llm.base import BackendError
 
         if isinstance(exc, BackendError):
             raise ToolError(f"the model backend is not available: {exc}") from None

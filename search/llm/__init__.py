@@ -1,6 +1,6 @@
 """The LLM backend: one client for embeddings, generation and chat, chosen by settings.
 
-    from search.backends import get_backend, embedding_prompts
+    from search.llm import get_backend, embedding_prompts
     vectors = get_backend().embed(texts, model=settings.PMD_EMBED_MODEL)
 
 PMD_LLM_BACKEND=ollama (default; OLLAMA_URL) or openai (PMD_OPENAI_BASE_URL,
@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import threading
 
-from search.backends.base import (
+from search.llm.base import (
     BackendError,
     BackendResponseError,
     BackendTimeout,
@@ -25,7 +25,7 @@ from search.backends.base import (
     PullProgress,
     TokenLogprob,
 )
-from search.backends.prompts import EmbedPrompts, prompts_for
+from search.llm.prompts import EmbedPrompts, prompts_for
 
 __all__ = [
     "BackendError", "BackendResponseError", "BackendTimeout", "BackendUnavailable", "ChatResult",
@@ -46,11 +46,11 @@ def _setting(name: str, default):
 def make_backend(kind: str, *, url: str, api_key: str = "", timeout: float = 120.0, retries: int = 3,
                  keep_alive: str | None = None, backoff: float = 0.5) -> LLMBackend:
     if kind == "ollama":
-        from search.backends.ollama import OllamaBackend
+        from search.llm.ollama import OllamaBackend
 
         return OllamaBackend(url, timeout=timeout, retries=retries, keep_alive=keep_alive, backoff=backoff)
     if kind == "openai":
-        from search.backends.openai import OpenAIBackend
+        from search.llm.openai import OpenAIBackend
 
         return OpenAIBackend(url, api_key=api_key, timeout=timeout, retries=retries, backoff=backoff)
     raise BackendError(f"PMD_LLM_BACKEND={kind!r} is not a backend pmd knows: use `ollama` or `openai`")

@@ -4,7 +4,7 @@ Design (tables in search/migrations/0002_keyword_index.py):
 
 - `search_keyword_document`: one row per active document: a weighted `tsvector`
   (title and markdown headings weight A, everything else weight D, built with the
-  collection's text search configuration after `search.analysis.prepare_text`), its
+  collection's text search configuration after `search.retrieval.analysis.prepare_text`), its
   length in tokens (stop words excluded) and its collection. A GIN index on the tsvector
   serves the filters that need positions: required "phrases" and -exclusions.
 - `search_keyword_posting`: the inverted index derived from that tsvector in SQL
@@ -29,7 +29,7 @@ posting btrees and builds them again after the load: sorting half a million rows
 is several times cheaper than as many random btree insertions. It runs only when the
 posting table can be locked at once (NOWAIT), so it never waits behind readers.
 
-Scoring (search/keyword.py) is Lucene's BM25 over those rows, in one SQL statement.
+Scoring (search/retrieval/keyword.py) is Lucene's BM25 over those rows, in one SQL statement.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from django.db import DatabaseError, connection, transaction
 
 from indexing.models import Document
 from indexing.services.locks import KEYWORD_INDEX, advisory_lock_wait
-from search.analysis import prepare_text
+from search.retrieval.analysis import prepare_text
 
 _HEADING = re.compile(r"^ {0,3}#{1,6}[ \t]+(.+?)[ \t#]*$")
 BATCH = 1000

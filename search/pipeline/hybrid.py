@@ -7,8 +7,8 @@ Pipeline (each stage timed in `SearchResponse.timings`, each shortfall stated in
    score ≥ 0.85 and ≥ 0.15 ahead of #2) the query is a lookup and expansion is skipped;
 2. query expansion by the generate model (or the user's own `lex:/vec:/hyde:` lines);
 3. retrieval, concurrently: the query → keyword + vector, lex → keyword, vec/hyde → vector;
-4. weighted Reciprocal Rank Fusion (`search.fusion`), top `candidate_limit` kept;
-5. re-ranking of each candidate's best chunk (`search.rerank`);
+4. weighted Reciprocal Rank Fusion (`search.pipeline.fusion`), top `candidate_limit` kept;
+5. re-ranking of each candidate's best chunk (`search.pipeline.rerank`);
 6. position-aware blending of retrieval and re-ranker scores.
 
 Degradation: no generate model → no expansion; no re-ranker → RRF order; LLM
@@ -26,10 +26,10 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 
-from search.backends import BackendTimeout, BackendUnavailable
-from search.common import SearchError, collection_ids_for
-from search.deadline import run_concurrently
-from search.expansion import (
+from search.llm import BackendTimeout, BackendUnavailable
+from search.retrieval.common import SearchError, collection_ids_for
+from search.pipeline.deadline import run_concurrently
+from search.pipeline.expansion import (
     HYDE,
     LEX,
     VEC,
@@ -42,9 +42,9 @@ from search.expansion import (
     request_expansion,
     store_expansion,
 )
-from search.fusion import ORIGINAL_WEIGHT, VARIANT_WEIGHT, Blended, RankedList, blend, reciprocal_rank_fusion
+from search.pipeline.fusion import ORIGINAL_WEIGHT, VARIANT_WEIGHT, Blended, RankedList, blend, reciprocal_rank_fusion
 from search.request import Mode, SearchRequest
-from search.rerank import RerankItem, rerank
+from search.pipeline.rerank import RerankItem, rerank
 from search.results import SearchResponse, SearchResult
 
 STRONG_SCORE = 0.85
@@ -79,7 +79,7 @@ _backends_lock = threading.Lock()
 def pipeline_backend(timeout: float):
     """A backend client for expansion and re-ranking with a per-request timeout that fits
     the query deadline and at most one retry: a user is waiting, unlike a bulk embed."""
-    from search.backends import backend_url, make_backend
+    from search.llm import backend_url, make_backend
 
     kind = _setting("PMD_LLM_BACKEND", "ollama")
     key = (
@@ -352,13 +352,13 @@ def _sub_request(request: SearchRequest, text: str, mode: str, depth: int) -> Se
 
 
 def _keyword(request: SearchRequest) -> SearchResponse:
-    from search.keyword import keyword_search
+    from search.retrieval.keyword import keyword_search
 
     return keyword_search(request)
 
 
 def _vector(request: SearchRequest) -> SearchResponse:
-    from search.vector import vector_search
+    from search.retrieval.vector import vector_search
 
     return vector_search(request)
 

@@ -27,9 +27,9 @@ from django.db import connection
 
 from indexing.models import Collection, PathContext
 from indexing.selectors import contexts_for
-from search.analysis import WORD, has_cjk, prepare_text
-from search.common import SNIPPET_CHARS, collection_ids_for, line_pieces
-from search.query_parser import ParsedQuery, parse_query
+from search.retrieval.analysis import WORD, has_cjk, prepare_text
+from search.retrieval.common import SNIPPET_CHARS, collection_ids_for, line_pieces
+from search.retrieval.query_parser import ParsedQuery, parse_query
 from search.request import Mode, SearchRequest
 from search.results import SearchResponse, SearchResult
 
