@@ -9,6 +9,8 @@ import os
 
 from celery import Celery
 
+from pmd_site.redisserver import EmbeddedRedis, redis_client
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "pmd_site.settings")
 
 app = Celery("pmd")
@@ -17,8 +19,6 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 
 def _configure() -> None:
     from django.conf import settings
-
-    from pmd_site.redisserver import EmbeddedRedis
 
     broker = settings.CELERY_BROKER_URL or EmbeddedRedis(settings.PMD_HOME).url()
     schedule = {}
@@ -60,14 +60,17 @@ def workers_available(timeout: float = 1.0) -> bool:
     return bool(replies)
 
 
+def broker_url() -> str:
+    """The broker the celery app uses (the embedded Redis when CELERY_BROKER_URL is empty)."""
+    return str(app.conf.broker_url or "")
+
+
 def broker_reachable(timeout: float = 1.0) -> bool:
     import redis
 
-    url = str(app.conf.broker_url or "")
-    if not url.startswith(("redis://", "rediss://", "redis+socket://", "unix://")):
+    client = redis_client(broker_url(), timeout=timeout)
+    if client is None:
         return True  # another transport: let kombu find out
-    client = redis.Redis.from_url(url.replace("redis+socket://", "unix://"),
-                                  socket_timeout=timeout, socket_connect_timeout=timeout)
     try:
         return bool(client.ping())
     except redis.RedisError:

@@ -10,6 +10,9 @@ from typing import Callable
 
 from django.conf import settings
 
+from pmd_site.celery import app, broker_reachable, broker_url
+from pmd_site.redisserver import redis_py_url
+
 
 def _database() -> dict:
     from django.db import connection
@@ -55,8 +58,6 @@ def _problems() -> dict:
 
 
 def _broker() -> dict:
-    from indexing.watcher import broker_url
-
     url = broker_url()
     if settings.CELERY_TASK_ALWAYS_EAGER:
         return {"ok": True, "mode": "eager (PMD_TASKS_EAGER: tasks run in-process)"}
@@ -65,8 +66,7 @@ def _broker() -> dict:
     import redis
 
     shown = url.split("@")[-1]  # never print a password
-    # kombu spells a unix socket `redis+socket://`, redis-py `unix://`
-    client = redis.Redis.from_url(url.replace("redis+socket://", "unix://"), socket_timeout=1, socket_connect_timeout=1)
+    client = redis.Redis.from_url(redis_py_url(url), socket_timeout=1, socket_connect_timeout=1)
     try:
         client.ping()
     except redis.RedisError as exc:
@@ -79,10 +79,6 @@ def _broker() -> dict:
 def _workers() -> dict:
     if settings.CELERY_TASK_ALWAYS_EAGER:
         return {"ok": True, "mode": "eager"}
-    try:
-        from pmd_site.celery import app, broker_reachable
-    except ImportError:
-        return {"ok": False, "error": "the task queue is not part of this build"}
     if not broker_reachable():  # kombu would retry an absent broker for seconds
         return {"ok": False, "alive": 0, "error": "no broker, so no worker (`pmd up` runs both; or `pmd worker`)"}
     replies = app.control.inspect(timeout=1.0).ping() or {}

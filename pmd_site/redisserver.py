@@ -182,6 +182,26 @@ class EmbeddedRedis:
         return log_tail(self.log_file, lines)
 
 
+REDIS_SCHEMES = ("redis://", "rediss://", "unix://", "redis+socket://")
+
+
+def redis_py_url(url: str) -> str:
+    """A broker URL as redis-py reads it: kombu spells a unix socket `redis+socket://`, redis-py `unix://`.
+
+    The one place that rewrites it (the status report, the celery app's broker probe and the
+    watcher's heartbeat all talk to the broker through redis-py)."""
+    return url.replace("redis+socket://", "unix://", 1)
+
+
+def redis_client(url: str, *, timeout: float = 1.0):
+    """A redis-py client for a broker URL, or None when the broker is not Redis."""
+    if not url.startswith(REDIS_SCHEMES):
+        return None
+    import redis
+
+    return redis.Redis.from_url(redis_py_url(url), socket_timeout=timeout, socket_connect_timeout=timeout)
+
+
 def embedded_redis():
     """The embedded Redis for the configured PMD_HOME."""
     from django.conf import settings
