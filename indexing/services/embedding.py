@@ -160,6 +160,29 @@ def pending_contents(fingerprint: EmbeddingFingerprint, *, collections: list[str
             .values_list("content_id", flat=True).distinct().order_by("content_id"))
 
 
+_PENDING_TTL = 30.0
+_pending_cache: dict[tuple, tuple[float, int]] = {}
+
+
+def pending_count(fingerprint: EmbeddingFingerprint, collections: list[str] | None) -> int:
+    """How many documents vector search cannot see yet. One probe per active document
+    (≈2 µs each), so long-running servers reuse the answer for a few seconds; the cache
+    lives here, with `forget_pending_counts`, which every embedding run calls."""
+    key = (fingerprint.pk, tuple(sorted(collections or ())))
+    now = time.monotonic()
+    cached = _pending_cache.get(key)
+    if cached and now - cached[0] < _PENDING_TTL:
+        return cached[1]
+    count = pending_contents(fingerprint, collections=collections).count()
+    _pending_cache[key] = (now, count)
+    return count
+
+
+def forget_pending_counts() -> None:
+    """Embedding just changed what is pending."""
+    _pending_cache.clear()
+
+
 def wanted_contents(*, collections: list[str] | None = None):
     """Hashes of the content active documents use (a queryset of strings)."""
     return _active_documents(collections).values_list("content_id", flat=True).distinct().order_by("content_id")
@@ -256,8 +279,6 @@ def embed_pending(
         report.index_built = hnsw_index_ensure(fingerprint)
         EmbeddingFingerprint.objects.filter(pk=fingerprint.pk).update(last_used_at=timezone.now())
         report.elapsed = time.perf_counter() - started
-        from search.retrieval.vector import forget_pending_counts
-
         forget_pending_counts()
         if job is not None:
             job_finish(job, result=report.as_dict(), message=f"{report.chunks} chunks embedded")

@@ -29,6 +29,7 @@ from django.db import connection, transaction
 
 from indexing.models import Collection, Document, EmbeddingFingerprint, PathContext
 from indexing.selectors import contexts_for
+from indexing.services.embedding import embedding_config, fingerprint_configured, pending_count
 from search.llm import embedding_prompts, get_backend
 from search.retrieval.common import SNIPPET_CHARS, SearchError, collection_ids_for, line_pieces
 from search.request import Mode, SearchRequest
@@ -45,8 +46,6 @@ class NotEmbedded(SearchError):
 
 def vector_search(request: SearchRequest, *, exact: bool = False) -> SearchResponse:
     """The `vsearch` service: one SearchRequest in, one SearchResponse out."""
-    from indexing.services.embedding import embedding_config, fingerprint_configured
-
     query = request.query.strip()
     if not query:
         raise SearchError("empty query")
@@ -78,7 +77,7 @@ def vector_search(request: SearchRequest, *, exact: bool = False) -> SearchRespo
     response.results = _results(rows, request, query, limit, hits)
     response.timings["results"] = (time.perf_counter() - started) * 1000
     started = time.perf_counter()
-    missing = _pending_count(fingerprint, request.collections or None)
+    missing = pending_count(fingerprint, request.collections or None)
     response.timings["pending_check"] = (time.perf_counter() - started) * 1000
     if missing:
         response.warnings.append(
@@ -101,30 +100,6 @@ def query_embedding(query: str, *, model: str, use_cache: bool = True) -> tuple[
     vector = get_backend().embed([text], model=model)[0]
     LLMCache.objects.update_or_create(key=key, defaults={"kind": "embed_query", "value": vector})
     return vector, False
-
-
-_PENDING_TTL = 30.0
-_pending_cache: dict[tuple, tuple[float, int]] = {}
-
-
-def _pending_count(fingerprint: EmbeddingFingerprint, collections: list[str] | None) -> int:
-    """How many documents vector search cannot see yet. One probe per active document
-    (≈2 µs each), so long-running servers reuse the answer for a few seconds."""
-    from indexing.services.embedding import pending_contents
-
-    key = (fingerprint.pk, tuple(sorted(collections or ())))
-    now = time.monotonic()
-    cached = _pending_cache.get(key)
-    if cached and now - cached[0] < _PENDING_TTL:
-        return cached[1]
-    count = pending_contents(fingerprint, collections=collections).count()
-    _pending_cache[key] = (now, count)
-    return count
-
-
-def forget_pending_counts() -> None:
-    """Embedding just changed what is pending (called by the embedding service)."""
-    _pending_cache.clear()
 
 
 def _not_embedded(model: str, *, dims: int | None = None) -> NotEmbedded:
