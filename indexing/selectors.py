@@ -13,20 +13,17 @@ from pathlib import Path
 
 from django.db.models import Count, Q
 
+from indexing import errors
 from indexing.models import Collection, Content, Document, FileProblem, Job, PathContext
 from indexing.paths import InvalidPath, glob_match, is_under, parse_reference, virtual_path
 
 
-class DocumentNotFound(LookupError):
-    def __init__(self, message: str, suggestions: list[str] | None = None):
-        super().__init__(message)
-        self.suggestions = suggestions or []
+class DocumentNotFound(errors.DocumentNotFound):
+    """No document for a reference; `suggestions` are close pmd:// URIs (shown under "did you mean")."""
 
-    def __str__(self) -> str:
-        text = self.args[0]
-        if self.suggestions:
-            text += "\n  did you mean:\n" + "\n".join(f"    {s}" for s in self.suggestions)
-        return text
+
+class DocumentCollectionNotFound(errors.CollectionNotFound, DocumentNotFound):
+    """A reference into a collection that does not exist: collection_not_found, caught as DocumentNotFound."""
 
 
 def close_matches(word: str, candidates: list[str], n: int = 5) -> list[str]:
@@ -100,10 +97,8 @@ def document_resolve(reference: str, *, collections: list[str] | None = None) ->
     if ref.collection:
         if not Collection.objects.filter(name=ref.collection).exists():
             names = list(Collection.objects.values_list("name", flat=True))
-            raise DocumentNotFound(
-                f"no collection named '{ref.collection}'",
-                [f"pmd://{n}/" for n in close_matches(ref.collection, names)],
-            )
+            raise DocumentCollectionNotFound(
+                name=ref.collection, suggestions=[f"pmd://{n}/" for n in close_matches(ref.collection, names)])
         found = docs.filter(collection__name=ref.collection, path=ref.path).first()
         if found:
             return ResolvedDocument(found, ref.line)
@@ -160,7 +155,7 @@ def documents_list(target: str | None = None, *, limit: int | None = None) -> li
     name, _, prefix = text.partition("/")
     if not Collection.objects.filter(name=name).exists():
         names = list(Collection.objects.values_list("name", flat=True))
-        raise DocumentNotFound(f"no collection named '{name}'", [f"pmd://{n}/" for n in close_matches(name, names)])
+        raise DocumentCollectionNotFound(name=name, suggestions=[f"pmd://{n}/" for n in close_matches(name, names)])
     qs = qs.filter(collection__name=name)
     prefix = prefix.strip("/")
     if prefix:
@@ -194,7 +189,7 @@ def collections_overview() -> list[dict]:
 DEFAULT_MULTI_GET_MAX_BYTES = 10 * 1024  # per document, unless the caller asks for another bound
 
 
-class MultiGetError(ValueError):
+class MultiGetError(errors.MultiGetRefused):
     """A multi-get the limits refuse: every face shows it as a usage error (422, tool error, CLI error)."""
 
 

@@ -15,6 +15,7 @@ from django.contrib.auth import get_user_model
 from django.db.models import Q
 from django.utils import timezone
 
+from indexing.errors import InvalidToken
 from search.models import ApiToken
 from search.throttling import TokenThrottled, check_token_block, record_token_failure  # noqa: F401 (re-exported)
 
@@ -22,7 +23,7 @@ TOKEN_PREFIX = "pmd_"
 _LAST_USED_RESOLUTION = timedelta(minutes=1)  # write last_used at most once a minute per token
 
 
-class TokenError(ValueError):
+class TokenError(InvalidToken):
     """A token request that cannot be carried out; the message says why."""
 
 

@@ -11,18 +11,27 @@ from pathlib import Path
 from django.conf import settings
 from django.db import IntegrityError, transaction
 
+from indexing import errors
 from indexing.models import Collection
 from indexing.services.scanning import ProgressCallback, ScanReport, collection_index
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
 
 
-class CollectionError(ValueError):
+class CollectionError(errors.InvalidCollection):
     """A collection request that cannot be carried out; the message says why."""
 
 
-class CollectionPathRefused(CollectionError):
+class CollectionPathRefused(errors.CollectionPathRefused, CollectionError):
     """A folder that may not become a collection for this caller (see `collection_root_check`)."""
+
+
+class CollectionNotFound(errors.CollectionNotFound, CollectionError):
+    """No collection of that name (404 on the API); a CollectionError for callers that catch those."""
+
+
+class CollectionExists(errors.CollectionExists, CollectionError):
+    """The name is taken (409 on the API); each face adds how to choose another."""
 
 
 # File systems whose "files" are the kernel's view of processes and devices: /proc/<pid>/root
@@ -158,9 +167,7 @@ def collection_create(
         raise CollectionError(f"{typed} is not a folder")
     name = _check_name(name or default_name_for(root))
     if Collection.objects.filter(name=name).exists():
-        how = (f"choose another with --name, or `pmd collection remove {name}`" if allowed_roots is None
-               else "choose another name")
-        raise CollectionError(f"a collection named '{name}' already exists: {how}")
+        raise CollectionExists(name=name)
     try:
         with transaction.atomic():
             return Collection.objects.create(
@@ -171,28 +178,29 @@ def collection_create(
                 text_search_config=text_search_config or settings.PMD_TEXT_SEARCH_CONFIG,
             )
     except IntegrityError:
-        raise CollectionError(f"a collection named '{name}' already exists") from None
+        raise CollectionExists(name=name) from None
 
 
 def collection_get(name: str) -> Collection:
     try:
         return Collection.objects.get(name=name)
     except Collection.DoesNotExist:
-        from indexing.selectors import close_matches
+        raise CollectionNotFound(name=name, suggestions=collection_suggestions(name)) from None
 
-        names = list(Collection.objects.values_list("name", flat=True))
-        hint = close_matches(name, names)
-        suffix = f" (did you mean: {', '.join(hint)}?)" if hint else (
-            f" (collections: {', '.join(names)})" if names else " (no collections yet: `pmd collection add PATH`)"
-        )
-        raise CollectionError(f"no collection named '{name}'{suffix}") from None
+
+def collection_suggestions(name: str) -> list[str]:
+    """pmd:// URIs of the collections whose names are close to `name`."""
+    from indexing.selectors import close_matches
+
+    names = list(Collection.objects.values_list("name", flat=True))
+    return [f"pmd://{n}/" for n in close_matches(name, names)]
 
 
 def collection_rename(*, name: str, new_name: str) -> Collection:
     collection = collection_get(name)
     new_name = _check_name(new_name)
     if Collection.objects.filter(name=new_name).exclude(pk=collection.pk).exists():
-        raise CollectionError(f"a collection named '{new_name}' already exists")
+        raise CollectionExists(name=new_name)
     collection.name = new_name
     collection.save(update_fields=["name", "updated_at"])
     return collection

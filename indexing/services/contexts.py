@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from indexing import errors
 from indexing.models import Collection, PathContext
 from indexing.paths import InvalidPath, normalize_relative, parse_virtual
 
 
-class ContextError(ValueError):
-    pass
+class ContextError(errors.InvalidContext):
+    """A context request that cannot be carried out; the message says why."""
+
+
+class ContextNotFound(errors.ContextNotFound, ContextError):
+    """No context at that target (404 on the API); a ContextError for callers that catch those."""
 
 
 def resolve_context_target(target: str) -> tuple[Collection | None, str]:
@@ -55,5 +60,5 @@ def context_remove(*, target: str) -> int:
     collection, prefix = resolve_context_target(target)
     deleted, _ = PathContext.objects.filter(collection=collection, path_prefix=prefix.strip("/")).delete()
     if not deleted:
-        raise ContextError(f"no context at {target}")
+        raise ContextNotFound(f"no context at {target}")
     return deleted

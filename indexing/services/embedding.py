@@ -63,9 +63,15 @@ HNSW_EF_CONSTRUCTION = 128
 class EmbeddingError(BackendError):
     """Embedding cannot go on; the message says what to do."""
 
+    code = "embedding_failed"
+
 
 class EmbeddingInProgress(EmbeddingError):
     """Another process is embedding for the same fingerprint right now."""
+
+    code = "embedding_in_progress"
+    http_status = 409
+    summary = ""
 
 
 # --- configuration and fingerprint ----------------------------------------------------------

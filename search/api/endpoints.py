@@ -3,7 +3,8 @@
 Every endpoint parses input into the same objects the CLI builds (SearchRequest, references,
 collection names), calls one service or selector, and serialises its result. Authentication is
 a per-user bearer token (`pmd token create`) or the Django session of the web UI (with CSRF for
-unsafe methods). Errors are `{"message": ..., "suggestions": [...]}`.
+unsafe methods). Errors are `{"message": ..., "suggestions": [...], "code": ...}`; a service's
+error (indexing.errors.PmdError) brings its own status and code.
 """
 
 
@@ -16,6 +17,7 @@ from ninja.pagination import LimitOffsetPagination, paginate
 from ninja.security import HttpBearer
 from ninja.security.apikey import APIKeyCookie
 
+from indexing.errors import JobNotFound, PmdError
 from search.request import SearchRequest
 
 # --- authentication ------------------------------------------------------------------------
@@ -72,6 +74,7 @@ api = NinjaAPI(
 class ErrorOut(Schema):
     message: str
     suggestions: list[str] = []
+    code: str | None = None
 
 
 def _error(request, status: int, message: str, suggestions: list[str] | None = None, **extra):
@@ -119,62 +122,10 @@ def _on_validation(request, exc: ValidationError):
     return _error(request, 422, "invalid request: " + "; ".join(problems), errors=exc.errors)
 
 
-class NotFound(Exception):
-    def __init__(self, message: str, suggestions: list[str] | None = None):
-        super().__init__(message)
-        self.suggestions = suggestions or []
-
-
-@api.exception_handler(NotFound)
-def _on_not_found(request, exc: NotFound):
-    return _error(request, 404, str(exc.args[0]), exc.suggestions)
-
-
-def _register_service_errors() -> None:
-    from indexing.selectors import DocumentNotFound
-    from indexing.services.collections import CollectionError
-    from indexing.services.contexts import ContextError
-    from search.llm.base import BackendError
-    from search.retrieval.common import SearchError
-
-    @api.exception_handler(DocumentNotFound)
-    def _on_document(request, exc: DocumentNotFound):
-        return _error(request, 404, exc.args[0], exc.suggestions)
-
-    @api.exception_handler(CollectionError)
-    def _on_collection(request, exc: CollectionError):
-        text = str(exc)
-        if text.startswith("no collection named"):
-            return _error(request, 404, text.split(" (", 1)[0], _collection_suggestions(text))
-        return _error(request, 409 if "already exists" in text else 400, text)
-
-    @api.exception_handler(ContextError)
-    def _on_context(request, exc: ContextError):
-        return _error(request, 404 if str(exc).startswith("no context") else 400, str(exc))
-
-    @api.exception_handler(SearchError)
-    def _on_search_error(request, exc: SearchError):
-        text = str(exc)
-        if text.startswith("no collection named"):
-            return _error(request, 404, text.split(" (", 1)[0], _collection_suggestions(text))
-        return _error(request, 422, text)
-
-    @api.exception_handler(BackendError)
-    def _on_backend(request, exc: BackendError):
-        return _error(request, 503, f"the model backend is not available: {exc}")
-
-
-def _collection_suggestions(message: str) -> list[str]:
-    from indexing.models import Collection
-    from indexing.selectors import close_matches
-
-    name = message.split("'")[1] if message.count("'") >= 2 else ""
-    names = list(Collection.objects.values_list("name", flat=True))
-    return [f"pmd://{n}/" for n in close_matches(name, names)]
-
-
-_register_service_errors()
-
+@api.exception_handler(PmdError)
+def _on_pmd_error(request, exc: PmdError):
+    """Every service error, by the status and code it carries (see indexing.errors)."""
+    return _error(request, exc.http_status, exc.detail, exc.suggestions, code=exc.code)
 
 def _require_staff(request) -> None:
     if not getattr(request.auth, "is_staff", False):
@@ -338,13 +289,9 @@ def documents_multi_get(request, pattern: str = Query(..., min_length=1, max_len
                                                       "at most max_total_bytes"),
                         max_lines: int | None = Query(None, ge=0),
                         collection: list[str] = Query(default_factory=list)):
-    from indexing.selectors import MultiGetError
     from indexing.selectors import documents_multi_get as multi_get
 
-    try:
-        result = multi_get(pattern, max_bytes=max_bytes, max_lines=max_lines, collections=collection or None)
-    except MultiGetError as exc:
-        raise HttpError(422, str(exc)) from None
+    result = multi_get(pattern, max_bytes=max_bytes, max_lines=max_lines, collections=collection or None)
     return result.as_dict()
 
 
@@ -556,7 +503,7 @@ def job_detail(request, job_id: str):
     try:  # someone else's job is as absent as a job that never existed
         job = jobs_visible_to(request.auth).get(pk=uuid.UUID(job_id))
     except (ValueError, Job.DoesNotExist):
-        raise NotFound(f"no job {job_id}") from None
+        raise JobNotFound(f"no job {job_id}") from None
     return _job_row(job)
 
 

@@ -23,12 +23,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from search.request import Mode, SearchRequest
+from indexing.errors import BenchmarkError
+from search.request import Mode, SearchRequest, mode_verb
 
 DEPTH = 100  # results fetched per query: enough for Recall@100
 
 
-class BenchError(ValueError):
+class BenchError(BenchmarkError):
     pass
 
 
@@ -223,7 +224,7 @@ def bench_retrieval(dataset_dir: str, options: BenchOptions, *, service_fn: Call
                     handle.write(f"{qid}\t{rank}\t{doc_id}\n")
     judged = {q: qrels[q] for q, _ in queries if q in qrels}
     metrics = evaluate(run, judged)
-    report = BenchReport(f"{mode} {root.name}")
+    report = BenchReport(f"{mode_verb(mode)} {root.name}")
     docs = scan.files_seen if scan else 0
     report.lines.append(("documents", f"{docs:,} (collection {collection.name}, index/refresh {index_s:.1f} s)"))
     report.lines.append(("queries", f"{len(queries)} ({len(judged)} judged)"))
@@ -250,7 +251,7 @@ def _keyword_service(request):
 
 MODES: dict[str, Callable[[str, BenchOptions], BenchReport]] = {
     "index": bench_index,
-    Mode.KEYWORD: retrieval_mode(_keyword_service, Mode.KEYWORD),
+    mode_verb(Mode.KEYWORD): retrieval_mode(_keyword_service, Mode.KEYWORD),
 }
 
 
@@ -263,7 +264,7 @@ def _vector_mode(name: str) -> Callable[[str, BenchOptions], BenchReport]:
     return run
 
 
-MODES[Mode.VECTOR] = _vector_mode("bench_vsearch")  # embedding throughput, HNSW recall, then retrieval
+MODES[mode_verb(Mode.VECTOR)] = _vector_mode("bench_vsearch")  # embedding throughput, HNSW recall, then retrieval
 MODES["vsearch-scale"] = _vector_mode("bench_vsearch_scale")  # HNSW at 100k+ chunks
 
 
@@ -302,7 +303,7 @@ def _query_mode(**request_options) -> Callable[[str, BenchOptions], BenchReport]
     return run
 
 
-MODES[Mode.HYBRID] = _query_mode()
+MODES[mode_verb(Mode.HYBRID)] = _query_mode()
 MODES["query-no-expand"] = _query_mode(expand=False)
 MODES["query-no-rerank"] = _query_mode(rerank=False)
 MODES["query-no-llm"] = _query_mode(expand=False, rerank=False)

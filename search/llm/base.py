@@ -19,17 +19,19 @@ from typing import Any
 
 import httpx
 
+from indexing.errors import LLMBackendError, LLMBackendTimeout, LLMBackendUnavailable, LLMBadResponse, LLMModelMissing
+
 logger = logging.getLogger(__name__)
 
 
 # --- errors ------------------------------------------------------------------------
 
 
-class BackendError(RuntimeError):
+class BackendError(LLMBackendError):
     """Anything the LLM backend could not do; the message is meant for the user."""
 
 
-class BackendUnavailable(BackendError):
+class BackendUnavailable(BackendError, LLMBackendUnavailable):
     """Nothing answers at the configured URL (after retries)."""
 
     def __init__(self, url: str, *, backend: str = "ollama", detail: str = ""):
@@ -46,7 +48,7 @@ class BackendUnavailable(BackendError):
         super().__init__(message)
 
 
-class ModelMissing(BackendError):
+class ModelMissing(BackendError, LLMModelMissing):
     """The server runs but does not have the model."""
 
     def __init__(self, model: str, *, backend: str = "ollama"):
@@ -58,7 +60,7 @@ class ModelMissing(BackendError):
         super().__init__(message)
 
 
-class BackendTimeout(BackendError):
+class BackendTimeout(BackendError, LLMBackendTimeout):
     """The server accepted the request but did not answer in time."""
 
     def __init__(self, url: str, seconds: float):
@@ -70,7 +72,7 @@ class BackendTimeout(BackendError):
         )
 
 
-class BackendResponseError(BackendError):
+class BackendResponseError(BackendError, LLMBadResponse):
     """The server answered with an error or with something we cannot use."""
 
 

@@ -30,6 +30,8 @@ import json
 import re
 from dataclasses import dataclass, field
 
+from indexing.errors import InvalidSearchInput
+
 LEX, VEC, HYDE = "lex", "vec", "hyde"
 KINDS = (LEX, VEC, HYDE)
 LIMITS = {LEX: 3, VEC: 3, HYDE: 1}
@@ -77,7 +79,7 @@ Stay on the topic of the query; do not repeat the query verbatim; do not invent 
 Answer as JSON: {{"variants": [{{"type": "lex", "text": "..."}}, {{"type": "vec", "text": "..."}}, {{"type": "hyde", "text": "..."}}]}}"""
 
 
-class ExpansionError(ValueError):
+class ExpansionError(InvalidSearchInput):
     """A structured query document the user wrote cannot be used (message says why)."""
 
 

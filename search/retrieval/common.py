@@ -4,13 +4,18 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from indexing.errors import CollectionNotFound, InvalidSearchInput
 from indexing.models import Collection
 
 SNIPPET_CHARS = 300  # longest snippet piece cut from one long line
 
 
-class SearchError(ValueError):
+class SearchError(InvalidSearchInput):
     """Bad search input the user can fix (unknown collection, ...): shown as one line."""
+
+
+class SearchCollectionNotFound(CollectionNotFound, SearchError):
+    """A search restricted to a collection that does not exist: collection_not_found (404 on the API)."""
 
 
 def collection_ids_for(names: list[str] | None) -> list[int] | None:
@@ -26,9 +31,8 @@ def collection_ids_for(names: list[str] | None) -> list[int] | None:
         from indexing.selectors import close_matches
 
         known = list(Collection.objects.values_list("name", flat=True))
-        hints = close_matches(missing[0], known)
-        hint = f" (did you mean {', '.join(hints)}?)" if hints else ""
-        raise SearchError(f"no collection named '{missing[0]}'{hint}")
+        raise SearchCollectionNotFound(
+            name=missing[0], suggestions=[f"pmd://{n}/" for n in close_matches(missing[0], known)])
     return [found[n] for n in wanted]
 
 

@@ -27,6 +27,7 @@ from collections import defaultdict
 from django.conf import settings
 from django.db import connection, transaction
 
+from indexing import errors
 from indexing.models import Collection, Document, EmbeddingFingerprint, PathContext
 from indexing.selectors import contexts_for
 from indexing.services.embedding import embedding_config, fingerprint_configured, pending_count
@@ -40,7 +41,7 @@ MAX_EF_SEARCH = 1000      # pgvector's upper bound
 SNIPPET_LINES = 4
 
 
-class NotEmbedded(SearchError):
+class NotEmbedded(SearchError, errors.NotEmbedded):
     """No vectors for the configured model: `pmd embed` first."""
 
 
