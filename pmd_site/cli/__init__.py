@@ -11,6 +11,8 @@ import importlib
 import os
 import sys
 
+from indexing.errors import PmdError
+
 # Modules that contribute commands, in help order.
 COMMAND_MODULES = [
     "pmd_site.cli.collections",
@@ -29,8 +31,28 @@ COMMAND_MODULES = [
 ]
 
 
-class CommandError(Exception):
-    """A failure the user can act on: printed as one line, exit status 1."""
+class CommandError(PmdError):
+    """A failure of the command line's own input the user can act on: printed as one line, exit status 1."""
+
+    code = "command_error"
+
+
+# What the command line adds to a service error, in its own syntax (flags, commands), by code.
+CLI_HINTS = {
+    "collection_exists": "choose another with --name, or `pmd collection remove {name}`",
+    "collection_not_found": "see `pmd collection list`",
+}
+
+
+def error_text(exc: PmdError) -> str:
+    """A service error as the CLI prints it: the message, the CLI's hint, then any suggestions."""
+    text = exc.message
+    hint = CLI_HINTS.get(exc.code)
+    if hint:
+        text += ": " + hint.format(name=getattr(exc, "name", None) or "NAME")
+    if exc.suggestions:
+        text += "\n  did you mean:\n" + "\n".join(f"    {s}" for s in exc.suggestions)
+    return text
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -70,8 +92,8 @@ def main(argv: list[str] | None = None) -> int:
         else:
             result = args.func(args)
         return int(result or 0)
-    except CommandError as exc:
-        error(str(exc))
+    except PmdError as exc:  # a service's error or the CLI's own: one line (and suggestions), status 1
+        error(error_text(exc))
         return 1
     except KeyboardInterrupt:
         error("interrupted")
@@ -83,14 +105,12 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(exc, (ConfigError, ServerSetupError)):
             error(str(exc))
             return 1
-        try:
-            import psycopg
+        from django.db import OperationalError as DjangoOperationalError
+        from psycopg import OperationalError
 
-            if isinstance(exc, psycopg.OperationalError) or exc.__class__.__name__ == "OperationalError":
-                error(f"cannot reach the database: {exc}".strip())
-                return 1
-        except ImportError:
-            pass
+        if isinstance(exc, (OperationalError, DjangoOperationalError)):
+            error(f"cannot reach the database: {exc}".strip())
+            return 1
         if os.environ.get("PMD_DEBUG"):
             raise
         error(f"{exc.__class__.__name__}: {exc} (set PMD_DEBUG=1 for a traceback)")

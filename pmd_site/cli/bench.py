@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pmd_site.cli import CommandError
 from pmd_site.cli.output import print_json, progress_bar, stdout_console
 
 
@@ -21,15 +20,12 @@ def register(sub) -> None:
 
 
 def cmd_bench(args) -> int:
-    from search.bench.quality import MODES, BenchError, BenchOptions
+    from search.bench.quality import MODES, BenchOptions
 
     with progress_bar(f"bench {args.mode}", enabled=not args.json) as progress:
         options = BenchOptions(collection=args.collection, fresh=args.fresh, run_file=args.run_file,
                                limit=args.limit, progress=progress)
-        try:
-            report = MODES[args.mode](args.dataset, options)
-        except BenchError as exc:
-            raise CommandError(str(exc)) from None
+        report = MODES[args.mode](args.dataset, options)
     if args.json:
         print_json({"title": report.title, **report.data})
         return 0

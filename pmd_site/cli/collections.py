@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pmd_site.cli import CommandError
 from pmd_site.cli.output import print_json, progress_bar, stdout_console, warn
 
 
@@ -62,16 +61,13 @@ def _print_report(report, *, console) -> None:
 
 
 def cmd_add(args) -> int:
-    from indexing.services.collections import CollectionError, collection_create
+    from indexing.services.collections import collection_create
     from indexing.services.scanning import collection_index
 
-    try:
-        collection = collection_create(
-            path=args.path, name=args.name, mask=args.mask, ignore_patterns=args.ignore,
-            text_search_config=args.text_search_config,
-        )
-    except CollectionError as exc:
-        raise CommandError(str(exc)) from None
+    collection = collection_create(
+        path=args.path, name=args.name, mask=args.mask, ignore_patterns=args.ignore,
+        text_search_config=args.text_search_config,
+    )
     console = stdout_console()
     if args.no_index:
         console.print(f"added collection [bold]{collection.name}[/] → {collection.root_path} (not indexed yet)")
@@ -111,12 +107,9 @@ def cmd_list(args) -> int:
 
 def cmd_show(args) -> int:
     from indexing.selectors import collections_overview
-    from indexing.services.collections import CollectionError, collection_get
+    from indexing.services.collections import collection_get
 
-    try:
-        collection = collection_get(args.name)
-    except CollectionError as exc:
-        raise CommandError(str(exc)) from None
+    collection = collection_get(args.name)
     row = next(r for r in collections_overview() if r["name"] == collection.name)
     problems = list(collection.problems.values("path", "severity", "message"))
     contexts = list(collection.contexts.values("path_prefix", "text"))
@@ -139,23 +132,17 @@ def cmd_show(args) -> int:
 
 
 def cmd_remove(args) -> int:
-    from indexing.services.collections import CollectionError, collection_remove
+    from indexing.services.collections import collection_remove
 
-    try:
-        count = collection_remove(name=args.name)
-    except CollectionError as exc:
-        raise CommandError(str(exc)) from None
+    count = collection_remove(name=args.name)
     stdout_console().print(f"removed collection [bold]{args.name}[/] ({count} documents; files untouched)")
     return 0
 
 
 def cmd_rename(args) -> int:
-    from indexing.services.collections import CollectionError, collection_rename
+    from indexing.services.collections import collection_rename
 
-    try:
-        collection_rename(name=args.name, new_name=args.new_name)
-    except CollectionError as exc:
-        raise CommandError(str(exc)) from None
+    collection_rename(name=args.name, new_name=args.new_name)
     stdout_console().print(f"renamed [bold]{args.name}[/] → [bold]{args.new_name}[/]")
     return 0
 
@@ -163,17 +150,14 @@ def cmd_rename(args) -> int:
 def cmd_update(args) -> int:
     from contextlib import ExitStack
 
-    from indexing.services.collections import CollectionError, collections_update
+    from indexing.services.collections import collections_update
 
     console = stdout_console()
     with ExitStack() as stack:
         def progress_for(collection):
             return stack.enter_context(progress_bar(f"indexing {collection.name}", enabled=not args.json))
 
-        try:
-            results = collections_update(names=args.collections, pull=args.pull, progress_for=progress_for)
-        except CollectionError as exc:
-            raise CommandError(str(exc)) from None
+        results = collections_update(names=args.collections, pull=args.pull, progress_for=progress_for)
     failed = 0
     out = []
     for report, pulled, problem in results:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pmd_site.cli import CommandError
 from pmd_site.cli.output import print_json, stdout_console
 
 
@@ -21,13 +20,10 @@ def register(sub) -> None:
 
 
 def cmd_add(args) -> int:
-    from indexing.services.contexts import ContextError, context_set
+    from indexing.services.contexts import context_set
 
     target, text = ("/" if len(args.parts) == 1 else args.parts[0]), " ".join(args.parts[1:] or args.parts)
-    try:
-        context = context_set(target=target, text=text)
-    except (ContextError, ValueError) as exc:
-        raise CommandError(str(exc)) from None
+    context = context_set(target=target, text=text)
     stdout_console().print(f"context for [bold]{context.target}[/]: {context.text}")
     return 0
 
@@ -48,11 +44,8 @@ def cmd_list(args) -> int:
 
 
 def cmd_rm(args) -> int:
-    from indexing.services.contexts import ContextError, context_remove
+    from indexing.services.contexts import context_remove
 
-    try:
-        context_remove(target=args.target)
-    except (ContextError, ValueError) as exc:
-        raise CommandError(str(exc)) from None
+    context_remove(target=args.target)
     stdout_console().print(f"removed context at [bold]{args.target}[/]")
     return 0

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sys
 
-from pmd_site.cli import CommandError
 from pmd_site.cli.output import print_json, stdout_console
 
 
@@ -40,12 +39,9 @@ def _numbered(lines: list[str], first: int) -> list[str]:
 
 
 def cmd_get(args) -> int:
-    from indexing.selectors import DocumentNotFound, contexts_for, document_lines, document_resolve
+    from indexing.selectors import contexts_for, document_lines, document_resolve
 
-    try:
-        resolved = document_resolve(args.reference, collections=args.collections)
-    except DocumentNotFound as exc:
-        raise CommandError(str(exc)) from None
+    resolved = document_resolve(args.reference, collections=args.collections)
     doc = resolved.document
     from_line = args.from_line or resolved.line
     lines, first = document_lines(doc, from_line=from_line, max_lines=args.max_lines)
@@ -62,14 +58,11 @@ def cmd_get(args) -> int:
 
 
 def cmd_multi_get(args) -> int:
-    from indexing.selectors import MultiGetError, documents_multi_get
+    from indexing.selectors import documents_multi_get
     from pmd_site.cli.output import warn
 
-    try:
-        result = documents_multi_get(args.pattern, max_bytes=args.max_bytes, max_lines=args.max_lines,
-                                     collections=args.collections)
-    except MultiGetError as exc:
-        raise CommandError(str(exc)) from None
+    result = documents_multi_get(args.pattern, max_bytes=args.max_bytes, max_lines=args.max_lines,
+                                 collections=args.collections)
     if args.json:
         print_json(result.as_dict())
         return 0 if result.items or not result.missing else 1
@@ -91,7 +84,7 @@ def cmd_multi_get(args) -> int:
 
 
 def cmd_ls(args) -> int:
-    from indexing.selectors import DocumentNotFound, collections_overview, documents_list
+    from indexing.selectors import collections_overview, documents_list
 
     console = stdout_console()
     if not args.target:
@@ -103,10 +96,7 @@ def cmd_ls(args) -> int:
         for r in rows if not args.json else []:
             console.print(f"pmd://{r['name']}/  [dim]{r['documents']} documents  {r['path']}[/]")
         return 0
-    try:
-        docs = documents_list(args.target)
-    except DocumentNotFound as exc:
-        raise CommandError(str(exc)) from None
+    docs = documents_list(args.target)
     if args.json:
         print_json([{"docid": d.docid, "uri": d.uri, "title": d.title, "size": d.size} for d in docs])
         return 0

@@ -55,16 +55,12 @@ def _summary(result: dict) -> str:
 
 def cmd_embed(args) -> int:
     from indexing.models import Job
-    from indexing.services.collections import CollectionError, collection_get
+    from indexing.services.collections import collection_get
     from indexing.services.embedding import embed_pending
     from indexing.services.jobs import job_create
     from indexing.tasks import queue_embedding, workers_available
-    from search.llm import BackendError
 
-    try:
-        collections = [collection_get(name) for name in args.collections]
-    except CollectionError as exc:
-        raise CommandError(str(exc)) from None
+    collections = [collection_get(name) for name in args.collections]
     names = [c.name for c in collections] or None
     console = stdout_console()
     job = job_create(kind=Job.Kind.EMBED, collection=collections[0] if len(collections) == 1 else None,
@@ -85,11 +81,8 @@ def cmd_embed(args) -> int:
     else:
         if not args.wait:
             warn("no worker is running: embedding in this process instead")
-        try:
-            with progress_bar("embedding", enabled=not args.json) as progress:
-                report = embed_pending(collections=names, force=args.force, job=job, progress=progress)
-        except BackendError as exc:
-            raise CommandError(str(exc)) from None
+        with progress_bar("embedding", enabled=not args.json) as progress:
+            report = embed_pending(collections=names, force=args.force, job=job, progress=progress)
         result = report.as_dict()
     if args.json:
         print_json(result)
@@ -116,15 +109,11 @@ def _follow(job, *, json_output: bool):
 
 def cmd_vsearch(args) -> int:
     from pmd_site.cli.search import run_search_command
-    from search.llm import BackendError
     from search.request import Mode
     from search.retrieval.vector import vector_search
 
     def service(request):
-        try:
-            return vector_search(request)
-        except BackendError as exc:
-            raise CommandError(str(exc)) from None
+        return vector_search(request)
 
     return run_search_command(args, service, mode=Mode.VECTOR)
 
@@ -140,14 +129,11 @@ def _configured_models() -> dict[str, str]:
 
 
 def cmd_models_list(args) -> int:
-    from search.llm import BackendError, backend_url, get_backend
+    from search.llm import backend_url, get_backend
     from search.llm.base import normalize_model_name
 
     backend = get_backend()
-    try:
-        models = backend.list_models()
-    except BackendError as exc:
-        raise CommandError(str(exc)) from None
+    models = backend.list_models()
     configured = _configured_models()
     by_name = {normalize_model_name(m.name) if backend.kind == "ollama" else m.name: m for m in models}
     rows = []
@@ -187,22 +173,19 @@ def cmd_models_list(args) -> int:
 def cmd_models_pull(args) -> int:
     import sys
 
-    from search.llm import BackendError, get_backend
+    from search.llm import get_backend
 
     backend = get_backend()
     console = stdout_console()
-    try:
-        wanted = list(args.models) or [m for m in dict.fromkeys(_configured_models().values())
-                                        if not backend.has_model(m)]
-        if not wanted:
-            console.print("every configured model is present")
-            return 0
-        for model in wanted:
-            if not sys.stderr.isatty():
-                console.print(f"pulling {model}…")
-            with progress_bar(f"pulling {model}") as bar:
-                backend.pull(model, progress=lambda p: bar(p.completed, p.total, p.status))
-            console.print(f"pulled {model}")
-    except BackendError as exc:
-        raise CommandError(str(exc)) from None
+    wanted = list(args.models) or [m for m in dict.fromkeys(_configured_models().values())
+                                    if not backend.has_model(m)]
+    if not wanted:
+        console.print("every configured model is present")
+        return 0
+    for model in wanted:
+        if not sys.stderr.isatty():
+            console.print(f"pulling {model}…")
+        with progress_bar(f"pulling {model}") as bar:
+            backend.pull(model, progress=lambda p: bar(p.completed, p.total, p.status))
+        console.print(f"pulled {model}")
     return 0

@@ -62,17 +62,13 @@ def search_request_from_args(args, *, mode: str, **overrides):
 def run_search_command(args, service_fn: Callable, *, mode: str | None = None, **overrides) -> int:
     """Build the request, call the service once, print it in the chosen format."""
     from pmd_site.cli.output import color_enabled, warn
-    from search.retrieval.common import SearchError
     from search.formatters import format_response
     from search.request import Mode
 
     request = search_request_from_args(args, mode=mode or Mode.KEYWORD, **overrides)
     if not request.query.strip():
         raise CommandError("empty query")
-    try:
-        response = service_fn(request)
-    except SearchError as exc:
-        raise CommandError(str(exc)) from None
+    response = service_fn(request)
     for message in response.warnings:
         warn(message)
     text = format_response(response, args.format, color=args.format == "cli" and color_enabled(sys.stdout),

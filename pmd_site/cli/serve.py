@@ -422,7 +422,7 @@ def _add_folders(dirs: list[str], console) -> list[str]:
     from pathlib import Path
 
     from indexing.models import Collection
-    from indexing.services.collections import CollectionError, collection_create, default_name_for
+    from indexing.services.collections import collection_create, default_name_for
     from indexing.services.scanning import collection_index
     from pmd_site.cli.collections import _print_report
 
@@ -439,10 +439,7 @@ def _add_folders(dirs: list[str], console) -> list[str]:
             while Collection.objects.filter(name=name).exists():
                 n += 1
                 name = f"{base}-{n}"
-            try:
-                collection = collection_create(path=folder, name=name)
-            except CollectionError as exc:
-                raise CommandError(str(exc)) from None
+            collection = collection_create(path=folder, name=name)
             console.print(f"added collection [bold]{collection.name}[/] → {folder}")
         report = collection_index(collection)
         _print_report(report, console=console)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pmd_site.cli import CommandError
 from pmd_site.cli.output import print_json, stdout_console
 
 
@@ -25,12 +24,9 @@ def register(sub) -> None:
 
 
 def cmd_create(args) -> int:
-    from search.api_tokens import TokenError, token_create
+    from search.api_tokens import token_create
 
-    try:
-        created = token_create(user=args.user, name=args.name)
-    except TokenError as exc:
-        raise CommandError(str(exc)) from None
+    created = token_create(user=args.user, name=args.name)
     if args.json:
         print_json({"id": created.token.pk, "user": str(created.token.user), "name": created.token.name,
                     "prefix": created.token.prefix, "token": created.raw})
@@ -50,12 +46,9 @@ def _row(t) -> dict:
 
 
 def cmd_list(args) -> int:
-    from search.api_tokens import TokenError, token_list
+    from search.api_tokens import token_list
 
-    try:
-        tokens = token_list(user=args.user, include_revoked=args.all)
-    except TokenError as exc:
-        raise CommandError(str(exc)) from None
+    tokens = token_list(user=args.user, include_revoked=args.all)
     if args.json:
         print_json([_row(t) for t in tokens])
         return 0
@@ -71,11 +64,8 @@ def cmd_list(args) -> int:
 
 
 def cmd_revoke(args) -> int:
-    from search.api_tokens import TokenError, token_revoke
+    from search.api_tokens import token_revoke
 
-    try:
-        token = token_revoke(token=args.token)
-    except TokenError as exc:
-        raise CommandError(str(exc)) from None
+    token = token_revoke(token=args.token)
     stdout_console().print(f"revoked token {token.pk} ({token.prefix}…) of {token.user}")
     return 0
