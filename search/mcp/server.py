@@ -24,6 +24,8 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 
+from indexing.errors import PmdError
+
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 _INSTRUCTIONS_TTL = 30.0  # seconds a description of the index stays fresh
 
@@ -32,7 +34,8 @@ _INSTRUCTIONS_TTL = 30.0  # seconds a description of the index stays fresh
 
 
 def _orm(fn):
-    """Run a sync tool body with fresh DB connections: the SDK calls it in a reused worker thread."""
+    """Run a sync tool body with fresh DB connections (the SDK calls it in a reused worker thread);
+    a service's PmdError becomes a tool error with its message and suggestions."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
@@ -41,10 +44,18 @@ def _orm(fn):
         close_old_connections()
         try:
             return fn(*args, **kwargs)
+        except PmdError as exc:  # the one mapping of service errors for MCP clients
+            raise ToolError(error_text(exc)) from None
         finally:
             close_old_connections()
 
     return wrapper
+
+
+def error_text(exc: PmdError) -> str:
+    """A service error as a tool (or resource) error: what went wrong, then what the caller may have meant."""
+    hint = f". Did you mean: {', '.join(exc.suggestions)}?" if exc.suggestions else ""
+    return f"{exc.detail}{hint}"
 
 
 # --- live instructions ---------------------------------------------------------------------------
@@ -209,12 +220,8 @@ def _sees_internals(ctx: Context | None) -> bool:
 
 
 def _search(**fields) -> SearchResult:
-    from indexing.selectors import DocumentNotFound
-    from indexing.services.collections import CollectionError
     from search.pipeline.dispatch import search_run
     from search.request import SearchRequest
-
-    from search.retrieval.common import SearchError
 
     searches = fields.pop("searches", None)
     if searches:
@@ -222,16 +229,7 @@ def _search(**fields) -> SearchResult:
         lines = [" ".join(fields["query"].split())] + [f"{s.type}: {' '.join(s.query.split())}" for s in searches]
         fields["query"] = "\n".join(lines)
     request = SearchRequest(**fields)
-    try:
-        response = search_run(request)
-    except (SearchError, CollectionError, DocumentNotFound) as exc:
-        raise ToolError(str(exc)) from None
-    except Exception as exc:
-        from search.llm.base import BackendError
-
-        if isinstance(exc, BackendError):
-            raise ToolError(f"the model backend is not available: {exc}") from None
-        raise
+    response = search_run(request)  # errors: PmdError, mapped by _orm
     return SearchResult(
         query=response.query.split("\n", 1)[0], mode=response.mode, warnings=response.warnings,
         results=[Hit(docid=r.docid, uri=r.uri, line=r.line, score=round(r.score, 4), title=r.title,
@@ -252,19 +250,11 @@ def _search_text(result: SearchResult) -> str:
     return "\n".join(out)
 
 
-def _not_found(exc) -> ToolError:
-    hint = f" Did you mean: {', '.join(exc.suggestions)}?" if getattr(exc, "suggestions", None) else ""
-    return ToolError(f"{exc.args[0]}.{hint}")
-
-
 def _document_text(*, ref: str, from_line: int | None, max_lines: int | None, line_numbers: bool,
                    collections: list[str] | None = None) -> DocumentText:
-    from indexing.selectors import DocumentNotFound, contexts_for, document_lines, document_resolve
+    from indexing.selectors import contexts_for, document_lines, document_resolve
 
-    try:
-        resolved = document_resolve(ref, collections=collections or None)
-    except DocumentNotFound as exc:
-        raise _not_found(exc) from None
+    resolved = document_resolve(ref, collections=collections or None)
     doc = resolved.document
     total = len(doc.content.body.splitlines())
     lines, first = document_lines(doc, from_line=from_line or resolved.line, max_lines=max_lines)
@@ -359,13 +349,10 @@ def create_server() -> MCPServer:
     ) -> MultiGetResult:
         """Read several documents at once; large ones are skipped (raise max_bytes to include them) and one
         answer holds at most about 1 MB: what is left out is listed or counted."""
-        from indexing.selectors import MultiGetError, documents_multi_get
+        from indexing.selectors import documents_multi_get
 
-        try:
-            found = documents_multi_get(pattern, max_bytes=max_bytes, max_lines=max_lines,
-                                        collections=collections or None)
-        except MultiGetError as exc:
-            raise ToolError(str(exc)) from None
+        found = documents_multi_get(pattern, max_bytes=max_bytes, max_lines=max_lines,
+                                    collections=collections or None)
         result = MultiGetResult(**found.as_dict())
         parts = []
         for d in result.documents:
@@ -443,8 +430,7 @@ def _resource_text(collection: str, path: str, start, lines) -> str:
     try:
         resolved = document_resolve(f"pmd://{collection}/{path}")
     except DocumentNotFound as exc:
-        hint = f" (did you mean: {', '.join(exc.suggestions)})" if exc.suggestions else ""
-        raise ResourceError(f"{exc.args[0]}{hint}") from None
+        raise ResourceError(error_text(exc)) from None
     if start is None and lines is None:
         return resolved.document.content.body
     chosen, _ = document_lines(resolved.document, from_line=start, max_lines=lines)
