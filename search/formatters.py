@@ -17,6 +17,7 @@ import io
 import json
 from xml.sax.saxutils import escape, quoteattr
 
+from search.request import mode_verb
 from search.results import SearchResponse, SearchResult
 
 FORMATS = ("cli", "json", "csv", "md", "xml", "files")
@@ -185,7 +186,7 @@ def _xml_text(text: str) -> str:
 
 def _xml(response: SearchResponse, *, color: bool, line_numbers: bool, full: bool) -> str:
     out = ['<?xml version="1.0" encoding="UTF-8"?>',
-           f"<results query={quoteattr(_xml_text(response.query))} mode={quoteattr(response.mode)}"
+           f"<results query={quoteattr(_xml_text(response.query))} mode={quoteattr(mode_verb(response.mode))}"
            f" count=\"{len(response.results)}\">"]
     for r in response.results:
         attrs = (f"docid={quoteattr('#' + r.docid)} score=\"{r.score:.4f}\" uri={quoteattr(_xml_text(r.uri))}"

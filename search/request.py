@@ -10,10 +10,39 @@ ALL_LIMIT = 100_000
 
 
 class Mode:
-    KEYWORD = "search"
-    VECTOR = "vsearch"
-    HYBRID = "query"
+    """The three search modes, in the user's words."""
+
+    KEYWORD = "keyword"
+    VECTOR = "vector"
+    HYBRID = "hybrid"
     ALL = (KEYWORD, VECTOR, HYBRID)
+
+
+# The CLI verb of each mode. It is also the mode's name in every answer (`"mode": "search"` in
+# JSON, XML, the API and MCP), as it has been since the first release.
+MODE_VERBS = {Mode.KEYWORD: "search", Mode.VECTOR: "vsearch", Mode.HYBRID: "query"}
+# The one table of names callers may use for a mode: the CLI verbs, the web UI's names and synonyms.
+MODE_ALIASES = {
+    **{mode: mode for mode in Mode.ALL},
+    **{verb: mode for mode, verb in MODE_VERBS.items()},
+    "lex": Mode.KEYWORD, "bm25": Mode.KEYWORD,
+    "semantic": Mode.VECTOR, "vec": Mode.VECTOR,
+    "deep": Mode.HYBRID,
+}
+
+
+def mode_normalize(name: str | None) -> str:
+    """The Mode a caller's name stands for (any alias, any case); ValueError for an unknown name."""
+    text = (name or Mode.KEYWORD).strip().lower()
+    try:
+        return MODE_ALIASES[text]
+    except KeyError:
+        raise ValueError(f"unknown search mode '{text}': use one of {', '.join(MODE_VERBS.values())}") from None
+
+
+def mode_verb(mode: str) -> str:
+    """The name a mode goes by in answers and on the command line (`search`, `vsearch`, `query`)."""
+    return MODE_VERBS[mode_normalize(mode)]
 
 
 @dataclass
@@ -33,6 +62,8 @@ class SearchRequest:
     candidate_limit: int = 40
     intent: str | None = None
     explain: bool = False
+    # typed searches (kind, text) with kind lex | vec | hyde, written by the caller instead of expansion
+    searches: list[tuple[str, str]] = field(default_factory=list)
 
     def effective_limit(self, *, machine_format: bool = False) -> int:
         if self.all:

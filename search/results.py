@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from search.request import mode_verb
+
 
 @dataclass
 class SearchResult:
@@ -38,7 +40,7 @@ class SearchResult:
 @dataclass
 class SearchResponse:
     query: str
-    mode: str
+    mode: str  # a search.request.Mode; answers call it by its CLI verb (`mode_verb`)
     results: list[SearchResult] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)  # stage → milliseconds
@@ -46,7 +48,7 @@ class SearchResponse:
     def as_dict(self) -> dict:
         return {
             "query": self.query,
-            "mode": self.mode,
+            "mode": mode_verb(self.mode),
             "results": [r.as_dict() for r in self.results],
             "warnings": list(self.warnings),
             "timings_ms": {k: round(v, 2) for k, v in self.timings.items()},

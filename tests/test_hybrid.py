@@ -99,7 +99,7 @@ def judge_by_word(word: str):
 
 def test_fuses_keyword_and_vector_lists(kb):
     response = hybrid_search(req("postgres vacuum dead tuples", expand=False, rerank=False, explain=True))
-    assert response.mode == "query"
+    assert response.mode == Mode.HYBRID and response.as_dict()["mode"] == "query"
     assert paths(response)[0] == "postgres-vacuum.md"
     top = response.results[0]
     assert set(top.explain["lists"]) == {"original/keyword", "original/vector"}

@@ -43,7 +43,7 @@ def test_nearest_document_comes_first_with_its_best_passage(embedded, corpus_dir
     assert "HNSW" in top.snippet
     marked = {top.snippet[s:e].lower() for s, e in top.highlights}
     assert {"pgvector", "hnsw"} <= marked
-    assert response.mode == "vsearch" and "nearest" in response.timings
+    assert response.mode == Mode.VECTOR and response.as_dict()["mode"] == "vsearch" and "nearest" in response.timings
 
 
 def test_a_repeated_query_is_not_embedded_again(embedded, ollama):

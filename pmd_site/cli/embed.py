@@ -1,4 +1,4 @@
-"""`pmd embed`, `pmd vsearch` and `pmd models list|pull`: the embedding side of the CLI."""
+"""`pmd embed` and `pmd models list|pull`: the embedding side of the CLI (`vsearch` is in cli/search.py)."""
 
 from __future__ import annotations
 
@@ -21,11 +21,9 @@ def register(sub) -> None:
     embed.add_argument("--json", action="store_true")
     embed.set_defaults(func=cmd_embed)
 
-    from pmd_site.cli.search import add_search_options
+    from pmd_site.cli.search import register_vsearch
 
-    vsearch = sub.add_parser("vsearch", help="vector search: meaning, not exact words (needs `pmd embed`)")
-    add_search_options(vsearch)
-    vsearch.set_defaults(func=cmd_vsearch)
+    register_vsearch(sub)  # lives with `search`; registered here to keep its place in `pmd --help`
 
     models = sub.add_parser("models", help="list or pull the LLM backend's models")
     msub = models.add_subparsers(dest="models_command", metavar="ACTION", required=True)
@@ -57,17 +55,14 @@ def cmd_embed(args) -> int:
     from indexing.models import Job
     from indexing.services.collections import collection_get
     from indexing.services.embedding import embed_pending
-    from indexing.services.jobs import job_create
-    from indexing.tasks import queue_embedding, workers_available
+    from indexing.services.background import embedding_request_here
 
     collections = [collection_get(name) for name in args.collections]
     names = [c.name for c in collections] or None
     console = stdout_console()
-    job = job_create(kind=Job.Kind.EMBED, collection=collections[0] if len(collections) == 1 else None,
-                     message="queued")
-
-    if workers_available():
-        queue_embedding(job=job, collections=names, force=args.force)
+    job, queued = embedding_request_here(collections=names, force=args.force,
+                                         collection=collections[0] if len(collections) == 1 else None)
+    if queued:
         if not args.wait:
             if args.json:
                 print_json({"job": str(job.pk), "state": "queued"})
@@ -102,20 +97,6 @@ def _follow(job, *, json_output: bool):
             if job.finished:
                 return job
             time.sleep(0.5)
-
-
-# --- vsearch ------------------------------------------------------------------------------
-
-
-def cmd_vsearch(args) -> int:
-    from pmd_site.cli.search import run_search_command
-    from search.request import Mode
-    from search.retrieval.vector import vector_search
-
-    def service(request):
-        return vector_search(request)
-
-    return run_search_command(args, service, mode=Mode.VECTOR)
 
 
 # --- models --------------------------------------------------------------------------------

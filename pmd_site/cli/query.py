@@ -1,7 +1,7 @@
 """`pmd query`: hybrid search (expansion, fusion, re-ranking) from the command line.
 
 A thin adapter: the shared search options and formats from `pmd_site.cli.search`, the
-pipeline options below, one call to `search.pipeline.hybrid.hybrid_search`. `--explain` adds
+pipeline options below, one call to `search.pipeline.dispatch.search_run`. `--explain` adds
 the per-result score breakdown and stage timings (in JSON they are always carried
 in `scores`; `explain` and `timings_ms` hold the rest).
 """
@@ -37,25 +37,18 @@ def register(sub) -> None:
 
 
 def cmd_query(args) -> int:
-    from pmd_site.cli.search import run_search_command
-    from search.pipeline.hybrid import hybrid_search
+    from pmd_site.cli.search import search_and_print
     from search.request import Mode
 
     if args.candidate_limit < 1:
         raise CommandError("-C/--candidate-limit must be at least 1")
-    seen = {}
-
-    def service(request):
-        seen["response"] = hybrid_search(request)
-        return seen["response"]
-
-    code = run_search_command(
-        args, service, mode=Mode.HYBRID, expand=args.expand, rerank=args.rerank,
+    response = search_and_print(
+        args, mode=Mode.HYBRID, expand=args.expand, rerank=args.rerank,
         candidate_limit=args.candidate_limit, intent=(args.intent or None), explain=args.explain,
     )
-    if args.explain and args.format == "cli" and "response" in seen:
-        sys.stdout.write(format_explain(seen["response"]))
-    return code
+    if args.explain and args.format == "cli":
+        sys.stdout.write(format_explain(response))
+    return 0
 
 
 def format_explain(response) -> str:

@@ -1,18 +1,18 @@
-"""`pmd search` (BM25 keyword search) and the option/output helpers every search command reuses.
+"""`pmd search` (BM25 keyword search), `pmd vsearch` (vector search) and the option/output helpers
+every search command reuses.
 
-`vsearch` and `query` build on the two helpers:
+`query` builds on the two helpers:
 
     from pmd_site.cli.search import add_search_options, run_search_command
     add_search_options(parser)
-    parser.set_defaults(func=lambda args: run_search_command(args, vector_search, mode=Mode.VECTOR))
+    parser.set_defaults(func=lambda args: run_search_command(args, mode=Mode.HYBRID))
 
-`service_fn(request: SearchRequest) -> SearchResponse` is the mode's one service call.
+Every search goes through `search.pipeline.dispatch.search_run`, as in the other faces.
 """
 
 from __future__ import annotations
 
 import sys
-from typing import Callable
 
 from pmd_site.cli import CommandError
 
@@ -59,16 +59,22 @@ def search_request_from_args(args, *, mode: str, **overrides):
     return request
 
 
-def run_search_command(args, service_fn: Callable, *, mode: str | None = None, **overrides) -> int:
-    """Build the request, call the service once, print it in the chosen format."""
+def run_search_command(args, *, mode: str, **overrides) -> int:
+    """Build the request, run it once through the dispatcher, print it in the chosen format."""
+    search_and_print(args, mode=mode, **overrides)
+    return 0
+
+
+def search_and_print(args, *, mode: str, **overrides):
+    """`run_search_command` for a command that shows more afterwards: returns the SearchResponse."""
     from pmd_site.cli.output import color_enabled, warn
     from search.formatters import format_response
-    from search.request import Mode
+    from search.pipeline.dispatch import search_run
 
-    request = search_request_from_args(args, mode=mode or Mode.KEYWORD, **overrides)
+    request = search_request_from_args(args, mode=mode, **overrides)
     if not request.query.strip():
         raise CommandError("empty query")
-    response = service_fn(request)
+    response = search_run(request)
     for message in response.warnings:
         warn(message)
     text = format_response(response, args.format, color=args.format == "cli" and color_enabled(sys.stdout),
@@ -76,7 +82,7 @@ def run_search_command(args, service_fn: Callable, *, mode: str | None = None, *
     sys.stdout.write(text)
     if not response.results and args.format == "cli":
         print("no results", file=sys.stderr)
-    return 0
+    return response
 
 
 def register(sub) -> None:
@@ -85,8 +91,20 @@ def register(sub) -> None:
     parser.set_defaults(func=cmd_search)
 
 
+def register_vsearch(sub) -> None:
+    """Called by `pmd_site.cli.embed.register`, so `pmd --help` keeps listing vsearch after embed."""
+    parser = sub.add_parser("vsearch", help="vector search: meaning, not exact words (needs `pmd embed`)")
+    add_search_options(parser)
+    parser.set_defaults(func=cmd_vsearch)
+
+
 def cmd_search(args) -> int:
-    from search.retrieval.keyword import keyword_search
     from search.request import Mode
 
-    return run_search_command(args, keyword_search, mode=Mode.KEYWORD)
+    return run_search_command(args, mode=Mode.KEYWORD)
+
+
+def cmd_vsearch(args) -> int:
+    from search.request import Mode
+
+    return run_search_command(args, mode=Mode.VECTOR)

@@ -18,7 +18,7 @@ from ninja.security import HttpBearer
 from ninja.security.apikey import APIKeyCookie
 
 from indexing.errors import JobNotFound, PmdError
-from search.request import SearchRequest
+from search.request import MODE_ALIASES, Mode, SearchRequest, mode_normalize
 
 # --- authentication ------------------------------------------------------------------------
 
@@ -134,7 +134,7 @@ def _require_staff(request) -> None:
 
 # --- search --------------------------------------------------------------------------------
 
-SearchMode = Literal["search", "vsearch", "query", "keyword", "semantic", "hybrid"]
+SearchMode = Literal[tuple(MODE_ALIASES)]  # every name of a mode; the answer says the CLI verb
 
 
 class SearchIn(Schema):
@@ -187,11 +187,10 @@ class SearchOut(Schema):
 
 def search_request_from(data: SearchIn, *, mode: str | None = None) -> SearchRequest:
     """Build the shared SearchRequest; a machine caller gets the --json default limit."""
-    from search.pipeline.dispatch import normalize_mode
     from search.request import DEFAULT_LIMIT_MACHINE
 
     fields = data.dict(by_alias=False)
-    fields["mode"] = normalize_mode(mode or fields["mode"])
+    fields["mode"] = mode_normalize(mode or fields["mode"])
     fields["query"] = fields["query"].strip()
     if fields["limit"] is None and not fields["all"]:
         fields["limit"] = DEFAULT_LIMIT_MACHINE
@@ -222,13 +221,13 @@ def search_post(request, body: SearchIn):
 
 @api.post("/vsearch", response=_SEARCH_RESPONSES, tags=["search"], summary="Semantic (vector) search")
 def vsearch_post(request, body: SearchIn):
-    return _search(body, mode="vsearch")
+    return _search(body, mode=Mode.VECTOR)
 
 
 @api.post("/query", response=_SEARCH_RESPONSES, tags=["search"],
           summary="Hybrid search: expansion, BM25 + vectors, fusion, re-ranking")
 def query_post(request, body: SearchIn):
-    return _search(body, mode="query")
+    return _search(body, mode=Mode.HYBRID)
 
 
 # --- documents -------------------------------------------------------------------------------

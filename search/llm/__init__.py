@@ -13,6 +13,8 @@ from __future__ import annotations
 import os
 import threading
 
+from django.conf import settings
+
 from search.llm.base import (
     BackendError,
     BackendResponseError,
@@ -34,13 +36,10 @@ __all__ = [
 ]
 
 _lock = threading.Lock()
+# Clients are cached by everything that shapes one: a client holds a connection pool, so a process
+# reuses it, and a change of settings (tests, a different timeout) gets its own. The pid is part of
+# the key because a forked celery worker must not share its parent's connections.
 _cached: dict[tuple, LLMBackend] = {}
-
-
-def _setting(name: str, default):
-    from django.conf import settings
-
-    return getattr(settings, name, default)
 
 
 def make_backend(kind: str, *, url: str, api_key: str = "", timeout: float = 120.0, retries: int = 3,
@@ -57,23 +56,23 @@ def make_backend(kind: str, *, url: str, api_key: str = "", timeout: float = 120
 
 
 def backend_url() -> str:
-    kind = _setting("PMD_LLM_BACKEND", "ollama")
-    return _setting("PMD_OPENAI_BASE_URL", "") if kind == "openai" else _setting("OLLAMA_URL", "http://127.0.0.1:11434")
+    return settings.PMD_OPENAI_BASE_URL if settings.PMD_LLM_BACKEND == "openai" else settings.OLLAMA_URL
 
 
-def get_backend(*, retries: int | None = None) -> LLMBackend:
-    """The configured backend; one shared client per process and configuration.
-    `retries=0` gives a client that asks once (checking whether the server is back)."""
-    kind = _setting("PMD_LLM_BACKEND", "ollama")
+def get_backend(*, timeout: float | None = None, retries: int | None = None) -> LLMBackend:
+    """The configured backend: the one client factory. `timeout` defaults to PMD_LLM_TIMEOUT and
+    `retries` to PMD_LLM_RETRIES; `retries=0` gives a client that asks once (checking whether the
+    server is back), and the query pipeline asks for a short timeout that fits its deadline."""
+    kind = settings.PMD_LLM_BACKEND
     key = (
-        os.getpid(),  # a forked celery worker must not share the parent's connections
+        os.getpid(),
         kind,
         backend_url(),
-        _setting("PMD_OPENAI_API_KEY", "") if kind == "openai" else "",
-        float(_setting("PMD_LLM_TIMEOUT", 120.0)),
-        int(_setting("PMD_LLM_RETRIES", 3)) if retries is None else retries,
-        _setting("PMD_OLLAMA_KEEP_ALIVE", "") or None,
-        float(_setting("PMD_LLM_RETRY_BACKOFF", 0.5)),
+        settings.PMD_OPENAI_API_KEY if kind == "openai" else "",
+        float(settings.PMD_LLM_TIMEOUT if timeout is None else timeout),
+        int(settings.PMD_LLM_RETRIES if retries is None else retries),
+        settings.PMD_OLLAMA_KEEP_ALIVE or None,
+        float(settings.PMD_LLM_RETRY_BACKOFF),
     )
     with _lock:
         backend = _cached.get(key)
@@ -86,12 +85,9 @@ def get_backend(*, retries: int | None = None) -> LLMBackend:
 
 def embedding_prompts(model: str | None = None) -> EmbedPrompts:
     """Prompt templates for the embedding model (PMD_EMBED_MODEL unless given)."""
-    configured = _setting("PMD_EMBED_MODEL", "embeddinggemma")
+    configured = settings.PMD_EMBED_MODEL
     model = model or configured
     if model != configured:
         return prompts_for(model)
-    return prompts_for(
-        model,
-        query_override=_setting("PMD_EMBED_QUERY_PROMPT", ""),
-        document_override=_setting("PMD_EMBED_DOC_PROMPT", ""),
-    )
+    return prompts_for(model, query_override=settings.PMD_EMBED_QUERY_PROMPT,
+                       document_override=settings.PMD_EMBED_DOC_PROMPT)

@@ -25,6 +25,7 @@ from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 
 from indexing.errors import PmdError
+from search.request import Mode, mode_verb
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 _INSTRUCTIONS_TTL = 30.0  # seconds a description of the index stays fresh
@@ -223,15 +224,10 @@ def _search(**fields) -> SearchResult:
     from search.pipeline.dispatch import search_run
     from search.request import SearchRequest
 
-    searches = fields.pop("searches", None)
-    if searches:
-        # The hybrid service reads typed variants from a structured query document.
-        lines = [" ".join(fields["query"].split())] + [f"{s.type}: {' '.join(s.query.split())}" for s in searches]
-        fields["query"] = "\n".join(lines)
     request = SearchRequest(**fields)
     response = search_run(request)  # errors: PmdError, mapped by _orm
     return SearchResult(
-        query=response.query.split("\n", 1)[0], mode=response.mode, warnings=response.warnings,
+        query=response.query.split("\n", 1)[0], mode=mode_verb(response.mode), warnings=response.warnings,
         results=[Hit(docid=r.docid, uri=r.uri, line=r.line, score=round(r.score, 4), title=r.title,
                      snippet=r.snippet, context=r.context) for r in response.results],
     )
@@ -287,7 +283,7 @@ def create_server() -> MCPServer:
         min_score: float = Field(0.0, ge=0.0, le=1.0),
     ) -> SearchResult:
         """Fast BM25 keyword search. Use first, and for exact terms, names, identifiers and error messages."""
-        result = _search(query=query, mode="search", collections=collections, limit=limit, min_score=min_score)
+        result = _search(query=query, mode=Mode.KEYWORD, collections=collections, limit=limit, min_score=min_score)
         return _result(result, _search_text(result))
 
     @server.tool(name="pmd_vector_search", title="Semantic search", annotations=READ_ONLY)
@@ -299,7 +295,7 @@ def create_server() -> MCPServer:
         min_score: float = Field(0.0, ge=0.0, le=1.0),
     ) -> SearchResult:
         """Semantic (embedding) search: finds passages by meaning when the wording differs from the query."""
-        result = _search(query=query, mode="vsearch", collections=collections, limit=limit, min_score=min_score)
+        result = _search(query=query, mode=Mode.VECTOR, collections=collections, limit=limit, min_score=min_score)
         return _result(result, _search_text(result))
 
     @server.tool(name="pmd_deep_search", title="Deep hybrid search", annotations=READ_ONLY)
@@ -317,7 +313,10 @@ def create_server() -> MCPServer:
         min_score: float = Field(0.0, ge=0.0, le=1.0),
     ) -> SearchResult:
         """Best-quality search for hard questions: query expansion, keyword + vector retrieval, fusion, LLM re-ranking. Slower."""
-        result = _search(query=query, mode="query", searches=searches, intent=intent, rerank=rerank,
+        if searches:
+            query = " ".join(query.split())
+        typed = [(s.type, " ".join(s.query.split())) for s in searches or []]
+        result = _search(query=query, mode=Mode.HYBRID, searches=typed, intent=intent, rerank=rerank,
                          candidate_limit=candidate_limit, collections=collections, limit=limit, min_score=min_score)
         return _result(result, _search_text(result))
 

@@ -352,7 +352,13 @@ def parse_query_document(text: str) -> QueryPlan | None:
             intents.append(value)
         else:
             raw.append((kind, value))
-    original = " ".join(plain) or None
+    return user_plan(" ".join(plain) or None, raw, intent=" ".join(intents) or None, warnings=warnings)
+
+
+def user_plan(original: str | None, raw: list[tuple[str, str]], *, intent: str | None = None,
+              warnings: list[str] | None = None) -> QueryPlan:
+    """The plan for variants the caller wrote (a query document's lines, or the MCP tool's typed searches)."""
+    warnings = list(warnings or [])
     variants = _clean(raw, query=original or "")
     dropped = len(raw) - len(variants)
     if dropped:
@@ -362,5 +368,4 @@ def parse_query_document(text: str) -> QueryPlan | None:
         )
     if not original and not variants:
         raise ExpansionError("the structured query has no text to search for: add a plain line or lex:/vec:/hyde: lines")
-    return QueryPlan(original=original, variants=variants, intent=" ".join(intents) or None, source="user",
-                     warnings=warnings)
+    return QueryPlan(original=original, variants=variants, intent=intent, source="user", warnings=warnings)

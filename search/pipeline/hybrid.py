@@ -20,13 +20,12 @@ from __future__ import annotations
 
 import copy
 import math
-import threading
 import time
 from dataclasses import dataclass, field
 
 from django.conf import settings
 
-from search.llm import BackendTimeout, BackendUnavailable
+from search.llm import BackendTimeout, BackendUnavailable, get_backend
 from search.retrieval.common import SearchError, collection_ids_for
 from search.pipeline.deadline import run_concurrently
 from search.pipeline.expansion import (
@@ -41,6 +40,7 @@ from search.pipeline.expansion import (
     parse_query_document,
     request_expansion,
     store_expansion,
+    user_plan,
 )
 from search.pipeline.fusion import ORIGINAL_WEIGHT, VARIANT_WEIGHT, Blended, RankedList, blend, reciprocal_rank_fusion
 from search.request import Mode, SearchRequest
@@ -58,42 +58,20 @@ KEYWORD, VECTOR = "keyword", "vector"
 # --- configuration ---------------------------------------------------------------------------
 
 
-def _setting(name: str, default):
-    return getattr(settings, name, default)
-
-
 def generate_model() -> str | None:
-    model = str(_setting("PMD_GENERATE_MODEL", "qwen3:0.6b") or "").strip()
+    model = str(settings.PMD_GENERATE_MODEL or "").strip()
     return None if model.lower() in DISABLED else model
 
 
 def rerank_model() -> str | None:
-    model = str(_setting("PMD_RERANK_MODEL", "dengcao/Qwen3-Reranker-0.6B:Q8_0") or "").strip()
+    model = str(settings.PMD_RERANK_MODEL or "").strip()
     return None if model.lower() in DISABLED else model
-
-
-_backends: dict[tuple, object] = {}
-_backends_lock = threading.Lock()
 
 
 def pipeline_backend(timeout: float):
     """A backend client for expansion and re-ranking with a per-request timeout that fits
     the query deadline and at most one retry: a user is waiting, unlike a bulk embed."""
-    from search.llm import backend_url, make_backend
-
-    kind = _setting("PMD_LLM_BACKEND", "ollama")
-    key = (
-        kind, backend_url(), _setting("PMD_OPENAI_API_KEY", "") if kind == "openai" else "",
-        float(math.ceil(timeout)), min(1, int(_setting("PMD_LLM_RETRIES", 3))),
-        _setting("PMD_OLLAMA_KEEP_ALIVE", "") or None, float(_setting("PMD_LLM_RETRY_BACKOFF", 0.5)),
-    )
-    with _backends_lock:
-        backend = _backends.get(key)
-        if backend is None:
-            backend = _backends[key] = make_backend(
-                kind, url=key[1], api_key=key[2], timeout=key[3], retries=key[4], keep_alive=key[5], backoff=key[6]
-            )
-        return backend
+    return get_backend(timeout=float(math.ceil(timeout)), retries=min(1, int(settings.PMD_LLM_RETRIES)))
 
 
 # --- the pipeline ----------------------------------------------------------------------------
@@ -124,7 +102,7 @@ def hybrid_search(request: SearchRequest) -> SearchResponse:
     gracefully (and saying so) when a model is missing, slow or unreachable."""
     started = time.monotonic()
     run = _Run(request=request, started=started,
-               deadline=started + float(_setting("PMD_QUERY_TIMEOUT", 30.0)))
+               deadline=started + float(settings.PMD_QUERY_TIMEOUT))
     plan = _plan(run)
     intent = (request.intent or "").strip() or plan.intent
     plan.intent = intent
@@ -205,7 +183,10 @@ def _plan(run: _Run) -> QueryPlan:
         raise SearchError("empty query")
     collection_ids_for(run.request.collections)  # unknown names: a clear error before any work
     try:
-        plan = parse_query_document(text)
+        if run.request.searches:  # typed searches: no text to parse
+            plan = user_plan(" ".join(text.split()), [(kind.lower(), value) for kind, value in run.request.searches])
+        else:
+            plan = parse_query_document(text)
     except ExpansionError as exc:
         raise SearchError(str(exc)) from None
     if plan is None:
@@ -226,7 +207,7 @@ def _expand(run: _Run, query: str, intent: str | None) -> tuple[list[QueryVarian
     if variants:
         run.timed("expand", since)
         return variants, "cache"
-    timeout = min(float(_setting("PMD_EXPAND_TIMEOUT", 10.0)), run.remaining())
+    timeout = min(float(settings.PMD_EXPAND_TIMEOUT), run.remaining())
     backend = pipeline_backend(timeout + 1.0)  # the deadline below decides, not the socket
     outcome = run_concurrently(
         {"expand": lambda: request_expansion(backend=backend, model=model, query=query, intent=intent)},
@@ -322,14 +303,14 @@ def _rerank(run: _Run, plan: QueryPlan, candidates, hits) -> tuple[dict[str, flo
     since = time.monotonic()
     items = _rerank_items(candidates, hits, plan.rerank_query)
     run.timed("rerank_prepare", since)
-    timeout = min(float(_setting("PMD_RERANK_TIMEOUT", 15.0)), run.remaining())
+    timeout = min(float(settings.PMD_RERANK_TIMEOUT), run.remaining())
     if timeout <= 0.05:
         run.warn("re-ranking skipped: the query deadline (PMD_QUERY_TIMEOUT) was reached")
         return {}, info
     since = time.monotonic()
     outcome = rerank(
         backend=pipeline_backend(timeout + 1.0), model=model, query=plan.rerank_query, items=items,
-        intent=plan.intent, timeout=timeout, concurrency=int(_setting("PMD_RERANK_CONCURRENCY", 4)),
+        intent=plan.intent, timeout=timeout, concurrency=int(settings.PMD_RERANK_CONCURRENCY),
     )
     run.timed("rerank", since)
     info.update(method=outcome.method or None, cached=outcome.cached, judged=outcome.judged,

@@ -4,14 +4,7 @@ from __future__ import annotations
 
 from django import forms
 
-from search.request import Mode
-
-# Web names of the search modes → the service-layer mode.
-WEB_MODES = {
-    "keyword": Mode.KEYWORD,
-    "semantic": Mode.VECTOR,
-    "hybrid": Mode.HYBRID,
-}
+# The web UI's names of the search modes (mapped to a Mode by search.request.mode_normalize).
 MODE_LABELS = {"keyword": "Keyword", "semantic": "Semantic", "hybrid": "Hybrid"}
 WEB_LIMIT = 20
 

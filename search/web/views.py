@@ -24,7 +24,7 @@ from django.utils.safestring import SafeString
 from django.views.decorators.http import require_GET, require_POST
 
 from indexing.models import Collection, FileProblem, Job
-from search.web.forms import MODE_LABELS, WEB_LIMIT, WEB_MODES, CollectionAddForm, SearchForm, TokenCreateForm
+from search.web.forms import MODE_LABELS, WEB_LIMIT, CollectionAddForm, SearchForm, TokenCreateForm
 from search.web.rendering import highlight_snippet, render_markdown
 from search.request import SearchRequest
 from search.results import SearchResult
@@ -110,7 +110,7 @@ def _run_search(*, query: str, mode: str, collection: str) -> dict:
     from search.pipeline.dispatch import search_run
 
     search_request = SearchRequest(
-        query=query, mode=WEB_MODES[mode], limit=WEB_LIMIT,
+        query=query, mode=mode, limit=WEB_LIMIT,  # search_run maps the web name to its Mode
         collections=[collection] if collection else [],
     )
     started = time.perf_counter()
