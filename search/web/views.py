@@ -23,6 +23,7 @@ from django.utils.cache import patch_vary_headers
 from django.utils.safestring import SafeString
 from django.views.decorators.http import require_GET, require_POST
 
+from indexing.errors import PmdError
 from indexing.models import Collection, FileProblem, Job
 from search.web.forms import MODE_LABELS, WEB_LIMIT, CollectionAddForm, SearchForm, TokenCreateForm
 from search.web.rendering import highlight_snippet, render_markdown
@@ -79,17 +80,25 @@ class SearchProblem:
     detail: str
 
 
+# How the search page explains a service error, by its code (indexing.errors); others by status.
+SEARCH_PROBLEMS = {
+    "llm_backend_unavailable": ("backend", "The language model server is not reachable"),
+    "llm_backend_timeout": ("backend", "The language model server is not reachable"),
+    "llm_model_missing": ("backend", "The embedding model is not available"),
+    "not_embedded": ("no-embeddings", "No embeddings yet"),
+}
+
+
 def _classify_error(exc: Exception) -> SearchProblem:
+    """The web UI's one mapping of a failed search to the state its page shows."""
     name = exc.__class__.__name__
     text = str(exc) or name
-    lowered = text.lower()
-    if name in {"BackendUnavailable", "BackendTimeout"}:
-        return SearchProblem("backend", "The language model server is not reachable", text)
-    if name == "ModelMissing":
-        return SearchProblem("backend", "The embedding model is not available", text)
-    if name == "NotEmbedded" or "no embeddings" in lowered or "not embedded" in lowered:
-        return SearchProblem("no-embeddings", "No embeddings yet", text)
-    if isinstance(exc, ValueError):
+    if isinstance(exc, PmdError):
+        if exc.code in SEARCH_PROBLEMS:
+            return SearchProblem(*SEARCH_PROBLEMS[exc.code], text)
+        if exc.http_status < 500:
+            return SearchProblem("invalid", "This search cannot run", text)
+    elif isinstance(exc, ValueError):
         return SearchProblem("invalid", "This search cannot run", text)
     return SearchProblem("error", "Search failed", f"{name}: {text}")
 
