@@ -8,6 +8,7 @@ from django.db.models import Count, Q
 from django.utils.html import format_html
 
 from indexing.models import Collection, Content, Document, FileProblem, Job, LLMCache, PathContext
+from indexing.services.background import embedding_request, index_request
 
 
 class CollectionAdminForm(forms.ModelForm):
@@ -53,17 +54,13 @@ class CollectionAdmin(admin.ModelAdmin):
 
     @admin.action(description="Reindex selected collections")
     def reindex(self, request, queryset):
-        from indexing.tasks import start_index_job
-
         for collection in queryset:
-            start_index_job(collection=collection, created_by=request.user)
+            index_request(collection=collection, created_by=request.user)
         self.message_user(request, f"indexing started for {queryset.count()} collection(s); see Jobs", messages.SUCCESS)
 
     @admin.action(description="Embed selected collections")
     def embed(self, request, queryset):
-        from indexing.tasks import start_embed_job
-
-        start_embed_job(collections=[c.name for c in queryset], created_by=request.user)
+        embedding_request(collections=[c.name for c in queryset], created_by=request.user)
         self.message_user(request, f"embedding started for {queryset.count()} collection(s); see Jobs", messages.SUCCESS)
 
 

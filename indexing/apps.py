@@ -5,3 +5,7 @@ class IndexingConfig(AppConfig):
     name = "indexing"
     verbose_name = "Indexing"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        # The celery tasks register with indexing/services/background.py, which starts them.
+        from indexing import tasks  # noqa: F401

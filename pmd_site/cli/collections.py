@@ -61,25 +61,38 @@ def _print_report(report, *, console) -> None:
 
 
 def cmd_add(args) -> int:
-    from indexing.services.collections import collection_create
-    from indexing.services.scanning import collection_index
+    from pathlib import Path
 
-    collection = collection_create(
-        path=args.path, name=args.name, mask=args.mask, ignore_patterns=args.ignore,
-        text_search_config=args.text_search_config,
-    )
+    from indexing.services.refresh import collection_add
+
     console = stdout_console()
+    label = f"indexing {args.name or Path(args.path).expanduser().name}"
+    with progress_bar(label, enabled=not args.json and not args.no_index) as progress:
+        added = collection_add(path=args.path, name=args.name, mask=args.mask, ignore_patterns=args.ignore,
+                               text_search_config=args.text_search_config, index="no" if args.no_index else "now",
+                               progress=progress)
+    collection = added.collection
     if args.no_index:
         console.print(f"added collection [bold]{collection.name}[/] → {collection.root_path} (not indexed yet)")
         return 0
-    with progress_bar(f"indexing {collection.name}", enabled=not args.json) as progress:
-        report = collection_index(collection, progress=progress)
+    refreshed = added.refreshed
+    if refreshed.problem:
+        raise CommandError(refreshed.problem)
     if args.json:
-        print_json(report.as_dict())
+        print_json(refreshed.report.as_dict())
     else:
         console.print(f"added collection [bold]{collection.name}[/] → {collection.root_path} (mask {collection.mask})")
-        _print_report(report, console=console)
+        _print_report(refreshed.report, console=console)
+        print_embedding(refreshed.report.changed_document_ids, refreshed.embedding, console=console)
     return 0
+
+
+def print_embedding(changed, job, *, console) -> None:
+    """Say what became of the embedding request a scan made."""
+    if job is not None:
+        console.print(f"[dim]embedding of what changed is queued (job {job.pk}; `pmd status` follows it)[/]")
+    elif changed:
+        console.print("[dim]no worker is running: `pmd embed` computes the vectors (or `pmd up`)[/]")
 
 
 def cmd_list(args) -> int:
@@ -106,11 +119,11 @@ def cmd_list(args) -> int:
 
 
 def cmd_show(args) -> int:
-    from indexing.selectors import collections_overview
+    from indexing.selectors import collection_detail
     from indexing.services.collections import collection_get
 
     collection = collection_get(args.name)
-    row = next(r for r in collections_overview() if r["name"] == collection.name)
+    row = collection_detail(collection)
     problems = list(collection.problems.values("path", "severity", "message"))
     contexts = list(collection.contexts.values("path_prefix", "text"))
     data = {k: v for k, v in row.items() if k != "collection"}
@@ -150,17 +163,18 @@ def cmd_rename(args) -> int:
 def cmd_update(args) -> int:
     from contextlib import ExitStack
 
-    from indexing.services.collections import collections_update
+    from indexing.services.refresh import collections_refresh
 
     console = stdout_console()
     with ExitStack() as stack:
         def progress_for(collection):
             return stack.enter_context(progress_bar(f"indexing {collection.name}", enabled=not args.json))
 
-        results = collections_update(names=args.collections, pull=args.pull, progress_for=progress_for)
+        results, embedding = collections_refresh(names=args.collections, pull=args.pull, progress_for=progress_for)
     failed = 0
     out = []
-    for report, pulled, problem in results:
+    for refreshed in results:
+        report, pulled, problem = refreshed.report, refreshed.pulled, refreshed.problem
         if pulled and pulled.ran and not args.json:
             style = "green" if pulled.ok else "red"
             console.print(f"[{style}]git pull[/] {pulled.collection}: {pulled.output.splitlines()[-1] if pulled.output else 'ok'}")
@@ -177,4 +191,7 @@ def cmd_update(args) -> int:
         print_json(out)
     elif not results:
         console.print("no collections yet: `pmd collection add PATH`")
+    else:
+        changed = any(r.report and r.report.changed_document_ids for r in results)
+        print_embedding(changed, embedding, console=console)
     return 1 if failed else 0

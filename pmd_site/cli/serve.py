@@ -116,10 +116,8 @@ def cmd_serve(args) -> int:
 
 
 def _celery_app():
-    try:
-        from pmd_site.celery import app
-    except ImportError as exc:
-        raise CommandError(f"the task queue is not available in this build ({exc})") from None
+    from pmd_site.celery import app
+
     return app
 
 
@@ -422,8 +420,8 @@ def _add_folders(dirs: list[str], console) -> list[str]:
     from pathlib import Path
 
     from indexing.models import Collection
-    from indexing.services.collections import collection_create, default_name_for
-    from indexing.services.scanning import collection_index
+    from indexing.services.collections import default_name_for
+    from indexing.services.refresh import collection_add, collection_refresh
     from pmd_site.cli.collections import _print_report
 
     names = []
@@ -439,11 +437,14 @@ def _add_folders(dirs: list[str], console) -> list[str]:
             while Collection.objects.filter(name=name).exists():
                 n += 1
                 name = f"{base}-{n}"
-            collection = collection_create(path=folder, name=name)
-            console.print(f"added collection [bold]{collection.name}[/] → {folder}")
-        report = collection_index(collection)
-        _print_report(report, console=console)
-        names.append(collection.name)
+            refreshed = collection_add(path=folder, name=name).refreshed
+            console.print(f"added collection [bold]{refreshed.collection}[/] → {folder}")
+        else:
+            refreshed = collection_refresh(collection=collection)
+        if refreshed.problem:
+            raise CommandError(refreshed.problem)
+        _print_report(refreshed.report, console=console)
+        names.append(refreshed.collection)
     return names
 
 
@@ -470,13 +471,11 @@ def _start_broker() -> tuple[str | None, object | None]:
 
     if settings.CELERY_BROKER_URL:
         return settings.CELERY_BROKER_URL, None
-    try:
-        from pmd_site import redisserver
-    except ImportError:
-        return None, None
-    server = redisserver.EmbeddedRedis(settings.PMD_HOME)
+    from pmd_site.redisserver import EmbeddedRedis
+
+    server = EmbeddedRedis(settings.PMD_HOME)
     started = server.start()
-    url = server.url() if callable(server.url) else server.url
+    url = server.url()
     return url, (server if started else None)
 
 

@@ -18,6 +18,8 @@ from ninja.security import HttpBearer
 from ninja.security.apikey import APIKeyCookie
 
 from indexing.errors import JobNotFound, PmdError
+from indexing.services.background import embedding_request, index_request
+from indexing.services.refresh import collection_add as add_collection
 from search.request import MODE_ALIASES, Mode, SearchRequest, mode_normalize
 
 # --- authentication ------------------------------------------------------------------------
@@ -373,30 +375,9 @@ class CollectionCreatedOut(Schema):
     job: JobOut | None
 
 
-def _reindex(collection, user) -> Any:
-    """Start re-indexing (a worker task, or in-process when no worker runs) for `user`; returns its Job."""
-    try:
-        from indexing.tasks import start_index_job
-    except ImportError:
-        start_index_job = None
-    if start_index_job is not None:
-        job = start_index_job(collection=collection, created_by=user)
-        job.refresh_from_db()
-        return job
-    from indexing.models import Job
-    from indexing.services.jobs import JobProgress, job_create, job_fail, job_finish, job_start
-    from indexing.services.scanning import collection_index
-
-    job = job_create(kind=Job.Kind.INDEX, collection=collection, created_by=user)
-    job_start(job)
-    try:
-        report = collection_index(collection, progress=JobProgress(job))
-    except FileNotFoundError as exc:
-        job_fail(job, message=str(exc))
-    else:
-        job_finish(job, result=report.as_dict(), message=f"{report.files_seen} files")
-    job.refresh_from_db()
-    return job
+def _started(job) -> dict:
+    job.refresh_from_db()  # eager tasks or a fast thread may have moved it on
+    return _job_row(job)
 
 
 @collections_router.post("", response={201: CollectionCreatedOut, 400: ErrorOut, 403: ErrorOut, 409: ErrorOut},
@@ -404,13 +385,12 @@ def _reindex(collection, user) -> Any:
 def collection_add(request, body: CollectionIn):
     from django.conf import settings
 
-    from indexing.services.collections import collection_create
-
     _require_staff(request)
-    collection = collection_create(path=body.path, name=body.name, mask=body.mask, ignore_patterns=body.ignore,
-                                   allowed_roots=settings.PMD_COLLECTION_ROOTS)
-    job = _reindex(collection, request.auth) if body.index else None
-    return Status(201, {"collection": _collection_overview(collection.name, staff=True), "job": _job_row(job) if job else None})
+    added = add_collection(path=body.path, name=body.name, mask=body.mask, ignore_patterns=body.ignore,
+                           allowed_roots=settings.PMD_COLLECTION_ROOTS, index="job" if body.index else "no",
+                           created_by=request.auth)
+    return Status(201, {"collection": _collection_overview(added.collection.name, staff=True),
+                        "job": _started(added.job) if added.job else None})
 
 
 @collections_router.get("/{name}", response={200: CollectionOut, 404: ErrorOut})
@@ -452,7 +432,7 @@ def collection_reindex(request, name: str):
     from indexing.services.collections import collection_get
 
     _require_staff(request)
-    return Status(202, _job_row(_reindex(collection_get(name), request.auth)))
+    return Status(202, _started(index_request(collection=collection_get(name), created_by=request.auth)))
 
 
 @collections_router.post("/{name}/embed", response={202: JobOut, 403: ErrorOut, 404: ErrorOut, 503: ErrorOut},
@@ -462,13 +442,7 @@ def collection_embed(request, name: str, force: bool = False):
 
     _require_staff(request)
     collection = collection_get(name)
-    try:
-        from indexing.tasks import start_embed_job
-    except ImportError:
-        raise HttpError(503, "embedding is not available in this build yet") from None
-    job = start_embed_job(collection=collection, force=force, created_by=request.auth)
-    job.refresh_from_db()
-    return Status(202, _job_row(job))
+    return Status(202, _started(embedding_request(collection=collection, force=force, created_by=request.auth)))
 
 
 api.add_router("/collections", collections_router)

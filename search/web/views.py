@@ -25,6 +25,8 @@ from django.views.decorators.http import require_GET, require_POST
 
 from indexing.errors import PmdError
 from indexing.models import Collection, FileProblem, Job
+from indexing.services.background import embedding_request, index_request
+from indexing.services.refresh import collection_add as add_collection
 from search.web.forms import MODE_LABELS, WEB_LIMIT, CollectionAddForm, SearchForm, TokenCreateForm
 from search.web.rendering import highlight_snippet, render_markdown
 from search.request import SearchRequest
@@ -269,12 +271,10 @@ def _collection_rows(user) -> list[dict]:
 
 
 def _start_job(kind: str, collection: Collection, user) -> Job:
-    """Indexing or embedding through the task layer (a worker, or a background thread without one)."""
-    from indexing.tasks import start_embed_job, start_index_job
-
+    """Indexing or embedding through the services (a worker, or a background thread without one)."""
     if kind == Job.Kind.EMBED:
-        return start_embed_job(collection=collection, created_by=user)
-    return start_index_job(collection=collection, created_by=user)
+        return embedding_request(collection=collection, created_by=user)
+    return index_request(collection=collection, created_by=user)
 
 
 def _collections_context(request, form: CollectionAddForm) -> dict:
@@ -299,9 +299,7 @@ def collections_page(request):
 @require_POST
 def embed_all(request):
     """The "run embedding" button of the search page's no-embeddings state."""
-    from indexing.tasks import start_embed_job
-
-    job = start_embed_job(created_by=request.user)
+    job = embedding_request(created_by=request.user)
     return redirect(reverse("search:collections") + f"?job={job.pk}")
 
 
@@ -310,19 +308,19 @@ def embed_all(request):
 def collection_add(request):
     from django.conf import settings
 
-    from indexing.services.collections import CollectionError, collection_create
+    from indexing.services.collections import CollectionError
 
     form = CollectionAddForm(request.POST)
     if form.is_valid():
         try:
-            collection = collection_create(
+            collection = add_collection(
                 path=form.cleaned_data["path"], name=form.cleaned_data["name"] or None,
                 mask=form.cleaned_data["mask"] or None, allowed_roots=settings.PMD_COLLECTION_ROOTS,
-            )
+                index="job", created_by=request.user,
+            ).collection
         except CollectionError as exc:
             form.add_error(None, str(exc))
         else:
-            _start_job(Job.Kind.INDEX, collection, request.user)
             messages.success(request, f"Added collection {collection.name}; indexing started.")
             return redirect("search:collections")
     return _page(request, "search/collections.html", _collections_context(request, form), status=400)

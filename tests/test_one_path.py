@@ -1,0 +1,80 @@
+"""Adding a collection is one operation, whichever face asks: the CLI, the JSON API, the web UI
+and `pmd up`'s folders all end with the same side effects: the documents indexed, an index
+record, and an embedding request that ran (eager tasks, the Ollama test server)."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.test import Client
+from rich.console import Console
+
+from indexing.models import Collection, EmbeddingFingerprint, Job
+from indexing.services.embedding import pending_contents
+from pmd_site.cli.serve import _add_folders
+from search.api_tokens import token_create
+
+
+def _effects(name: str) -> dict:
+    """What adding a collection left behind, in a face-independent shape."""
+    collection = Collection.objects.get(name=name)
+    embed_jobs = Job.objects.filter(kind=Job.Kind.EMBED)
+    fingerprint = EmbeddingFingerprint.objects.get()
+    return {
+        "documents": collection.documents.filter(active=True).count(),
+        "indexed": collection.last_indexed_at is not None,
+        "embedding_requested": embed_jobs.exists(),
+        "embedding_done": not embed_jobs.exclude(state=Job.State.DONE).exists(),
+        "pending": pending_contents(fingerprint, collections=[name]).count(),
+    }
+
+
+def _fresh() -> None:
+    """Forget earlier requests so each face is judged by its own."""
+    Job.objects.all().delete()
+
+
+@pytest.fixture
+def staff(db):
+    return get_user_model().objects.create_user("boss", password="pw-boss-123", is_staff=True)
+
+
+@pytest.mark.django_db
+def test_every_face_adds_a_collection_with_the_same_side_effects(corpus_dir, tmp_path, staff, run_cli,
+                                                                  eager_tasks, ollama, settings):
+    settings.PMD_COLLECTION_ROOTS = [tmp_path]
+    folders = {}
+    for face in ("cli", "api", "web", "up"):
+        folders[face] = tmp_path / f"notes-{face}"
+        shutil.copytree(corpus_dir, folders[face])
+        (folders[face] / "only-here.md").write_text(f"# Only in {face}\n\nContent no other collection has: {face}.\n")
+
+    effects = {}
+
+    code, out, err = run_cli("collection", "add", str(folders["cli"]), "--name", "cli")
+    assert code == 0, err
+    effects["cli"] = _effects("cli")
+    _fresh()
+
+    api = Client(HTTP_AUTHORIZATION=f"Bearer {token_create(user=staff).raw}")
+    response = api.post("/api/collections", {"path": str(folders["api"]), "name": "api"},
+                        content_type="application/json")
+    assert response.status_code == 201, response.content
+    assert response.json()["job"]["state"] == "done"
+    effects["api"] = _effects("api")
+    _fresh()
+
+    browser = Client()
+    browser.force_login(staff)
+    response = browser.post("/collections/add/", {"path": str(folders["web"]), "name": "web", "mask": ""})
+    assert response.status_code == 302
+    effects["web"] = _effects("web")
+    _fresh()
+
+    assert _add_folders([str(folders["up"])], Console(quiet=True)) == ["notes-up"]
+    effects["up"] = _effects("notes-up")
+
+    expected = {"documents": 7, "indexed": True, "embedding_requested": True, "embedding_done": True, "pending": 0}
+    assert effects == {face: expected for face in ("cli", "api", "web", "up")}
