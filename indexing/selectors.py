@@ -128,6 +128,36 @@ def document_lines(document: Document, *, from_line: int | None = None, max_line
     return chosen, start
 
 
+@dataclass
+class DocumentPage:
+    """A document, or a window of its lines: what `get` returns in every face."""
+
+    document: Document
+    lines: list[str]
+    first: int  # number of the first line in `lines`
+    total_lines: int
+
+    @property
+    def last(self) -> int:
+        """Number of the last line in `lines` (first - 1 when there are none)."""
+        return self.first + len(self.lines) - 1
+
+    def as_dict(self) -> dict:
+        doc = self.document
+        return {"docid": doc.docid, "uri": doc.uri, "collection": doc.collection.name, "path": doc.path,
+                "title": doc.title, "from_line": self.first, "lines": self.lines,
+                "context": contexts_for(doc.collection, doc.path), "frontmatter": doc.frontmatter}
+
+
+def document_page(reference: str, *, from_line: int | None = None, max_lines: int | None = None,
+                  collections: list[str] | None = None) -> DocumentPage:
+    """Resolve a reference (its `:LINE` is the first line unless `from_line` is given) and cut its window."""
+    resolved = document_resolve(reference, collections=collections or None)
+    doc = resolved.document
+    lines, first = document_lines(doc, from_line=from_line or resolved.line, max_lines=max_lines)
+    return DocumentPage(doc, lines, first, total_lines=len(doc.content.body.splitlines()))
+
+
 def contexts_for(collection: Collection | None, path: str = "", *, all_contexts: list[PathContext] | None = None) -> list[str]:
     """All context texts that apply to a path, from the most general to the most specific."""
     pool = all_contexts if all_contexts is not None else list(
@@ -163,8 +193,10 @@ def documents_list(target: str | None = None, *, limit: int | None = None) -> li
     return list(qs[:limit] if limit else qs)
 
 
-def collections_overview() -> list[dict]:
-    rows = Collection.objects.annotate(
+def collections_overview(*, only: Collection | None = None) -> list[dict]:
+    """Every collection (or `only` that one) with its counts: the rows of `ls`, `collection list|show`,
+    the API's collections and the status report."""
+    rows = (Collection.objects.filter(pk=only.pk) if only is not None else Collection.objects).annotate(
         active_documents=Count("documents", filter=Q(documents__active=True)),
         inactive_documents=Count("documents", filter=Q(documents__active=False)),
     )
@@ -184,6 +216,11 @@ def collections_overview() -> list[dict]:
         }
         for c in rows
     ]
+
+
+def collection_detail(collection: Collection) -> dict:
+    """One collection's overview row (`pmd collection show`, GET /api/collections/NAME)."""
+    return collections_overview(only=collection)[0]
 
 
 DEFAULT_MULTI_GET_MAX_BYTES = 10 * 1024  # per document, unless the caller asks for another bound

@@ -71,24 +71,40 @@ def location(result: SearchResult) -> str:
     return f"{result.uri}:{result.line}" if result.line else result.uri
 
 
-def _marked(text: str, highlights, before: str, after: str) -> str:
-    """`text` with each highlight range wrapped; ranges are clipped, sorted and de-overlapped."""
-    out, pos = [], 0
-    for start, end in sorted((max(0, s), min(len(text), e)) for s, e in highlights):
-        if end <= start or start < pos:
+def highlight_spans(text: str, highlights) -> list[tuple[int, int]]:
+    """[start, end) highlight ranges clipped to `text`, sorted, empty ones dropped, overlapping ones merged."""
+    spans: list[tuple[int, int]] = []
+    for start, end in sorted((max(0, int(s)), min(len(text), int(e))) for s, e in highlights or []):
+        if end <= start:
             continue
-        out.append(text[pos:start])
-        out.append(before + text[start:end] + after)
+        if spans and start < spans[-1][1]:
+            spans[-1] = (spans[-1][0], max(spans[-1][1], end))
+        else:
+            spans.append((start, end))
+    return spans
+
+
+def marked(text: str, highlights, before: str, after: str, *, escape=lambda piece: piece) -> str:
+    """`text` with each highlight range wrapped in before…after (ANSI, `**`, `<mark>`); `escape`
+    is applied to the text pieces (the web UI passes HTML escaping)."""
+    out, pos = [], 0
+    for start, end in highlight_spans(text, highlights):
+        out.append(escape(text[pos:start]))
+        out.append(before + escape(text[start:end]) + after)
         pos = end
-    out.append(text[pos:])
+    out.append(escape(text[pos:]))
     return "".join(out)
 
 
+def numbered_lines(lines: list[str], first: int, *, width: int | None = None, dim: str = "", reset: str = "") -> list[str]:
+    """`lines` prefixed with their numbers from `first`, right-aligned to the widest (or `width`)."""
+    width = width or len(str(first + len(lines) - 1))
+    return [f"{dim}{n:>{width}}{reset}  {line}" for n, line in enumerate(lines, start=first)]
+
+
 def _numbered(text: str, first: int, *, color: bool = False) -> str:
-    lines = text.split("\n")
-    width = len(str(first + len(lines) - 1))
     dim, reset = (_DIM, _RESET) if color else ("", "")
-    return "\n".join(f"{dim}{n:>{width}}{reset}  {line}" for n, line in enumerate(lines, start=first))
+    return "\n".join(numbered_lines(text.split("\n"), first, dim=dim, reset=reset))
 
 
 # --- cli -----------------------------------------------------------------------------
@@ -109,7 +125,7 @@ def _cli(response: SearchResponse, *, color: bool, line_numbers: bool, full: boo
         if full and r.body is not None:
             text = _numbered(r.body, 1, color=color) if line_numbers else r.body
         else:
-            text = _marked(r.snippet, r.highlights, _MARK, _RESET) if color else r.snippet
+            text = marked(r.snippet, r.highlights, _MARK, _RESET) if color else r.snippet
             if line_numbers and text:
                 text = _numbered(text, r.line or 1, color=color)
         if text:
@@ -163,7 +179,7 @@ def _md(response: SearchResponse, *, color: bool, line_numbers: bool, full: bool
             fence = "````" if "```" in body else "```"
             out += [f"{fence}markdown", body, fence, ""]
         elif r.snippet:
-            text = _marked(r.snippet, r.highlights, "**", "**")
+            text = marked(r.snippet, r.highlights, "**", "**")
             if line_numbers:
                 text = _numbered(text, r.line or 1)
             out += ["> " + line if line else ">" for line in text.split("\n")]
@@ -174,9 +190,7 @@ def _md(response: SearchResponse, *, color: bool, line_numbers: bool, full: bool
 # --- xml -----------------------------------------------------------------------------
 
 def _xml_marked(text: str, highlights) -> str:
-    sentinel_open, sentinel_close = "\x00", "\x01"
-    marked = _marked(text, highlights, sentinel_open, sentinel_close)
-    return escape(marked).replace(sentinel_open, "<mark>").replace(sentinel_close, "</mark>")
+    return marked(text, highlights, "<mark>", "</mark>", escape=escape)
 
 
 def _xml_text(text: str) -> str:

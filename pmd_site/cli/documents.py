@@ -33,26 +33,18 @@ def register(sub) -> None:
     ls.set_defaults(func=cmd_ls)
 
 
-def _numbered(lines: list[str], first: int) -> list[str]:
-    width = len(str(first + len(lines)))
-    return [f"{n:>{width}}  {line}" for n, line in enumerate(lines, start=first)]
-
-
 def cmd_get(args) -> int:
-    from indexing.selectors import contexts_for, document_lines, document_resolve
+    from indexing.selectors import document_page
+    from search.formatters import numbered_lines
 
-    resolved = document_resolve(args.reference, collections=args.collections)
-    doc = resolved.document
-    from_line = args.from_line or resolved.line
-    lines, first = document_lines(doc, from_line=from_line, max_lines=args.max_lines)
+    page = document_page(args.reference, from_line=args.from_line, max_lines=args.max_lines,
+                         collections=args.collections)
     if args.json:
-        print_json({
-            "docid": doc.docid, "uri": doc.uri, "collection": doc.collection.name, "path": doc.path,
-            "title": doc.title, "from_line": first, "lines": lines,
-            "context": contexts_for(doc.collection, doc.path), "frontmatter": doc.frontmatter,
-        })
+        print_json(page.as_dict())
         return 0
-    out = _numbered(lines, first) if args.line_numbers else lines
+    # `pmd get` has always aligned the numbers one line further than the last one shown
+    out = (numbered_lines(page.lines, page.first, width=len(str(page.last + 1))) if args.line_numbers
+           else page.lines)
     sys.stdout.write("\n".join(out) + ("\n" if out else ""))
     return 0
 

@@ -253,15 +253,10 @@ class DocumentOut(Schema):
 def document_get(request, ref: str = Query(..., min_length=1, max_length=4096),
                  from_line: int | None = Query(None, ge=1), max_lines: int | None = Query(None, ge=0),
                  collection: list[str] = Query(default_factory=list)):
-    from indexing.selectors import contexts_for, document_lines, document_resolve
+    from indexing.selectors import document_page
 
-    resolved = document_resolve(ref, collections=collection or None)
-    doc = resolved.document
-    lines, first = document_lines(doc, from_line=from_line or resolved.line, max_lines=max_lines)
-    return {"docid": doc.docid, "uri": doc.uri, "collection": doc.collection.name, "path": doc.path,
-            "title": doc.title, "from_line": first, "lines": lines,
-            "total_lines": doc.content.body.count("\n") + 1,
-            "context": contexts_for(doc.collection, doc.path), "frontmatter": doc.frontmatter}
+    page = document_page(ref, from_line=from_line, max_lines=max_lines, collections=collection)
+    return {**page.as_dict(), "total_lines": page.total_lines}
 
 
 class MultiGetDocOut(Schema):
@@ -321,11 +316,10 @@ def _collection_row(row: dict, *, staff: bool) -> dict:
 
 
 def _collection_overview(name: str, *, staff: bool) -> dict:
-    from indexing.selectors import collections_overview
+    from indexing.selectors import collection_detail
     from indexing.services.collections import collection_get
 
-    collection = collection_get(name)  # unknown → 404 with suggestions
-    return _collection_row(next(r for r in collections_overview() if r["name"] == collection.name), staff=staff)
+    return _collection_row(collection_detail(collection_get(name)), staff=staff)  # unknown → 404 with suggestions
 
 
 @collections_router.get("", response=list[CollectionOut], summary="Collections with document counts")

@@ -25,16 +25,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from search.bench.quality import percentile
+
 # ../shared/datasets beside the repository (see the README's Benchmarks section).
 DEFAULT_CORPUS = Path(__file__).resolve().parent.parent.parent / "shared" / "datasets" / "cranfield"
 FALLBACK_QUERIES = ["vector index", "postgres tuning", "meeting notes", "search", "hnsw"]
-
-
-def _percentile(values: list[float], q: float) -> float:
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
 async def _drive(url: str, token: str, target: str, concurrency: int, duration: float, queries: list[str]) -> dict:
@@ -96,8 +91,8 @@ async def _drive(url: str, token: str, target: str, concurrency: int, duration: 
         "concurrency": concurrency, "seconds": round(elapsed, 2), "requests": len(latencies),
         "errors": len(errors), "first_error": errors[0] if errors else None,
         "rps": round(len(latencies) / elapsed, 1),
-        "p50_ms": round(_percentile(latencies, 0.50) * 1000, 1),
-        "p99_ms": round(_percentile(latencies, 0.99) * 1000, 1),
+        "p50_ms": round(percentile(latencies, 50) * 1000, 1),
+        "p99_ms": round(percentile(latencies, 99) * 1000, 1),
         "mean_ms": round(statistics.fmean(latencies) * 1000, 1) if latencies else 0.0,
     }
 

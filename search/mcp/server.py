@@ -248,19 +248,15 @@ def _search_text(result: SearchResult) -> str:
 
 def _document_text(*, ref: str, from_line: int | None, max_lines: int | None, line_numbers: bool,
                    collections: list[str] | None = None) -> DocumentText:
-    from indexing.selectors import contexts_for, document_lines, document_resolve
+    from indexing.selectors import document_page
+    from search.formatters import numbered_lines
 
-    resolved = document_resolve(ref, collections=collections or None)
-    doc = resolved.document
-    total = len(doc.content.body.splitlines())
-    lines, first = document_lines(doc, from_line=from_line or resolved.line, max_lines=max_lines)
-    last = first + len(lines) - 1
-    if line_numbers:
-        width = len(str(max(last, 1)))
-        lines = [f"{n:>{width}}  {line}" for n, line in enumerate(lines, start=first)]
-    return DocumentText(docid=doc.docid, uri=doc.uri, title=doc.title, from_line=first, to_line=max(last, first - 1),
-                        total_lines=total, truncated=last < total, context=contexts_for(doc.collection, doc.path),
-                        text="\n".join(lines))
+    page = document_page(ref, from_line=from_line, max_lines=max_lines, collections=collections)
+    payload = page.as_dict()
+    lines = numbered_lines(page.lines, page.first) if line_numbers else page.lines
+    return DocumentText(docid=payload["docid"], uri=payload["uri"], title=payload["title"], from_line=page.first,
+                        to_line=page.last, total_lines=page.total_lines, truncated=page.last < page.total_lines,
+                        context=payload["context"], text="\n".join(lines))
 
 
 def create_server() -> MCPServer:

@@ -15,6 +15,7 @@ from django.utils.safestring import SafeString, mark_safe
 from markdown_it import MarkdownIt
 
 from indexing.text import strip_frontmatter
+from search.formatters import marked
 
 _ALLOWED_TAGS = {
     "a", "abbr", "b", "blockquote", "br", "code", "dd", "del", "details", "div", "dl", "dt", "em",
@@ -51,20 +52,7 @@ def _attribute_filter(element: str, attribute: str, value: str) -> str | None:
 
 def highlight_snippet(snippet: str, highlights: list[tuple[int, int]] | list[list[int]]) -> SafeString:
     """Escape the snippet and wrap the [start, end) ranges in <mark>."""
-    spans = sorted((max(0, int(s)), min(len(snippet), int(e))) for s, e in highlights or [] if int(e) > int(s))
-    merged: list[list[int]] = []
-    for start, end in spans:
-        if merged and start <= merged[-1][1]:
-            merged[-1][1] = max(merged[-1][1], end)
-        else:
-            merged.append([start, end])
-    out, pos = [], 0
-    for start, end in merged:
-        out.append(escape(snippet[pos:start]))
-        out.append(f"<mark>{escape(snippet[start:end])}</mark>")
-        pos = end
-    out.append(escape(snippet[pos:]))
-    return mark_safe("".join(out))
+    return mark_safe(marked(snippet, highlights, "<mark>", "</mark>", escape=escape))
 
 
 @lru_cache(maxsize=1)
