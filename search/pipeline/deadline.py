@@ -108,16 +108,6 @@ def run_concurrently(
     return outcome
 
 
-def call_with_deadline(call: Callable[[], Any], *, timeout: float, uses_db: bool = False) -> Any:
-    """Run one call; raise TimeoutError when it has not finished in `timeout` seconds."""
-    outcome = run_concurrently({"call": call}, timeout=timeout, uses_db=uses_db)
-    if "call" in outcome.errors:
-        raise outcome.errors["call"]
-    if "call" in outcome.results:
-        return outcome.results["call"]
-    raise TimeoutError(f"no answer within {timeout:g}s")
-
-
 def wait_for_stragglers(timeout: float = 30.0) -> bool:
     """Join threads abandoned at a deadline (tests call this so no thread outlives them)."""
     end = time.monotonic() + timeout

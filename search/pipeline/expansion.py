@@ -162,18 +162,6 @@ def store_expansion(key: str, variants: list[QueryVariant]) -> None:
     )
 
 
-def expand_query(*, backend, model: str, query: str, intent: str | None = None, use_cache: bool = True) -> QueryPlan:
-    """Variants for `query` from the cache or the model, in the calling thread."""
-    key = expansion_cache_key(query=query, intent=intent, model=model)
-    if use_cache:
-        variants = cached_expansion(key)
-        if variants:
-            return QueryPlan(original=query, variants=variants, intent=intent, source="cache")
-    variants = request_expansion(backend=backend, model=model, query=query, intent=intent)
-    store_expansion(key, variants)
-    return QueryPlan(original=query, variants=variants, intent=intent, source="model")
-
-
 # --- parsing model output ----------------------------------------------------------------
 
 _THINK = re.compile(r"<think>.*?(</think>|$)", re.S | re.I)

@@ -241,13 +241,3 @@ def keyword_index_maintain() -> None:
     with connection.cursor() as cursor:
         for table in ("search_keyword_posting", "search_keyword_document", "search_keyword_term"):
             cursor.execute(f"VACUUM (ANALYZE) {table}")
-
-
-def keyword_index_stats() -> dict:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT n_documents, total_length FROM search_keyword_stats WHERE id = 1")
-        row = cursor.fetchone() or (0, 0)
-        cursor.execute("SELECT count(*) FROM search_keyword_term")
-        terms = cursor.fetchone()[0]
-    n, total = row
-    return {"documents": n, "total_length": total, "average_length": (total / n) if n else 0.0, "terms": terms}
