@@ -157,7 +157,8 @@ def test_cli_vsearch_formats_and_errors(embedded, ollama, run_cli):
 
 def test_bench_vsearch_modes_on_a_tiny_dataset(ollama, settings, tmp_path, monkeypatch):
     from search.bench import vector as bench_vector
-    from search.bench.quality import MODES, BenchOptions
+    from search.bench.modes import MODES
+    from search.bench.quality import BenchOptions
 
     settings.PMD_CHUNK_TOKENS = 40
     docs = tmp_path / "tiny" / "docs"

@@ -6,7 +6,7 @@ from pmd_site.cli.output import print_json, progress_bar, stdout_console
 
 
 def register(sub) -> None:
-    from search.bench.quality import MODES
+    from search.bench.modes import MODES
 
     parser = sub.add_parser("bench", help="benchmark retrieval quality/latency or indexing on a test collection")
     parser.add_argument("dataset", metavar="DATASET_DIR", help="folder with docs/, queries.tsv, qrels.tsv")
@@ -20,7 +20,8 @@ def register(sub) -> None:
 
 
 def cmd_bench(args) -> int:
-    from search.bench.quality import MODES, BenchOptions
+    from search.bench.modes import MODES
+    from search.bench.quality import BenchOptions
 
     with progress_bar(f"bench {args.mode}", enabled=not args.json) as progress:
         options = BenchOptions(collection=args.collection, fresh=args.fresh, run_file=args.run_file,

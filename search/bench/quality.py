@@ -6,10 +6,10 @@ is ours (cross-checked against ../shared/datasets/eval.py): nDCG@10 with graded 
 a log2(rank+1) discount, Recall@10, Recall@100 and MRR@10, averaged over every query
 that has a relevant document (a query without results scores 0).
 
-Modes are a registry: `MODES[name] = function(dataset_dir, options) -> BenchReport`.
-Retrieval modes are `retrieval_mode(service_fn, mode)`; vsearch/query add themselves:
-
-    MODES["vsearch"] = retrieval_mode(vector_search, Mode.VECTOR)
+The modes `pmd bench` offers are a registry in search/bench/modes.py (`MODES[name] =
+function(dataset_dir, options) -> BenchReport`); retrieval modes are `retrieval_mode(service_fn,
+mode)`. This module holds the shared parts (datasets, metrics, the retrieval loop) that
+search/bench/vector.py builds on, so neither imports the other both ways.
 """
 
 from __future__ import annotations
@@ -249,28 +249,9 @@ def _keyword_service(request):
     return keyword_search(request)
 
 
-MODES: dict[str, Callable[[str, BenchOptions], BenchReport]] = {
-    "index": bench_index,
-    mode_verb(Mode.KEYWORD): retrieval_mode(_keyword_service, Mode.KEYWORD),
-}
-
-
-def _vector_mode(name: str) -> Callable[[str, BenchOptions], BenchReport]:
-    def run(dataset_dir: str, options: BenchOptions) -> BenchReport:
-        from search.bench import vector as bench_vector
-
-        return getattr(bench_vector, name)(dataset_dir, options)
-
-    return run
-
-
-MODES[mode_verb(Mode.VECTOR)] = _vector_mode("bench_vsearch")  # embedding throughput, HNSW recall, then retrieval
-MODES["vsearch-scale"] = _vector_mode("bench_vsearch_scale")  # HNSW at 100k+ chunks
-
-
 # --- hybrid `query` modes (variants without the LLM stages) ---------------------------------
 
-def _query_mode(**request_options) -> Callable[[str, BenchOptions], BenchReport]:
+def query_mode(**request_options) -> Callable[[str, BenchOptions], BenchReport]:
     """`query` through bench_retrieval, plus the median time of each pipeline stage."""
 
     def run(dataset_dir: str, options: BenchOptions) -> BenchReport:
@@ -301,9 +282,3 @@ def _query_mode(**request_options) -> Callable[[str, BenchOptions], BenchReport]
         return report
 
     return run
-
-
-MODES[mode_verb(Mode.HYBRID)] = _query_mode()
-MODES["query-no-expand"] = _query_mode(expand=False)
-MODES["query-no-rerank"] = _query_mode(rerank=False)
-MODES["query-no-llm"] = _query_mode(expand=False, rerank=False)
