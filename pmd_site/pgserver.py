@@ -33,7 +33,7 @@ from pathlib import Path
 
 import psutil
 
-from pmd_site.processes import ServerSetupError, exclusive_lock, log_tail, private_dir
+from pmd_site.serverfiles import ServerSetupError, exclusive_lock, log_tail, private_dir
 
 PG_USER = "postgres"
 PG_PORT = 5432

@@ -29,7 +29,7 @@ from pathlib import Path
 import psutil
 
 from pmd_site.pgserver import run_dir_for
-from pmd_site.processes import ServerSetupError, exclusive_lock, log_tail, private_dir
+from pmd_site.serverfiles import ServerSetupError, exclusive_lock, log_tail, private_dir
 
 
 class EmbeddedRedisError(ServerSetupError):

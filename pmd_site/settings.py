@@ -23,7 +23,7 @@ if not SECRET_KEY:
     except OSError:
         import secrets
 
-        from pmd_site.processes import private_dir
+        from pmd_site.serverfiles import private_dir
 
         SECRET_KEY = secrets.token_urlsafe(50)
         try:

@@ -185,7 +185,7 @@ def test_root_default_home_is_outside_roots_home(monkeypatch):
 
 def test_a_users_own_pmd_home_keeps_its_permissions(tmp_path):
     """pmd only tightens folders it created; a folder the user made stays as they set it."""
-    from pmd_site.processes import private_dir
+    from pmd_site.serverfiles import private_dir
 
     mine = tmp_path / "mine"
     mine.mkdir(mode=0o755)
@@ -198,7 +198,7 @@ def test_a_users_own_pmd_home_keeps_its_permissions(tmp_path):
 
 
 def test_a_planted_symlink_in_place_of_the_run_folder_is_refused(tmp_path):
-    from pmd_site.processes import ServerSetupError, private_dir
+    from pmd_site.serverfiles import ServerSetupError, private_dir
 
     target = tmp_path / "elsewhere"
     target.mkdir()

@@ -21,7 +21,7 @@ COMMAND_MODULES = [
     "pmd_site.cli.search",
     "pmd_site.cli.query",
     "pmd_site.cli.embed",
-    "pmd_site.cli.admin",
+    "pmd_site.cli.status",
     "pmd_site.cli.users",
     "pmd_site.cli.db",
     "pmd_site.cli.bench",
@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except Exception as exc:  # noqa: BLE001 - the last line of defence for users
         from pmd_site.env import ConfigError
-        from pmd_site.processes import ServerSetupError
+        from pmd_site.serverfiles import ServerSetupError
 
         if isinstance(exc, (ConfigError, ServerSetupError)):
             error(str(exc))

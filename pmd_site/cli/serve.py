@@ -144,7 +144,7 @@ def cmd_beat(args) -> int:
     from pathlib import Path
 
     from pmd_site.pgserver import run_dir_for
-    from pmd_site.processes import ServerSetupError, private_dir
+    from pmd_site.serverfiles import ServerSetupError, private_dir
 
     # Beat loads this file (a shelve, i.e. pickles): it must live where nobody else can write.
     scratch = None

@@ -520,6 +520,6 @@ def context_delete(request, target: str = Query(..., min_length=1, max_length=40
 @api.get("/status", response=dict, tags=["status"],
          summary="Database, index, workers, models, problems (where things run: staff only)")
 def status(request, section: list[str] = Query(default_factory=list)):
-    from pmd_site.health import status_report
+    from pmd_site.status import status_report
 
     return status_report(section or None, internals=bool(getattr(request.auth, "is_staff", False)))

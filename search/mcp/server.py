@@ -363,7 +363,7 @@ def create_server() -> MCPServer:
     @_orm
     def pmd_status(ctx: Context) -> StatusResult:
         """What is indexed: collections, document counts, contexts, and how much is embedded for semantic search."""
-        from pmd_site.health import status_report
+        from pmd_site.status import status_report
 
         internals = _sees_internals(ctx)
         report = status_report(["database", "index", "embeddings"] + (["broker"] if internals else []),

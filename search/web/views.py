@@ -366,7 +366,7 @@ def job_progress(request, job_id):
 @login_required
 @require_GET
 def status_page(request):
-    from pmd_site.health import status_report
+    from pmd_site.status import status_report
 
     report = status_report(internals=request.user.is_staff)
     sections = []

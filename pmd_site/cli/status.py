@@ -24,7 +24,7 @@ def _render_value(value) -> str:
 
 
 def cmd_status(args) -> int:
-    from pmd_site.health import status_report
+    from pmd_site.status import status_report
 
     report = status_report(internals=True)  # the local OS user runs the server: the full report
     if args.json:

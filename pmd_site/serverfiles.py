@@ -1,4 +1,5 @@
-"""Small helpers shared by the embedded servers pmd manages (PostgreSQL, Redis)."""
+"""Files of the embedded servers pmd manages (PostgreSQL, Redis): private directories, the lock that
+serialises their start/stop, log tails, and the error a failed setup raises."""
 
 from __future__ import annotations
 
