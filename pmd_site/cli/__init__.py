@@ -2,6 +2,11 @@
 
 Each area lives in its own module with a `register(subparsers)` function that adds
 commands and sets `func` (and `needs_db`, default True) on its parsers.
+
+The command modules import pmd's services inside their command functions, not at module
+top: that is deliberate (start-up cost: `pmd --help` and commands without a database
+should not load Django models, celery and the LLM clients). Everywhere else pmd's own
+modules are imported at module top.
 """
 
 from __future__ import annotations
