@@ -129,6 +129,7 @@ def _on_pmd_error(request, exc: PmdError):
     """Every service error, by the status and code it carries (see indexing.errors)."""
     return _error(request, exc.http_status, exc.detail, exc.suggestions, code=exc.code)
 
+
 def _require_staff(request) -> None:
     if not getattr(request.auth, "is_staff", False):
         raise HttpError(403, "managing collections and contexts needs a staff account")
