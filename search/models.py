@@ -48,7 +48,7 @@ class TokenFailure(models.Model):
         return f"{self.address or 'unknown address'}: {self.failures} failures"
 
 
-# --- BM25 keyword index (search/retrieval/keyword_index.py) -------------------------------------
+# --- BM25 keyword index (search/index/keyword_index.py) -------------------------------------
 # The tables are created by SQL in migration 0002 (foreign keys cascade in the database,
 # triggers keep statistics). These models only describe them so Django's test flush and
 # admin know they exist; the index is read and written with SQL, never through the ORM.

@@ -49,7 +49,7 @@ from indexing.chunking import Chunk as TextChunk
 from indexing.chunking import ChunkParams, chunk_markdown
 from indexing.models import Chunk, Content, ContentEmbedding, Document, EmbeddingFingerprint, Job
 from indexing.services.jobs import JobProgress, job_fail, job_finish, job_start
-from indexing.services.locks import EMBEDDING, advisory_lock_release, advisory_lock_taken, advisory_lock_try
+from indexing.locks import EMBEDDING, advisory_lock_release, advisory_lock_taken, advisory_lock_try
 from search.llm import BackendError, EmbedPrompts, LLMBackend, embedding_prompts, get_backend
 
 logger = logging.getLogger(__name__)

@@ -27,7 +27,7 @@ from django.utils import timezone
 from indexing.models import Job
 from indexing.services.embedding import EmbeddingInProgress, embed_pending, embedding_config
 from indexing.services.jobs import job_finish
-from indexing.services.locks import EMBEDDING_QUEUE, advisory_lock
+from indexing.locks import EMBEDDING_QUEUE, advisory_lock
 from search.llm import BackendError, get_backend
 
 logger = logging.getLogger(__name__)

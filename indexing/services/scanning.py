@@ -20,10 +20,12 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from indexing.folders import collection_folder_refusal, pseudo_mount_points
+from indexing.locks import advisory_lock, collection_lock_key
 from indexing.models import Collection, Content, Document, FileProblem
 from indexing.paths import glob_match
-from indexing.services.locks import advisory_lock, collection_lock_key
 from indexing.text import BinaryFile, parse_markdown
+from search.index import keyword_index_update  # the BM25 index follows every scan
 
 ProgressCallback = Callable[[int, int, str], None]
 ALWAYS_SKIPPED_DIRS = frozenset({"node_modules", "__pycache__"})
@@ -99,8 +101,6 @@ def collection_files(collection: Collection, issues: list[FileIssue]) -> Iterato
     path when it has one (links to folders come last), so loops end and a linked folder is
     not indexed twice. The path yielded is the resolved one: reading it follows no link.
     """
-    from indexing.services.collections import collection_folder_refusal, pseudo_mount_points
-
     root = Path(collection.root_path)
     if not root.is_dir():
         raise CollectionPathMissing(
@@ -319,8 +319,6 @@ def _collection_scan(
     batch.deactivate = missing
     report.removed = len(missing)
     batch.flush(report, final=True)
-    from search.retrieval.keyword_index import keyword_index_update  # the BM25 index follows every scan
-
     keyword_index_update(changed_document_ids=report.changed_document_ids,
                          removed_document_ids=report.removed_document_ids)
     report.elapsed = time.perf_counter() - started

@@ -16,10 +16,10 @@ import watchfiles
 from django.conf import settings
 from django.db import close_old_connections, connection
 
+from indexing.folders import collection_folder_refusal
 from indexing.models import Collection
 from indexing.paths import glob_match
 from indexing.services.background import embedding_request
-from indexing.services.collections import collection_folder_refusal
 from indexing.services.refresh import reindex
 from indexing.watcher.heartbeat import clear_heartbeat, write_heartbeat
 

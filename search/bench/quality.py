@@ -132,7 +132,7 @@ def _bench_collection(root: Path, options: BenchOptions, *, fresh: bool):
     from indexing.models import Collection
     from indexing.services.collections import collection_create
     from indexing.services.scanning import collection_index
-    from search.retrieval.keyword_index import keyword_index_maintain
+    from search.index import keyword_index_maintain
 
     name = options.collection or f"bench-{root.name}"
     existing = Collection.objects.filter(name=name).first()

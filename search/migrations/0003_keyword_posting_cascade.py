@@ -5,7 +5,7 @@ one referential check per posting (about half a million for 5k documents, roughl
 third of a first index). A statement-level AFTER DELETE trigger on the documents keeps
 the same rule (a removed document takes its postings, and through the posting trigger
 its document frequencies, whoever deletes it) with one set-based DELETE per statement.
-Postings are only written by search.retrieval.keyword_index together with their document.
+Postings are only written by search.index.keyword_index together with their document.
 """
 
 from django.db import migrations

@@ -27,7 +27,7 @@ from django.db import connection
 
 from indexing.models import Collection, PathContext
 from indexing.selectors import contexts_for
-from search.retrieval.analysis import WORD, has_cjk, prepare_text
+from search.index import WORD, has_cjk, prepare_text
 from search.retrieval.common import SNIPPET_CHARS, collection_ids_for, line_pieces
 from search.retrieval.query_parser import ParsedQuery, parse_query
 from search.request import Mode, SearchRequest

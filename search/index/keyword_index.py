@@ -4,7 +4,7 @@ Design (tables in search/migrations/0002_keyword_index.py):
 
 - `search_keyword_document`: one row per active document: a weighted `tsvector`
   (title and markdown headings weight A, everything else weight D, built with the
-  collection's text search configuration after `search.retrieval.analysis.prepare_text`), its
+  collection's text search configuration after `search.index.analysis.prepare_text`), its
   length in tokens (stop words excluded) and its collection. A GIN index on the tsvector
   serves the filters that need positions: required "phrases" and -exclusions.
 - `search_keyword_posting`: the inverted index derived from that tsvector in SQL
@@ -39,8 +39,8 @@ import re
 from django.db import DatabaseError, connection, transaction
 
 from indexing.models import Document
-from indexing.services.locks import KEYWORD_INDEX, advisory_lock_wait
-from search.retrieval.analysis import prepare_text
+from indexing.locks import KEYWORD_INDEX, advisory_lock_wait
+from search.index.analysis import prepare_text
 
 _HEADING = re.compile(r"^ {0,3}#{1,6}[ \t]+(.+?)[ \t#]*$")
 BATCH = 1000
