@@ -187,7 +187,7 @@ class Job(models.Model):
 # Chunks hang off Content (one set per content hash, shared by identical files),
 # per fingerprint. The vector column is untyped (`vector`, any dimension) so
 # that switching models needs no schema change; each fingerprint gets its own
-# partial HNSW index on `(embedding::vector(dims))` (see indexing/services/embedding.py).
+# partial HNSW index on `(embedding::vector(dims))` (see indexing/services/embedding/).
 
 
 class EmbeddingFingerprint(models.Model):

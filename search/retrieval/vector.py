@@ -2,7 +2,7 @@
 
 The query is embedded with the model's query prompt, the nearest chunks of the
 configured fingerprint are read through that fingerprint's partial HNSW index
-(see indexing/services/embedding.py), and each document is represented by its
+(see indexing/services/embedding/), and each document is represented by its
 best chunk (or its K best with `hits_per_document`). Score = cosine similarity.
 
 Making PostgreSQL use the index: on a small table the planner prefers a
