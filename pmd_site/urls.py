@@ -3,7 +3,7 @@ from django.urls import include, path
 
 from pmd_site import accounts
 from pmd_site.views import healthz
-from search.api.endpoints import api
+from search.api import api
 
 urlpatterns = [
     path("healthz", healthz, name="healthz"),

@@ -17,11 +17,16 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
+from indexing.errors import PmdError
 from search.models import TokenFailure
 
 
-class TokenThrottled(Exception):
-    """Too many failed tokens from this address; `retry_after` is in whole seconds."""
+class TokenThrottled(PmdError):
+    """Too many failed tokens from this address; `retry_after` is in whole seconds (a face sends it
+    as Retry-After)."""
+
+    code = "throttled"
+    http_status = 429
 
     def __init__(self, retry_after: int):
         self.retry_after = max(1, retry_after)
