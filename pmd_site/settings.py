@@ -81,6 +81,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "search.web.errors.WebErrorMiddleware",  # a service error in a web UI view: its page and status
     "axes.middleware.AxesMiddleware",  # last, as django-axes requires
 ]
 

@@ -94,12 +94,12 @@ def test_web_maps_errors_to_the_page_and_status(db, staff, indexed_collection, c
     from search.llm.base import ModelMissing
     from search.retrieval.common import SearchCollectionNotFound
     from search.retrieval.vector import NotEmbedded
-    from search.web.views import _classify_error
+    from search.web.errors import problem_for
 
-    assert _classify_error(NotEmbedded("nothing is embedded yet")).kind == "no-embeddings"
-    assert _classify_error(ModelMissing("m")).title == "The embedding model is not available"
-    assert _classify_error(SearchCollectionNotFound(name="x")).kind == "invalid"
-    assert _classify_error(RuntimeError("boom")).kind == "error"
+    assert problem_for(NotEmbedded("nothing is embedded yet"), search=True).kind == "no-embeddings"
+    assert problem_for(ModelMissing("m"), search=True).title == "The embedding model is not available"
+    assert problem_for(SearchCollectionNotFound(name="x"), search=True).kind == "invalid"
+    assert problem_for(RuntimeError("boom"), search=True).kind == "error"
     settings.PMD_COLLECTION_ROOTS = [corpus_dir.parent]
     client = Client()
     client.force_login(staff)

@@ -1,0 +1,25 @@
+"""The browser UI's views, one module per area; search/urls.py routes to the names exported here.
+
+Views parse input (search.web.forms), call one service or selector, and render a template.
+htmx requests that target a fragment get the fragment only; everything else gets the full
+page, so every URL can be shared, reloaded and used without JavaScript. A service's PmdError
+is shown by the one mapping in search.web.errors.
+"""
+
+from search.web.views.collections import (
+    collection_action,
+    collection_add,
+    collections_page,
+    embed_all,
+    job_progress,
+)
+from search.web.views.documents import docid_redirect, document_page, document_raw
+from search.web.views.search import search_page
+from search.web.views.status import status_page
+from search.web.views.tokens import token_add, token_remove, tokens_page
+
+__all__ = [
+    "collection_action", "collection_add", "collections_page", "docid_redirect", "document_page",
+    "document_raw", "embed_all", "job_progress", "search_page", "status_page", "token_add",
+    "token_remove", "tokens_page",
+]

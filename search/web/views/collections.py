@@ -1,0 +1,126 @@
+"""The collections page: counts and latest job per collection, adding one, reindex/embed, job progress."""
+
+from __future__ import annotations
+
+import logging
+
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpResponse
+from django.shortcuts import get_object_or_404, redirect
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+
+from indexing.models import Collection, FileProblem, Job
+from indexing.selectors import collections_overview, jobs_visible_to
+from indexing.services.background import embedding_request, index_request
+from indexing.services.embedding import embedding_status
+from indexing.services.refresh import collection_add as add_collection
+from search.web.errors import form_problems
+from search.web.forms import CollectionAddForm
+from search.web.pages import page, staff_required
+
+log = logging.getLogger(__name__)
+
+
+def _collection_rows(user) -> list[dict]:
+    rows = collections_overview()
+    latest: dict[int, Job] = {}
+    for job in jobs_visible_to(user).filter(collection__isnull=False).order_by("-created_at")[:200]:
+        latest.setdefault(job.collection_id, job)
+    for row in rows:
+        row["job"] = latest.get(row["collection"].id)
+        row["embedded"] = row["stale"] = None
+        row["file_problems"] = (
+            list(FileProblem.objects.filter(collection=row["collection"])[:50])
+            if row["problems"] and row["job"] and row["job"].finished else []
+        )
+    for row in rows:
+        try:
+            status = embedding_status(collections=[row["name"]])
+        except Exception as exc:  # noqa: BLE001 - counts are decoration; the page must render
+            log.warning("embedding counts unavailable: %s", exc)
+            break
+        row["embedded"], row["stale"] = status.get("embedded"), status.get("pending")
+    return rows
+
+
+def _start_job(kind: str, collection: Collection, user) -> Job:
+    """Indexing or embedding through the services (a worker, or a background thread without one)."""
+    if kind == Job.Kind.EMBED:
+        return embedding_request(collection=collection, created_by=user)
+    return index_request(collection=collection, created_by=user)
+
+
+def _collections_context(request, form: CollectionAddForm) -> dict:
+    # Jobs for several collections at once (e.g. "embed everything") are shown above the table.
+    general = list(jobs_visible_to(request.user).filter(collection__isnull=True).order_by("-created_at")[:1])
+    return {
+        "rows": _collection_rows(request.user),
+        "form": form,
+        "general_jobs": [j for j in general if not j.finished or str(j.pk) == request.GET.get("job")],
+    }
+
+
+@login_required
+@require_GET
+def collections_page(request):
+    return page(request, "search/collections.html", _collections_context(request, CollectionAddForm()))
+
+
+@staff_required
+@require_POST
+def embed_all(request):
+    """The "run embedding" button of the search page's no-embeddings state."""
+    job = embedding_request(created_by=request.user)
+    return redirect(reverse("search:collections") + f"?job={job.pk}")
+
+
+@staff_required
+@require_POST
+def collection_add(request):
+    form = CollectionAddForm(request.POST)
+    if form.is_valid():
+        with form_problems(form):
+            collection = add_collection(
+                path=form.cleaned_data["path"], name=form.cleaned_data["name"] or None,
+                mask=form.cleaned_data["mask"] or None, allowed_roots=settings.PMD_COLLECTION_ROOTS,
+                index="job", created_by=request.user,
+            ).collection
+    if form.errors:
+        return page(request, "search/collections.html", _collections_context(request, form), status=400)
+    messages.success(request, f"Added collection {collection.name}; indexing started.")
+    return redirect("search:collections")
+
+
+@staff_required
+@require_POST
+def collection_action(request, name: str, action: str):
+    collection = get_object_or_404(Collection, name=name)
+    kind = {"reindex": Job.Kind.INDEX, "embed": Job.Kind.EMBED}.get(action)
+    if kind is None:
+        raise Http404("unknown action")
+    job = _start_job(kind, collection, request.user)
+    if getattr(request, "htmx", None):
+        return _job_fragment(request, job)
+    messages.success(request, f"{action.capitalize()} of {collection.name} started.")
+    return redirect("search:collections")
+
+
+def _job_fragment(request, job: Job) -> HttpResponse:
+    problems = []
+    if job.finished and job.collection_id and job.kind in {Job.Kind.INDEX, Job.Kind.UPDATE}:
+        problems = list(FileProblem.objects.filter(collection_id=job.collection_id)[:50])
+    return page(request, "search/_job.html", {"job": job, "problems": problems})
+
+
+@login_required
+@require_GET
+def job_progress(request, job_id):
+    job = get_object_or_404(jobs_visible_to(request.user), pk=job_id)  # someone else's job: 404, not 403
+    response = _job_fragment(request, job)
+    if job.finished and getattr(request, "htmx", None) and request.GET.get("poll"):
+        # The job a page was following just ended: reload it so its counts are current.
+        response.headers["HX-Refresh"] = "true"
+    return response

@@ -1,0 +1,75 @@
+"""A document's page (rendered or source, with its contexts), its raw text, and /d/<docid> links.
+
+A reference to nothing indexed is the selectors' DocumentNotFound: a 404 page (search.web.errors).
+"""
+
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpResponse
+from django.shortcuts import redirect
+from django.urls import reverse
+from django.views.decorators.http import require_GET
+
+from indexing.selectors import contexts_for, document_resolve
+from search.web.pages import page
+from search.web.rendering import render_markdown
+from search.web.views.search import document_url
+
+
+def _resolve(collection: str, path: str):
+    return document_resolve(f"pmd://{collection}/{path}").document
+
+
+def _display_value(value) -> str:
+    if isinstance(value, list):
+        return ", ".join(_display_value(v) for v in value)
+    if isinstance(value, dict):
+        return ", ".join(f"{k}: {_display_value(v)}" for k, v in value.items())
+    return "" if value is None else str(value)
+
+
+@login_required
+@require_GET
+def document_page(request, collection: str, path: str):
+    document = _resolve(collection, path)
+    body = document.content.body
+    view = "source" if request.GET.get("view") == "source" else "rendered"
+    try:
+        line = int(request.GET.get("line", "0"))
+    except ValueError:
+        line = 0
+    lines = body.splitlines()
+    context = {
+        "document": document,
+        "collection": document.collection,
+        "contexts": contexts_for(document.collection, document.path),
+        "frontmatter": [(k, _display_value(v)) for k, v in sorted(document.frontmatter.items())]
+        if isinstance(document.frontmatter, dict) else [],
+        "view": view,
+        "line": line if 0 < line <= max(1, len(lines)) else 0,
+        "query": request.GET.get("q", "")[:1000],
+        "line_count": len(lines),
+        "raw_url": reverse("search:raw", args=[document.collection.name, document.path]),
+    }
+    if view == "source":
+        context["numbered_lines"] = list(enumerate(lines, start=1))
+    else:
+        context["html"], context["frontmatter_lines"] = render_markdown(body)
+    return page(request, "search/document.html", context)
+
+
+@login_required
+@require_GET
+def document_raw(request, collection: str, path: str):
+    document = _resolve(collection, path)
+    response = HttpResponse(document.content.body, content_type="text/plain; charset=utf-8")
+    response.headers["Content-Security-Policy"] = "default-src 'none'; sandbox"
+    return response
+
+
+@login_required
+@require_GET
+def docid_redirect(request, docid: str):
+    document = document_resolve(f"#{docid}").document
+    return redirect(document_url(document.collection.name, document.path))
