@@ -106,3 +106,61 @@ def test_web_maps_errors_to_the_page_and_status(db, staff, indexed_collection, c
     page = client.post("/collections/add/", {"path": str(corpus_dir), "name": "notes"})
     assert page.status_code == 400 and "a collection named &#x27;notes&#x27; already exists" in page.content.decode()
     assert "--name" not in page.content.decode()
+
+
+# --- the API's own errors carry a code too (search.api.errors) --------------------------------
+
+
+def test_api_answers_401_403_422_with_a_stable_code(db, staff, django_user_model, indexed_collection):
+    anonymous = Client().get("/api/status")
+    assert anonymous.status_code == 401 and anonymous["WWW-Authenticate"] == 'Bearer realm="pmd"'
+    assert anonymous.json() == {"message": "authentication required: send `Authorization: Bearer <token>` "
+                                           "(pmd token create --user NAME)", "suggestions": [], "code": "unauthorized"}
+    bad = Client(HTTP_AUTHORIZATION="Bearer pmd_nope").get("/api/status")
+    assert bad.status_code == 401 and bad.json()["code"] == "unauthorized"
+    assert bad.json()["message"] == "invalid or revoked API token"
+
+    member = django_user_model.objects.create_user("member", password="pw-member-123")
+    member_api = Client(HTTP_AUTHORIZATION=f"Bearer {token_create(user=member).raw}")
+    refused = member_api.post("/api/collections/notes/reindex")
+    assert refused.status_code == 403
+    assert refused.json() == {"message": "managing collections and contexts needs a staff account",
+                              "suggestions": [], "code": "forbidden"}
+    browser = Client(enforce_csrf_checks=True)
+    browser.force_login(staff)
+    csrf = browser.post("/api/collections/notes/reindex")
+    assert csrf.status_code == 403 and csrf.json()["code"] == "forbidden" and "CSRF" in csrf.json()["message"]
+
+    invalid = member_api.post("/api/search", {"query": "x", "limit": 0}, content_type="application/json")
+    body = invalid.json()
+    assert invalid.status_code == 422 and body["code"] == "invalid_input"
+    assert body["message"].startswith("invalid request: limit:") and body["errors"]
+    empty = member_api.post("/api/search", {"query": "   "}, content_type="application/json")
+    assert empty.status_code == 422 and empty.json() == {"message": "query is empty", "suggestions": [],
+                                                         "code": "invalid_input"}
+
+
+def test_token_throttled_is_a_pmd_error_the_api_answers_429_with_retry_after(db, staff, settings):
+    from search.throttling import TokenThrottled
+
+    throttled = TokenThrottled(0)
+    assert isinstance(throttled, errors.PmdError)
+    assert (throttled.code, throttled.http_status, throttled.retry_after) == ("throttled", 429, 1)
+    assert str(throttled) == "too many failed API token attempts from your address: retry in 1 s"
+
+    settings.PMD_TOKEN_FAILURE_LIMIT = 2
+    good = token_create(user=staff).raw
+    for _ in range(2):
+        assert Client(REMOTE_ADDR="192.0.2.44", HTTP_AUTHORIZATION="Bearer pmd_wrong").get("/api/status").status_code == 401
+    blocked = Client(REMOTE_ADDR="192.0.2.44", HTTP_AUTHORIZATION=f"Bearer {good}").get("/api/status")
+    assert blocked.status_code == 429 and int(blocked["Retry-After"]) > 0
+    body = blocked.json()
+    assert body["code"] == "throttled" and body["suggestions"] == []
+    assert body["message"].startswith("too many failed API token attempts from your address: retry in ")
+
+
+def test_openapi_declares_only_the_statuses_a_route_can_answer(db, admin_api):
+    schema = admin_api.get("/api/openapi.json").json()
+    embed = schema["paths"]["/api/collections/{name}/embed"]["post"]
+    assert sorted(embed["responses"]) == ["202", "403", "404"]  # the job runs elsewhere: no 503 from the request
+    assert embed["operationId"] == "search_api_endpoints_collection_embed"  # ids as published
