@@ -71,7 +71,7 @@ def test_mcp_turns_a_service_error_into_a_tool_error(indexed_collection, monkeyp
     from mcp.server.mcpserver.exceptions import ToolError
 
     from search.llm.base import BackendUnavailable
-    from search.mcp.server import _orm
+    from search.mcp.errors import tool_call
 
     monkeypatch.setattr(django.db, "close_old_connections", lambda: None)  # keep the test's transaction
     def missing():
@@ -80,14 +80,14 @@ def test_mcp_turns_a_service_error_into_a_tool_error(indexed_collection, monkeyp
         collection_get("note")
 
     with pytest.raises(ToolError) as info:
-        _orm(missing)()
+        tool_call(missing)()
     assert str(info.value) == "no collection named 'note'. Did you mean: pmd://notes/?"
 
     def down():
         raise BackendUnavailable("http://127.0.0.1:9")
 
     with pytest.raises(ToolError, match="^the model backend is not available: Ollama is not reachable"):
-        _orm(down)()
+        tool_call(down)()
 
 
 def test_web_maps_errors_to_the_page_and_status(db, staff, indexed_collection, corpus_dir, settings):

@@ -7,7 +7,13 @@ from ninja.errors import HttpError
 
 from search.api.schemas import ErrorOut
 from search.pipeline.dispatch import search_run
-from search.request import DEFAULT_LIMIT_MACHINE, MODE_ALIASES, Mode, SearchRequest, mode_normalize
+from search.request import (
+    DEFAULT_LIMIT_MACHINE,
+    MODE_ALIASES,
+    Mode,
+    SearchRequest,
+    mode_normalize,
+)
 
 router = Router(tags=["search"])
 

@@ -1,0 +1,35 @@
+"""How a tool or resource body runs: with fresh DB connections, and a service's error as a tool error.
+
+The SDK calls sync tool bodies in reused worker threads, so each call closes stale connections
+before and after. A service's PmdError (indexing.errors) becomes a ToolError with its message and
+suggestions: the one mapping of service errors for MCP clients.
+"""
+
+import functools
+
+from django import db
+from mcp.server.mcpserver.exceptions import ToolError
+
+from indexing.errors import PmdError
+
+
+def error_text(exc: PmdError) -> str:
+    """A service error as a tool (or resource) error: what went wrong, then what the caller may have meant."""
+    hint = f". Did you mean: {', '.join(exc.suggestions)}?" if exc.suggestions else ""
+    return f"{exc.detail}{hint}"
+
+
+def tool_call(fn):
+    """Run a sync tool body with fresh DB connections; a service's PmdError becomes a ToolError."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        db.close_old_connections()
+        try:
+            return fn(*args, **kwargs)
+        except PmdError as exc:
+            raise ToolError(error_text(exc)) from None
+        finally:
+            db.close_old_connections()
+
+    return wrapper

@@ -1,0 +1,200 @@
+"""The tools: pmd_search, pmd_vector_search, pmd_deep_search, pmd_get, pmd_multi_get, pmd_status.
+
+Tools are thin: they build a SearchRequest (or a document reference), call one service or
+selector, and return a typed model (search.mcp.models; clients get `structuredContent`) plus a
+compact text rendering that costs an agent few tokens.
+"""
+
+from django.contrib.auth import get_user_model
+from mcp.server import MCPServer
+from mcp.server.mcpserver import Context
+from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import BaseModel, Field
+
+from indexing.selectors import document_page, documents_multi_get
+from pmd_site.status import status_report
+from search.formatters import numbered_lines
+from search.mcp.errors import tool_call
+from search.mcp.instructions import refresh_instructions
+from search.mcp.models import (
+    CollectionInfo,
+    DocumentText,
+    EmbeddingsInfo,
+    Hit,
+    MultiGetResult,
+    SearchResult,
+    StatusResult,
+    SubSearch,
+)
+from search.pipeline.dispatch import search_run
+from search.request import Mode, SearchRequest, mode_verb
+
+READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+
+
+def _result(model: BaseModel, text: str) -> CallToolResult:
+    """Structured content for programs, compact text for the model."""
+    return CallToolResult(content=[TextContent(type="text", text=text)],
+                          structured_content=model.model_dump(mode="json"))
+
+
+def _sees_internals(ctx: Context | None) -> bool:
+    """Staff over HTTP (the bearer token's user), or the local OS user on stdio (`pmd mcp`)."""
+    request = ctx.request_context.request if ctx is not None else None
+    if request is None:
+        return True  # stdio: whoever runs `pmd mcp` can read the server's settings anyway
+    user_pk = getattr(request, "scope", {}).get("pmd_user")
+    if user_pk is None:
+        return False
+    return get_user_model().objects.filter(pk=user_pk, is_active=True, is_staff=True).exists()
+
+
+def _search(**fields) -> SearchResult:
+    request = SearchRequest(**fields)
+    response = search_run(request)  # errors: PmdError, mapped by tool_call
+    return SearchResult(
+        query=response.query.split("\n", 1)[0], mode=mode_verb(response.mode), warnings=response.warnings,
+        results=[Hit(docid=r.docid, uri=r.uri, line=r.line, score=round(r.score, 4), title=r.title,
+                     snippet=r.snippet, context=r.context) for r in response.results],
+    )
+
+
+def _search_text(result: SearchResult) -> str:
+    if not result.results:
+        return f"no results for {result.query!r}" + "".join(f"\nwarning: {w}" for w in result.warnings)
+    out = []
+    for hit in result.results:
+        out.append(f"#{hit.docid} {hit.uri}:{hit.line} ({hit.score:.2f}) {hit.title}")
+        snippet = " ".join(hit.snippet.split())
+        if snippet:
+            out.append(f"  {snippet[:300]}")
+    out += [f"warning: {w}" for w in result.warnings]
+    return "\n".join(out)
+
+
+def _document_text(*, ref: str, from_line: int | None, max_lines: int | None, line_numbers: bool,
+                   collections: list[str] | None = None) -> DocumentText:
+    page = document_page(ref, from_line=from_line, max_lines=max_lines, collections=collections)
+    payload = page.as_dict()
+    lines = numbered_lines(page.lines, page.first) if line_numbers else page.lines
+    return DocumentText(docid=payload["docid"], uri=payload["uri"], title=payload["title"], from_line=page.first,
+                        to_line=page.last, total_lines=page.total_lines, truncated=page.last < page.total_lines,
+                        context=payload["context"], text="\n".join(lines))
+
+
+def register_tools(server: MCPServer) -> None:
+    """Add pmd's tools to `server`."""
+
+    @server.tool(name="pmd_search", title="Keyword search", annotations=READ_ONLY)
+    @tool_call
+    def pmd_search(
+        query: str = Field(min_length=1, max_length=2000, description="keywords; quotes and exact names work best"),
+        collections: list[str] = Field(default_factory=list, description="restrict to these collections"),
+        limit: int = Field(10, ge=1, le=100),
+        min_score: float = Field(0.0, ge=0.0, le=1.0),
+    ) -> SearchResult:
+        """Fast BM25 keyword search. Use first, and for exact terms, names, identifiers and error messages."""
+        result = _search(query=query, mode=Mode.KEYWORD, collections=collections, limit=limit, min_score=min_score)
+        return _result(result, _search_text(result))
+
+    @server.tool(name="pmd_vector_search", title="Semantic search", annotations=READ_ONLY)
+    @tool_call
+    def pmd_vector_search(
+        query: str = Field(min_length=1, max_length=2000, description="a natural-language question or description"),
+        collections: list[str] = Field(default_factory=list),
+        limit: int = Field(10, ge=1, le=100),
+        min_score: float = Field(0.0, ge=0.0, le=1.0),
+    ) -> SearchResult:
+        """Semantic (embedding) search: finds passages by meaning when the wording differs from the query."""
+        result = _search(query=query, mode=Mode.VECTOR, collections=collections, limit=limit, min_score=min_score)
+        return _result(result, _search_text(result))
+
+    @server.tool(name="pmd_deep_search", title="Deep hybrid search", annotations=READ_ONLY)
+    @tool_call
+    def pmd_deep_search(
+        query: str = Field(min_length=1, max_length=2000, description="the question"),
+        searches: list[SubSearch] | None = Field(
+            None, description="optional typed searches (lex/vec/hyde) to run instead of automatic expansion"),
+        intent: str | None = Field(None, max_length=2000,
+                                   description="what you are trying to find out; steers expansion and re-ranking"),
+        rerank: bool = Field(True, description="re-rank candidates with the LLM (better, slower)"),
+        candidate_limit: int = Field(40, ge=1, le=200, description="candidates passed to re-ranking"),
+        collections: list[str] = Field(default_factory=list),
+        limit: int = Field(10, ge=1, le=100),
+        min_score: float = Field(0.0, ge=0.0, le=1.0),
+    ) -> SearchResult:
+        """Best-quality search for hard questions: query expansion, keyword + vector retrieval, fusion, LLM re-ranking. Slower."""
+        if searches:
+            query = " ".join(query.split())
+        typed = [(s.type, " ".join(s.query.split())) for s in searches or []]
+        result = _search(query=query, mode=Mode.HYBRID, searches=typed, intent=intent, rerank=rerank,
+                         candidate_limit=candidate_limit, collections=collections, limit=limit, min_score=min_score)
+        return _result(result, _search_text(result))
+
+    @server.tool(name="pmd_get", title="Read a document", annotations=READ_ONLY)
+    @tool_call
+    def pmd_get(
+        ref: str = Field(min_length=1, max_length=4096,
+                         description="#docid, pmd://collection/path, collection/path or path (optionally :LINE)"),
+        from_line: int | None = Field(None, ge=1, description="first line to return"),
+        max_lines: int | None = Field(200, ge=1, description="at most this many lines (default 200)"),
+        line_numbers: bool = Field(False, description="prefix each line with its number"),
+    ) -> DocumentText:
+        """Read one document (or a window of it) found by a search."""
+        doc = _document_text(ref=ref, from_line=from_line, max_lines=max_lines, line_numbers=line_numbers)
+        header = f"#{doc.docid} {doc.uri} lines {doc.from_line}-{doc.to_line} of {doc.total_lines}"
+        if doc.truncated:
+            header += f" (more: from_line={doc.to_line + 1})"
+        return _result(doc, f"{header}\n{doc.text}")
+
+    @server.tool(name="pmd_multi_get", title="Read several documents", annotations=READ_ONLY)
+    @tool_call
+    def pmd_multi_get(
+        pattern: str = Field(min_length=1, max_length=10000,
+                             description="a glob over collection/path (notes/**/*.md) or a comma list of paths/#docids"),
+        max_lines: int | None = Field(None, ge=1, description="at most this many lines per document"),
+        max_bytes: int | None = Field(None, ge=1, description="skip documents larger than this (default 10240; "
+                                      "at most the total limit of one answer, about 1 MB)"),
+        collections: list[str] = Field(default_factory=list),
+    ) -> MultiGetResult:
+        """Read several documents at once; large ones are skipped (raise max_bytes to include them) and one
+        answer holds at most about 1 MB: what is left out is listed or counted."""
+        found = documents_multi_get(pattern, max_bytes=max_bytes, max_lines=max_lines,
+                                    collections=collections or None)
+        result = MultiGetResult(**found.as_dict())
+        parts = []
+        for d in result.documents:
+            note = f" [skipped: {d.skipped}]" if d.skipped else (" [truncated]" if d.truncated else "")
+            parts.append(f"=== #{d.docid} {d.uri}{note}" + (f"\n{d.text}" if d.text is not None else ""))
+        if result.missing:
+            parts.append("not found: " + ", ".join(result.missing))
+        if result.notice:
+            parts.append(f"note: {result.notice}")
+        return _result(result, "\n\n".join(parts) or "no documents")
+
+    @server.tool(name="pmd_status", title="Index status", annotations=READ_ONLY)
+    @tool_call
+    def pmd_status(ctx: Context) -> StatusResult:
+        """What is indexed: collections, document counts, contexts, and how much is embedded for semantic search."""
+        internals = _sees_internals(ctx)
+        report = status_report(["database", "index", "embeddings"] + (["broker"] if internals else []),
+                               internals=internals)
+        index, embedded = report.get("index", {}), report.get("embeddings", {})
+        result = StatusResult(
+            documents=index.get("documents", 0), contexts=index.get("contexts", 0), problems=index.get("problems", 0),
+            collections=[CollectionInfo(name=c["name"], uri=f"pmd://{c['name']}/", documents=c["documents"],
+                                        last_indexed_at=c["last_indexed_at"]) for c in index.get("by_collection", [])],
+            embeddings=EmbeddingsInfo(
+                model=embedded.get("model", ""), embedded=embedded.get("embedded", 0),
+                pending=embedded.get("pending", 0), hint=embedded.get("hint") or embedded.get("error"),
+            ),
+            database_ok=bool(report.get("database", {}).get("ok")),
+            server={"database": report.get("database", {}), "broker": report.get("broker", {})} if internals else None,
+        )
+        refresh_instructions(force=True)
+        lines = [f"{result.documents} documents in {len(result.collections)} collections"]
+        lines += [f"- {c.uri} {c.documents} documents" for c in result.collections]
+        vectors = result.embeddings
+        lines.append(f"embeddings ({vectors.model or 'unknown model'}): {vectors.embedded} texts embedded, "
+                     f"{vectors.pending} pending" + (f"; {vectors.hint}" if vectors.hint else ""))
+        return _result(result, "\n".join(lines))
