@@ -2,37 +2,69 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 from django import forms
+from django.conf import settings
 from django.contrib import admin, messages
+from django.db import transaction
 from django.db.models import Count, Q
 from django.utils.html import format_html
 
+from indexing.errors import PmdError
 from indexing.models import Collection, Content, Document, FileProblem, Job, LLMCache, PathContext
 from indexing.services.background import embedding_request, index_request
+from indexing.services.collections import CollectionError, collection_root_check
+from indexing.services.refresh import collection_add
+
+# Which field of the form a service error concerns, by its code (absent: the form as a whole).
+_FIELD_FOR_CODE = {"collection_path_refused": "root_path", "collection_exists": "name"}
 
 
 class CollectionAdminForm(forms.ModelForm):
-    """Adding or moving a collection here obeys PMD_COLLECTION_ROOTS, like the web UI and API."""
+    """Adding a collection here is the service `collection_add`, as in the web UI and the API:
+    the same checks (PMD_COLLECTION_ROOTS among them) and the same side effects. Moving one
+    obeys PMD_COLLECTION_ROOTS too."""
 
     class Meta:
         model = Collection
         fields = "__all__"
 
     def clean_root_path(self):
-        from django.conf import settings
-
-        from indexing.services.collections import CollectionError, collection_root_check
-
         value = self.cleaned_data["root_path"]
-        if self.instance.pk and value == self.instance.root_path:
+        if not self.instance.pk:
+            return value  # adding: collection_add checks the folder (see clean)
+        if value == self.instance.root_path:
             return value  # unchanged: a folder added from the CLI stays editable (the scanner has its own check)
         try:
             root = collection_root_check(path=value, allowed_roots=settings.PMD_COLLECTION_ROOTS)
         except CollectionError as exc:
-            raise forms.ValidationError(str(exc)) from None
+            raise forms.ValidationError(exc.message) from None
         if not root.is_dir():
             raise forms.ValidationError(f"{root} is not an existing folder")
         return str(root)
+
+    def clean(self):
+        """Adding: register the collection through the service, so its refusals are this form's errors.
+
+        The admin saves inside one transaction (a later failure undoes this too); the index job
+        is asked for once it commits (CollectionAdmin.save_model)."""
+        cleaned = super().clean()
+        if self.instance.pk or self.errors:
+            return cleaned
+        try:
+            added = collection_add(
+                path=cleaned["root_path"], name=cleaned["name"], mask=cleaned.get("mask") or None,
+                ignore_patterns=cleaned.get("ignore_patterns") or None,
+                text_search_config=cleaned.get("text_search_config") or None,
+                allowed_roots=settings.PMD_COLLECTION_ROOTS, index="no",
+            )
+        except PmdError as exc:
+            self.add_error(_FIELD_FOR_CODE.get(exc.code), exc.message)
+            return cleaned
+        self.instance = added.collection
+        cleaned["root_path"] = added.collection.root_path  # the resolved folder, as the service stored it
+        return cleaned
 
 
 @admin.register(Collection)
@@ -47,6 +79,16 @@ class CollectionAdmin(admin.ModelAdmin):
         return super().get_queryset(request).annotate(
             n_active=Count("documents", filter=Q(documents__active=True))
         )
+
+    def save_model(self, request, obj, form, change):
+        if change:
+            super().save_model(request, obj, form, change)
+            return
+        # Registered by the form through collection_add; its index job (as the web UI's and the API's
+        # index="job") is asked for when the admin's transaction commits: a worker or a background
+        # thread asked earlier would not see the collection yet.
+        transaction.on_commit(partial(index_request, collection=obj, created_by=request.user))
+        messages.info(request, f"indexing of {obj.name} started; see Jobs")
 
     @admin.display(description="documents", ordering="n_active")
     def active_documents(self, obj):

@@ -78,3 +78,37 @@ def test_every_face_adds_a_collection_with_the_same_side_effects(corpus_dir, tmp
 
     expected = {"documents": 7, "indexed": True, "embedding_requested": True, "embedding_done": True, "pending": 0}
     assert effects == {face: expected for face in ("cli", "api", "web", "up")}
+
+
+@pytest.mark.django_db
+def test_adding_in_the_admin_has_the_same_side_effects_as_the_web_ui(corpus_dir, tmp_path, staff, eager_tasks,
+                                                                       ollama, settings, django_capture_on_commit_callbacks):
+    settings.PMD_COLLECTION_ROOTS = [tmp_path]
+    folders = {}
+    for face in ("web", "admin"):
+        folders[face] = tmp_path / f"notes-{face}"
+        shutil.copytree(corpus_dir, folders[face])
+        (folders[face] / "only-here.md").write_text(f"# Only in {face}\n\nContent no other collection has: {face}.\n")
+    staff.is_superuser = True
+    staff.save()
+    browser = Client()
+    browser.force_login(staff)
+
+    effects = {}
+    response = browser.post("/collections/add/", {"path": str(folders["web"]), "name": "web", "mask": ""})
+    assert response.status_code == 302
+    effects["web"] = _effects("web")
+    _fresh()
+
+    form = {"name": "admin", "root_path": str(folders["admin"]), "mask": "**/*.md", "ignore_patterns": "[]",
+            "text_search_config": "english"}
+    with django_capture_on_commit_callbacks(execute=True) as started:
+        response = browser.post("/admin/indexing/collection/add/", form)
+    assert response.status_code == 302, response.content
+    assert len(started) == 1  # the index job, asked for once the admin's transaction commits
+    effects["admin"] = _effects("admin")
+    index_job = Job.objects.get(kind=Job.Kind.INDEX)
+    assert (index_job.collection.name, index_job.created_by, index_job.state) == ("admin", staff, Job.State.DONE)
+
+    expected = {"documents": 7, "indexed": True, "embedding_requested": True, "embedding_done": True, "pending": 0}
+    assert effects == {"web": expected, "admin": expected}
