@@ -1,7 +1,7 @@
 from django.contrib import admin, messages
 
 from search.models import ApiToken
-from search.api_tokens import token_create
+from search.api_tokens import token_create, token_revoke
 
 
 @admin.register(ApiToken)
@@ -24,7 +24,7 @@ class ApiTokenAdmin(admin.ModelAdmin):
 
     @admin.action(description="Revoke selected tokens")
     def revoke_selected(self, request, queryset):
-        from django.utils import timezone
-
-        count = queryset.filter(revoked__isnull=True).update(revoked=timezone.now())
-        messages.info(request, f"revoked {count} token(s)")
+        active = list(queryset.filter(revoked__isnull=True))
+        for token in active:
+            token_revoke(token=token.pk)  # the service the CLI and the web UI revoke with
+        messages.info(request, f"revoked {len(active)} token(s)")

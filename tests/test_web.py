@@ -288,6 +288,20 @@ def test_admin_reindex_action_starts_a_job(indexed_collection):
     assert _wait_for_job(job.pk).state == Job.State.DONE
 
 
+def test_admin_revoke_action_revokes_through_the_token_service(member):
+    from search.api_tokens import token_authenticate, token_create
+
+    admin_user = get_user_model().objects.create_superuser("root", password="correct horse battery")
+    client = Client()
+    client.force_login(admin_user)
+    tokens = [token_create(user=member, name=n) for n in ("one", "two")]
+    kept = token_create(user=member, name="kept")
+    response = client.post("/admin/search/apitoken/", {
+        "action": "revoke_selected", "_selected_action": [t.token.pk for t in tokens]}, follow=True)
+    assert response.status_code == 200 and b"Revoked 2 token(s)" in response.content  # the admin capitalises
+    assert [token_authenticate(t.raw) for t in tokens] == [None, None] and token_authenticate(kept.raw) == member
+
+
 @pytest.mark.django_db(transaction=True)
 def test_user_create_cli(run_cli, monkeypatch):
     monkeypatch.setattr("sys.stdin", io.StringIO("a long enough passphrase\n"))
@@ -431,3 +445,13 @@ def test_token_forms_need_a_csrf_token(member):
     assert page.content.count(b'name="csrfmiddlewaretoken"') >= 3  # logout, revoke, create
     csrf = client.cookies["csrftoken"].value
     assert client.post("/tokens/new/", {"name": "ok", "csrfmiddlewaretoken": csrf}).status_code == 200
+
+
+def test_a_service_error_in_a_page_is_its_problem_page_or_fragment_with_its_status(member_client, indexed_collection):
+    page = member_client.get("/doc/notes/nowhere.md")
+    assert page.status_code == 404
+    assert "<h2>Not found</h2><p>no document pmd://notes/nowhere.md" in page.content.decode()
+    fragment = member_client.get("/doc/notes/nowhere.md", HTTP_HX_REQUEST="true")
+    assert fragment.status_code == 404 and "<html" not in fragment.content.decode()
+    assert 'class="state problem not-found"' in fragment.content.decode()
+    assert member_client.get("/d/zzzzzz").status_code == 404
