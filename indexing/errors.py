@@ -165,3 +165,14 @@ class LLMBackendTimeout(LLMBackendError):
 
 class LLMBadResponse(LLMBackendError):
     code = "llm_bad_response"
+
+
+# --- pmd's own setup on this machine --------------------------------------------------------
+
+
+class SetupError(PmdError, RuntimeError):
+    """pmd cannot run as set up here (an environment variable, an embedded server's folder);
+    the message says what to change. Raised before or beside any request, by the operator's doing."""
+
+    code = "setup_error"
+    http_status = 500

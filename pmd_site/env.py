@@ -10,9 +10,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from indexing.errors import SetupError  # imports nothing of pmd's: safe before settings
 
-class ConfigError(ValueError):
+
+class ConfigError(SetupError, ValueError):
     """An environment variable holds a value pmd cannot use."""
+
+    code = "config_error"
 
 
 def get_str(name: str, default: str = "") -> str:

@@ -9,12 +9,16 @@ import os
 import stat
 from pathlib import Path
 
+from indexing.errors import SetupError
+
 # Written into $PMD_HOME when pmd creates it: only then may pmd set that folder's permissions.
 HOME_MARKER = ".created-by-pmd"
 
 
-class ServerSetupError(RuntimeError):
+class ServerSetupError(SetupError):
     """An embedded server cannot be started safely; the message says what to change."""
+
+    code = "server_setup_error"
 
 
 def private_dir(path: Path, *, group: int | None = None, create_marker: bool = False) -> Path:

@@ -17,6 +17,7 @@ import io
 import json
 from xml.sax.saxutils import escape, quoteattr
 
+from indexing.errors import InvalidRequest
 from search.request import mode_verb
 from search.results import SearchResponse, SearchResult
 
@@ -35,8 +36,10 @@ _CYAN = "\x1b[36m"
 _MARK = "\x1b[1;33m"
 
 
-class UnknownFormat(ValueError):
-    pass
+class UnknownFormat(InvalidRequest):
+    """No output format of that name (a ValueError too)."""
+
+    code = "unknown_format"
 
 
 def format_response(

@@ -20,6 +20,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from indexing import errors
 from indexing.folders import collection_folder_refusal, pseudo_mount_points
 from indexing.locks import advisory_lock, collection_lock_key
 from indexing.models import Collection, Content, Document, FileProblem
@@ -32,8 +33,10 @@ ALWAYS_SKIPPED_DIRS = frozenset({"node_modules", "__pycache__"})
 FLUSH_EVERY = 500
 
 
-class CollectionPathMissing(FileNotFoundError):
-    pass
+class CollectionPathMissing(errors.NotFound, FileNotFoundError):
+    """The collection's folder is gone; refreshing reports it per collection (a FileNotFoundError too)."""
+
+    code = "collection_path_missing"
 
 
 @dataclass

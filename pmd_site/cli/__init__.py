@@ -104,12 +104,6 @@ def main(argv: list[str] | None = None) -> int:
         error("interrupted")
         return 130
     except Exception as exc:  # noqa: BLE001 - the last line of defence for users
-        from pmd_site.env import ConfigError
-        from pmd_site.serverfiles import ServerSetupError
-
-        if isinstance(exc, (ConfigError, ServerSetupError)):
-            error(str(exc))
-            return 1
         from django.db import OperationalError as DjangoOperationalError
         from psycopg import OperationalError
 
