@@ -14,6 +14,7 @@ from django.db import IntegrityError, transaction
 from indexing import errors
 from indexing.folders import collection_folder_refusal, is_within
 from indexing.models import Collection
+from indexing.selectors import close_matches
 from indexing.services.scanning import ProgressCallback, ScanReport, collection_index
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
@@ -121,8 +122,6 @@ def collection_get(name: str) -> Collection:
 
 def collection_suggestions(name: str) -> list[str]:
     """pmd:// URIs of the collections whose names are close to `name`."""
-    from indexing.selectors import close_matches
-
     names = list(Collection.objects.values_list("name", flat=True))
     return [f"pmd://{n}/" for n in close_matches(name, names)]
 

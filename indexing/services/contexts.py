@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from indexing import errors
 from indexing.models import Collection, PathContext
 from indexing.paths import InvalidPath, normalize_relative, parse_virtual
+from indexing.services.collections import collection_get
 
 
 class ContextError(errors.InvalidContext):
@@ -17,8 +20,6 @@ class ContextNotFound(errors.ContextNotFound, ContextError):
 
 def resolve_context_target(target: str) -> tuple[Collection | None, str]:
     """`/` (global), `pmd://coll/prefix`, `coll/prefix`, `coll`, or a filesystem path inside a collection."""
-    from indexing.services.collections import collection_get
-
     target = (target or "/").strip()
     if target in {"/", ""}:
         return None, ""
@@ -28,8 +29,6 @@ def resolve_context_target(target: str) -> tuple[Collection | None, str]:
             return collection_get(name), prefix
     except InvalidPath as exc:
         raise ContextError(str(exc)) from None
-    from pathlib import Path
-
     fs_path = Path(target).expanduser()
     if fs_path.is_absolute() or fs_path.exists():
         resolved = fs_path.resolve()

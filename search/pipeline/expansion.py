@@ -31,6 +31,7 @@ import re
 from dataclasses import dataclass, field
 
 from indexing.errors import InvalidSearchInput
+from indexing.models import LLMCache
 
 LEX, VEC, HYDE = "lex", "vec", "hyde"
 KINDS = (LEX, VEC, HYDE)
@@ -141,8 +142,6 @@ def request_expansion(*, backend, model: str, query: str, intent: str | None = N
 
 
 def cached_expansion(key: str) -> list[QueryVariant] | None:
-    from indexing.models import LLMCache
-
     entry = LLMCache.objects.filter(key=key, kind="expand").first()
     if entry is None:
         return None
@@ -153,8 +152,6 @@ def cached_expansion(key: str) -> list[QueryVariant] | None:
 
 
 def store_expansion(key: str, variants: list[QueryVariant]) -> None:
-    from indexing.models import LLMCache
-
     if not variants:
         return  # never cache a failure: the next try may do better
     LLMCache.objects.update_or_create(

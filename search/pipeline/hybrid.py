@@ -24,9 +24,12 @@ import time
 from dataclasses import dataclass, field
 
 from django.conf import settings
+from django.db.models import Q
 
+from indexing.chunking import chunk_markdown
+from indexing.models import Document
+from indexing.services.embedding import chunk_params_from_settings
 from search.llm import BackendTimeout, BackendUnavailable, get_backend
-from search.retrieval.common import SearchError, collection_ids_for
 from search.pipeline.deadline import run_concurrently
 from search.pipeline.expansion import (
     HYDE,
@@ -42,10 +45,20 @@ from search.pipeline.expansion import (
     store_expansion,
     user_plan,
 )
-from search.pipeline.fusion import ORIGINAL_WEIGHT, VARIANT_WEIGHT, Blended, RankedList, blend, reciprocal_rank_fusion
-from search.request import Mode, SearchRequest
+from search.pipeline.fusion import (
+    ORIGINAL_WEIGHT,
+    VARIANT_WEIGHT,
+    Blended,
+    RankedList,
+    blend,
+    reciprocal_rank_fusion,
+)
 from search.pipeline.rerank import RerankItem, rerank
+from search.request import Mode, SearchRequest
 from search.results import SearchResponse, SearchResult
+from search.retrieval.common import SearchError, collection_ids_for
+from search.retrieval.keyword import keyword_search
+from search.retrieval.vector import vector_search
 
 STRONG_SCORE = 0.85
 STRONG_GAP = 0.15
@@ -333,14 +346,10 @@ def _sub_request(request: SearchRequest, text: str, mode: str, depth: int) -> Se
 
 
 def _keyword(request: SearchRequest) -> SearchResponse:
-    from search.retrieval.keyword import keyword_search
-
     return keyword_search(request)
 
 
 def _vector(request: SearchRequest) -> SearchResponse:
-    from search.retrieval.vector import vector_search
-
     return vector_search(request)
 
 
@@ -368,17 +377,11 @@ def _representative(key: str, candidate, hits) -> SearchResult:
 
 def _rerank_items(candidates, hits, query: str) -> list[RerankItem]:
     """Each candidate's best chunk: the chunk around the line its best hit points at."""
-    from indexing.chunking import chunk_markdown
-    from indexing.models import Document
-    from indexing.services.embedding import chunk_params_from_settings
-
     params = chunk_params_from_settings()
     shown = {c.key: _representative(c.key, c, hits) for c in candidates}
     pairs = {(r.collection, r.path) for r in shown.values()}
     bodies: dict[tuple[str, str], str] = {}
     if pairs:
-        from django.db.models import Q
-
         condition = Q()
         for collection, path in pairs:
             condition |= Q(collection__name=collection, path=path)
@@ -471,8 +474,6 @@ def _explain(candidate, rrf_rank, position, retrieval, rerank_score, weight, fin
 
 
 def _attach_bodies(results: list[SearchResult]) -> None:
-    from indexing.models import Document
-
     for result in results:
         if result.body is None:
             body = (Document.objects.filter(collection__name=result.collection, path=result.path)

@@ -25,6 +25,7 @@ import re
 import threading
 from dataclasses import dataclass, field
 
+from indexing.models import LLMCache
 from search.llm import BackendError, BackendTimeout, TokenLogprob
 from search.pipeline.deadline import run_concurrently
 
@@ -262,8 +263,6 @@ def rerank(
     Must run in a thread that may use the database (the cache); the judgements
     themselves run in worker threads that only speak HTTP.
     """
-    from indexing.models import LLMCache
-
     outcome = RerankOutcome()
     if not items:
         return outcome

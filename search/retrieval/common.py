@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 from indexing.errors import CollectionNotFound, InvalidSearchInput
 from indexing.models import Collection
+from indexing.selectors import close_matches
 
 SNIPPET_CHARS = 300  # longest snippet piece cut from one long line
 
@@ -28,8 +29,6 @@ def collection_ids_for(names: list[str] | None) -> list[int] | None:
     found = dict(Collection.objects.filter(name__in=wanted).values_list("name", "id"))
     missing = [n for n in wanted if n not in found]
     if missing:
-        from indexing.selectors import close_matches
-
         known = list(Collection.objects.values_list("name", flat=True))
         raise SearchCollectionNotFound(
             name=missing[0], suggestions=[f"pmd://{n}/" for n in close_matches(missing[0], known)])

@@ -28,13 +28,28 @@ from django.conf import settings
 from django.db import connection, transaction
 
 from indexing import errors
-from indexing.models import Collection, Document, EmbeddingFingerprint, PathContext
+from indexing.models import (
+    Collection,
+    Document,
+    EmbeddingFingerprint,
+    LLMCache,
+    PathContext,
+)
 from indexing.selectors import contexts_for
-from indexing.services.embedding import embedding_config, fingerprint_configured, pending_count
+from indexing.services.embedding import (
+    embedding_config,
+    fingerprint_configured,
+    pending_count,
+)
 from search.llm import embedding_prompts, get_backend
-from search.retrieval.common import SNIPPET_CHARS, SearchError, collection_ids_for, line_pieces
 from search.request import Mode, SearchRequest
 from search.results import SearchResponse, SearchResult
+from search.retrieval.common import (
+    SNIPPET_CHARS,
+    SearchError,
+    collection_ids_for,
+    line_pieces,
+)
 
 MAX_CANDIDATES = 10_000   # chunks read for one search (pgvector's iterative scan stops at 20k tuples)
 MAX_EF_SEARCH = 1000      # pgvector's upper bound
@@ -90,8 +105,6 @@ def vector_search(request: SearchRequest, *, exact: bool = False) -> SearchRespo
 def query_embedding(query: str, *, model: str, use_cache: bool = True) -> tuple[list[float], bool]:
     """The query's vector (query prompt applied) and whether it came from the LLM cache.
     Repeated queries (paging, agents retrying, hybrid sub-queries) skip the model."""
-    from indexing.models import LLMCache
-
     text = embedding_prompts(model).format_query(query)
     key = hashlib.sha256(f"embed-query\0{model}\0{text}".encode()).hexdigest()
     if use_cache:
