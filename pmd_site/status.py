@@ -88,7 +88,7 @@ def _workers() -> dict:
 
 
 def _watcher() -> dict:
-    from indexing.watcher import watcher_health
+    from indexing.watcher.heartbeat import watcher_health
 
     return watcher_health()
 
