@@ -8,4 +8,5 @@ class IndexingConfig(AppConfig):
 
     def ready(self) -> None:
         # The celery tasks register with indexing/services/background.py, which starts them.
+        # Imported here, not at the top: tasks imports models, which need the app registry loaded.
         from indexing import tasks  # noqa: F401

@@ -414,8 +414,6 @@ def index_counts() -> dict:
     docs = Document.objects.aggregate(
         n_active=Count("id", filter=Q(active=True)), n_inactive=Count("id", filter=Q(active=False))
     )
-    from indexing.models import Content
-
     return {
         "collections": Collection.objects.count(),
         "documents": docs["n_active"],

@@ -23,6 +23,12 @@ from django.core.asgi import get_asgi_application  # noqa: E402
 
 django_application = get_asgi_application()
 
+# pmd's modules come after get_asgi_application(): they need Django set up.
+from pmd_site.dbhealth import RETRY_AFTER_SECONDS, DatabaseUnavailable, database_guard
+from pmd_site.security import forwarded_client
+from search.api_tokens import TokenThrottled, bearer_token, token_authenticate
+from search.mcp.server import get_server
+
 MCP_PATH = "/mcp"
 
 
@@ -46,8 +52,6 @@ def transport_security():
 
 
 def _mcp_starlette_app():
-    from search.mcp.server import get_server
-
     return get_server().streamable_http_app(
         streamable_http_path=MCP_PATH,
         stateless_http=True,
@@ -59,10 +63,6 @@ def _mcp_starlette_app():
 def _authenticate(header: str | None, client: str | None = None, forwarded_for: str | None = None):
     """The token's user, None, or the TokenThrottled to answer 429 with (too many bad tokens)."""
     from django.db import close_old_connections
-
-    from pmd_site.dbhealth import database_guard
-    from pmd_site.security import forwarded_client
-    from search.api_tokens import TokenThrottled, bearer_token, token_authenticate
 
     close_old_connections()
     try:
@@ -104,8 +104,6 @@ class Router:
         path = scope.get("path", "")
         if kind == "http" and (path == MCP_PATH or path == MCP_PATH + "/"):
             from asgiref.sync import sync_to_async
-
-            from pmd_site.dbhealth import RETRY_AFTER_SECONDS, DatabaseUnavailable
 
             headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
             try:

@@ -17,6 +17,9 @@ from pathlib import Path
 
 import psutil
 
+# Reads no settings or environment when imported, so it may come before PMD_HOME is chosen below.
+from pmd_site.pgserver import EmbeddedPostgres
+
 _TEST_PREFIX = "pmd-test-"
 _home: Path | None = None
 
@@ -31,8 +34,6 @@ os.environ.setdefault("PMD_SECRET_KEY", "test-only-secret-key-not-for-production
 
 
 def _reap_orphans() -> None:
-    from pmd_site.pgserver import EmbeddedPostgres
-
     for folder in Path(tempfile.gettempdir()).glob(_TEST_PREFIX + "*"):
         if folder == _home:
             continue
@@ -50,8 +51,6 @@ def _shutdown() -> None:
     global _home
     if _home is None:
         return
-    from pmd_site.pgserver import EmbeddedPostgres
-
     home, _home = _home, None
     try:
         from django.db import connections
@@ -72,8 +71,6 @@ def pytest_sessionstart(session):
     if _home is None:
         return
     _reap_orphans()
-    from pmd_site.pgserver import EmbeddedPostgres
-
     atexit.register(_shutdown)
     signal.signal(signal.SIGTERM, _on_sigterm)
     EmbeddedPostgres(_home).start()

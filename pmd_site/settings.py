@@ -8,6 +8,7 @@ from urllib.parse import parse_qsl, unquote, urlparse
 
 from pmd_site import env
 from pmd_site.pgserver import PG_PORT, PG_USER, database_password, socket_dir_for
+from pmd_site.serverfiles import private_dir
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 PMD_HOME = env.pmd_home()
@@ -22,8 +23,6 @@ if not SECRET_KEY:
         SECRET_KEY = _secret_file.read_text().strip()
     except OSError:
         import secrets
-
-        from pmd_site.serverfiles import private_dir
 
         SECRET_KEY = secrets.token_urlsafe(50)
         try:

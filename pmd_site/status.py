@@ -12,6 +12,10 @@ from django.conf import settings
 
 from pmd_site.celery import app, broker_reachable, broker_url
 from pmd_site.redisserver import redis_py_url
+from pmd_site.safety import unsafe_settings
+
+# The indexing providers import inside their functions: an import that fails then fails only its
+# section (status_report catches it), so one broken part cannot break the report.
 
 
 def _database() -> dict:
@@ -100,10 +104,6 @@ def _embeddings() -> dict:
 
 
 def _security() -> dict:
-    from django.conf import settings
-
-    from pmd_site.safety import unsafe_settings
-
     warnings = unsafe_settings(settings)
     return {"ok": not warnings, "warnings": warnings}
 

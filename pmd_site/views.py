@@ -7,13 +7,13 @@ from django.http import JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
+from pmd_site.dbhealth import DatabaseUnavailable, database_available, is_unavailable, note_failure
+
 
 @never_cache
 @require_GET
 def healthz(request):
     """200 when the database answers, 503 otherwise. No login: orchestrators call it."""
-    from pmd_site.dbhealth import DatabaseUnavailable, database_available, is_unavailable, note_failure
-
     try:
         if not database_available():  # known to be down: answer now, not after the pool's timeout
             raise DatabaseUnavailable

@@ -25,6 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from pmd_site.pgserver import EmbeddedPostgres
+from pmd_site.runtime import ensure_database, migrate, setup_django
 from search.bench.quality import percentile
 
 # ../shared/datasets beside the repository (see the README's Benchmarks section).
@@ -108,13 +110,12 @@ def _prepare(home: Path, corpus: Path | None) -> tuple[str, list[str], int]:
     os.environ["PMD_HOME"] = str(home)
     os.environ.pop("DATABASE_URL", None)
     os.environ.setdefault("PMD_SECRET_KEY", "loadtest-only-secret")
-    from pmd_site.runtime import ensure_database, migrate, setup_django
-
     setup_django()
     ensure_database()
     migrate()
     from django.contrib.auth import get_user_model
 
+    # These need Django, which this script sets up just above (after choosing PMD_HOME).
     from indexing.services.collections import collection_create
     from indexing.services.scanning import collection_index
     from search.api_tokens import token_create
@@ -191,8 +192,6 @@ def main(argv: list[str] | None = None) -> int:
                 os.killpg(server.pid, signal.SIGKILL)
                 server.wait()
         if home is not None:
-            from pmd_site.pgserver import EmbeddedPostgres
-
             EmbeddedPostgres(home).destroy()
             shutil.rmtree(home, ignore_errors=True)
 

@@ -26,6 +26,10 @@ from typing import Callable
 from indexing.errors import BenchmarkError
 from search.request import Mode, SearchRequest, mode_verb
 
+# Models, services and the search code are imported inside the functions: `pmd` imports this
+# module (through search/bench/modes.py) while it builds its parser, and search/bench/loadtest.py
+# imports it as a script, both before Django is set up.
+
 DEPTH = 100  # results fetched per query: enough for Recall@100
 
 

@@ -24,7 +24,11 @@ from django.db import connection, transaction
 
 from search.bench.quality import BenchError, BenchOptions, BenchReport, _bench_collection, _dataset, bench_retrieval, \
     percentile, read_queries
+from search.llm import BackendError, embedding_prompts, get_backend
 from search.request import Mode
+
+# Models, services and retrieval are imported inside the functions: `pmd` imports this module
+# (through search/bench/modes.py) while it builds its parser, before Django is set up.
 
 REPLAY_BATCHES = 40       # batches replayed directly against the backend
 RECALL_K = 10
@@ -34,7 +38,6 @@ EF_SWEEP = (40, 100, 200, 400)
 
 def _query_vectors(queries: list[tuple[str, str]]) -> list[list[float]]:
     from indexing.services.embedding import embedding_config
-    from search.llm import embedding_prompts, get_backend
 
     config = embedding_config()
     prompts = embedding_prompts(config.model)
@@ -76,7 +79,6 @@ def _recall(fingerprint, vectors, *, collection_ids=None, k: int = RECALL_K, ef_
 
 def bench_vsearch(dataset_dir: str, options: BenchOptions) -> BenchReport:
     from indexing.services.embedding import embed_pending, fingerprint_configured
-    from search.llm import BackendError, get_backend
     from search.retrieval.common import collection_ids_for
     from search.retrieval.vector import vector_search
 

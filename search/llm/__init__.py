@@ -27,6 +27,8 @@ from search.llm.base import (
     PullProgress,
     TokenLogprob,
 )
+from search.llm.ollama import OllamaBackend
+from search.llm.openai import OpenAIBackend
 from search.llm.prompts import EmbedPrompts, prompts_for
 
 __all__ = [
@@ -45,12 +47,8 @@ _cached: dict[tuple, LLMBackend] = {}
 def make_backend(kind: str, *, url: str, api_key: str = "", timeout: float = 120.0, retries: int = 3,
                  keep_alive: str | None = None, backoff: float = 0.5) -> LLMBackend:
     if kind == "ollama":
-        from search.llm.ollama import OllamaBackend
-
         return OllamaBackend(url, timeout=timeout, retries=retries, keep_alive=keep_alive, backoff=backoff)
     if kind == "openai":
-        from search.llm.openai import OpenAIBackend
-
         return OpenAIBackend(url, api_key=api_key, timeout=timeout, retries=retries, backoff=backoff)
     raise BackendError(f"PMD_LLM_BACKEND={kind!r} is not a backend pmd knows: use `ollama` or `openai`")
 
