@@ -41,3 +41,24 @@ def test_percentile_nearest_rank():
     assert percentile(values, 50) == 50
     assert percentile(values, 95) == 95
     assert percentile([], 50) == 0.0
+
+
+def test_doc_ids_follow_eval_py_file_name_without_folder_or_extension():
+    from search.bench.quality import doc_id_of
+
+    assert doc_id_of("vol-03/notebook-0123.md") == "notebook-0123"
+    assert doc_id_of("docs/4983.md") == "4983"
+    assert doc_id_of("plain") == "plain"
+    assert doc_id_of("a\\b\\c.md") == "c"
+
+
+def test_split_odd_and_even_are_1_based_positions_that_partition_the_queries():
+    from search.bench.quality import BenchError, split_queries
+
+    queries = [(f"q{i}", f"text {i}") for i in range(1, 8)]
+    odd, even = split_queries(queries, "odd"), split_queries(queries, "even")
+    assert [q for q, _ in odd] == ["q1", "q3", "q5", "q7"]
+    assert [q for q, _ in even] == ["q2", "q4", "q6"]
+    assert sorted(odd + even) == sorted(queries) and split_queries(queries, "all") == queries
+    with pytest.raises(BenchError):
+        split_queries(queries, "third")

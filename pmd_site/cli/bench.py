@@ -7,6 +7,7 @@ from pmd_site.cli.output import print_json, progress_bar, stdout_console
 
 def register(sub) -> None:
     from search.bench.modes import MODES
+    from search.bench.quality import SPLITS
 
     parser = sub.add_parser("bench", help="benchmark retrieval quality/latency or indexing on a test collection")
     parser.add_argument("dataset", metavar="DATASET_DIR", help="folder with docs/, queries.tsv, qrels.tsv")
@@ -14,7 +15,10 @@ def register(sub) -> None:
     parser.add_argument("--run", dest="run_file", metavar="FILE", help="write the run as query_id<TAB>rank<TAB>doc_id")
     parser.add_argument("--collection", metavar="NAME", help="collection to use (default bench-<dataset>)")
     parser.add_argument("--fresh", action="store_true", help="drop and re-index the collection first")
-    parser.add_argument("--queries", type=int, dest="limit", metavar="N", help="only the first N queries")
+    parser.add_argument("--queries", type=int, dest="limit", metavar="N", help="only the first N queries (of the split)")
+    parser.add_argument("--split", choices=SPLITS, default="all",
+                        help="evaluate half of the queries, by 1-based position in queries.tsv: odd = 1st, 3rd, "
+                             "5th…, even = 2nd, 4th…; fit on one half, report the other (default all)")
     parser.add_argument("--json", action="store_true")
     parser.set_defaults(func=cmd_bench)
 
@@ -25,7 +29,7 @@ def cmd_bench(args) -> int:
 
     with progress_bar(f"bench {args.mode}", enabled=not args.json) as progress:
         options = BenchOptions(collection=args.collection, fresh=args.fresh, run_file=args.run_file,
-                               limit=args.limit, progress=progress)
+                               limit=args.limit, split=args.split, progress=progress)
         report = MODES[args.mode](args.dataset, options)
     if args.json:
         print_json({"title": report.title, **report.data})

@@ -1,0 +1,75 @@
+"""`pmd bench` on a dataset whose documents live in sub-folders, and `--split odd|even|all`."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytestmark = pytest.mark.django_db
+
+TOPICS = {  # doc id: (folder, words)
+    "x": ("a", "tomato garden greenhouse watering"),
+    "y": ("b", "postgres vacuum autovacuum bloat"),
+    "z": ("b/deeper", "sourdough starter flour hydration"),
+    "w": ("a", "kubernetes rollout deployment pods"),
+    "v": ("c", "violin bow rosin strings"),
+}
+QUERIES = [("q1", "tomato greenhouse", "x"), ("q2", "autovacuum bloat", "y"), ("q3", "sourdough hydration", "z"),
+           ("q4", "kubernetes rollout", "w"), ("q5", "violin rosin", "v")]
+
+
+@pytest.fixture
+def nested_dataset(tmp_path):
+    root = tmp_path / "nested"
+    for doc_id, (folder, words) in TOPICS.items():
+        (root / "docs" / folder).mkdir(parents=True, exist_ok=True)
+        (root / "docs" / folder / f"{doc_id}.md").write_text(
+            f"---\ntitle: {doc_id}\n---\n\n## {words.split()[0]}\n\n{words}. {words}.\n")
+    (root / "queries.tsv").write_text("".join(f"{q}\t{text}\n" for q, text, _ in QUERIES))
+    (root / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{d}\t1\n" for q, _, d in QUERIES))
+    return root
+
+
+def test_bench_scores_nested_docs_by_file_name(nested_dataset, tmp_path):
+    from search.bench.modes import MODES
+    from search.bench.quality import BenchOptions
+
+    run_file = tmp_path / "run.tsv"
+    report = MODES["search"](str(nested_dataset), BenchOptions(run_file=str(run_file)))
+    assert report.data["metrics"]["nDCG@10"] == pytest.approx(1.0)
+    assert report.data["metrics"]["Recall@100"] == pytest.approx(1.0)
+    rows = [line.split("\t") for line in run_file.read_text().splitlines()]
+    top = {q: d for q, rank, d in rows if rank == "1"}
+    assert top == {q: d for q, _, d in QUERIES}, "ids are file names without folder or .md"
+    assert all("/" not in d and not d.endswith(".md") for _, _, d in rows)
+    assert report.data["split"]["name"] == "all" and report.data["queries"] == 5
+    assert set(report.data["latency_ms"]) >= {"n10_p50", "n10_p95", "n100_p50", "n100_p95"}
+
+
+def test_bench_split_odd_and_even_partition_the_queries(nested_dataset, tmp_path):
+    from search.bench.modes import MODES
+    from search.bench.quality import BenchOptions
+
+    halves = {}
+    for split in ("odd", "even"):
+        run_file = tmp_path / f"{split}.tsv"
+        report = MODES["search"](str(nested_dataset), BenchOptions(run_file=str(run_file), split=split))
+        halves[split] = {line.split("\t")[0] for line in run_file.read_text().splitlines()}
+        assert report.data["metrics"]["nDCG@10"] == pytest.approx(1.0)
+        assert report.data["split"] == {"name": split, "queries": len(halves[split]), "of": 5,
+                                        "rule": report.data["split"]["rule"]}
+        assert split in report.title and split in dict(report.lines)["split"]
+    assert halves == {"odd": {"q1", "q3", "q5"}, "even": {"q2", "q4"}}
+
+
+def test_bench_cli_split_json_and_text(nested_dataset, run_cli):
+    code, out, err = run_cli("bench", str(nested_dataset), "--mode", "search", "--split", "even", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["split"]["name"] == "even" and data["queries"] == 2 and data["metrics"]["nDCG@10"] > 0
+    assert "1-based" in data["split"]["rule"]
+    code, out, err = run_cli("bench", str(nested_dataset), "--mode", "search", "--split", "odd")
+    assert code == 0, err
+    assert "odd (3 of 5 queries; 1-based position" in out
+    assert "latency n=10" in out and "latency n=100" in out and "warm" in out
