@@ -71,5 +71,5 @@ def test_bench_cli_split_json_and_text(nested_dataset, run_cli):
     assert "1-based" in data["split"]["rule"]
     code, out, err = run_cli("bench", str(nested_dataset), "--mode", "search", "--split", "odd")
     assert code == 0, err
-    assert "odd (3 of 5 queries; 1-based position" in out
+    assert "search nested, odd queries" in out and "odd (3 of 5 queries; 1-based position" in out
     assert "latency n=10" in out and "latency n=100" in out and "warm" in out

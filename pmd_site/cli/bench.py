@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from rich.markup import escape
+
 from pmd_site.cli.output import print_json, progress_bar, stdout_console
 
 
@@ -10,7 +12,7 @@ def register(sub) -> None:
     from search.bench.quality import SPLITS
 
     parser = sub.add_parser("bench", help="benchmark retrieval quality/latency or indexing on a test collection")
-    parser.add_argument("dataset", metavar="DATASET_DIR", help="folder with docs/, queries.tsv, qrels.tsv")
+    parser.add_argument("dataset", metavar="DATASET_DIR", help="folder with docs/ (sub-folders allowed; doc id = file name without .md), queries.tsv, qrels.tsv")
     parser.add_argument("--mode", default="search", choices=sorted(MODES), help="what to measure (default search)")
     parser.add_argument("--run", dest="run_file", metavar="FILE", help="write the run as query_id<TAB>rank<TAB>doc_id")
     parser.add_argument("--collection", metavar="NAME", help="collection to use (default bench-<dataset>)")
@@ -35,7 +37,7 @@ def cmd_bench(args) -> int:
         print_json({"title": report.title, **report.data})
         return 0
     console = stdout_console()
-    console.print(f"[bold]{report.title}[/]")
+    console.print(f"[bold]{escape(report.title)}[/]")
     width = max(len(label) for label, _ in report.lines)
     for label, value in report.lines:
         console.print(f"  {label:<{width}}  {value}", markup=False)

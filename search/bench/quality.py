@@ -278,7 +278,7 @@ def bench_retrieval(dataset_dir: str, options: BenchOptions, *, service_fn: Call
                     handle.write(f"{qid}\t{rank}\t{doc_id}\n")
     judged = {q: qrels[q] for q, _ in queries if q in qrels}
     metrics = evaluate(run, judged)
-    title = f"{mode_verb(mode)} {root.name}" + ("" if options.split == "all" else f" [{options.split} queries]")
+    title = f"{mode_verb(mode)} {root.name}" + ("" if options.split == "all" else f", {options.split} queries")
     report = BenchReport(title)
     docs = scan.files_seen if scan else 0
     report.lines.append(("documents", f"{docs:,} (collection {collection.name}, index/refresh {index_s:.1f} s)"))
