@@ -55,29 +55,33 @@ def documents_of(collection: Collection) -> set[tuple]:
 def keyword_rows_of(collection: Collection) -> tuple[list, list]:
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT d.path, k.length, k.tsv::text FROM search_keyword_document k"
-            " JOIN indexing_document d ON d.id = k.document_id WHERE d.collection_id = %s ORDER BY 1",
+            "SELECT d.path, k.ordinal, k.start_line, k.end_line, k.start_char, k.end_char, k.length, k.tsv::text"
+            " FROM search_keyword_passage k"
+            " JOIN indexing_document d ON d.id = k.document_id WHERE d.collection_id = %s ORDER BY 1, 2",
             [collection.pk])
-        docs = cursor.fetchall()
+        passages = cursor.fetchall()
         cursor.execute(
-            "SELECT d.path, p.lexeme, p.tf_title, p.tf_body, p.length FROM search_keyword_posting p"
-            " JOIN indexing_document d ON d.id = p.document_id WHERE d.collection_id = %s ORDER BY 1, 2",
+            "SELECT d.path, k.ordinal, p.lexeme, p.tf_title, p.tf_body, p.length FROM search_keyword_posting p"
+            " JOIN search_keyword_passage k ON k.id = p.passage_id"
+            " JOIN indexing_document d ON d.id = p.document_id WHERE d.collection_id = %s ORDER BY 1, 2, 3",
             [collection.pk])
-        return docs, cursor.fetchall()
+        return passages, cursor.fetchall()
 
 
 def assert_statistics_consistent() -> None:
-    """Document frequencies and collection statistics agree with the rows they summarise."""
+    """Per-collection document frequencies and statistics agree with the rows they summarise."""
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT count(*) FROM (SELECT lexeme, count(*) AS df FROM search_keyword_posting GROUP BY lexeme) p"
-            " FULL JOIN search_keyword_term t USING (lexeme) WHERE p.df IS DISTINCT FROM t.df")
+            "SELECT count(*) FROM (SELECT lexeme, collection_id, count(*) AS df FROM search_keyword_posting"
+            " GROUP BY lexeme, collection_id) p"
+            " FULL JOIN search_keyword_term t USING (lexeme, collection_id) WHERE p.df IS DISTINCT FROM t.df")
         assert cursor.fetchone()[0] == 0
-        cursor.execute("SELECT count(*), coalesce(sum(length), 0) FROM search_keyword_document")
-        counted = cursor.fetchone()
-        cursor.execute("SELECT n_documents, total_length FROM search_keyword_stats WHERE id = 1")
-        assert cursor.fetchone() == counted
-        cursor.execute("SELECT count(*) FROM search_keyword_document k JOIN indexing_document d"
+        cursor.execute("SELECT collection_id, count(*), count(DISTINCT document_id), sum(length)"
+                       " FROM search_keyword_passage GROUP BY 1 ORDER BY 1")
+        counted = cursor.fetchall()
+        cursor.execute("SELECT collection_id, n_passages, n_documents, total_length FROM search_keyword_stats ORDER BY 1")
+        assert cursor.fetchall() == counted
+        cursor.execute("SELECT count(*) FROM search_keyword_passage k JOIN indexing_document d"
                        " ON d.id = k.document_id WHERE NOT d.active")
         assert cursor.fetchone()[0] == 0
 

@@ -151,7 +151,7 @@ def test_collection_removal_and_rename(ranked_collection):
     with connection.cursor() as cursor:
         cursor.execute("SELECT count(*) FROM search_keyword_term WHERE lexeme = 'zeppelin'")
         assert cursor.fetchone()[0] == 0
-        cursor.execute("SELECT n_documents FROM search_keyword_stats")
+        cursor.execute("SELECT count(*) FROM search_keyword_stats")  # the collection's statistics went with it
         assert cursor.fetchone()[0] == 0
 
 
@@ -178,8 +178,9 @@ def _index_snapshot():
     with connection.cursor() as cursor:
         cursor.execute("SELECT lexeme, df FROM search_keyword_term ORDER BY lexeme")
         terms = cursor.fetchall()
-        cursor.execute("SELECT document_id, lexeme, tf_title, tf_body, length FROM search_keyword_posting"
-                       " ORDER BY document_id, lexeme")
+        cursor.execute("SELECT p.document_id, s.ordinal, p.lexeme, p.tf_title, p.tf_body, p.length"
+                       " FROM search_keyword_posting p JOIN search_keyword_passage s ON s.id = p.passage_id"
+                       " ORDER BY 1, 2, 3")
         postings = cursor.fetchall()
         cursor.execute("SELECT indexname FROM pg_indexes WHERE tablename = 'search_keyword_posting' ORDER BY 1")
         indexes = [r[0] for r in cursor.fetchall()]

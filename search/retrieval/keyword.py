@@ -1,15 +1,30 @@
-"""Keyword search: Okapi BM25 over the keyword index, scored in one SQL statement.
+"""Keyword search: Okapi BM25 over the passages of the keyword index, scored in one SQL statement.
 
-score(d) = Σ_t idf(t) · qtf(t) · tf·(k1+1) / (tf + k1·(1 − b + b·|d|/avgdl))
+The index holds passages (markdown sections, long ones cut at paragraph breaks; see
+search/index/keyword_index.py). Each passage is scored with BM25, and a document scores
+as its best passage:
+
+score(p) = Σ_t idf(t) · qtf(t) · tf·(k1+1) / (tf + k1·(1 − b + b·|p|/avgpl))
   idf(t) = ln(1 + (N − df + 0.5)/(df + 0.5))          (Lucene's, never negative)
-  tf     = tf_body + PMD_BM25_TITLE_WEIGHT · tf_title  (title/headings count more)
+  tf     = tf_body + PMD_BM25_TITLE_WEIGHT · tf_title  (document title and the section's heading count more)
+  N, df, avgpl: passages, passages holding t, average passage length, summed over the
+  searched collections only (all collections when the search names none)
 k1, b from PMD_BM25_K1 / PMD_BM25_B (Lucene's 0.9 / 0.4 by default).
 
-Plain words are disjunctive (every lexeme found in any configuration of the searched
-collections is scored); "phrases" are required via the GIN-indexed tsvector, -exclusions
-removed the same way, prefixes expand to the 30 most frequent indexed lexemes.
+A relevant section in a long mixed-topic note is thus found on its own merits, not diluted
+by the rest of the note; a short note is one passage, scored exactly as a whole document.
+Statistics are per collection, so a collection ranks the same whatever else is indexed.
 
-Shown scores are 1 − exp(−2·raw/ideal), where `ideal` is the score of a document of
+Plain words are disjunctive (every lexeme found in any configuration of the searched
+collections is scored); "phrases" are required (some passage of the document holds each
+one) via the GIN-indexed tsvectors, -exclusions removed the same way, prefixes expand to
+the 30 most frequent indexed lexemes of the searched collections.
+
+A hit's line and snippet come from its best passage, cut from that passage's text alone
+(its character range in the body), so the cost of a hit does not grow with the length of
+its document.
+
+Shown scores are 1 − exp(−2·raw/ideal), where `ideal` is the score of a passage of
 average length containing every query term once (Σ idf·qtf, one entry per prefix): a
 hit that covers the query's rarest words reads high, one that matches only common words
 reads low, and a long query does not inflate or deflate scores. It is a property of the
@@ -18,6 +33,7 @@ hit, not of its rank, so lists are comparable and not every top hit shows 100 %.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import time
@@ -51,15 +67,24 @@ def _tsquery_any(configs: list[str], texts: list[str], params: list) -> str:
     return " || ".join(parts)
 
 
-def _score_sql(parsed: ParsedQuery, configs: list[str], collection_ids: list[int] | None, limit: int):
+def _score_sql(parsed: ParsedQuery, configs: list[str], collection_ids: list[int] | None, limit: int,
+               per_document: int = 1, full: bool = False):
     k1 = float(settings.PMD_BM25_K1)
     b = float(settings.PMD_BM25_B)
     w_title = float(settings.PMD_BM25_TITLE_WEIGHT)
     params: list = []
+
+    def in_collections(column: str) -> str:
+        """' AND <column> = ANY(ids)' when the search is restricted to collections."""
+        if collection_ids is None:
+            return ""
+        params.append(collection_ids)
+        return f" AND {column} = ANY(%s::bigint[])"
+
     ctes = [
-        "st AS (SELECT coalesce(s.n_documents, 0)::float8 AS n,"
-        " greatest(coalesce(s.total_length, 0)::float8 / greatest(s.n_documents, 1), 1.0) AS avgdl"
-        " FROM (VALUES (1)) v(id) LEFT JOIN search_keyword_stats s USING (id))",
+        "st AS (SELECT coalesce(sum(s.n_passages), 0)::float8 AS n,"
+        " greatest(coalesce(sum(s.total_length), 0)::float8 / greatest(coalesce(sum(s.n_passages), 0), 1), 1.0)"
+        " AS avgdl FROM search_keyword_stats s WHERE true" + in_collections("s.collection_id") + ")",
     ]
     sources = [
         "SELECT u.lexeme, u.lexeme AS grp, cardinality(u.positions)::float8 AS qtf"
@@ -67,71 +92,88 @@ def _score_sql(parsed: ParsedQuery, configs: list[str], collection_ids: list[int
     ]
     params += [configs, prepare_text(parsed.positive_text)]
     if parsed.prefixes:
+        prefix_params = [_like_escape(prepare_text(p).strip().lower()) for p in parsed.prefixes]
+        params.append(prefix_params)
         sources.append(
             "SELECT t.lexeme, 'prefix:' || p.prefix, 1.0::float8 FROM unnest(%s::text[]) p(prefix)"
-            " CROSS JOIN LATERAL (SELECT lexeme FROM search_keyword_term"
-            " WHERE lexeme LIKE p.prefix || '%%' ORDER BY df DESC LIMIT " + str(PREFIX_EXPANSIONS) + ") t"
+            " CROSS JOIN LATERAL (SELECT tt.lexeme FROM search_keyword_term tt"
+            " WHERE tt.lexeme LIKE p.prefix || '%%'" + in_collections("tt.collection_id")
+            + " GROUP BY tt.lexeme ORDER BY sum(tt.df) DESC, tt.lexeme LIMIT " + str(PREFIX_EXPANSIONS) + ") t"
         )
-        params.append([_like_escape(prepare_text(p).strip().lower()) for p in parsed.prefixes])
     ctes.append(
         "qv AS (SELECT lexeme, min(grp) AS grp, max(qtf) AS qtf FROM (" + " UNION ALL ".join(sources) + ") x"
         " GROUP BY lexeme)"
     )
     ctes.append(
         "q AS (SELECT qv.lexeme, qv.grp, qv.qtf, ln(1 + (st.n - t.df + 0.5) / (t.df + 0.5)) AS idf"
-        " FROM qv JOIN search_keyword_term t ON t.lexeme = qv.lexeme CROSS JOIN st)"
+        " FROM qv CROSS JOIN st CROSS JOIN LATERAL (SELECT sum(tt.df)::float8 AS df FROM search_keyword_term tt"
+        " WHERE tt.lexeme = qv.lexeme" + in_collections("tt.collection_id") + ") t WHERE t.df > 0)"
     )
     if parsed.phrases:
-        doc_filter = []
-        if collection_ids is not None:
-            doc_filter.append("d.collection_id = ANY(%s)")
-            params.append(collection_ids)
-        conds = []
-        for phrase in parsed.phrases:
+        selects = []
+        for phrase in parsed.phrases:  # each phrase in some passage of the document
             expr = _tsquery_any(configs, [prepare_text(phrase)], params_phrase := [])
-            conds.append(f"d.tsv @@ ({expr})")
             params.extend(params_phrase)
-        ctes.append("cand AS (SELECT d.document_id FROM search_keyword_document d WHERE "
-                    + " AND ".join(doc_filter + conds) + ")")
+            selects.append(f"SELECT d.document_id FROM search_keyword_passage d WHERE d.tsv @@ ({expr})"
+                           + in_collections("d.collection_id"))
+        ctes.append("cand AS (" + " INTERSECT ".join(selects) + ")")
     if parsed.excluded:
         expr = _tsquery_any(configs, [prepare_text(e) for e in parsed.excluded], params_excl := [])
-        ctes.append(f"excl AS (SELECT d.document_id FROM search_keyword_document d WHERE d.tsv @@ ({expr}))")
         params.extend(params_excl)
+        ctes.append(f"excl AS (SELECT d.document_id FROM search_keyword_passage d WHERE d.tsv @@ ({expr})"
+                    + in_collections("d.collection_id") + ")")
     where = []
-    posting_filter = ""
-    if collection_ids is not None:
-        posting_filter = " AND pp.collection_id = ANY(%s)"
     if parsed.phrases:
         where.append("p.document_id IN (SELECT document_id FROM cand)")
     if parsed.excluded:
         where.append("p.document_id NOT IN (SELECT document_id FROM excl)")
+    params += [k1 + 1, k1, b, b, w_title]
     ctes.append(
         # ::float8 on every constant: literal floats are numeric in SQL, and numeric
         # arithmetic over thousands of postings costs several times the whole scan.
-        "scored AS (SELECT p.document_id, sum(q.idf * q.qtf * p.tf * %s::float8"
+        "scored AS (SELECT p.passage_id, p.document_id, sum(q.idf * q.qtf * p.tf * %s::float8"
         " / (p.tf + %s::float8 * (1 - %s::float8 + %s::float8 * p.length / st.avgdl))) AS raw"
         " FROM q CROSS JOIN st CROSS JOIN LATERAL ("
-        " SELECT pp.document_id, pp.tf_body + %s::float8 * pp.tf_title AS tf, pp.length"
-        " FROM search_keyword_posting pp WHERE pp.lexeme = q.lexeme" + posting_filter + ") p"
+        " SELECT pp.passage_id, pp.document_id, pp.tf_body + %s::float8 * pp.tf_title AS tf, pp.length"
+        " FROM search_keyword_posting pp WHERE pp.lexeme = q.lexeme" + in_collections("pp.collection_id") + ") p"
         + (" WHERE " + " AND ".join(where) if where else "")
-        + " GROUP BY p.document_id)"
+        + " GROUP BY p.passage_id, p.document_id)"
     )
-    params += [k1 + 1, k1, b, b, w_title]
-    if collection_ids is not None:
-        params.append(collection_ids)
-    # The top documents come back with what a result shows (no second query per search).
+    if per_document <= 1:
+        # A document is its best passage (ties: the earlier passage).
+        ctes.append("best AS (SELECT DISTINCT ON (s.document_id) s.document_id, s.passage_id, s.raw, 1 AS r"
+                    " FROM scored s ORDER BY s.document_id, s.raw DESC, s.passage_id)")
+        ctes.append("top AS (SELECT b.document_id, b.raw FROM best b ORDER BY b.raw DESC, b.document_id LIMIT %s)")
+        ctes.append("shown AS (SELECT b.document_id, b.passage_id, b.raw AS p_raw, b.r FROM best b"
+                    " JOIN top USING (document_id))")
+        params.append(limit)
+    else:
+        # Also the next best passages of each document, for several hits per document.
+        ctes.append("ranked AS (SELECT s.document_id, s.passage_id, s.raw,"
+                    " row_number() OVER (PARTITION BY s.document_id ORDER BY s.raw DESC, s.passage_id) AS r"
+                    " FROM scored s)")
+        ctes.append("top AS (SELECT k.document_id, k.raw FROM ranked k WHERE k.r = 1"
+                    " ORDER BY k.raw DESC, k.document_id LIMIT %s)")
+        ctes.append("shown AS (SELECT k.document_id, k.passage_id, k.raw AS p_raw, k.r FROM ranked k"
+                    " JOIN top USING (document_id) WHERE k.r <= %s)")
+        params += [limit, per_document]
+    # The top documents come back with what a result shows: the text of their best
+    # passage(s), cut from the body in the database (no second query, no whole body).
     sql = (
         "WITH " + ",\n".join(ctes)
-        + ",\ntop AS (SELECT s.document_id, s.raw FROM scored s ORDER BY s.raw DESC, s.document_id LIMIT %s)"
-        "\nSELECT t.document_id, t.raw,"
+        + "\nSELECT t.document_id, t.raw,"
         " (SELECT sum(m) FROM (SELECT max(idf * qtf) AS m FROM q GROUP BY grp) g) AS ideal,"
         " (SELECT json_object_agg(lexeme, idf) FROM q) AS lexemes,"
-        " d.collection_id, d.docid, d.path, d.title, c.body"
-        " FROM top t JOIN indexing_document d ON d.id = t.document_id"
+        " d.collection_id, d.docid, d.path, d.title, sh.p_raw, pa.start_line,"
+        " substr(c.body, pa.start_char + 1, pa.end_char - pa.start_char),"
+        " CASE WHEN %s THEN c.body END"
+        " FROM top t JOIN shown sh USING (document_id)"
+        " JOIN search_keyword_passage pa ON pa.id = sh.passage_id"
+        " JOIN indexing_document d ON d.id = t.document_id"
         " JOIN indexing_content c ON c.hash = d.content_hash"
-        " ORDER BY t.raw DESC, t.document_id"
+        " ORDER BY t.raw DESC, t.document_id, sh.r"
     )
-    params.append(limit)
+    params.append(full)
     return sql, params
 
 
@@ -155,7 +197,8 @@ def keyword_search(request: SearchRequest) -> SearchResponse:
     collections = {c.id: c for c in collections_qs}
     configs = sorted({c.text_search_config for c in collections.values()}) or [settings.PMD_TEXT_SEARCH_CONFIG]
     limit = request.effective_limit()
-    sql, params = _score_sql(parsed, configs, collection_ids, limit)
+    per_document = max(1, request.hits_per_document)
+    sql, params = _score_sql(parsed, configs, collection_ids, limit, per_document, request.full)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         rows = cursor.fetchall()
@@ -167,21 +210,22 @@ def keyword_search(request: SearchRequest) -> SearchResponse:
     ideal = float(rows[0][2] or 0)
     weights = rows[0][3] or {}
     if isinstance(weights, str):
-        import json
-
         weights = json.loads(weights)
-    hits = []
-    for doc_id, raw, _, _, collection_id, docid, path, title, body in rows:
+    hits: list[list] = []  # [raw, score, collection, docid, path, title, body, [(start line, passage text)]]
+    for doc_id, raw, _, _, collection_id, docid, path, title, _, start_line, text, body in rows:
+        if hits and hits[-1][3] == docid and hits[-1][2].id == collection_id:
+            hits[-1][7].append((start_line, text or ""))
+            continue
         score = normalise(float(raw), ideal)
         collection = collections.get(collection_id) or Collection.objects.get(id=collection_id)
         if score >= request.min_score:
-            hits.append((float(raw), score, collection, docid, path, title, body))
+            hits.append([float(raw), score, collection, docid, path, title, body, [(start_line, text or "")]])
     all_contexts = list(PathContext.objects.all())
     matcher = _Matcher(weights, parsed)
-    matcher.load((collection.text_search_config, body) for _, _, collection, _, _, _, body in hits)
-    for raw, score, collection, docid, path, title, body in hits:
+    matcher.load((hit[2].text_search_config, text) for hit in hits for _, text in hit[7])
+    for raw, score, collection, docid, path, title, body, segments in hits:
         context = contexts_for(collection, path, all_contexts=all_contexts)
-        passages = matcher.passages(body, request.hits_per_document, collection.text_search_config)
+        passages = matcher.passages(segments, request.hits_per_document, collection.text_search_config)
         best = passages[0][0] if passages and passages[0][0] > 0 else 0.0
         for n, (p_score, line, snippet, highlights) in enumerate(passages):
             hit_score = score if n == 0 or not best else score * max(0.0, min(1.0, p_score / best))
@@ -231,7 +275,7 @@ class _Matcher:
                 or (bool(self.prefixes) and low.startswith(self.prefixes)))
 
     def load(self, docs) -> None:
-        """Map the words of `docs` ((configuration, body) pairs) to lexemes, then keep only the words that match the query."""
+        """Map the words of `docs` ((configuration, text) pairs) to lexemes, then keep only the words that match the query."""
         words: dict[str, set[str]] = {}
         for config, body in docs:
             words.setdefault(config, set()).update(WORD.findall(body))
@@ -278,17 +322,28 @@ class _Matcher:
                     return 1.0, "prefix:" + prefix
         return best, key
 
-    def _units(self, body: str):
-        """(line number, text) pieces: lines, long lines cut at spaces near SNIPPET_CHARS."""
-        for number, line in enumerate(body.splitlines(), start=1):
-            if len(line) <= _LONG_LINE:
-                yield number, line, False, False
-                continue
-            for start, end in line_pieces(line):
-                yield number, line[start:end].strip(), start > 0, end < len(line)
+    @staticmethod
+    def _units(segments: list[tuple[int, str]]):
+        """(line number, text, cut before, cut after) pieces of the segments ((first line, text)
+        pairs: a document's shown passages): lines, long lines cut at spaces near SNIPPET_CHARS."""
+        for first, text in segments:
+            for number, line in enumerate(text.splitlines(), start=first):
+                if len(line) <= _LONG_LINE:
+                    yield number, line, False, False
+                    continue
+                for start, end in line_pieces(line):
+                    yield number, line[start:end].strip(), start > 0, end < len(line)
 
-    def passages(self, body: str, count: int, config: str) -> list[tuple[float, int, str, list[tuple[int, int]]]]:
-        units = list(self._units(body))
+    def passages(self, segments: list[tuple[int, str]], count: int,
+                 config: str) -> list[tuple[float, int, str, list[tuple[int, int]]]]:
+        """Up to `count` snippets from a document's shown passages; the first comes from the
+        first segment (the document's best passage) when that holds a match."""
+        units, segment_of = [], []
+        for n, segment in enumerate(segments if count > 1 else segments[:1]):
+            before = len(units)
+            units += self._units([segment])
+            segment_of += [n] * (len(units) - before)
+        first_units = segment_of.count(0)
         scored_units = []
         words = self.hits.get(config, {})
         finder = self.finders.get(config)
@@ -302,14 +357,16 @@ class _Matcher:
                     hits.append((match.start(), match.end()))
                     found.append((hit[1], hit[0]))
             scored_units.append((bool(found), found, hits))
-        # A passage is a unit plus the following short units of other lines, up to SNIPPET_CHARS.
+        # A window is a unit plus the following short units of other lines, up to SNIPPET_CHARS.
         windows = []
         for i, (number, text, _, _) in enumerate(units):
             if not scored_units[i][0]:
                 continue
             # distinct query words count fully, repeats a little
             j, size, seen, score = i, 0, set(), 0.0
-            while j < len(units) and (j == i or (size + len(units[j][1]) <= SNIPPET_CHARS and units[j][0] != units[j - 1][0])):
+            while j < len(units) and (j == i or (size + len(units[j][1]) <= SNIPPET_CHARS
+                                                 and units[j][0] != units[j - 1][0]
+                                                 and segment_of[j] == segment_of[i])):
                 for key, weight in scored_units[j][1]:
                     score += weight * 0.1 if key in seen else weight
                     seen.add(key)
@@ -321,6 +378,10 @@ class _Matcher:
                 score *= 0.8  # the title is shown anyway: prefer a body passage
             windows.append((score, i, j))
         windows.sort(key=lambda w: (-w[0], w[1]))
+        lead = next((w for w in windows if w[1] < first_units), None)
+        if lead is not None:  # the best passage's best window first
+            windows.remove(lead)
+            windows.insert(0, lead)
         chosen, used = [], set()
         for score, i, j in windows:
             if any(k in used for k in range(i, j)):
@@ -330,7 +391,7 @@ class _Matcher:
             if len(chosen) >= count:
                 break
         if not chosen:
-            return [self._fallback(units)]
+            return [self._fallback(units[:first_units] or units, segments[0][0])]
         return [self._render(units, scored_units, score, i, j) for score, i, j in chosen]
 
     @staticmethod
@@ -349,8 +410,8 @@ class _Matcher:
         return score, units[i][0], "".join(parts), highlights
 
     @staticmethod
-    def _fallback(units):
+    def _fallback(units, first_line: int = 1):
         for number, text, before, after in units:
             if text.strip() and text.strip() != "---":
                 return 0.0, number, ("…" if before else "") + text + ("…" if after else ""), []
-        return 0.0, 1, "", []
+        return 0.0, first_line, "", []
