@@ -73,3 +73,33 @@ def test_bench_cli_split_json_and_text(nested_dataset, run_cli):
     assert code == 0, err
     assert "search nested, odd queries" in out and "odd (3 of 5 queries; 1-based position" in out
     assert "latency n=10" in out and "latency n=100" in out and "warm" in out
+
+
+@pytest.mark.django_db(transaction=True)  # the hybrid pipeline runs its arms on their own connections
+def test_hybrid_bench_times_a_second_pass_with_cached_query_vectors(nested_dataset, ollama, settings, monkeypatch):
+    from indexing.services.embedding import embed_pending
+    from search.bench import quality
+    from search.bench.modes import MODES
+    from search.bench.quality import BenchOptions
+
+    settings.PMD_CHUNK_TOKENS = 40
+    calls_per_pass = []
+    original = quality.bench_retrieval
+
+    def counting(*args, on_pass=None, **kwargs):
+        def hook(number):
+            calls_per_pass.append(ollama.embed_calls)
+            on_pass(number)
+        return original(*args, on_pass=hook, **kwargs)
+
+    monkeypatch.setattr(quality, "bench_retrieval", counting)
+    quality._bench_collection(nested_dataset, BenchOptions(), fresh=True)
+    embed_pending()
+    report = MODES["query-no-llm"](str(nested_dataset), BenchOptions(split="odd"))
+    after = ollama.embed_calls
+    assert report.data["metrics"]["nDCG@10"] > 0 and report.data["split"]["queries"] == 3
+    assert not report.data["warnings"], "both arms ran"
+    assert len(calls_per_pass) == 2 and after == calls_per_pass[1], "the timed pass embeds no query again"
+    assert calls_per_pass[1] > calls_per_pass[0], "the first pass embedded the queries"
+    assert {"n10_p50", "n10_p95"} <= set(report.data["latency_ms"]) and report.data["stage_ms"]
+    assert "warm" in dict(report.lines)["latency n=10"]
