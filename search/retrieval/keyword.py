@@ -51,6 +51,7 @@ from search.results import SearchResponse, SearchResult
 
 PREFIX_EXPANSIONS = 30
 _LONG_LINE = 400
+_LINE_ENDS = "\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"  # what str.splitlines splits at
 
 
 def _like_escape(text: str) -> str:
@@ -255,10 +256,11 @@ _WORD_CACHE_MAX = 200_000
 
 
 class _Matcher:
-    """Finds the passages of a document that match the query, with highlight offsets.
+    """Finds the windows of a hit's passages that match the query, with highlight offsets.
 
-    Words are mapped to lexemes by PostgreSQL itself (same configuration, same
-    preparation as the index), in one batched query for all result documents."""
+    Each passage text is scanned once, for the words that could match (one regex in C);
+    words are mapped to lexemes by PostgreSQL itself (same configuration, same preparation
+    as the index), in one batched query for all result passages, and cached."""
 
     def __init__(self, weights: dict[str, float], parsed: ParsedQuery):
         self.weights = {k: float(v) for k, v in weights.items()}
@@ -266,7 +268,13 @@ class _Matcher:
         self.heads = {lex[:2] for lex in self.weights}
         self.cjk = [lex for lex in self.weights if has_cjk(lex)]
         self.hits: dict[str, dict[str, tuple[float, str]]] = {}
-        self.finders: dict[str, re.Pattern | None] = {}
+        self.found: dict[int, list[tuple[int, int, str]]] = {}  # id(text) -> candidate words (start, end, word)
+        # The words that could match: those starting with a query lexeme's first two letters
+        # or with a prefix. C++/C#/CJK lexemes need the general path (every word, filtered).
+        starts = sorted(self.heads | set(self.prefixes))
+        special = self.cjk or any(lex.endswith(("plusplus", "sharp")) for lex in self.weights)
+        self.scan = (re.compile(r"(?i)(?<![^\W_])(?<![^\W_]\.)(?:" + "|".join(map(re.escape, starts))
+                                + r")[^\W_]*(?:\.[^\W_]+)*(?:\+\+|#)?") if starts and not special else None)
 
     def _candidate(self, word: str) -> bool:
         """Could this word match the query? (cheap: shares a lexeme's first letters, or a prefix)"""
@@ -275,25 +283,26 @@ class _Matcher:
                 or (bool(self.prefixes) and low.startswith(self.prefixes)))
 
     def load(self, docs) -> None:
-        """Map the words of `docs` ((configuration, text) pairs) to lexemes, then keep only the words that match the query."""
+        """Find the candidate words of `docs` ((configuration, text) pairs), map them to
+        lexemes, and keep per configuration the words that match the query."""
         words: dict[str, set[str]] = {}
-        for config, body in docs:
-            words.setdefault(config, set()).update(WORD.findall(body))
-        candidates = {config: [w for w in found if self._candidate(w)] for config, found in words.items()}
-        wanted = {config: {w for w in found if (config, w) not in _WORD_CACHE} for config, found in candidates.items()}
+        for config, text in docs:
+            if self.scan is not None:
+                found = [(m.start(), m.end(), m.group(0)) for m in self.scan.finditer(text)]
+            else:
+                found = [(m.start(), m.end(), m.group(0)) for m in WORD.finditer(text) if self._candidate(m.group(0))]
+            self.found[id(text)] = found
+            words.setdefault(config, set()).update(w for _, _, w in found)
+        wanted = {config: {w for w in found if (config, w) not in _WORD_CACHE} for config, found in words.items()}
         if any(wanted.values()):
             self._lexemes({config: found for config, found in wanted.items() if found})
-        # Per configuration: matching word -> (weight, key), and one regex that finds the
-        # lines holding any of them, so only those lines are tokenised again.
-        for config, found in candidates.items():
+        for config, found in words.items():
             hits = {}
             for word in found:
                 weight, key = self._word_weight(word, config)
                 if key is not None:
                     hits[word] = (weight, key)
             self.hits[config] = hits
-            self.finders[config] = (re.compile("|".join(sorted(map(re.escape, hits), key=len, reverse=True)))
-                                    if hits else None)
 
     def _lexemes(self, wanted: dict[str, set[str]]) -> None:
         if len(_WORD_CACHE) > _WORD_CACHE_MAX:
@@ -323,40 +332,46 @@ class _Matcher:
         return best, key
 
     @staticmethod
-    def _units(segments: list[tuple[int, str]]):
-        """(line number, text, cut before, cut after) pieces of the segments ((first line, text)
-        pairs: a document's shown passages): lines, long lines cut at spaces near SNIPPET_CHARS."""
-        for first, text in segments:
-            for number, line in enumerate(text.splitlines(), start=first):
-                if len(line) <= _LONG_LINE:
-                    yield number, line, False, False
-                    continue
+    def _units(first: int, text: str):
+        """(line number, text, cut before, cut after, offset in `text`) pieces of a passage
+        starting at line `first`: lines, long lines cut at spaces near SNIPPET_CHARS."""
+        offset = 0
+        for number, raw in enumerate(text.splitlines(keepends=True), start=first):
+            line = raw.rstrip(_LINE_ENDS)
+            if len(line) <= _LONG_LINE:
+                yield number, line, False, False, offset
+            else:
                 for start, end in line_pieces(line):
-                    yield number, line[start:end].strip(), start > 0, end < len(line)
+                    piece = line[start:end]
+                    lead = len(piece) - len(piece.lstrip())
+                    yield number, piece.strip(), start > 0, end < len(line), offset + start + lead
+            offset += len(raw)
 
     def passages(self, segments: list[tuple[int, str]], count: int,
                  config: str) -> list[tuple[float, int, str, list[tuple[int, int]]]]:
-        """Up to `count` snippets from a document's shown passages; the first comes from the
-        first segment (the document's best passage) when that holds a match."""
-        units, segment_of = [], []
-        for n, segment in enumerate(segments if count > 1 else segments[:1]):
-            before = len(units)
-            units += self._units([segment])
-            segment_of += [n] * (len(units) - before)
-        first_units = segment_of.count(0)
-        scored_units = []
+        """Up to `count` snippets from a document's shown passages ((first line, text) pairs,
+        best first); the first comes from the best passage when that holds a match."""
         words = self.hits.get(config, {})
-        finder = self.finders.get(config)
-        for number, text, cont_before, cont_after in units:
-            hits, found = [], []
-            if finder is not None and finder.search(text):
-                for match in WORD.finditer(text):
-                    hit = words.get(match.group(0))
-                    if hit is None:
-                        continue
-                    hits.append((match.start(), match.end()))
-                    found.append((hit[1], hit[0]))
-            scored_units.append((bool(found), found, hits))
+        units, scored_units, segment_of = [], [], []
+        for n, (first, text) in enumerate(segments if count > 1 else segments[:1]):
+            found = self.found.get(id(text), [])
+            k = 0
+            for number, piece, before, after, offset in self._units(first, text):
+                end = offset + len(piece)
+                while k < len(found) and found[k][0] < offset:
+                    k += 1
+                hits, matched = [], []
+                while k < len(found) and found[k][1] <= end:
+                    start, stop, word = found[k]
+                    k += 1
+                    hit = words.get(word)
+                    if hit is not None:
+                        hits.append((start - offset, stop - offset))
+                        matched.append((hit[1], hit[0]))
+                units.append((number, piece, before, after))
+                scored_units.append((bool(matched), matched, hits))
+                segment_of.append(n)
+        first_units = segment_of.count(0)
         # A window is a unit plus the following short units of other lines, up to SNIPPET_CHARS.
         windows = []
         for i, (number, text, _, _) in enumerate(units):
