@@ -157,7 +157,7 @@ def rebuild(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("indexing", "0001_initial"),
+        ("indexing", "0003_job_created_by"),  # the rebuild reads documents through today's models
         ("search", "0004_token_failure"),
     ]
 

@@ -213,14 +213,16 @@ def keyword_search(request: SearchRequest) -> SearchResponse:
     if isinstance(weights, str):
         weights = json.loads(weights)
     hits: list[list] = []  # [raw, score, collection, docid, path, title, body, [(start line, passage text)]]
+    segments: dict[int, list[tuple[int, str]]] = {}  # document -> its shown passages, best first
     for doc_id, raw, _, _, collection_id, docid, path, title, _, start_line, text, body in rows:
-        if hits and hits[-1][3] == docid and hits[-1][2].id == collection_id:
-            hits[-1][7].append((start_line, text or ""))
+        if doc_id in segments:
+            segments[doc_id].append((start_line, text or ""))
             continue
+        segments[doc_id] = [(start_line, text or "")]
         score = normalise(float(raw), ideal)
         collection = collections.get(collection_id) or Collection.objects.get(id=collection_id)
         if score >= request.min_score:
-            hits.append([float(raw), score, collection, docid, path, title, body, [(start_line, text or "")]])
+            hits.append([float(raw), score, collection, docid, path, title, body, segments[doc_id]])
     all_contexts = list(PathContext.objects.all())
     matcher = _Matcher(weights, parsed)
     matcher.load((hit[2].text_search_config, text) for hit in hits for _, text in hit[7])
