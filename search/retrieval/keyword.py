@@ -24,17 +24,19 @@ A hit's line and snippet come from its best passage, cut from that passage's tex
 (its character range in the body), so the cost of a hit does not grow with the length of
 its document.
 
-Shown scores are 1 − exp(−2·raw/ideal), where `ideal` is the score of a passage of
-average length containing every query term once (Σ idf·qtf, one entry per prefix): a
-hit that covers the query's rarest words reads high, one that matches only common words
-reads low, and a long query does not inflate or deflate scores. It is a property of the
-hit, not of its rank, so lists are comparable and not every top hit shows 100 %.
+Shown scores are the share of the query the best passage holds, weighted by rarity:
+cover/ideal, where `ideal` = Σ idf·qtf over the query's words (one entry per prefix; a word
+no searched passage holds counts with the highest idf) and `cover` is the passage's BM25
+sum with each term's tf saturation capped at 1 (one occurrence in a passage of average
+length counts fully; more occurrences or a short passage earn no more, a long passage
+less). A hit holding all the query's rare words reads high, one matching only common
+words reads low, whatever its rank: lists are comparable and a weak top hit reads weak.
+Ranking stays by BM25, so a lower hit can show a higher share than the one above it.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import re
 import time
 
@@ -107,8 +109,10 @@ def _score_sql(parsed: ParsedQuery, configs: list[str], collection_ids: list[int
     )
     ctes.append(
         "q AS (SELECT qv.lexeme, qv.grp, qv.qtf, ln(1 + (st.n - t.df + 0.5) / (t.df + 0.5)) AS idf"
-        " FROM qv CROSS JOIN st CROSS JOIN LATERAL (SELECT sum(tt.df)::float8 AS df FROM search_keyword_term tt"
-        " WHERE tt.lexeme = qv.lexeme" + in_collections("tt.collection_id") + ") t WHERE t.df > 0)"
+        # A query word no searched passage holds stays in (df 0, the highest idf): it scores
+        # nothing, but it counts in the query's ideal, so the shown share says it is missing.
+        " FROM qv CROSS JOIN st CROSS JOIN LATERAL (SELECT coalesce(sum(tt.df), 0)::float8 AS df"
+        " FROM search_keyword_term tt WHERE tt.lexeme = qv.lexeme" + in_collections("tt.collection_id") + ") t)"
     )
     if parsed.phrases:
         selects = []
@@ -128,12 +132,16 @@ def _score_sql(parsed: ParsedQuery, configs: list[str], collection_ids: list[int
         where.append("p.document_id IN (SELECT document_id FROM cand)")
     if parsed.excluded:
         where.append("p.document_id NOT IN (SELECT document_id FROM excl)")
-    params += [k1 + 1, k1, b, b, w_title]
+    params += [k1 + 1, k1, b, b, k1 + 1, k1, b, b, w_title]
     ctes.append(
         # ::float8 on every constant: literal floats are numeric in SQL, and numeric
         # arithmetic over thousands of postings costs several times the whole scan.
         "scored AS (SELECT p.passage_id, p.document_id, sum(q.idf * q.qtf * p.tf * %s::float8"
-        " / (p.tf + %s::float8 * (1 - %s::float8 + %s::float8 * p.length / st.avgdl))) AS raw"
+        " / (p.tf + %s::float8 * (1 - %s::float8 + %s::float8 * p.length / st.avgdl))) AS raw,"
+        # cover: the same sum with each term's tf saturation capped at 1 (what one occurrence in
+        # a passage of average length earns): the idf-weighted share of the query the passage holds
+        " sum(q.idf * q.qtf * least(1::float8, p.tf * %s::float8"
+        " / (p.tf + %s::float8 * (1 - %s::float8 + %s::float8 * p.length / st.avgdl)))) AS cover"
         " FROM q CROSS JOIN st CROSS JOIN LATERAL ("
         " SELECT pp.passage_id, pp.document_id, pp.tf_body + %s::float8 * pp.tf_title AS tf, pp.length"
         " FROM search_keyword_posting pp WHERE pp.lexeme = q.lexeme" + in_collections("pp.collection_id") + ") p"
@@ -142,18 +150,19 @@ def _score_sql(parsed: ParsedQuery, configs: list[str], collection_ids: list[int
     )
     if per_document <= 1:
         # A document is its best passage (ties: the earlier passage).
-        ctes.append("best AS (SELECT DISTINCT ON (s.document_id) s.document_id, s.passage_id, s.raw, 1 AS r"
+        ctes.append("best AS (SELECT DISTINCT ON (s.document_id) s.document_id, s.passage_id, s.raw, s.cover, 1 AS r"
                     " FROM scored s ORDER BY s.document_id, s.raw DESC, s.passage_id)")
-        ctes.append("top AS (SELECT b.document_id, b.raw FROM best b ORDER BY b.raw DESC, b.document_id LIMIT %s)")
+        ctes.append("top AS (SELECT b.document_id, b.raw, b.cover FROM best b ORDER BY b.raw DESC, b.document_id"
+                    " LIMIT %s)")
         ctes.append("shown AS (SELECT b.document_id, b.passage_id, b.raw AS p_raw, b.r FROM best b"
                     " JOIN top USING (document_id))")
         params.append(limit)
     else:
         # Also the next best passages of each document, for several hits per document.
-        ctes.append("ranked AS (SELECT s.document_id, s.passage_id, s.raw,"
+        ctes.append("ranked AS (SELECT s.document_id, s.passage_id, s.raw, s.cover,"
                     " row_number() OVER (PARTITION BY s.document_id ORDER BY s.raw DESC, s.passage_id) AS r"
                     " FROM scored s)")
-        ctes.append("top AS (SELECT k.document_id, k.raw FROM ranked k WHERE k.r = 1"
+        ctes.append("top AS (SELECT k.document_id, k.raw, k.cover FROM ranked k WHERE k.r = 1"
                     " ORDER BY k.raw DESC, k.document_id LIMIT %s)")
         ctes.append("shown AS (SELECT k.document_id, k.passage_id, k.raw AS p_raw, k.r FROM ranked k"
                     " JOIN top USING (document_id) WHERE k.r <= %s)")
@@ -167,7 +176,7 @@ def _score_sql(parsed: ParsedQuery, configs: list[str], collection_ids: list[int
         " (SELECT json_object_agg(lexeme, idf) FROM q) AS lexemes,"
         " d.collection_id, d.docid, d.path, d.title, sh.p_raw, pa.start_line,"
         " substr(c.body, pa.start_char + 1, pa.end_char - pa.start_char),"
-        " CASE WHEN %s THEN c.body END"
+        " CASE WHEN %s THEN c.body END, t.cover"
         " FROM top t JOIN shown sh USING (document_id)"
         " JOIN search_keyword_passage pa ON pa.id = sh.passage_id"
         " JOIN indexing_document d ON d.id = t.document_id"
@@ -178,10 +187,11 @@ def _score_sql(parsed: ParsedQuery, configs: list[str], collection_ids: list[int
     return sql, params
 
 
-def normalise(raw: float, ideal: float) -> float:
+def normalise(cover: float, ideal: float) -> float:
+    """The shown score: the best passage's idf-weighted share of the query (see the module doc)."""
     if not ideal or ideal <= 0:
         return 0.0
-    return 1.0 - math.exp(-2.0 * raw / ideal)
+    return max(0.0, min(1.0, cover / ideal))
 
 
 def keyword_search(request: SearchRequest) -> SearchResponse:
@@ -214,12 +224,12 @@ def keyword_search(request: SearchRequest) -> SearchResponse:
         weights = json.loads(weights)
     hits: list[list] = []  # [raw, score, collection, docid, path, title, body, [(start line, passage text)]]
     segments: dict[int, list[tuple[int, str]]] = {}  # document -> its shown passages, best first
-    for doc_id, raw, _, _, collection_id, docid, path, title, _, start_line, text, body in rows:
+    for doc_id, raw, _, _, collection_id, docid, path, title, _, start_line, text, body, cover in rows:
         if doc_id in segments:
             segments[doc_id].append((start_line, text or ""))
             continue
         segments[doc_id] = [(start_line, text or "")]
-        score = normalise(float(raw), ideal)
+        score = normalise(float(cover or 0.0), ideal)
         collection = collections.get(collection_id) or Collection.objects.get(id=collection_id)
         if score >= request.min_score:
             hits.append([float(raw), score, collection, docid, path, title, body, segments[doc_id]])
