@@ -1,131 +1,199 @@
-"""RRF and position-aware blending on constructed lists."""
+"""Query-adaptive z-score fusion and position-aware blending on constructed lists."""
+
+import math
+import statistics
 
 import pytest
 
 from search.pipeline.fusion import (
+    KEYWORD,
+    NQC_BETA,
+    NQC_GAMMA,
     ORIGINAL_WEIGHT,
-    RRF_K,
+    VECTOR,
     RankedList,
+    adaptive_weights,
     blend,
-    reciprocal_rank_fusion,
+    fuse,
+    nqc,
     retrieval_weight,
-    top_rank_bonus,
+    sigmoid,
 )
 
 
-def test_contribution_is_weight_over_k_plus_rank():
-    fused = reciprocal_rank_fusion([RankedList("a", ["x", "y"], weight=1.0)], limit=None)
-    by_key = {c.key: c for c in fused}
-    assert by_key["x"].rrf == pytest.approx(1 / 61)
-    assert by_key["y"].rrf == pytest.approx(1 / 62)
-    assert by_key["x"].hits["a"].rank == 1 and by_key["y"].hits["a"].rank == 2
+def kw(keys, values, shown=None, name="original/keyword", weight=ORIGINAL_WEIGHT):
+    return RankedList(name, list(keys), scores=list(shown or [0.5] * len(keys)), weight=weight,
+                      kind=KEYWORD, values=list(values))
 
 
-def test_original_query_lists_weigh_twice():
-    lists = [
-        RankedList("original/keyword", ["o"], weight=ORIGINAL_WEIGHT),
-        RankedList("lex 1/keyword", ["v"], weight=1.0),
-    ]
-    by_key = {c.key: c for c in reciprocal_rank_fusion(lists)}
-    assert by_key["o"].rrf == pytest.approx(2 / (RRF_K + 1))
-    assert by_key["v"].rrf == pytest.approx(1 / (RRF_K + 1))
-    assert [c.key for c in reciprocal_rank_fusion(lists)] == ["o", "v"]
+def vec(keys, values, name="original/vector", weight=ORIGINAL_WEIGHT):
+    return RankedList(name, list(keys), scores=list(values), weight=weight, kind=VECTOR, values=list(values))
 
 
-def test_agreement_between_lists_beats_a_single_first_place():
-    lists = [
-        RankedList("k", ["solo", "both"]),
-        RankedList("v", ["other", "both"]),
-    ]
-    fused = reciprocal_rank_fusion(lists)
-    # both: 2/62 = 0.0323 + 0.02 bonus; solo: 1/61 = 0.0164 + 0.05 bonus
-    by_key = {c.key: c for c in fused}
-    assert by_key["both"].rrf == pytest.approx(2 / 62)
-    assert by_key["solo"].fused == pytest.approx(1 / 61 + 0.05)
-    assert by_key["both"].fused == pytest.approx(2 / 62 + 0.02)
+def z_of(values, x):
+    return (x - statistics.fmean(values)) / statistics.pstdev(values)
 
 
-def test_top_rank_bonus_counts_once_for_the_best_rank():
-    assert top_rank_bonus(1) == 0.05
-    assert top_rank_bonus(2) == top_rank_bonus(3) == 0.02
-    assert top_rank_bonus(4) == 0.0
-    lists = [RankedList("a", ["x"]), RankedList("b", ["x"]), RankedList("c", ["y", "z", "w", "q"])]
-    by_key = {c.key: c for c in reciprocal_rank_fusion(lists)}
-    assert by_key["x"].bonus == 0.05  # #1 twice is still one bonus
-    assert by_key["y"].bonus == 0.05
-    assert by_key["z"].bonus == by_key["w"].bonus == 0.02
-    assert by_key["q"].bonus == 0.0
+def test_nqc_is_the_spread_of_the_top_over_the_mean():
+    values = [10.0, 8.0, 5.0, 4.0, 3.0]
+    assert nqc(values, top=3) == pytest.approx(statistics.pstdev([10, 8, 5]) / statistics.fmean(values))
+    assert nqc([1.0]) == 0.0 and nqc([]) == 0.0
+    assert nqc([2.0 * v for v in values]) == pytest.approx(nqc(values))  # scale-free
+
+
+def test_weights_follow_the_more_committed_list():
+    w = adaptive_weights({KEYWORD: 0.1, VECTOR: 0.1})
+    assert w[VECTOR] == pytest.approx(sigmoid(NQC_GAMMA)) and w[KEYWORD] == pytest.approx(1 - w[VECTOR])
+    assert adaptive_weights({KEYWORD: 0.9, VECTOR: 0.1})[KEYWORD] > 0.5
+    assert adaptive_weights({KEYWORD: 0.1, VECTOR: 0.5})[VECTOR] == pytest.approx(sigmoid(NQC_BETA * 0.4 + NQC_GAMMA))
+    assert adaptive_weights({KEYWORD: None, VECTOR: 0.3}) == {KEYWORD: 0.0, VECTOR: 1.0}
+    assert adaptive_weights({KEYWORD: 0.3, VECTOR: None}) == {KEYWORD: 1.0, VECTOR: 0.0}
+
+
+def test_fused_score_is_the_weighted_sum_of_z_scores():
+    kv, vv = [9.0, 5.0, 4.0, 1.0], [0.8, 0.7, 0.5, 0.45]
+    fusion = fuse([kw("abcd", kv), vec("bcde", vv)], limit=None, depth=4)  # both lists cut at the depth
+    w = adaptive_weights({KEYWORD: nqc(kv), VECTOR: nqc(vv)})
+    assert fusion.weights == pytest.approx(w)
+    by_key = {c.key: c for c in fusion.candidates}
+    # a: keyword #1, missing from vector → vector's lowest z
+    assert by_key["a"].fused == pytest.approx(w[KEYWORD] * z_of(kv, 9.0) + w[VECTOR] * z_of(vv, 0.45))
+    # e: vector only → keyword's lowest z
+    assert by_key["e"].fused == pytest.approx(w[KEYWORD] * z_of(kv, 1.0) + w[VECTOR] * z_of(vv, 0.45))
+    assert by_key["b"].hits["original/keyword"].z == pytest.approx(z_of(kv, 5.0))
+    assert [c.key for c in fusion.candidates] == sorted(by_key, key=lambda k: -by_key[k].fused)
+
+
+def test_a_far_ahead_keyword_hit_keeps_its_lead():
+    # RRF would tie "x" (keyword #1 only) with "y" (vector #1 only); scores do not.
+    fusion = fuse([kw(["x", "p", "q", "r"], [30.0, 3.0, 2.9, 2.8]),
+                   vec(["y", "p", "q", "r"], [0.62, 0.61, 0.60, 0.59])])
+    assert fusion.candidates[0].key == "x"
+
+
+def test_an_empty_kind_leaves_the_other_lists_order():
+    fusion = fuse([kw([], []), vec(["a", "b", "c"], [0.9, 0.5, 0.4])])
+    assert fusion.weights == {KEYWORD: 0.0, VECTOR: 1.0}
+    assert [c.key for c in fusion.candidates] == ["a", "b", "c"]
+    fusion = fuse([kw(["c", "b", "a"], [3.0, 2.0, 1.0])])
+    assert fusion.weights[KEYWORD] == 1.0 and [c.key for c in fusion.candidates] == ["c", "b", "a"]
+    assert fuse([]).candidates == []
+
+
+def test_a_short_list_is_complete_its_missing_documents_score_zero():
+    # keyword found one document of the four: BM25 0 for the other three
+    fusion = fuse([kw(["solo"], [4.0]), vec(["a", "b", "solo", "c"], [0.8, 0.7, 0.6, 0.5])], limit=None)
+    by_key = {c.key: c for c in fusion.candidates}
+    padded = [4.0, 0.0, 0.0, 0.0]
+    assert by_key["solo"].kind_z[KEYWORD] == pytest.approx(z_of(padded, 4.0))
+    assert by_key["a"].kind_z[KEYWORD] == pytest.approx(z_of(padded, 0.0))
+    # NQC on the list as retrieved: one hit measures nothing, so the keyword side takes the
+    # vector's NQC and the weights are the neutral prior
+    assert fusion.nqc[KEYWORD] == pytest.approx(fusion.nqc[VECTOR])
+    assert fusion.weights[VECTOR] == pytest.approx(sigmoid(NQC_GAMMA))
+    assert all(math.isfinite(c.fused) for c in fusion.candidates)
+
+
+def test_a_list_without_spread_still_counts():
+    fusion = fuse([kw(["solo"], [4.0])])
+    assert [c.key for c in fusion.candidates] == ["solo"] and fusion.candidates[0].kind_z[KEYWORD] == 1.0
+    flat = fuse([vec(["a", "b"], [0.5, 0.5])])
+    assert [c.key for c in flat.candidates] == ["a", "b"]  # ties: first appearance
+
+
+def test_variants_average_within_their_kind_by_list_weight():
+    own = kw("abc", [6.0, 3.0, 1.0])
+    lex = kw("cba", [6.0, 3.0, 1.0], name="lex 1/keyword", weight=1.0)
+    fusion = fuse([own, lex, vec("abc", [0.5, 0.4, 0.3])], limit=None, depth=3)
+    by_key = {c.key: c for c in fusion.candidates}
+    z = [z_of([6, 3, 1], x) for x in (6.0, 3.0, 1.0)]
+    assert by_key["a"].kind_z[KEYWORD] == pytest.approx((2 * z[0] + 1 * z[2]) / 3)
+    assert by_key["c"].kind_z[KEYWORD] == pytest.approx((2 * z[2] + 1 * z[0]) / 3)
+    # NQC comes from the query's own list when there is one
+    assert fusion.nqc[KEYWORD] == pytest.approx(nqc([6.0, 3.0, 1.0]))
+    hyde_only = fuse([vec("ab", [0.7, 0.2], name="hyde/vector", weight=1.0), kw("ba", [5.0, 1.0])])
+    assert hyde_only.nqc[VECTOR] == pytest.approx(nqc([0.7, 0.2]))
 
 
 def test_repeated_key_in_one_list_counts_only_its_best_rank():
-    fused = reciprocal_rank_fusion([RankedList("a", ["x", "x", "y"])], limit=None)
-    by_key = {c.key: c for c in fused}
-    assert by_key["x"].rrf == pytest.approx(1 / 61)
-    assert by_key["y"].hits["a"].rank == 2
+    fusion = fuse([kw(["x", "x", "y"], [5.0, 4.0, 1.0])], limit=None)
+    assert [c.key for c in fusion.candidates] == ["x", "y"]
+    assert fusion.candidates[0].hits["original/keyword"].rank == 1
 
 
 def test_candidate_limit_keeps_the_best():
-    lists = [RankedList("a", [f"d{i}" for i in range(100)])]
-    fused = reciprocal_rank_fusion(lists, limit=40)
-    assert len(fused) == 40
-    assert fused[0].key == "d0" and fused[-1].key == "d39"
-    assert len(reciprocal_rank_fusion(lists, limit=None)) == 100
+    keys = [f"d{i}" for i in range(100)]
+    values = [100.0 - i for i in range(100)]
+    assert [c.key for c in fuse([kw(keys, values)], limit=40).candidates] == keys[:40]
+    assert len(fuse([kw(keys, values)], limit=None).candidates) == 100
 
 
-def test_scores_are_kept_for_explain():
-    fused = reciprocal_rank_fusion([RankedList("kw", ["x", "y"], scores=[7.5, 3.0])])
-    assert fused[1].hits["kw"].as_dict() == {"rank": 2, "score": 3.0, "rrf": round(1 / 62, 6)}
+def test_retrieval_score_is_the_top_evidence_scaled_by_place():
+    # the #1 found by both kinds: its evidence is w_k·keyword share + w_v·cosine
+    fusion = fuse([kw("abc", [8.0, 4.0, 1.0], shown=[0.4, 0.3, 0.1]), vec("acd", [0.5, 0.4, 0.3])], limit=None)
+    top = fusion.candidates[0]
+    assert top.key == "a"
+    expected = fusion.weights[KEYWORD] * 0.4 + fusion.weights[VECTOR] * 0.5
+    assert fusion.retrieval(top) == pytest.approx(expected) and expected < 0.5  # a weak match reads weak
+    assert fusion.retrieval(fusion.candidates[-1]) == 0.0
+    values = [fusion.retrieval(c) for c in fusion.candidates]
+    assert values == sorted(values, reverse=True)
 
 
-def test_ties_are_broken_deterministically_by_first_appearance():
-    lists = [RankedList("a", ["p", "q"]), RankedList("b", ["q", "p"])]
-    assert [c.key for c in reciprocal_rank_fusion(lists)] == ["p", "q"]
+def test_a_strong_match_reads_high_and_the_top_is_not_always_one():
+    strong = fuse([kw("ab", [9.0, 1.0], shown=[0.95, 0.2]), vec("ab", [0.82, 0.3])])
+    assert 0.85 < strong.retrieval(strong.candidates[0]) < 1.0
 
 
 def test_retrieval_weight_by_position():
     assert [retrieval_weight(r) for r in (1, 3, 4, 10, 11, 40)] == [0.75, 0.75, 0.6, 0.6, 0.4, 0.4]
 
 
-def test_blend_mixes_by_rrf_position():
+def test_blend_mixes_by_fusion_position():
     keys = [f"d{i}" for i in range(1, 13)]
-    fused = reciprocal_rank_fusion([RankedList("a", keys)], limit=None)
-    top = fused[0].fused
+    fusion = fuse([kw(keys, [20.0 - i for i in range(12)], shown=[0.9] * 12)], limit=None)
     rerank = {k: 0.5 for k in keys}
-    out = {b.candidate.key: b for b in blend(fused, rerank)}
-    assert out["d1"].weight == 0.75
-    assert out["d1"].final == pytest.approx(0.75 * 1.0 + 0.25 * 0.5)
-    assert out["d5"].weight == 0.60
-    assert out["d5"].final == pytest.approx(0.6 * fused[4].fused / top + 0.4 * 0.5)
-    assert out["d12"].weight == 0.40
-    assert out["d12"].final == pytest.approx(0.4 * fused[11].fused / top + 0.6 * 0.5)
+    out = {b.candidate.key: b for b in blend(fusion, fusion.candidates, rerank)}
+    r = {c.key: fusion.retrieval(c) for c in fusion.candidates}
+    assert out["d1"].weight == 0.75 and out["d1"].final == pytest.approx(0.75 * r["d1"] + 0.25 * 0.5)
+    assert out["d5"].final == pytest.approx(0.6 * r["d5"] + 0.4 * 0.5)
+    assert out["d12"].final == pytest.approx(0.4 * r["d12"] + 0.6 * 0.5)
 
 
 def test_reranker_can_lift_a_deep_candidate_but_barely_moves_the_top():
-    keys = [f"d{i}" for i in range(1, 16)]
-    fused = reciprocal_rank_fusion([RankedList("a", keys), RankedList("b", keys)], limit=None)
+    keys = [f"d{i}" for i in range(1, 21)]
+    fusion = fuse([kw(keys, [40.0 - i for i in range(20)], shown=[0.9] * 20)], limit=None)
     rerank = {k: 0.0 for k in keys}
     rerank["d15"] = 1.0
-    order = [b.candidate.key for b in blend(fused, rerank)]
-    assert order[0] == "d1"  # 75 % retrieval keeps the agreed #1 on top
-    assert order.index("d15") < order.index("d4")  # 60 % reranker lifts the deep one
+    order = [b.candidate.key for b in blend(fusion, fusion.candidates, rerank)]
+    assert order.index("d15") < 14
+    assert order[0] == "d1" or order[0] == "d15"
 
 
-def test_blend_without_reranker_keeps_rrf_order_and_normalises():
-    fused = reciprocal_rank_fusion([RankedList("a", ["x", "y", "z"])])
-    out = blend(fused, None)
+def test_blend_without_reranker_keeps_fusion_order():
+    fusion = fuse([kw("xyz", [3.0, 2.0, 1.0], shown=[0.6, 0.5, 0.2])])
+    out = blend(fusion, fusion.candidates, None)
     assert [b.candidate.key for b in out] == ["x", "y", "z"]
-    assert out[0].final == 1.0 and all(b.weight is None and b.rerank is None for b in out)
-    assert out[1].final == pytest.approx(fused[1].fused / fused[0].fused)
+    assert out[0].final == pytest.approx(0.6) and out[0].weight is None
 
 
 def test_unjudged_candidates_keep_their_retrieval_score():
-    fused = reciprocal_rank_fusion([RankedList("a", ["x", "y"])])
-    out = {b.candidate.key: b for b in blend(fused, {"x": 0.0})}
-    assert out["y"].final == pytest.approx(out["y"].retrieval)
-    assert out["x"].final == pytest.approx(0.75 * 1.0)
+    fusion = fuse([kw("xy", [2.0, 1.0], shown=[0.8, 0.7])])
+    out = {b.candidate.key: b for b in blend(fusion, fusion.candidates, {"x": 0.0})}
+    assert out["y"].rerank is None and out["y"].final == out["y"].retrieval
+    assert out["x"].final == pytest.approx(0.75 * 0.8)
 
 
 def test_blend_clamps_rerank_scores_and_handles_empty():
-    assert blend([], {"x": 1.0}) == []
-    fused = reciprocal_rank_fusion([RankedList("a", ["x"])])
-    assert blend(fused, {"x": 7.0})[0].final == pytest.approx(1.0)
+    assert blend(fuse([]), [], {"x": 1.0}) == []
+    fusion = fuse([kw("x", [1.0], shown=[1.0])])
+    assert blend(fusion, fusion.candidates, {"x": 7.0})[0].final == pytest.approx(1.0)
+
+
+def test_a_pinned_document_goes_first_and_scores_stay_in_order():
+    lists = [kw(["k", "a"], [5.0, 4.0], shown=[0.95, 0.5]), vec(["a", "b", "k"], [0.9, 0.5, 0.1])]
+    assert fuse(lists).candidates[0].key == "a"
+    fusion = fuse(lists, pin="k")
+    assert fusion.candidates[0].key == "k" and fusion.candidates[0].pinned
+    values = [fusion.retrieval(c) for c in fusion.candidates]
+    assert values == sorted(values, reverse=True)

@@ -103,10 +103,16 @@ def test_fuses_keyword_and_vector_lists(kb):
     assert paths(response)[0] == "postgres-vacuum.md"
     top = response.results[0]
     assert set(top.explain["lists"]) == {"original/keyword", "original/vector"}
-    assert top.explain["bonus"] == 0.05
-    # the two original lists weigh 2×: rank 1 in both gives 2 × 2/61
-    assert top.explain["rrf"] == pytest.approx(4 / 61, abs=1e-6)
-    assert top.score == 1.0 and top.scores["rerank"] is None
+    fusion = top.explain["fusion"]
+    assert fusion["w_keyword"] + fusion["w_vector"] == pytest.approx(1.0, abs=1e-3)
+    assert 0 < fusion["w_keyword"] < 1 and set(top.explain["z"]) == {"keyword", "vector"}
+    assert top.explain["fused"] == pytest.approx(
+        fusion["w_keyword"] * top.explain["z"]["keyword"] + fusion["w_vector"] * top.explain["z"]["vector"], abs=1e-3)
+    # shown: the #1's own evidence, w_k·keyword share + w_v·cosine, not a rescaled 1.0
+    evidence = top.explain["evidence"]
+    expected = fusion["w_keyword"] * evidence.get("keyword", 0) + fusion["w_vector"] * evidence.get("vector", 0)
+    assert top.score == pytest.approx(expected, abs=1e-3) and top.score < 1.0
+    assert top.scores["rerank"] is None
     assert [r.score for r in response.results] == sorted((r.score for r in response.results), reverse=True)
     assert {"keyword", "retrieve", "fusion", "blend", "total"} <= set(response.timings)
     assert not kb.requests_to("/api/generate") and not kb.requests_to("/api/chat")
@@ -185,6 +191,7 @@ def test_strong_keyword_signal_skips_expansion(kb):
     response = hybrid_search(req("autovacuum_vacuum_scale_factor", rerank=False, explain=True))
     assert paths(response)[0] == "postgres-vacuum.md"
     assert response.results[0].explain["plan"]["strong_signal"] is True
+    assert response.results[0].explain["pinned"] is True
     assert not kb.requests_to("/api/generate")
 
 
@@ -195,8 +202,9 @@ def test_structured_query_document_skips_the_model(kb):
     assert paths(response)[0] == "rust.md"
     explain = response.results[0].explain
     assert explain["plan"]["source"] == "user" and explain["plan"]["intent"] == "programming languages"
-    # without a plain line, the user's own variants weigh like a query: 2/(60+1) each
-    assert explain["lists"]["lex 1/keyword"]["rrf"] == pytest.approx(2 / 61, abs=1e-6)
+    assert explain["lists"]["lex 1/keyword"]["rank"] == 1 and explain["lists"]["vec 1/vector"]["rank"] == 1
+    # without a plain line, the user's own variants stand for the query: both kinds weigh
+    assert explain["fusion"]["w_keyword"] > 0 and explain["fusion"]["w_vector"] > 0
 
 
 def test_structured_query_without_text_is_a_clear_error(kb):
@@ -340,7 +348,7 @@ def test_cli_json_api_and_service_agree(kb, run_cli, django_user_model):
     cli = json.loads(out)
     assert [r["uri"] for r in cli["results"]] == [r.uri for r in service.results]
     assert [r["score"] for r in cli["results"]] == pytest.approx([r.score for r in service.results])
-    assert "rrf" in cli["results"][0]["scores"] and "total" in cli["timings_ms"]
+    assert "fused" in cli["results"][0]["scores"] and "total" in cli["timings_ms"]
 
     user = django_user_model.objects.create_user("reader", password="pw-reader-123")
     client = Client(HTTP_AUTHORIZATION=f"Bearer {token_create(user=user).raw}")
@@ -355,7 +363,7 @@ def test_cli_explain_and_options(kb, run_cli):
                              "--intent", "programming")
     assert code == 0, err
     assert "explain:" in out and "original/keyword" in out and "timings:" in out
-    assert "blend 0.75 × retrieval" in out
+    assert "blend 0.75 × retrieval" in out and "w_keyword" in out and "z_vector" in out
     assert not kb.requests_to("/api/generate")
     assert "programming" in kb.requests_to("/api/chat")[0].body["messages"][-1]["content"]
 

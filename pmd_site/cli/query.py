@@ -61,9 +61,13 @@ def format_explain(response) -> str:
         lines.append(f"  #{e['rank']} {result.uri}  final {e['final']:.4f}")
         for name, hit in e.get("lists", {}).items():
             score = "" if hit.get("score") is None else f" score {hit['score']:.4f}"
-            lines.append(f"      {name:<22} rank {hit['rank']:>3}{score}  rrf +{hit['rrf']:.5f}")
-        bonus = f" + bonus {e['bonus']:.2f}" if e.get("bonus") else ""
-        lines.append(f"      fused {e['rrf']:.5f}{bonus} = {e['fused']:.5f} (fusion rank {e['rrf_rank']})")
+            lines.append(f"      {name:<22} rank {hit['rank']:>3}{score}  z {hit['z']:+.3f}")
+        f = e.get("fusion") or {}
+        z = e.get("z") or {}
+        terms = " + ".join(f"{f.get('w_' + kind, 0):.2f} × z_{kind} {z[kind]:+.3f}" for kind in ("keyword", "vector")
+                           if kind in z)
+        lines.append(f"      fused {terms} = {e['fused']:+.4f} (fusion rank {e['fusion_rank']}); "
+                     f"retrieval {e['retrieval']:.4f}")
         if e.get("beyond_candidate_limit"):
             lines.append("      beyond the candidate limit: not re-ranked, kept in fusion order")
         elif e.get("rerank") is not None:
@@ -76,6 +80,11 @@ def format_explain(response) -> str:
     if first:
         plan = first.get("plan") or {}
         variants = ", ".join(f"{v['type']}: {v['text']}" for v in plan.get("variants", [])) or "none"
+        f = first.get("fusion") or {}
+        nqc = ", ".join(f"{k} {v:.3f}" for k, v in (f.get("nqc") or {}).items() if v is not None)
+        lines.append(f"  fusion: w_keyword {f.get('w_keyword', 0):.2f}, w_vector {f.get('w_vector', 0):.2f} "
+                     f"(NQC {nqc or 'none'}); #1's evidence w_k·keyword + w_v·vector = "
+                     f"{f.get('top_evidence', 0):.4f}")
         lines.append(f"  plan: {plan.get('source')}{' (strong keyword signal)' if plan.get('strong_signal') else ''}"
                      f"; variants: {variants}")
         if plan.get("intent"):

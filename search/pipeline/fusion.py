@@ -1,35 +1,65 @@
-"""Reciprocal Rank Fusion and position-aware blending: the arithmetic of `pmd query`.
+"""Query-adaptive score fusion and position-aware blending: the arithmetic of `pmd query`.
 
-Hybrid search asks several retrievers several phrasings of one question and gets
-ranked lists whose scores are not comparable (BM25 is unbounded, cosine is not).
-RRF ignores the scores and adds ``weight / (k + rank)`` for every list a document
-appears in, so a document that several lists agree on rises, and no single list
-can dominate through its score scale.
+Hybrid search asks a keyword and a vector retriever (and, with expansion, model-written
+variants of the query) and gets ranked lists whose scores live on different scales
+(BM25 is unbounded, cosine is not). pmd fuses the *scores*, not only the ranks, and
+weighs the two kinds of evidence per query by how much signal each list carries:
 
-* k = 60 (the value from the original RRF paper; it flattens the difference
-  between rank 1 and rank 5 so agreement matters more than one list's order);
-* lists produced by the user's own query weigh 2×, lists from model-written
-  variants 1×: a variant is a guess and can drift off topic;
-* a document ranked #1 in any list gets +0.05, #2-3 +0.02 (once, for its best
-  rank): a keyword #1 is often an exact answer that fusion alone would average away.
+1. **z-scores per list.** Each list's scores (keyword: best-passage BM25; vector: best
+   chunk's cosine) are standardised over its top `FUSION_DEPTH` hits,
+   z = (s − mean)/sd (score normalisation for CombSUM: Montague & Aslam, CIKM 2001;
+   Fox & Shaw, TREC-2 1994). A document a list did not return gets that list's lowest z.
+   Unlike Reciprocal Rank Fusion, a keyword #1 far ahead of its #2 keeps its lead.
+2. **Within a kind** (keyword lists, vector lists) the lists' z are averaged with the list
+   weights: the user's own query 2, a model-written variant 1 (a variant is a guess and can
+   drift off topic). With no variants this is just the query's own list.
+3. **Across kinds** a per-query weight from a query-performance predictor: Normalised Query
+   Commitment (Shtok, Kurland & Carmel, "Predicting query performance by query-drift
+   estimation", ACM TOIS 30(2), 2012), NQC = sd(top-10 scores) / |mean(top-100 scores)|,
+   computed on each kind's own list for the query (the variants' mean when the query has
+   none of that kind). A list whose top stands out from its bulk is committed to an answer:
+       w_v = σ(β·(NQC_V − NQC_K) + γ),   w_k = 1 − w_v,   fused = w_k·Z_K + w_v·Z_V
+   β = 2, γ = 0.5 (a slight vector tilt), fitted on the odd-numbered queries of SciFact,
+   Cranfield and scifact-long jointly; one set for every collection. This is the no-LLM
+   analogue of dynamic alpha tuning (Hsu & Tzeng 2025, who ask an LLM to grade each
+   retriever's top hit).
+4. **Short and degenerate lists.** A kind with no hits gets weight 0 (fused = the other
+   kind's order). A list shorter than the depth asked for is complete: the documents the
+   other lists found and it lacks score 0 in it (BM25's "no query word"), and those zeros
+   join its z statistics up to the depth, so a lone keyword hit stands far above the rest
+   (NQC stays on the list as retrieved). A list still without spread (one document in all, or
+   all scores equal) has no z: its hits get +1, the documents it lacks 0. A list of one hit
+   has no measurable NQC: a kind with no measurable list takes the other kind's NQC (the
+   neutral prior w_v = σ(γ)).
 
-Blending then mixes the fused (retrieval) score with a re-ranker's confidence.
-The mix depends on the RRF rank: near the top the retrieval agreement is strong
-evidence and the re-ranker only nudges (75/25); deeper down, retrieval is weak and
-the re-ranker decides more (60/40 for ranks 4-10, 40/60 below). The retrieval
-score used in the blend is the fused score divided by the best fused score, so
-both sides of the mix lie in 0..1.
+Blending then mixes the retrieval score with a re-ranker's confidence, by fusion rank:
+near the top retrieval is strong evidence and the re-ranker only nudges (75/25); deeper
+down the re-ranker decides more (60/40 for ranks 4-10, 40/60 below).
+
+The retrieval score (0..1, what `pmd query` shows without a re-ranker) is anchored on
+absolute evidence so that it reads the same across queries: the top document scores its
+own evidence, w_k·keyword + w_v·vector (the shown keyword score — the share of the query
+its best passage holds — and its cosine, 0 where a kind did not find it); every other
+document scores that times its place on the fused scale between the top (1) and the
+lowest fused score (0). A weak best match therefore reads weak, and the order is the
+fusion order.
 """
 
 from __future__ import annotations
 
+import math
+import statistics
 from dataclasses import dataclass, field
 
-RRF_K = 60
+KEYWORD, VECTOR = "keyword", "vector"
+KINDS = (KEYWORD, VECTOR)
+FUSION_DEPTH = 100  # hits per list the statistics are taken over (fetched whatever -n is)
+NQC_TOP = 10
+NQC_BETA = 2.0
+NQC_GAMMA = 0.5
 ORIGINAL_WEIGHT = 2.0
 VARIANT_WEIGHT = 1.0
-TOP1_BONUS = 0.05
-TOP3_BONUS = 0.02
+DEGENERATE_Z = 1.0  # a hit of a list without spread: one sd above an average hit
 DEFAULT_CANDIDATE_LIMIT = 40
 
 
@@ -39,76 +69,213 @@ class RankedList:
 
     name: str  # e.g. "original/keyword", "lex 1/keyword", "hyde/vector"
     keys: list[str]
-    scores: list[float] = field(default_factory=list)  # the retriever's own scores, for --explain
+    scores: list[float] = field(default_factory=list)  # shown scores 0..1 (keyword share, cosine)
     weight: float = VARIANT_WEIGHT
+    kind: str = ""  # KEYWORD or VECTOR; by default the name's suffix
+    values: list[float] = field(default_factory=list)  # what is standardised (raw BM25, cosine); default scores
+
+    def __post_init__(self) -> None:
+        if not self.kind:
+            self.kind = VECTOR if self.name.endswith(VECTOR) else KEYWORD
+        if not self.values:
+            self.values = list(self.scores)
 
 
 @dataclass
 class ListHit:
     rank: int  # 1-based rank in that list
-    score: float | None  # the retriever's own score
-    contribution: float  # weight / (k + rank)
+    score: float | None  # the shown score in that list
+    value: float | None  # the standardised input (raw BM25, cosine)
+    z: float = 0.0
 
     def as_dict(self) -> dict:
-        return {"rank": self.rank, "score": self.score, "rrf": round(self.contribution, 6)}
+        return {"rank": self.rank, "score": self.score, "value": self.value, "z": round(self.z, 4)}
 
 
 @dataclass
 class Candidate:
     key: str
-    rrf: float = 0.0  # sum of contributions
-    bonus: float = 0.0
+    fused: float = 0.0  # w_k·Z_K + w_v·Z_V
+    kind_z: dict[str, float] = field(default_factory=dict)  # kind → within-kind z (missing: the floor)
+    evidence: dict[str, float] = field(default_factory=dict)  # kind → best shown score (0 if not found)
     best_rank: int = 0  # best rank in any list
     hits: dict[str, ListHit] = field(default_factory=dict)  # list name → hit
     order: int = 0  # first appearance, the last tie-breaker (deterministic output)
-
-    @property
-    def fused(self) -> float:
-        return self.rrf + self.bonus
+    pinned: bool = False  # first by the strong keyword signal
 
 
-def top_rank_bonus(best_rank: int) -> float:
-    if best_rank == 1:
-        return TOP1_BONUS
-    if 2 <= best_rank <= 3:
-        return TOP3_BONUS
-    return 0.0
+@dataclass
+class Fusion:
+    """Fused candidates (best first) and the per-query facts --explain shows."""
+
+    candidates: list[Candidate]
+    weights: dict[str, float]  # kind → w
+    nqc: dict[str, float | None]  # kind → NQC (None: no list of that kind)
+    top_evidence: float = 0.0  # w_k·keyword + w_v·vector of the #1: its retrieval score
+    floor: float = 0.0  # the lowest fused score (retrieval 0)
+
+    def retrieval(self, candidate: Candidate) -> float:
+        """The 0..1 retrieval score: the #1's evidence, scaled by place on the fused scale."""
+        if not self.candidates:
+            return 0.0
+        top = self.candidates[0].fused
+        span = top - self.floor
+        place = 1.0 if span <= 1e-12 else (candidate.fused - self.floor) / span
+        return max(0.0, min(1.0, self.top_evidence * max(0.0, min(1.0, place))))
+
+    def explain(self) -> dict:
+        return {"w_keyword": round(self.weights.get(KEYWORD, 0.0), 4),
+                "w_vector": round(self.weights.get(VECTOR, 0.0), 4),
+                "nqc": {k: None if v is None else round(v, 4) for k, v in self.nqc.items()},
+                "top_evidence": round(self.top_evidence, 4)}
 
 
-def reciprocal_rank_fusion(
-    lists: list[RankedList], *, k: int = RRF_K, limit: int | None = DEFAULT_CANDIDATE_LIMIT
-) -> list[Candidate]:
-    """Fuse ranked lists into candidates ordered by weighted RRF plus top-rank bonus."""
-    if k < 0:
-        raise ValueError("the RRF constant k must not be negative")
+def sigmoid(x: float) -> float:
+    return 1.0 / (1.0 + math.exp(-x)) if x >= 0 else math.exp(x) / (1.0 + math.exp(x))
+
+
+def nqc(values: list[float], top: int = NQC_TOP) -> float:
+    """Normalised Query Commitment (Shtok et al., TOIS 2012): sd of the top `top` scores over
+    |mean| of the list (the list stands in for the corpus score). 0 without two hits."""
+    head = values[:top]
+    if len(head) < 2:
+        return 0.0
+    mean = abs(statistics.fmean(values))
+    return statistics.pstdev(head) / mean if mean > 1e-12 else 0.0
+
+
+def adaptive_weights(nqc_by_kind: dict[str, float | None]) -> dict[str, float]:
+    """w_v = σ(β·(NQC_V − NQC_K) + γ); a kind without lists gets 0."""
+    k, v = nqc_by_kind.get(KEYWORD), nqc_by_kind.get(VECTOR)
+    if k is None and v is None:
+        return {KEYWORD: 0.0, VECTOR: 0.0}
+    if k is None:
+        return {KEYWORD: 0.0, VECTOR: 1.0}
+    if v is None:
+        return {KEYWORD: 1.0, VECTOR: 0.0}
+    w_v = sigmoid(NQC_BETA * (v - k) + NQC_GAMMA)
+    return {KEYWORD: 1.0 - w_v, VECTOR: w_v}
+
+
+@dataclass
+class _Standardised:
+    z: dict[str, float]  # key → z of its best hit in the list
+    floor: float  # z given to documents the list lacks
+    nqc: float | None  # None: fewer than two hits, commitment not measurable
+
+
+def _standardise(ranked: RankedList, depth: int, others: set[str]) -> tuple[_Standardised, dict[str, ListHit]]:
+    hits: dict[str, ListHit] = {}
+    values: list[float] = []
+    rank = 0
+    for position, key in enumerate(ranked.keys):
+        if key in hits:  # several hits of one document in a list: only its best counts
+            continue
+        rank += 1
+        value = ranked.values[position] if position < len(ranked.values) else None
+        score = ranked.scores[position] if position < len(ranked.scores) else None
+        hits[key] = ListHit(rank=rank, score=score, value=value)
+        if value is not None:
+            values.append(float(value))
+    head = values[:depth]
+    # A list that ended before the depth asked for is complete: a document it lacks scores 0
+    # there (BM25 of a document holding no query word; vector: not embedded), and those
+    # zeros belong to the list's distribution (up to the depth). One keyword hit among a
+    # handful of documents is then far above the rest, not a list "without spread".
+    absent = 0.0
+    own_nqc = nqc(head) if len(head) >= 2 else None  # on the list as retrieved (Shtok et al.), before the zeros
+    if len(hits) < depth and len(head) == len(hits):
+        missing = len([k for k in others if k not in hits])
+        head = head + [0.0] * min(missing, depth - len(head))
+    sd = statistics.pstdev(head) if len(head) >= 2 else 0.0
+    if sd <= 1e-12:
+        for hit in hits.values():
+            hit.z = DEGENERATE_Z
+        return _Standardised({k: DEGENERATE_Z for k in hits}, 0.0, own_nqc), hits
+    mean = statistics.fmean(head)
+    for hit in hits.values():
+        hit.z = ((hit.value if hit.value is not None else min(head)) - mean) / sd
+    if len(head) > len(values[:depth]):
+        floor = (absent - mean) / sd
+    else:
+        floor = min((min(head) - mean) / sd, *(h.z for h in hits.values()))
+    return _Standardised({k: h.z for k, h in hits.items()}, floor, own_nqc), hits
+
+
+def fuse(lists: list[RankedList], *, limit: int | None = DEFAULT_CANDIDATE_LIMIT,
+         depth: int = FUSION_DEPTH, pin: str | None = None) -> Fusion:
+    """Fuse ranked lists into candidates ordered by the query-adaptive weighted z-score sum.
+
+    `pin`: a document that goes first whatever fusion says (hybrid pins the keyword #1 when
+    the strong-signal rule fires: keyword search alone was convincing); it takes the best
+    fused score, so the retrieval scores stay in order."""
     candidates: dict[str, Candidate] = {}
+    by_kind: dict[str, list[tuple[RankedList, _Standardised]]] = {kind: [] for kind in KINDS}
+    universe = {key for ranked in lists for key in ranked.keys}
     for ranked in lists:
-        seen: set[str] = set()
-        rank = 0
-        for position, key in enumerate(ranked.keys):
-            if key in seen:  # several hits of one document in a list: only its best counts
-                continue
-            seen.add(key)
-            rank += 1
+        standard, hits = _standardise(ranked, depth, universe)
+        if not hits:
+            continue
+        by_kind.setdefault(ranked.kind, []).append((ranked, standard))
+        for key, hit in hits.items():
             candidate = candidates.get(key)
             if candidate is None:
-                candidate = candidates[key] = Candidate(key=key, best_rank=rank, order=len(candidates))
-            contribution = ranked.weight / (k + rank)
-            candidate.rrf += contribution
-            candidate.best_rank = min(candidate.best_rank, rank)
-            score = ranked.scores[position] if position < len(ranked.scores) else None
-            candidate.hits[ranked.name] = ListHit(rank=rank, score=score, contribution=contribution)
+                candidate = candidates[key] = Candidate(key=key, best_rank=hit.rank, order=len(candidates))
+            candidate.best_rank = min(candidate.best_rank, hit.rank)
+            candidate.hits[ranked.name] = hit
+            if hit.score is not None:
+                shown = max(0.0, min(1.0, float(hit.score)))
+                candidate.evidence[ranked.kind] = max(candidate.evidence.get(ranked.kind, 0.0), shown)
+
+    # NQC per kind: the query's own list (the heaviest), else the variants' weighted mean
+    # (lists of one hit have none: a kind with no measurable list takes the other kind's
+    # NQC, i.e. the neutral prior w_v = σ(γ))
+    nqc_by_kind: dict[str, float | None] = {}
+    for kind in KINDS:
+        members = [(r, s) for r, s in by_kind.get(kind) or [] if s.nqc is not None]
+        if not members:
+            nqc_by_kind[kind] = None
+            continue
+        heaviest = max(r.weight for r, _ in members)
+        own = [(r, s) for r, s in members if r.weight == heaviest]
+        total = sum(r.weight for r, _ in own)
+        nqc_by_kind[kind] = sum(r.weight * s.nqc for r, s in own) / total
+    present = {kind: bool(by_kind.get(kind)) for kind in KINDS}
+    for kind, other in ((KEYWORD, VECTOR), (VECTOR, KEYWORD)):
+        if present[kind] and nqc_by_kind[kind] is None:
+            nqc_by_kind[kind] = nqc_by_kind[other] if nqc_by_kind[other] is not None else 0.0
+    weights = adaptive_weights({kind: nqc_by_kind[kind] if present[kind] else None for kind in KINDS})
+
     for candidate in candidates.values():
-        candidate.bonus = top_rank_bonus(candidate.best_rank)
-    ordered = sorted(candidates.values(), key=lambda c: (-c.fused, c.best_rank, c.order))
-    return ordered if limit is None else ordered[: max(0, limit)]
+        fused = 0.0
+        for kind in KINDS:
+            members = by_kind.get(kind) or []
+            if not members:
+                continue
+            total = sum(r.weight for r, _ in members) or 1.0
+            z = sum(r.weight * s.z.get(candidate.key, s.floor) for r, s in members) / total
+            candidate.kind_z[kind] = z
+            fused += weights[kind] * z
+        candidate.fused = fused
+    if pin in candidates and candidates:
+        candidates[pin].fused = max(c.fused for c in candidates.values())
+        candidates[pin].pinned = True
+    ordered = sorted(candidates.values(), key=lambda c: (-c.fused, not c.pinned, c.best_rank, c.order))
+    result = Fusion(candidates=ordered, weights=weights, nqc=nqc_by_kind)
+    if ordered:
+        top = ordered[0]
+        result.top_evidence = sum(weights[kind] * top.evidence.get(kind, 0.0) for kind in KINDS)
+        result.floor = ordered[-1].fused
+    if limit is not None:
+        result.candidates = ordered[: max(0, limit)]
+    return result
 
 
-def retrieval_weight(rrf_rank: int) -> float:
-    """Share of the retrieval score in the blend for a candidate at this RRF rank (1-based)."""
-    if rrf_rank <= 3:
+def retrieval_weight(fusion_rank: int) -> float:
+    """Share of the retrieval score in the blend for a candidate at this fusion rank (1-based)."""
+    if fusion_rank <= 3:
         return 0.75
-    if rrf_rank <= 10:
+    if fusion_rank <= 10:
         return 0.60
     return 0.40
 
@@ -116,34 +283,32 @@ def retrieval_weight(rrf_rank: int) -> float:
 @dataclass
 class Blended:
     candidate: Candidate
-    rrf_rank: int
-    retrieval: float  # fused score / best fused score, 0..1
+    fusion_rank: int
+    retrieval: float  # Fusion.retrieval, 0..1
     rerank: float | None  # re-ranker confidence 0..1, None when not judged
     weight: float | None  # retrieval share used; None when there was nothing to blend
     final: float
 
 
-def blend(candidates: list[Candidate], rerank_scores: dict[str, float] | None = None) -> list[Blended]:
-    """Mix retrieval and re-ranker scores by RRF position; order by the result.
+def blend(fusion: Fusion, candidates: list[Candidate],
+          rerank_scores: dict[str, float] | None = None) -> list[Blended]:
+    """Mix retrieval and re-ranker scores by fusion position; order by the result.
 
     Candidates without a re-ranker score (no re-ranker, or it ran out of time) keep
     their retrieval score, so a partial re-ranking never pushes unjudged documents
     below judged ones merely for lack of a judgement.
     """
     rerank_scores = rerank_scores or {}
-    if not candidates:
-        return []
-    top = max(c.fused for c in candidates) or 1.0
     blended = []
-    for rrf_rank, candidate in enumerate(candidates, start=1):
-        retrieval = candidate.fused / top
+    for fusion_rank, candidate in enumerate(candidates, start=1):
+        retrieval = fusion.retrieval(candidate)
         judged = rerank_scores.get(candidate.key)
         if judged is None:
-            blended.append(Blended(candidate, rrf_rank, retrieval, None, None, retrieval))
+            blended.append(Blended(candidate, fusion_rank, retrieval, None, None, retrieval))
             continue
         judged = min(1.0, max(0.0, float(judged)))
-        weight = retrieval_weight(rrf_rank)
+        weight = retrieval_weight(fusion_rank)
         final = weight * retrieval + (1.0 - weight) * judged
-        blended.append(Blended(candidate, rrf_rank, retrieval, judged, weight, final))
-    blended.sort(key=lambda b: (-b.final, b.rrf_rank))
+        blended.append(Blended(candidate, fusion_rank, retrieval, judged, weight, final))
+    blended.sort(key=lambda b: (-b.final, b.fusion_rank))
     return blended

@@ -3,15 +3,17 @@
 Pipeline (each stage timed in `SearchResponse.timings`, each shortfall stated in
 `SearchResponse.warnings`):
 
-1. keyword search for the query; when its top hit clearly dominates (normalised
-   score ≥ 0.85 and ≥ 0.15 ahead of #2) the query is a lookup and expansion is skipped;
+1. keyword search for the query; when its top hit clearly dominates (shown score, the
+   share of the query its best passage holds, ≥ 0.85 and ≥ 0.15 ahead of #2) the query is
+   a lookup: expansion is skipped and that hit stays first after fusion;
 2. query expansion by the generate model (or the user's own `lex:/vec:/hyde:` lines);
 3. retrieval, concurrently: the query → keyword + vector, lex → keyword, vec/hyde → vector;
-4. weighted Reciprocal Rank Fusion (`search.pipeline.fusion`), top `candidate_limit` kept;
+4. query-adaptive score fusion (`search.pipeline.fusion`: z-scores per list, keyword and
+   vector weighted per query by each list's NQC), top `candidate_limit` kept;
 5. re-ranking of each candidate's best chunk (`search.pipeline.rerank`);
 6. position-aware blending of retrieval and re-ranker scores.
 
-Degradation: no generate model → no expansion; no re-ranker → RRF order; LLM
+Degradation: no generate model → no expansion; no re-ranker → fusion order; LLM
 server down → keyword results; everything bounded by PMD_QUERY_TIMEOUT, so a
 slow or absent model costs seconds, never a hang.
 """
@@ -46,12 +48,16 @@ from search.pipeline.expansion import (
     user_plan,
 )
 from search.pipeline.fusion import (
+    FUSION_DEPTH,
+    KEYWORD,
     ORIGINAL_WEIGHT,
     VARIANT_WEIGHT,
+    VECTOR,
     Blended,
+    Fusion,
     RankedList,
     blend,
-    reciprocal_rank_fusion,
+    fuse,
 )
 from search.pipeline.rerank import RerankItem, rerank
 from search.request import Mode, SearchRequest
@@ -62,10 +68,8 @@ from search.retrieval.vector import vector_search
 
 STRONG_SCORE = 0.85
 STRONG_GAP = 0.15
-MIN_DEPTH = 20  # results asked of each retriever, at least
+MIN_DEPTH = FUSION_DEPTH  # results asked of each retriever, at least: fusion's statistics need them
 DISABLED = {"", "none", "off", "false", "0", "-"}
-
-KEYWORD, VECTOR = "keyword", "vector"
 
 
 # --- configuration ---------------------------------------------------------------------------
@@ -153,7 +157,11 @@ def hybrid_search(request: SearchRequest) -> SearchResponse:
 
     # 4. fusion
     since = time.monotonic()
-    fused = reciprocal_rank_fusion(lists, limit=None)
+    pin = None
+    if explain_plan["strong_signal"] and keyword_first is not None and keyword_first.results:
+        pin = keyword_first.results[0].uri  # keyword alone was convincing: its #1 stays first
+    fusion = fuse(lists, limit=None, pin=pin)
+    fused = fusion.candidates
     candidates = fused[: max(1, request.candidate_limit)]
     tail = fused[len(candidates):]
     run.timed("fusion", since)
@@ -166,8 +174,8 @@ def hybrid_search(request: SearchRequest) -> SearchResponse:
 
     # 6. blending
     since = time.monotonic()
-    blended = blend(candidates, scores)
-    results = _results(run, blended, tail, hits, explain_plan, rerank_info)
+    blended = blend(fusion, candidates, scores)
+    results = _results(run, fusion, blended, tail, hits, explain_plan, rerank_info)
     run.timed("blend", since)
 
     results = [r for r in results if r.score >= request.min_score][: request.effective_limit()]
@@ -361,7 +369,11 @@ def _add_list(lists, hits, name: str, response: SearchResponse, weight: float) -
         keys.append(key)
         scores.append(round(result.score, 6))
         by_key.setdefault(key, result)
-    lists.append(RankedList(name=name, keys=keys, scores=scores, weight=weight))
+    kind = VECTOR if name.endswith("/" + VECTOR) else KEYWORD
+    # fusion standardises the retriever's own score: best-passage BM25 (its per-query
+    # ideal is a constant factor, which z-scores and NQC ignore) or the best chunk's cosine
+    values = [float(r.scores.get("bm25" if kind == KEYWORD else "cosine", r.score)) for r in response.results]
+    lists.append(RankedList(name=name, keys=keys, scores=scores, weight=weight, kind=kind, values=values))
     hits[name] = by_key
 
 
@@ -413,35 +425,38 @@ def _chunk_at(chunks, line: int) -> str:
     return best.text if best else ""
 
 
-def _results(run: _Run, blended: list[Blended], tail, hits, explain_plan: dict, rerank_info: dict) -> list[SearchResult]:
+def _results(run: _Run, fusion: Fusion, blended: list[Blended], tail, hits, explain_plan: dict,
+             rerank_info: dict) -> list[SearchResult]:
     results = []
     for position, item in enumerate(blended, start=1):
         result = _result_for(item.candidate, hits, item.final)
         result.scores = {
-            "final": round(item.final, 6), "rrf": round(item.candidate.rrf, 6),
-            "bonus": item.candidate.bonus, "retrieval": round(item.retrieval, 6),
+            "final": round(item.final, 6), "fused": round(item.candidate.fused, 6),
+            "retrieval": round(item.retrieval, 6),
             "rerank": None if item.rerank is None else round(item.rerank, 6),
             "blend_weight": item.weight,
             **{name: hit.score for name, hit in item.candidate.hits.items()},
         }
         if run.request.explain:
-            result.explain = _explain(item.candidate, item.rrf_rank, position, item.retrieval, item.rerank,
-                                      item.weight, item.final, explain_plan, rerank_info)
+            result.explain = _explain(fusion, item.candidate, item.fusion_rank, position, item.retrieval,
+                                      item.rerank, item.weight, item.final, explain_plan, rerank_info)
         results.append(result)
     # Fused documents beyond the candidate limit follow, in fusion order, scored below
     # the last candidate so that no unjudged document overtakes a judged one.
     if tail and results:
         floor = min(r.score for r in results)
-        top_tail = tail[0].fused or 1.0
+        top_tail = fusion.retrieval(tail[0])
         for offset, candidate in enumerate(tail, start=1):
-            score = floor * 0.99 * candidate.fused / top_tail
+            retrieval = fusion.retrieval(candidate)
+            score = min(retrieval, floor * 0.99 * (retrieval / top_tail if top_tail > 0 else 1.0))
             result = _result_for(candidate, hits, score)
-            result.scores = {"final": round(score, 6), "rrf": round(candidate.rrf, 6), "bonus": candidate.bonus,
+            result.scores = {"final": round(score, 6), "fused": round(candidate.fused, 6),
+                             "retrieval": round(retrieval, 6),
                              **{name: hit.score for name, hit in candidate.hits.items()}}
             if run.request.explain:
                 rank = len(blended) + offset
-                result.explain = _explain(candidate, rank, rank, None, None, None, score, explain_plan, rerank_info,
-                                          beyond_limit=True)
+                result.explain = _explain(fusion, candidate, rank, rank, retrieval, None, None, score,
+                                          explain_plan, rerank_info, beyond_limit=True)
             results.append(result)
     return results
 
@@ -454,15 +469,17 @@ def _result_for(candidate, hits, score: float) -> SearchResult:
     return result
 
 
-def _explain(candidate, rrf_rank, position, retrieval, rerank_score, weight, final, explain_plan, rerank_info,
-             *, beyond_limit: bool = False) -> dict:
+def _explain(fusion: Fusion, candidate, fusion_rank, position, retrieval, rerank_score, weight, final,
+             explain_plan, rerank_info, *, beyond_limit: bool = False) -> dict:
     return {
         "rank": position,
-        "rrf_rank": rrf_rank,
+        "fusion_rank": fusion_rank,
         "lists": {name: hit.as_dict() for name, hit in candidate.hits.items()},
-        "rrf": round(candidate.rrf, 6),
-        "bonus": candidate.bonus,
+        "fusion": fusion.explain(),
+        "z": {kind: round(z, 4) for kind, z in candidate.kind_z.items()},
+        "evidence": {kind: round(v, 4) for kind, v in candidate.evidence.items()},
         "fused": round(candidate.fused, 6),
+        "pinned": candidate.pinned,
         "retrieval": None if retrieval is None else round(retrieval, 6),
         "rerank": None if rerank_score is None else round(rerank_score, 6),
         "blend_weight": weight,
