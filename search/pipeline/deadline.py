@@ -29,6 +29,7 @@ class Outcome:
     results: dict[str, Any] = field(default_factory=dict)
     errors: dict[str, BaseException] = field(default_factory=dict)
     timed_out: list[str] = field(default_factory=list)  # names still running (or never started) at the deadline
+    alongside: Any = None  # the value of run_concurrently's `alongside` call
 
 
 def run_concurrently(
@@ -38,15 +39,22 @@ def run_concurrently(
     workers: int | None = None,
     uses_db: bool = False,
     stop_on: Callable[[str, BaseException], bool] | None = None,
+    alongside: Callable[[], Any] | None = None,
 ) -> Outcome:
     """Run `calls` (name → no-argument function) on up to `workers` threads.
 
     Returns when all are done, when `timeout` seconds have passed, or when
     `stop_on(name, error)` says an error makes the remaining calls pointless
     (e.g. the server is down); unfinished names are listed in `timed_out`.
+
+    `alongside` runs in the calling thread (its database connection, its transaction)
+    while the threads work; its value is `outcome.alongside`, its error propagates, and
+    the timeout counts from its end.
     """
     outcome = Outcome()
     if not calls:
+        if alongside is not None:
+            outcome.alongside = alongside()
         return outcome
     tasks: queue.SimpleQueue = queue.SimpleQueue()
     for item in calls.items():
@@ -75,6 +83,14 @@ def run_concurrently(
     threads = [threading.Thread(target=work, name=f"pmd-deadline-{i}", daemon=True) for i in range(count)]
     for thread in threads:
         thread.start()
+    if alongside is not None:
+        try:
+            outcome.alongside = alongside()
+        except BaseException:
+            stop.set()
+            with _stragglers_lock:
+                _stragglers[:] = [t for t in _stragglers if t.is_alive()] + [t for t in threads if t.is_alive()]
+            raise
     deadline = time.monotonic() + max(0.0, timeout)
     pending = set(calls)
     while pending:

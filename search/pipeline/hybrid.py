@@ -70,6 +70,7 @@ STRONG_SCORE = 0.85
 STRONG_GAP = 0.15
 MIN_DEPTH = FUSION_DEPTH  # results asked of each retriever, at least: fusion's statistics need them
 DISABLED = {"", "none", "off", "false", "0", "-"}
+LEAD = "original/keyword"  # the keyword search of the query itself
 
 
 # --- configuration ---------------------------------------------------------------------------
@@ -131,28 +132,35 @@ def hybrid_search(request: SearchRequest) -> SearchResponse:
     explain_plan: dict = {"source": plan.source, "variants": [v.as_dict() for v in plan.variants],
                           "intent": intent, "strong_signal": False}
 
-    # 1. keyword search for the query itself: cheap, and tells whether expansion is worth it
+    def after_keyword(response: SearchResponse) -> None:
+        # 2. expansion, unless the user wrote the variants or keyword search already nailed it
+        if plan.source == "none":
+            if strong_signal(response.results):
+                explain_plan["strong_signal"] = True
+            elif request.expand:
+                plan.variants, source = _expand(run, plan.original, intent)
+                plan.source = source if plan.variants else plan.source
+                explain_plan.update(source=plan.source, variants=[v.as_dict() for v in plan.variants])
+
+    # 1. keyword search for the query itself: cheap, and tells whether expansion is worth it.
+    # When no expansion can follow (the user wrote the variants, expansion is off or has no
+    # model), nothing waits on it: it runs alongside the other retrievals.
     keyword_first = None
-    if plan.original:
+    may_expand = plan.source == "none" and request.expand and generate_model() is not None
+    if plan.original and may_expand:
         since = time.monotonic()
         keyword_first = _keyword(_sub_request(request, plan.original, Mode.KEYWORD, depth))
         run.timed("keyword", since)
         _add_list(lists, hits, "original/keyword", keyword_first, ORIGINAL_WEIGHT)
         for message in keyword_first.warnings:
             run.warn(message)
-
-    # 2. expansion, unless the user wrote the variants or keyword search already nailed it
-    if plan.source == "none" and keyword_first is not None:
-        if strong_signal(keyword_first.results):
-            explain_plan["strong_signal"] = True
-        elif request.expand:
-            plan.variants, source = _expand(run, plan.original, intent)
-            plan.source = source if plan.variants else plan.source
-            explain_plan.update(source=plan.source, variants=[v.as_dict() for v in plan.variants])
+        after_keyword(keyword_first)
 
     # 3. the remaining retrievals, concurrently
     since = time.monotonic()
-    _retrieve(run, plan, depth, lists, hits)
+    lead = _retrieve(run, plan, depth, lists, hits,
+                     lead=after_keyword if plan.original and not may_expand else None)
+    keyword_first = keyword_first or lead
     run.timed("retrieve", since)
 
     # 4. fusion
@@ -262,7 +270,10 @@ def _note_llm_error(run: _Run, error: BaseException) -> bool:
 
 
 def _retrieve(run: _Run, plan: QueryPlan, depth: int, lists: list[RankedList],
-              hits: dict[str, dict[str, SearchResult]]) -> None:
+              hits: dict[str, dict[str, SearchResult]], lead=None) -> SearchResponse | None:
+    """Run the plan's retrievals concurrently. With `lead` (a function of its response),
+    the keyword search of the query itself runs with them, is handled first (its errors
+    raised, as when it runs alone), and is returned."""
     request = run.request
     user_written = plan.source == "user" and not plan.original
     variant_weight = ORIGINAL_WEIGHT if user_written else VARIANT_WEIGHT
@@ -278,18 +289,31 @@ def _retrieve(run: _Run, plan: QueryPlan, depth: int, lists: list[RankedList],
 
     if run.llm_down:
         jobs = {name: job for name, job in jobs.items() if job[0] == KEYWORD}
-    if not jobs:
-        return
+    if not jobs and lead is None:
+        return None
 
     def call(retriever: str, text: str):
         sub = _sub_request(request, text, Mode.KEYWORD if retriever == KEYWORD else Mode.VECTOR, depth)
         return _keyword(sub) if retriever == KEYWORD else _vector(sub)
 
+    def call_lead():  # in this thread, while the others run
+        since = time.monotonic()
+        response = call(KEYWORD, plan.original)
+        run.timed("keyword", since)
+        return response
+
     calls = {name: (lambda r=r, t=t: call(r, t)) for name, (r, t, _) in jobs.items()}
     # Keep a little time for fusion and re-ranking after retrieval.
     timeout = max(0.5, run.remaining() * 0.8) if run.remaining() > 0 else 0.0
-    outcome = run_concurrently(calls, timeout=timeout, workers=4, uses_db=True)
+    outcome = run_concurrently(calls, timeout=timeout, workers=4, uses_db=True,
+                               alongside=call_lead if lead is not None else None)
     vector_failed: list[str] = []
+    first = outcome.alongside
+    if first is not None:
+        _add_list(lists, hits, LEAD, first, ORIGINAL_WEIGHT)
+        for message in first.warnings:
+            run.warn(message)
+        lead(first)
     for name in jobs:  # in plan order, so fusion is deterministic
         retriever, _, weight = jobs[name]
         if name in outcome.results:
@@ -311,6 +335,7 @@ def _retrieve(run: _Run, plan: QueryPlan, depth: int, lists: list[RankedList],
     if vector_failed:
         any_vector = any(ranked.name.endswith("/vector") for ranked in lists)
         run.warn(f"vector search failed: {vector_failed[0]}" + ("" if any_vector else ": keyword results only"))
+    return first
 
 
 def _rerank(run: _Run, plan: QueryPlan, candidates, hits) -> tuple[dict[str, float], dict]:
