@@ -62,7 +62,7 @@ from search.pipeline.fusion import (
 from search.pipeline.rerank import RerankItem, rerank
 from search.request import Mode, SearchRequest
 from search.results import SearchResponse, SearchResult
-from search.retrieval.common import SearchError, collection_ids_for
+from search.retrieval.common import SearchError, collection_ids_for, complete_snippets
 from search.retrieval.keyword import keyword_search
 from search.retrieval.vector import vector_search
 
@@ -187,6 +187,7 @@ def hybrid_search(request: SearchRequest) -> SearchResponse:
     run.timed("blend", since)
 
     results = [r for r in results if r.score >= request.min_score][: request.effective_limit()]
+    complete_snippets(results)
     if request.full:
         _attach_bodies(results)
     run.timings["total"] = (time.monotonic() - started) * 1000.0
@@ -383,7 +384,7 @@ def _keyword(request: SearchRequest) -> SearchResponse:
 
 
 def _vector(request: SearchRequest) -> SearchResponse:
-    return vector_search(request)
+    return vector_search(request, snippets=False)  # the shown hits' snippets: complete_snippets
 
 
 def _add_list(lists, hits, name: str, response: SearchResponse, weight: float) -> None:
@@ -416,6 +417,7 @@ def _rerank_items(candidates, hits, query: str) -> list[RerankItem]:
     """Each candidate's best chunk: the chunk around the line its best hit points at."""
     params = chunk_params_from_settings()
     shown = {c.key: _representative(c.key, c, hits) for c in candidates}
+    complete_snippets(shown.values())  # in place: the results shown later are copies of these
     pairs = {(r.collection, r.path) for r in shown.values()}
     bodies: dict[tuple[str, str], str] = {}
     if pairs:

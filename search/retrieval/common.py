@@ -45,3 +45,28 @@ def line_pieces(line: str, width: int = SNIPPET_CHARS) -> Iterator[tuple[int, in
             end = cut if cut > start else end
         yield start, end
         start = end
+
+
+# --- deferred snippets -----------------------------------------------------------------
+# Hybrid search fetches each list deep (fusion's statistics need it) but shows a few hits:
+# a retriever asked with `snippets=False` leaves each result's snippet, line and highlights
+# to a batch function of its response, called (once per result) by complete_snippets for
+# the results actually shown. Copies of a result (copy.copy) carry the pending work.
+
+_PENDING = "_pending_snippet"
+
+
+def defer_snippet(result, batch, data) -> None:
+    """Mark `result` as waiting for `batch([(result, data), ...])` to fill its snippet."""
+    setattr(result, _PENDING, (batch, data))
+
+
+def complete_snippets(results) -> None:
+    """Fill the deferred snippets of `results`, one batch call per retriever response."""
+    groups: dict[int, tuple] = {}
+    for result in results:
+        pending = result.__dict__.pop(_PENDING, None)
+        if pending is not None:
+            groups.setdefault(id(pending[0]), (pending[0], []))[1].append((result, pending[1]))
+    for batch, items in groups.values():
+        batch(items)

@@ -48,6 +48,7 @@ from search.retrieval.common import (
     SNIPPET_CHARS,
     SearchError,
     collection_ids_for,
+    defer_snippet,
     line_pieces,
 )
 
@@ -60,8 +61,10 @@ class NotEmbedded(SearchError, errors.NotEmbedded):
     """No vectors for the configured model: `pmd embed` first."""
 
 
-def vector_search(request: SearchRequest, *, exact: bool = False) -> SearchResponse:
-    """The `vsearch` service: one SearchRequest in, one SearchResponse out."""
+def vector_search(request: SearchRequest, *, exact: bool = False, snippets: bool = True) -> SearchResponse:
+    """The `vsearch` service: one SearchRequest in, one SearchResponse out. `snippets=False`
+    leaves snippets, lines and highlights to `complete_snippets` (hybrid search shows a few
+    of the hits it fetches)."""
     query = request.query.strip()
     if not query:
         raise SearchError("empty query")
@@ -90,7 +93,7 @@ def vector_search(request: SearchRequest, *, exact: bool = False) -> SearchRespo
     response.timings["nearest"] = (time.perf_counter() - started) * 1000
 
     started = time.perf_counter()
-    response.results = _results(rows, request, query, limit, hits)
+    response.results = _results(rows, request, query, limit, hits, snippets=snippets or request.full)
     response.timings["results"] = (time.perf_counter() - started) * 1000
     started = time.perf_counter()
     missing = pending_count(fingerprint, request.collections or None)
@@ -205,7 +208,8 @@ def _planner_settings(cursor, values: dict[str, str]):
                            [x for pair in restore for x in pair])
 
 
-def _results(rows: list[tuple], request: SearchRequest, query: str, limit: int, hits: int) -> list[SearchResult]:
+def _results(rows: list[tuple], request: SearchRequest, query: str, limit: int, hits: int, *,
+             snippets: bool = True) -> list[SearchResult]:
     """Best chunk(s) per document, in score order, shaped as SearchResults."""
     per_document: dict[int, list[tuple]] = defaultdict(list)
     order: list[int] = []
@@ -228,10 +232,11 @@ def _results(rows: list[tuple], request: SearchRequest, query: str, limit: int, 
         return []
 
     doc_ids = [rows_[0][6] for rows_ in picked]
-    bodies = dict(Document.objects.filter(pk__in=doc_ids).values_list("pk", "content__body"))
+    bodies = dict(Document.objects.filter(pk__in=doc_ids).values_list("pk", "content__body")) if snippets else {}
     collections = {c.pk: c for c in Collection.objects.filter(pk__in={r[0][10] for r in picked})}
     all_contexts = list(PathContext.objects.all())
     terms = _query_terms(query)
+    fill = None if snippets else _snippet_filler(terms)
     results = []
     for chunks in picked:
         for row in chunks:
@@ -239,8 +244,11 @@ def _results(rows: list[tuple], request: SearchRequest, query: str, limit: int, 
              collection_name) = row
             if 1 - distance < request.min_score:
                 continue
-            body = bodies.get(doc_id, "")
-            snippet, line, highlights = chunk_snippet(body, char_start, char_end, terms)
+            if snippets:
+                body = bodies.get(doc_id, "")
+                snippet, line, highlights = chunk_snippet(body, char_start, char_end, terms)
+            else:
+                body, snippet, line, highlights = None, "", 1, []
             score = max(0.0, min(1.0, 1.0 - float(distance)))
             results.append(SearchResult(
                 docid=docid, collection=collection_name, path=path, title=title, score=score, line=line,
@@ -251,7 +259,22 @@ def _results(rows: list[tuple], request: SearchRequest, query: str, limit: int, 
                 explain={"chunk": seq, "chunk_chars": [char_start, char_end], "distance": float(distance)}
                 if request.explain else None,
             ))
+            if not snippets:
+                defer_snippet(results[-1], fill, (doc_id, char_start, char_end))
     return results
+
+
+def _snippet_filler(terms: set[str]):
+    """The batch that fills deferred vector snippets: one query for the bodies."""
+
+    def fill(items) -> None:
+        bodies = dict(Document.objects.filter(pk__in={data[0] for _, data in items})
+                      .values_list("pk", "content__body"))
+        for result, (doc_id, char_start, char_end) in items:
+            result.snippet, result.line, result.highlights = chunk_snippet(
+                bodies.get(doc_id, ""), char_start, char_end, terms)
+
+    return fill
 
 
 def _overlaps(a: tuple, b: tuple) -> bool:
