@@ -380,7 +380,7 @@ def _sub_request(request: SearchRequest, text: str, mode: str, depth: int) -> Se
 
 
 def _keyword(request: SearchRequest) -> SearchResponse:
-    return keyword_search(request)
+    return keyword_search(request, snippets=False)  # the shown hits' snippets: complete_snippets
 
 
 def _vector(request: SearchRequest) -> SearchResponse:

@@ -46,7 +46,7 @@ from django.db import connection
 from indexing.models import Collection, PathContext
 from indexing.selectors import contexts_for
 from search.index import WORD, has_cjk, prepare_text
-from search.retrieval.common import SNIPPET_CHARS, collection_ids_for, line_pieces
+from search.retrieval.common import SNIPPET_CHARS, collection_ids_for, defer_snippet, line_pieces
 from search.retrieval.query_parser import ParsedQuery, parse_query
 from search.request import Mode, SearchRequest
 from search.results import SearchResponse, SearchResult
@@ -194,8 +194,12 @@ def normalise(cover: float, ideal: float) -> float:
     return max(0.0, min(1.0, cover / ideal))
 
 
-def keyword_search(request: SearchRequest) -> SearchResponse:
-    """BM25 keyword search: the service behind `pmd search`, the API, the web UI and MCP."""
+def keyword_search(request: SearchRequest, *, snippets: bool = True) -> SearchResponse:
+    """BM25 keyword search: the service behind `pmd search`, the API, the web UI and MCP.
+
+    `snippets=False` (one hit per document) leaves snippets, lines, highlights and the
+    "passage" score out, the first three to `complete_snippets` (hybrid search shows a few
+    of the hits it fetches)."""
     started = time.perf_counter()
     response = SearchResponse(query=request.query, mode=Mode.KEYWORD)
     parsed = parse_query(request.query)
@@ -234,6 +238,17 @@ def keyword_search(request: SearchRequest) -> SearchResponse:
         if score >= request.min_score:
             hits.append([float(raw), score, collection, docid, path, title, body, segments[doc_id]])
     all_contexts = list(PathContext.objects.all())
+    if not snippets and per_document == 1 and not request.full:
+        fill = _snippet_filler(weights, parsed)
+        for raw, score, collection, docid, path, title, _, segments in hits:
+            response.results.append(SearchResult(
+                docid=docid, collection=collection.name, path=path, title=title, score=round(score, 4),
+                context=contexts_for(collection, path, all_contexts=all_contexts),
+                scores={"bm25": round(raw, 4)},
+            ))
+            defer_snippet(response.results[-1], fill, (collection.text_search_config, segments))
+        response.timings["total"] = (time.perf_counter() - started) * 1000
+        return response
     matcher = _Matcher(weights, parsed)
     matcher.load((hit[2].text_search_config, text) for hit in hits for _, text in hit[7])
     for raw, score, collection, docid, path, title, body, segments in hits:
@@ -250,6 +265,19 @@ def keyword_search(request: SearchRequest) -> SearchResponse:
             ))
     response.timings["total"] = (time.perf_counter() - started) * 1000
     return response
+
+
+def _snippet_filler(weights: dict, parsed: ParsedQuery):
+    """The batch that fills deferred keyword snippets: the best window of each hit's best
+    passage, as keyword_search shows it (one lexeme query for the batch)."""
+
+    def fill(items) -> None:
+        matcher = _Matcher(weights, parsed)
+        matcher.load((config, text) for _, (config, segments) in items for _, text in segments)
+        for result, (config, segments) in items:
+            _, result.line, result.snippet, result.highlights = matcher.passages(segments, 1, config)[0]
+
+    return fill
 
 
 def _has_lexemes(parsed: ParsedQuery, configs: list[str]) -> bool:
