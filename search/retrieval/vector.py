@@ -154,7 +154,10 @@ def _run_nearest(fingerprint: EmbeddingFingerprint, vector: list[float], *, k: i
     if len(vector) != dims:
         raise SearchError(f"query vector has {len(vector)} dimensions, the index {dims}")
     literal = "[" + ",".join(repr(float(x)) for x in vector) + "]"
-    collection_filter = "AND d.collection_id = ANY(%(collections)s)" if collection_ids else ""
+    # `+ 0` keeps the planner off the collection_id index: a collection added since the
+    # last ANALYZE is estimated at one row, and the plan then rescans the whole collection
+    # for every chunk; probing each chunk's documents by content_hash is cheap at any size.
+    collection_filter = "AND d.collection_id + 0 = ANY(%(collections)s)" if collection_ids else ""
     # Integers are inlined so the planner can match the partial index predicate.
     sql = f"""
         WITH nearest AS MATERIALIZED (
