@@ -6,6 +6,7 @@ error instead of breaking the whole report. Areas add providers to SECTIONS.
 
 from __future__ import annotations
 
+import re
 from typing import Callable
 
 from django.conf import settings
@@ -136,9 +137,18 @@ MEMBER_FIELDS: dict[str, set[str]] = {
 }
 _MEMBER_NESTED = {
     "by_collection": {"name", "documents", "problems", "last_indexed_at"},  # not the folder on the server
+    "recent": {"uri", "severity", "message"},  # messages with server paths redacted (see _member_view)
     "job": {"state", "done", "total", "percent", "created_at"},  # not its id or message (the job is not theirs)
 }
 _STAFF_ONLY_ERROR = "not available (staff can see the details in the status report)"
+
+
+# An absolute path inside a message (a refused folder, PMD_HOME=…): where things run is for staff.
+_SERVER_PATH = re.compile(r"(?<![\w.:/])/[^\s,;:'\"()]+")
+
+
+def _redact_paths(value):
+    return _SERVER_PATH.sub("(a folder on the server)", value) if isinstance(value, str) else value
 
 
 def _member_view(name: str, data: dict) -> dict:
@@ -151,7 +161,7 @@ def _member_view(name: str, data: dict) -> dict:
         if nested and isinstance(value, dict):
             value = {k: v for k, v in value.items() if k in nested}
         elif nested and isinstance(value, list):
-            value = [{k: v for k, v in row.items() if k in nested} for row in value]
+            value = [{k: _redact_paths(v) for k, v in row.items() if k in nested} for row in value]
         view[key] = value
     if not data.get("ok", True) and "error" in data and "error" not in view:
         view["error"] = _STAFF_ONLY_ERROR

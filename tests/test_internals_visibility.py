@@ -226,3 +226,25 @@ def test_collection_folders_are_shown_to_staff_only(member, staff, indexed_colle
     assert folder not in _browser(member).get("/collections/").content.decode()
     assert _api(staff).get("/api/collections/notes").json()["path"] == folder
     assert folder in _browser(staff).get("/collections/").content.decode()
+
+
+@pytest.mark.django_db
+def test_members_see_problems_without_server_paths(member, staff):
+    """A refused collection's problem names PMD_HOME and the folder: staff see it, members see it redacted."""
+    import shutil
+
+    from indexing.models import Collection
+    from indexing.services.scanning import collection_index
+
+    folder = django_settings.PMD_HOME / "notes-by-mistake"
+    folder.mkdir()
+    try:
+        (folder / "a.md").write_text("# A\n")
+        collection_index(Collection.objects.create(name="home", root_path=str(folder)))
+    finally:
+        shutil.rmtree(folder)
+    member_recent = _api(member).get("/api/status", {"section": "problems"}).json()["problems"]["recent"]
+    assert member_recent and member_recent[0]["severity"] == "error"
+    assert _leaks(json.dumps(member_recent)) == [] and str(folder) not in json.dumps(member_recent)
+    staff_recent = _api(staff).get("/api/status", {"section": "problems"}).json()["problems"]["recent"]
+    assert str(folder) in json.dumps(staff_recent)
