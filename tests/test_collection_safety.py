@@ -175,6 +175,44 @@ def test_a_folder_swapped_for_a_link_between_walk_and_read_is_not_read(notes, ou
         assert handle.read().startswith(b"# Welcome")
 
 
+def test_a_collection_folder_later_replaced_by_a_link_is_not_followed(tmp_path, outside):
+    from indexing.watcher import watch_targets
+
+    docs = tmp_path / "notes" / "repo" / "docs"
+    docs.mkdir(parents=True)
+    (docs / "note.md").write_text("# Note\n\nInside.\n")
+    collection = collection_create(path=docs, name="docs")
+    collection_index(collection)
+    assert _paths(collection) == {"note.md"}
+    assert [t.name for t in watch_targets()] == ["docs"]
+
+    shutil.rmtree(docs)
+    docs.symlink_to(outside)
+    collection.refresh_from_db()
+    report = collection_index(collection)
+
+    assert report.errors == 1
+    assert "reached through a symbolic link" in _problems(collection)["."]
+    assert "secret.md" not in _paths(collection)
+    assert not Document.objects.filter(content__body__contains=SECRET).exists()
+    with pytest.raises(DocumentNotFound):
+        document_resolve("pmd://docs/secret.md")
+    with pytest.raises(OSError, match="points outside the collection"):
+        collection_file_open(collection, str(docs / "secret.md"))
+    assert watch_targets() == []
+
+    # A folder on the way (not the root itself) swapped for a link: refused the same way.
+    docs.unlink()
+    repo = tmp_path / "notes" / "repo"
+    repo.rmdir()
+    (outside / "docs").mkdir()
+    (outside / "docs" / "secret2.md").write_text(f"# S2\n\n{SECRET}\n")
+    repo.symlink_to(outside)
+    report = collection_index(collection)
+    assert report.errors == 1 and "reached through a symbolic link" in _problems(collection)["."]
+    assert not Document.objects.filter(content__body__contains=SECRET).exists()
+
+
 def test_existing_collection_inside_pmd_home_is_not_read_by_the_scanner(db):
     folder = django_settings.PMD_HOME / "notes-by-mistake"
     folder.mkdir()

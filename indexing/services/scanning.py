@@ -95,6 +95,19 @@ def _inside(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 
+ROOT_NOW_A_LINK = "the collection folder is now reached through a symbolic link"
+
+
+def collection_root_moved(collection: Collection) -> bool:
+    """Is the stored (fully resolved) root now a link, or reached through one?
+
+    Roots are stored resolved; resolving them again on every scan would follow a folder
+    later replaced by a link to wherever it points.
+    """
+    root = collection.root_path
+    return os.path.islink(root) or os.path.realpath(root) != os.path.normpath(root)
+
+
 def collection_files(collection: Collection, issues: list[FileIssue]) -> Iterator[tuple[str, str]]:
     """(relative path, resolved absolute path) of every file the collection's mask selects.
 
@@ -110,6 +123,9 @@ def collection_files(collection: Collection, issues: list[FileIssue]) -> Iterato
             f"collection '{collection.name}': folder {root} does not exist or is not a directory"
         )
     real_root = os.path.realpath(root)
+    if collection_root_moved(collection):  # stored resolved: a link now on the way leads elsewhere
+        issues.append(FileIssue(".", f"{ROOT_NOW_A_LINK}: not indexed", "error"))
+        return
     refusal = collection_folder_refusal(Path(real_root))
     if refusal:  # stored before the rule existed, or by hand: nothing in it is read
         issues.append(FileIssue(".", f"{refusal}: not indexed", "error"))
@@ -184,7 +200,7 @@ def collection_file_open(collection: Collection, path: str):
     component is opened without following links, and where the opened file really lies is
     asked of the open descriptor, which no later rename can change.
     """
-    root = os.path.realpath(collection.root_path)
+    root = os.path.normpath(collection.root_path)  # stored resolved: not resolved again
     flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
         fd = os.open(path, flags)

@@ -51,7 +51,8 @@ def watch_targets() -> list[WatchTarget]:
     targets = []
     for name, root, mask in Collection.objects.order_by("name").values_list("name", "root_path", "mask"):
         path = Path(root)
-        if path.is_dir() and not collection_folder_refusal(Path(os.path.realpath(path))):
+        if (path.is_dir() and os.path.realpath(path) == os.path.normpath(path)
+                and not collection_folder_refusal(path)):
             targets.append(WatchTarget(name, path, mask))
     return targets
 
