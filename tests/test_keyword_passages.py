@@ -16,12 +16,12 @@ def search(query, **kw):
     return keyword_search(SearchRequest(query=query, **kw))
 
 
-def index(tmp_path, name, files):
+def index(tmp_path, name, files, **kw):
     root = tmp_path / name
     root.mkdir()
     for path, text in files.items():
         (root / path).write_text(text)
-    collection = collection_create(path=root, name=name)
+    collection = collection_create(path=root, name=name, **kw)
     collection_index(collection)
     return collection
 
@@ -152,3 +152,17 @@ def test_the_migration_rebuilds_the_index(notebooks):
     assert search("zeppelin").results == []
     migration.rebuild(None, None)
     assert ranking("zeppelin hangar", "nb") == before
+
+
+# --- shown score across text search configurations ---------------------------------------
+
+def test_the_shown_score_does_not_depend_on_other_configurations(db, tmp_path):
+    index(tmp_path, "en", {"deploy.md": "# Deploy\n\nrunning deployments of postgres servers\n"},
+          text_search_config="english")
+    query = "running deployments postgres"
+    before = search(query, collections=["en"]).results[0].score
+    assert before > 0.9
+    index(tmp_path, "plain", {"misc.md": "# Misc\n\nan unrelated note about gardening\n"}, text_search_config="simple")
+    assert search(query, collections=["en"]).results[0].score == pytest.approx(before)
+    assert search(query).results[0].score == pytest.approx(before)
+    assert search(query, collections=["en", "plain"]).results[0].score == pytest.approx(before)

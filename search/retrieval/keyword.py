@@ -25,8 +25,9 @@ A hit's line and snippet come from its best passage, cut from that passage's tex
 its document.
 
 Shown scores are the share of the query the best passage holds, weighted by rarity:
-cover/ideal, where `ideal` = Σ idf·qtf over the query's words (one entry per prefix; a word
-no searched passage holds counts with the highest idf) and `cover` is the passage's BM25
+cover/ideal, where `ideal` = Σ idf·qtf over the query's words as the hit's collection's
+configuration reads them (one entry per prefix; a word no searched passage holds counts with
+the highest idf) and `cover` is the passage's BM25
 sum with each term's tf saturation capped at 1 (one occurrence in a passage of average
 length counts fully; more occurrences or a short passage earn no more, a long passage
 less). A hit holding all the query's rare words reads high, one matching only common
@@ -89,8 +90,9 @@ def _score_sql(parsed: ParsedQuery, configs: list[str], collection_ids: list[int
         " greatest(coalesce(sum(s.total_length), 0)::float8 / greatest(coalesce(sum(s.n_passages), 0), 1), 1.0)"
         " AS avgdl FROM search_keyword_stats s WHERE true" + in_collections("s.collection_id") + ")",
     ]
+    # Each query word once per configuration (cfg); prefix expansions belong to every one (NULL).
     sources = [
-        "SELECT u.lexeme, u.lexeme AS grp, cardinality(u.positions)::float8 AS qtf"
+        "SELECT c.cfg, u.lexeme, u.lexeme AS grp, cardinality(u.positions)::float8 AS qtf"
         " FROM unnest(%s::text[]) c(cfg), unnest(to_tsvector(c.cfg::regconfig, %s)) u"
     ]
     params += [configs, prepare_text(parsed.positive_text)]
@@ -98,15 +100,13 @@ def _score_sql(parsed: ParsedQuery, configs: list[str], collection_ids: list[int
         prefix_params = [_like_escape(prepare_text(p).strip().lower()) for p in parsed.prefixes]
         params.append(prefix_params)
         sources.append(
-            "SELECT t.lexeme, 'prefix:' || p.prefix, 1.0::float8 FROM unnest(%s::text[]) p(prefix)"
+            "SELECT NULL::text, t.lexeme, 'prefix:' || p.prefix, 1.0::float8 FROM unnest(%s::text[]) p(prefix)"
             " CROSS JOIN LATERAL (SELECT tt.lexeme FROM search_keyword_term tt"
             " WHERE tt.lexeme LIKE p.prefix || '%%'" + in_collections("tt.collection_id")
             + " GROUP BY tt.lexeme ORDER BY sum(tt.df) DESC, tt.lexeme LIMIT " + str(PREFIX_EXPANSIONS) + ") t"
         )
-    ctes.append(
-        "qv AS (SELECT lexeme, min(grp) AS grp, max(qtf) AS qtf FROM (" + " UNION ALL ".join(sources) + ") x"
-        " GROUP BY lexeme)"
-    )
+    ctes.append("qs AS (" + " UNION ALL ".join(sources) + ")")
+    ctes.append("qv AS (SELECT lexeme, min(grp) AS grp, max(qtf) AS qtf FROM qs GROUP BY lexeme)")
     ctes.append(
         "q AS (SELECT qv.lexeme, qv.grp, qv.qtf, ln(1 + (st.n - t.df + 0.5) / (t.df + 0.5)) AS idf"
         # A query word no searched passage holds stays in (df 0, the highest idf): it scores
@@ -172,7 +172,13 @@ def _score_sql(parsed: ParsedQuery, configs: list[str], collection_ids: list[int
     sql = (
         "WITH " + ",\n".join(ctes)
         + "\nSELECT t.document_id, t.raw,"
-        " (SELECT sum(m) FROM (SELECT max(idf * qtf) AS m FROM q GROUP BY grp) g) AS ideal,"
+        # The ideal per configuration (a hit is measured against its collection's reading of
+        # the query): summed over all of them, "running" would count as both `run` (english)
+        # and `running` (simple), and a word read by another configuration would be "missing".
+        " (SELECT json_object_agg(h.cfg, h.s) FROM (SELECT g.cfg, sum(g.m) AS s FROM (SELECT w.cfg, w.grp, max(q.idf * w.qtf) AS m"
+        " FROM (SELECT c.cfg, x.lexeme, min(x.grp) AS grp, max(x.qtf) AS qtf FROM unnest(%s::text[]) c(cfg)"
+        " JOIN qs x ON x.cfg IS NULL OR x.cfg = c.cfg GROUP BY c.cfg, x.lexeme) w"
+        " JOIN q ON q.lexeme = w.lexeme GROUP BY w.cfg, w.grp) g GROUP BY g.cfg) h) AS ideal,"
         " (SELECT json_object_agg(lexeme, idf) FROM q) AS lexemes,"
         " d.collection_id, d.docid, d.path, d.title, sh.p_raw, pa.start_line,"
         " substr(c.body, pa.start_char + 1, pa.end_char - pa.start_char),"
@@ -183,7 +189,7 @@ def _score_sql(parsed: ParsedQuery, configs: list[str], collection_ids: list[int
         " JOIN indexing_content c ON c.hash = d.content_hash"
         " ORDER BY t.raw DESC, t.document_id, sh.r"
     )
-    params.append(full)
+    params += [configs, full]
     return sql, params
 
 
@@ -222,7 +228,11 @@ def keyword_search(request: SearchRequest, *, snippets: bool = True) -> SearchRe
         if not parsed.phrases and not parsed.prefixes and parsed.terms and not _has_lexemes(parsed, configs):
             response.warnings.append("the query has only stop words or no searchable words")
         return response
-    ideal = float(rows[0][2] or 0)
+    ideals = rows[0][2] or {}
+    if isinstance(ideals, str):
+        ideals = json.loads(ideals)
+    ideals = {cfg: float(v or 0) for cfg, v in ideals.items()}
+    fallback = max(ideals.values(), default=0.0)
     weights = rows[0][3] or {}
     if isinstance(weights, str):
         weights = json.loads(weights)
@@ -233,8 +243,8 @@ def keyword_search(request: SearchRequest, *, snippets: bool = True) -> SearchRe
             segments[doc_id].append((start_line, text or ""))
             continue
         segments[doc_id] = [(start_line, text or "")]
-        score = normalise(float(cover or 0.0), ideal)
         collection = collections.get(collection_id) or Collection.objects.get(id=collection_id)
+        score = normalise(float(cover or 0.0), ideals.get(collection.text_search_config, fallback))
         if score >= request.min_score:
             hits.append([float(raw), score, collection, docid, path, title, body, segments[doc_id]])
     all_contexts = list(PathContext.objects.all())
