@@ -21,6 +21,14 @@ def _valid_ip(value: str | None) -> str | None:
     value = value.strip()
     if value.startswith("[") and "]" in value:  # "[::1]:443" style
         value = value[1:value.index("]")]
+    elif value.count(":") == 1:  # "1.2.3.4:5678" style (an IPv6 address has several colons)
+        host, _, port = value.partition(":")
+        if not port.isdigit():
+            return None
+        try:
+            return str(ipaddress.IPv4Address(host))
+        except ValueError:
+            return None
     try:
         return str(ipaddress.ip_address(value))
     except ValueError:

@@ -291,3 +291,35 @@ def test_with_email_reset_sends_one_mail_whose_link_sets_the_password(alice, set
     assert done.status_code == 302 and done.url == "/accounts/reset/done/"
     alice.refresh_from_db()
     assert alice.check_password("a fresh passphrase 42")
+
+
+def test_client_address_parsing_strips_a_port_from_ipv4_and_ipv6(settings):
+    from pmd_site.security import _valid_ip, forwarded_client
+
+    assert _valid_ip("1.2.3.4:5678") == "1.2.3.4"
+    assert _valid_ip("[::1]:443") == "::1"
+    assert _valid_ip("::1") == "::1"
+    assert _valid_ip("1.2.3.4") == "1.2.3.4"
+    assert _valid_ip("1.2.3.4:port") is None
+    assert _valid_ip("evil:80") is None
+    settings.PMD_BEHIND_HTTPS_PROXY = True
+    assert forwarded_client("127.0.0.1", "9.9.9.9, 5.6.7.8:1234") == "5.6.7.8"
+
+
+@pytest.mark.parametrize("behind_proxy", [False, True])
+def test_serve_trusts_forwarded_headers_only_behind_the_declared_proxy(settings, monkeypatch, behind_proxy):
+    import contextlib
+
+    import uvicorn
+
+    from pmd_site import runtime
+    from pmd_site.cli import serve
+
+    settings.PMD_BEHIND_HTTPS_PROXY = behind_proxy
+    seen = {}
+    monkeypatch.setattr(uvicorn, "run", lambda *a, **kw: seen.update(kw))
+    monkeypatch.setattr(runtime, "database_lease", contextlib.nullcontext)
+    monkeypatch.setattr(serve, "die_with_supervisor", lambda: None)
+    args = type("Args", (), {"host": "127.0.0.1", "port": 0, "workers": 1})()
+    assert serve.cmd_serve(args) == 0
+    assert seen["proxy_headers"] is behind_proxy

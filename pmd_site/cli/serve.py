@@ -103,7 +103,9 @@ def cmd_serve(args) -> int:
             port=args.port,
             workers=args.workers if args.workers > 1 else None,
             log_level="info",
-            proxy_headers=True,
+            # X-Forwarded-* only from a declared proxy: otherwise any local user could forge
+            # the client address the throttles and lockouts count by.
+            proxy_headers=bool(settings.PMD_BEHIND_HTTPS_PROXY),
             lifespan="auto",
             # h11 with header, request-body and stalled-write timeouts (PMD_HTTP_*_TIMEOUT).
             http="pmd_site.httpserver:TimeoutH11Protocol",
