@@ -378,3 +378,21 @@ def test_unknown_collection_is_a_clear_error_even_for_vector_only_plans(kb):
 
     with pytest.raises(SearchError, match="no collection named 'nope'"):
         hybrid_search(req("vec: anything", collections=["nope"]))
+
+
+def test_the_deadline_counts_from_the_start_not_from_the_end_of_alongside():
+    from search.pipeline.deadline import run_concurrently
+
+    def slow_alongside():
+        time.sleep(0.3)
+        return "keyword"
+
+    def late():  # done after alongside, but before alongside + timeout
+        time.sleep(0.6)
+        return "late"
+
+    outcome = run_concurrently({"fast": lambda: "fast", "late": late}, timeout=0.4, alongside=slow_alongside)
+    assert outcome.alongside == "keyword"
+    assert outcome.results == {"fast": "fast"}  # finished while alongside ran: still collected
+    assert outcome.timed_out == ["late"]
+    assert wait_for_stragglers(5)

@@ -49,7 +49,7 @@ def run_concurrently(
 
     `alongside` runs in the calling thread (its database connection, its transaction)
     while the threads work; its value is `outcome.alongside`, its error propagates, and
-    the timeout counts from its end.
+    the timeout counts from the start (calls that finished meanwhile are still collected).
     """
     outcome = Outcome()
     if not calls:
@@ -83,6 +83,7 @@ def run_concurrently(
     threads = [threading.Thread(target=work, name=f"pmd-deadline-{i}", daemon=True) for i in range(count)]
     for thread in threads:
         thread.start()
+    deadline = time.monotonic() + max(0.0, timeout)  # before `alongside`: it spends the same budget
     if alongside is not None:
         try:
             outcome.alongside = alongside()
@@ -91,14 +92,14 @@ def run_concurrently(
             with _stragglers_lock:
                 _stragglers[:] = [t for t in _stragglers if t.is_alive()] + [t for t in threads if t.is_alive()]
             raise
-    deadline = time.monotonic() + max(0.0, timeout)
     pending = set(calls)
     while pending:
         remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            break
         try:
-            name, ok, value = done.get(timeout=remaining)
+            if remaining > 0:
+                name, ok, value = done.get(timeout=remaining)
+            else:  # past the deadline: only what is already done
+                name, ok, value = done.get_nowait()
         except queue.Empty:
             break
         pending.discard(name)
