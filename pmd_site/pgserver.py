@@ -26,6 +26,7 @@ import os
 import secrets
 import shutil
 import signal
+import stat
 import subprocess
 import time
 from dataclasses import dataclass
@@ -289,9 +290,49 @@ class EmbeddedPostgres:
         self._write_hba(HBA_PASSWORD)
 
     def _write_hba(self, text: str) -> None:
+        """Replace pg_hba.conf with a new file, never writing through what is there.
+
+        As root, the data folder belongs to the server user, who could have made pg_hba.conf
+        a link (or a hard link) to /etc/passwd: writing or chmod-ing it in place would follow
+        it. A fresh file (O_EXCL, no links followed) is written, given to the server user and
+        renamed over the old name; a rename replaces a link, it does not follow it.
+        """
         hba = self.data_dir / "pg_hba.conf"
-        hba.write_text(text)  # rewriting in place keeps the server user's ownership
-        hba.chmod(0o600)
+        tmp = self.data_dir / f".pg_hba.conf.{os.getpid()}.tmp"
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+        try:
+            tmp.unlink()  # a leftover of a killed run (or a planted link): unlink does not follow
+        except FileNotFoundError:
+            pass
+        fd = os.open(tmp, flags, 0o600)
+        try:
+            with os.fdopen(fd, "w") as handle:
+                os.fchmod(handle.fileno(), 0o600)
+                ids = self._server_ids()
+                if ids is not None:
+                    os.fchown(handle.fileno(), *ids)
+                handle.write(text)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(tmp, hba)
+        except BaseException:
+            try:
+                tmp.unlink()
+            except FileNotFoundError:
+                pass
+            raise
+
+    def _read_hba(self) -> str | None:
+        """pg_hba.conf's text, or None when it is not a regular file (a link is not followed)."""
+        hba = self.data_dir / "pg_hba.conf"
+        try:
+            fd = os.open(hba, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+        except OSError:
+            return None
+        with os.fdopen(fd, "r") as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                return None
+            return handle.read()
 
     def _reload(self) -> None:
         subprocess.run([self._pg("pg_ctl"), "-D", str(self.data_dir), "reload"],
@@ -311,8 +352,7 @@ class EmbeddedPostgres:
         """
         import psycopg
 
-        hba = self.data_dir / "pg_hba.conf"
-        if hba.read_text() == HBA_PASSWORD:
+        if self._read_hba() == HBA_PASSWORD:
             try:
                 self._connect().close()
                 return
@@ -355,6 +395,8 @@ class EmbeddedPostgres:
                 stale.unlink()  # the pid in it is dead or belongs to another program
             self._prepare_folders()
             self._initdb_if_needed()
+            if self._read_hba() is None:  # a link (planted by the server user?): replaced, not followed
+                self._write_hba(HBA_PASSWORD)
             for leftover in self.socket_dir.glob(".s.PGSQL.*"):
                 leftover.unlink(missing_ok=True)  # from a killed server
             options = (f"-c listen_addresses='' -k {self.socket_dir} -p {PG_PORT} -c max_connections=200 "

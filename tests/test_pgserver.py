@@ -79,3 +79,29 @@ def test_cli_command_stops_the_server_it_started(base, pool):
     assert result.returncode == 0, result.stderr
     assert EmbeddedPostgres(home).status().running is False
     EmbeddedPostgres(home).destroy()
+
+
+def test_a_pg_hba_conf_replaced_by_a_link_is_replaced_not_written_through(server, base):
+    server.start()
+    server.stop()
+    victim = base / "victim.txt"
+    victim.write_text("root's file, must stay as it is\n")
+    victim.chmod(0o644)
+    hba = server.data_dir / "pg_hba.conf"
+    hba.unlink()
+    hba.symlink_to(victim)
+
+    assert server.start() is True
+    try:
+        assert victim.read_text() == "root's file, must stay as it is\n"
+        assert victim.stat().st_mode & 0o777 == 0o644
+        assert not hba.is_symlink() and hba.is_file()
+        assert hba.stat().st_mode & 0o777 == 0o600
+        server._connect().close()  # the real file it got asks for pmd's password, which works
+        # Every later rewrite goes through a fresh file too.
+        hba.unlink()
+        hba.symlink_to(victim)
+        server._write_hba("local all all scram-sha-256\n")
+        assert victim.read_text() == "root's file, must stay as it is\n" and not hba.is_symlink()
+    finally:
+        server.stop()
