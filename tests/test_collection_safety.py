@@ -154,6 +154,39 @@ def test_symlink_planted_by_git_pull_after_the_first_index_is_not_indexed(tmp_pa
     assert not Document.objects.filter(content__body__contains=SECRET).exists()
 
 
+def test_git_pull_runs_no_hook_and_pulls_only_a_checkout_s_top_folder(tmp_path):
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.org", "-c", "init.defaultBranch=main"]
+    origin = tmp_path / "origin"
+    (origin / "docs").mkdir(parents=True)
+    (origin / "readme.md").write_text("# Readme\n")
+    (origin / "docs" / "guide.md").write_text("# Guide\n")
+    subprocess.run([*git, "init", "-q", str(origin)], check=True)
+    subprocess.run([*git, "-C", str(origin), "add", "."], check=True)
+    subprocess.run([*git, "-C", str(origin), "commit", "-qm", "first"], check=True)
+    clone = tmp_path / "clone"
+    subprocess.run([*git, "clone", "-q", str(origin), str(clone)], check=True)
+    marker = tmp_path / "hook-ran"
+    hook = clone / ".git" / "hooks" / "post-merge"
+    hook.write_text(f"#!/bin/sh\ntouch {marker}\n")
+    hook.chmod(0o755)
+    collection_create(path=clone, name="repo")
+    collection_create(path=clone / "docs", name="docs")
+
+    (origin / "new.md").write_text("# New\n")
+    (origin / "docs" / "more.md").write_text("# More\n")
+    subprocess.run([*git, "-C", str(origin), "add", "."], check=True)
+    subprocess.run([*git, "-C", str(origin), "commit", "-qm", "second"], check=True)
+
+    [(_, pulled, error)] = collections_update(names=["docs"], pull=True)
+    assert error is None and not pulled.ran and "not its top" in pulled.output
+    assert not (clone / "new.md").exists() and not (clone / "docs" / "more.md").exists()
+
+    [(_, pulled, error)] = collections_update(names=["repo"], pull=True)
+    assert error is None and pulled.ran and pulled.ok, pulled.output
+    assert (clone / "new.md").exists()
+    assert not marker.exists()
+
+
 def test_a_folder_swapped_for_a_link_between_walk_and_read_is_not_read(notes, outside):
     (notes / "sub").mkdir()
     (notes / "sub" / "secret.md").write_text("# Harmless at walk time\n")

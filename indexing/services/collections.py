@@ -152,20 +152,28 @@ class PullResult:
     output: str
 
 
+# Nothing the checkout's own configuration names is run: no hooks (post-merge, ...) and no
+# file-system monitor program, whoever wrote .git/config.
+GIT_SAFE_OPTIONS = ("-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false")
+
+
 def collection_git_pull(collection: Collection, *, timeout: float = 120) -> PullResult:
-    """`git pull --ff-only` when the collection folder is a git checkout."""
+    """`git pull --ff-only` when the collection folder is the top of a git checkout.
+
+    A collection that is only a subfolder of a checkout is not pulled: the pull would change
+    files outside the collection, in a repository the collection's owner did not name.
+    """
     root = Path(collection.root_path)
-    probe = subprocess.run(
-        ["git", "-C", str(root), "rev-parse", "--is-inside-work-tree"],
-        capture_output=True, text=True,
-    )
-    if probe.returncode != 0:
+    git = ["git", *GIT_SAFE_OPTIONS, "-C", str(root)]
+    probe = subprocess.run([*git, "rev-parse", "--show-toplevel"], capture_output=True, text=True)
+    if probe.returncode != 0 or not probe.stdout.strip():
         return PullResult(collection.name, ran=False, ok=True, output="not a git checkout")
+    if os.path.realpath(probe.stdout.strip()) != os.path.realpath(root):
+        return PullResult(collection.name, ran=False, ok=True,
+                          output=f"not pulled: the folder is inside the git checkout {probe.stdout.strip()}, "
+                                 "not its top")
     try:
-        result = subprocess.run(
-            ["git", "-C", str(root), "pull", "--ff-only"],
-            capture_output=True, text=True, timeout=timeout,
-        )
+        result = subprocess.run([*git, "pull", "--ff-only"], capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         return PullResult(collection.name, ran=True, ok=False, output=f"git pull timed out after {timeout:.0f}s")
     return PullResult(collection.name, ran=True, ok=result.returncode == 0,
