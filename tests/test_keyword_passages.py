@@ -166,3 +166,11 @@ def test_the_shown_score_does_not_depend_on_other_configurations(db, tmp_path):
     assert search(query, collections=["en"]).results[0].score == pytest.approx(before)
     assert search(query).results[0].score == pytest.approx(before)
     assert search(query, collections=["en", "plain"]).results[0].score == pytest.approx(before)
+
+
+def test_a_phrase_of_stop_words_does_not_wipe_out_the_results(db, tmp_path):
+    index(tmp_path, "notes", {"alpha.md": "# Alpha\n\nalpha release notes\n", "beta.md": "# Beta\n\nbeta notes\n"},
+          text_search_config="english")
+    assert [r.path for r in search('"the" alpha').results] == ["alpha.md"]
+    only = search('"the"')
+    assert not only.results and only.warnings

@@ -217,6 +217,13 @@ def keyword_search(request: SearchRequest, *, snippets: bool = True) -> SearchRe
         collections_qs = collections_qs.filter(id__in=collection_ids)
     collections = {c.id: c for c in collections_qs}
     configs = sorted({c.text_search_config for c in collections.values()}) or [settings.PMD_TEXT_SEARCH_CONFIG]
+    if parsed.phrases:
+        # A phrase of stop words only is an empty tsquery, which no passage matches: being
+        # required, it would wipe out every result. Dropped, like plain stop words.
+        parsed.phrases = _searchable_phrases(parsed.phrases, configs)
+        if parsed.empty:
+            response.warnings.append("the query has only stop words or no searchable words")
+            return response
     limit = request.effective_limit()
     per_document = max(1, request.hits_per_document)
     sql, params = _score_sql(parsed, configs, collection_ids, limit, per_document, request.full)
@@ -288,6 +295,18 @@ def _snippet_filler(weights: dict, parsed: ParsedQuery):
             _, result.line, result.snippet, result.highlights = matcher.passages(segments, 1, config)[0]
 
     return fill
+
+
+def _searchable_phrases(phrases: list[str], configs: list[str]) -> list[str]:
+    """The phrases whose tsquery is not empty in at least one of the configurations."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT p.i FROM unnest(%s::text[]) WITH ORDINALITY p(text, i) WHERE EXISTS (SELECT 1"
+            " FROM unnest(%s::text[]) c(cfg) WHERE numnode(phraseto_tsquery(c.cfg::regconfig, p.text)) > 0)",
+            [[prepare_text(p) for p in phrases], configs],
+        )
+        keep = {row[0] for row in cursor.fetchall()}
+    return [p for i, p in enumerate(phrases, 1) if i in keep]
 
 
 def _has_lexemes(parsed: ParsedQuery, configs: list[str]) -> bool:
