@@ -174,3 +174,18 @@ def test_a_phrase_of_stop_words_does_not_wipe_out_the_results(db, tmp_path):
     assert [r.path for r in search('"the" alpha').results] == ["alpha.md"]
     only = search('"the"')
     assert not only.results and only.warnings
+
+
+def test_fences_close_only_on_a_matching_fence():
+    body = ("# Doc\n\nintro\n\n````md\n```\n# not a heading (inside a four-backtick fence)\n```\n````\n\n"
+            "## After\n\n~~~\n```\n# still code\n```\n~~~\n\n## Last\n\n```\n``` not a close\n# code too\n```\n")
+    passages = split_passages("Doc", body)
+    assert [p.head for p in passages] == ["Doc", "Doc\nAfter", "Doc\nLast"]
+    assert "# not a heading" in passages[0].body
+    assert "# still code" in passages[1].body
+    assert "# code too" in passages[2].body
+
+
+def test_a_heading_keeps_a_hash_that_is_part_of_its_text():
+    body = "## Learning C#\n\ntext\n\n## Closed ##\n\nmore\n\n## F# notes #\n\nend\n"
+    assert [p.head for p in split_passages("T", body)] == ["T\nLearning C#", "T\nClosed", "T\nF# notes"]

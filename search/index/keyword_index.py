@@ -51,8 +51,9 @@ from indexing.models import Document
 from indexing.locks import KEYWORD_INDEX, advisory_lock_wait
 from search.index.analysis import prepare_text
 
-_HEADING = re.compile(r"^ {0,3}#{1,6}[ \t]+(.+?)[ \t#]*$")
+_HEADING = re.compile(r"^ {0,3}#{1,6}[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*$")  # "## C#" keeps its "#"
 _FENCES = ("```", "~~~")
+_FENCE = re.compile(r"(`{3,}|~{3,})(.*)")
 _LINE_ENDS = "\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"  # what str.splitlines splits at
 PASSAGE_WORDS = 700  # a longer section is cut at paragraph breaks (about one 900-token embedding chunk)
 BATCH = 1000
@@ -75,17 +76,22 @@ def _sections(lines: list[str]) -> tuple[list[tuple[int, int, list[str]]], set[i
     sections: list[tuple[int, int, list[str]]] = []
     heading_lines: set[int] = set()
     heads: list[str] = []
-    start, has_body, in_fence = 0, False, False
+    start, has_body = 0, False
+    fence = ""  # the open code fence's marker ("```", "~~~~", ...), "" outside fences
     for i, line in enumerate(lines):
         text = line.rstrip(_LINE_ENDS)
         stripped = text.lstrip()
         if not stripped:
             continue
         if stripped.startswith(_FENCES):
-            in_fence = not in_fence
+            marker, rest = _FENCE.match(stripped).groups()
+            if not fence:
+                fence = marker
+            elif marker[0] == fence[0] and len(marker) >= len(fence) and not rest.strip():
+                fence = ""  # closed only by the same character, at least as long, nothing after
             has_body = True
             continue
-        match = _HEADING.match(text) if not in_fence and stripped[0] == "#" else None
+        match = _HEADING.match(text) if not fence and stripped[0] == "#" else None
         if match is None:
             has_body = True
             continue
