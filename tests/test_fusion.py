@@ -197,3 +197,13 @@ def test_a_pinned_document_goes_first_and_scores_stay_in_order():
     assert fusion.candidates[0].key == "k" and fusion.candidates[0].pinned
     values = [fusion.retrieval(c) for c in fusion.candidates]
     assert values == sorted(values, reverse=True)
+
+
+def test_non_finite_values_do_not_poison_the_fusion():
+    nan = float("nan")
+    fused = fuse([kw(["a", "b", "c"], [9.0, 5.0, 1.0]), vec(["x", "b", "y"], [0.9, nan, 0.2])])
+    assert all(math.isfinite(c.fused) for c in fused.candidates)
+    assert all(math.isfinite(z) for c in fused.candidates for z in c.kind_z.values())
+    b = next(c for c in fused.candidates if c.key == "b")
+    assert b.evidence.get(VECTOR, 0.0) < 1.0  # a NaN cosine is not a perfect match
+    assert [c.key for c in fused.candidates][0] in {"a", "x"}

@@ -174,6 +174,8 @@ def _standardise(ranked: RankedList, depth: int, others: set[str]) -> tuple[_Sta
         rank += 1
         value = ranked.values[position] if position < len(ranked.values) else None
         score = ranked.scores[position] if position < len(ranked.scores) else None
+        if value is not None and not math.isfinite(value):  # NaN/inf would poison mean and spread
+            value = None  # scored as the list's lowest, like a hit without a value
         hits[key] = ListHit(rank=rank, score=score, value=value)
         if value is not None:
             values.append(float(value))
@@ -223,7 +225,7 @@ def fuse(lists: list[RankedList], *, limit: int | None = DEFAULT_CANDIDATE_LIMIT
                 candidate = candidates[key] = Candidate(key=key, best_rank=hit.rank, order=len(candidates))
             candidate.best_rank = min(candidate.best_rank, hit.rank)
             candidate.hits[ranked.name] = hit
-            if hit.score is not None:
+            if hit.score is not None and math.isfinite(hit.score):
                 shown = max(0.0, min(1.0, float(hit.score)))
                 candidate.evidence[ranked.kind] = max(candidate.evidence.get(ranked.kind, 0.0), shown)
 

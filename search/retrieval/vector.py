@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import math
 import re
 import time
 from collections import defaultdict
@@ -252,7 +253,9 @@ def _results(rows: list[tuple], request: SearchRequest, query: str, limit: int, 
                 snippet, line, highlights = chunk_snippet(body, char_start, char_end, terms)
             else:
                 body, snippet, line, highlights = None, "", 1, []
-            score = max(0.0, min(1.0, 1.0 - float(distance)))
+            d = float(distance)
+            # A NaN distance (e.g. a zero vector) is no match: min(1.0, nan) would read 1.0.
+            score = max(0.0, min(1.0, 1.0 - d)) if math.isfinite(d) else 0.0
             results.append(SearchResult(
                 docid=docid, collection=collection_name, path=path, title=title, score=score, line=line,
                 snippet=snippet, highlights=highlights,
