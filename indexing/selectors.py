@@ -278,6 +278,9 @@ class MultiGetResult:
         }
 
 
+MULTI_GET_MAX_REFERENCES = 200  # a comma list longer than this is refused: each reference is a lookup
+
+
 def multi_get_limits(max_bytes: int | None, max_total_bytes: int | None = None) -> tuple[int, int]:
     """(per-document, whole-response) byte limits; a per-document limit above the total is refused."""
     from django.conf import settings
@@ -356,11 +359,22 @@ def documents_multi_get(
         if not docs:
             result.missing.append(parts[0])
     else:
+        parts = list(dict.fromkeys(parts))  # the same reference twice is one document
+        if len(parts) > MULTI_GET_MAX_REFERENCES:
+            raise MultiGetError(f"{len(parts):,} references: multi-get takes at most {MULTI_GET_MAX_REFERENCES} "
+                                "(use a glob pattern for more)")
+        found: list[int] = []
         for part in parts:
             try:
-                docs.append(document_resolve(part, collections=collections).document)
+                doc = document_resolve(part, collections=collections).document
             except DocumentNotFound:
                 result.missing.append(part)
+                continue
+            if doc.pk not in found:  # a docid and a path can name the same document
+                found.append(doc.pk)
+        # Bodies are fetched below in batches within the byte budget, never all at once.
+        by_pk = _active_documents().defer("content__body").in_bulk(found)
+        docs = [by_pk[pk] for pk in found if pk in by_pk]
     bodies = _Bodies([d for d in docs if d.content.size <= max_bytes], batch_bytes=max_total_bytes)
     used = 0
 

@@ -122,3 +122,16 @@ def test_mcp_tool_refuses_huge_max_bytes_and_bounds_the_answer(asgi_server, toke
     assert len(body["documents"]) + body["omitted"] == len(_active(indexed_collection))
     assert "[skipped: total response limit reached" in bounded.content[0].text
     assert "note:" in bounded.content[0].text
+
+
+@pytest.mark.django_db
+def test_api_repeated_references_are_one_document_and_long_lists_are_refused(api, indexed_collection):
+    doc = _active(indexed_collection)[0]
+    refs = ",".join([doc.uri] * 50 + [f"#{doc.docid}"] * 50)
+    answer = api.get("/api/multi-get", {"pattern": refs})
+    assert answer.status_code == 200
+    listed = [d["uri"] for d in answer.json()["documents"]]
+    assert listed == [doc.uri]  # a path and a docid naming the same note: listed once
+    many = ",".join(f"notes/missing-{i}.md" for i in range(201))
+    refused = api.get("/api/multi-get", {"pattern": many})
+    assert refused.status_code == 422 and "at most 200" in refused.json()["message"]
