@@ -61,15 +61,13 @@ def _mcp_starlette_app():
 
 
 def _authenticate(header: str | None, client: str | None = None, forwarded_for: str | None = None):
-    """The token's user, None, or the TokenThrottled to answer 429 with (too many bad tokens)."""
+    """The token's user or None; raises TokenThrottled (too many bad tokens) or DatabaseUnavailable."""
     from django.db import close_old_connections
 
     close_old_connections()
     try:
-        with database_guard():  # DatabaseUnavailable while PostgreSQL is away: the router answers 503
+        with database_guard():
             return token_authenticate(bearer_token(header), client_address=forwarded_client(client, forwarded_for) or "")
-    except TokenThrottled as exc:
-        return exc
     finally:
         close_old_connections()
 
@@ -82,8 +80,9 @@ async def _json_response(send, status: int, data: dict, headers: list | None = N
     await send({"type": "http.response.body", "body": body})
 
 
-async def _unauthorized(send, message: str) -> None:
-    await _json_response(send, 401, {"message": message}, [(b"www-authenticate", b'Bearer realm="pmd"')])
+async def _error(send, status: int, code: str, message: str, headers: list | None = None) -> None:
+    """The /mcp router's own answers, in the API's error shape (message, suggestions, code)."""
+    await _json_response(send, status, {"message": message, "suggestions": [], "code": code}, headers)
 
 
 class Router:
@@ -110,25 +109,26 @@ class Router:
                 user = await sync_to_async(_authenticate, thread_sensitive=False)(
                     headers.get("authorization"), (scope.get("client") or ("",))[0], headers.get("x-forwarded-for"))
             except DatabaseUnavailable as exc:
-                await _json_response(send, 503, {"message": str(exc)},
-                                     [(b"retry-after", str(RETRY_AFTER_SECONDS).encode())])
+                await _error(send, 503, "database_unavailable", str(exc),
+                             [(b"retry-after", str(RETRY_AFTER_SECONDS).encode())])
                 return
-            if isinstance(user, Exception):  # TokenThrottled
-                await _json_response(send, 429, {"message": str(user)}, [(b"retry-after", str(user.retry_after).encode())])
+            except TokenThrottled as exc:
+                await _error(send, exc.http_status, exc.code, exc.message,
+                             [(b"retry-after", str(exc.retry_after).encode())])
                 return
             if user is None:
-                await _unauthorized(send, "a valid API token is required: Authorization: Bearer <token> "
-                                          "(pmd token create --user NAME)")
+                await _error(send, 401, "unauthorized", "a valid API token is required: Authorization: Bearer "
+                             "<token> (pmd token create --user NAME)", [(b"www-authenticate", b'Bearer realm="pmd"')])
                 return
             if scope.get("method") == "GET":
                 # Stateless MCP never sends anything on a server-to-client event stream, and an open one
                 # would hold a connection forever: the spec's answer for "no stream here" is 405.
-                await _json_response(send, 405, {"message": "this MCP endpoint offers no event stream: use POST"},
-                                     [(b"allow", b"POST")])
+                await _error(send, 405, "method_not_allowed", "this MCP endpoint offers no event stream: use POST",
+                             [(b"allow", b"POST")])
                 return
             if self.mcp_app is None:
-                await _json_response(send, 503, {"message": "MCP needs an ASGI server with lifespan events "
-                                                            "(uvicorn --lifespan on)"})
+                await _error(send, 503, "mcp_unavailable",
+                             "MCP needs an ASGI server with lifespan events (uvicorn --lifespan on)")
                 return
             scope = {**scope, "path": MCP_PATH, "raw_path": MCP_PATH.encode(), "pmd_user": user.pk}
             await self.mcp_app(scope, receive, send)

@@ -200,15 +200,16 @@ def test_mcp_blocks_an_address_after_bad_tokens_with_json_429(alice, low_limits)
 
     good = token_create(user=alice).raw
     for _ in range(3):
-        status, _, _ = _asgi_post("/mcp", {"Authorization": "Bearer pmd_wrong", "Host": "localhost"},
-                                  ("198.51.100.30", 5000))
-        assert status == 401
+        status, _, body = _asgi_post("/mcp", {"Authorization": "Bearer pmd_wrong", "Host": "localhost"},
+                                     ("198.51.100.30", 5000))
+        assert status == 401 and json.loads(body)["code"] == "unauthorized"
     status, headers, body = _asgi_post("/mcp", {"Authorization": f"Bearer {good}", "Host": "localhost"},
                                        ("198.51.100.30", 5001))
     assert status == 429
     assert int(headers["retry-after"]) > 0
     assert headers["content-type"] == "application/json"
     assert "too many failed API token attempts" in json.loads(body)["message"]
+    assert json.loads(body)["code"] == "throttled"  # the API's error shape, from /mcp's router too
     assert TokenFailure.objects.get(address="198.51.100.30").failures == 3
 
 

@@ -28,7 +28,7 @@ from django.db import connection
 from indexing.models import Collection, Job
 from indexing.services.jobs import job_create, job_fail
 from pmd_site.celery import broker_reachable
-from pmd_site.celery import workers_available as _workers_available
+from pmd_site.celery import workers_available
 
 log = logging.getLogger(__name__)
 
@@ -45,10 +45,6 @@ def task_register(task):
 
 def _task(name: str):
     return _TASKS[name]  # registered when Django loads the indexing app (indexing/apps.py)
-
-
-def workers_available() -> bool:
-    return _workers_available()
 
 
 def embedding_request(*, collections: list[str] | None = None, collection: Collection | None = None,
