@@ -342,13 +342,16 @@ class App:
         # only what the interpreter and the code need, so they are reachable and nothing else is.
         needed = {Path(os.path.realpath(sys.executable)).parent.parent, Path(os.path.realpath(sys.base_prefix)),
                   Path(sys.prefix), ROOT}
-        closed = None
-        for folder in reversed(Path(os.path.realpath(sys.executable)).parents):
-            if not self._traversable(folder):
-                closed = folder
-                break
-        if closed is not None:
-            stage = self.stage / service
+        # The checkout itself may sit in a closed folder too (a clone in `mktemp -d`, mode 0700).
+        closed_folders = set()
+        for path in needed:
+            for folder in reversed(path.parents):
+                if not self._traversable(folder):
+                    closed_folders.add(folder)
+                    break
+        closed_folders = {c for c in closed_folders if not any(o in c.parents for o in closed_folders)}
+        for n, closed in enumerate(sorted(closed_folders)):
+            stage = self.stage / service / str(n)
             inside = sorted({p for p in needed if closed in p.parents})
             for i, path in enumerate(inside):
                 (stage / str(i)).mkdir(parents=True, exist_ok=True)
