@@ -12,7 +12,16 @@ from django.db.models import Count, Q
 from django.utils.html import format_html
 
 from indexing.errors import PmdError
-from indexing.models import Collection, Content, Document, FileProblem, Job, LLMCache, PathContext
+from indexing.models import (
+    Collection,
+    Content,
+    Document,
+    FileProblem,
+    Job,
+    LLMCache,
+    PathContext,
+)
+from indexing.access import Access
 from indexing.services.background import embedding_request, index_request
 from indexing.services.collections import CollectionError, collection_root_check
 from indexing.services.refresh import collection_add
@@ -25,6 +34,8 @@ class CollectionAdminForm(forms.ModelForm):
     """Adding a collection here is the service `collection_add`, as in the web UI and the API:
     the same checks (PMD_COLLECTION_ROOTS among them) and the same side effects. Moving one
     obeys PMD_COLLECTION_ROOTS too."""
+
+    access = None  # the admin user's Access, set by CollectionAdmin.get_form
 
     class Meta:
         model = Collection
@@ -57,7 +68,8 @@ class CollectionAdminForm(forms.ModelForm):
                 path=cleaned["root_path"], name=cleaned["name"], mask=cleaned.get("mask") or None,
                 ignore_patterns=cleaned.get("ignore_patterns") or None,
                 text_search_config=cleaned.get("text_search_config") or None,
-                allowed_roots=settings.PMD_COLLECTION_ROOTS, index="no",
+                allowed_roots=settings.PMD_COLLECTION_ROOTS, index="no", access=self.access,
+                visibility=cleaned.get("visibility") or Collection.Visibility.EVERYONE,
             )
         except PmdError as exc:
             self.add_error(_FIELD_FOR_CODE.get(exc.code), exc.message)
@@ -74,6 +86,10 @@ class CollectionAdmin(admin.ModelAdmin):
     search_fields = ("name", "root_path")
     readonly_fields = ("created_at", "updated_at", "last_indexed_at")
     actions = ["reindex", "embed"]
+
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        form = super().get_form(request, obj, change=change, **kwargs)
+        return type(form.__name__, (form,), {"access": Access.for_user(request.user)})
 
     def get_queryset(self, request):
         return super().get_queryset(request).annotate(

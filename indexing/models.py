@@ -15,6 +15,13 @@ from pgvector.django import VectorField
 
 
 class Collection(models.Model):
+    class Visibility(models.TextChoices):
+        """Who may see a collection (indexing.access decides it, in every query)."""
+
+        EVERYONE = "everyone", "everyone signed in"
+        SHARED = "shared", "chosen groups and people"
+        PRIVATE = "private", "only its owner"
+
     name = models.CharField(max_length=200, unique=True)
     root_path = models.CharField(max_length=4096)
     mask = models.CharField(max_length=500, default="**/*.md")
@@ -26,6 +33,14 @@ class Collection(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     last_indexed_at = models.DateTimeField(null=True, blank=True)
+    visibility = models.CharField(max_length=10, choices=Visibility.choices, default=Visibility.EVERYONE)
+    # Who added it from the web UI, API or admin (none from the CLI): the owner always sees it.
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                              related_name="owned_collections")
+    shared_users = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="shared_collections",
+                                          help_text="people who see it when shared with chosen groups and people")
+    shared_groups = models.ManyToManyField("auth.Group", blank=True, related_name="shared_collections",
+                                           help_text="groups whose members see it when shared with chosen groups")
 
     class Meta:
         ordering = ["name"]
@@ -242,3 +257,23 @@ class ContentEmbedding(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["fingerprint", "content"], name="content_embedding_unique"),
         ]
+
+
+class AuditEvent(models.Model):
+    """A change that matters for who sees what: collections, sharing, tokens, contexts, groups."""
+
+    at = models.DateTimeField(auto_now_add=True, db_index=True)
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                              related_name="+")
+    # Kept as text so the trail survives the user's deletion: "alice", "alice (token pmd_ab12cd)",
+    # "local user root" for the CLI.
+    actor_label = models.CharField(max_length=200)
+    action = models.CharField(max_length=50, db_index=True)
+    target = models.CharField(max_length=300, blank=True, default="")
+    detail = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.at:%Y-%m-%d %H:%M} {self.actor_label} {self.action} {self.target}"

@@ -14,8 +14,15 @@ from pathlib import Path
 from django.db.models import Count, Q
 
 from indexing import errors
+from indexing.access import Access, collection_suggestions, visible_collections
 from indexing.models import Collection, Content, Document, FileProblem, Job, PathContext
-from indexing.paths import InvalidPath, glob_match, is_under, parse_reference, virtual_path
+from indexing.paths import (
+    InvalidPath,
+    glob_match,
+    is_under,
+    parse_reference,
+    virtual_path,
+)
 
 
 class DocumentNotFound(errors.DocumentNotFound):
@@ -30,15 +37,21 @@ def close_matches(word: str, candidates: list[str], n: int = 5) -> list[str]:
     return difflib.get_close_matches(word, candidates, n=n, cutoff=0.5)
 
 
-def _active_documents(collections: list[str] | None = None):
-    qs = Document.objects.filter(active=True).select_related("collection", "content")
+def _visible_documents(access: Access):
+    """Documents (active or not) of the collections `access` sees: every document read starts here."""
+    ids = access.collection_ids()
+    return Document.objects.all() if ids is None else Document.objects.filter(collection_id__in=ids)
+
+
+def _active_documents(access: Access, collections: list[str] | None = None):
+    qs = _visible_documents(access).filter(active=True).select_related("collection", "content")
     if collections:
         qs = qs.filter(collection__name__in=collections)
     return qs
 
 
-def _suggest(path: str, collections: list[str] | None) -> list[str]:
-    rows = Document.objects.filter(active=True)
+def _suggest(path: str, collections: list[str] | None, access: Access) -> list[str]:
+    rows = _visible_documents(access).filter(active=True)
     if collections:
         rows = rows.filter(collection__name__in=collections)
     basename = path.rsplit("/", 1)[-1]
@@ -58,13 +71,13 @@ def _suggest(path: str, collections: list[str] | None) -> list[str]:
     return out[:5]
 
 
-def _filesystem_reference(text: str) -> tuple[str, str] | None:
-    """An absolute or ./relative path that lies inside a collection folder → (collection, rel)."""
+def _filesystem_reference(text: str, access: Access) -> tuple[str, str] | None:
+    """An absolute or ./relative path that lies inside a visible collection's folder → (collection, rel)."""
     candidate = Path(text).expanduser()
     if not (candidate.is_absolute() or text.startswith(("./", "../", "~"))):
         return None
     resolved = Path(os.path.abspath(candidate))
-    for name, root in Collection.objects.values_list("name", "root_path"):
+    for name, root in visible_collections(access).values_list("name", "root_path"):
         root_path = Path(root)
         if root_path in resolved.parents:
             return name, resolved.relative_to(root_path).as_posix()
@@ -77,9 +90,10 @@ class ResolvedDocument:
     line: int | None = None
 
 
-def document_resolve(reference: str, *, collections: list[str] | None = None) -> ResolvedDocument:
-    """Find one active document by `#docid`, `pmd://coll/path`, `coll/path`, `path` or a file path."""
-    fs = _filesystem_reference(reference.strip())
+def document_resolve(reference: str, *, access: Access, collections: list[str] | None = None) -> ResolvedDocument:
+    """Find one active document by `#docid`, `pmd://coll/path`, `coll/path`, `path` or a file path,
+    among the collections `access` sees (a document elsewhere is "not found", like a missing one)."""
+    fs = _filesystem_reference(reference.strip(), access)
     if fs is not None:
         reference = virtual_path(*fs)
     elif reference.strip().startswith(("/", "../", "~")):
@@ -88,21 +102,21 @@ def document_resolve(reference: str, *, collections: list[str] | None = None) ->
         ref = parse_reference(reference)
     except InvalidPath as exc:
         raise DocumentNotFound(str(exc)) from None
-    docs = _active_documents(collections)
+    docs = _active_documents(access, collections)
     if ref.docid:
         matches = list(docs.filter(docid=ref.docid)[:2])
         if not matches:
             raise DocumentNotFound(f"no document with docid #{ref.docid}")
         return ResolvedDocument(matches[0], ref.line)
     if ref.collection:
-        if not Collection.objects.filter(name=ref.collection).exists():
-            names = list(Collection.objects.values_list("name", flat=True))
+        if not visible_collections(access).filter(name=ref.collection).exists():
             raise DocumentCollectionNotFound(
-                name=ref.collection, suggestions=[f"pmd://{n}/" for n in close_matches(ref.collection, names)])
+                name=ref.collection, suggestions=collection_suggestions(ref.collection, access))
         found = docs.filter(collection__name=ref.collection, path=ref.path).first()
         if found:
             return ResolvedDocument(found, ref.line)
-        raise DocumentNotFound(f"no document pmd://{ref.collection}/{ref.path}", _suggest(ref.path, [ref.collection]))
+        raise DocumentNotFound(f"no document pmd://{ref.collection}/{ref.path}",
+                               _suggest(ref.path, [ref.collection], access))
     # A bare path: exact path in any collection, then `collection/path`, then a unique suffix.
     found = docs.filter(path=ref.path).first()
     if found:
@@ -115,7 +129,7 @@ def document_resolve(reference: str, *, collections: list[str] | None = None) ->
     suffix = list(docs.filter(path__endswith="/" + ref.path)[:2])
     if len(suffix) == 1:
         return ResolvedDocument(suffix[0], ref.line)
-    raise DocumentNotFound(f"no document {ref.path}", _suggest(ref.path, collections))
+    raise DocumentNotFound(f"no document {ref.path}", _suggest(ref.path, collections, access))
 
 
 def document_lines(document: Document, *, from_line: int | None = None, max_lines: int | None = None) -> tuple[list[str], int]:
@@ -149,10 +163,10 @@ class DocumentPage:
                 "context": contexts_for(doc.collection, doc.path), "frontmatter": doc.frontmatter}
 
 
-def document_page(reference: str, *, from_line: int | None = None, max_lines: int | None = None,
+def document_page(reference: str, *, access: Access, from_line: int | None = None, max_lines: int | None = None,
                   collections: list[str] | None = None) -> DocumentPage:
     """Resolve a reference (its `:LINE` is the first line unless `from_line` is given) and cut its window."""
-    resolved = document_resolve(reference, collections=collections or None)
+    resolved = document_resolve(reference, access=access, collections=collections or None)
     doc = resolved.document
     lines, first = document_lines(doc, from_line=from_line or resolved.line, max_lines=max_lines)
     return DocumentPage(doc, lines, first, total_lines=len(doc.content.body.splitlines()))
@@ -172,20 +186,25 @@ def contexts_for(collection: Collection | None, path: str = "", *, all_contexts:
     return [c.text for c in applicable]
 
 
-def context_list() -> list[PathContext]:
-    return list(PathContext.objects.select_related("collection"))
+def context_list(*, access: Access) -> list[PathContext]:
+    """The global contexts and those of the collections `access` sees."""
+    contexts = PathContext.objects.select_related("collection")
+    ids = access.collection_ids()
+    if ids is not None:
+        contexts = contexts.filter(Q(collection__isnull=True) | Q(collection_id__in=ids))
+    return list(contexts)
 
 
-def documents_list(target: str | None = None, *, limit: int | None = None) -> list[Document]:
+def documents_list(target: str | None = None, *, access: Access, limit: int | None = None) -> list[Document]:
     """`pmd ls`: documents of `collection[/prefix]` (or `pmd://collection/prefix`)."""
-    qs = Document.objects.filter(active=True).select_related("collection").order_by("collection__name", "path")
+    qs = (_visible_documents(access).filter(active=True).select_related("collection")
+          .order_by("collection__name", "path"))
     if not target:
         return list(qs[:limit] if limit else qs)
     text = target[len("pmd://"):] if target.startswith("pmd://") else target
     name, _, prefix = text.partition("/")
-    if not Collection.objects.filter(name=name).exists():
-        names = list(Collection.objects.values_list("name", flat=True))
-        raise DocumentCollectionNotFound(name=name, suggestions=[f"pmd://{n}/" for n in close_matches(name, names)])
+    if not visible_collections(access).filter(name=name).exists():
+        raise DocumentCollectionNotFound(name=name, suggestions=collection_suggestions(name, access))
     qs = qs.filter(collection__name=name)
     prefix = prefix.strip("/")
     if prefix:
@@ -193,10 +212,11 @@ def documents_list(target: str | None = None, *, limit: int | None = None) -> li
     return list(qs[:limit] if limit else qs)
 
 
-def collections_overview(*, only: Collection | None = None) -> list[dict]:
-    """Every collection (or `only` that one) with its counts: the rows of `ls`, `collection list|show`,
-    the API's collections and the status report."""
-    rows = (Collection.objects.filter(pk=only.pk) if only is not None else Collection.objects).annotate(
+def collections_overview(*, access: Access, only: Collection | None = None) -> list[dict]:
+    """Every collection `access` sees (or `only` that one) with its counts: the rows of `ls`,
+    `collection list|show`, the API's collections and the status report."""
+    visible = visible_collections(access).prefetch_related("shared_users", "shared_groups").select_related("owner")
+    rows = (visible.filter(pk=only.pk) if only is not None else visible).annotate(
         active_documents=Count("documents", filter=Q(documents__active=True)),
         inactive_documents=Count("documents", filter=Q(documents__active=False)),
     )
@@ -213,14 +233,29 @@ def collections_overview(*, only: Collection | None = None) -> list[dict]:
             "inactive": c.inactive_documents,
             "problems": problems.get(c.id, 0),
             "last_indexed_at": c.last_indexed_at,
+            **collection_sharing(c),
         }
         for c in rows
     ]
 
 
-def collection_detail(collection: Collection) -> dict:
+def collection_sharing(collection: Collection) -> dict:
+    """Who sees a collection, in the words every face shows."""
+    return {
+        "visibility": collection.visibility,
+        "owner": collection.owner.get_username() if collection.owner_id else None,
+        "shared_users": sorted(u.get_username() for u in collection.shared_users.all()),
+        "shared_groups": sorted(g.name for g in collection.shared_groups.all()),
+    }
+
+
+def collection_detail(collection: Collection, *, access: Access) -> dict:
     """One collection's overview row (`pmd collection show`, GET /api/collections/NAME)."""
-    return collections_overview(only=collection)[0]
+    rows = collections_overview(access=access, only=collection)
+    if not rows:
+        raise errors.CollectionNotFound(name=collection.name,
+                                        suggestions=collection_suggestions(collection.name, access))
+    return rows[0]
 
 
 DEFAULT_MULTI_GET_MAX_BYTES = 10 * 1024  # per document, unless the caller asks for another bound
@@ -338,6 +373,7 @@ def documents_multi_get(
     max_lines: int | None = None,
     collections: list[str] | None = None,
     max_total_bytes: int | None = None,
+    access: Access,
 ) -> MultiGetResult:
     """`pmd multi-get`: a glob over `collection/path`, or a comma list of references/docids.
 
@@ -352,7 +388,7 @@ def documents_multi_get(
     is_glob = len(parts) == 1 and any(ch in parts[0] for ch in "*?[{")
     if is_glob:
         pattern = parts[0][len("pmd://"):] if parts[0].startswith("pmd://") else parts[0]
-        rows = _active_documents(collections).defer("content__body").order_by("collection__name", "path")
+        rows = _active_documents(access, collections).defer("content__body").order_by("collection__name", "path")
         for doc in rows.iterator(chunk_size=2000):
             if glob_match(pattern, f"{doc.collection.name}/{doc.path}") or glob_match(pattern, doc.path):
                 docs.append(doc)
@@ -366,14 +402,14 @@ def documents_multi_get(
         found: list[int] = []
         for part in parts:
             try:
-                doc = document_resolve(part, collections=collections).document
+                doc = document_resolve(part, access=access, collections=collections).document
             except DocumentNotFound:
                 result.missing.append(part)
                 continue
             if doc.pk not in found:  # a docid and a path can name the same document
                 found.append(doc.pk)
         # Bodies are fetched below in batches within the byte budget, never all at once.
-        by_pk = _active_documents().defer("content__body").in_bulk(found)
+        by_pk = _active_documents(access).defer("content__body").in_bulk(found)
         docs = [by_pk[pk] for pk in found if pk in by_pk]
     bodies = _Bodies([d for d in docs if d.content.size <= max_bytes], batch_bytes=max_total_bytes)
     used = 0
@@ -412,27 +448,43 @@ def documents_multi_get(
     return result
 
 
-def jobs_visible_to(user):
-    """Jobs a user may see: staff every job, a member only the jobs they started.
+def jobs_visible_to(access: Access):
+    """Jobs `access` may see: staff every job, a member only the jobs they started; and of the
+    jobs about a collection, only those of collections they see.
 
     Jobs of the CLI, the watcher and periodic tasks have no owner (their messages can name
     server paths), so only staff see them. Anything else answers "no such job" (404), never 403.
     """
     jobs = Job.objects.select_related("collection")
-    if user is None or not user.is_authenticated or not user.is_active:
+    if not access.active:
         return jobs.none()
-    return jobs if user.is_staff else jobs.filter(created_by=user)
+    if not access.is_staff:
+        jobs = jobs.filter(created_by=access.user)
+    ids = access.collection_ids()
+    if ids is not None:
+        jobs = jobs.filter(Q(collection__isnull=True) | Q(collection_id__in=ids))
+    return jobs
 
 
-def index_counts() -> dict:
-    docs = Document.objects.aggregate(
+def index_counts(*, access: Access) -> dict:
+    """Counts for the status report, of what `access` sees only."""
+    ids = access.collection_ids()
+    docs = _visible_documents(access).aggregate(
         n_active=Count("id", filter=Q(active=True)), n_inactive=Count("id", filter=Q(active=False))
     )
+    if ids is None:
+        collections, contents = Collection.objects.count(), Content.objects.count()
+        contexts, problems = PathContext.objects.count(), FileProblem.objects.count()
+    else:
+        collections = len(ids)
+        contents = Content.objects.filter(documents__collection_id__in=ids).distinct().count()
+        contexts = PathContext.objects.filter(Q(collection__isnull=True) | Q(collection_id__in=ids)).count()
+        problems = FileProblem.objects.filter(collection_id__in=ids).count()
     return {
-        "collections": Collection.objects.count(),
+        "collections": collections,
         "documents": docs["n_active"],
         "inactive_documents": docs["n_inactive"],
-        "contents": Content.objects.count(),
-        "contexts": PathContext.objects.count(),
-        "problems": FileProblem.objects.count(),
+        "contents": contents,
+        "contexts": contexts,
+        "problems": problems,
     }

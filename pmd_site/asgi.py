@@ -26,7 +26,8 @@ django_application = get_asgi_application()
 # pmd's modules come after get_asgi_application(): they need Django set up.
 from pmd_site.dbhealth import RETRY_AFTER_SECONDS, DatabaseUnavailable, database_guard
 from pmd_site.security import forwarded_client
-from search.api_tokens import TokenThrottled, bearer_token, token_authenticate
+from search.api_tokens import TokenThrottled, bearer_token, token_access
+from search.mcp.instructions import current_access, refresh_instructions
 from search.mcp.server import get_server
 
 MCP_PATH = "/mcp"
@@ -61,13 +62,20 @@ def _mcp_starlette_app():
 
 
 def _authenticate(header: str | None, client: str | None = None, forwarded_for: str | None = None):
-    """The token's user or None; raises TokenThrottled (too many bad tokens) or DatabaseUnavailable."""
+    """The token's Access or None; raises TokenThrottled (too many bad tokens) or DatabaseUnavailable.
+
+    The collections it sees are looked up here, once per request, and the server instructions
+    for them refreshed (cached), so the MCP server itself never waits on the database for them."""
     from django.db import close_old_connections
 
     close_old_connections()
     try:
         with database_guard():
-            return token_authenticate(bearer_token(header), client_address=forwarded_client(client, forwarded_for) or "")
+            access = token_access(bearer_token(header), client_address=forwarded_client(client, forwarded_for) or "")
+            if access is not None:
+                access.collection_ids()
+                refresh_instructions(access=access)
+            return access
     finally:
         close_old_connections()
 
@@ -106,7 +114,7 @@ class Router:
 
             headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
             try:
-                user = await sync_to_async(_authenticate, thread_sensitive=False)(
+                access = await sync_to_async(_authenticate, thread_sensitive=False)(
                     headers.get("authorization"), (scope.get("client") or ("",))[0], headers.get("x-forwarded-for"))
             except DatabaseUnavailable as exc:
                 await _error(send, 503, "database_unavailable", str(exc),
@@ -116,7 +124,7 @@ class Router:
                 await _error(send, exc.http_status, exc.code, exc.message,
                              [(b"retry-after", str(exc.retry_after).encode())])
                 return
-            if user is None:
+            if access is None:
                 await _error(send, 401, "unauthorized", "a valid API token is required: Authorization: Bearer "
                              "<token> (pmd token create --user NAME)", [(b"www-authenticate", b'Bearer realm="pmd"')])
                 return
@@ -130,7 +138,8 @@ class Router:
                 await _error(send, 503, "mcp_unavailable",
                              "MCP needs an ASGI server with lifespan events (uvicorn --lifespan on)")
                 return
-            scope = {**scope, "path": MCP_PATH, "raw_path": MCP_PATH.encode(), "pmd_user": user.pk}
+            scope = {**scope, "path": MCP_PATH, "raw_path": MCP_PATH.encode(), "pmd_access": access}
+            current_access.set(access)  # the server instructions answered to this request
             await self.mcp_app(scope, receive, send)
             return
         await self.django_app(scope, receive, send)

@@ -19,7 +19,7 @@ from pmd_site.safety import unsafe_settings
 # section (status_report catches it), so one broken part cannot break the report.
 
 
-def _database() -> dict:
+def _database(access) -> dict:
     from django.db import connection
 
     with connection.cursor() as cursor:
@@ -37,24 +37,25 @@ def _database() -> dict:
     }
 
 
-def _index() -> dict:
+def _index(access) -> dict:
     from indexing.selectors import collections_overview, index_counts
 
-    counts = index_counts()
+    counts = index_counts(access=access)
     counts["by_collection"] = [
         {"name": r["name"], "documents": r["documents"], "path": r["path"], "problems": r["problems"],
          "last_indexed_at": r["last_indexed_at"].isoformat() if r["last_indexed_at"] else None}
-        for r in collections_overview()
+        for r in collections_overview(access=access)
     ]
     return {"ok": True, **counts}
 
 
-def _problems() -> dict:
+def _problems(access) -> dict:
     from indexing.models import FileProblem
 
-    recent = list(
-        FileProblem.objects.select_related("collection").order_by("-created_at")[:10]
-    )
+    problems = FileProblem.objects.select_related("collection")
+    if access.collection_ids() is not None:
+        problems = problems.filter(collection_id__in=access.collection_ids())
+    recent = list(problems.order_by("-created_at")[:10])
     return {
         "ok": True,
         "recent": [{"uri": f"pmd://{p.collection.name}/{p.path}", "severity": p.severity, "message": p.message}
@@ -62,7 +63,7 @@ def _problems() -> dict:
     }
 
 
-def _broker() -> dict:
+def _broker(access) -> dict:
     url = broker_url()
     if settings.CELERY_TASK_ALWAYS_EAGER:
         return {"ok": True, "mode": "eager (PMD_TASKS_EAGER: tasks run in-process)"}
@@ -81,7 +82,7 @@ def _broker() -> dict:
     return {"ok": True, "url": shown}
 
 
-def _workers() -> dict:
+def _workers(access) -> dict:
     if settings.CELERY_TASK_ALWAYS_EAGER:
         return {"ok": True, "mode": "eager"}
     if not broker_reachable():  # kombu would retry an absent broker for seconds
@@ -92,24 +93,31 @@ def _workers() -> dict:
     return {"ok": True, "alive": len(replies), "names": sorted(replies)}
 
 
-def _watcher() -> dict:
+def _watcher(access) -> dict:
     from indexing.watcher.heartbeat import watcher_health
 
     return watcher_health()
 
 
-def _embeddings() -> dict:
+def _embeddings(access) -> dict:
+    from indexing.access import visible_collection_names
     from indexing.services.embedding import embedding_status
 
-    return embedding_status()
+    if access.collection_ids() is None:
+        return embedding_status()
+    # Counted over the collections this caller sees ("/" is no collection's name: none visible
+    # counts nothing); totals across the whole index (chunks, other models, the last job) would
+    # tell them about collections they cannot see.
+    status = embedding_status(collections=visible_collection_names(access) or ["/"])
+    return {k: v for k, v in status.items() if k not in {"chunks", "stale_fingerprints", "job"}}
 
 
-def _security() -> dict:
+def _security(access) -> dict:
     warnings = unsafe_settings(settings)
     return {"ok": not warnings, "warnings": warnings}
 
 
-SECTIONS: dict[str, Callable[[], dict]] = {
+SECTIONS: dict[str, Callable[..., dict]] = {
     "database": _database,
     "index": _index,
     "problems": _problems,
@@ -168,14 +176,15 @@ def _member_view(name: str, data: dict) -> dict:
     return view
 
 
-def status_report(sections: list[str] | None = None, *, internals: bool = False) -> dict:
-    """The report; `internals` (staff, or the local CLI user) adds where things run and raw errors."""
+def status_report(sections: list[str] | None = None, *, internals: bool = False, access) -> dict:
+    """The report; `internals` (staff, or the local CLI user) adds where things run and raw errors.
+    Counts and names cover only the collections `access` sees."""
     report = {}
     for name, provider in SECTIONS.items():
         if sections and name not in sections:
             continue
         try:
-            data = provider()
+            data = provider(access)
         except Exception as exc:  # noqa: BLE001 - a broken part must not hide the others
             # The exception text can name sockets, hosts or paths: staff only.
             data = {"ok": False, "error": f"{exc.__class__.__name__}: {exc}" if internals else _STAFF_ONLY_ERROR}

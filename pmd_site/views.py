@@ -7,7 +7,12 @@ from django.http import JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
-from pmd_site.dbhealth import DatabaseUnavailable, database_available, is_unavailable, note_failure
+from pmd_site.dbhealth import (
+    DatabaseUnavailable,
+    database_available,
+    is_unavailable,
+    note_failure,
+)
 
 
 @never_cache

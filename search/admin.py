@@ -1,7 +1,8 @@
 from django.contrib import admin, messages
 
-from search.models import ApiToken
+from indexing.access import Access
 from search.api_tokens import token_create, token_revoke
+from search.models import ApiToken
 
 
 @admin.register(ApiToken)
@@ -17,7 +18,7 @@ class ApiTokenAdmin(admin.ModelAdmin):
         if change:
             super().save_model(request, obj, form, change)
             return
-        created = token_create(user=obj.user, name=obj.name)
+        created = token_create(user=obj.user, name=obj.name, access=Access.for_user(request.user))
         obj.pk = created.token.pk
         obj.__dict__.update({k: getattr(created.token, k) for k in ("digest", "prefix", "created")})
         messages.warning(request, f"New API token (copy it now, it is not shown again): {created.raw}")
@@ -26,5 +27,5 @@ class ApiTokenAdmin(admin.ModelAdmin):
     def revoke_selected(self, request, queryset):
         active = list(queryset.filter(revoked__isnull=True))
         for token in active:
-            token_revoke(token=token.pk)  # the service the CLI and the web UI revoke with
+            token_revoke(token=token.pk, access=Access.for_user(request.user))  # the service the CLI and the web UI revoke with
         messages.info(request, f"revoked {len(active)} token(s)")

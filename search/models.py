@@ -16,6 +16,11 @@ class ApiToken(models.Model):
     created = models.DateTimeField(auto_now_add=True)
     last_used = models.DateTimeField(null=True, blank=True, editable=False)
     revoked = models.DateTimeField(null=True, blank=True)
+    can_write = models.BooleanField(default=False, help_text="may change things its user may change; "
+                                    "read-only otherwise")
+    collections = models.ManyToManyField("indexing.Collection", blank=True, related_name="+",
+                                         help_text="limited to these (of those its user may see); none: all of them")
+    expires = models.DateTimeField(null=True, blank=True, help_text="refused after this time; empty: never")
 
     class Meta:
         ordering = ["-created"]
@@ -27,7 +32,13 @@ class ApiToken(models.Model):
 
     @property
     def active(self) -> bool:
-        return self.revoked is None
+        return self.revoked is None and not self.expired
+
+    @property
+    def expired(self) -> bool:
+        from django.utils import timezone
+
+        return self.expires is not None and self.expires <= timezone.now()
 
 
 class TokenFailure(models.Model):

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the CLI builds its parser from this module before Django is set up
+    from indexing.access import Access
 
 DEFAULT_LIMIT = 5
 DEFAULT_LIMIT_MACHINE = 20  # --json / --files: scripts want more than a screenful
@@ -64,6 +68,9 @@ class SearchRequest:
     explain: bool = False
     # typed searches (kind, text) with kind lex | vec | hyde, written by the caller instead of expansion
     searches: list[tuple[str, str]] = field(default_factory=list)
+    # who is searching (indexing.access): decides which collections are read. Required: search_run
+    # refuses a request without one rather than read everything.
+    access: Access | None = None
 
     def effective_limit(self, *, machine_format: bool = False) -> int:
         if self.all:

@@ -6,6 +6,7 @@ import pytest
 from django.test import Client
 
 from search.api_tokens import token_create, token_revoke
+from indexing.access import Access
 
 
 @pytest.fixture
@@ -19,7 +20,7 @@ def reader(django_user_model):
 
 
 def _client(user) -> Client:
-    return Client(HTTP_AUTHORIZATION=f"Bearer {token_create(user=user).raw}")
+    return Client(HTTP_AUTHORIZATION=f"Bearer {token_create(user=user, access=Access.local_user(), can_write=True).raw}")
 
 
 @pytest.fixture(autouse=True)
@@ -45,10 +46,10 @@ def test_anonymous_and_bad_tokens_get_401(db, reader):
         assert response.status_code == 401, url
         assert "Bearer" in response.json()["message"]
         assert response["WWW-Authenticate"].startswith("Bearer")
-    created = token_create(user=reader)
+    created = token_create(user=reader, access=Access.local_user(), can_write=True)
     assert Client(HTTP_AUTHORIZATION="Bearer pmd_wrong").get("/api/status").status_code == 401
     assert Client(HTTP_AUTHORIZATION=f"Bearer {created.raw}").get("/api/status").status_code == 200
-    token_revoke(token=created.token.pk)
+    token_revoke(token=created.token.pk, access=Access.local_user())
     revoked = Client(HTTP_AUTHORIZATION=f"Bearer {created.raw}").get("/api/status")
     assert revoked.status_code == 401 and "revoked" in revoked.json()["message"]
 

@@ -26,6 +26,7 @@ from indexing.services.collections import (
 )
 from indexing.services.scanning import collection_file_open, collection_files, collection_index
 from search.api_tokens import token_create
+from indexing.access import Access
 
 pytestmark = pytest.mark.django_db
 
@@ -60,7 +61,7 @@ def notes(tmp_path) -> Path:
 def _api_client(*, staff: bool = False) -> Client:
     user = get_user_model().objects.create_user("staffer" if staff else "member", password="pw-123-pw-123",
                                                 is_staff=staff)
-    return Client(HTTP_AUTHORIZATION=f"Bearer {token_create(user=user).raw}")
+    return Client(HTTP_AUTHORIZATION=f"Bearer {token_create(user=user, access=Access.local_user(), can_write=True).raw}")
 
 
 # --- symlinks inside a collection ------------------------------------------------------------
@@ -79,9 +80,9 @@ def test_file_symlink_out_of_the_collection_is_skipped_recorded_and_not_served(n
     assert any(i.path == "passwd.md" for i in report.issues)
     assert not Document.objects.filter(content__body__contains=SECRET).exists()
     with pytest.raises(DocumentNotFound):
-        document_resolve("pmd://notes/passwd.md")
+        document_resolve("pmd://notes/passwd.md", access=Access.local_user())
     with pytest.raises(DocumentNotFound):
-        document_resolve(str(notes / "passwd.md"))
+        document_resolve(str(notes / "passwd.md"), access=Access.local_user())
     response = _api_client().get("/api/get", {"ref": "pmd://notes/passwd.md"})
     assert response.status_code == 404 and SECRET not in response.content.decode()
 
@@ -111,7 +112,7 @@ def test_symlinks_that_stay_inside_the_collection_are_followed(notes):
 
     # Each folder once, under its own name: real/ is not lost to alias/ sorting first.
     assert _paths(collection) == {"welcome.md", "real/deep.md", "drafts/idea.md", "shortcut.md"}
-    assert document_resolve("pmd://notes/shortcut.md").document.title == "Deep"
+    assert document_resolve("pmd://notes/shortcut.md", access=Access.local_user()).document.title == "Deep"
     assert "same folder as real" in _problems(collection)["alias"]
 
 
@@ -229,7 +230,7 @@ def test_a_collection_folder_later_replaced_by_a_link_is_not_followed(tmp_path, 
     assert "secret.md" not in _paths(collection)
     assert not Document.objects.filter(content__body__contains=SECRET).exists()
     with pytest.raises(DocumentNotFound):
-        document_resolve("pmd://docs/secret.md")
+        document_resolve("pmd://docs/secret.md", access=Access.local_user())
     with pytest.raises(OSError, match="points outside the collection"):
         collection_file_open(collection, str(docs / "secret.md"))
     assert watch_targets() == []

@@ -16,6 +16,7 @@ import pytest
 from django.test import Client
 
 from search.api_tokens import token_create
+from indexing.access import Access
 
 # The requests run on other threads (ASGI), so the data they read must be committed.
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -85,7 +86,7 @@ def _assert_web_503(page, *, reloads: bool) -> None:
 
 def test_api_and_web_answer_503_while_the_database_is_away_and_recover(django_user_model, database):
     user = django_user_model.objects.create_user("reader", password="pw-reader-123", is_staff=True)
-    api = Client(HTTP_AUTHORIZATION=f"Bearer {token_create(user=user).raw}")
+    api = Client(HTTP_AUTHORIZATION=f"Bearer {token_create(user=user, access=Access.local_user(), can_write=True).raw}")
     web = Client()
     web.force_login(user)
     assert api.get("/api/collections").status_code == 200
@@ -117,7 +118,7 @@ def test_mcp_answers_json_503_while_the_database_is_away(django_user_model, data
     from pmd_site.asgi import application
 
     user = django_user_model.objects.create_user("agent", password="pw-agent-123")
-    headers = {"Authorization": f"Bearer {token_create(user=user).raw}",
+    headers = {"Authorization": f"Bearer {token_create(user=user, access=Access.local_user(), can_write=True).raw}",
                "Accept": "application/json, text/event-stream", "Host": "127.0.0.1"}
 
     def call(method: str) -> httpx.Response:
@@ -186,7 +187,7 @@ def _until_200(path: str, headers: dict | None = None) -> list[int]:
 
 def test_pooled_connections_to_a_restarted_server_are_replaced_at_once(django_user_model, pooled_connections):
     user = django_user_model.objects.create_user("reader", password="pw-reader-123")
-    auth = {"Authorization": f"Bearer {token_create(user=user).raw}"}
+    auth = {"Authorization": f"Bearer {token_create(user=user, access=Access.local_user(), can_write=True).raw}"}
     assert _asgi_get("/api/collections", auth) == 200
     pool = pooled_connections.pool
     deadline = time.monotonic() + RECOVERY_TIMEOUT

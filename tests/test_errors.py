@@ -8,6 +8,7 @@ from django.test import Client
 from indexing import errors
 from indexing.services.collections import CollectionError, collection_create
 from search.api_tokens import token_create
+from indexing.access import Access
 
 
 @pytest.fixture
@@ -17,7 +18,7 @@ def staff(django_user_model):
 
 @pytest.fixture
 def admin_api(staff):
-    return Client(HTTP_AUTHORIZATION=f"Bearer {token_create(user=staff).raw}")
+    return Client(HTTP_AUTHORIZATION=f"Bearer {token_create(user=staff, access=Access.local_user(), can_write=True).raw}")
 
 
 def test_service_errors_carry_code_status_and_stay_catchable_as_before():
@@ -121,7 +122,7 @@ def test_api_answers_401_403_422_with_a_stable_code(db, staff, django_user_model
     assert bad.json()["message"] == "invalid or revoked API token"
 
     member = django_user_model.objects.create_user("member", password="pw-member-123")
-    member_api = Client(HTTP_AUTHORIZATION=f"Bearer {token_create(user=member).raw}")
+    member_api = Client(HTTP_AUTHORIZATION=f"Bearer {token_create(user=member, access=Access.local_user(), can_write=True).raw}")
     refused = member_api.post("/api/collections/notes/reindex")
     assert refused.status_code == 403
     assert refused.json() == {"message": "managing collections and contexts needs a staff account",
@@ -149,7 +150,7 @@ def test_token_throttled_is_a_pmd_error_the_api_answers_429_with_retry_after(db,
     assert str(throttled) == "too many failed API token attempts from your address: retry in 1 s"
 
     settings.PMD_TOKEN_FAILURE_LIMIT = 2
-    good = token_create(user=staff).raw
+    good = token_create(user=staff, access=Access.local_user(), can_write=True).raw
     for _ in range(2):
         assert Client(REMOTE_ADDR="192.0.2.44", HTTP_AUTHORIZATION="Bearer pmd_wrong").get("/api/status").status_code == 401
     blocked = Client(REMOTE_ADDR="192.0.2.44", HTTP_AUTHORIZATION=f"Bearer {good}").get("/api/status")

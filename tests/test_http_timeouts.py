@@ -21,6 +21,7 @@ import psutil
 import pytest
 
 from search.api_tokens import token_create
+from indexing.access import Access
 
 # The server is another process: what the test creates must be committed.
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -144,7 +145,7 @@ def test_a_stalled_request_body_gets_408_and_is_closed(server):
 
 def test_get_mcp_opens_no_event_stream_and_idle_keep_alive_ends(server, django_user_model):
     user = django_user_model.objects.create_user("agent", password="pw-agent-123")
-    token = token_create(user=user).raw
+    token = token_create(user=user, access=Access.local_user(), can_write=True).raw
     with server.connect() as client:
         client.sendall(f"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n"
                        "Accept: text/event-stream\r\n\r\n".encode())

@@ -13,6 +13,7 @@ from search.pipeline.deadline import wait_for_stragglers
 from search.pipeline.hybrid import hybrid_search, strong_signal
 from search.request import Mode, SearchRequest
 from search.results import SearchResult
+from indexing.access import Access
 
 pytest_plugins = ["tests.ollama_fixtures"]
 # Retrieval runs in worker threads with their own database connections: they must see
@@ -64,7 +65,7 @@ def kb(tmp_path, ollama, settings):
 
 def req(query: str, **kwargs) -> SearchRequest:
     kwargs.setdefault("limit", 6)
-    return SearchRequest(query=query, mode=Mode.HYBRID, **kwargs)
+    return SearchRequest(query=query, mode=Mode.HYBRID, **kwargs, access=Access.local_user())
 
 
 def paths(response) -> list[str]:
@@ -351,7 +352,7 @@ def test_cli_json_api_and_service_agree(kb, run_cli, django_user_model):
     assert "fused" in cli["results"][0]["scores"] and "total" in cli["timings_ms"]
 
     user = django_user_model.objects.create_user("reader", password="pw-reader-123")
-    client = Client(HTTP_AUTHORIZATION=f"Bearer {token_create(user=user).raw}")
+    client = Client(HTTP_AUTHORIZATION=f"Bearer {token_create(user=user, access=Access.local_user(), can_write=True).raw}")
     answer = client.post("/api/query", {"query": "slow queries", "limit": 5}, content_type="application/json")
     assert answer.status_code == 200, answer.content
     assert [r["uri"] for r in answer.json()["results"]] == [r.uri for r in service.results]

@@ -19,6 +19,7 @@ from test_mcp import _close_other_connections, _http_client, asgi_server  # noqa
 from indexing.models import Job
 from indexing.services.jobs import job_create
 from search.api_tokens import token_create
+from indexing.access import Access
 
 
 def _internal_strings() -> list[str]:
@@ -55,7 +56,7 @@ def staff(db):
 
 
 def _api(user) -> Client:
-    return Client(HTTP_AUTHORIZATION=f"Bearer {token_create(user=user).raw}")
+    return Client(HTTP_AUTHORIZATION=f"Bearer {token_create(user=user, access=Access.local_user(), can_write=True).raw}")
 
 
 def _browser(user) -> Client:
@@ -194,8 +195,8 @@ mcp_db = pytest.mark.django_db(transaction=True, available_apps=[
 @mcp_db
 def test_mcp_status_tool_internals_only_for_staff_tokens(asgi_server, indexed_collection):  # noqa: F811
     users = get_user_model().objects
-    member_token = token_create(user=users.create_user("agent", password="pw-agent-123")).raw
-    staff_token = token_create(user=users.create_user("ops", password="pw-ops-123", is_staff=True)).raw
+    member_token = token_create(user=users.create_user("agent", password="pw-agent-123"), access=Access.local_user(), can_write=True).raw
+    staff_token = token_create(user=users.create_user("ops", password="pw-ops-123", is_staff=True), access=Access.local_user(), can_write=True).raw
 
     async def status(token):
         async with _http_client(asgi_server, token) as client:

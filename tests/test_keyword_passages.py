@@ -10,10 +10,11 @@ from indexing.services.scanning import collection_index
 from search.index.keyword_index import PASSAGE_WORDS, split_passages
 from search.request import SearchRequest
 from search.retrieval.keyword import keyword_search
+from indexing.access import Access
 
 
 def search(query, **kw):
-    return keyword_search(SearchRequest(query=query, **kw))
+    return keyword_search(SearchRequest(query=query, **kw, access=Access.local_user()))
 
 
 def index(tmp_path, name, files, **kw):

@@ -5,10 +5,11 @@ import pytest
 from search.retrieval.common import SearchError
 from search.retrieval.keyword import keyword_search
 from search.request import SearchRequest
+from indexing.access import Access
 
 
 def search(query, **kw):
-    return keyword_search(SearchRequest(query=query, **kw))
+    return keyword_search(SearchRequest(query=query, **kw, access=Access.local_user()))
 
 
 def paths(response):
@@ -146,9 +147,9 @@ def test_collection_removal_and_rename(ranked_collection):
 
     from indexing.services.collections import collection_remove, collection_rename
 
-    collection_rename(name="kb", new_name="kb2")
+    collection_rename(name="kb", new_name="kb2", access=Access.local_user())
     assert search("zeppelin").results[0].collection == "kb2"
-    collection_remove(name="kb2")
+    collection_remove(name="kb2", access=Access.local_user())
     assert search("zeppelin").results == []
     with connection.cursor() as cursor:
         cursor.execute("SELECT count(*) FROM search_keyword_term WHERE lexeme = 'zeppelin'")

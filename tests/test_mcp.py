@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from search.api_tokens import token_create
+from indexing.access import Access
 
 # available_apps makes the flush between tests TRUNCATE … CASCADE, which also empties the
 # keyword index tables that reference documents.
@@ -66,7 +67,7 @@ def _close_other_connections() -> None:
 @pytest.fixture
 def token(django_user_model):
     user = django_user_model.objects.create_user("agent", password="pw-agent-123")
-    return token_create(user=user, name="agent").raw
+    return token_create(user=user, name="agent", access=Access.local_user(), can_write=True).raw
 
 
 def _http_client(url: str, token: str | None, **headers):
@@ -178,7 +179,7 @@ def test_http_rejects_missing_invalid_revoked_token_and_foreign_origin(asgi_serv
         assert local_origin.status_code == 200
         rebound = http.post("/mcp", json=_initialize_body(), headers={**auth, "Host": "attacker.example"})
         assert rebound.status_code == 421
-        token_revoke(token=token)
+        token_revoke(token=token, access=Access.local_user())
         assert http.post("/mcp", json=_initialize_body(), headers=auth).status_code == 401
         # Django still serves everything else from the same application.
         assert http.get("/api/status", headers={"Authorization": "Bearer pmd_nope"}).status_code == 401

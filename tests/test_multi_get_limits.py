@@ -11,6 +11,7 @@ from django.test import Client
 from test_mcp import _close_other_connections, _http_client, asgi_server, token  # noqa: F401 - fixtures
 
 from search.api_tokens import token_create
+from indexing.access import Access
 
 HUGE = 1_000_000_000_000  # the request that returned the whole index
 
@@ -18,7 +19,7 @@ HUGE = 1_000_000_000_000  # the request that returned the whole index
 @pytest.fixture
 def api(django_user_model):
     member = django_user_model.objects.create_user("reader", password="pw-reader-123")
-    return Client(HTTP_AUTHORIZATION=f"Bearer {token_create(user=member).raw}")
+    return Client(HTTP_AUTHORIZATION=f"Bearer {token_create(user=member, access=Access.local_user(), can_write=True).raw}")
 
 
 def _active(collection) -> list:

@@ -15,6 +15,7 @@ from indexing.models import Collection, EmbeddingFingerprint, Job
 from indexing.services.embedding import pending_contents
 from pmd_site.cli.serve import _add_folders
 from search.api_tokens import token_create
+from indexing.access import Access
 
 
 def _effects(name: str) -> dict:
@@ -58,7 +59,7 @@ def test_every_face_adds_a_collection_with_the_same_side_effects(corpus_dir, tmp
     effects["cli"] = _effects("cli")
     _fresh()
 
-    api = Client(HTTP_AUTHORIZATION=f"Bearer {token_create(user=staff).raw}")
+    api = Client(HTTP_AUTHORIZATION=f"Bearer {token_create(user=staff, access=Access.local_user(), can_write=True).raw}")
     response = api.post("/api/collections", {"path": str(folders["api"]), "name": "api"},
                         content_type="application/json")
     assert response.status_code == 201, response.content

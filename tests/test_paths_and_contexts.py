@@ -7,6 +7,7 @@ import pytest
 from indexing.paths import InvalidPath, glob_match, parse_reference
 from indexing.selectors import DocumentNotFound, contexts_for, document_resolve, documents_multi_get
 from indexing.services.contexts import context_remove, context_set
+from indexing.access import Access
 
 
 @pytest.mark.parametrize(
@@ -38,27 +39,27 @@ class TestResolve:
         from indexing.models import Document
 
         doc = Document.objects.get(collection=indexed_collection, path="README.md")
-        assert document_resolve(f"#{doc.docid}").document == doc
-        assert document_resolve("pmd://notes/README.md").document == doc
-        assert document_resolve("notes/README.md").document == doc
-        assert document_resolve("guides/identifiers.md").document.path == "guides/identifiers.md"
-        assert document_resolve(str(indexed_collection.root_path) + "/README.md").document == doc
+        assert document_resolve(f"#{doc.docid}", access=Access.local_user()).document == doc
+        assert document_resolve("pmd://notes/README.md", access=Access.local_user()).document == doc
+        assert document_resolve("notes/README.md", access=Access.local_user()).document == doc
+        assert document_resolve("guides/identifiers.md", access=Access.local_user()).document.path == "guides/identifiers.md"
+        assert document_resolve(str(indexed_collection.root_path) + "/README.md", access=Access.local_user()).document == doc
 
     def test_traversal_never_escapes_the_index(self, indexed_collection):
         for attempt in ("../../../../etc/passwd", "pmd://notes/../../etc/passwd", "/etc/passwd",
                         "notes/../../etc/hostname"):
             with pytest.raises(DocumentNotFound):
-                document_resolve(attempt)
+                document_resolve(attempt, access=Access.local_user())
 
     def test_a_miss_suggests_close_matches(self, indexed_collection):
         with pytest.raises(DocumentNotFound) as info:
-            document_resolve("guides/postgres-tunning.md")
+            document_resolve("guides/postgres-tunning.md", access=Access.local_user())
         assert "pmd://notes/guides/postgres-tuning.md" in info.value.suggestions
 
     def test_multi_get_glob_and_list_with_byte_limit(self, indexed_collection):
-        result = documents_multi_get("notes/guides/*.md")
+        result = documents_multi_get("notes/guides/*.md", access=Access.local_user())
         assert [i.document.path for i in result.items] == ["guides/identifiers.md", "guides/postgres-tuning.md"]
-        result = documents_multi_get("README.md,guides/identifiers.md,missing.md", max_bytes=150)
+        result = documents_multi_get("README.md,guides/identifiers.md,missing.md", max_bytes=150, access=Access.local_user())
         skipped = {i.document.path: i.skipped_reason for i in result.items}
         assert skipped["README.md"] is not None  # 220 bytes > 150
         assert skipped["guides/identifiers.md"] is None
@@ -67,12 +68,12 @@ class TestResolve:
 
 @pytest.mark.django_db
 def test_contexts_inherit_from_global_collection_and_prefix(indexed_collection):
-    context_set(target="/", text="Company knowledge base")
-    context_set(target="pmd://notes/", text="Team handbook")
-    context_set(target="pmd://notes/meetings", text="Meeting notes")
+    context_set(target="/", text="Company knowledge base", access=Access.local_user())
+    context_set(target="pmd://notes/", text="Team handbook", access=Access.local_user())
+    context_set(target="pmd://notes/meetings", text="Meeting notes", access=Access.local_user())
     assert contexts_for(indexed_collection, "meetings/2025-01-standup.md") == [
         "Company knowledge base", "Team handbook", "Meeting notes",
     ]
     assert contexts_for(indexed_collection, "guides/identifiers.md") == ["Company knowledge base", "Team handbook"]
-    context_remove(target="pmd://notes/meetings")
+    context_remove(target="pmd://notes/meetings", access=Access.local_user())
     assert contexts_for(indexed_collection, "meetings/x.md") == ["Company knowledge base", "Team handbook"]

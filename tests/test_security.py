@@ -16,6 +16,7 @@ from django.test import Client
 from django.utils import timezone
 
 from search.api_tokens import token_create
+from indexing.access import Access
 
 pytestmark = pytest.mark.django_db
 
@@ -124,7 +125,7 @@ def _api(token: str, address: str):
 
 
 def test_api_blocks_an_address_after_bad_tokens_even_for_a_valid_one(alice, low_limits):
-    good = token_create(user=alice).raw
+    good = token_create(user=alice, access=Access.local_user(), can_write=True).raw
     assert _api(good, "198.51.100.9").status_code == 200
     for bad in ("pmd_nope", "not-even-a-pmd-token", "pmd_" + "x" * 40):
         assert _api(bad, "198.51.100.9").status_code == 401
@@ -139,7 +140,7 @@ def test_api_blocks_an_address_after_bad_tokens_even_for_a_valid_one(alice, low_
 def test_token_block_ends_after_the_cooloff(alice, low_limits):
     from search.models import TokenFailure
 
-    good = token_create(user=alice).raw
+    good = token_create(user=alice, access=Access.local_user(), can_write=True).raw
     for _ in range(3):
         _api("pmd_wrong", "198.51.100.11")
     assert _api(good, "198.51.100.11").status_code == 429
@@ -151,7 +152,7 @@ def test_token_block_ends_after_the_cooloff(alice, low_limits):
 
 
 def test_unlock_with_address_clears_a_token_block(alice, low_limits, run_cli):
-    good = token_create(user=alice).raw
+    good = token_create(user=alice, access=Access.local_user(), can_write=True).raw
     for _ in range(3):
         _api("pmd_wrong", "198.51.100.12")
     assert _api(good, "198.51.100.12").status_code == 429
@@ -198,7 +199,7 @@ def _asgi_post(path: str, headers: dict[str, str], client: tuple[str, int]):
 def test_mcp_blocks_an_address_after_bad_tokens_with_json_429(alice, low_limits):
     from search.models import TokenFailure
 
-    good = token_create(user=alice).raw
+    good = token_create(user=alice, access=Access.local_user(), can_write=True).raw
     for _ in range(3):
         status, _, body = _asgi_post("/mcp", {"Authorization": "Bearer pmd_wrong", "Host": "localhost"},
                                      ("198.51.100.30", 5000))

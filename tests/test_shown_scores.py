@@ -5,6 +5,7 @@ import pytest
 from search.pipeline.hybrid import hybrid_search
 from search.request import Mode, SearchRequest
 from search.retrieval.keyword import keyword_search
+from indexing.access import Access
 
 pytest_plugins = ["tests.ollama_fixtures"]
 
@@ -31,7 +32,7 @@ def notes(db, tmp_path):
 
 
 def search(query):
-    return keyword_search(SearchRequest(query=query, mode=Mode.KEYWORD, limit=10)).results
+    return keyword_search(SearchRequest(query=query, mode=Mode.KEYWORD, limit=10, access=Access.local_user())).results
 
 
 def test_a_match_on_common_words_only_reads_low(notes):
@@ -65,12 +66,12 @@ def embedded_notes(notes, ollama, settings):
 @pytest.mark.django_db(transaction=True)
 def test_hybrid_top_score_is_its_evidence_not_one(embedded_notes):
     weak = hybrid_search(SearchRequest(query="how do I make installs deterministic", mode=Mode.HYBRID,
-                                       expand=False, rerank=False, explain=True, limit=5))
+                                       expand=False, rerank=False, explain=True, limit=5, access=Access.local_user()))
     top = weak.results[0]
     assert top.score < 0.5 and top.score < 1.0
     f = top.explain["fusion"]
     assert top.score == pytest.approx(f["w_keyword"] * top.explain["evidence"].get("keyword", 0)
                                       + f["w_vector"] * top.explain["evidence"].get("vector", 0), abs=1e-3)
     strong = hybrid_search(SearchRequest(query="reproducible CI lockfile", mode=Mode.HYBRID,
-                                         expand=False, rerank=False, limit=5))
+                                         expand=False, rerank=False, limit=5, access=Access.local_user()))
     assert strong.results[0].path == "ci.md" and strong.results[0].score > top.score

@@ -8,6 +8,7 @@ import pytest
 
 from search.models import ApiToken
 from search.api_tokens import TokenError, bearer_token, token_authenticate, token_create, token_revoke
+from indexing.access import Access
 
 
 @pytest.fixture
@@ -16,7 +17,7 @@ def alice(django_user_model):
 
 
 def test_token_is_stored_as_sha256_digest_only(alice):
-    created = token_create(user=alice, name="script")
+    created = token_create(user=alice, name="script", access=Access.local_user(), can_write=True)
     row = ApiToken.objects.get(pk=created.token.pk)
     assert created.raw.startswith("pmd_")
     assert row.digest == hashlib.sha256(created.raw.encode()).hexdigest()
@@ -25,14 +26,14 @@ def test_token_is_stored_as_sha256_digest_only(alice):
 
 
 def test_authenticate_revoke_and_inactive_user(alice):
-    created = token_create(user="alice")
-    assert token_authenticate(created.raw) == alice
+    created = token_create(user="alice", access=Access.local_user(), can_write=True)
+    assert getattr(token_authenticate(created.raw), "user", None) == alice
     assert ApiToken.objects.get(pk=created.token.pk).last_used is not None
     assert token_authenticate(created.raw + "x") is None
     assert token_authenticate("") is None and token_authenticate(None) is None
-    token_revoke(token=created.token.prefix)
+    token_revoke(token=created.token.prefix, access=Access.local_user())
     assert token_authenticate(created.raw) is None
-    other = token_create(user=alice)
+    other = token_create(user=alice, access=Access.local_user(), can_write=True)
     alice.is_active = False
     alice.save()
     assert token_authenticate(other.raw) is None
@@ -40,9 +41,9 @@ def test_authenticate_revoke_and_inactive_user(alice):
 
 def test_create_for_unknown_user_and_revoke_unknown_token(db):
     with pytest.raises(TokenError, match="no user named 'nobody'"):
-        token_create(user="nobody")
+        token_create(user="nobody", access=Access.local_user(), can_write=True)
     with pytest.raises(TokenError, match="no token matches"):
-        token_revoke(token="pmd_nothing")
+        token_revoke(token="pmd_nothing", access=Access.local_user())
 
 
 def test_bearer_header_parsing():
@@ -56,7 +57,7 @@ def test_cli_create_list_revoke(alice, run_cli):
     code, out, err = run_cli("token", "create", "--user", "alice", "--name", "laptop")
     assert code == 0, err
     raw = out.strip()
-    assert token_authenticate(raw) == alice and "not shown again" in err
+    assert getattr(token_authenticate(raw), "user", None) == alice and "not shown again" in err
     code, out, _ = run_cli("token", "list")
     assert code == 0 and "laptop" in out and raw not in out
     token_id = ApiToken.objects.get(name="laptop").pk

@@ -14,6 +14,7 @@ from search.llm import BackendUnavailable, get_backend
 from search.retrieval.common import SearchError
 from search.request import Mode, SearchRequest
 from search.retrieval.vector import explain_nearest, vector_search
+from indexing.access import Access
 
 pytestmark = pytest.mark.django_db
 
@@ -27,7 +28,7 @@ def embedded(indexed_collection, ollama, settings):
 
 
 def vsearch(query: str, **kwargs):
-    return vector_search(SearchRequest(query=query, mode=Mode.VECTOR, **kwargs))
+    return vector_search(SearchRequest(query=query, mode=Mode.VECTOR, **kwargs, access=Access.local_user()))
 
 
 def test_nearest_document_comes_first_with_its_best_passage(embedded, corpus_dir):
@@ -110,7 +111,7 @@ def test_the_planner_uses_the_hnsw_index(embedded):
 def test_index_and_exact_search_agree_on_a_small_corpus(embedded):
     for query in ("deploy blue green", "vector index rollout", "ts_rank BM25"):
         approximate = [r.uri for r in vsearch(query, limit=5).results]
-        exact = [r.uri for r in vector_search(SearchRequest(query=query, mode=Mode.VECTOR, limit=5), exact=True).results]
+        exact = [r.uri for r in vector_search(SearchRequest(query=query, mode=Mode.VECTOR, limit=5, access=Access.local_user()), exact=True).results]
         assert approximate == exact
 
 
@@ -132,7 +133,7 @@ def test_backend_down_is_a_clear_error_and_keyword_search_still_works(embedded, 
     ollama.stop()
     with pytest.raises(BackendUnavailable, match="Ollama is not reachable at"):
         vsearch("kubernetes")
-    found = keyword_search(SearchRequest(query="kubernetes", mode=Mode.KEYWORD))
+    found = keyword_search(SearchRequest(query="kubernetes", mode=Mode.KEYWORD, access=Access.local_user()))
     assert [r.path for r in found.results] == ["meetings/no-heading.md"]
 
 

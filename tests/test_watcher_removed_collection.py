@@ -13,6 +13,7 @@ from django.db import connection
 from indexing.models import Document
 from indexing.services.collections import collection_create, collection_remove
 from indexing.watcher import reindex, run_watcher
+from indexing.access import Access
 
 SUMMARY_KEYS = {"collections", "changed", "removed", "embedding_task", "seconds", "reports", "skipped"}
 
@@ -66,7 +67,7 @@ def test_watcher_loop_survives_changes_to_a_collection_removed_meanwhile(tmp_pat
     thread.start()
     try:
         assert wait_for(lambda: "watching 2 folder(s)" in caplog.text, alive=thread)
-        collection_remove(name="gone")  # the watcher still has it in its list of folders
+        collection_remove(name="gone", access=Access.local_user())  # the watcher still has it in its list of folders
         written = iter(range(100))
 
         def gone_change_handled() -> bool:

@@ -11,6 +11,7 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 
 from indexing.models import Collection, Document, Job
+from indexing.access import Access
 
 pytestmark = pytest.mark.django_db
 
@@ -166,7 +167,7 @@ def test_document_view_renders_markdown_with_line_anchors_and_metadata(member_cl
 def test_document_contexts_are_shown(member_client, indexed_collection):
     from indexing.services.contexts import context_set
 
-    context_set(target="pmd://notes/guides", text="How-to guides for the search stack")
+    context_set(target="pmd://notes/guides", text="How-to guides for the search stack", access=Access.local_user())
     html = member_client.get("/doc/notes/guides/postgres-tuning.md").content.decode()
     assert "How-to guides for the search stack" in html
 
@@ -294,12 +295,12 @@ def test_admin_revoke_action_revokes_through_the_token_service(member):
     admin_user = get_user_model().objects.create_superuser("root", password="correct horse battery")
     client = Client()
     client.force_login(admin_user)
-    tokens = [token_create(user=member, name=n) for n in ("one", "two")]
-    kept = token_create(user=member, name="kept")
+    tokens = [token_create(user=member, name=n, access=Access.local_user(), can_write=True) for n in ("one", "two")]
+    kept = token_create(user=member, name="kept", access=Access.local_user(), can_write=True)
     response = client.post("/admin/search/apitoken/", {
         "action": "revoke_selected", "_selected_action": [t.token.pk for t in tokens]}, follow=True)
     assert response.status_code == 200 and b"Revoked 2 token(s)" in response.content  # the admin capitalises
-    assert [token_authenticate(t.raw) for t in tokens] == [None, None] and token_authenticate(kept.raw) == member
+    assert [token_authenticate(t.raw) for t in tokens] == [None, None] and getattr(token_authenticate(kept.raw), "user", None) == member
 
 
 @pytest.mark.django_db(transaction=True)
@@ -419,13 +420,13 @@ def test_revoked_token_no_longer_authenticates(member_client, member):
 def test_users_see_and_revoke_only_their_own_tokens(member_client, staff_client, member, staff):
     from search.api_tokens import token_authenticate, token_create
 
-    mine = token_create(user=staff, name="boss bot")
+    mine = token_create(user=staff, name="boss bot", access=Access.local_user(), can_write=True)
     _create_token(member_client, "member bot")
     assert b"boss bot" not in member_client.get("/tokens/").content
     staff_page = staff_client.get("/tokens/").content
     assert b"boss bot" in staff_page and b"member bot" not in staff_page  # staff too: own tokens only
     assert member_client.post(f"/tokens/{mine.token.pk}/revoke/").status_code == 404
-    assert token_authenticate(mine.raw) == staff
+    assert getattr(token_authenticate(mine.raw), "user", None) == staff
     member_token = member.api_tokens.get()
     assert staff_client.post(f"/tokens/{member_token.pk}/revoke/").status_code == 404
     member_token.refresh_from_db()
@@ -437,7 +438,7 @@ def test_token_forms_need_a_csrf_token(member):
 
     client = Client(enforce_csrf_checks=True)
     client.force_login(member)
-    created = token_create(user=member, name="kept")
+    created = token_create(user=member, name="kept", access=Access.local_user(), can_write=True)
     assert client.post("/tokens/new/", {"name": "sneaky"}).status_code == 403
     assert client.post(f"/tokens/{created.token.pk}/revoke/").status_code == 403
     assert list(member.api_tokens.values_list("name", "revoked")) == [("kept", None)]

@@ -27,8 +27,7 @@ from django.db import connection
 
 from indexing.models import Collection, Job
 from indexing.services.jobs import job_create, job_fail
-from pmd_site.celery import broker_reachable
-from pmd_site.celery import workers_available
+from pmd_site.celery import broker_reachable, workers_available
 
 log = logging.getLogger(__name__)
 

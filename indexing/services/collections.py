@@ -12,9 +12,11 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 
 from indexing import errors
+from indexing.access import Access, collection_visible, require_write
 from indexing.folders import collection_folder_refusal, is_within
 from indexing.models import Collection
 from indexing.selectors import close_matches
+from indexing.services.audit import audit_record
 from indexing.services.scanning import ProgressCallback, ScanReport, collection_index
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
@@ -85,6 +87,8 @@ def collection_create(
     ignore_patterns: list[str] | None = None,
     text_search_config: str | None = None,
     allowed_roots: list[Path] | None = None,
+    owner=None,
+    visibility: str = Collection.Visibility.EVERYONE,
 ) -> Collection:
     """Register a folder as a collection (without indexing it yet).
 
@@ -108,6 +112,8 @@ def collection_create(
                 mask=(mask or settings.PMD_DEFAULT_MASK).strip(),
                 ignore_patterns=list(ignore_patterns or []),
                 text_search_config=text_search_config or settings.PMD_TEXT_SEARCH_CONFIG,
+                owner=owner,
+                visibility=visibility,
             )
     except IntegrityError:
         raise CollectionExists(name=name) from None
@@ -126,21 +132,28 @@ def collection_suggestions(name: str) -> list[str]:
     return [f"pmd://{n}/" for n in close_matches(name, names)]
 
 
-def collection_rename(*, name: str, new_name: str) -> Collection:
-    collection = collection_get(name)
+def collection_rename(*, name: str, new_name: str, access: Access) -> Collection:
+    require_write(access)
+    collection = collection_visible(name, access)
     new_name = _check_name(new_name)
     if Collection.objects.filter(name=new_name).exclude(pk=collection.pk).exists():
         raise CollectionExists(name=new_name)
-    collection.name = new_name
-    collection.save(update_fields=["name", "updated_at"])
+    old_name = collection.name
+    with transaction.atomic():
+        collection.name = new_name
+        collection.save(update_fields=["name", "updated_at"])
+        audit_record(access, "collection.rename", new_name, old_name=old_name)
     return collection
 
 
-def collection_remove(*, name: str) -> int:
+def collection_remove(*, name: str, access: Access) -> int:
     """Delete a collection with its documents and contexts; returns the document count."""
-    collection = collection_get(name)
-    count = collection.documents.count()
-    collection.delete()
+    require_write(access)
+    collection = collection_visible(name, access)
+    with transaction.atomic():
+        count = collection.documents.count()
+        collection.delete()
+        audit_record(access, "collection.remove", name, documents=count, path=collection.root_path)
     return count
 
 

@@ -24,10 +24,14 @@ import logging
 
 from django.utils import timezone
 
-from indexing.models import Job
-from indexing.services.embedding import EmbeddingInProgress, embed_pending, embedding_config
-from indexing.services.jobs import job_finish
 from indexing.locks import EMBEDDING_QUEUE, advisory_lock
+from indexing.models import Job
+from indexing.services.embedding import (
+    EmbeddingInProgress,
+    embed_pending,
+    embedding_config,
+)
+from indexing.services.jobs import job_finish
 from search.llm import BackendError, get_backend
 
 logger = logging.getLogger(__name__)

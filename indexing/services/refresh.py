@@ -15,7 +15,9 @@ from typing import Callable, Literal
 
 from django.db import close_old_connections, connection
 
+from indexing.access import Access, collection_visible, require_write
 from indexing.models import Collection, Job
+from indexing.services.audit import audit_record
 from indexing.services.background import NoWorker, embedding_request, index_request
 from indexing.services.collections import (
     CollectionError,
@@ -95,19 +97,28 @@ class CollectionAdded:
 def collection_add(*, path: str | Path, name: str | None = None, mask: str | None = None,
                    ignore_patterns: list[str] | None = None, text_search_config: str | None = None,
                    allowed_roots: list[Path] | None = None, index: Literal["now", "job", "no"] = "now",
-                   progress: ProgressCallback | None = None, created_by=None) -> CollectionAdded:
+                   progress: ProgressCallback | None = None, access: Access,
+                   visibility: str = Collection.Visibility.EVERYONE) -> CollectionAdded:
     """Register a folder as a collection, then index it and ask for its embedding.
 
     `index="now"` scans here (the CLI and `pmd up`, which show the report); `"job"` starts an
     index job (a worker, or a thread here) to follow (web UI, API); `"no"` only registers it.
-    `allowed_roots`: None for the local CLI; the other faces pass PMD_COLLECTION_ROOTS."""
+    `allowed_roots`: None for the local CLI; the other faces pass PMD_COLLECTION_ROOTS.
+    The member who adds it (not the local user) owns it: they see it whatever its visibility."""
+    require_write(access)
+    if visibility not in Collection.Visibility.values:
+        raise CollectionError(f"unknown visibility '{visibility}': use one of "
+                              f"{', '.join(Collection.Visibility.values)}")
+    owner = None if access.local else access.user
     collection = collection_create(path=path, name=name, mask=mask, ignore_patterns=ignore_patterns,
-                                   text_search_config=text_search_config, allowed_roots=allowed_roots)
+                                   text_search_config=text_search_config, allowed_roots=allowed_roots,
+                                   owner=owner, visibility=visibility)
+    audit_record(access, "collection.add", collection.name, path=collection.root_path, visibility=visibility)
     added = CollectionAdded(collection)
     if index == "now":
         added.refreshed = collection_refresh(collection=collection, progress=progress)
     elif index == "job":
-        added.job = index_request(collection=collection, created_by=created_by)
+        added.job = index_request(collection=collection, created_by=owner)
     return added
 
 
@@ -158,3 +169,17 @@ def reindex(names: list[str] | None, *, pull: bool = False) -> dict:
         "reports": summary,
         "skipped": skipped,
     }
+
+
+def collection_index_job(*, name: str, access: Access) -> Job:
+    """Re-scan a collection in a job to follow (web UI, API): staff with write access to it."""
+    require_write(access)
+    collection = collection_visible(name, access)
+    return index_request(collection=collection, created_by=None if access.local else access.user)
+
+
+def collection_embed_job(*, name: str, access: Access, force: bool = False) -> Job:
+    """Compute a collection's missing embeddings in a job (web UI, API): as `collection_index_job`."""
+    require_write(access)
+    collection = collection_visible(name, access)
+    return embedding_request(collection=collection, force=force, created_by=None if access.local else access.user)

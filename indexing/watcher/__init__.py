@@ -23,7 +23,13 @@ from indexing.watcher.heartbeat import (
     watcher_health,
     write_heartbeat,
 )
-from indexing.watcher.loop import REFRESH_SECONDS, WatchTarget, collections_for_changes, run_watcher, watch_targets
+from indexing.watcher.loop import (
+    REFRESH_SECONDS,
+    WatchTarget,
+    collections_for_changes,
+    run_watcher,
+    watch_targets,
+)
 from pmd_site.celery import broker_url
 
 __all__ = [

@@ -21,6 +21,8 @@ def register(sub) -> None:
     parser.add_argument("--split", choices=SPLITS, default="all",
                         help="evaluate half of the queries, by 1-based position in queries.tsv: odd = 1st, 3rd, "
                              "5th…, even = 2nd, 4th…; fit on one half, report the other (default all)")
+    parser.add_argument("--as", dest="as_user", metavar="USER",
+                        help="search as this member, with access control on (default: the local user, who sees all)")
     parser.add_argument("--json", action="store_true")
     parser.set_defaults(func=cmd_bench)
 
@@ -31,7 +33,7 @@ def cmd_bench(args) -> int:
 
     with progress_bar(f"bench {args.mode}", enabled=not args.json) as progress:
         options = BenchOptions(collection=args.collection, fresh=args.fresh, run_file=args.run_file,
-                               limit=args.limit, split=args.split, progress=progress)
+                               limit=args.limit, split=args.split, progress=progress, as_user=args.as_user)
         report = MODES[args.mode](args.dataset, options)
     if args.json:
         print_json({"title": report.title, **report.data})

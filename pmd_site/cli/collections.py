@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from pmd_site.cli.output import print_json, progress_bar, stdout_console, warn
+from pmd_site.cli.output import (
+    local_access,
+    print_json,
+    progress_bar,
+    stdout_console,
+    warn,
+)
 
 
 def register(sub) -> None:
@@ -70,7 +76,7 @@ def cmd_add(args) -> int:
     with progress_bar(label, enabled=not args.json and not args.no_index) as progress:
         added = collection_add(path=args.path, name=args.name, mask=args.mask, ignore_patterns=args.ignore,
                                text_search_config=args.text_search_config, index="no" if args.no_index else "now",
-                               progress=progress)
+                               progress=progress, access=local_access())
     collection = added.collection
     if args.no_index:
         console.print(f"added collection [bold]{collection.name}[/] → {collection.root_path} (not indexed yet)")
@@ -98,7 +104,7 @@ def print_embedding(changed, job, *, console) -> None:
 def cmd_list(args) -> int:
     from indexing.selectors import collections_overview
 
-    rows = collections_overview()
+    rows = collections_overview(access=local_access())
     if args.json:
         print_json([{k: v for k, v in r.items() if k != "collection"} for r in rows])
         return 0
@@ -123,7 +129,7 @@ def cmd_show(args) -> int:
     from indexing.services.collections import collection_get
 
     collection = collection_get(args.name)
-    row = collection_detail(collection)
+    row = collection_detail(collection, access=local_access())
     problems = list(collection.problems.values("path", "severity", "message"))
     contexts = list(collection.contexts.values("path_prefix", "text"))
     data = {k: v for k, v in row.items() if k != "collection"}
@@ -147,7 +153,7 @@ def cmd_show(args) -> int:
 def cmd_remove(args) -> int:
     from indexing.services.collections import collection_remove
 
-    count = collection_remove(name=args.name)
+    count = collection_remove(name=args.name, access=local_access())
     stdout_console().print(f"removed collection [bold]{args.name}[/] ({count} documents; files untouched)")
     return 0
 
@@ -155,7 +161,7 @@ def cmd_remove(args) -> int:
 def cmd_rename(args) -> int:
     from indexing.services.collections import collection_rename
 
-    collection_rename(name=args.name, new_name=args.new_name)
+    collection_rename(name=args.name, new_name=args.new_name, access=local_access())
     stdout_console().print(f"renamed [bold]{args.name}[/] → [bold]{args.new_name}[/]")
     return 0
 

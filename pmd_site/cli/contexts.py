@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pmd_site.cli.output import print_json, stdout_console
+from pmd_site.cli.output import local_access, print_json, stdout_console
 
 
 def register(sub) -> None:
@@ -23,7 +23,7 @@ def cmd_add(args) -> int:
     from indexing.services.contexts import context_set
 
     target, text = ("/" if len(args.parts) == 1 else args.parts[0]), " ".join(args.parts[1:] or args.parts)
-    context = context_set(target=target, text=text)
+    context = context_set(target=target, text=text, access=local_access())
     stdout_console().print(f"context for [bold]{context.target}[/]: {context.text}")
     return 0
 
@@ -31,7 +31,7 @@ def cmd_add(args) -> int:
 def cmd_list(args) -> int:
     from indexing.selectors import context_list
 
-    contexts = context_list()
+    contexts = context_list(access=local_access())
     if args.json:
         print_json([{"target": c.target, "text": c.text} for c in contexts])
         return 0
@@ -46,6 +46,6 @@ def cmd_list(args) -> int:
 def cmd_rm(args) -> int:
     from indexing.services.contexts import context_remove
 
-    context_remove(target=args.target)
+    context_remove(target=args.target, access=local_access())
     stdout_console().print(f"removed context at [bold]{args.target}[/]")
     return 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from pmd_site.cli.output import print_json, stdout_console
+from pmd_site.cli.output import local_access, print_json, stdout_console
 
 
 def register(sub) -> None:
@@ -38,7 +38,7 @@ def cmd_get(args) -> int:
     from search.formatters import numbered_lines
 
     page = document_page(args.reference, from_line=args.from_line, max_lines=args.max_lines,
-                         collections=args.collections)
+                         collections=args.collections, access=local_access())
     if args.json:
         print_json(page.as_dict())
         return 0
@@ -54,7 +54,7 @@ def cmd_multi_get(args) -> int:
     from pmd_site.cli.output import warn
 
     result = documents_multi_get(args.pattern, max_bytes=args.max_bytes, max_lines=args.max_lines,
-                                 collections=args.collections)
+                                 collections=args.collections, access=local_access())
     if args.json:
         print_json(result.as_dict())
         return 0 if result.items or not result.missing else 1
@@ -80,7 +80,7 @@ def cmd_ls(args) -> int:
 
     console = stdout_console()
     if not args.target:
-        rows = collections_overview()
+        rows = collections_overview(access=local_access())
         if args.json:
             print_json([{"name": r["name"], "documents": r["documents"], "path": r["path"]} for r in rows])
         elif not rows:
@@ -88,7 +88,7 @@ def cmd_ls(args) -> int:
         for r in rows if not args.json else []:
             console.print(f"pmd://{r['name']}/  [dim]{r['documents']} documents  {r['path']}[/]")
         return 0
-    docs = documents_list(args.target)
+    docs = documents_list(args.target, access=local_access())
     if args.json:
         print_json([{"docid": d.docid, "uri": d.uri, "title": d.title, "size": d.size} for d in docs])
         return 0

@@ -53,9 +53,9 @@ def _summary(result: dict) -> str:
 
 def cmd_embed(args) -> int:
     from indexing.models import Job
+    from indexing.services.background import embedding_request_here
     from indexing.services.collections import collection_get
     from indexing.services.embedding import embed_pending
-    from indexing.services.background import embedding_request_here
 
     collections = [collection_get(name) for name in args.collections]
     names = [c.name for c in collections] or None

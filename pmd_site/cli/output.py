@@ -50,7 +50,13 @@ def progress_bar(description: str, *, enabled: bool = True):
     if not enabled or not sys.stderr.isatty():
         yield lambda done, total, detail="": None
         return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+    )
 
     with Progress(
         TextColumn("[bold]{task.description}"),
@@ -67,3 +73,10 @@ def progress_bar(description: str, *, enabled: bool = True):
             bar.update(task, completed=done, total=total or None, detail=detail[-50:])
 
         yield update
+
+
+def local_access():
+    """The CLI acts as the local OS user, who can read the collection folders anyway: everything."""
+    from indexing.access import Access
+
+    return Access.local_user()

@@ -40,6 +40,7 @@ def add_search_options(parser) -> None:
 
 def search_request_from_args(args, *, mode: str, **overrides):
     """The SearchRequest an adapter's parsed arguments describe."""
+    from pmd_site.cli.output import local_access
     from search.formatters import MACHINE_FORMATS
     from search.request import SearchRequest
 
@@ -52,7 +53,7 @@ def search_request_from_args(args, *, mode: str, **overrides):
     request = SearchRequest(
         query=" ".join(args.query), mode=mode, limit=args.limit, all=args.all, min_score=args.min_score,
         collections=list(args.collections or []), full=args.full, line_numbers=args.line_numbers,
-        hits_per_document=args.hits_per_document, **overrides,
+        hits_per_document=args.hits_per_document, access=local_access(), **overrides,
     )
     if request.limit is None and not request.all:
         request.limit = request.effective_limit(machine_format=args.format in MACHINE_FORMATS)

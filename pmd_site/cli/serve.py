@@ -21,7 +21,7 @@ import sys
 import threading
 
 from pmd_site.cli import CommandError
-from pmd_site.cli.output import color_enabled, stdout_console, warn
+from pmd_site.cli.output import color_enabled, local_access, stdout_console, warn
 from pmd_site.supervisor import (  # standard library only: cheap
     Supervisor,
     die_with_supervisor,
@@ -261,7 +261,7 @@ def _add_folders(dirs: list[str], console) -> list[str]:
             while Collection.objects.filter(name=name).exists():
                 n += 1
                 name = f"{base}-{n}"
-            refreshed = collection_add(path=folder, name=name).refreshed
+            refreshed = collection_add(path=folder, name=name, access=local_access()).refreshed
             console.print(f"added collection [bold]{refreshed.collection}[/] → {folder}")
         else:
             refreshed = collection_refresh(collection=collection)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pmd_site.cli.output import print_json, stdout_console
+from pmd_site.cli.output import local_access, print_json, stdout_console
 
 
 def register(sub) -> None:
@@ -26,7 +26,7 @@ def _render_value(value) -> str:
 def cmd_status(args) -> int:
     from pmd_site.status import status_report
 
-    report = status_report(internals=True)  # the local OS user runs the server: the full report
+    report = status_report(internals=True, access=local_access())  # the local OS user runs the server: the full report
     if args.json:
         print_json(report)
         return 0

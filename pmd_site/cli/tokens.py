@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pmd_site.cli.output import print_json, stdout_console
+from pmd_site.cli.output import local_access, print_json, stdout_console
 
 
 def register(sub) -> None:
@@ -26,7 +26,7 @@ def register(sub) -> None:
 def cmd_create(args) -> int:
     from search.api_tokens import token_create
 
-    created = token_create(user=args.user, name=args.name)
+    created = token_create(user=args.user, name=args.name, access=local_access())
     if args.json:
         print_json({"id": created.token.pk, "user": str(created.token.user), "name": created.token.name,
                     "prefix": created.token.prefix, "token": created.raw})
@@ -66,6 +66,6 @@ def cmd_list(args) -> int:
 def cmd_revoke(args) -> int:
     from search.api_tokens import token_revoke
 
-    token = token_revoke(token=args.token)
+    token = token_revoke(token=args.token, access=local_access())
     stdout_console().print(f"revoked token {token.pk} ({token.prefix}…) of {token.user}")
     return 0

@@ -7,7 +7,7 @@ unsafe methods). Errors are `{"message": ..., "suggestions": [...], "code": ...}
 error (indexing.errors.PmdError) brings its own status and code.
 
     __init__.py     `api`, the NinjaAPI that pmd_site.urls mounts: auth, error handlers, routers
-    auth.py         bearer token (throttled per address) or session; require_staff
+    auth.py         bearer token (throttled per address) or session → request.auth, an Access
     errors.py       the one mapping of errors to status, code, message and suggestions
     schemas.py      schemas several resources share (ErrorOut, JobOut)
     search.py  documents.py  collections.py  jobs.py  contexts.py  status.py

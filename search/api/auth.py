@@ -1,29 +1,31 @@
 """Who calls the API: a per-user bearer token, or the web UI's session (CSRF for unsafe methods).
 
+Either way `request.auth` is the caller's `indexing.access.Access`, which every endpoint hands
+to the services: it decides which collections exist for the caller and whether they may write.
 A bearer token is checked by search.api_tokens, which counts failures per client address and
 raises TokenThrottled (429, mapped in search.api.errors) while an address is blocked.
-Managing collections and contexts needs a staff account: `require_staff`.
 """
 
 from django.conf import settings
 from django.http import HttpRequest
-from ninja.errors import AuthenticationError, HttpError
+from ninja.errors import AuthenticationError
 from ninja.security import HttpBearer
 from ninja.security.apikey import APIKeyCookie
 
+from indexing.access import Access
 from pmd_site.security import client_address
-from search.api_tokens import token_authenticate
+from search.api_tokens import token_access
 
 
 class TokenAuth(HttpBearer):
-    """`Authorization: Bearer pmd_…` → the token's user."""
+    """`Authorization: Bearer pmd_…` → the token's Access (its user, within its scope)."""
 
     def authenticate(self, request: HttpRequest, token: str):
-        user = token_authenticate(token, client_address=client_address(request) or "")
-        if user is None:
-            raise AuthenticationError(401, "invalid or revoked API token")
-        request.user = user
-        return user
+        access = token_access(token, client_address=client_address(request) or "")
+        if access is None:
+            raise AuthenticationError(401, "invalid, expired or revoked API token")
+        request.user = access.user
+        return access
 
 
 class SessionAuth(APIKeyCookie):
@@ -42,14 +44,9 @@ class SessionAuth(APIKeyCookie):
         return super().__call__(request)
 
     def authenticate(self, request: HttpRequest, key: str | None):
-        return request.user
+        return Access.for_user(request.user)
 
 
 def is_staff(request) -> bool:
     """Whether the authenticated caller (token or session) has a staff account."""
-    return bool(getattr(request.auth, "is_staff", False))
-
-
-def require_staff(request) -> None:
-    if not is_staff(request):
-        raise HttpError(403, "managing collections and contexts needs a staff account")
+    return request.auth.is_staff

@@ -29,7 +29,7 @@ class DocumentOut(Schema):
 def document_get(request, ref: str = Query(..., min_length=1, max_length=4096),
                  from_line: int | None = Query(None, ge=1), max_lines: int | None = Query(None, ge=0),
                  collection: list[str] = Query(default_factory=list)):
-    page = document_page(ref, from_line=from_line, max_lines=max_lines, collections=collection)
+    page = document_page(ref, access=request.auth, from_line=from_line, max_lines=max_lines, collections=collection)
     return {**page.as_dict(), "total_lines": page.total_lines}
 
 
@@ -59,5 +59,6 @@ def documents_multi_get(request, pattern: str = Query(..., min_length=1, max_len
                                                       "at most max_total_bytes"),
                         max_lines: int | None = Query(None, ge=0),
                         collection: list[str] = Query(default_factory=list)):
-    result = multi_get(pattern, max_bytes=max_bytes, max_lines=max_lines, collections=collection or None)
+    result = multi_get(pattern, max_bytes=max_bytes, max_lines=max_lines, collections=collection or None,
+                       access=request.auth)
     return result.as_dict()

@@ -68,9 +68,9 @@ class SearchOut(Schema):
     timings_ms: dict[str, float] = {}
 
 
-def search_request_from(data: SearchIn, *, mode: str | None = None) -> SearchRequest:
+def search_request_from(data: SearchIn, *, access, mode: str | None = None) -> SearchRequest:
     """Build the shared SearchRequest; a machine caller gets the --json default limit."""
-    fields = data.dict(by_alias=False)
+    fields = {**data.dict(by_alias=False), "access": access}
     fields["mode"] = mode_normalize(mode or fields["mode"])
     fields["query"] = fields["query"].strip()
     if fields["limit"] is None and not fields["all"]:
@@ -78,8 +78,8 @@ def search_request_from(data: SearchIn, *, mode: str | None = None) -> SearchReq
     return SearchRequest(**fields)
 
 
-def _search(data: SearchIn, mode: str | None = None) -> dict:
-    request = search_request_from(data, mode=mode)
+def _search(request, data: SearchIn, mode: str | None = None) -> dict:
+    request = search_request_from(data, access=request.auth, mode=mode)
     if not request.query:
         raise HttpError(422, "query is empty")
     return search_run(request).as_dict()
@@ -90,20 +90,20 @@ _SEARCH_RESPONSES = {200: SearchOut, 401: ErrorOut, 404: ErrorOut, 422: ErrorOut
 
 @router.get("/search", response=_SEARCH_RESPONSES, summary="Search (mode=search|vsearch|query)")
 def search_get(request, params: Query[SearchQuery]):
-    return _search(params)
+    return _search(request, params)
 
 
 @router.post("/search", response=_SEARCH_RESPONSES, summary="Search with a JSON body")
 def search_post(request, body: SearchIn):
-    return _search(body)
+    return _search(request, body)
 
 
 @router.post("/vsearch", response=_SEARCH_RESPONSES, summary="Semantic (vector) search")
 def vsearch_post(request, body: SearchIn):
-    return _search(body, mode=Mode.VECTOR)
+    return _search(request, body, mode=Mode.VECTOR)
 
 
 @router.post("/query", response=_SEARCH_RESPONSES,
              summary="Hybrid search: expansion, BM25 + vectors, fusion, re-ranking")
 def query_post(request, body: SearchIn):
-    return _search(body, mode=Mode.HYBRID)
+    return _search(request, body, mode=Mode.HYBRID)

@@ -10,4 +10,4 @@ router = Router(tags=["status"])
 
 @router.get("", response=dict, summary="Database, index, workers, models, problems (where things run: staff only)")
 def status(request, section: list[str] = Query(default_factory=list)):
-    return status_report(section or None, internals=is_staff(request))
+    return status_report(section or None, internals=is_staff(request), access=request.auth)

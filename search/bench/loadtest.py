@@ -133,7 +133,9 @@ def _prepare(home: Path, corpus: Path | None) -> tuple[str, list[str], int]:
     from django.db import connections
 
     connections.close_all()
-    return token_create(user=user, name="loadtest").raw, queries, report.files_seen
+    from indexing.access import Access
+
+    return token_create(user=user, name="loadtest", access=Access.local_user()).raw, queries, report.files_seen
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -9,8 +9,14 @@ from __future__ import annotations
 from typing import Callable
 
 from search.bench import vector as bench_vector
-from search.bench.quality import BenchOptions, BenchReport, _keyword_service, bench_index, query_mode, \
-    retrieval_mode
+from search.bench.quality import (
+    BenchOptions,
+    BenchReport,
+    _keyword_service,
+    bench_index,
+    query_mode,
+    retrieval_mode,
+)
 from search.request import Mode, mode_verb
 
 MODES: dict[str, Callable[[str, BenchOptions], BenchReport]] = {

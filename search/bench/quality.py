@@ -54,6 +54,7 @@ class BenchOptions:
     limit: int | None = None  # only the first N queries (of the split)
     split: str = "all"  # "odd" / "even": every other query of queries.tsv (SPLIT_RULE)
     progress: Callable | None = None
+    as_user: str | None = None  # search as this member (access control on), not as the local user
 
 
 @dataclass
@@ -61,6 +62,25 @@ class BenchReport:
     title: str
     lines: list[tuple[str, str]] = field(default_factory=list)  # (label, value) printed in order
     data: dict = field(default_factory=dict)
+
+
+def _access_factory(options: BenchOptions, collection) -> Callable:
+    """Who the benchmark searches as: the local user, or (`--as USER`) a member, with a fresh
+    Access per query, so the visibility lookup every real request makes is in the latency."""
+    from django.contrib.auth import get_user_model
+
+    from indexing.access import Access, visible_collections
+
+    if options.as_user is None:
+        return Access.local_user
+    User = get_user_model()
+    user = User.objects.filter(**{User.USERNAME_FIELD: options.as_user}).first()
+    if user is None:
+        raise BenchError(f"no user named '{options.as_user}'")
+    if not visible_collections(Access.for_user(user)).filter(pk=collection.pk).exists():
+        raise BenchError(f"{options.as_user} cannot see collection {collection.name}: share it with them first "
+                         f"(pmd collection share {collection.name} --user {options.as_user})")
+    return lambda: Access.for_user(user)
 
 
 # --- metrics ---------------------------------------------------------------------------
@@ -246,8 +266,11 @@ def bench_retrieval(dataset_dir: str, options: BenchOptions, *, service_fn: Call
     collection, scan = _bench_collection(root, options, fresh=options.fresh)
     index_s = time.perf_counter() - index_started
 
+    access_for = _access_factory(options, collection)
+
     def call(text: str, limit: int):
-        request = SearchRequest(query=text, mode=mode, limit=limit, collections=[collection.name], **request_options)
+        request = SearchRequest(query=text, mode=mode, limit=limit, collections=[collection.name],
+                                access=access_for(), **request_options)
         t0 = time.perf_counter()
         response = service_fn(request)
         return response, (time.perf_counter() - t0) * 1000

@@ -22,8 +22,16 @@ import time
 from django.conf import settings
 from django.db import connection, transaction
 
-from search.bench.quality import BenchError, BenchOptions, BenchReport, _bench_collection, _dataset, bench_queries, \
-    bench_retrieval, percentile
+from search.bench.quality import (
+    BenchError,
+    BenchOptions,
+    BenchReport,
+    _bench_collection,
+    _dataset,
+    bench_queries,
+    bench_retrieval,
+    percentile,
+)
 from search.llm import BackendError, embedding_prompts, get_backend
 from search.request import Mode
 
@@ -156,7 +164,12 @@ def bench_vsearch(dataset_dir: str, options: BenchOptions) -> BenchReport:
 
 def bench_vsearch_scale(dataset_dir: str, options: BenchOptions) -> BenchReport:
     from indexing.models import Chunk, EmbeddingFingerprint
-    from indexing.services.embedding import HNSW_EF_CONSTRUCTION, HNSW_M, fingerprint_configured, hnsw_index_ensure
+    from indexing.services.embedding import (
+        HNSW_EF_CONSTRUCTION,
+        HNSW_M,
+        fingerprint_configured,
+        hnsw_index_ensure,
+    )
 
     root = _dataset(dataset_dir)
     source = fingerprint_configured()

@@ -7,7 +7,11 @@ below both: it imports only models and indexing.locks.
 """
 
 from search.index.analysis import WORD, has_cjk, prepare_text
-from search.index.keyword_index import keyword_index_maintain, keyword_index_rebuild, keyword_index_update
+from search.index.keyword_index import (
+    keyword_index_maintain,
+    keyword_index_rebuild,
+    keyword_index_update,
+)
 
 __all__ = [
     "WORD",

@@ -47,8 +47,8 @@ from typing import NamedTuple
 
 from django.db import DatabaseError, connection, transaction
 
-from indexing.models import Document
 from indexing.locks import KEYWORD_INDEX, advisory_lock_wait
+from indexing.models import Document
 from search.index.analysis import prepare_text
 
 _HEADING = re.compile(r"^ {0,3}#{1,6}[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*$")  # "## C#" keeps its "#"

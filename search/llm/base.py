@@ -19,7 +19,13 @@ from typing import Any
 
 import httpx
 
-from indexing.errors import LLMBackendError, LLMBackendTimeout, LLMBackendUnavailable, LLMBadResponse, LLMModelMissing
+from indexing.errors import (
+    LLMBackendError,
+    LLMBackendTimeout,
+    LLMBackendUnavailable,
+    LLMBadResponse,
+    LLMModelMissing,
+)
 
 logger = logging.getLogger(__name__)
 

@@ -10,7 +10,18 @@ import functools
 from django import db
 from mcp.server.mcpserver.exceptions import ToolError
 
+from indexing.access import Access
 from indexing.errors import PmdError
+
+
+def mcp_access(ctx) -> Access:
+    """Who a tool call acts as: the bearer token's access over HTTP (set by the /mcp router), or
+    the local OS user on stdio (`pmd mcp`), who can read the files anyway. An HTTP request
+    without one sees nothing."""
+    request = ctx.request_context.request if ctx is not None else None
+    if request is None:
+        return Access.local_user()
+    return getattr(request, "scope", {}).get("pmd_access") or Access()
 
 
 def error_text(exc: PmdError) -> str:

@@ -5,16 +5,16 @@ selector, and return a typed model (search.mcp.models; clients get `structuredCo
 compact text rendering that costs an agent few tokens.
 """
 
-from django.contrib.auth import get_user_model
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 
+from indexing.access import Access
 from indexing.selectors import document_page, documents_multi_get
 from pmd_site.status import status_report
 from search.formatters import numbered_lines
-from search.mcp.errors import tool_call
+from search.mcp.errors import mcp_access, tool_call
 from search.mcp.instructions import refresh_instructions
 from search.mcp.models import (
     CollectionInfo,
@@ -38,19 +38,8 @@ def _result(model: BaseModel, text: str) -> CallToolResult:
                           structured_content=model.model_dump(mode="json"))
 
 
-def _sees_internals(ctx: Context | None) -> bool:
-    """Staff over HTTP (the bearer token's user), or the local OS user on stdio (`pmd mcp`)."""
-    request = ctx.request_context.request if ctx is not None else None
-    if request is None:
-        return True  # stdio: whoever runs `pmd mcp` can read the server's settings anyway
-    user_pk = getattr(request, "scope", {}).get("pmd_user")
-    if user_pk is None:
-        return False
-    return get_user_model().objects.filter(pk=user_pk, is_active=True, is_staff=True).exists()
-
-
-def _search(**fields) -> SearchResult:
-    request = SearchRequest(**fields)
+def _search(ctx: Context, **fields) -> SearchResult:
+    request = SearchRequest(**fields, access=mcp_access(ctx))
     response = search_run(request)  # errors: PmdError, mapped by tool_call
     return SearchResult(
         query=response.query.split("\n", 1)[0], mode=mode_verb(response.mode), warnings=response.warnings,
@@ -73,8 +62,8 @@ def _search_text(result: SearchResult) -> str:
 
 
 def _document_text(*, ref: str, from_line: int | None, max_lines: int | None, line_numbers: bool,
-                   collections: list[str] | None = None) -> DocumentText:
-    page = document_page(ref, from_line=from_line, max_lines=max_lines, collections=collections)
+                   access: Access, collections: list[str] | None = None) -> DocumentText:
+    page = document_page(ref, access=access, from_line=from_line, max_lines=max_lines, collections=collections)
     payload = page.as_dict()
     lines = numbered_lines(page.lines, page.first) if line_numbers else page.lines
     return DocumentText(docid=payload["docid"], uri=payload["uri"], title=payload["title"], from_line=page.first,
@@ -92,9 +81,10 @@ def register_tools(server: MCPServer) -> None:
         collections: list[str] = Field(default_factory=list, description="restrict to these collections"),
         limit: int = Field(10, ge=1, le=100),
         min_score: float = Field(0.0, ge=0.0, le=1.0),
+        ctx: Context = None,
     ) -> SearchResult:
         """Fast BM25 keyword search. Use first, and for exact terms, names, identifiers and error messages."""
-        result = _search(query=query, mode=Mode.KEYWORD, collections=collections, limit=limit, min_score=min_score)
+        result = _search(ctx, query=query, mode=Mode.KEYWORD, collections=collections, limit=limit, min_score=min_score)
         return _result(result, _search_text(result))
 
     @server.tool(name="pmd_vector_search", title="Semantic search", annotations=READ_ONLY)
@@ -104,9 +94,10 @@ def register_tools(server: MCPServer) -> None:
         collections: list[str] = Field(default_factory=list),
         limit: int = Field(10, ge=1, le=100),
         min_score: float = Field(0.0, ge=0.0, le=1.0),
+        ctx: Context = None,
     ) -> SearchResult:
         """Semantic (embedding) search: finds passages by meaning when the wording differs from the query."""
-        result = _search(query=query, mode=Mode.VECTOR, collections=collections, limit=limit, min_score=min_score)
+        result = _search(ctx, query=query, mode=Mode.VECTOR, collections=collections, limit=limit, min_score=min_score)
         return _result(result, _search_text(result))
 
     @server.tool(name="pmd_deep_search", title="Deep hybrid search", annotations=READ_ONLY)
@@ -122,12 +113,13 @@ def register_tools(server: MCPServer) -> None:
         collections: list[str] = Field(default_factory=list),
         limit: int = Field(10, ge=1, le=100),
         min_score: float = Field(0.0, ge=0.0, le=1.0),
+        ctx: Context = None,
     ) -> SearchResult:
         """Best-quality search for hard questions: query expansion, keyword + vector retrieval, fusion, LLM re-ranking. Slower."""
         if searches:
             query = " ".join(query.split())
         typed = [(s.type, " ".join(s.query.split())) for s in searches or []]
-        result = _search(query=query, mode=Mode.HYBRID, searches=typed, intent=intent, rerank=rerank,
+        result = _search(ctx, query=query, mode=Mode.HYBRID, searches=typed, intent=intent, rerank=rerank,
                          candidate_limit=candidate_limit, collections=collections, limit=limit, min_score=min_score)
         return _result(result, _search_text(result))
 
@@ -139,9 +131,11 @@ def register_tools(server: MCPServer) -> None:
         from_line: int | None = Field(None, ge=1, description="first line to return"),
         max_lines: int | None = Field(200, ge=1, description="at most this many lines (default 200)"),
         line_numbers: bool = Field(False, description="prefix each line with its number"),
+        ctx: Context = None,
     ) -> DocumentText:
         """Read one document (or a window of it) found by a search."""
-        doc = _document_text(ref=ref, from_line=from_line, max_lines=max_lines, line_numbers=line_numbers)
+        doc = _document_text(ref=ref, from_line=from_line, max_lines=max_lines, line_numbers=line_numbers,
+                             access=mcp_access(ctx))
         header = f"#{doc.docid} {doc.uri} lines {doc.from_line}-{doc.to_line} of {doc.total_lines}"
         if doc.truncated:
             header += f" (more: from_line={doc.to_line + 1})"
@@ -156,11 +150,12 @@ def register_tools(server: MCPServer) -> None:
         max_bytes: int | None = Field(None, ge=1, description="skip documents larger than this (default 10240; "
                                       "at most the total limit of one answer, about 1 MB)"),
         collections: list[str] = Field(default_factory=list),
+        ctx: Context = None,
     ) -> MultiGetResult:
         """Read several documents at once; large ones are skipped (raise max_bytes to include them) and one
         answer holds at most about 1 MB: what is left out is listed or counted."""
         found = documents_multi_get(pattern, max_bytes=max_bytes, max_lines=max_lines,
-                                    collections=collections or None)
+                                    collections=collections or None, access=mcp_access(ctx))
         result = MultiGetResult(**found.as_dict())
         parts = []
         for d in result.documents:
@@ -176,9 +171,10 @@ def register_tools(server: MCPServer) -> None:
     @tool_call
     def pmd_status(ctx: Context) -> StatusResult:
         """What is indexed: collections, document counts, contexts, and how much is embedded for semantic search."""
-        internals = _sees_internals(ctx)
+        access = mcp_access(ctx)
+        internals = access.is_staff  # staff over HTTP, or the local OS user on stdio
         report = status_report(["database", "index", "embeddings"] + (["broker"] if internals else []),
-                               internals=internals)
+                               internals=internals, access=access)
         index, embedded = report.get("index", {}), report.get("embeddings", {})
         result = StatusResult(
             documents=index.get("documents", 0), contexts=index.get("contexts", 0), problems=index.get("problems", 0),
@@ -191,7 +187,7 @@ def register_tools(server: MCPServer) -> None:
             database_ok=bool(report.get("database", {}).get("ok")),
             server={"database": report.get("database", {}), "broker": report.get("broker", {})} if internals else None,
         )
-        refresh_instructions(force=True)
+        refresh_instructions(force=True, access=access)
         lines = [f"{result.documents} documents in {len(result.collections)} collections"]
         lines += [f"- {c.uri} {c.documents} documents" for c in result.collections]
         vectors = result.embeddings

@@ -62,7 +62,12 @@ from search.pipeline.fusion import (
 from search.pipeline.rerank import RerankItem, rerank
 from search.request import Mode, SearchRequest
 from search.results import SearchResponse, SearchResult
-from search.retrieval.common import SearchError, collection_ids_for, complete_snippets
+from search.retrieval.common import (
+    SearchError,
+    collection_ids_for,
+    complete_snippets,
+    request_access,
+)
 from search.retrieval.keyword import keyword_search
 from search.retrieval.vector import vector_search
 
@@ -211,7 +216,7 @@ def _plan(run: _Run) -> QueryPlan:
     text = run.request.query.strip()
     if not text:
         raise SearchError("empty query")
-    collection_ids_for(run.request.collections)  # unknown names: a clear error before any work
+    collection_ids_for(run.request.collections, request_access(run.request))  # unknown names: a clear error before any work
     try:
         if run.request.searches:  # typed searches: no text to parse
             plan = user_plan(" ".join(text.split()), [(kind.lower(), value) for kind, value in run.request.searches])
@@ -376,7 +381,7 @@ def _rerank(run: _Run, plan: QueryPlan, candidates, hits) -> tuple[dict[str, flo
 
 def _sub_request(request: SearchRequest, text: str, mode: str, depth: int) -> SearchRequest:
     return SearchRequest(query=text, mode=mode, limit=depth, collections=list(request.collections),
-                         hits_per_document=1)
+                         hits_per_document=1, access=request_access(request))
 
 
 def _keyword(request: SearchRequest) -> SearchResponse:

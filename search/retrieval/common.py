@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from indexing.access import Access, collection_suggestions, visible_collections
 from indexing.errors import CollectionNotFound, InvalidSearchInput
-from indexing.models import Collection
-from indexing.selectors import close_matches
 
 SNIPPET_CHARS = 300  # longest snippet piece cut from one long line
 
@@ -19,20 +18,27 @@ class SearchCollectionNotFound(CollectionNotFound, SearchError):
     """A search restricted to a collection that does not exist: collection_not_found (404 on the API)."""
 
 
-def collection_ids_for(names: list[str] | None) -> list[int] | None:
-    """Ids of the named collections (None = no filter); unknown names raise SearchError."""
-    if not names:
-        return None
-    wanted = list(dict.fromkeys(n.strip() for n in names if n and n.strip()))
+def collection_ids_for(names: list[str] | None, access: Access) -> list[int] | None:
+    """Ids of the collections a search reads: the named ones, or every one `access` sees.
+
+    None means no filter (the local user or a superuser searching everything); an empty list
+    means nothing may be read. A name `access` does not see is unknown, like one never created.
+    """
+    wanted = list(dict.fromkeys(n.strip() for n in names or () if n and n.strip()))
     if not wanted:
-        return None
-    found = dict(Collection.objects.filter(name__in=wanted).values_list("name", "id"))
+        return access.collection_ids()
+    found = dict(visible_collections(access).filter(name__in=wanted).values_list("name", "id"))
     missing = [n for n in wanted if n not in found]
     if missing:
-        known = list(Collection.objects.values_list("name", flat=True))
-        raise SearchCollectionNotFound(
-            name=missing[0], suggestions=[f"pmd://{n}/" for n in close_matches(missing[0], known)])
+        raise SearchCollectionNotFound(name=missing[0], suggestions=collection_suggestions(missing[0], access))
     return [found[n] for n in wanted]
+
+
+def request_access(request) -> Access:
+    """The request's principal; a request without one is a programming error, never "everything"."""
+    if request.access is None:
+        raise TypeError("SearchRequest.access is required: Access.local_user() for the local user")
+    return request.access
 
 
 def line_pieces(line: str, width: int = SNIPPET_CHARS) -> Iterator[tuple[int, int]]:

@@ -47,10 +47,16 @@ from django.db import connection
 from indexing.models import Collection, PathContext
 from indexing.selectors import contexts_for
 from search.index import WORD, has_cjk, prepare_text
-from search.retrieval.common import SNIPPET_CHARS, collection_ids_for, defer_snippet, line_pieces
-from search.retrieval.query_parser import ParsedQuery, parse_query
 from search.request import Mode, SearchRequest
 from search.results import SearchResponse, SearchResult
+from search.retrieval.common import (
+    SNIPPET_CHARS,
+    collection_ids_for,
+    defer_snippet,
+    line_pieces,
+    request_access,
+)
+from search.retrieval.query_parser import ParsedQuery, parse_query
 
 PREFIX_EXPANSIONS = 30
 _LONG_LINE = 400
@@ -211,7 +217,7 @@ def keyword_search(request: SearchRequest, *, snippets: bool = True) -> SearchRe
     parsed = parse_query(request.query)
     if parsed.empty:
         return response
-    collection_ids = collection_ids_for(request.collections)
+    collection_ids = collection_ids_for(request.collections, request_access(request))
     collections_qs = Collection.objects.all()
     if collection_ids is not None:
         collections_qs = collections_qs.filter(id__in=collection_ids)

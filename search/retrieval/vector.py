@@ -49,6 +49,7 @@ from search.retrieval.common import (
     SNIPPET_CHARS,
     SearchError,
     collection_ids_for,
+    request_access,
     defer_snippet,
     line_pieces,
 )
@@ -69,7 +70,7 @@ def vector_search(request: SearchRequest, *, exact: bool = False, snippets: bool
     query = request.query.strip()
     if not query:
         raise SearchError("empty query")
-    collection_ids = collection_ids_for(request.collections)
+    collection_ids = collection_ids_for(request.collections, request_access(request))
     config = embedding_config()
     response = SearchResponse(query=request.query, mode=Mode.VECTOR)
     if fingerprint_configured(config) is None:
@@ -97,7 +98,10 @@ def vector_search(request: SearchRequest, *, exact: bool = False, snippets: bool
     response.results = _results(rows, request, query, limit, hits, snippets=snippets or request.full)
     response.timings["results"] = (time.perf_counter() - started) * 1000
     started = time.perf_counter()
-    missing = pending_count(fingerprint, request.collections or None)
+    # Of the collections searched: a member is not told about documents they cannot see.
+    missing = 0 if collection_ids == [] else pending_count(
+        fingerprint, None if collection_ids is None else sorted(
+            Collection.objects.filter(pk__in=collection_ids).values_list("name", flat=True)))
     response.timings["pending_check"] = (time.perf_counter() - started) * 1000
     if missing:
         response.warnings.append(
@@ -158,7 +162,7 @@ def _run_nearest(fingerprint: EmbeddingFingerprint, vector: list[float], *, k: i
     # `+ 0` keeps the planner off the collection_id index: a collection added since the
     # last ANALYZE is estimated at one row, and the plan then rescans the whole collection
     # for every chunk; probing each chunk's documents by content_hash is cheap at any size.
-    collection_filter = "AND d.collection_id + 0 = ANY(%(collections)s)" if collection_ids else ""
+    collection_filter = "AND d.collection_id + 0 = ANY(%(collections)s)" if collection_ids is not None else ""
     # Integers are inlined so the planner can match the partial index predicate.
     sql = f"""
         WITH nearest AS MATERIALIZED (

@@ -10,6 +10,8 @@ from django.http import HttpResponse
 from django.shortcuts import render
 from django.utils.cache import patch_vary_headers
 
+from indexing.access import Access
+
 
 def page(request, template: str, context: dict, *, status: int = 200) -> HttpResponse:
     response = render(request, template, context, status=status)
@@ -22,6 +24,11 @@ def wants_fragment(request, target: str | None = None) -> bool:
     """An htmx request (not a history restore) for the element `target` (any element with None)."""
     htmx = getattr(request, "htmx", None)
     return bool(htmx) and not htmx.history_restore_request and (target is None or htmx.target == target)
+
+
+def access_of(request) -> Access:
+    """The signed-in member, as the services see them (indexing.access)."""
+    return Access.for_user(request.user)
 
 
 def staff_required(view):

@@ -12,22 +12,23 @@ from django.shortcuts import get_object_or_404, redirect
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from indexing.models import Collection, FileProblem, Job
+from indexing.models import FileProblem, Job
 from indexing.selectors import collections_overview, jobs_visible_to
-from indexing.services.background import embedding_request, index_request
+from indexing.services.background import embedding_request
 from indexing.services.embedding import embedding_status
 from indexing.services.refresh import collection_add as add_collection
+from indexing.services.refresh import collection_embed_job, collection_index_job
 from search.web.errors import form_problems
 from search.web.forms import CollectionAddForm
-from search.web.pages import page, staff_required
+from search.web.pages import access_of, page, staff_required
 
 log = logging.getLogger(__name__)
 
 
-def _collection_rows(user) -> list[dict]:
-    rows = collections_overview()
+def _collection_rows(access) -> list[dict]:
+    rows = collections_overview(access=access)
     latest: dict[int, Job] = {}
-    for job in jobs_visible_to(user).filter(collection__isnull=False).order_by("-created_at")[:200]:
+    for job in jobs_visible_to(access).filter(collection__isnull=False).order_by("-created_at")[:200]:
         latest.setdefault(job.collection_id, job)
     for row in rows:
         row["job"] = latest.get(row["collection"].id)
@@ -46,18 +47,12 @@ def _collection_rows(user) -> list[dict]:
     return rows
 
 
-def _start_job(kind: str, collection: Collection, user) -> Job:
-    """Indexing or embedding through the services (a worker, or a background thread without one)."""
-    if kind == Job.Kind.EMBED:
-        return embedding_request(collection=collection, created_by=user)
-    return index_request(collection=collection, created_by=user)
-
-
 def _collections_context(request, form: CollectionAddForm) -> dict:
     # Jobs for several collections at once (e.g. "embed everything") are shown above the table.
-    general = list(jobs_visible_to(request.user).filter(collection__isnull=True).order_by("-created_at")[:1])
+    access = access_of(request)
+    general = list(jobs_visible_to(access).filter(collection__isnull=True).order_by("-created_at")[:1])
     return {
-        "rows": _collection_rows(request.user),
+        "rows": _collection_rows(access),
         "form": form,
         "general_jobs": [j for j in general if not j.finished or str(j.pk) == request.GET.get("job")],
     }
@@ -86,7 +81,7 @@ def collection_add(request):
             collection = add_collection(
                 path=form.cleaned_data["path"], name=form.cleaned_data["name"] or None,
                 mask=form.cleaned_data["mask"] or None, allowed_roots=settings.PMD_COLLECTION_ROOTS,
-                index="job", created_by=request.user,
+                index="job", access=access_of(request),
             ).collection
     if form.errors:
         return page(request, "search/collections.html", _collections_context(request, form), status=400)
@@ -97,11 +92,11 @@ def collection_add(request):
 @staff_required
 @require_POST
 def collection_action(request, name: str, action: str):
-    collection = get_object_or_404(Collection, name=name)
-    kind = {"reindex": Job.Kind.INDEX, "embed": Job.Kind.EMBED}.get(action)
-    if kind is None:
+    start = {"reindex": collection_index_job, "embed": collection_embed_job}.get(action)
+    if start is None:
         raise Http404("unknown action")
-    job = _start_job(kind, collection, request.user)
+    job = start(name=name, access=access_of(request))  # a collection they do not see: 404
+    collection = job.collection
     if getattr(request, "htmx", None):
         return _job_fragment(request, job)
     messages.success(request, f"{action.capitalize()} of {collection.name} started.")
@@ -118,7 +113,7 @@ def _job_fragment(request, job: Job) -> HttpResponse:
 @login_required
 @require_GET
 def job_progress(request, job_id):
-    job = get_object_or_404(jobs_visible_to(request.user), pk=job_id)  # someone else's job: 404, not 403
+    job = get_object_or_404(jobs_visible_to(access_of(request)), pk=job_id)  # someone else's job: 404, not 403
     response = _job_fragment(request, job)
     if job.finished and getattr(request, "htmx", None) and request.GET.get("poll"):
         # The job a page was following just ended: reload it so its counts are current.

@@ -12,13 +12,13 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET
 
 from indexing.selectors import contexts_for, document_resolve
-from search.web.pages import page
+from search.web.pages import access_of, page
 from search.web.rendering import render_markdown
 from search.web.views.search import document_url
 
 
-def _resolve(collection: str, path: str):
-    return document_resolve(f"pmd://{collection}/{path}").document
+def _resolve(request, collection: str, path: str):
+    return document_resolve(f"pmd://{collection}/{path}", access=access_of(request)).document
 
 
 def _display_value(value) -> str:
@@ -32,7 +32,7 @@ def _display_value(value) -> str:
 @login_required
 @require_GET
 def document_page(request, collection: str, path: str):
-    document = _resolve(collection, path)
+    document = _resolve(request, collection, path)
     body = document.content.body
     view = "source" if request.GET.get("view") == "source" else "rendered"
     try:
@@ -62,7 +62,7 @@ def document_page(request, collection: str, path: str):
 @login_required
 @require_GET
 def document_raw(request, collection: str, path: str):
-    document = _resolve(collection, path)
+    document = _resolve(request, collection, path)
     response = HttpResponse(document.content.body, content_type="text/plain; charset=utf-8")
     response.headers["Content-Security-Policy"] = "default-src 'none'; sandbox"
     return response
@@ -71,5 +71,5 @@ def document_raw(request, collection: str, path: str):
 @login_required
 @require_GET
 def docid_redirect(request, docid: str):
-    document = document_resolve(f"#{docid}").document
+    document = document_resolve(f"#{docid}", access=access_of(request)).document
     return redirect(document_url(document.collection.name, document.path))

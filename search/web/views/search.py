@@ -12,14 +12,14 @@ from django.urls import reverse
 from django.utils.safestring import SafeString
 from django.views.decorators.http import require_GET
 
+from indexing.access import visible_collection_names
 from indexing.errors import InvalidSearchInput
-from indexing.models import Collection
 from search.pipeline.dispatch import search_run
 from search.request import SearchRequest
 from search.results import SearchResult
 from search.web.errors import problem_for
 from search.web.forms import MODE_LABELS, WEB_LIMIT, SearchForm
-from search.web.pages import page, wants_fragment
+from search.web.pages import access_of, page, wants_fragment
 from search.web.rendering import highlight_snippet
 
 log = logging.getLogger(__name__)
@@ -49,10 +49,10 @@ def document_url(collection: str, path: str, *, line: int | None = None, query: 
     return url + (f"#L{line}" if line else "")
 
 
-def _run_search(*, query: str, mode: str, collection: str) -> dict:
+def _run_search(*, query: str, mode: str, collection: str, access) -> dict:
     search_request = SearchRequest(
         query=query, mode=mode, limit=WEB_LIMIT,  # search_run maps the web name to its Mode
-        collections=[collection] if collection else [],
+        collections=[collection] if collection else [], access=access,
     )
     started = time.perf_counter()
     try:
@@ -75,7 +75,7 @@ def _run_search(*, query: str, mode: str, collection: str) -> dict:
 @login_required
 @require_GET
 def search_page(request):
-    names = list(Collection.objects.values_list("name", flat=True))
+    names = visible_collection_names(access_of(request))
     form = SearchForm(request.GET, collection_names=names)
     context = {"form": form, "collections": names, "modes": MODE_LABELS, "query": "", "mode": "keyword",
                "collection": "", "searched": False}
@@ -85,7 +85,7 @@ def search_page(request):
         if context["query"]:
             context["searched"] = True
             context.update(_run_search(query=context["query"], mode=context["mode"],
-                                       collection=context["collection"]))
+                                       collection=context["collection"], access=access_of(request)))
     else:
         context["mode"] = request.GET.get("mode") if request.GET.get("mode") in MODE_LABELS else "keyword"
         context["query"] = request.GET.get("q", "")[:1000]

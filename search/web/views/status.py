@@ -6,13 +6,13 @@ from django.contrib.auth.decorators import login_required
 from django.views.decorators.http import require_GET
 
 from pmd_site.status import status_report
-from search.web.pages import page
+from search.web.pages import access_of, page
 
 
 @login_required
 @require_GET
 def status_page(request):
-    report = status_report(internals=request.user.is_staff)
+    report = status_report(internals=request.user.is_staff, access=access_of(request))
     sections = []
     for name, data in report.items():
         scalars, tables = [], []

@@ -11,7 +11,7 @@ from django.views.decorators.http import require_GET, require_POST
 from search.api_tokens import token_create, token_list, token_revoke
 from search.web.errors import form_problems
 from search.web.forms import TokenCreateForm
-from search.web.pages import page
+from search.web.pages import access_of, page
 
 
 def _tokens_context(request, form: TokenCreateForm, created=None) -> dict:
@@ -38,7 +38,7 @@ def token_add(request):
     created = None
     if form.is_valid():
         with form_problems(form):
-            created = token_create(user=request.user, name=form.cleaned_data["name"])
+            created = token_create(user=request.user, name=form.cleaned_data["name"], access=access_of(request))
     response = page(request, "search/tokens.html",
                     _tokens_context(request, TokenCreateForm() if created else form, created),
                     status=200 if created else 400)
@@ -52,6 +52,6 @@ def token_remove(request, token_id: int):
     # Only the user's own tokens: anyone else's id is "no such token" (404), not a refusal.
     if not any(t.pk == token_id for t in token_list(user=request.user, include_revoked=True)):
         raise Http404("no such token")
-    token = token_revoke(token=token_id, user=request.user)
+    token = token_revoke(token=token_id, user=request.user, access=access_of(request))
     messages.success(request, f"Revoked token {token.prefix}… {token.name}".rstrip() + ".")
     return redirect("search:tokens")

@@ -1,0 +1,169 @@
+"""Who is asking, and what that lets them see and change: the one place access is decided.
+
+Every face builds an `Access` once per request (the CLI, `pmd mcp` on stdio, the worker and
+the watcher act as the local OS user, who can read the files anyway; the web UI as the signed-in
+member; the API and /mcp as a token). Every read then goes through `visible_collections`, inside
+its query, so a collection someone may not see does not exist for them: the same "not found" and
+the same suggestions as a name that was never created.
+
+Who sees a collection (superusers and the local user see all of them):
+- `everyone`: every active signed-in member;
+- `shared`: its owner, the chosen people and the members of the chosen groups;
+- `private`: its owner only.
+A token sees what its user sees, cut down to its collections when it names some; it changes
+nothing unless it was created with write scope.
+"""
+
+from __future__ import annotations
+
+import getpass
+
+from django.db.models import Q, QuerySet
+
+from indexing import errors
+from indexing.models import Collection
+
+
+class AccessDenied(errors.PmdError, PermissionError):
+    """The caller may see this but not change it (a read-only token, a member who is not staff)."""
+
+    code = "forbidden"
+    http_status = 403
+
+
+class Access:
+    """A principal: the local OS user, a signed-in member, or a member's API token."""
+
+    def __init__(self, *, user=None, token=None, local: bool = False):
+        self.user = user
+        self.token = token
+        self.local = local
+        self._ids: list[int] | None | bool = False  # not computed yet
+        self._token_limited: bool | None = None
+
+    @classmethod
+    def local_user(cls) -> Access:
+        """The CLI, `pmd mcp` on stdio, the worker and the watcher: everything."""
+        return cls(local=True)
+
+    @classmethod
+    def for_user(cls, user) -> Access:
+        """A signed-in member (web UI, API session)."""
+        return cls(user=user)
+
+    @classmethod
+    def for_token(cls, token) -> Access:
+        """An API token (the API and /mcp): its user's access, within the token's scope."""
+        return cls(user=token.user, token=token)
+
+    # --- who ---------------------------------------------------------------------------------
+
+    @property
+    def active(self) -> bool:
+        return self.local or bool(self.user is not None and self.user.is_authenticated and self.user.is_active)
+
+    @property
+    def is_staff(self) -> bool:
+        """May manage collections, contexts and sharing (of the collections they see)."""
+        return self.local or (self.active and self.user.is_staff)
+
+    @property
+    def is_superuser(self) -> bool:
+        return self.local or (self.active and self.user.is_superuser)
+
+    @property
+    def can_write(self) -> bool:
+        """False for a read-only token, whoever its user is."""
+        return self.local or (self.active and (self.token is None or bool(self.token.can_write)))
+
+    @property
+    def token_limited(self) -> bool:
+        if self._token_limited is None:
+            self._token_limited = self.token is not None and self.token.collections.exists()
+        return self._token_limited
+
+    @property
+    def label(self) -> str:
+        """How the audit trail names the actor."""
+        if self.local:
+            try:
+                return f"local user {getpass.getuser()}"
+            except (KeyError, OSError):
+                return "local user"
+        name = self.user.get_username() if self.user is not None else "anonymous"
+        return f"{name} (token {self.token.prefix}…)" if self.token is not None else name
+
+    def __repr__(self) -> str:
+        return f"<Access {self.label}>"
+
+    # --- what they see -----------------------------------------------------------------------
+
+    def collection_ids(self) -> list[int] | None:
+        """Ids of the collections this principal sees; None when that is all of them (no filter).
+
+        Computed once per Access (one per request), so a search pays one small query for it.
+        """
+        if self._ids is False:
+            self._ids = None if self._sees_everything() else list(
+                visible_collections(self).order_by().values_list("pk", flat=True))
+        return self._ids
+
+    def _sees_everything(self) -> bool:
+        return self.local or (self.is_superuser and not self.token_limited)
+
+
+def visible_collections(access: Access) -> QuerySet[Collection]:
+    """The collections `access` may see, as a queryset to filter or join on: the one rule."""
+    collections = Collection.objects.all()
+    if access.local:
+        return collections
+    if not access.active:
+        return collections.none()
+    user = access.user
+    if not user.is_superuser:
+        Shared = Collection.shared_users.through
+        Grouped = Collection.shared_groups.through
+        collections = collections.filter(
+            Q(visibility=Collection.Visibility.EVERYONE)
+            | Q(owner=user)
+            | Q(visibility=Collection.Visibility.SHARED,
+                pk__in=Shared.objects.filter(user=user).values("collection_id"))
+            | Q(visibility=Collection.Visibility.SHARED,
+                pk__in=Grouped.objects.filter(group__user=user).values("collection_id"))
+        )
+    if access.token is not None and access.token_limited:
+        collections = collections.filter(pk__in=access.token.collections.values("pk"))
+    return collections
+
+
+def visible_collection_names(access: Access) -> list[str]:
+    return list(visible_collections(access).order_by("name").values_list("name", flat=True))
+
+
+def collection_suggestions(name: str, access: Access) -> list[str]:
+    """pmd:// URIs of the visible collections whose names are close to `name`."""
+    import difflib
+
+    names = visible_collection_names(access)
+    return [f"pmd://{n}/" for n in difflib.get_close_matches(name, names, n=5, cutoff=0.5)]
+
+
+def collection_visible(name: str, access: Access) -> Collection:
+    """The named collection if `access` sees it; otherwise the same CollectionNotFound as for a
+    name that was never created (with suggestions only among the visible ones)."""
+    found = visible_collections(access).filter(name=name).first()
+    if found is None:
+        raise errors.CollectionNotFound(name=name, suggestions=collection_suggestions(name, access))
+    return found
+
+
+def require_staff(access: Access, what: str = "managing collections and contexts") -> None:
+    if not access.is_staff:
+        raise AccessDenied(f"{what} needs a staff account")
+
+
+def require_write(access: Access, what: str = "managing collections and contexts") -> None:
+    """Staff, and not through a read-only token."""
+    if access.active and not access.can_write:
+        raise AccessDenied(f"{what} needs a token with write scope; this token is read-only")
+    require_staff(access, what)

@@ -1,0 +1,123 @@
+"""Sharing a collection (everyone, chosen groups and people, or private) and the groups themselves.
+
+Groups are Django's groups: managed here for the CLI and the web UI, and in the admin.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+from django.db import transaction
+
+from indexing import errors
+from indexing.access import Access, collection_visible, require_write
+from indexing.models import Collection
+from indexing.services.audit import audit_record
+
+Visibility = Collection.Visibility
+
+
+class SharingError(errors.InvalidRequest):
+    code = "invalid_sharing"
+
+
+class GroupNotFound(errors.NotFound):
+    code = "group_not_found"
+
+
+class UserNotFound(errors.NotFound):
+    code = "user_not_found"
+
+
+def _users(names: list[str]) -> list:
+    User = get_user_model()
+    found = {u.get_username(): u for u in User.objects.filter(**{f"{User.USERNAME_FIELD}__in": names})}
+    missing = [n for n in names if n not in found]
+    if missing:
+        raise UserNotFound(f"no user named '{missing[0]}'")
+    return [found[n] for n in names]
+
+
+def _groups(names: list[str]) -> list[Group]:
+    found = {g.name: g for g in Group.objects.filter(name__in=names)}
+    missing = [n for n in names if n not in found]
+    if missing:
+        raise GroupNotFound(f"no group named '{missing[0]}'", [g for g in Group.objects.values_list("name", flat=True)
+                                                                 if g.lower() == missing[0].lower()])
+    return [found[n] for n in names]
+
+
+@dataclass
+class Sharing:
+    collection: Collection
+    visibility: str
+    users: list[str]
+    groups: list[str]
+
+
+def collection_share(*, name: str, access: Access, visibility: str, users: list[str] | None = None,
+                     groups: list[str] | None = None) -> Sharing:
+    """Set who sees a collection. `shared` needs at least one group or person; the chosen groups
+    and people are kept only for `shared` (everyone and private clear them)."""
+    require_write(access, "sharing a collection")
+    collection = collection_visible(name, access)
+    if visibility not in Visibility.values:
+        raise SharingError(f"unknown visibility '{visibility}': use one of {', '.join(Visibility.values)}")
+    user_names = list(dict.fromkeys(u.strip() for u in users or () if u.strip()))
+    group_names = list(dict.fromkeys(g.strip() for g in groups or () if g.strip()))
+    if visibility == Visibility.SHARED and not (user_names or group_names):
+        raise SharingError("sharing with chosen groups and people needs at least one group or person")
+    if visibility != Visibility.SHARED and (user_names or group_names):
+        raise SharingError(f"'{visibility}' takes no groups or people: they apply to shared collections only")
+    chosen_users, chosen_groups = _users(user_names), _groups(group_names)
+    with transaction.atomic():
+        collection.visibility = visibility
+        if collection.owner_id is None and visibility != Visibility.EVERYONE and not access.local:
+            collection.owner = access.user  # someone must keep seeing a private collection
+        collection.save(update_fields=["visibility", "owner", "updated_at"])
+        collection.shared_users.set(chosen_users)
+        collection.shared_groups.set(chosen_groups)
+        audit_record(access, "collection.share", collection.name, visibility=visibility,
+                     users=user_names, groups=group_names)
+    return Sharing(collection, visibility, user_names, group_names)
+
+
+# --- groups ----------------------------------------------------------------------------------
+
+
+def group_list() -> list[dict]:
+    return [{"name": g.name, "members": sorted(u.get_username() for u in g.user_set.all())}
+            for g in Group.objects.prefetch_related("user_set").order_by("name")]
+
+
+def group_create(*, name: str, access: Access) -> Group:
+    require_write(access, "managing groups")
+    name = name.strip()
+    if not name or len(name) > 150:
+        raise SharingError("a group name needs 1 to 150 characters")
+    group, created = Group.objects.get_or_create(name=name)
+    if not created:
+        raise errors.Conflict(f"a group named '{name}' already exists")
+    audit_record(access, "group.create", name)
+    return group
+
+
+def group_delete(*, name: str, access: Access) -> None:
+    require_write(access, "managing groups")
+    group = _groups([name])[0]
+    group.delete()
+    audit_record(access, "group.delete", name)
+
+
+def group_members_change(*, name: str, users: list[str], access: Access, add: bool) -> Group:
+    """Add (`add=True`) or remove people from a group."""
+    require_write(access, "managing groups")
+    group = _groups([name])[0]
+    people = _users(list(dict.fromkeys(u.strip() for u in users if u.strip())))
+    if not people:
+        raise SharingError("name at least one user")
+    (group.user_set.add if add else group.user_set.remove)(*people)
+    audit_record(access, "group.add" if add else "group.remove", name, users=[u.get_username() for u in people])
+    return group
