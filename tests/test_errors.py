@@ -119,7 +119,7 @@ def test_api_answers_401_403_422_with_a_stable_code(db, staff, django_user_model
                                            "(pmd token create --user NAME)", "suggestions": [], "code": "unauthorized"}
     bad = Client(HTTP_AUTHORIZATION="Bearer pmd_nope").get("/api/status")
     assert bad.status_code == 401 and bad.json()["code"] == "unauthorized"
-    assert bad.json()["message"] == "invalid or revoked API token"
+    assert bad.json()["message"] == "invalid, expired or revoked API token"
 
     member = django_user_model.objects.create_user("member", password="pw-member-123")
     member_api = Client(HTTP_AUTHORIZATION=f"Bearer {token_create(user=member, access=Access.local_user(), can_write=True).raw}")

@@ -87,6 +87,7 @@ def _recall(fingerprint, vectors, *, collection_ids=None, k: int = RECALL_K, ef_
 
 def bench_vsearch(dataset_dir: str, options: BenchOptions) -> BenchReport:
     from indexing.services.embedding import embed_pending, fingerprint_configured
+    from indexing.access import Access
     from search.retrieval.common import collection_ids_for
     from search.retrieval.vector import vector_search
 
@@ -128,7 +129,7 @@ def bench_vsearch(dataset_dir: str, options: BenchOptions) -> BenchReport:
     queries = bench_queries(root, options)
     fingerprint = fingerprint_configured()
     vectors = _query_vectors(queries)
-    recall = _recall(fingerprint, vectors, collection_ids=collection_ids_for([collection.name]))
+    recall = _recall(fingerprint, vectors, collection_ids=collection_ids_for([collection.name], Access.local_user()))
     from indexing.models import Chunk
 
     chunks = Chunk.objects.filter(fingerprint=fingerprint).count()
