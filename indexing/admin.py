@@ -1,4 +1,11 @@
-"""Django admin for the index: the same services and job starters as the web UI and CLI."""
+"""Django admin for the index: the same services and job starters as the web UI and CLI.
+
+Every staff account may use it (as the web UI's staff rules: `pmd user create --staff` grants no
+Django model permissions), and sees only what `visible_collections` lets it see; superusers see
+everything. Content rows (and the caches) are shared between collections, so they are for
+superusers only. Changes that matter for access (adding, renaming, sharing, removing a
+collection; contexts) leave the same audit trail as from every other face.
+"""
 
 from __future__ import annotations
 
@@ -11,8 +18,10 @@ from django.db import transaction
 from django.db.models import Count, Q
 from django.utils.html import format_html
 
+from indexing.access import Access, visible_collections
 from indexing.errors import PmdError
 from indexing.models import (
+    AuditEvent,
     Collection,
     Content,
     Document,
@@ -21,25 +30,121 @@ from indexing.models import (
     LLMCache,
     PathContext,
 )
-from indexing.access import Access
+from indexing.selectors import jobs_visible_to
+from indexing.services.audit import audit_record
 from indexing.services.background import embedding_request, index_request
-from indexing.services.collections import CollectionError, collection_root_check
+from indexing.services.collections import (
+    CollectionError,
+    collection_remove,
+    collection_rename,
+    collection_root_check,
+)
 from indexing.services.refresh import collection_add
+from indexing.services.sharing import collection_share
 
 # Which field of the form a service error concerns, by its code (absent: the form as a whole).
-_FIELD_FOR_CODE = {"collection_path_refused": "root_path", "collection_exists": "name"}
+_FIELD_FOR_CODE = {"collection_path_refused": "root_path", "collection_exists": "name",
+                   "invalid_sharing": "visibility"}
+_SHARING_FIELDS = {"visibility", "shared_users", "shared_groups"}
+
+
+def admin_access(request) -> Access:
+    """The admin user, as the services see them."""
+    return Access.for_user(request.user)
+
+
+class StaffAdmin(admin.ModelAdmin):
+    """A pmd model any staff account may use; a non-superuser sees only the rows of the
+    collections they see (`visible_rows`), and collection choices are only those."""
+
+    staff_may_change = True  # False: staff who are not superusers may only look
+
+    @staticmethod
+    def _staff(request) -> bool:
+        return request.user.is_active and request.user.is_staff
+
+    def _may_change(self, request) -> bool:
+        return self._staff(request) and (self.staff_may_change or request.user.is_superuser)
+
+    def has_module_permission(self, request):
+        return self._staff(request)
+
+    def has_view_permission(self, request, obj=None):
+        return self._staff(request)
+
+    def has_add_permission(self, request):
+        return self._may_change(request)
+
+    def has_change_permission(self, request, obj=None):
+        return self._may_change(request)
+
+    def has_delete_permission(self, request, obj=None):
+        return self._may_change(request)
+
+    def get_queryset(self, request):
+        rows = super().get_queryset(request)
+        if request.user.is_superuser:
+            return rows
+        return self.visible_rows(rows, visible_collections(admin_access(request)), request)
+
+    def visible_rows(self, rows, collections, request):
+        """`rows` cut down to what belongs to `collections` (a queryset of the visible ones)."""
+        return rows
+
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        form = super().get_form(request, obj, change=change, **kwargs)
+        return type(form.__name__, (form,), {"access": admin_access(request)})
+
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        if db_field.related_model is Collection:
+            kwargs["queryset"] = visible_collections(admin_access(request))
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+    def formfield_for_manytomany(self, db_field, request, **kwargs):
+        if db_field.related_model is Collection:
+            kwargs["queryset"] = visible_collections(admin_access(request))
+        return super().formfield_for_manytomany(db_field, request, **kwargs)
+
+
+class SuperuserOnlyAdmin(admin.ModelAdmin):
+    """Content and caches are shared by every collection holding the same text: nothing ties a
+    row to one collection's visibility, so only superusers see them."""
+
+    @staticmethod
+    def _superuser(request) -> bool:
+        return request.user.is_active and request.user.is_superuser
+
+    def has_module_permission(self, request):
+        return self._superuser(request)
+
+    def has_view_permission(self, request, obj=None):
+        return self._superuser(request)
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return self._superuser(request)
+
+    def has_delete_permission(self, request, obj=None):
+        return self._superuser(request)
 
 
 class CollectionAdminForm(forms.ModelForm):
     """Adding a collection here is the service `collection_add`, as in the web UI and the API:
     the same checks (PMD_COLLECTION_ROOTS among them) and the same side effects. Moving one
-    obeys PMD_COLLECTION_ROOTS too."""
+    obeys PMD_COLLECTION_ROOTS too; renaming and sharing go through `collection_rename` and
+    `collection_share`, so their rules and the audit trail are the same as everywhere."""
 
     access = None  # the admin user's Access, set by CollectionAdmin.get_form
 
     class Meta:
         model = Collection
         fields = "__all__"
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.saved_name = self.instance.name if self.instance.pk else None
 
     def clean_root_path(self):
         value = self.cleaned_data["root_path"]
@@ -55,22 +160,33 @@ class CollectionAdminForm(forms.ModelForm):
             raise forms.ValidationError(f"{root} is not an existing folder")
         return str(root)
 
+    def _share(self, name: str, cleaned: dict):
+        return collection_share(name=name, access=self.access, visibility=cleaned["visibility"],
+                                users=[u.get_username() for u in cleaned.get("shared_users") or ()],
+                                groups=[g.name for g in cleaned.get("shared_groups") or ()])
+
     def clean(self):
-        """Adding: register the collection through the service, so its refusals are this form's errors.
+        """Adding: register the collection (and share it) through the services, so their refusals
+        are this form's errors; a refused sharing undoes the adding.
 
         The admin saves inside one transaction (a later failure undoes this too); the index job
         is asked for once it commits (CollectionAdmin.save_model)."""
         cleaned = super().clean()
         if self.instance.pk or self.errors:
             return cleaned
+        visibility = cleaned.get("visibility") or Collection.Visibility.EVERYONE
         try:
-            added = collection_add(
-                path=cleaned["root_path"], name=cleaned["name"], mask=cleaned.get("mask") or None,
-                ignore_patterns=cleaned.get("ignore_patterns") or None,
-                text_search_config=cleaned.get("text_search_config") or None,
-                allowed_roots=settings.PMD_COLLECTION_ROOTS, index="no", access=self.access,
-                visibility=cleaned.get("visibility") or Collection.Visibility.EVERYONE,
-            )
+            with transaction.atomic():
+                added = collection_add(
+                    path=cleaned["root_path"], name=cleaned["name"], mask=cleaned.get("mask") or None,
+                    ignore_patterns=cleaned.get("ignore_patterns") or None,
+                    text_search_config=cleaned.get("text_search_config") or None,
+                    allowed_roots=settings.PMD_COLLECTION_ROOTS, index="no", access=self.access,
+                    visibility=visibility,
+                )
+                if visibility == Collection.Visibility.SHARED or cleaned.get("shared_users") or cleaned.get("shared_groups"):
+                    self._share(added.collection.name, cleaned)
+                    added.collection.refresh_from_db()
         except PmdError as exc:
             self.add_error(_FIELD_FOR_CODE.get(exc.code), exc.message)
             return cleaned
@@ -78,18 +194,47 @@ class CollectionAdminForm(forms.ModelForm):
         cleaned["root_path"] = added.collection.root_path  # the resolved folder, as the service stored it
         return cleaned
 
+    def _post_clean(self):
+        """Changing: once the model's own checks pass, rename and share through the services
+        (both undone together when one refuses). The admin then saves the same values."""
+        super()._post_clean()
+        if self.saved_name is None or self.errors:
+            return
+        renamed = "name" in self.changed_data and self.cleaned_data["name"] != self.saved_name
+        shared = bool(_SHARING_FIELDS & set(self.changed_data))
+        if not (renamed or shared):
+            return
+        try:
+            with transaction.atomic():
+                name = self.saved_name
+                if renamed:
+                    name = collection_rename(name=name, new_name=self.cleaned_data["name"], access=self.access).name
+                if shared:
+                    self.instance.owner = self._share(name, self.cleaned_data).collection.owner
+        except PmdError as exc:
+            renaming_refused = renamed and exc.code == "invalid_collection"  # a name the service does not take
+            self.add_error("name" if renaming_refused else _FIELD_FOR_CODE.get(exc.code), exc.message)
+
 
 @admin.register(Collection)
-class CollectionAdmin(admin.ModelAdmin):
+class CollectionAdmin(StaffAdmin):
     form = CollectionAdminForm
-    list_display = ("name", "root_path", "mask", "active_documents", "last_indexed_at")
+    list_display = ("name", "visibility", "owner", "root_path", "mask", "active_documents", "last_indexed_at")
+    list_filter = ("visibility",)
     search_fields = ("name", "root_path")
-    readonly_fields = ("created_at", "updated_at", "last_indexed_at")
+    readonly_fields = ("owner", "created_at", "updated_at", "last_indexed_at")
+    filter_horizontal = ("shared_users", "shared_groups")
+    fieldsets = (
+        (None, {"fields": ("name", "root_path", "mask", "ignore_patterns", "text_search_config")}),
+        ("Who sees it", {"fields": ("visibility", "owner", "shared_users", "shared_groups"),
+                         "description": "Everyone signed in, the chosen groups and people, or only its owner "
+                                        "(superusers see every collection)."}),
+        ("Dates", {"fields": ("created_at", "updated_at", "last_indexed_at")}),
+    )
     actions = ["reindex", "embed"]
 
-    def get_form(self, request, obj=None, change=False, **kwargs):
-        form = super().get_form(request, obj, change=change, **kwargs)
-        return type(form.__name__, (form,), {"access": Access.for_user(request.user)})
+    def visible_rows(self, rows, collections, request):
+        return rows.filter(pk__in=collections.values("pk"))
 
     def get_queryset(self, request):
         return super().get_queryset(request).annotate(
@@ -105,6 +250,18 @@ class CollectionAdmin(admin.ModelAdmin):
         # thread asked earlier would not see the collection yet.
         transaction.on_commit(partial(index_request, collection=obj, created_by=request.user))
         messages.info(request, f"indexing of {obj.name} started; see Jobs")
+
+    def get_deleted_objects(self, objs, request):
+        # Its documents, contexts and problems go with it: the service decides, not their admins' permissions.
+        deleted, counts, _, protected = super().get_deleted_objects(objs, request)
+        return deleted, counts, set(), protected
+
+    def delete_model(self, request, obj):
+        collection_remove(name=obj.name, access=admin_access(request))  # audited, as from the CLI and the API
+
+    def delete_queryset(self, request, queryset):
+        for collection in queryset:
+            self.delete_model(request, collection)
 
     @admin.display(description="documents", ordering="n_active")
     def active_documents(self, obj):
@@ -123,22 +280,43 @@ class CollectionAdmin(admin.ModelAdmin):
 
 
 @admin.register(PathContext)
-class PathContextAdmin(admin.ModelAdmin):
+class PathContextAdmin(StaffAdmin):
     list_display = ("target", "text")
-    list_filter = ("collection",)
+    list_filter = (("collection", admin.RelatedOnlyFieldListFilter),)
     search_fields = ("path_prefix", "text")
+
+    def visible_rows(self, rows, collections, request):
+        return rows.filter(Q(collection__isnull=True) | Q(collection__in=collections.values("pk")))
+
+    def save_model(self, request, obj, form, change):
+        super().save_model(request, obj, form, change)
+        audit_record(admin_access(request), "context.change" if change else "context.add", obj.target,
+                     text=obj.text[:500])
+
+    def delete_model(self, request, obj):
+        target = obj.target
+        super().delete_model(request, obj)
+        audit_record(admin_access(request), "context.remove", target)
+
+    def delete_queryset(self, request, queryset):
+        for context in queryset.select_related("collection"):
+            self.delete_model(request, context)
 
 
 @admin.register(Document)
-class DocumentAdmin(admin.ModelAdmin):
+class DocumentAdmin(StaffAdmin):
+    staff_may_change = False
     list_display = ("path", "collection", "title", "docid", "active", "size", "updated_at")
-    list_filter = ("collection", "active")
+    list_filter = (("collection", admin.RelatedOnlyFieldListFilter), "active")
     search_fields = ("=docid", "path", "title")
     list_select_related = ("collection",)
     readonly_fields = ("collection", "path", "title", "docid", "content_link", "active", "mtime", "size",
                        "frontmatter", "created_at", "updated_at", "body")
     exclude = ("content",)
     show_full_result_count = False
+
+    def visible_rows(self, rows, collections, request):
+        return rows.filter(collection__in=collections.values("pk"))
 
     def get_search_results(self, request, queryset, search_term):
         # "#abc123" (as printed by the CLI) searches by docid.
@@ -157,10 +335,14 @@ class DocumentAdmin(admin.ModelAdmin):
 
 
 @admin.register(Job)
-class JobAdmin(admin.ModelAdmin):
+class JobAdmin(StaffAdmin):
+    staff_may_change = False
     list_display = ("created_at", "kind", "collection", "state", "progress", "created_by", "message")
     list_filter = ("kind", "state")
     readonly_fields = [f.name for f in Job._meta.fields]
+
+    def visible_rows(self, rows, collections, request):
+        return rows.filter(pk__in=jobs_visible_to(admin_access(request)).values("pk"))
 
     def has_add_permission(self, request):
         return False
@@ -171,18 +353,22 @@ class JobAdmin(admin.ModelAdmin):
 
 
 @admin.register(FileProblem)
-class FileProblemAdmin(admin.ModelAdmin):
+class FileProblemAdmin(StaffAdmin):
+    staff_may_change = False
     list_display = ("path", "collection", "severity", "message", "created_at")
-    list_filter = ("severity", "collection")
+    list_filter = ("severity", ("collection", admin.RelatedOnlyFieldListFilter))
     search_fields = ("path", "message")
     readonly_fields = ("collection", "path", "severity", "message", "created_at")
+
+    def visible_rows(self, rows, collections, request):
+        return rows.filter(collection__in=collections.values("pk"))
 
     def has_add_permission(self, request):
         return False
 
 
 @admin.register(LLMCache)
-class LLMCacheAdmin(admin.ModelAdmin):
+class LLMCacheAdmin(SuperuserOnlyAdmin):
     list_display = ("key", "kind", "created_at")
     list_filter = ("kind",)
     readonly_fields = ("key", "kind", "value", "created_at")
@@ -192,10 +378,42 @@ class LLMCacheAdmin(admin.ModelAdmin):
 
 
 @admin.register(Content)
-class ContentAdmin(admin.ModelAdmin):
+class ContentAdmin(SuperuserOnlyAdmin):
     list_display = ("hash", "size", "created_at")
     search_fields = ("=hash",)
     readonly_fields = ("hash", "size", "created_at", "body")
 
     def has_add_permission(self, request):
         return False
+
+
+@admin.register(AuditEvent)
+class AuditEventAdmin(StaffAdmin):
+    """The audit trail, read-only. A non-superuser sees the events of the collections they see
+    (and those about tokens and groups), without the details (they can name other collections)."""
+
+    list_display = ("at", "actor_label", "action", "target")
+    list_filter = ("action",)
+    search_fields = ("target",)
+    date_hierarchy = "at"
+
+    def get_fields(self, request, obj=None):
+        fields = ["at", "actor_label", "action", "target"]
+        return fields + ["detail"] if request.user.is_superuser else fields
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    def visible_rows(self, rows, collections, request):
+        names = list(collections.values_list("name", flat=True))
+        rows = rows.exclude(Q(action__startswith="collection.") & ~Q(target__in=names))
+        seen_contexts = Q(target="/")
+        for name in names:
+            seen_contexts |= Q(target__startswith=f"pmd://{name}/")
+        return rows.exclude(Q(action__startswith="context.") & ~seen_contexts)

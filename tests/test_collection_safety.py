@@ -341,7 +341,7 @@ def test_admin_cannot_add_or_move_a_collection_outside_the_roots(settings, notes
     client = Client()
     client.force_login(admin_user)
     form = {"name": "etc", "root_path": "/etc", "mask": "**/*.md", "ignore_patterns": "[]",
-            "text_search_config": "english"}
+            "text_search_config": "english", "visibility": "everyone"}
     page = client.post("/admin/indexing/collection/add/", form)
     assert page.status_code == 200 and "PMD_COLLECTION_ROOTS" in page.content.decode()
     assert not Collection.objects.exists()

@@ -102,7 +102,7 @@ def test_adding_in_the_admin_has_the_same_side_effects_as_the_web_ui(corpus_dir,
     _fresh()
 
     form = {"name": "admin", "root_path": str(folders["admin"]), "mask": "**/*.md", "ignore_patterns": "[]",
-            "text_search_config": "english"}
+            "text_search_config": "english", "visibility": "everyone"}
     with django_capture_on_commit_callbacks(execute=True) as started:
         response = browser.post("/admin/indexing/collection/add/", form)
     assert response.status_code == 302, response.content

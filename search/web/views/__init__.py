@@ -9,6 +9,7 @@ is shown by the one mapping in search.web.errors.
 from search.web.views.collections import (
     collection_action,
     collection_add,
+    collection_share,
     collections_page,
     embed_all,
     job_progress,
@@ -19,7 +20,7 @@ from search.web.views.status import status_page
 from search.web.views.tokens import token_add, token_remove, tokens_page
 
 __all__ = [
-    "collection_action", "collection_add", "collections_page", "docid_redirect", "document_page",
+    "collection_action", "collection_add", "collection_share", "collections_page", "docid_redirect", "document_page",
     "document_raw", "embed_all", "job_progress", "search_page", "status_page", "token_add",
     "token_remove", "tokens_page",
 ]
