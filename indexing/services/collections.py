@@ -12,10 +12,9 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 
 from indexing import errors
-from indexing.access import Access, collection_visible, require_write
+from indexing.access import Access, collection_suggestions, collection_visible, require_write
 from indexing.folders import collection_folder_refusal, is_within
 from indexing.models import Collection
-from indexing.selectors import close_matches
 from indexing.services.audit import audit_record
 from indexing.services.scanning import ProgressCallback, ScanReport, collection_index
 
@@ -120,16 +119,12 @@ def collection_create(
 
 
 def collection_get(name: str) -> Collection:
+    """A collection by name, for the local user and background work, who see every collection.
+    A face acting for a member uses `indexing.access.collection_visible` instead."""
     try:
         return Collection.objects.get(name=name)
     except Collection.DoesNotExist:
-        raise CollectionNotFound(name=name, suggestions=collection_suggestions(name)) from None
-
-
-def collection_suggestions(name: str) -> list[str]:
-    """pmd:// URIs of the collections whose names are close to `name`."""
-    names = list(Collection.objects.values_list("name", flat=True))
-    return [f"pmd://{n}/" for n in close_matches(name, names)]
+        raise CollectionNotFound(name=name, suggestions=collection_suggestions(name, Access.local_user())) from None
 
 
 def collection_rename(*, name: str, new_name: str, access: Access) -> Collection:

@@ -59,8 +59,8 @@ class Sharing:
 
 def collection_share(*, name: str, access: Access, visibility: str, users: list[str] | None = None,
                      groups: list[str] | None = None) -> Sharing:
-    """Set who sees a collection. `shared` needs at least one group or person; the chosen groups
-    and people are kept only for `shared` (everyone and private clear them)."""
+    """Set who sees a collection. `shared` needs at least one group or person; `everyone` and
+    `private` refuse any (a caller who means to drop them passes none), and clear the stored ones."""
     require_write(access, "sharing a collection")
     collection = collection_visible(name, access)
     if visibility not in Visibility.values:
