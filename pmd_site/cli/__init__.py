@@ -33,6 +33,8 @@ COMMAND_MODULES = [
     "pmd_site.cli.serve",
     "pmd_site.cli.mcp",
     "pmd_site.cli.tokens",
+    "pmd_site.cli.groups",
+    "pmd_site.cli.audit",
 ]
 
 

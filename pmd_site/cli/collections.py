@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pmd_site.cli import CommandError
 from pmd_site.cli.output import (
     local_access,
     print_json,
@@ -33,6 +34,21 @@ def register(sub) -> None:
     show.add_argument("name")
     show.add_argument("--json", action="store_true")
     show.set_defaults(func=cmd_show)
+
+    share = csub.add_parser(
+        "share", help="choose who sees a collection: everyone, chosen groups and people, or its owner only",
+        description="Choose who sees a collection in the web UI, the API and /mcp (the CLI always sees "
+                    "everything). Give exactly one of --everyone, --private, or any number of --group and "
+                    "--user (which may be combined).")
+    share.add_argument("name")
+    share.add_argument("--everyone", action="store_true", help="every signed-in member (the default)")
+    share.add_argument("--private", action="store_true", help="its owner only (and superusers)")
+    share.add_argument("--group", action="append", default=[], dest="groups", metavar="GROUP",
+                       help="members of this group (repeatable; see `pmd group list`)")
+    share.add_argument("--user", action="append", default=[], dest="users", metavar="USERNAME",
+                       help="this person (repeatable)")
+    share.add_argument("--json", action="store_true")
+    share.set_defaults(func=cmd_share)
 
     rm = csub.add_parser("remove", aliases=["rm"], help="remove a collection from the index (files are not touched)")
     rm.add_argument("name")
@@ -113,14 +129,84 @@ def cmd_list(args) -> int:
         console.print("no collections yet: `pmd collection add PATH`")
         return 0
     from rich.table import Table
+    from rich.text import Text
 
     table = Table(box=None, header_style="bold")
-    for col in ("name", "documents", "mask", "path", "last indexed"):
+    for col in ("name", "documents", "mask", "path", "last indexed", "visible to"):
         table.add_column(col)
     for r in rows:
         when = r["last_indexed_at"].strftime("%Y-%m-%d %H:%M") if r["last_indexed_at"] else "never"
-        table.add_row(r["name"], str(r["documents"]), r["mask"], r["path"], when)
+        table.add_row(*(Text(cell) for cell in (r["name"], str(r["documents"]), r["mask"], r["path"], when,
+                                                 visible_to(r))))
+    print_table(table, console=console)
+    return 0
+
+
+def print_table(table, *, console) -> None:
+    """A table on a terminal fits its width; piped, each row stays on one line (for grep and cut)."""
+    if not console.is_terminal:
+        console.width = 10_000
     console.print(table)
+
+
+def visible_to(row: dict) -> str:
+    """Who sees a collection, compactly (`collection list`): everyone, private or the chosen ones."""
+    if row["visibility"] == "everyone":
+        return "everyone"
+    if row["visibility"] == "private":
+        return "private"
+    parts = []
+    if row["shared_groups"]:
+        parts.append("groups: " + ", ".join(row["shared_groups"]))
+    if row["shared_users"]:
+        parts.append("people: " + ", ".join(row["shared_users"]))
+    return "; ".join(parts) or "no one chosen (owner only)"
+
+
+def sharing_text(row: dict) -> str:
+    """Who sees a collection, as a phrase (`collection show`, `collection share`)."""
+    if row["visibility"] == "everyone":
+        return "everyone"
+    if row["visibility"] == "private":
+        return "private"
+    parts = []
+    if row["shared_groups"]:
+        parts.append(("group " if len(row["shared_groups"]) == 1 else "groups ") + ", ".join(row["shared_groups"]))
+    if row["shared_users"]:
+        parts.append(("person " if len(row["shared_users"]) == 1 else "people ") + ", ".join(row["shared_users"]))
+    return "shared with " + (" and ".join(parts) or "no one chosen (owner only)")
+
+
+def owner_text(row: dict) -> str:
+    if row["owner"]:
+        return row["owner"]
+    if row["visibility"] == "private":
+        return "- (no owner: only superusers and the CLI see it)"
+    return "-"
+
+
+def cmd_share(args) -> int:
+    from indexing.selectors import collection_sharing
+    from indexing.services.sharing import collection_share
+
+    chosen = [flag for flag, on in (("--everyone", args.everyone), ("--private", args.private),
+                                    ("--group/--user", bool(args.groups or args.users))) if on]
+    if len(chosen) != 1:
+        raise CommandError("give exactly one of --everyone, --private, or --group/--user (repeatable, combinable)"
+                           + (f"; got {' and '.join(chosen)}" if chosen else ""))
+    visibility = "everyone" if args.everyone else "private" if args.private else "shared"
+    shared = collection_share(name=args.name, visibility=visibility, users=args.users, groups=args.groups,
+                              access=local_access())
+    row = {"name": shared.collection.name, **collection_sharing(shared.collection)}
+    if args.json:
+        print_json(row)
+        return 0
+    from rich.markup import escape
+
+    owner = (f"owner: {row['owner']}" if row["owner"]
+             else "no owner: only superusers and the CLI see it" if visibility == "private" else "")
+    stdout_console().print(f"[bold]{escape(row['name'])}[/]: {escape(sharing_text(row))}"
+                           + (f" ({escape(owner)})" if owner else ""))
     return 0
 
 
@@ -141,6 +227,10 @@ def cmd_show(args) -> int:
     console = stdout_console()
     for key in ("name", "path", "mask", "documents", "inactive", "last_indexed_at"):
         console.print(f"[bold]{key}[/]: {data[key]}")
+    from rich.markup import escape
+
+    console.print(f"[bold]visibility[/]: {escape(sharing_text(data))}")
+    console.print(f"[bold]owner[/]: {escape(owner_text(data))}")
     console.print(f"[bold]ignore[/]: {', '.join(collection.ignore_patterns) or '-'}")
     console.print(f"[bold]text search config[/]: {collection.text_search_config}")
     for ctx in contexts:
