@@ -8,7 +8,7 @@ from django.db.models import Count, Q
 from django.utils import timezone
 
 from indexing.access import visible_collections
-from indexing.admin import StaffAdmin, admin_access
+from indexing.admin_base import StaffAdmin, admin_access
 from indexing.errors import PmdError
 from search.api_tokens import token_create, token_revoke
 from search.models import ApiToken

@@ -17,7 +17,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from indexing.access import Access, AccessDenied, collection_visible
-from indexing.errors import InvalidToken
+from indexing.errors import CollectionNotFound, InvalidToken
 from indexing.services.audit import audit_record
 from search.models import ApiToken
 from search.throttling import TokenThrottled, check_token_block, record_token_failure  # noqa: F401 (re-exported)
@@ -86,7 +86,13 @@ def token_create(*, user, name: str = "", access: Access, can_write: bool = Fals
     if access.token is not None:
         raise AccessDenied("tokens are made in the web UI, the admin or with the CLI, not with another token")
     names = list(dict.fromkeys(c.strip() for c in collections or () if c.strip()))
-    limited = [collection_visible(n, Access.for_user(owner)) for n in names]  # not visible: not found
+    owner_access = Access.for_user(owner)
+    limited = []
+    for collection_name in names:
+        try:
+            limited.append(collection_visible(collection_name, owner_access))
+        except CollectionNotFound:  # the same words for hidden and never created
+            raise TokenError(f"{owner.get_username()} sees no collection named '{collection_name}'") from None
     if isinstance(expires_in, str):
         expires_in = parse_expiry(expires_in)
     raw = TOKEN_PREFIX + secrets.token_urlsafe(30)

@@ -107,8 +107,11 @@ def group_create(*, name: str, access: Access) -> Group:
 def group_delete(*, name: str, access: Access) -> None:
     require_write(access, "managing groups")
     group = _groups([name])[0]
-    group.delete()
-    audit_record(access, "group.delete", name)
+    # The collections shared with it lose that audience: the record names them.
+    shared = sorted(group.shared_collections.values_list("name", flat=True))
+    with transaction.atomic():
+        group.delete()
+        audit_record(access, "group.delete", name, collections=shared)
 
 
 def group_members_change(*, name: str, users: list[str], access: Access, add: bool) -> Group:
@@ -118,6 +121,10 @@ def group_members_change(*, name: str, users: list[str], access: Access, add: bo
     people = _users(list(dict.fromkeys(u.strip() for u in users if u.strip())))
     if not people:
         raise SharingError("name at least one user")
-    (group.user_set.add if add else group.user_set.remove)(*people)
-    audit_record(access, "group.add" if add else "group.remove", name, users=[u.get_username() for u in people])
+    members = set(group.user_set.values_list("pk", flat=True))
+    changed = [u for u in people if (u.pk in members) != add]  # only who actually joins or leaves
+    if changed:
+        (group.user_set.add if add else group.user_set.remove)(*changed)
+        audit_record(access, "group.add" if add else "group.remove", name,
+                     users=[u.get_username() for u in changed])
     return group
