@@ -10,6 +10,8 @@ from __future__ import annotations
 import uuid
 
 from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
+from django.contrib.postgres.indexes import GinIndex
 from django.db import models
 from pgvector.django import VectorField
 
@@ -76,6 +78,12 @@ class Document(models.Model):
     mtime = models.FloatField(default=0)
     size = models.PositiveBigIntegerField(default=0)
     frontmatter = models.JSONField(default=dict, blank=True)
+    # The note's own structure (indexing.structure), kept for filters, facets and sorting:
+    # tags from frontmatter and inline #tags (lower case, no '#'), and the note's date with where
+    # it came from ("frontmatter:date", "frontmatter:created", "filename" or "mtime").
+    tags = ArrayField(models.CharField(max_length=200), default=list, blank=True)
+    note_date = models.DateTimeField(null=True, blank=True)
+    date_source = models.CharField(max_length=40, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -83,7 +91,12 @@ class Document(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["collection", "path"], name="document_unique_path"),
         ]
-        indexes = [models.Index(fields=["collection", "active"])]
+        indexes = [
+            models.Index(fields=["collection", "active"]),
+            GinIndex(fields=["tags"], name="document_tags_gin"),
+            GinIndex(fields=["frontmatter"], name="document_frontmatter_gin", opclasses=["jsonb_path_ops"]),
+            models.Index(fields=["note_date"], name="document_note_date"),
+        ]
         ordering = ["collection_id", "path"]
 
     def __str__(self) -> str:
@@ -126,6 +139,33 @@ class PathContext(models.Model):
         if self.collection_id is None:
             return "/"
         return f"pmd://{self.collection.name}/{self.path_prefix}"
+
+
+class DocumentLink(models.Model):
+    """A link written in a note: `[[Note]]`, `[[Note|text]]`, `[[Note#Heading]]`, `![[embed]]` or a
+    markdown link to a .md file. `target` is the note it resolves to inside the same collection
+    (by path, file name, title or alias), NULL while nothing matches (a problem of the source)."""
+
+    class Kind(models.TextChoices):
+        WIKILINK = "wikilink"
+        EMBED = "embed"
+        MARKDOWN = "markdown"
+
+    source = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="links_out")
+    target = models.ForeignKey(Document, null=True, blank=True, on_delete=models.SET_NULL, related_name="links_in")
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+    target_text = models.CharField(max_length=1000, help_text="what the link names, as written")
+    heading = models.CharField(max_length=500, blank=True, default="")
+    shown_text = models.CharField(max_length=500, blank=True, default="")
+    line = models.PositiveIntegerField(default=1)
+    context = models.TextField(blank=True, default="", help_text="the sentence around the link")
+
+    class Meta:
+        indexes = [models.Index(fields=["target"]), models.Index(fields=["source"])]
+        ordering = ["source_id", "line", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.source_id} → {self.target_text}"
 
 
 class LLMCache(models.Model):
