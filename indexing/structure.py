@@ -43,13 +43,6 @@ _BLANK_LINE_RE = re.compile(r"\n[ \t]*\n")
 _COMMENT_RE = re.compile(r"<!--.*?-->|%%.*?%%", re.DOTALL)
 
 
-def _blank(text: str, start: int, end: int, out: list[str]) -> None:
-    """Replace text[start:end] in `out` (a list of characters) by spaces, keeping line breaks."""
-    for i in range(start, end):
-        if out[i] != "\n":
-            out[i] = " "
-
-
 def masked(text: str) -> str:
     """`text` with the frontmatter, fenced code, inline code and comments blanked out (same length,
     same line breaks), so offsets and line numbers found in it are those of `text`."""
@@ -61,26 +54,41 @@ def masked(text: str) -> str:
     start = spans[0][1] if spans else 0
     # Fenced blocks: a closing fence is the same character, at least as long; an unclosed one runs to the end.
     pos = start
-    while True:
-        opening = _FENCE_RE.search(text, pos)
-        if not opening:
-            break
+    while ("```" in text or "~~~" in text) and (opening := _FENCE_RE.search(text, pos)):
         marker = opening.group(1)
         closing_re = re.compile(r"^ {0,3}" + re.escape(marker[0]) + "{" + str(len(marker)) + r",}[ \t]*$", re.MULTILINE)
         closing = closing_re.search(text, opening.end())
         end = closing.end() if closing else len(text)
         spans.append((opening.start(), end))
         pos = end
-    if not any(c in text for c in "`<%"):
-        return _apply(text, spans)
     # Inline code and comments, outside what is already blanked.
-    partial = _apply(text, spans)
-    if "`" in partial:
-        spans += _code_spans(partial)
+    if "`" in text:
         partial = _apply(text, spans)
-    if "<!--" in partial or "%%" in partial:
+        if "`" in partial:
+            spans += _code_spans(partial)
+    if "<!--" in text or "%%" in text:
+        partial = _apply(text, spans)
         spans += [m.span() for m in _COMMENT_RE.finditer(partial)]
     return _apply(text, spans)
+
+
+_NOT_NEWLINE_RE = re.compile(r"[^\n]")
+
+
+def _apply(text: str, spans: list[tuple[int, int]]) -> str:
+    """`text` with each span replaced by spaces (its line breaks kept)."""
+    if not spans:
+        return text
+    pieces, pos = [], 0
+    for s, e in sorted(spans):
+        if e <= pos:
+            continue
+        s = max(s, pos)
+        pieces.append(text[pos:s])
+        pieces.append(_NOT_NEWLINE_RE.sub(" ", text[s:e]))
+        pos = e
+    pieces.append(text[pos:])
+    return "".join(pieces)
 
 
 def _code_spans(text: str) -> list[tuple[int, int]]:
@@ -103,20 +111,12 @@ def _code_spans(text: str) -> list[tuple[int, int]]:
     return spans
 
 
-def _apply(text: str, spans: list[tuple[int, int]]) -> str:
-    if not spans:
-        return text
-    out = list(text)
-    for s, e in spans:
-        _blank(text, s, e, out)
-    return "".join(out)
-
 
 # --- tags --------------------------------------------------------------------------------------
 
 # '#' at the start of a line or after a space (so not `url#frag`, `[[a#b]]`, `&#123;`, `##`), then
 # letters, digits, '_', '-', '/'; at least one letter (so not `#123`).
-_INLINE_TAG_RE = re.compile(r"(?:(?<=\s)|^)#([\w/-]*[^\W\d_][\w/-]*)", re.MULTILINE)
+_INLINE_TAG_RE = re.compile(r"#([\w/-]*[^\W\d_][\w/-]*)")
 _TAG_SPLIT_RE = re.compile(r"[,\s]+")
 
 
@@ -148,6 +148,8 @@ def inline_tags(text: str, *, mask: str | None = None) -> list[str]:
         return []
     out = []
     for m in _INLINE_TAG_RE.finditer(body):
+        if m.start() and not body[m.start() - 1].isspace():
+            continue
         tag = _clean_tag(m.group(1))
         if tag:
             out.append(tag)

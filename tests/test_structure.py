@@ -5,7 +5,11 @@ tests/fixtures/vault."""
 
 from __future__ import annotations
 
+import importlib
+import os
+import shutil
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 
@@ -202,3 +206,180 @@ def test_frontmatter_names_and_link_candidates():
     assert link_candidates("a/c.md", "Note") == (["a/Note", "a/Note.md"], ["Note", "Note.md"])
     assert link_candidates("c.md", "/abs/Note.md") == ([], ["abs/Note.md"])
     assert link_candidates("c.md", "../../escape") == ([], [])
+
+
+# --- indexing the fixture vault ------------------------------------------------------------------
+
+FIXTURE_VAULT = Path(__file__).parent / "fixtures" / "vault"
+NESTED_MTIME = utc(2024, 6, 1, 12).timestamp()
+
+
+@pytest.fixture
+def vault_dir(tmp_path) -> Path:
+    target = tmp_path / "vault"
+    shutil.copytree(FIXTURE_VAULT, target)
+    os.utime(target / "journal/deep/nested/note.md", (NESTED_MTIME, NESTED_MTIME))
+    return target
+
+
+@pytest.fixture
+def vault(db, vault_dir):
+    """The fixture vault, indexed as collection `vault`; the first scan's report is `vault.report`."""
+    from indexing.services.collections import collection_create
+    from indexing.services.scanning import collection_index
+
+    collection = collection_create(path=vault_dir, name="vault")
+    collection.report = collection_index(collection)
+    return collection
+
+
+def _doc(collection, path):
+    return collection.documents.get(path=path)
+
+
+def _links(collection) -> dict[tuple[str, str], str | None]:
+    """(source path, target as written) → path of the resolved note, for the active notes."""
+    from indexing.models import DocumentLink
+
+    rows = DocumentLink.objects.filter(source__collection=collection, source__active=True).select_related(
+        "source", "target")
+    return {(r.source.path, r.target_text): (r.target.path if r.target_id else None) for r in rows}
+
+
+def test_vault_tags_dates_and_their_sources(vault):
+    expected = {
+        "Home.md": (["home", "index", "project"], utc(2025, 2, 1), DATE_FRONTMATTER),
+        "projects/alpha.md": (["db", "project/alpha", "search"], utc(2024, 12, 1), DATE_CREATED),
+        "projects/beta.md": (["db"], utc(2025, 1, 5, 8, 30), DATE_FRONTMATTER),
+        "projects/Ideas.md": (["idea"], None, DATE_MTIME),
+        "journal/2025-03-14 standup.md": (["standup"], utc(2025, 3, 14), DATE_FILENAME),
+        "journal/20250320-retro.md": (["retro"], utc(2025, 3, 20), DATE_FILENAME),
+        "journal/deep/nested/note.md": ([], utc(2024, 6, 1, 12), DATE_MTIME),
+    }
+    for path, (tags, when, source) in expected.items():
+        doc = _doc(vault, path)
+        assert (doc.tags, doc.date_source) == (tags, source), path
+        if when is not None:
+            assert doc.note_date == when, path
+    ideas = _doc(vault, "projects/Ideas.md")
+    assert ideas.note_date == datetime.fromtimestamp(ideas.mtime, tz=UTC)
+
+
+def test_vault_links_resolve_by_path_name_title_and_alias(vault):
+    links = _links(vault)
+    assert links == {
+        ("Home.md", "Ideas"): "projects/Ideas.md",  # file name, in another folder
+        ("Home.md", "Alpha Plan"): "projects/alpha.md",  # alias (a list)
+        ("Home.md", "The Beta Project"): "projects/beta.md",  # frontmatter title
+        ("Home.md", "Missing Note"): None,
+        ("Home.md", "2025-03-14 standup"): "journal/2025-03-14 standup.md",  # the embed
+        ("Home.md", "journal/2025-03-14 standup.md"): "journal/2025-03-14 standup.md",  # %20, relative
+        ("Home.md", "Renamed Note"): "Renamed Note.md",
+        ("Home.md", "Old Alias"): "Renamed Note.md",  # alias (a string)
+        ("Home.md", "Renamed Title"): "Renamed Note.md",
+        ("projects/alpha.md", "beta"): "projects/beta.md",  # the same folder first
+        ("projects/alpha.md", "../Home.md"): "Home.md",  # relative markdown link
+        ("projects/beta.md", "Home"): "Home.md",
+        ("projects/beta.md", "projects/alpha"): "projects/alpha.md",  # from the collection root
+        ("projects/beta.md", "alpha"): "projects/alpha.md",
+        ("projects/Ideas.md", "Renamed Note"): "Renamed Note.md",
+        ("journal/2025-03-14 standup.md", "Home"): "Home.md",
+        ("journal/20250320-retro.md", "../projects/alpha.md"): "projects/alpha.md",
+        ("journal/deep/nested/note.md", "Ideas"): "projects/Ideas.md",
+        ("journal/deep/nested/note.md", "beta"): "projects/beta.md",  # shortest of two beta.md
+    }
+    from indexing.models import DocumentLink
+
+    kinds = {(link.target_text, link.kind, link.heading, link.shown_text, link.line)
+             for link in DocumentLink.objects.filter(source=_doc(vault, "Home.md"))}
+    assert ("2025-03-14 standup", EMBED, "", "", 11) in kinds
+    assert ("The Beta Project", WIKILINK, "Goals", "", 9) in kinds
+    assert ("Alpha Plan", WIKILINK, "", "the plan", 8) in kinds
+    assert ("journal/2025-03-14 standup.md", MARKDOWN, "", "meeting", 13) in kinds
+
+
+def test_broken_link_is_a_problem_of_the_linking_note(vault):
+    from indexing.models import FileProblem
+
+    problems = list(FileProblem.objects.filter(collection=vault).values_list("path", "severity", "message"))
+    assert problems == [("Home.md", "warning", "unresolved link [[Missing Note]] on line 9")]
+    assert [str(i) for i in vault.report.issues] == ["Home.md: unresolved link [[Missing Note]] on line 9"]
+
+
+def test_unchanged_rescan_keeps_link_problems_and_a_new_note_satisfies_an_old_link(vault, vault_dir):
+    from indexing.models import FileProblem
+    from indexing.services.scanning import collection_index
+
+    again = collection_index(vault)
+    assert again.unchanged == 9 and [i.path for i in again.issues] == ["Home.md"]
+    assert FileProblem.objects.filter(collection=vault).count() == 1
+
+    (vault_dir / "later").mkdir()
+    (vault_dir / "later/Missing Note.md").write_text("# Now it exists\n")
+    report = collection_index(vault)
+    assert report.added == 1 and report.issues == []
+    assert _links(vault)[("Home.md", "Missing Note")] == "later/Missing Note.md"
+    assert not FileProblem.objects.filter(collection=vault).exists()
+
+
+def test_renamed_note_keeps_its_backlinks_by_title_and_alias_only(vault, vault_dir):
+    from indexing.models import FileProblem
+    from indexing.services.scanning import collection_index
+
+    (vault_dir / "moved").mkdir()
+    (vault_dir / "Renamed Note.md").rename(vault_dir / "moved/New Name.md")
+    report = collection_index(vault)
+    assert (report.added, report.removed) == (1, 1)
+    links = _links(vault)
+    assert links[("Home.md", "Renamed Note")] is None
+    assert links[("projects/Ideas.md", "Renamed Note")] is None
+    assert links[("Home.md", "Old Alias")] == "moved/New Name.md"
+    assert links[("Home.md", "Renamed Title")] == "moved/New Name.md"
+    messages = set(FileProblem.objects.filter(collection=vault).values_list("path", "message"))
+    assert messages == {
+        ("Home.md", "unresolved link [[Missing Note]] on line 9"),
+        ("Home.md", "unresolved link [[Renamed Note]] on line 14"),
+        ("projects/Ideas.md", "unresolved link [[Renamed Note]] on line 3"),
+    }
+    # the old document (inactive) is nobody's target any more
+    old = _doc(vault, "Renamed Note.md")
+    assert not old.active and not old.links_in.exists()
+
+
+def test_edited_note_replaces_its_links_and_a_touched_file_moves_an_mtime_date(vault, vault_dir):
+    from indexing.services.scanning import collection_index
+
+    alpha = vault_dir / "projects/alpha.md"
+    alpha.write_text(alpha.read_text().replace("[[beta]]", "[[Ideas]] and [[beta]]"))
+    later = NESTED_MTIME + 86400 * 30
+    for name in ("journal/deep/nested/note.md", "Home.md", "journal/20250320-retro.md"):
+        os.utime(vault_dir / name, (later, later))  # same text, a new mtime
+    report = collection_index(vault)
+    assert report.updated == 1
+    targets = sorted(link.target_text for link in _doc(vault, "projects/alpha.md").links_out.all())
+    assert targets == ["../Home.md", "Ideas", "beta"]
+    assert _links(vault)[("projects/alpha.md", "Ideas")] == "projects/Ideas.md"
+    assert _doc(vault, "journal/deep/nested/note.md").note_date == datetime.fromtimestamp(later, tz=UTC)
+    assert _doc(vault, "Home.md").note_date == utc(2025, 2, 1)  # its date is in its frontmatter
+    assert _doc(vault, "journal/20250320-retro.md").note_date == utc(2025, 3, 20)  # in its name
+
+
+def test_backfill_migration_rebuilds_the_structure_of_an_index_without_it(vault):
+    from django.apps import apps
+
+    from indexing.models import Document, DocumentLink, FileProblem
+
+    before_docs = {d.path: (d.tags, d.note_date, d.date_source) for d in Document.objects.filter(collection=vault)}
+    before_links = _links(vault)
+    Document.objects.update(tags=[], note_date=None, date_source="")
+    DocumentLink.objects.all().delete()
+    FileProblem.objects.all().delete()
+
+    backfill = importlib.import_module("indexing.migrations.0006_structure_backfill").backfill
+    backfill(apps, None)
+
+    after_docs = {d.path: (d.tags, d.note_date, d.date_source) for d in Document.objects.filter(collection=vault)}
+    assert after_docs == before_docs
+    assert _links(vault) == before_links
+    assert list(FileProblem.objects.values_list("path", "message")) == [
+        ("Home.md", "unresolved link [[Missing Note]] on line 9")]

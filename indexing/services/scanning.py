@@ -25,6 +25,8 @@ from indexing.folders import collection_folder_refusal, pseudo_mount_points
 from indexing.locks import advisory_lock, collection_lock_key
 from indexing.models import Collection, Content, Document, FileProblem
 from indexing.paths import glob_match
+from indexing.services.links import LINK_PROBLEM_PREFIX, links_resolve, links_store
+from indexing.structure import DATE_MTIME, Link, note_date, note_structure
 from indexing.text import BinaryFile, parse_markdown
 from search.index import keyword_index_update  # the BM25 index follows every scan
 
@@ -259,11 +261,11 @@ def _collection_scan(
     files = list(collection_files(collection, report.issues))
     total = len(files)
 
-    existing: dict[str, tuple[int, float, int, str, bool]] = {
-        path: (pk, mtime, size, content_id, active)
-        for pk, path, mtime, size, content_id, active in Document.objects.filter(
+    existing: dict[str, tuple[int, float, int, str, bool, str]] = {
+        path: (pk, mtime, size, content_id, active, date_source)
+        for pk, path, mtime, size, content_id, active, date_source in Document.objects.filter(
             collection=collection
-        ).values_list("id", "path", "mtime", "size", "content_id", "active")
+        ).values_list("id", "path", "mtime", "size", "content_id", "active", "date_source")
     }
     seen: set[str] = set()
     batch = _Batch(collection)
@@ -320,7 +322,8 @@ def _collection_scan(
             report.issues.append(FileIssue(rel, warning))
         digest = parsed.hash
         if known and known[3] == digest:
-            batch.touch(known[0], st.st_mtime, st.st_size, reactivate=not known[4])
+            batch.touch(known[0], rel, st.st_mtime, st.st_size, reactivate=not known[4],
+                        dated_by_mtime=known[5] == DATE_MTIME)
             if known[4]:
                 report.unchanged += 1
             else:
@@ -353,27 +356,37 @@ class _Batch:
         self.new_docs: list[Document] = []
         self.changed_docs: list[Document] = []
         self.touched: list[Document] = []
+        self.touched_dated: list[Document] = []  # unchanged content, but its date is the mtime
+        self.links: list[tuple[Document, list[Link]]] = []
         self.reactivate: list[int] = []
         self.deactivate: list[int] = []
         self._problems_cleared = False
 
     @property
     def size(self) -> int:
-        return len(self.new_docs) + len(self.changed_docs) + len(self.touched)
+        return len(self.new_docs) + len(self.changed_docs) + len(self.touched) + len(self.touched_dated)
 
-    def touch(self, pk: int, mtime: float, size: int, *, reactivate: bool) -> None:
-        self.touched.append(Document(id=pk, mtime=mtime, size=size, active=True))
+    def touch(self, pk: int, rel: str, mtime: float, size: int, *, reactivate: bool, dated_by_mtime: bool) -> None:
+        if dated_by_mtime:
+            when, source = note_date({}, rel, mtime)  # a date in the name wins over the mtime
+            self.touched_dated.append(Document(id=pk, mtime=mtime, size=size, active=True, note_date=when,
+                                               date_source=source))
+        else:
+            self.touched.append(Document(id=pk, mtime=mtime, size=size, active=True))
         if reactivate:
             self.reactivate.append(pk)
 
     def put(self, pk, rel, parsed, digest, mtime, size) -> None:
         if digest not in self.contents:
             self.contents[digest] = Content(hash=digest, body=parsed.body, size=len(parsed.body.encode("utf-8", "surrogatepass")))
+        structure = note_structure(parsed.body, parsed.frontmatter, rel, mtime)
         doc = Document(
             id=pk, collection=self.collection, path=rel, title=parsed.title, content_id=digest,
             docid=digest[:6], active=True, mtime=mtime, size=size, frontmatter=parsed.frontmatter,
+            tags=structure.tags, note_date=structure.date, date_source=structure.date_source,
         )
         (self.changed_docs if pk else self.new_docs).append(doc)
+        self.links.append((doc, structure.links))
 
     def flush(self, report: ScanReport, *, final: bool = False) -> None:
         now = timezone.now()
@@ -390,12 +403,19 @@ class _Batch:
                     doc.updated_at = now
                 Document.objects.bulk_update(
                     self.changed_docs,
-                    ["title", "content", "docid", "active", "mtime", "size", "frontmatter", "updated_at"],
+                    ["title", "content", "docid", "active", "mtime", "size", "frontmatter", "tags", "note_date",
+                     "date_source", "updated_at"],
                     batch_size=500,
                 )
                 report.changed_document_ids.extend(d.id for d in self.changed_docs)
+            if self.links:
+                links_store([(doc.id, links) for doc, links in self.links],
+                            replace=[d.id for d in self.changed_docs])
             if self.touched:
                 Document.objects.bulk_update(self.touched, ["mtime", "size", "active"], batch_size=500)
+            if self.touched_dated:
+                Document.objects.bulk_update(self.touched_dated, ["mtime", "size", "active", "note_date", "date_source"],
+                                             batch_size=500)
             if final:
                 if self.reactivate:
                     Document.objects.filter(id__in=self.reactivate).update(active=True, updated_at=now)
@@ -403,6 +423,15 @@ class _Batch:
                 if self.deactivate:
                     Document.objects.filter(id__in=self.deactivate).update(active=False, updated_at=now)
                     report.removed_document_ids.extend(self.deactivate)
+                # Links resolve within the collection: any change can make or break one anywhere in it.
+                # Without a change the links' problems are those of the last scan.
+                if report.added or report.updated or report.removed or report.reactivated:
+                    link_issues = links_resolve(self.collection).problems
+                else:
+                    link_issues = list(FileProblem.objects.filter(
+                        collection=self.collection, message__startswith=LINK_PROBLEM_PREFIX,
+                    ).order_by("path", "id").values_list("path", "message"))
+                report.issues += [FileIssue(path, message) for path, message in link_issues]
                 FileProblem.objects.filter(collection=self.collection).delete()
                 FileProblem.objects.bulk_create(
                     [FileProblem(collection=self.collection, path=i.path, severity=i.severity, message=i.message[:2000])
@@ -411,3 +440,4 @@ class _Batch:
                 )
                 Collection.objects.filter(pk=self.collection.pk).update(last_indexed_at=now)
         self.contents, self.new_docs, self.changed_docs, self.touched = {}, [], [], []
+        self.touched_dated, self.links = [], []

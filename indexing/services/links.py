@@ -1,0 +1,214 @@
+"""Links between the notes of a collection: storing what a scan parsed, resolving their targets.
+
+A link names a note the way its author thought of it; `links_resolve` finds the note, within the
+same collection and among its active documents, the way Obsidian does, trying in order:
+
+1. the path relative to the linking note's folder (`[[sub/Note]]`, `[x](../Note.md)`);
+2. the path from the collection root;
+3. the file name without extension, case-insensitive (`[[Note]]`, `[[folder/Note]]` as a path
+   suffix); when several notes share it, the shortest path wins (then the first in order);
+4. the frontmatter `title`;
+5. the frontmatter `aliases` (a list or a string).
+
+The whole collection is resolved again after any scan that changed it: a new note can satisfy an
+old broken link, and a renamed note loses its backlinks by file name while those by title or alias
+follow it. A link that resolves to nothing is a problem of the linking note (`LinkResolution.problems`).
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from django.db import connection
+
+from indexing.models import Collection, Document, DocumentLink
+from indexing.structure import (
+    MARKDOWN,
+    MARKDOWN_EXTENSIONS,
+    Link,
+    frontmatter_names,
+    link_candidates,
+)
+
+MAX_LINKS_PER_NOTE = 5000
+
+
+def links_store(links_by_document: Iterable[tuple[int, list[Link]]], *, replace: Iterable[int] = (),
+                links=DocumentLink) -> int:
+    """Write the links of documents (their ids and parsed links); the old links of `replace` go first.
+    Targets are left unresolved: `links_resolve` fills them. Returns how many rows were written.
+
+    One INSERT … SELECT FROM unnest(arrays) per few thousand links: a vault's first scan writes
+    hundreds of thousands of them, which model instances and bulk_create would make slow."""
+    replace = list(replace)
+    if replace:
+        links.objects.filter(source_id__in=replace).delete()
+    columns: tuple[list, ...] = ([], [], [], [], [], [], [])
+    written = 0
+
+    def insert() -> None:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"INSERT INTO {links._meta.db_table} (source_id, kind, target_text, heading, shown_text, line, context) "
+                "SELECT * FROM unnest(%s::bigint[], %s::text[], %s::text[], %s::text[], %s::text[], %s::int[], "
+                "%s::text[])",
+                list(columns),
+            )
+        for column in columns:
+            column.clear()
+
+    for doc_id, found in links_by_document:
+        for link in found[:MAX_LINKS_PER_NOTE]:
+            for column, value in zip(columns, (doc_id, link.kind, link.target[:1000], link.heading[:500],
+                                               link.shown[:500], link.line, link.context)):
+                column.append(value)
+            written += 1
+            if len(columns[0]) >= 5000:
+                insert()
+    if columns[0]:
+        insert()
+    return written
+
+
+def _stem(name: str) -> str:
+    lower = name.lower()
+    for ext in MARKDOWN_EXTENSIONS:
+        if lower.endswith(ext):
+            return name[: -len(ext)]
+    return name
+
+
+def _by_shortest_path(pairs: list[tuple[str, int]]) -> list[tuple[str, int]]:
+    return sorted(pairs, key=lambda pair: (len(pair[0]), pair[0]))
+
+
+class NoteNames:
+    """The names the active notes of a collection can be linked by."""
+
+    def __init__(self, rows: Iterable[tuple[int, str, object, object, object]]):
+        self.by_path: dict[str, int] = {}
+        self.by_path_lower: dict[str, int] = {}
+        stems: dict[str, list[tuple[str, int]]] = {}
+        titles: dict[str, list[tuple[str, int]]] = {}
+        aliases: dict[str, list[tuple[str, int]]] = {}
+        for pk, path, title, alias_list, alias in rows:
+            self.by_path[path] = pk
+            self.by_path_lower.setdefault(path.lower(), pk)
+            stems.setdefault(_stem(posixpath.basename(path)).lower(), []).append((path, pk))
+            fm = {k: v for k, v in (("title", title), ("aliases", alias_list), ("alias", alias)) if v is not None}
+            if fm:
+                name, names = frontmatter_names(fm)
+                if name:
+                    titles.setdefault(name.lower(), []).append((path, pk))
+                for a in names:
+                    aliases.setdefault(a.lower(), []).append((path, pk))
+        self.by_stem = {k: _by_shortest_path(v) for k, v in stems.items()}
+        self.by_title = {k: _by_shortest_path(v)[0][1] for k, v in titles.items()}
+        self.by_alias = {k: _by_shortest_path(v)[0][1] for k, v in aliases.items()}
+
+    @classmethod
+    def of(cls, collection_id: int, *, documents=Document) -> NoteNames:
+        return cls(
+            documents.objects.filter(collection_id=collection_id, active=True).order_by()
+            .values_list("id", "path", "frontmatter__title", "frontmatter__aliases", "frontmatter__alias")
+            .iterator(chunk_size=5000)
+        )
+
+    def _path(self, path: str) -> int | None:
+        return self.by_path.get(path) or self.by_path_lower.get(path.lower())
+
+    def resolve(self, source_path: str, target: str, kind: str = "") -> int | None:
+        """The id of the note `target` names, written in the note at `source_path`; None if none."""
+        target = target.strip()
+        if "/" not in target and not target.startswith("."):  # the usual [[Name]]: no path to normalise
+            folder = source_path.rpartition("/")[0]
+            md = "" if target.lower().endswith(MARKDOWN_EXTENSIONS) else ".md"
+            for path in ((f"{folder}/{target}", f"{folder}/{target}{md}") if folder else ()) + (target, target + md):
+                found = self._path(path)
+                if found:
+                    return found
+        else:
+            relative, root = link_candidates(source_path, target)
+            for path in relative + root:
+                found = self._path(path)
+                if found:
+                    return found
+        name = target.strip("/")
+        if not name:
+            return None
+        stem = _stem(posixpath.basename(name)).lower()
+        candidates = self.by_stem.get(stem)
+        if candidates:
+            if "/" not in name:
+                return candidates[0][1]
+            # [[folder/Note]]: a note whose path ends with it (the shortest one)
+            suffix = "/" + posixpath.normpath(_stem(name)).lower().lstrip("./") + ".md"
+            for path, pk in candidates:
+                if ("/" + _stem(path).lower() + ".md").endswith(suffix):
+                    return pk
+        if kind == MARKDOWN:
+            name = _stem(posixpath.basename(name))  # [x](Title.md): a title or alias is a name, not a path
+        key = name.lower()
+        return self.by_title.get(key) or self.by_alias.get(key)
+
+
+LINK_PROBLEM_PREFIX = "unresolved link "
+
+
+@dataclass
+class LinkResolution:
+    changed: int = 0  # links whose target changed
+    problems: list[tuple[str, str]] = field(default_factory=list)  # (linking note's path, message), in order
+
+
+def links_resolve(collection: Collection) -> LinkResolution:
+    """Resolve every link of the collection's active notes again; returns how many targets changed
+    and the unresolved links as problems of their notes."""
+    return links_resolve_models(collection.pk)
+
+
+def links_resolve_models(collection_id: int, *, documents=Document, links=DocumentLink) -> LinkResolution:
+    """`links_resolve` with the models given (a data migration passes its historical ones)."""
+    names = NoteNames.of(collection_id, documents=documents)
+    changes: list[tuple[int, int | None]] = []
+    unresolved: list[tuple[str, int, int, str]] = []
+    memo: dict[tuple[str, str, bool], int | None] = {}
+    rows = (links.objects.filter(source__collection_id=collection_id, source__active=True).order_by()
+            .values_list("id", "source__path", "kind", "target_text", "heading", "line", "target_id")
+            .iterator(chunk_size=5000))
+    for pk, source_path, kind, target_text, heading, line, current in rows:
+        key = (source_path.rpartition("/")[0], target_text, kind == MARKDOWN)
+        if key in memo:
+            found = memo[key]
+        else:
+            found = memo[key] = names.resolve(source_path, target_text, kind)
+        if found != current:
+            changes.append((pk, found))
+        if found is None:
+            message = f"{LINK_PROBLEM_PREFIX}{link_written(kind, target_text, heading)} on line {line}"
+            unresolved.append((source_path, line, pk, message))
+    if changes:
+        with connection.cursor() as cursor:
+            for start in range(0, len(changes), 10000):
+                part = changes[start:start + 10000]
+                cursor.execute(
+                    f"UPDATE {links._meta.db_table} AS l SET target_id = v.target "
+                    "FROM unnest(%s::bigint[], %s::bigint[]) AS v(id, target) WHERE l.id = v.id",
+                    [[pk for pk, _ in part], [target for _, target in part]],
+                )
+    # The links of notes that are gone point nowhere (they come back resolved with their note).
+    gone = list(documents.objects.filter(collection_id=collection_id, active=False).values_list("pk", flat=True))
+    if gone:
+        links.objects.filter(source_id__in=gone, target__isnull=False).update(target=None)
+    unresolved.sort()
+    return LinkResolution(changed=len(changes), problems=[(path, message) for path, _, _, message in unresolved])
+
+
+def link_written(kind: str, target_text: str, heading: str = "") -> str:
+    """A link as its author would write it, for messages: [[Note#Heading]], ![[Embed]], (path.md)."""
+    inner = target_text + (f"#{heading}" if heading else "")
+    if kind == MARKDOWN:
+        return f"({inner})"
+    return f"{'!' if kind == 'embed' else ''}[[{inner}]]"
