@@ -85,3 +85,27 @@ class StatusResult(BaseModel):
     problems: int = 0
     server: dict | None = Field(None, description="staff only: where the database and broker run "
                                                   "(host, PMD_HOME, broker URL); null for other users")
+
+
+class LinkInfo(BaseModel):
+    """One link of pmd_links: from the note asked about (links) or to it (backlinks)."""
+
+    kind: str = Field(description="wikilink, embed or markdown")
+    link: str = Field(description="as written: [[Note#Heading]], ![[Embed]], (path.md)")
+    line: int = Field(description="line of the link in the note that writes it")
+    context: str = Field(description="the sentence around the link")
+    heading: str = ""
+    resolved: bool
+    docid: str | None = Field(None, description="the note at the other end (pass to pmd_get); None if unresolved")
+    uri: str | None = None
+    title: str | None = None
+
+
+class LinksResult(BaseModel):
+    docid: str
+    uri: str
+    title: str
+    links: list[LinkInfo] = Field(default_factory=list, description="links this note writes, in order")
+    backlinks: list[LinkInfo] = Field(default_factory=list, description="notes that link to this one")
+    links_total: int = 0
+    backlinks_total: int = 0

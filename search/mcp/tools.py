@@ -1,9 +1,11 @@
-"""The tools: pmd_search, pmd_vector_search, pmd_deep_search, pmd_get, pmd_multi_get, pmd_status.
+"""The tools: pmd_search, pmd_vector_search, pmd_deep_search, pmd_get, pmd_multi_get, pmd_status, pmd_links.
 
 Tools are thin: they build a SearchRequest (or a document reference), call one service or
 selector, and return a typed model (search.mcp.models; clients get `structuredContent`) plus a
 compact text rendering that costs an agent few tokens.
 """
+
+from typing import Literal
 
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
@@ -11,6 +13,7 @@ from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 
 from indexing.access import Access
+from indexing.links import document_links
 from indexing.selectors import document_page, documents_multi_get
 from pmd_site.status import status_report
 from search.formatters import numbered_lines
@@ -21,6 +24,8 @@ from search.mcp.models import (
     DocumentText,
     EmbeddingsInfo,
     Hit,
+    LinkInfo,
+    LinksResult,
     MultiGetResult,
     SearchResult,
     StatusResult,
@@ -193,4 +198,53 @@ def register_tools(server: MCPServer) -> None:
         vectors = result.embeddings
         lines.append(f"embeddings ({vectors.model or 'unknown model'}): {vectors.embedded} texts embedded, "
                      f"{vectors.pending} pending" + (f"; {vectors.hint}" if vectors.hint else ""))
+        return _result(result, "\n".join(lines))
+
+
+# --- links (indexing.links): a separate block, registered by search.mcp.server --------------------
+
+def register_link_tools(server: MCPServer) -> None:
+    """Add pmd_links to `server`."""
+
+    @server.tool(name="pmd_links", title="Links and backlinks of a note", annotations=READ_ONLY)
+    @tool_call
+    def pmd_links(
+        ref: str = Field(min_length=1, max_length=4096,
+                         description="#docid, pmd://collection/path, collection/path or path"),
+        direction: Literal["both", "out", "in"] = Field(
+            "both", description="out: the links the note writes; in: the notes linking to it (backlinks)"),
+        limit: int = Field(50, ge=1, le=1000, description="at most this many links, and as many backlinks"),
+        collections: list[str] = Field(default_factory=list),
+        ctx: Context = None,
+    ) -> LinksResult:
+        """The notes a note links to ([[wikilinks]], embeds, links to .md files; unresolved ones too) and the
+        notes that link to it, each with its line and the sentence around the link. Read one with pmd_get."""
+        found = document_links(ref, access=mcp_access(ctx), collections=collections or None, limit=limit)
+        data = found.as_dict()
+
+        def info(row: dict) -> LinkInfo:
+            return LinkInfo(kind=row["kind"], link=row["link"], line=row["line"], context=row["context"],
+                            heading=row["heading"], resolved=row["resolved"], docid=row["docid"], uri=row["uri"],
+                            title=row["title"])
+
+        result = LinksResult(
+            docid=data["docid"], uri=data["uri"], title=data["title"],
+            links=[info(r) for r in data["links"]] if direction in ("both", "out") else [],
+            backlinks=[info(r) for r in data["backlinks"]] if direction in ("both", "in") else [],
+            links_total=data["links_total"], backlinks_total=data["backlinks_total"],
+        )
+        lines = [f"#{result.docid} {result.uri} {result.title}"]
+        if direction in ("both", "out"):
+            lines.append(f"links ({result.links_total}):")
+            for link in result.links:
+                where = f"#{link.docid} {link.uri}" if link.resolved else "unresolved"
+                lines.append(f"  line {link.line} {link.link} -> {where}")
+            if len(result.links) < result.links_total:
+                lines.append(f"  … {result.links_total - len(result.links)} more (raise limit)")
+        if direction in ("both", "in"):
+            lines.append(f"backlinks ({result.backlinks_total}):")
+            for link in result.backlinks:
+                lines.append(f"  #{link.docid} {link.uri}:{link.line} {link.title}: {link.context[:200]}")
+            if len(result.backlinks) < result.backlinks_total:
+                lines.append(f"  … {result.backlinks_total - len(result.backlinks)} more (raise limit)")
         return _result(result, "\n".join(lines))
