@@ -19,9 +19,11 @@ from __future__ import annotations
 import getpass
 
 from django.db.models import Q, QuerySet
+from django.db.models.signals import pre_delete
+from django.dispatch import receiver
 
 from indexing import errors
-from indexing.models import Collection
+from indexing.models import AuditEvent, Collection
 
 
 class AccessDenied(errors.PmdError, PermissionError):
@@ -167,3 +169,30 @@ def require_write(access: Access, what: str = "managing collections and contexts
     if access.active and not access.can_write:
         raise AccessDenied(f"{what} needs a token with write scope; this token is read-only")
     require_staff(access, what)
+
+
+@receiver(pre_delete, sender=Collection, dispatch_uid="pmd.access.tokens_of_removed_collections")
+def _revoke_tokens_left_without_collections(sender, instance: Collection, origin=None, **kwargs) -> None:
+    """A token limited to collections that are all removed is revoked, not widened.
+
+    A token with no collections is not limited (it sees all its user sees), and removing a
+    collection removes it from the tokens limited to it: without this, a token limited to the one
+    collection that was removed would see everything its user sees on its next request.
+    """
+    from django.utils import timezone
+
+    from search.models import ApiToken
+
+    removed = {instance.pk}
+    if isinstance(origin, QuerySet) and origin.model is Collection:  # a bulk delete: all of them go
+        removed |= set(origin.values_list("pk", flat=True))
+    kept = ApiToken.collections.through.objects.exclude(collection_id__in=removed).values("apitoken_id")
+    tokens = list(ApiToken.objects.filter(collections=instance, revoked__isnull=True)
+                  .exclude(pk__in=kept).select_related("user"))
+    now = timezone.now()
+    for token in tokens:
+        token.revoked = now
+        token.save(update_fields=["revoked"])
+        AuditEvent.objects.create(actor=None, actor_label="pmd", action="token.revoke",
+                                  target=f"{token.prefix}… of {token.user.get_username()}"[:300],
+                                  detail={"name": token.name, "reason": f"its collection {instance.name} was removed"})
