@@ -383,3 +383,177 @@ def test_backfill_migration_rebuilds_the_structure_of_an_index_without_it(vault)
     assert _links(vault) == before_links
     assert list(FileProblem.objects.values_list("path", "message")) == [
         ("Home.md", "unresolved link [[Missing Note]] on line 9")]
+
+
+# --- links and backlinks in every face -------------------------------------------------------------
+
+def test_document_links_selector(vault):
+    from indexing.access import Access
+    from indexing.links import document_links
+
+    found = document_links("projects/alpha.md", access=Access.local_user())
+    assert [(link.written, link.line, link.other.path) for link in found.links] == [
+        ("[[beta]]", 8, "projects/beta.md"), ("(../Home.md)", 8, "Home.md")]
+    assert [(link.other.path, link.line, link.written) for link in found.backlinks] == [
+        ("Home.md", 8, "[[Alpha Plan]]"),
+        ("journal/20250320-retro.md", 3, "(../projects/alpha.md)"),
+        ("projects/beta.md", 8, "[[projects/alpha]]"),
+        ("projects/beta.md", 8, "[[alpha#Details]]"),
+    ]
+    home = next(link for link in found.backlinks if link.other.path == "Home.md")
+    assert home.context == "Start with [[Ideas]] and [[Alpha Plan|the plan]]."
+    assert (found.links_total, found.backlinks_total) == (2, 4)
+    limited = document_links("#" + _doc(vault, "projects/alpha.md").docid, access=Access.local_user(), limit=1)
+    assert (len(limited.links), len(limited.backlinks), limited.backlinks_total) == (1, 1, 4)
+    home_links = document_links("Home.md", access=Access.local_user()).as_dict()["links"]
+    missing = next(link for link in home_links if link["target"] == "Missing Note")
+    assert missing["resolved"] is False and missing["uri"] is None and missing["link"] == "[[Missing Note]]"
+
+
+def test_document_links_shows_only_what_access_sees(vault, django_user_model, tmp_path):
+    from indexing.access import Access
+    from indexing.links import document_links
+    from indexing.models import Collection, Content, Document, DocumentLink
+    from indexing.selectors import DocumentNotFound
+
+    member = django_user_model.objects.create_user("member", password="pw-member-123")
+    secret = Collection.objects.create(name="secret", root_path=str(tmp_path), visibility=Collection.Visibility.PRIVATE)
+    content = Content.objects.create(hash="f" * 64, body="[[alpha]]", size=9)
+    hidden = Document.objects.create(collection=secret, path="hidden.md", title="Hidden", content=content, docid="ffffff")
+    # a link across collections cannot come from a scan: made here to prove the read filters it anyway
+    DocumentLink.objects.create(source=hidden, target=_doc(vault, "projects/alpha.md"), kind="wikilink",
+                                target_text="alpha", line=1)
+    as_member = document_links("pmd://vault/projects/alpha.md", access=Access.for_user(member))
+    assert "secret" not in {link.other.collection.name for link in as_member.backlinks}
+    assert as_member.backlinks_total == 4
+    local = document_links("pmd://vault/projects/alpha.md", access=Access.local_user())
+    assert local.backlinks_total == 5  # the local user sees every collection
+    with pytest.raises(DocumentNotFound):
+        document_links("pmd://secret/hidden.md", access=Access.for_user(member))
+    vault.visibility = Collection.Visibility.PRIVATE
+    vault.save()
+    with pytest.raises(DocumentNotFound):
+        document_links("projects/alpha.md", access=Access.for_user(member))
+
+
+def test_cli_links_and_backlinks_in_every_format(vault, run_cli):
+    import csv
+    import io
+    import json
+
+    code, out, err = run_cli("links", "Home.md")
+    assert code == 0, err
+    assert "[[Ideas]]  →  pmd://vault/projects/Ideas.md" in out
+    assert "[[Missing Note]]  →  unresolved" in out
+    assert out.splitlines()[0].startswith("pmd://vault/Home.md #")
+
+    code, out, _ = run_cli("backlinks", "pmd://vault/projects/alpha.md")
+    assert code == 0
+    assert "pmd://vault/Home.md:8" in out and "Start with [[Ideas]] and [[Alpha Plan|the plan]]." in out
+    assert "pmd://vault/journal/20250320-retro.md:3" in out
+
+    code, out, _ = run_cli("backlinks", "projects/alpha.md", "--json")
+    data = json.loads(out)
+    assert data["uri"] == "pmd://vault/projects/alpha.md" and data["backlinks_total"] == 4
+    assert {b["uri"] for b in data["backlinks"]} == {
+        "pmd://vault/Home.md", "pmd://vault/journal/20250320-retro.md", "pmd://vault/projects/beta.md"}
+
+    code, out, _ = run_cli("links", "Home.md", "--files")
+    assert out.splitlines()[0].endswith(",pmd://vault/projects/Ideas.md")
+    assert len(out.splitlines()) == 5  # 9 links, 5 notes (the broken one has none)
+
+    code, out, _ = run_cli("links", "Home.md", "--csv")
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert len(rows) == 9 and [r["resolved"] for r in rows].count("no") == 1
+    assert rows[0]["link"] == "[[Ideas]]" and rows[0]["uri"] == "pmd://vault/projects/Ideas.md"
+
+    code, out, _ = run_cli("backlinks", "projects/alpha.md", "--md")
+    assert out.startswith("# Backlinks of Alpha") and "> Looking back at [Alpha](../projects/alpha.md)" in out
+
+    code, out, _ = run_cli("links", "Home.md", "-n", "2")
+    assert "… and 7 more" in out
+
+    code, _, err = run_cli("links", "nowhere.md")
+    assert code == 1 and "no document nowhere.md" in err
+
+
+def test_api_links(vault, django_user_model):
+    from django.test import Client
+
+    from indexing.access import Access
+    from indexing.models import Collection
+    from search.api_tokens import token_create
+
+    reader = django_user_model.objects.create_user("reader", password="pw-reader-123")
+    client = Client(HTTP_AUTHORIZATION=f"Bearer {token_create(user=reader, access=Access.local_user()).raw}")
+    response = client.get("/api/links", {"ref": "projects/alpha.md"})
+    assert response.status_code == 200, response.content
+    data = response.json()
+    assert [link["uri"] for link in data["links"]] == ["pmd://vault/projects/beta.md", "pmd://vault/Home.md"]
+    assert data["backlinks_total"] == 4 and data["backlinks"][0]["context"].startswith("Start with")
+    limited = client.get("/api/links", {"ref": "projects/alpha.md", "limit": 1}).json()
+    assert len(limited["backlinks"]) == 1 and limited["backlinks_total"] == 4
+    assert client.get("/api/links", {"ref": "nowhere.md"}).status_code == 404
+    assert client.get("/api/links").status_code == 422
+    assert Client().get("/api/links", {"ref": "projects/alpha.md"}).status_code == 401
+    Collection.objects.filter(pk=vault.pk).update(visibility=Collection.Visibility.PRIVATE)
+    hidden = client.get("/api/links", {"ref": "projects/alpha.md"})
+    assert hidden.status_code == 404 and "vault" not in hidden.json()["message"]
+
+
+@pytest.mark.django_db(transaction=True, available_apps=[
+    "django.contrib.admin", "django.contrib.auth", "django.contrib.contenttypes", "django.contrib.sessions",
+    "django.contrib.messages", "django.contrib.staticfiles", "django_htmx", "indexing", "search",
+])
+def test_mcp_pmd_links_over_http(vault, django_user_model):
+    import threading
+    import time
+
+    import anyio
+    import uvicorn
+    from test_mcp import _close_other_connections, _free_port, _http_client
+
+    from indexing.access import Access
+    from pmd_site.asgi import application
+    from search.api_tokens import token_create
+
+    user = django_user_model.objects.create_user("agent", password="pw-agent-123")
+    token = token_create(user=user, name="agent", access=Access.local_user()).raw
+    port = _free_port()
+    server = uvicorn.Server(uvicorn.Config(application, host="127.0.0.1", port=port, log_level="warning",
+                                           lifespan="on"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        assert time.monotonic() < deadline and thread.is_alive(), "uvicorn did not start"
+        time.sleep(0.05)
+
+    async def run():
+        async with _http_client(f"http://127.0.0.1:{port}", token) as client:
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+            both = await client.call_tool("pmd_links", {"ref": "projects/alpha.md"})
+            incoming = await client.call_tool("pmd_links", {"ref": "Home.md", "direction": "in"})
+            outgoing = await client.call_tool("pmd_links", {"ref": "Home.md", "direction": "out", "limit": 3})
+            missing = await client.call_tool("pmd_links", {"ref": "nowhere.md"})
+            return tools, both, incoming, outgoing, missing
+
+    try:
+        tools, both, incoming, outgoing, missing = anyio.run(run)
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        _close_other_connections()
+    assert tools["pmd_links"].annotations.read_only_hint is True
+    assert not both.is_error, both.content[0].text
+    data = both.structured_content
+    assert [link["uri"] for link in data["links"]] == ["pmd://vault/projects/beta.md", "pmd://vault/Home.md"]
+    assert data["backlinks_total"] == 4 and data["backlinks"][0]["uri"] == "pmd://vault/Home.md"
+    assert "backlinks (4):" in both.content[0].text
+    assert incoming.structured_content["links"] == [] and {
+        b["uri"] for b in incoming.structured_content["backlinks"]} == {
+        "pmd://vault/projects/alpha.md", "pmd://vault/projects/beta.md", "pmd://vault/journal/2025-03-14 standup.md"}
+    out = outgoing.structured_content
+    assert out["backlinks"] == [] and len(out["links"]) == 3 and out["links_total"] == 9
+    assert "6 more" in outgoing.content[0].text
+    assert missing.is_error and "nowhere.md" in missing.content[0].text

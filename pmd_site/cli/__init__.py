@@ -22,6 +22,7 @@ from indexing.errors import PmdError
 COMMAND_MODULES = [
     "pmd_site.cli.collections",
     "pmd_site.cli.documents",
+    "pmd_site.cli.links",
     "pmd_site.cli.contexts",
     "pmd_site.cli.search",
     "pmd_site.cli.query",
