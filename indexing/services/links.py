@@ -17,6 +17,7 @@ follow it. A link that resolves to nothing is a problem of the linking note (`Li
 
 from __future__ import annotations
 
+import bisect
 import posixpath
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -36,33 +37,37 @@ MAX_LINKS_PER_NOTE = 5000
 
 
 def links_store(links_by_document: Iterable[tuple[int, list[Link]]], *, replace: Iterable[int] = (),
-                links=DocumentLink) -> int:
+                names: NoteNames | None = None, paths: dict[int, str] | None = None, links=DocumentLink) -> int:
     """Write the links of documents (their ids and parsed links); the old links of `replace` go first.
-    Targets are left unresolved: `links_resolve` fills them. Returns how many rows were written.
+    With `names` (and the documents' `paths`) each link gets the target they resolve it to, else
+    none: `links_resolve` has the last word either way. Returns how many rows were written.
 
     One INSERT … SELECT FROM unnest(arrays) per few thousand links: a vault's first scan writes
     hundreds of thousands of them, which model instances and bulk_create would make slow."""
     replace = list(replace)
     if replace:
         links.objects.filter(source_id__in=replace).delete()
-    columns: tuple[list, ...] = ([], [], [], [], [], [], [])
+    columns: tuple[list, ...] = ([], [], [], [], [], [], [], [])
     written = 0
 
     def insert() -> None:
         with connection.cursor() as cursor:
             cursor.execute(
-                f"INSERT INTO {links._meta.db_table} (source_id, kind, target_text, heading, shown_text, line, context) "
+                f"INSERT INTO {links._meta.db_table} "
+                "(source_id, kind, target_text, heading, shown_text, line, context, target_id) "
                 "SELECT * FROM unnest(%s::bigint[], %s::text[], %s::text[], %s::text[], %s::text[], %s::int[], "
-                "%s::text[])",
+                "%s::text[], %s::bigint[])",
                 list(columns),
             )
         for column in columns:
             column.clear()
 
     for doc_id, found in links_by_document:
+        source_path = paths.get(doc_id) if names is not None and paths else None
         for link in found[:MAX_LINKS_PER_NOTE]:
+            target = names.resolve(source_path, link.target, link.kind) if source_path is not None else None
             for column, value in zip(columns, (doc_id, link.kind, link.target[:1000], link.heading[:500],
-                                               link.shown[:500], link.line, link.context)):
+                                               link.shown[:500], link.line, link.context, target)):
                 column.append(value)
             written += 1
             if len(columns[0]) >= 5000:
@@ -80,33 +85,33 @@ def _stem(name: str) -> str:
     return name
 
 
-def _by_shortest_path(pairs: list[tuple[str, int]]) -> list[tuple[str, int]]:
-    return sorted(pairs, key=lambda pair: (len(pair[0]), pair[0]))
-
-
 class NoteNames:
-    """The names the active notes of a collection can be linked by."""
+    """The names the active notes of a collection can be linked by (built from rows, or one note at a time)."""
 
-    def __init__(self, rows: Iterable[tuple[int, str, object, object, object]]):
+    def __init__(self, rows: Iterable[tuple[int, str, object, object, object]] = ()):
         self.by_path: dict[str, int] = {}
         self.by_path_lower: dict[str, int] = {}
-        stems: dict[str, list[tuple[str, int]]] = {}
-        titles: dict[str, list[tuple[str, int]]] = {}
-        aliases: dict[str, list[tuple[str, int]]] = {}
-        for pk, path, title, alias_list, alias in rows:
-            self.by_path[path] = pk
-            self.by_path_lower.setdefault(path.lower(), pk)
-            stems.setdefault(_stem(posixpath.basename(path)).lower(), []).append((path, pk))
-            fm = {k: v for k, v in (("title", title), ("aliases", alias_list), ("alias", alias)) if v is not None}
-            if fm:
-                name, names = frontmatter_names(fm)
-                if name:
-                    titles.setdefault(name.lower(), []).append((path, pk))
-                for a in names:
-                    aliases.setdefault(a.lower(), []).append((path, pk))
-        self.by_stem = {k: _by_shortest_path(v) for k, v in stems.items()}
-        self.by_title = {k: _by_shortest_path(v)[0][1] for k, v in titles.items()}
-        self.by_alias = {k: _by_shortest_path(v)[0][1] for k, v in aliases.items()}
+        self.by_stem: dict[str, list[tuple[int, str, int]]] = {}  # (len(path), path, pk), shortest first
+        self.by_title: dict[str, tuple[int, str, int]] = {}
+        self.by_alias: dict[str, tuple[int, str, int]] = {}
+        for row in rows:
+            self.add(*row)
+
+    def add(self, pk: int, path: str, title=None, alias_list=None, alias=None) -> None:
+        """A note, with its frontmatter's title, aliases and alias (as stored: any JSON value, or None)."""
+        self.by_path[path] = pk
+        self.by_path_lower.setdefault(path.lower(), pk)
+        entry = (len(path), path, pk)
+        bisect.insort(self.by_stem.setdefault(_stem(posixpath.basename(path)).lower(), []), entry)
+        fm = {k: v for k, v in (("title", title), ("aliases", alias_list), ("alias", alias)) if v is not None}
+        if not fm:
+            return
+        name, names = frontmatter_names(fm)
+        for table, keys in ((self.by_title, [name] if name else []), (self.by_alias, names)):
+            for key in keys:
+                key = key.lower()
+                if key not in table or entry < table[key]:
+                    table[key] = entry
 
     @classmethod
     def of(cls, collection_id: int, *, documents=Document) -> NoteNames:
@@ -142,16 +147,17 @@ class NoteNames:
         candidates = self.by_stem.get(stem)
         if candidates:
             if "/" not in name:
-                return candidates[0][1]
+                return candidates[0][2]
             # [[folder/Note]]: a note whose path ends with it (the shortest one)
             suffix = "/" + posixpath.normpath(_stem(name)).lower().lstrip("./") + ".md"
-            for path, pk in candidates:
+            for _, path, pk in candidates:
                 if ("/" + _stem(path).lower() + ".md").endswith(suffix):
                     return pk
         if kind == MARKDOWN:
             name = _stem(posixpath.basename(name))  # [x](Title.md): a title or alias is a name, not a path
         key = name.lower()
-        return self.by_title.get(key) or self.by_alias.get(key)
+        found = self.by_title.get(key) or self.by_alias.get(key)
+        return found[2] if found else None
 
 
 LINK_PROBLEM_PREFIX = "unresolved link "

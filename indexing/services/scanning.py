@@ -25,7 +25,12 @@ from indexing.folders import collection_folder_refusal, pseudo_mount_points
 from indexing.locks import advisory_lock, collection_lock_key
 from indexing.models import Collection, Content, Document, FileProblem
 from indexing.paths import glob_match
-from indexing.services.links import LINK_PROBLEM_PREFIX, links_resolve, links_store
+from indexing.services.links import (
+    LINK_PROBLEM_PREFIX,
+    NoteNames,
+    links_resolve,
+    links_store,
+)
 from indexing.structure import DATE_MTIME, Link, note_date, note_structure
 from indexing.text import BinaryFile, parse_markdown
 from search.index import keyword_index_update  # the BM25 index follows every scan
@@ -352,6 +357,9 @@ class _Batch:
 
     def __init__(self, collection: Collection):
         self.collection = collection
+        # Links are written with the target they resolve to among the notes written so far, so the
+        # final resolution of the collection changes few rows.
+        self.names: NoteNames | None = None
         self.contents: dict[str, Content] = {}
         self.new_docs: list[Document] = []
         self.changed_docs: list[Document] = []
@@ -388,6 +396,19 @@ class _Batch:
         (self.changed_docs if pk else self.new_docs).append(doc)
         self.links.append((doc, structure.links))
 
+    def _store_links(self) -> None:
+        """The links of the documents this flush wrote (after them), resolved among the notes written so far:
+        the active notes the scan started with and the documents of this flush and the earlier ones."""
+        if self.names is not None:
+            for doc, _ in self.links:
+                fm = doc.frontmatter if isinstance(doc.frontmatter, dict) else {}
+                self.names.add(doc.id, doc.path, fm.get("title"), fm.get("aliases"), fm.get("alias"))
+        with_links = [(doc, links) for doc, links in self.links if links]
+        if with_links and self.names is None:
+            self.names = NoteNames.of(self.collection.pk)  # read after this flush's documents were written
+        links_store([(doc.id, links) for doc, links in with_links], replace=[d.id for d in self.changed_docs],
+                    names=self.names, paths={doc.id: doc.path for doc, _ in with_links})
+
     def flush(self, report: ScanReport, *, final: bool = False) -> None:
         now = timezone.now()
         with transaction.atomic():
@@ -409,8 +430,7 @@ class _Batch:
                 )
                 report.changed_document_ids.extend(d.id for d in self.changed_docs)
             if self.links:
-                links_store([(doc.id, links) for doc, links in self.links],
-                            replace=[d.id for d in self.changed_docs])
+                self._store_links()
             if self.touched:
                 Document.objects.bulk_update(self.touched, ["mtime", "size", "active"], batch_size=500)
             if self.touched_dated:
