@@ -557,3 +557,36 @@ def test_mcp_pmd_links_over_http(vault, django_user_model):
     assert out["backlinks"] == [] and len(out["links"]) == 3 and out["links_total"] == 9
     assert "6 more" in outgoing.content[0].text
     assert missing.is_error and "nowhere.md" in missing.content[0].text
+
+
+def test_removed_and_restored_note_loses_then_regains_its_backlinks(vault, vault_dir):
+    from indexing.services.scanning import collection_index
+
+    ideas = vault_dir / "projects/Ideas.md"
+    text = ideas.read_text()
+    ideas.unlink()
+    report = collection_index(vault)
+    assert report.removed == 1
+    links = _links(vault)
+    assert links[("Home.md", "Ideas")] is None and links[("journal/deep/nested/note.md", "Ideas")] is None
+    assert ("projects/Ideas.md", "Renamed Note") not in links  # an inactive note's links are not listed
+    assert "Home.md: unresolved link [[Ideas]] on line 8" in [str(i) for i in report.issues]
+    assert not any(i.path == "projects/Ideas.md" for i in report.issues)
+
+    ideas.write_text(text)
+    report = collection_index(vault)
+    assert report.reactivated == 1
+    links = _links(vault)
+    assert links[("Home.md", "Ideas")] == "projects/Ideas.md"
+    assert links[("projects/Ideas.md", "Renamed Note")] == "Renamed Note.md"
+    assert [str(i) for i in report.issues] == ["Home.md: unresolved link [[Missing Note]] on line 9"]
+
+
+def test_cli_collection_add_prints_unresolved_links(db, vault_dir, run_cli):
+    code, _, err = run_cli("collection", "add", str(vault_dir), "--name", "cli-vault")
+    assert code == 0, err
+    assert "Home.md: unresolved link [[Missing Note]] on line 9" in err
+    (vault_dir / "Home.md").write_text((vault_dir / "Home.md").read_text().replace("[[Ideas]]", "[[bold]]"))
+    code, _, err = run_cli("update", "-c", "cli-vault")
+    assert code == 0, err
+    assert "Home.md: unresolved link [[bold]] on line 8" in err  # text, not terminal markup

@@ -8,6 +8,7 @@ import sys
 from contextlib import contextmanager
 
 from rich.console import Console
+from rich.markup import escape
 
 
 def color_enabled(stream=None) -> bool:
@@ -33,11 +34,12 @@ def stderr_console() -> Console:
 
 
 def error(message: str) -> None:
-    stderr_console().print(f"[bold red]error:[/] {message}", markup=True, highlight=False)
+    stderr_console().print(f"[bold red]error:[/] {escape(message)}", markup=True, highlight=False)
 
 
 def warn(message: str) -> None:
-    stderr_console().print(f"[yellow]warning:[/] {message}", markup=True, highlight=False)
+    """A warning; the message is text, not markup (`[[Note]]`, `notes/[draft].md` print as written)."""
+    stderr_console().print(f"[yellow]warning:[/] {escape(message)}", markup=True, highlight=False)
 
 
 def print_json(data) -> None:
