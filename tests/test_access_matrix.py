@@ -46,6 +46,8 @@ SECRET_WORD = "zanzibarquux"  # only in hr-secret's documents, contexts, jobs an
 HIDDEN_QUERY = "salary bands compensation"  # words only hr-secret's documents use
 SHARED_QUERY = "vacation days"  # in common/faq.md, the file both collections hold
 NEVER_DOCID = "#fedcba"
+HIDDEN_FIELD = "pay_grade"  # a frontmatter field only hidden notes have
+NEVER_FIELD = "pay_grado"
 
 HANDBOOK_FILES = {
     "welcome.md": "# Welcome to the handbook\n\nStart here: onboarding checklist, office hours and the team calendar.\n",
@@ -53,7 +55,7 @@ HANDBOOK_FILES = {
                             "from your lead.\n",
 }
 HIDDEN_FILES = {
-    "salaries.md": f"# Salary bands\n\nThe {SECRET_WORD} salary bands for engineers, reviewed every spring by the "
+    "salaries.md": f"---\n{HIDDEN_FIELD}: L5\n---\n# Salary bands\n\nThe {SECRET_WORD} salary bands for engineers, reviewed every spring by the "
                    "compensation panel.\n",
     "reviews/2025.md": f"# Performance reviews 2025\n\n{SECRET_WORD} calibration notes: promotions, salary bands "
                        "and compensation ratings.\n",
@@ -420,7 +422,10 @@ def _syntax_op(index: int):
             if p.sees_hidden:
                 assert f"pmd://{HIDDEN}/salaries.md" in uris, (mode, query, uris)
             _visible_uris(uris, p)
-            echoes.append(_without_timings(response).replace(json.dumps(query), ""))
+            text = _without_timings(response).replace(json.dumps(query), "")
+            for token in sorted(query.split(), key=len, reverse=True):  # the caller's own words, quoted back
+                text = text.replace(token, "")
+            echoes.append(text)
         return " ".join(echoes)
 
     op.__name__ = f"search_syntax_{index}"
@@ -464,6 +469,25 @@ for _name, (_call, *_expected) in {
     "get": (lambda c, n: c.get("/api/get", {"ref": "salaries.md", "collection": n}), 404, "document_not_found"),
 }.items():
     api_read(_filter_op(_name, _call, *_expected))
+
+
+@api_read
+def search_by_a_field_only_hidden_notes_have(client, p, w):
+    """`field:value` over a frontmatter field only the hidden notes have: answered as for a field no note has."""
+    for mode in ("search", "query"):
+        hidden = _search(client, mode, f"{HIDDEN_FIELD}:L5 salary")
+        assert hidden.status_code == 200, hidden.content
+        if p.sees_hidden:
+            assert f"pmd://{HIDDEN}/salaries.md" in _uris(hidden), (mode, hidden.content)
+            continue
+        never = _search(client, mode, f"{NEVER_FIELD}:L5 salary")
+        assert _uris(hidden) == _uris(never)
+        _visible_uris(_uris(hidden), p)
+        hidden_warnings = [m.replace(HIDDEN_FIELD, "FIELD") for m in _body(hidden)["warnings"]]
+        assert hidden_warnings == [m.replace(NEVER_FIELD, "FIELD") for m in _body(never)["warnings"]]
+        if mode == "search":  # keyword scores too (a vector of other words scores otherwise, rightly)
+            assert (_without_timings(hidden).replace(HIDDEN_FIELD, "FIELD")
+                    == _without_timings(never).replace(NEVER_FIELD, "FIELD"))
 
 
 def _not_found_op(name: str, hidden_ref, never_ref, code: str, *, seer_collection: str = HIDDEN):
@@ -1046,7 +1070,7 @@ def initialize_instructions(mcp, p, w):
 def tools_list(mcp, p, w):
     response = mcp.raw("tools/list")
     assert response.status_code == 200, response.text
-    assert {t["name"] for t in response.json()["result"]["tools"]} == {
+    assert {t["name"] for t in response.json()["result"]["tools"]} >= {
         "pmd_search", "pmd_vector_search", "pmd_deep_search", "pmd_get", "pmd_multi_get", "pmd_status"}
     return response.text
 
