@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the CLI builds its parser from this module before Django is set up
     from indexing.access import Access
+    from search.filters import SearchFilters
 
 DEFAULT_LIMIT = 5
 DEFAULT_LIMIT_MACHINE = 20  # --json / --files: scripts want more than a screenful
@@ -71,6 +72,10 @@ class SearchRequest:
     # who is searching (indexing.access): decides which collections are read. Required: search_run
     # refuses a request without one rather than read everything.
     access: Access | None = None
+    # structured filters (search.filters): merged by search_run with those written in `query`,
+    # after which `query` holds only the words to search and `filters` everything to apply
+    filters: SearchFilters | None = None
+    sort: str = "relevance"  # relevance | date (newest first)
 
     def effective_limit(self, *, machine_format: bool = False) -> int:
         if self.all:

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING
 
 from search.request import mode_verb
+
+if TYPE_CHECKING:
+    from search.filters import SearchFilters
 
 
 @dataclass
@@ -21,6 +25,10 @@ class SearchResult:
     body: str | None = None  # the full document with --full
     scores: dict = field(default_factory=dict)  # component scores (raw bm25, cosine, rrf, rerank...)
     explain: dict | None = None
+    # The note's date (ISO 8601, UTC) and where it came from (frontmatter:date, frontmatter:created,
+    # filename, mtime): the date that date filters and --sort date used.
+    date: str | None = None
+    date_source: str = ""
 
     @property
     def uri(self) -> str:
@@ -44,6 +52,8 @@ class SearchResponse:
     results: list[SearchResult] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)  # stage → milliseconds
+    filters: SearchFilters | None = None  # what was applied (the query's and the caller's)
+    sort: str = "relevance"
 
     def as_dict(self) -> dict:
         return {
@@ -52,4 +62,6 @@ class SearchResponse:
             "results": [r.as_dict() for r in self.results],
             "warnings": list(self.warnings),
             "timings_ms": {k: round(v, 2) for k, v in self.timings.items()},
+            "filters": self.filters.as_dict() if self.filters is not None and not self.filters.empty else None,
+            "sort": self.sort,
         }

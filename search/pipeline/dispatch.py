@@ -1,19 +1,93 @@
-"""One entry point from a SearchRequest to the mode's service: the CLI, API, web, MCP and bench call it."""
+"""One entry point from a SearchRequest to the mode's service: the CLI, API, web, MCP and bench call it.
+
+Here, once for every face and mode, the filters written in the query text (`tag:db`,
+`after:"last week"`, `status:draft`…; search.filters) are taken out of it and merged with the
+request's structured `filters`; the services then search the remaining words inside those
+filters (search.retrieval.filters). A query of filters only lists the matching notes, newest
+first. `sort=date` orders the results newest first.
+"""
 
 from __future__ import annotations
 
+import time
+from dataclasses import replace
+from datetime import datetime
+
+from search.filters import SORT_DATE, SORTS, FilterError, SearchFilters, parse_filters
 from search.pipeline.hybrid import hybrid_search
 from search.request import Mode, SearchRequest, mode_normalize
-from search.results import SearchResponse
-from search.retrieval.common import request_access
+from search.results import SearchResponse, SearchResult
+from search.retrieval.common import collection_ids_for, request_access
+from search.retrieval.filters import fields_resolved, filtered_notes, frontmatter_keys
 from search.retrieval.keyword import keyword_search
 from search.retrieval.vector import vector_search
 
 SERVICES = {Mode.KEYWORD: keyword_search, Mode.VECTOR: vector_search, Mode.HYBRID: hybrid_search}
 
 
+def sort_normalize(name: str | None) -> str:
+    text = (name or "relevance").strip().lower()
+    if text not in SORTS:
+        raise FilterError(f"unknown sort '{text}': use relevance or date")
+    return text
+
+
 def search_run(request: SearchRequest) -> SearchResponse:
     """Run the request through its mode's service (the one place adapters call)."""
-    request_access(request)  # who is asking decides what is read: no request goes without it
-    request.mode = mode_normalize(request.mode)
-    return SERVICES[request.mode](request)
+    access = request_access(request)  # who is asking decides what is read: no request goes without it
+    request = replace(request, mode=mode_normalize(request.mode), sort=sort_normalize(request.sort))
+    started = time.perf_counter()
+    original = request.query
+    warnings: list[str] = []
+    filters = request.filters
+    if ":" in (request.query or "") or (filters is not None and not filters.empty):
+        ids: list = []  # the searched collections, looked up once (a bad name is an error here)
+
+        def visible_ids():
+            if not ids:
+                ids.append(collection_ids_for(request.collections, access))
+            return ids[0]
+
+        parsed = parse_filters(request.query, field_keys=lambda words: frontmatter_keys(words, visible_ids()))
+        filters = parsed.filters.merged(filters)
+        warnings += parsed.warnings
+        if not filters.empty:
+            filters, unknown = fields_resolved(filters, visible_ids())
+            warnings += unknown
+            request.query = parsed.text
+        else:
+            filters = None
+    request.filters = filters if filters is not None and not filters.empty else None
+    filter_ms = (time.perf_counter() - started) * 1000
+    if request.filters is not None and not request.query.strip() and not request.searches:
+        response = filtered_notes(request, request.filters)
+        warnings.append(f"no words to search for: the notes matching {request.filters.describe()}, newest first")
+    else:
+        response = SERVICES[request.mode](request)
+    response.query = original
+    response.filters = request.filters
+    response.sort = request.sort
+    if request.filters is not None:
+        response.timings["filters"] = filter_ms
+    response.warnings = list(dict.fromkeys(warnings + response.warnings))
+    if request.sort == SORT_DATE:
+        response.results = sorted_by_date(response.results)
+    return response
+
+
+def sorted_by_date(results: list[SearchResult]) -> list[SearchResult]:
+    """Newest first (a note without a date last); a document's hits stay together, in their order."""
+    first: dict[str, int] = {}
+    for n, r in enumerate(results):
+        first.setdefault(r.uri, n)
+    return sorted(results, key=lambda r: (r.date is None, -_timestamp(r.date), first[r.uri]))
+
+
+def _timestamp(day: str | None) -> float:
+    try:
+        return datetime.fromisoformat(day).timestamp() if day else 0.0
+    except ValueError:
+        return 0.0
+
+
+__all__ = ["SearchFilters", "search_run", "sort_normalize"]

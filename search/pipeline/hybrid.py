@@ -214,7 +214,7 @@ def strong_signal(results: list[SearchResult]) -> bool:
 
 def _plan(run: _Run) -> QueryPlan:
     text = run.request.query.strip()
-    if not text:
+    if not text and not run.request.searches:
         raise SearchError("empty query")
     collection_ids_for(run.request.collections, request_access(run.request))  # unknown names: a clear error before any work
     try:
@@ -381,7 +381,7 @@ def _rerank(run: _Run, plan: QueryPlan, candidates, hits) -> tuple[dict[str, flo
 
 def _sub_request(request: SearchRequest, text: str, mode: str, depth: int) -> SearchRequest:
     return SearchRequest(query=text, mode=mode, limit=depth, collections=list(request.collections),
-                         hits_per_document=1, access=request_access(request))
+                         hits_per_document=1, access=request_access(request), filters=request.filters)
 
 
 def _keyword(request: SearchRequest) -> SearchResponse:

@@ -56,6 +56,7 @@ from search.retrieval.common import (
     line_pieces,
     request_access,
 )
+from search.retrieval.filters import filter_sql
 from search.retrieval.query_parser import ParsedQuery, parse_query
 
 PREFIX_EXPANSIONS = 30
@@ -78,7 +79,7 @@ def _tsquery_any(configs: list[str], texts: list[str], params: list) -> str:
 
 
 def _score_sql(parsed: ParsedQuery, configs: list[str], collection_ids: list[int] | None, limit: int,
-               per_document: int = 1, full: bool = False):
+               per_document: int = 1, full: bool = False, filters=None):
     k1 = float(settings.PMD_BM25_K1)
     b = float(settings.PMD_BM25_B)
     w_title = float(settings.PMD_BM25_TITLE_WEIGHT)
@@ -134,6 +135,13 @@ def _score_sql(parsed: ParsedQuery, configs: list[str], collection_ids: list[int
         ctes.append(f"excl AS (SELECT d.document_id FROM search_keyword_passage d WHERE d.tsv @@ ({expr})"
                     + in_collections("d.collection_id") + ")")
     where = []
+    fragment, fragment_params = filter_sql(filters, "d")
+    if fragment:
+        # The documents passing the filters (search.retrieval.filters), once: only they are scored.
+        ctes.append("fdoc AS MATERIALIZED (SELECT d.id FROM indexing_document d WHERE d.active"
+                    + in_collections("d.collection_id") + fragment + ")")
+        params.extend(fragment_params)
+        where.append("p.document_id IN (SELECT id FROM fdoc)")
     if parsed.phrases:
         where.append("p.document_id IN (SELECT document_id FROM cand)")
     if parsed.excluded:
@@ -188,7 +196,7 @@ def _score_sql(parsed: ParsedQuery, configs: list[str], collection_ids: list[int
         " (SELECT json_object_agg(lexeme, idf) FROM q) AS lexemes,"
         " d.collection_id, d.docid, d.path, d.title, sh.p_raw, pa.start_line,"
         " substr(c.body, pa.start_char + 1, pa.end_char - pa.start_char),"
-        " CASE WHEN %s THEN c.body END, t.cover"
+        " CASE WHEN %s THEN c.body END, t.cover, d.note_date, d.date_source"
         " FROM top t JOIN shown sh USING (document_id)"
         " JOIN search_keyword_passage pa ON pa.id = sh.passage_id"
         " JOIN indexing_document d ON d.id = t.document_id"
@@ -232,7 +240,7 @@ def keyword_search(request: SearchRequest, *, snippets: bool = True) -> SearchRe
             return response
     limit = request.effective_limit()
     per_document = max(1, request.hits_per_document)
-    sql, params = _score_sql(parsed, configs, collection_ids, limit, per_document, request.full)
+    sql, params = _score_sql(parsed, configs, collection_ids, limit, per_document, request.full, request.filters)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         rows = cursor.fetchall()
@@ -249,9 +257,10 @@ def keyword_search(request: SearchRequest, *, snippets: bool = True) -> SearchRe
     weights = rows[0][3] or {}
     if isinstance(weights, str):
         weights = json.loads(weights)
-    hits: list[list] = []  # [raw, score, collection, docid, path, title, body, [(start line, passage text)]]
+    hits: list[list] = []  # [raw, score, collection, docid, path, title, body, [(start line, passage text)], date]
     segments: dict[int, list[tuple[int, str]]] = {}  # document -> its shown passages, best first
-    for doc_id, raw, _, _, collection_id, docid, path, title, _, start_line, text, body, cover in rows:
+    for (doc_id, raw, _, _, collection_id, docid, path, title, _, start_line, text, body, cover, note_date,
+         date_source) in rows:
         if doc_id in segments:
             segments[doc_id].append((start_line, text or ""))
             continue
@@ -259,22 +268,23 @@ def keyword_search(request: SearchRequest, *, snippets: bool = True) -> SearchRe
         collection = collections.get(collection_id) or Collection.objects.get(id=collection_id)
         score = normalise(float(cover or 0.0), ideals.get(collection.text_search_config, fallback))
         if score >= request.min_score:
-            hits.append([float(raw), score, collection, docid, path, title, body, segments[doc_id]])
+            hits.append([float(raw), score, collection, docid, path, title, body, segments[doc_id],
+                         (note_date.isoformat() if note_date else None, date_source or "")])
     all_contexts = list(PathContext.objects.all())
     if not snippets and per_document == 1 and not request.full:
         fill = _snippet_filler(weights, parsed)
-        for raw, score, collection, docid, path, title, _, segments in hits:
+        for raw, score, collection, docid, path, title, _, segments, (day, source) in hits:
             response.results.append(SearchResult(
                 docid=docid, collection=collection.name, path=path, title=title, score=round(score, 4),
                 context=contexts_for(collection, path, all_contexts=all_contexts),
-                scores={"bm25": round(raw, 4)},
+                scores={"bm25": round(raw, 4)}, date=day, date_source=source,
             ))
             defer_snippet(response.results[-1], fill, (collection.text_search_config, segments))
         response.timings["total"] = (time.perf_counter() - started) * 1000
         return response
     matcher = _Matcher(weights, parsed)
     matcher.load((hit[2].text_search_config, text) for hit in hits for _, text in hit[7])
-    for raw, score, collection, docid, path, title, body, segments in hits:
+    for raw, score, collection, docid, path, title, body, segments, (day, source) in hits:
         context = contexts_for(collection, path, all_contexts=all_contexts)
         passages = matcher.passages(segments, request.hits_per_document, collection.text_search_config)
         best = passages[0][0] if passages and passages[0][0] > 0 else 0.0
@@ -284,7 +294,7 @@ def keyword_search(request: SearchRequest, *, snippets: bool = True) -> SearchRe
                 docid=docid, collection=collection.name, path=path, title=title,
                 score=round(hit_score, 4), line=line, snippet=snippet, highlights=highlights, context=context,
                 body=body if request.full else None,
-                scores={"bm25": round(raw, 4), "passage": round(p_score, 4)},
+                scores={"bm25": round(raw, 4), "passage": round(p_score, 4)}, date=day, date_source=source,
             ))
     response.timings["total"] = (time.perf_counter() - started) * 1000
     return response

@@ -53,9 +53,13 @@ from search.retrieval.common import (
     defer_snippet,
     line_pieces,
 )
+from search.retrieval.filters import filter_sql, matching_count, named
 
 MAX_CANDIDATES = 10_000   # chunks read for one search (pgvector's iterative scan stops at 20k tuples)
 MAX_EF_SEARCH = 1000      # pgvector's upper bound
+# A filter matching at most this many documents is searched exactly: the distances of their
+# chunks only, no HNSW index (a selective filter leaves the iterative scan short of the limit).
+EXACT_FILTER_DOCUMENTS = 5000
 SNIPPET_LINES = 4
 
 
@@ -90,8 +94,18 @@ def vector_search(request: SearchRequest, *, exact: bool = False, snippets: bool
     limit = request.effective_limit()
     hits = max(1, request.hits_per_document)
     wanted = min(MAX_CANDIDATES, max(40, limit * hits * 4))
+    filters = request.filters if request.filters is not None and not request.filters.empty else None
+    filtered_exact = False
+    if filters is not None and not exact:
+        started = time.perf_counter()
+        matching = matching_count(filters, collection_ids, cap=EXACT_FILTER_DOCUMENTS + 1)
+        response.timings["filter_count"] = (time.perf_counter() - started) * 1000
+        if not matching:
+            return response
+        filtered_exact = matching <= EXACT_FILTER_DOCUMENTS
     started = time.perf_counter()
-    rows = nearest_chunks(fingerprint, vector, k=wanted, collection_ids=collection_ids, exact=exact)
+    rows = nearest_chunks(fingerprint, vector, k=wanted, collection_ids=collection_ids, exact=exact or filtered_exact,
+                          filters=filters)
     response.timings["nearest"] = (time.perf_counter() - started) * 1000
 
     started = time.perf_counter()
@@ -138,23 +152,27 @@ def _not_embedded(model: str, *, dims: int | None = None) -> NotEmbedded:
 
 def nearest_chunks(fingerprint: EmbeddingFingerprint, vector: list[float], *, k: int,
                    collection_ids: list[int] | None = None, exact: bool = False,
-                   ef_search: int | None = None) -> list[tuple]:
-    """The k chunks nearest to `vector` among active documents, with every document that
-    uses each chunk's content: rows of (content_hash, seq, char_start, char_end,
-    start_line, distance, document id, docid, path, title, collection id, collection name)."""
-    return _run_nearest(fingerprint, vector, k=k, collection_ids=collection_ids, exact=exact, ef_search=ef_search)
+                   ef_search: int | None = None, filters=None) -> list[tuple]:
+    """The k chunks nearest to `vector` among active documents (of `collection_ids`, passing
+    `filters`: search.filters.SearchFilters), with every such document that uses each chunk's
+    content: rows of (content_hash, seq, char_start, char_end, start_line, distance, document
+    id, docid, path, title, collection id, collection name, note date, date source).
+    With filters, `exact` reads only the chunks of the matching documents."""
+    return _run_nearest(fingerprint, vector, k=k, collection_ids=collection_ids, exact=exact, ef_search=ef_search,
+                        filters=filters)
 
 
 def explain_nearest(fingerprint: EmbeddingFingerprint, vector: list[float], *, k: int = 10,
-                    collection_ids: list[int] | None = None, exact: bool = False) -> str:
+                    collection_ids: list[int] | None = None, exact: bool = False, filters=None) -> str:
     """The query plan of the nearest-chunk step, as vector search runs it."""
-    rows = _run_nearest(fingerprint, vector, k=k, collection_ids=collection_ids, exact=exact, explain=True)
+    rows = _run_nearest(fingerprint, vector, k=k, collection_ids=collection_ids, exact=exact, explain=True,
+                        filters=filters)
     return "\n".join(r[0] for r in rows)
 
 
 def _run_nearest(fingerprint: EmbeddingFingerprint, vector: list[float], *, k: int,
                  collection_ids: list[int] | None, exact: bool, explain: bool = False,
-                 ef_search: int | None = None) -> list[tuple]:
+                 ef_search: int | None = None, filters=None) -> list[tuple]:
     dims, fp = int(fingerprint.dims), int(fingerprint.pk)
     if len(vector) != dims:
         raise SearchError(f"query vector has {len(vector)} dimensions, the index {dims}")
@@ -163,8 +181,25 @@ def _run_nearest(fingerprint: EmbeddingFingerprint, vector: list[float], *, k: i
     # last ANALYZE is estimated at one row, and the plan then rescans the whole collection
     # for every chunk; probing each chunk's documents by content_hash is cheap at any size.
     collection_filter = "AND d.collection_id + 0 = ANY(%(collections)s)" if collection_ids is not None else ""
-    # Integers are inlined so the planner can match the partial index predicate.
-    sql = f"""
+    fragment, params = named(*filter_sql(filters, "d"))
+    collection_filter += fragment
+    params.update({"query": literal, "k": int(k), "collections": collection_ids})
+    if fragment and exact:
+        # The matching documents' chunks, each measured: exact, and cheap when few match. The
+        # distances are taken in a materialized step, so no plan can turn to the HNSW index.
+        nearest = f"""
+        WITH matching AS MATERIALIZED (
+            SELECT DISTINCT d.content_hash FROM indexing_document d WHERE d.active {collection_filter}
+        ), measured AS MATERIALIZED (
+            SELECT c.content_hash, c.seq, c.char_start, c.char_end, c.start_line,
+                   (c.embedding::vector({dims})) <=> %(query)s::vector({dims}) AS distance
+            FROM matching m JOIN indexing_chunk c ON c.content_hash = m.content_hash AND c.fingerprint_id = {fp}
+        ), nearest AS MATERIALIZED (
+            SELECT * FROM measured ORDER BY distance LIMIT %(k)s
+        )"""
+    else:
+        # Integers are inlined so the planner can match the partial index predicate.
+        nearest = f"""
         WITH nearest AS MATERIALIZED (
             SELECT c.content_hash, c.seq, c.char_start, c.char_end, c.start_line,
                    (c.embedding::vector({dims})) <=> %(query)s::vector({dims}) AS distance
@@ -174,16 +209,18 @@ def _run_nearest(fingerprint: EmbeddingFingerprint, vector: list[float], *, k: i
                           WHERE d.content_hash = c.content_hash AND d.active {collection_filter})
             ORDER BY distance
             LIMIT %(k)s
-        )
+        )"""
+    sql = nearest + f"""
         SELECT n.content_hash, n.seq, n.char_start, n.char_end, n.start_line, n.distance,
-               d.id, d.docid, d.path, d.title, d.collection_id, col.name
+               d.id, d.docid, d.path, d.title, d.collection_id, col.name, d.note_date, d.date_source
         FROM nearest n
         JOIN indexing_document d ON d.content_hash = n.content_hash AND d.active {collection_filter}
         JOIN indexing_collection col ON col.id = d.collection_id
         ORDER BY n.distance, col.name, d.path
     """
-    params = {"query": literal, "k": int(k), "collections": collection_ids}
-    if exact:
+    if fragment and exact:
+        planner = {}
+    elif exact:
         planner = {"enable_indexscan": "off", "enable_bitmapscan": "off"}
     else:
         planner = {
@@ -203,6 +240,9 @@ def _planner_settings(cursor, values: dict[str, str]):
     holds a transaction (ATOMIC_REQUESTS, tests) ours is only a savepoint, and a plain
     SET LOCAL would outlive this query."""
     names = list(values)
+    if not names:
+        yield
+        return
     cursor.execute("SELECT " + ", ".join("current_setting(%s, true)" for _ in names), names)
     previous = cursor.fetchone()
     cursor.execute("SELECT " + ", ".join("set_config(%s, %s, true)" for _ in names),
@@ -249,7 +289,7 @@ def _results(rows: list[tuple], request: SearchRequest, query: str, limit: int, 
     for chunks in picked:
         for row in chunks:
             (_, seq, char_start, char_end, start_line, distance, doc_id, docid, path, title, collection_id,
-             collection_name) = row
+             collection_name, note_date, date_source) = row
             if 1 - distance < request.min_score:
                 continue
             if snippets:
@@ -264,6 +304,7 @@ def _results(rows: list[tuple], request: SearchRequest, query: str, limit: int, 
                 docid=docid, collection=collection_name, path=path, title=title, score=score, line=line,
                 snippet=snippet, highlights=highlights,
                 context=contexts_for(collections.get(collection_id), path, all_contexts=all_contexts),
+                date=note_date.isoformat() if note_date else None, date_source=date_source or "",
                 body=body if request.full else None,
                 scores={"cosine": round(score, 6), "chunk": seq, "chunk_line": start_line},
                 explain={"chunk": seq, "chunk_chars": [char_start, char_end], "distance": float(distance)}

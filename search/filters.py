@@ -1,0 +1,564 @@
+"""Filters over the notes' own structure: one model (SearchFilters) and one parser for every face.
+
+In the query text (any mode, any face: CLI, web box, API `query`, MCP)::
+
+    tag:db            the note has the tag (frontmatter `tags` or an inline #tag; any case)
+    tag:a,b           either tag            (a comma list is "any of", for every filter)
+    -tag:x            the note does not have the tag
+    path:meetings/**  a glob over the path inside its collection (`*` within a folder, `**` across
+                      folders, `?`, `[abc]`, `{a,b}`); a plain folder name means everything under it
+    after:2025-01-01  the note's date is on or after the start of that day (month, year…)
+    before:2025-06    …strictly before the start of June 2025 (after:X before:Y is [X, Y))
+    after:"last week" relative dates (see `parse_date`)
+    status:draft      any other frontmatter key: its value is `draft`, or its list holds `draft`
+    -status:draft     the note's `status` is not `draft`
+    author:"Ana Lopez"  quoted values (double or single quotes) may hold spaces and commas
+
+The same filter written twice must hold twice (`tag:a tag:b`: both tags); `-after:X` reads as
+`before:X`. A `word:value` whose word is neither a filter above nor a frontmatter key of any note
+the searcher sees stays in the text (it is searched as words) and a warning says so. URLs
+(`http://…`, `pmd://…`) and the hybrid query document's `lex:/vec:/hyde:/intent:` are text.
+
+Structured filters (API / MCP `filters`, CLI --tag/--path/--after/--before/--where) are the same
+model (`SearchFilters.from_dict`), merged with those of the text. Retrieval turns them into SQL
+with one builder (search.retrieval.filters), inside each search, so `-n 10` gives ten matches.
+
+This module is pure (no database): the frontmatter keys are looked up by the caller's
+`field_keys` function.
+"""
+
+from __future__ import annotations
+
+import calendar
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, time, timedelta
+
+from indexing.errors import InvalidSearchInput
+
+SORT_RELEVANCE = "relevance"
+SORT_DATE = "date"
+SORTS = (SORT_RELEVANCE, SORT_DATE)
+
+TAG_WORDS = frozenset({"tag", "tags"})
+PATH_WORDS = frozenset({"path"})
+AFTER_WORDS = frozenset({"after"})
+BEFORE_WORDS = frozenset({"before"})
+FILTER_WORDS = TAG_WORDS | PATH_WORDS | AFTER_WORDS | BEFORE_WORDS
+# Words of the hybrid query document (search.pipeline.expansion) and URL schemes: always text.
+RESERVED_WORDS = frozenset({"lex", "vec", "hyde", "intent"})
+URL_SCHEMES = frozenset({
+    "http", "https", "ftp", "ftps", "sftp", "file", "mailto", "pmd", "ssh", "git", "s3", "ws", "wss",
+    "urn", "data", "tel", "obsidian", "zotero", "news", "irc", "magnet",
+})
+MAX_VALUES = 50  # values in one filter (a comma list), and groups of one kind
+
+# A filter token: [-]word:value at the start of a word; value quoted or up to the next space.
+# Quoted phrases come first so that `"see tag:db"` stays a phrase.
+_PIECE = re.compile(
+    r'''(?P<quoted>(?<!\S)-?"[^"\n]*")'''
+    r'''|(?P<filter>(?<!\S)(?P<neg>-?)(?P<word>[A-Za-z_][\w.-]*):(?P<value>"[^"\n]*"|'[^'\n]*'|[^\s"':\\][^\s"]*))'''
+    r'''|(?P<other>\S+)'''
+)
+
+
+class FilterError(InvalidSearchInput):
+    """A filter that cannot be read (a date pmd does not understand, a bad structured filter)."""
+
+
+@dataclass
+class FieldFilter:
+    """`key:value1,value2`: the frontmatter value of `key` is one of the values (or its list holds one)."""
+
+    key: str  # as written
+    values: list[str]
+    keys: tuple[str, ...] = ()  # the key's spellings in the index (any case); empty: as written
+
+    def as_dict(self) -> dict:
+        return {"key": self.key, "values": list(self.values)}
+
+
+@dataclass
+class SearchFilters:
+    tags: list[list[str]] = field(default_factory=list)  # groups: any tag of each group, every group
+    exclude_tags: list[str] = field(default_factory=list)
+    paths: list[list[str]] = field(default_factory=list)  # glob groups, as tags
+    exclude_paths: list[str] = field(default_factory=list)
+    after: datetime | None = None  # note_date >= after
+    before: datetime | None = None  # note_date < before
+    fields: list[FieldFilter] = field(default_factory=list)  # every one must hold
+    exclude_fields: list[FieldFilter] = field(default_factory=list)  # none may hold
+    after_text: str = ""  # the dates as written (`last week`), for messages
+    before_text: str = ""
+
+    @property
+    def empty(self) -> bool:
+        return not (self.tags or self.exclude_tags or self.paths or self.exclude_paths or self.after
+                    or self.before or self.fields or self.exclude_fields)
+
+    @property
+    def dated(self) -> bool:
+        return self.after is not None or self.before is not None
+
+    def merged(self, other: SearchFilters | None) -> SearchFilters:
+        """Both sets of conditions (the later of two `after`s, the earlier of two `before`s)."""
+        if other is None or other.empty:
+            return self
+        if self.empty:
+            return other
+        after, after_text = _latest((self.after, self.after_text), (other.after, other.after_text))
+        before, before_text = _earliest((self.before, self.before_text), (other.before, other.before_text))
+        return SearchFilters(
+            tags=self.tags + other.tags, exclude_tags=_unique(self.exclude_tags + other.exclude_tags),
+            paths=self.paths + other.paths, exclude_paths=_unique(self.exclude_paths + other.exclude_paths),
+            after=after, before=before, after_text=after_text, before_text=before_text,
+            fields=self.fields + other.fields, exclude_fields=self.exclude_fields + other.exclude_fields,
+        )
+
+    def as_dict(self) -> dict:
+        """The filters applied, for answers (JSON): only what is set."""
+        out: dict = {}
+        if self.tags:
+            out["tags"] = [list(g) for g in self.tags]
+        if self.exclude_tags:
+            out["exclude_tags"] = list(self.exclude_tags)
+        if self.paths:
+            out["paths"] = [list(g) for g in self.paths]
+        if self.exclude_paths:
+            out["exclude_paths"] = list(self.exclude_paths)
+        if self.after is not None:
+            out["after"] = self.after.isoformat()
+        if self.before is not None:
+            out["before"] = self.before.isoformat()
+        if self.fields:
+            out["fields"] = [f.as_dict() for f in self.fields]
+        if self.exclude_fields:
+            out["exclude_fields"] = [f.as_dict() for f in self.exclude_fields]
+        return out
+
+    def describe(self) -> str:
+        """One line for people: `tag db or sql, after 2025-01-01 (last week), status: draft`."""
+        parts = [" or ".join(f"#{t}" for t in g) for g in self.tags]
+        parts += [f"not #{t}" for t in self.exclude_tags]
+        parts += ["path " + " or ".join(g) for g in self.paths]
+        parts += [f"path not {p}" for p in self.exclude_paths]
+        if self.after is not None:
+            parts.append(f"after {_day(self.after)}" + (f" ({self.after_text})" if _relative(self.after_text) else ""))
+        if self.before is not None:
+            parts.append(f"before {_day(self.before)}" + (f" ({self.before_text})" if _relative(self.before_text) else ""))
+        parts += [f"{f.key}: " + " or ".join(f.values) for f in self.fields]
+        parts += [f"{f.key} not " + " or ".join(f.values) for f in self.exclude_fields]
+        return ", ".join(parts)
+
+    @classmethod
+    def from_dict(cls, data: dict | None, *, now: datetime | None = None) -> SearchFilters:
+        """Structured filters (API, MCP, CLI options)::
+
+            {"tags": "db" | ["db", "sql"], "exclude_tags": [...], "path": "glob" | [globs],
+             "exclude_path": ..., "after": "2025-01-01" | "last week", "before": ...,
+             "fields": {"status": "draft" | ["draft", "review"]}, "exclude_fields": {...}}
+
+        Lists are "any of"; different keys must all hold."""
+        if not data:
+            return cls()
+        if not isinstance(data, dict):
+            raise FilterError("filters must be an object: {tags, exclude_tags, path, after, before, fields}")
+        known = {"tags", "tag", "exclude_tags", "path", "paths", "exclude_path", "exclude_paths", "after", "before",
+                 "fields", "exclude_fields"}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise FilterError(f"unknown filter '{unknown[0]}': use one of tags, exclude_tags, path, exclude_path, "
+                              "after, before, fields, exclude_fields")
+        out = cls()
+        tags = _strings(data.get("tags"), "tags") + _strings(data.get("tag"), "tag")
+        if tags:
+            out.tags = [_unique(t for t in (clean_tag(x) for x in tags) if t)]
+        out.exclude_tags = _unique(t for t in (clean_tag(x) for x in _strings(data.get("exclude_tags"), "exclude_tags"))
+                                   if t)
+        paths = _strings(data.get("path"), "path") + _strings(data.get("paths"), "paths")
+        if paths:
+            out.paths = [_unique(clean_glob(p) for p in paths)]
+        out.exclude_paths = _unique(clean_glob(p) for p in _strings(data.get("exclude_path"), "exclude_path")
+                                    + _strings(data.get("exclude_paths"), "exclude_paths"))
+        for name in ("after", "before"):
+            value = data.get(name)
+            if value in (None, ""):
+                continue
+            if not isinstance(value, str):
+                raise FilterError(f"filter '{name}' must be a date (YYYY-MM-DD, 'last week', …)")
+            setattr(out, name, date_boundary(value, now=now, what=name))
+            setattr(out, f"{name}_text", value.strip())
+        out.fields = _field_filters(data.get("fields"), "fields")
+        out.exclude_fields = _field_filters(data.get("exclude_fields"), "exclude_fields")
+        for kind in (out.tags, out.paths):
+            if kind and not kind[0]:
+                kind.clear()
+        return out
+
+
+@dataclass
+class ParsedFilters:
+    """What `parse_filters` read from a query text."""
+
+    text: str  # the query without its filters (line breaks kept)
+    filters: SearchFilters
+    warnings: list[str] = field(default_factory=list)
+
+
+# --- the query text ------------------------------------------------------------------------------
+
+
+def parse_filters(text: str, *, field_keys: Callable[[set[str]], dict[str, list[str]]] | None = None,
+                  now: datetime | None = None) -> ParsedFilters:
+    """The filters written in `text` and the text left to search.
+
+    `field_keys(words)` gets the lower-cased words of `word:value` tokens that are no built-in
+    filter and returns, for those that are frontmatter keys of a note the searcher sees, their
+    spellings in the index; the others stay in the text with a warning. Without it, no
+    `word:value` is a field filter (each is text, with the warning)."""
+    text = (text or "").replace("\x00", " ")
+    lines = text.split("\n")
+    tokens: list[list] = []  # [line, start, end, neg, word, value, quoted]
+    for number, line in enumerate(lines):
+        for m in _PIECE.finditer(line):
+            if m.group("filter") is None:
+                continue
+            word, raw = m.group("word"), m.group("value")
+            low = word.lower()
+            if low in RESERVED_WORDS or low in URL_SCHEMES or raw.startswith("//"):
+                continue
+            quoted = raw[:1] in "\"'" and len(raw) >= 2 and raw[-1] == raw[0]
+            value = raw[1:-1].strip() if quoted else raw
+            if not value:
+                continue
+            tokens.append([number, m.start(), m.end(), bool(m.group("neg")), word, value, quoted])
+    if not tokens:
+        return ParsedFilters(text=text, filters=SearchFilters())
+    candidates = {t[4].lower() for t in tokens if t[4].lower() not in FILTER_WORDS}
+    found = {k.lower(): list(v) for k, v in (field_keys(candidates) if field_keys and candidates else {}).items()}
+    out = SearchFilters()
+    warnings: list[str] = []
+    removed: dict[int, list[tuple[int, int]]] = {}
+    unknown: list[str] = []
+    for number, start, end, neg, word, value, quoted in tokens:
+        low = word.lower()
+        if low not in FILTER_WORDS and low not in found:
+            if low not in unknown:
+                unknown.append(low)
+                warnings.append(f"no notes have a field '{word}'; searched '{word}:{value}' as text")
+            continue
+        removed.setdefault(number, []).append((start, end))
+        values = [value] if quoted else split_values(value)
+        if low in TAG_WORDS:
+            tags = _unique(t for t in (clean_tag(v) for v in values) if t)
+            if not tags:
+                continue
+            if neg:
+                out.exclude_tags = _unique(out.exclude_tags + tags)
+            else:
+                out.tags.append(tags)
+        elif low in PATH_WORDS:
+            globs = _unique(clean_glob(v) for v in values)
+            if neg:
+                out.exclude_paths = _unique(out.exclude_paths + globs)
+            else:
+                out.paths.append(globs)
+        elif low in AFTER_WORDS or low in BEFORE_WORDS:
+            is_after = (low in AFTER_WORDS) != neg  # -after:X is before:X
+            when = date_boundary(value, now=now, what=low)
+            if is_after:
+                out.after, out.after_text = _latest((out.after, out.after_text), (when, value))
+            else:
+                out.before, out.before_text = _earliest((out.before, out.before_text), (when, value))
+        else:
+            entry = FieldFilter(key=word, values=_unique(values)[:MAX_VALUES], keys=tuple(found[low]))
+            (out.exclude_fields if neg else out.fields).append(entry)
+    if len(out.tags) > MAX_VALUES or len(out.paths) > MAX_VALUES or len(out.fields) > MAX_VALUES:
+        raise FilterError(f"too many filters (at most {MAX_VALUES} of a kind)")
+    if out.after is not None and out.before is not None and out.after >= out.before:
+        warnings.append(f"no note can be dated on or after {_day(out.after)} and before {_day(out.before)}")
+    rest = []
+    for number, line in enumerate(lines):
+        spans = removed.get(number)
+        if not spans:
+            rest.append(line)
+            continue
+        pieces, pos = [], 0
+        for start, end in spans:
+            pieces.append(line[pos:start])
+            pos = end
+        pieces.append(line[pos:])
+        rest.append(" ".join(" ".join(pieces).split()))
+    return ParsedFilters(text="\n".join(rest).strip(), filters=out, warnings=warnings)
+
+
+def split_values(value: str) -> list[str]:
+    """`a,b` → [a, b]; commas inside `{…}` (glob alternatives) do not split."""
+    out, depth, current = [], 0, []
+    for ch in value:
+        if ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth = max(0, depth - 1)
+        if ch == "," and depth == 0:
+            out.append("".join(current))
+            current = []
+        else:
+            current.append(ch)
+    out.append("".join(current))
+    return [v.strip() for v in out if v.strip()]
+
+
+def clean_tag(raw) -> str:
+    """A tag as the index stores it (indexing.structure): lower case, no '#', no outer '/'."""
+    return str(raw).strip().lstrip("#").strip().strip("/").lower()[:200]
+
+
+def clean_glob(raw) -> str:
+    """A path glob relative to the collection: no leading './' or '/', '\\' as '/'."""
+    text = str(raw).strip().replace("\\", "/")
+    while text.startswith("./"):
+        text = text[2:]
+    text = text.lstrip("/")
+    if not text:
+        raise FilterError("path filter is empty")
+    return text
+
+
+def glob_to_regex(pattern: str) -> str:
+    """A path glob as a PostgreSQL regular expression (ARE) over the whole path.
+
+    `**` any folders, `**/` none or more folders, `*` and `?` within one folder, `[abc]`/`[!a]`,
+    `{a,b}`; everything else literal. A trailing `/` or a pattern without glob characters also
+    matches everything under it (a folder)."""
+    folder = pattern.endswith("/") or not any(ch in pattern for ch in "*?[{")
+    body = _glob_body(pattern.rstrip("/") if pattern.endswith("/") else pattern)
+    return "^" + body + ("(/.*)?" if folder else "") + "$"
+
+
+def _escape(ch: str) -> str:
+    return ch if ch.isalnum() or ch == "_" or ord(ch) > 127 else "\\" + ch
+
+
+def _glob_body(pattern: str) -> str:
+    i, out = 0, []
+    while i < len(pattern):
+        c = pattern[i]
+        if pattern.startswith("**/", i):
+            out.append("(.*/)?")
+            i += 3
+            continue
+        if pattern.startswith("**", i):
+            out.append(".*")
+            i += 2
+            continue
+        if c == "*":
+            out.append("[^/]*")
+        elif c == "?":
+            out.append("[^/]")
+        elif c == "[" and pattern.find("]", i + 2) != -1:
+            end = pattern.find("]", i + 2)
+            body = pattern[i + 1:end]
+            negate = body[:1] in ("!", "^")
+            if negate:
+                body = body[1:]
+            inner = "".join("-" if ch == "-" and 0 < k < len(body) - 1 else _escape(ch) for k, ch in enumerate(body))
+            out.append("[" + ("^" if negate else "") + inner + "]")
+            i = end
+        elif c == "{" and pattern.find("}", i + 1) != -1:
+            end = pattern.find("}", i + 1)
+            out.append("(" + "|".join(_glob_body(o) for o in pattern[i + 1:end].split(",")) + ")")
+            i = end
+        else:
+            out.append(_escape(c))
+        i += 1
+    return "".join(out)
+
+
+# --- dates ---------------------------------------------------------------------------------------
+
+_ISO_DAY = re.compile(r"^(\d{4})(?:[-/](\d{1,2})(?:[-/](\d{1,2}))?)?$")
+_AGO = re.compile(r"^(\d{1,4})\s*(h|hours?|d|days?|w|weeks?|m|mo|months?|y|years?)(?:\s+ago)?$")
+_UNITS = {"h": "hour", "d": "day", "w": "week", "m": "month", "mo": "month", "y": "year"}
+DATE_HELP = ("YYYY, YYYY-MM, YYYY-MM-DD, an ISO datetime, today, yesterday, 'this week|month|year', "
+             "'last week|month|year', 'N days|weeks|months|years ago', 3d, 2w, 6m, 1y")
+
+
+def date_boundary(text: str, *, now: datetime | None = None, what: str = "date") -> datetime:
+    """The moment a date filter value starts: the first instant of the day, month or year written,
+    or of the day a relative form names. Dates are read as UTC days, as the index reads a note's
+    dates (indexing.structure); relative forms count from `now` in the server's time zone."""
+    value = " ".join(str(text).strip().lower().replace("_", " ").split())
+    if not value:
+        raise FilterError(f"{what}: the date is empty")
+    now = now or _now()
+    today = _local_date(now)
+    day = None
+    if value in ("now",):
+        return now.astimezone(UTC)
+    if value == "today":
+        day = today
+    elif value == "yesterday":
+        day = today - timedelta(days=1)
+    elif value == "tomorrow":
+        day = today + timedelta(days=1)
+    elif value in ("this week", "week"):
+        day = today - timedelta(days=today.weekday())
+    elif value in ("this month", "month"):
+        day = today.replace(day=1)
+    elif value in ("this year", "year"):
+        day = today.replace(month=1, day=1)
+    elif value in ("last week", "past week"):
+        day = today - timedelta(days=7)
+    elif value in ("last month", "past month"):
+        day = _months_back(today, 1)
+    elif value in ("last year", "past year"):
+        day = _months_back(today, 12)
+    else:
+        ago = _AGO.match(value)
+        if ago:
+            n, unit = int(ago.group(1)), _UNITS.get(ago.group(2), ago.group(2).rstrip("s"))
+            if unit == "hour":
+                return (now - timedelta(hours=n)).astimezone(UTC)
+            if unit == "day":
+                day = today - timedelta(days=n)
+            elif unit == "week":
+                day = today - timedelta(weeks=n)
+            elif unit == "month":
+                day = _months_back(today, n)
+            else:
+                day = _months_back(today, 12 * n)
+    if day is not None:
+        return datetime.combine(day, time(), tzinfo=UTC)
+    iso = _ISO_DAY.match(value)
+    try:
+        if iso:
+            year, month, dd = int(iso.group(1)), int(iso.group(2) or 1), int(iso.group(3) or 1)
+            return datetime(year, month, dd, tzinfo=UTC)
+        text_iso = value.upper().replace(" ", "T", 1)
+        if text_iso.endswith("Z"):
+            text_iso = text_iso[:-1] + "+00:00"
+        if text_iso[:4].isdigit():
+            parsed = datetime.fromisoformat(text_iso)
+            return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+    except ValueError:
+        pass
+    raise FilterError(f"{what}: cannot read the date '{text}' (use {DATE_HELP})")
+
+
+def _now() -> datetime:
+    from django.utils import timezone
+
+    return timezone.now()
+
+
+def _local_date(now: datetime) -> date:
+    try:
+        from django.utils import timezone
+
+        return timezone.localtime(now).date()
+    except Exception:  # noqa: BLE001 - without Django settings: UTC
+        return now.astimezone(UTC).date()
+
+
+def _months_back(day: date, months: int) -> date:
+    index = day.year * 12 + (day.month - 1) - months
+    year, month = divmod(index, 12)
+    return date(year, month + 1, min(day.day, calendar.monthrange(year, month + 1)[1]))
+
+
+def _relative(text: str) -> bool:
+    return bool(text) and not text[:4].isdigit()
+
+
+def _day(moment: datetime) -> str:
+    if moment.hour == moment.minute == moment.second == 0:
+        return moment.date().isoformat()
+    return moment.isoformat()
+
+
+def _latest(a: tuple, b: tuple) -> tuple:
+    if a[0] is None:
+        return b
+    if b[0] is None:
+        return a
+    return a if a[0] >= b[0] else b
+
+
+def _earliest(a: tuple, b: tuple) -> tuple:
+    if a[0] is None:
+        return b
+    if b[0] is None:
+        return a
+    return a if a[0] <= b[0] else b
+
+
+# --- structured input ------------------------------------------------------------------------------
+
+
+def _unique(items: Iterable) -> list:
+    return list(dict.fromkeys(items))
+
+
+def _strings(value, name: str) -> list[str]:
+    if value is None or value == "":
+        return []
+    if isinstance(value, str):
+        return split_values(value)
+    if isinstance(value, (list, tuple)) and all(isinstance(v, (str, int, float)) and not isinstance(v, bool)
+                                                for v in value):
+        if len(value) > MAX_VALUES:
+            raise FilterError(f"filter '{name}': at most {MAX_VALUES} values")
+        return [str(v).strip() for v in value if str(v).strip()]
+    raise FilterError(f"filter '{name}' must be a string or a list of strings")
+
+
+def _field_filters(value, name: str) -> list[FieldFilter]:
+    if not value:
+        return []
+    if not isinstance(value, dict):
+        raise FilterError(f"filter '{name}' must be an object of frontmatter keys and values: "
+                          '{"status": "draft", "author": ["ana", "bo"]}')
+    if len(value) > MAX_VALUES:
+        raise FilterError(f"filter '{name}': at most {MAX_VALUES} keys")
+    out = []
+    for key, raw in value.items():
+        key = str(key).strip()
+        if not key:
+            raise FilterError(f"filter '{name}': a key is empty")
+        items = raw if isinstance(raw, (list, tuple)) else [raw]
+        values = []
+        for item in items:
+            if isinstance(item, bool):
+                values.append("true" if item else "false")
+            elif isinstance(item, (str, int, float)):
+                if str(item).strip():
+                    values.append(str(item).strip())
+            else:
+                raise FilterError(f"filter '{name}': the value of '{key}' must be a string, number or list of them")
+        if not values:
+            raise FilterError(f"filter '{name}': '{key}' has no value")
+        out.append(FieldFilter(key=key, values=_unique(values)[:MAX_VALUES]))
+    return out
+
+
+def filters_from_options(*, tags=(), exclude_tags=(), paths=(), after=None, before=None, where=(),
+                         now: datetime | None = None) -> SearchFilters:
+    """The CLI's --tag/--path/--after/--before/--where k=v (k!=v or -k=v to exclude) as SearchFilters."""
+    fields: dict[str, list[str]] = {}
+    exclude: dict[str, list[str]] = {}
+    for item in where or ():
+        key, sep, value = str(item).partition("=")
+        key = key.strip()
+        negated = key.startswith("-") or key.endswith("!")
+        key = key.lstrip("-").rstrip("!").strip()
+        if not sep or not key or not value.strip():
+            raise FilterError(f"--where {item!r}: write KEY=VALUE (or KEY!=VALUE to exclude)")
+        (exclude if negated else fields).setdefault(key, []).extend(split_values(value))
+    return SearchFilters.from_dict({
+        "tags": [t for item in tags or () for t in split_values(item)],
+        "exclude_tags": [t for item in exclude_tags or () for t in split_values(item)],
+        "path": [p for item in paths or () for p in split_values(item)],
+        "after": after, "before": before, "fields": fields, "exclude_fields": exclude,
+    }, now=now)

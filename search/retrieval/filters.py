@@ -1,0 +1,237 @@
+"""Filters in SQL: the one builder keyword, vector and hybrid search (and the filter-only list) use.
+
+`filter_sql(filters, "d")` is a ` AND …` fragment over a row `d` of indexing_document, with its
+parameters (positional `%s`): each search puts it where it already restricts documents to the
+active ones of the searched collections, so filtering happens inside retrieval and `-n 10`
+gives ten matching results. Every condition can use an index of the documents table:
+
+- tags: `d.tags && ARRAY[…]` (GIN), exclusions `NOT (d.tags && …)`;
+- path globs: `d.path ~ ANY(regexes)` (search.filters.glob_to_regex), anchored, case-sensitive;
+- dates: `d.note_date >= after`, `d.note_date < before` (btree); a note without a date has none;
+- frontmatter fields: `d.frontmatter @> ANY(ARRAY['{"k": v}', '{"k": [v]}', …]::jsonb[])` (GIN
+  jsonb_path_ops): the value, or a list holding it, under each spelling of the key in the index;
+  a string value also as lower/upper/capitalised/title case, a number or boolean also typed.
+
+Access is never widened: these fragments only narrow what collection_ids_for already allows.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+
+from django.db import connection
+
+from indexing.models import Collection, PathContext
+from indexing.selectors import contexts_for
+from search.filters import FieldFilter, SearchFilters, glob_to_regex
+from search.results import SearchResponse, SearchResult
+from search.retrieval.common import SNIPPET_CHARS, collection_ids_for, request_access
+
+_NUMBER = re.compile(r"^-?\d+(\.\d+)?$")
+_TRUE = {"true", "yes", "on"}
+_FALSE = {"false", "no", "off"}
+
+
+def filter_sql(filters: SearchFilters | None, alias: str = "d") -> tuple[str, list]:
+    """(' AND …' over `alias`, params); ('', []) without filters."""
+    if filters is None or filters.empty:
+        return "", []
+    parts: list[str] = []
+    params: list = []
+    for group in filters.tags:
+        parts.append(f"{alias}.tags && %s::varchar[]")
+        params.append(list(group))
+    if filters.exclude_tags:
+        parts.append(f"NOT ({alias}.tags && %s::varchar[])")
+        params.append(list(filters.exclude_tags))
+    for group in filters.paths:
+        parts.append(f"{alias}.path ~ ANY(%s::text[])")
+        params.append([glob_to_regex(g) for g in group])
+    if filters.exclude_paths:
+        parts.append(f"NOT ({alias}.path ~ ANY(%s::text[]))")
+        params.append([glob_to_regex(g) for g in filters.exclude_paths])
+    if filters.after is not None:
+        parts.append(f"{alias}.note_date >= %s")
+        params.append(filters.after)
+    if filters.before is not None:
+        parts.append(f"{alias}.note_date < %s")
+        params.append(filters.before)
+    for entry in filters.fields:
+        parts.append(f"{alias}.frontmatter @> ANY(%s::jsonb[])")
+        params.append(field_documents(entry))
+    for entry in filters.exclude_fields:
+        parts.append(f"NOT ({alias}.frontmatter @> ANY(%s::jsonb[]))")
+        params.append(field_documents(entry))
+    return "".join(f" AND {p}" for p in parts), params
+
+
+def named(sql: str, params: list, prefix: str = "f") -> tuple[str, dict]:
+    """The fragment with `%(prefix_i)s` placeholders, for statements written with named ones."""
+    out, values, i = [], {}, 0
+    pieces = sql.split("%s")
+    for n, piece in enumerate(pieces):
+        out.append(piece)
+        if n < len(pieces) - 1:
+            name = f"{prefix}{i}"
+            out.append(f"%({name})s")
+            values[name] = params[i]
+            i += 1
+    return "".join(out), values
+
+
+def value_variants(value: str) -> list:
+    """The JSON values a written value stands for: the text in a few cases, a number, a boolean."""
+    text = str(value)
+    out: list = list(dict.fromkeys([text, text.lower(), text.upper(), text.capitalize(), text.title()]))
+    if _NUMBER.match(text):
+        number = float(text)
+        out.append(int(number) if number.is_integer() and "." not in text else number)
+    low = text.lower()
+    if low in _TRUE:
+        out.append(True)
+    elif low in _FALSE:
+        out.append(False)
+    return out
+
+
+def field_documents(entry: FieldFilter) -> list[str]:
+    """The jsonb documents one of which a note's frontmatter must contain for `entry` to hold."""
+    keys = entry.keys or tuple(dict.fromkeys([entry.key, entry.key.lower()]))
+    docs = []
+    for key in keys:
+        for value in entry.values:
+            for variant in value_variants(value):
+                docs.append(json.dumps({key: variant}, ensure_ascii=False))
+                docs.append(json.dumps({key: [variant]}, ensure_ascii=False))
+    return list(dict.fromkeys(docs))
+
+
+def frontmatter_keys(words: set[str], collection_ids: list[int] | None) -> dict[str, list[str]]:
+    """Of `words` (lower case), those that are frontmatter keys of an active document in the
+    collections (None: all), with every spelling the index holds: {'status': ['Status', 'status']}."""
+    if not words or collection_ids == []:
+        return {}
+    where = ""
+    params: list = [sorted(words)]
+    if collection_ids is not None:
+        where = " AND d.collection_id = ANY(%s::bigint[])"
+        params.append(collection_ids)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT DISTINCT k FROM indexing_document d CROSS JOIN LATERAL jsonb_object_keys("
+            "CASE WHEN jsonb_typeof(d.frontmatter) = 'object' THEN d.frontmatter ELSE '{}'::jsonb END) k"
+            " WHERE lower(k) = ANY(%s::text[]) AND d.active AND d.frontmatter <> '{}'::jsonb" + where,
+            params,
+        )
+        found: dict[str, list[str]] = {}
+        for (key,) in cursor.fetchall():
+            found.setdefault(key.lower(), []).append(key)
+    return {k: sorted(v) for k, v in found.items()}
+
+
+def fields_resolved(filters: SearchFilters, collection_ids: list[int] | None) -> tuple[SearchFilters, list[str]]:
+    """Structured field filters with their keys' spellings in the index, and a warning for a key
+    no visible note has (the filter stays: it matches nothing)."""
+    pending = [f for f in filters.fields + filters.exclude_fields if not f.keys]
+    if not pending:
+        return filters, []
+    found = frontmatter_keys({f.key.lower() for f in pending}, collection_ids)
+    warnings = []
+    for entry in pending:
+        spellings = found.get(entry.key.lower())
+        if spellings:
+            entry.keys = tuple(spellings)
+        else:
+            entry.keys = (entry.key,)
+            message = f"no notes have a field '{entry.key}'"
+            if message not in warnings:
+                warnings.append(message)
+    return filters, warnings
+
+
+def matching_count(filters: SearchFilters, collection_ids: list[int] | None, *, cap: int) -> int:
+    """How many active documents of the collections pass the filters, counted up to `cap`."""
+    if collection_ids == []:
+        return 0
+    sql, params = filter_sql(filters, "d")
+    where = ""
+    if collection_ids is not None:
+        where = " AND d.collection_id = ANY(%s::bigint[])"
+        params = [collection_ids, *params]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM (SELECT 1 FROM indexing_document d WHERE d.active" + where + sql
+            + " LIMIT %s) s", [*params, int(cap)],
+        )
+        return int(cursor.fetchone()[0])
+
+
+# --- a query of filters only: the matching notes, newest first ------------------------------------
+
+LIST_SNIPPET_CHARS = 4000  # of the body read for a listed note's snippet
+
+
+def filtered_notes(request, filters: SearchFilters) -> SearchResponse:
+    """The notes passing `filters` (no words to rank by), newest first (undated last, then by
+    path): what `tag:meeting after:"last week"` alone lists, in every mode."""
+    started = time.perf_counter()
+    response = SearchResponse(query=request.query, mode=request.mode)
+    collection_ids = collection_ids_for(request.collections, request_access(request))
+    if collection_ids == []:
+        return response
+    fragment, params = filter_sql(filters, "d")
+    where = ""
+    if collection_ids is not None:
+        where = " AND d.collection_id = ANY(%s::bigint[])"
+        params = [collection_ids, *params]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT d.docid, d.collection_id, d.path, d.title, d.note_date, d.date_source,"
+            " CASE WHEN %s THEN c.body ELSE substr(c.body, 1, %s) END"
+            " FROM indexing_document d JOIN indexing_content c ON c.hash = d.content_hash"
+            " WHERE d.active" + where + fragment
+            + " ORDER BY d.note_date DESC NULLS LAST, d.collection_id, d.path LIMIT %s",
+            [bool(request.full), LIST_SNIPPET_CHARS, *params, request.effective_limit()],
+        )
+        rows = cursor.fetchall()
+    response.timings["list"] = (time.perf_counter() - started) * 1000
+    collections = {c.pk: c for c in Collection.objects.filter(pk__in={r[1] for r in rows})}
+    all_contexts = list(PathContext.objects.all())
+    for docid, collection_id, path, title, note_date, date_source, body in rows:
+        collection = collections[collection_id]
+        line, snippet = _opening(body or "")
+        response.results.append(SearchResult(
+            docid=docid, collection=collection.name, path=path, title=title, score=1.0, line=line, snippet=snippet,
+            context=contexts_for(collection, path, all_contexts=all_contexts),
+            body=body if request.full else None, scores={"filter": 1.0},
+            date=note_date.isoformat() if note_date else None, date_source=date_source or "",
+        ))
+    return response
+
+
+def _opening(body: str) -> tuple[int, str]:
+    """(line, text) of a note's first lines of prose: after the frontmatter and the title heading."""
+    lines = body.split("\n")
+    start = 0
+    if lines and lines[0].strip() == "---":
+        for n in range(1, len(lines)):
+            if lines[n].strip() in ("---", "..."):
+                start = n + 1
+                break
+    taken, size, first = [], 0, None
+    for n in range(start, len(lines)):
+        text = lines[n].strip()
+        if not text or (first is None and text.startswith("#") and not taken):
+            if taken:
+                break
+            continue
+        if first is None:
+            first = n + 1
+        piece = text[: SNIPPET_CHARS - size]
+        taken.append(piece)
+        size += len(piece) + 1
+        if size >= SNIPPET_CHARS or len(taken) >= 4:
+            break
+    return (first or 1), "\n".join(taken)
