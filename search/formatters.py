@@ -74,6 +74,19 @@ def location(result: SearchResult) -> str:
     return f"{result.uri}:{result.line}" if result.line else result.uri
 
 
+def shows_dates(response: SearchResponse) -> bool:
+    """Dates are shown (CLI, markdown, XML) when they decided something: a date filter or sort."""
+    return response.sort == "date" or bool(response.filters is not None and response.filters.dated)
+
+
+def date_text(result: SearchResult) -> str:
+    """`2025-03-14 (frontmatter:date)`, or `2025-03-14 10:30 (mtime)`; '' without a date."""
+    if not result.date:
+        return ""
+    day = result.date[:10] if result.date[10:19] in ("", "T00:00:00") else result.date[:16].replace("T", " ")
+    return f"{day} ({result.date_source})" if result.date_source else day
+
+
 def highlight_spans(text: str, highlights) -> list[tuple[int, int]]:
     """[start, end) highlight ranges clipped to `text`, sorted, empty ones dropped, overlapping ones merged."""
     spans: list[tuple[int, int]] = []
@@ -116,6 +129,7 @@ def _cli(response: SearchResponse, *, color: bool, line_numbers: bool, full: boo
     if not response.results:
         return ""
     blocks = []
+    dated = shows_dates(response)
     for r in response.results:
         c = (lambda code: code) if color else (lambda code: "")
         head = f"{c(_CYAN)}{location(r)}{c(_RESET)} {c(_DIM)}#{r.docid}{c(_RESET)}"
@@ -124,7 +138,10 @@ def _cli(response: SearchResponse, *, color: bool, line_numbers: bool, full: boo
             lines.append(f"{c(_BOLD)}{r.title}{c(_RESET)}")
         if r.context:
             lines.append(f"{c(_DIM)}context: {' › '.join(r.context)}{c(_RESET)}")
-        lines.append(f"score: {c(score_color(r.score))}{percent(r.score)}{c(_RESET)}")
+        if dated:
+            lines.append(f"date: {date_text(r) or 'none'}")
+        if "filter" not in r.scores:  # a filter-only list has no relevance to show
+            lines.append(f"score: {c(score_color(r.score))}{percent(r.score)}{c(_RESET)}")
         if full and r.body is not None:
             text = _numbered(r.body, 1, color=color) if line_numbers else r.body
         else:
@@ -168,11 +185,14 @@ def _md(response: SearchResponse, *, color: bool, line_numbers: bool, full: bool
     if not response.results:
         out.append("_No results._")
         return "\n".join(out) + "\n"
+    dated = shows_dates(response)
     for n, r in enumerate(response.results, start=1):
         out.append(f"## {n}. {r.title or r.path}")
         out.append("")
         out.append(f"- **location**: `{location(r)}`")
         out.append(f"- **docid**: `#{r.docid}`")
+        if dated:
+            out.append(f"- **date**: {date_text(r) or 'none'}")
         out.append(f"- **score**: {r.score:.2f}")
         if r.context:
             out.append(f"- **context**: {' › '.join(r.context)}")
@@ -205,9 +225,12 @@ def _xml(response: SearchResponse, *, color: bool, line_numbers: bool, full: boo
     out = ['<?xml version="1.0" encoding="UTF-8"?>',
            f"<results query={quoteattr(_xml_text(response.query))} mode={quoteattr(mode_verb(response.mode))}"
            f" count=\"{len(response.results)}\">"]
+    dated = shows_dates(response)
     for r in response.results:
         attrs = (f"docid={quoteattr('#' + r.docid)} score=\"{r.score:.4f}\" uri={quoteattr(_xml_text(r.uri))}"
                  f" line=\"{r.line}\" collection={quoteattr(_xml_text(r.collection))}")
+        if dated and r.date:
+            attrs += f" date={quoteattr(r.date)} date_source={quoteattr(r.date_source)}"
         out.append(f"  <result {attrs}>")
         out.append(f"    <title>{escape(_xml_text(r.title))}</title>")
         for ctx in r.context:

@@ -20,7 +20,7 @@ from pmd_site.cli import CommandError
 def add_search_options(parser) -> None:
     """QUERY plus the shared options: -n, --all, --min-score, -c, --full, --line-numbers,
     --hits-per-file and one output format flag."""
-    parser.add_argument("query", nargs="+", help="search text (quote it or not)")
+    parser.add_argument("query", nargs="*", help="search text (quote it or not); filters alone list the notes they match")
     parser.add_argument("-n", type=int, dest="limit", metavar="N",
                         help="number of results (default 5; 20 with --json/--files)")
     parser.add_argument("--all", action="store_true", help="return every match")
@@ -31,6 +31,23 @@ def add_search_options(parser) -> None:
     parser.add_argument("--line-numbers", action="store_true", help="prefix snippet lines with line numbers")
     parser.add_argument("--hits-per-file", type=int, default=1, dest="hits_per_document", metavar="K",
                         help="up to K matching passages per document (default 1)")
+    filters = parser.add_argument_group(
+        "filters", "also written in QUERY: tag:db, -tag:x, path:meetings/**, after:2025-01-01, "
+                   "before:\"last week\", status:draft, -status:done")
+    filters.add_argument("--tag", action="append", dest="tags", default=[], metavar="TAG",
+                         help="notes with this tag (frontmatter or #inline); repeated or a,b: any of them")
+    filters.add_argument("--exclude-tag", action="append", dest="exclude_tags", default=[], metavar="TAG",
+                         help="leave out notes with this tag (repeatable)")
+    filters.add_argument("--path", action="append", dest="paths", default=[], metavar="GLOB",
+                         help="notes whose path in the collection matches (meetings/**, *.md); repeated: any")
+    filters.add_argument("--after", metavar="DATE",
+                         help="notes dated on or after DATE (2025-01-01, 2025-06, 'last week', 3d, yesterday)")
+    filters.add_argument("--before", metavar="DATE", help="notes dated before DATE")
+    filters.add_argument("--where", action="append", default=[], metavar="KEY=VALUE",
+                         help="frontmatter KEY is VALUE (or its list holds it; v1,v2: any); KEY!=VALUE excludes; "
+                              "repeatable")
+    parser.add_argument("--sort", choices=("relevance", "date"), default="relevance",
+                        help="order of the results: relevance (default) or date, newest first")
     fmt = parser.add_mutually_exclusive_group()
     for name, text in (("json", "JSON"), ("csv", "CSV"), ("md", "markdown"), ("xml", "XML"),
                        ("files", "one line per file: #docid,score,pmd://path,context")):
@@ -41,6 +58,7 @@ def add_search_options(parser) -> None:
 def search_request_from_args(args, *, mode: str, **overrides):
     """The SearchRequest an adapter's parsed arguments describe."""
     from pmd_site.cli.output import local_access
+    from search.filters import filters_from_options
     from search.formatters import MACHINE_FORMATS
     from search.request import SearchRequest
 
@@ -53,7 +71,10 @@ def search_request_from_args(args, *, mode: str, **overrides):
     request = SearchRequest(
         query=" ".join(args.query), mode=mode, limit=args.limit, all=args.all, min_score=args.min_score,
         collections=list(args.collections or []), full=args.full, line_numbers=args.line_numbers,
-        hits_per_document=args.hits_per_document, access=local_access(), **overrides,
+        hits_per_document=args.hits_per_document, access=local_access(), sort=args.sort,
+        filters=filters_from_options(tags=args.tags, exclude_tags=args.exclude_tags, paths=args.paths,
+                                     after=args.after, before=args.before, where=args.where),
+        **overrides,
     )
     if request.limit is None and not request.all:
         request.limit = request.effective_limit(machine_format=args.format in MACHINE_FORMATS)
@@ -73,7 +94,7 @@ def search_and_print(args, *, mode: str, **overrides):
     from search.pipeline.dispatch import search_run
 
     request = search_request_from_args(args, mode=mode, **overrides)
-    if not request.query.strip():
+    if not request.query.strip() and (request.filters is None or request.filters.empty):
         raise CommandError("empty query")
     response = search_run(request)
     for message in response.warnings:

@@ -6,6 +6,7 @@ from ninja import Field, Query, Router, Schema
 from ninja.errors import HttpError
 
 from search.api.schemas import ErrorOut
+from search.filters import SearchFilters, filters_from_options
 from search.pipeline.dispatch import search_run
 from search.request import (
     DEFAULT_LIMIT_MACHINE,
@@ -20,10 +21,27 @@ router = Router(tags=["search"])
 SearchMode = Literal[tuple(MODE_ALIASES)]  # every name of a mode; the answer says the CLI verb
 
 
-class SearchIn(Schema):
-    """The CLI's search options (`pmd search|vsearch|query --json`)."""
+FieldValue = str | int | float | bool
+FilterValues = str | list[str]
 
-    query: str = Field(..., min_length=1, max_length=2000)
+
+class FiltersIn(Schema):
+    """Filters over the notes' structure (the query text may hold them too: `tag:db after:2025-01`)."""
+
+    tags: FilterValues | None = Field(None, description="notes with any of these tags")
+    exclude_tags: FilterValues | None = Field(None, description="leave out notes with any of these tags")
+    path: FilterValues | None = Field(None, description="path globs inside the collection (meetings/**): any")
+    exclude_path: FilterValues | None = Field(None, description="leave out paths matching any of these globs")
+    after: str | None = Field(None, max_length=100, description="dated on or after: 2025-01-01, 2025-06, 'last week', 3d")
+    before: str | None = Field(None, max_length=100, description="dated before")
+    fields: dict[str, FieldValue | list[FieldValue]] | None = Field(
+        None, description='frontmatter values: {"status": "draft", "author": ["ana", "bo"]} (lists: any of)')
+    exclude_fields: dict[str, FieldValue | list[FieldValue]] | None = Field(
+        None, description="leave out notes with these frontmatter values")
+
+
+class _SearchBase(Schema):
+    query: str = Field(..., max_length=2000, description="words, and filters such as tag:db (may be only filters)")
     mode: SearchMode = "search"
     limit: int | None = Field(None, ge=1, le=1000, description="results; default 20 as with --json")
     all: bool = False
@@ -37,11 +55,24 @@ class SearchIn(Schema):
     candidate_limit: int = Field(40, ge=1, le=500)
     intent: str | None = Field(None, max_length=2000)
     explain: bool = False
+    sort: Literal["relevance", "date"] = Field("relevance", description="relevance, or date (newest first)")
 
 
-class SearchQuery(SearchIn):
-    query: str = Field(..., min_length=1, max_length=2000, alias="q")
+class SearchIn(_SearchBase):
+    """The CLI's search options (`pmd search|vsearch|query --json`)."""
+
+    filters: FiltersIn | None = None
+
+
+class SearchQuery(_SearchBase):
+    query: str = Field("", max_length=2000, alias="q")
     collections: list[str] = Field(default_factory=list, alias="collection")
+    tag: list[str] = Field(default_factory=list, description="notes with any of these tags (repeatable)")
+    exclude_tag: list[str] = Field(default_factory=list)
+    path: list[str] = Field(default_factory=list, description="path globs inside the collection (repeatable)")
+    after: str | None = Field(None, max_length=100)
+    before: str | None = Field(None, max_length=100)
+    where: list[str] = Field(default_factory=list, description="frontmatter KEY=VALUE (KEY!=VALUE excludes)")
 
 
 class ResultOut(Schema):
@@ -58,6 +89,9 @@ class ResultOut(Schema):
     body: str | None = None
     scores: dict[str, Any] = {}
     explain: dict[str, Any] | None = None
+    date: str | None = Field(None, description="the note's date (ISO 8601, UTC), used by date filters and sort")
+    date_source: str = Field("", description="where the date came from: frontmatter:date, frontmatter:created, "
+                                             "filename or mtime")
 
 
 class SearchOut(Schema):
@@ -66,11 +100,22 @@ class SearchOut(Schema):
     results: list[ResultOut]
     warnings: list[str] = []
     timings_ms: dict[str, float] = {}
+    filters: dict[str, Any] | None = Field(None, description="the filters applied (the query's and the body's)")
+    sort: str = Field("relevance", description="the order of the results: relevance or date")
 
 
-def search_request_from(data: SearchIn, *, access, mode: str | None = None) -> SearchRequest:
+def search_request_from(data: _SearchBase, *, access, mode: str | None = None) -> SearchRequest:
     """Build the shared SearchRequest; a machine caller gets the --json default limit."""
     fields = {**data.dict(by_alias=False), "access": access}
+    if isinstance(data, SearchQuery):
+        fields["filters"] = filters_from_options(
+            tags=data.tag, exclude_tags=data.exclude_tag, paths=data.path,
+            after=fields.pop("after"), before=fields.pop("before"), where=data.where)
+        for name in ("tag", "exclude_tag", "path", "where"):
+            fields.pop(name, None)
+    else:
+        given = data.filters.dict(exclude_none=True) if data.filters is not None else None
+        fields["filters"] = SearchFilters.from_dict(given)
     fields["mode"] = mode_normalize(mode or fields["mode"])
     fields["query"] = fields["query"].strip()
     if fields["limit"] is None and not fields["all"]:
@@ -80,8 +125,8 @@ def search_request_from(data: SearchIn, *, access, mode: str | None = None) -> S
 
 def _search(request, data: SearchIn, mode: str | None = None) -> dict:
     request = search_request_from(data, access=request.auth, mode=mode)
-    if not request.query:
-        raise HttpError(422, "query is empty")
+    if not request.query and (request.filters is None or request.filters.empty):
+        raise HttpError(422, "invalid request: query: the query is empty (give words, filters or both)")
     return search_run(request).as_dict()
 
 

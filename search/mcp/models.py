@@ -13,6 +13,9 @@ class Hit(BaseModel):
     title: str
     snippet: str
     context: list[str] = Field(default_factory=list, description="descriptions of the folder, general → specific")
+    date: str | None = Field(None, description="the note's date (ISO 8601): what date filters and sort use")
+    date_source: str = Field("", description="where the date came from: frontmatter:date, frontmatter:created, "
+                                             "filename or mtime")
 
 
 class SearchResult(BaseModel):
@@ -20,6 +23,26 @@ class SearchResult(BaseModel):
     mode: str
     results: list[Hit]
     warnings: list[str] = Field(default_factory=list)
+    filters: dict | None = Field(None, description="the filters applied (the query's and the `filters` argument's)")
+
+
+FieldValue = str | int | float | bool
+
+
+class SearchFiltersIn(BaseModel):
+    """Filters over the notes' own structure; the query may hold them too (tag:db after:2025-01-01
+    status:draft -tag:old path:meetings/**). Lists are "any of"; different filters must all hold."""
+
+    tags: str | list[str] | None = Field(None, description="notes with any of these tags (frontmatter or #inline)")
+    exclude_tags: str | list[str] | None = Field(None, description="leave out notes with any of these tags")
+    path: str | list[str] | None = Field(None, description="path globs inside the collection, e.g. meetings/**")
+    exclude_path: str | list[str] | None = None
+    after: str | None = Field(None, max_length=100,
+                              description="the note's date on or after: 2025-01-01, 2025-06, 'last week', 3d")
+    before: str | None = Field(None, max_length=100, description="the note's date before this")
+    fields: dict[str, FieldValue | list[FieldValue]] | None = Field(
+        None, description='frontmatter values, e.g. {"status": "draft", "author": ["ana", "bo"]}')
+    exclude_fields: dict[str, FieldValue | list[FieldValue]] | None = None
 
 
 class SubSearch(BaseModel):

@@ -16,6 +16,7 @@ from indexing.access import Access
 from indexing.links import document_links
 from indexing.selectors import document_page, documents_multi_get
 from pmd_site.status import status_report
+from search.filters import SearchFilters
 from search.formatters import numbered_lines
 from search.mcp.errors import mcp_access, tool_call
 from search.mcp.instructions import refresh_instructions
@@ -27,6 +28,7 @@ from search.mcp.models import (
     LinkInfo,
     LinksResult,
     MultiGetResult,
+    SearchFiltersIn,
     SearchResult,
     StatusResult,
     SubSearch,
@@ -43,13 +45,17 @@ def _result(model: BaseModel, text: str) -> CallToolResult:
                           structured_content=model.model_dump(mode="json"))
 
 
-def _search(ctx: Context, **fields) -> SearchResult:
-    request = SearchRequest(**fields, access=mcp_access(ctx))
+def _search(ctx: Context, *, filters: SearchFiltersIn | None = None, **fields) -> SearchResult:
+    given = filters.model_dump(exclude_none=True) if filters is not None else None
+    request = SearchRequest(**fields, filters=SearchFilters.from_dict(given), access=mcp_access(ctx))
     response = search_run(request)  # errors: PmdError, mapped by tool_call
+    applied = response.filters.as_dict() if response.filters is not None and not response.filters.empty else None
     return SearchResult(
         query=response.query.split("\n", 1)[0], mode=mode_verb(response.mode), warnings=response.warnings,
         results=[Hit(docid=r.docid, uri=r.uri, line=r.line, score=round(r.score, 4), title=r.title,
-                     snippet=r.snippet, context=r.context) for r in response.results],
+                     snippet=r.snippet, context=r.context, date=r.date, date_source=r.date_source)
+                 for r in response.results],
+        filters=applied,
     )
 
 
@@ -58,7 +64,8 @@ def _search_text(result: SearchResult) -> str:
         return f"no results for {result.query!r}" + "".join(f"\nwarning: {w}" for w in result.warnings)
     out = []
     for hit in result.results:
-        out.append(f"#{hit.docid} {hit.uri}:{hit.line} ({hit.score:.2f}) {hit.title}")
+        dated = f" [{hit.date[:10]}]" if result.filters and hit.date else ""
+        out.append(f"#{hit.docid} {hit.uri}:{hit.line} ({hit.score:.2f}){dated} {hit.title}")
         snippet = " ".join(hit.snippet.split())
         if snippet:
             out.append(f"  {snippet[:300]}")
@@ -86,10 +93,16 @@ def register_tools(server: MCPServer) -> None:
         collections: list[str] = Field(default_factory=list, description="restrict to these collections"),
         limit: int = Field(10, ge=1, le=100),
         min_score: float = Field(0.0, ge=0.0, le=1.0),
+        filters: SearchFiltersIn | None = Field(
+            None, description="tags, exclude_tags, path, after, before, fields: {key: value}; the query may also "
+                              "hold them: tag:db after:2025-01-01 status:draft"),
+        sort: Literal["relevance", "date"] = Field("relevance", description="date: newest first"),
         ctx: Context = None,
     ) -> SearchResult:
-        """Fast BM25 keyword search. Use first, and for exact terms, names, identifiers and error messages."""
-        result = _search(ctx, query=query, mode=Mode.KEYWORD, collections=collections, limit=limit, min_score=min_score)
+        """Fast BM25 keyword search. Use first, and for exact terms, names, identifiers and error messages.
+        Filters (tag:db, path:meetings/**, after:"last week", status:draft) narrow it; filters alone list notes."""
+        result = _search(ctx, query=query, mode=Mode.KEYWORD, collections=collections, limit=limit, min_score=min_score,
+                         filters=filters, sort=sort)
         return _result(result, _search_text(result))
 
     @server.tool(name="pmd_vector_search", title="Semantic search", annotations=READ_ONLY)
@@ -99,10 +112,15 @@ def register_tools(server: MCPServer) -> None:
         collections: list[str] = Field(default_factory=list),
         limit: int = Field(10, ge=1, le=100),
         min_score: float = Field(0.0, ge=0.0, le=1.0),
+        filters: SearchFiltersIn | None = Field(
+            None, description="tags, exclude_tags, path, after, before, fields: {key: value}; the query may also "
+                              "hold them: tag:db after:2025-01-01 status:draft"),
+        sort: Literal["relevance", "date"] = Field("relevance", description="date: newest first"),
         ctx: Context = None,
     ) -> SearchResult:
         """Semantic (embedding) search: finds passages by meaning when the wording differs from the query."""
-        result = _search(ctx, query=query, mode=Mode.VECTOR, collections=collections, limit=limit, min_score=min_score)
+        result = _search(ctx, query=query, mode=Mode.VECTOR, collections=collections, limit=limit, min_score=min_score,
+                         filters=filters, sort=sort)
         return _result(result, _search_text(result))
 
     @server.tool(name="pmd_deep_search", title="Deep hybrid search", annotations=READ_ONLY)
@@ -118,6 +136,10 @@ def register_tools(server: MCPServer) -> None:
         collections: list[str] = Field(default_factory=list),
         limit: int = Field(10, ge=1, le=100),
         min_score: float = Field(0.0, ge=0.0, le=1.0),
+        filters: SearchFiltersIn | None = Field(
+            None, description="tags, exclude_tags, path, after, before, fields: {key: value}; the query may also "
+                              "hold them: tag:db after:2025-01-01 status:draft"),
+        sort: Literal["relevance", "date"] = Field("relevance", description="date: newest first"),
         ctx: Context = None,
     ) -> SearchResult:
         """Best-quality search for hard questions: query expansion, keyword + vector retrieval, fusion, LLM re-ranking. Slower."""
@@ -125,7 +147,8 @@ def register_tools(server: MCPServer) -> None:
             query = " ".join(query.split())
         typed = [(s.type, " ".join(s.query.split())) for s in searches or []]
         result = _search(ctx, query=query, mode=Mode.HYBRID, searches=typed, intent=intent, rerank=rerank,
-                         candidate_limit=candidate_limit, collections=collections, limit=limit, min_score=min_score)
+                         candidate_limit=candidate_limit, collections=collections, limit=limit, min_score=min_score,
+                         filters=filters, sort=sort)
         return _result(result, _search_text(result))
 
     @server.tool(name="pmd_get", title="Read a document", annotations=READ_ONLY)

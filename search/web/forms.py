@@ -10,6 +10,7 @@ Visibility = Collection.Visibility
 
 # The web UI's names of the search modes (mapped to a Mode by search.request.mode_normalize).
 MODE_LABELS = {"keyword": "Keyword", "semantic": "Semantic", "hybrid": "Hybrid"}
+SORT_LABELS = {"relevance": "Best match", "date": "Newest first"}
 WEB_LIMIT = 20
 
 
@@ -17,6 +18,7 @@ class SearchForm(forms.Form):
     q = forms.CharField(required=False, max_length=1000, strip=True)
     mode = forms.ChoiceField(choices=list(MODE_LABELS.items()), required=False)
     collection = forms.CharField(required=False, max_length=200)
+    sort = forms.ChoiceField(choices=list(SORT_LABELS.items()), required=False)
 
     def __init__(self, *args, collection_names: list[str] | None = None, **kwargs):
         super().__init__(*args, **kwargs)
@@ -24,6 +26,9 @@ class SearchForm(forms.Form):
 
     def clean_mode(self) -> str:
         return self.cleaned_data.get("mode") or "keyword"
+
+    def clean_sort(self) -> str:
+        return self.cleaned_data.get("sort") or "relevance"
 
     def clean_collection(self) -> str:
         name = self.cleaned_data.get("collection") or ""

@@ -14,11 +14,12 @@ from django.views.decorators.http import require_GET
 
 from indexing.access import visible_collection_names
 from indexing.errors import InvalidSearchInput
+from search.formatters import shows_dates
 from search.pipeline.dispatch import search_run
 from search.request import SearchRequest
 from search.results import SearchResult
 from search.web.errors import problem_for
-from search.web.forms import MODE_LABELS, WEB_LIMIT, SearchForm
+from search.web.forms import MODE_LABELS, SORT_LABELS, WEB_LIMIT, SearchForm
 from search.web.pages import access_of, page, wants_fragment
 from search.web.rendering import highlight_snippet
 
@@ -49,10 +50,11 @@ def document_url(collection: str, path: str, *, line: int | None = None, query: 
     return url + (f"#L{line}" if line else "")
 
 
-def _run_search(*, query: str, mode: str, collection: str, access) -> dict:
+def _run_search(*, query: str, mode: str, collection: str, access, sort: str = "relevance") -> dict:
+    # The query text may hold filters (tag:db, after:"last week", status:draft): search_run reads them.
     search_request = SearchRequest(
         query=query, mode=mode, limit=WEB_LIMIT,  # search_run maps the web name to its Mode
-        collections=[collection] if collection else [], access=access,
+        collections=[collection] if collection else [], access=access, sort=sort,
     )
     started = time.perf_counter()
     try:
@@ -69,7 +71,9 @@ def _run_search(*, query: str, mode: str, collection: str, access) -> dict:
         )
         for i, r in enumerate(response.results, start=1)
     ]
-    return {"cards": cards, "warnings": response.warnings, "elapsed_ms": elapsed, "timings": response.timings}
+    return {"cards": cards, "warnings": response.warnings, "elapsed_ms": elapsed, "timings": response.timings,
+            "dated": shows_dates(response),
+            "filtered": response.filters.describe() if response.filters is not None else ""}
 
 
 @login_required
@@ -77,15 +81,16 @@ def _run_search(*, query: str, mode: str, collection: str, access) -> dict:
 def search_page(request):
     names = visible_collection_names(access_of(request))
     form = SearchForm(request.GET, collection_names=names)
-    context = {"form": form, "collections": names, "modes": MODE_LABELS, "query": "", "mode": "keyword",
-               "collection": "", "searched": False}
+    context = {"form": form, "collections": names, "modes": MODE_LABELS, "sorts": SORT_LABELS, "query": "",
+               "mode": "keyword", "collection": "", "sort": "relevance", "searched": False}
     if form.is_valid():
         context.update(query=form.cleaned_data["q"], mode=form.cleaned_data["mode"],
-                       collection=form.cleaned_data["collection"])
+                       collection=form.cleaned_data["collection"], sort=form.cleaned_data["sort"])
         if context["query"]:
             context["searched"] = True
             context.update(_run_search(query=context["query"], mode=context["mode"],
-                                       collection=context["collection"], access=access_of(request)))
+                                       collection=context["collection"], access=access_of(request),
+                                       sort=context["sort"]))
     else:
         context["mode"] = request.GET.get("mode") if request.GET.get("mode") in MODE_LABELS else "keyword"
         context["query"] = request.GET.get("q", "")[:1000]
