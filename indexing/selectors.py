@@ -215,7 +215,9 @@ def documents_list(target: str | None = None, *, access: Access, limit: int | No
 def collections_overview(*, access: Access, only: Collection | None = None) -> list[dict]:
     """Every collection `access` sees (or `only` that one) with its counts: the rows of `ls`,
     `collection list|show`, the API's collections and the status report."""
-    visible = visible_collections(access).prefetch_related("shared_users", "shared_groups").select_related("owner")
+    # Ordered here: Meta.ordering does not apply to a query that aggregates.
+    visible = (visible_collections(access).prefetch_related("shared_users", "shared_groups")
+               .select_related("owner").order_by("name"))
     rows = (visible.filter(pk=only.pk) if only is not None else visible).annotate(
         active_documents=Count("documents", filter=Q(documents__active=True)),
         inactive_documents=Count("documents", filter=Q(documents__active=False)),

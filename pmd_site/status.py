@@ -106,10 +106,10 @@ def _embeddings(access) -> dict:
     if access.collection_ids() is None:
         return embedding_status()
     # Counted over the collections this caller sees ("/" is no collection's name: none visible
-    # counts nothing); totals across the whole index (chunks, other models, the last job) would
-    # tell them about collections they cannot see.
+    # counts nothing); the other models' totals and the last embedding job are the whole index's
+    # and would tell them about collections they cannot see.
     status = embedding_status(collections=visible_collection_names(access) or ["/"])
-    return {k: v for k, v in status.items() if k not in {"chunks", "stale_fingerprints", "job"}}
+    return {k: v for k, v in status.items() if k not in {"stale_fingerprints", "job"}}
 
 
 def _security(access) -> dict:

@@ -42,7 +42,10 @@ def embedding_status(*, collections: list[str] | None = None) -> dict:
                          "chunking": fingerprint.chunk_params, "created_at": fingerprint.created_at.isoformat()},
             embedded=wanted - pending,
             pending=pending,
-            chunks=Chunk.objects.filter(fingerprint=fingerprint).count(),
+            # Of the named collections only, when some are named (a member's status: the index's
+            # total would count notes they cannot see).
+            chunks=Chunk.objects.filter(fingerprint=fingerprint, **(
+                {"content_id__in": wanted_contents(collections=collections)} if collections else {})).count(),
             hnsw_index=hnsw_index_exists(fingerprint),
         )
     status["mismatch"] = bool(status["stale_fingerprints"]) and (fingerprint is None or status["pending"] > 0)
