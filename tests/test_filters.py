@@ -392,6 +392,8 @@ def test_web_search_box_reads_filters(vault, django_user_model):
     assert "newest first" in dated and "2025-06-15" in dated
     warned = client.get("/", {"q": "postgres foo:bar"}).content.decode()
     assert "no notes have a field" in warned
+    bad = client.get("/", {"q": "postgres after:someday"})
+    assert bad.status_code == 200 and "cannot read the date" in bad.content.decode()
 
 
 # --- vector and hybrid search with filters --------------------------------------------------------
@@ -572,8 +574,13 @@ def test_api_rejects_bad_filters_with_422(vault, django_user_model):
     user = django_user_model.objects.create_user("reader", password="pw-reader-123")
     api = Client(HTTP_AUTHORIZATION=f"Bearer {token_create(user=user, access=Access.local_user()).raw}")
     for body in [{"query": "x", "filters": {"after": "someday"}}, {"query": "x after:someday"},
-                 {"query": "x", "sort": "alphabetical"}, {"query": "", "filters": {}}]:
+                 {"query": "x", "sort": "alphabetical"}, {"filters": {}}, {"query": "", "filters": {"tags": "x"}}]:
         response = api.post("/api/search", body, content_type="application/json")
         assert response.status_code == 422, (body, response.content)
-    listed = api.post("/api/search", {"query": "", "filters": {"tags": "meeting"}}, content_type="application/json")
+    listed = api.post("/api/search", {"filters": {"tags": "meeting"}}, content_type="application/json")
     assert listed.status_code == 200 and len(listed.json()["results"]) == 2
+    got = api.get("/api/search", {"tag": "meeting", "sort": "date"})
+    assert got.status_code == 200, got.content
+    assert [r["path"] for r in got.json()["results"]] == ["meetings/2025-03-02-planning.md",
+                                                          "meetings/2025-01-10-standup.md"]
+    assert api.get("/api/search", {"after": "someday"}).status_code == 422

@@ -41,7 +41,9 @@ class FiltersIn(Schema):
 
 
 class _SearchBase(Schema):
-    query: str = Field(..., max_length=2000, description="words, and filters such as tag:db (may be only filters)")
+    query: str | None = Field(None, min_length=1, max_length=2000,
+                              description="words, and filters such as tag:db (may be only filters); "
+                                          "may be left out when `filters` are given")
     mode: SearchMode = "search"
     limit: int | None = Field(None, ge=1, le=1000, description="results; default 20 as with --json")
     all: bool = False
@@ -65,7 +67,7 @@ class SearchIn(_SearchBase):
 
 
 class SearchQuery(_SearchBase):
-    query: str = Field("", max_length=2000, alias="q")
+    query: str | None = Field(None, min_length=1, max_length=2000, alias="q")
     collections: list[str] = Field(default_factory=list, alias="collection")
     tag: list[str] = Field(default_factory=list, description="notes with any of these tags (repeatable)")
     exclude_tag: list[str] = Field(default_factory=list)
@@ -117,7 +119,7 @@ def search_request_from(data: _SearchBase, *, access, mode: str | None = None) -
         given = data.filters.dict(exclude_none=True) if data.filters is not None else None
         fields["filters"] = SearchFilters.from_dict(given)
     fields["mode"] = mode_normalize(mode or fields["mode"])
-    fields["query"] = fields["query"].strip()
+    fields["query"] = (fields["query"] or "").strip()
     if fields["limit"] is None and not fields["all"]:
         fields["limit"] = DEFAULT_LIMIT_MACHINE
     return SearchRequest(**fields)
@@ -126,7 +128,7 @@ def search_request_from(data: _SearchBase, *, access, mode: str | None = None) -
 def _search(request, data: SearchIn, mode: str | None = None) -> dict:
     request = search_request_from(data, access=request.auth, mode=mode)
     if not request.query and (request.filters is None or request.filters.empty):
-        raise HttpError(422, "invalid request: query: the query is empty (give words, filters or both)")
+        raise HttpError(422, "query is empty")
     return search_run(request).as_dict()
 
 
