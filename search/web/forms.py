@@ -19,6 +19,9 @@ class SearchForm(forms.Form):
     mode = forms.ChoiceField(choices=list(MODE_LABELS.items()), required=False)
     collection = forms.CharField(required=False, max_length=200)
     sort = forms.ChoiceField(choices=list(SORT_LABELS.items()), required=False)
+    # the date range facet (the note's date, as `after:`/`before:` in the query; ISO or relative)
+    after = forms.CharField(required=False, max_length=40, strip=True)
+    before = forms.CharField(required=False, max_length=40, strip=True)
 
     def __init__(self, *args, collection_names: list[str] | None = None, **kwargs):
         super().__init__(*args, **kwargs)

@@ -47,7 +47,19 @@
 
   // Typing a new query resets the keyboard selection.
   document.addEventListener("htmx:afterSwap", function (event) {
-    if (event.detail.target && event.detail.target.id === "results") activate(results(), -1);
+    if (event.detail.target && event.detail.target.id === "results") {
+      activate(results(), -1);
+      // A tag clicked in the results changed the query: the search box and date range follow it.
+      var state = document.getElementById("search-state");
+      if (state) {
+        [["q", "query"], ["after", "after"], ["before", "before"]].forEach(function (pair) {
+          var input = document.getElementById(pair[0]);
+          if (input && input !== document.activeElement && input.value !== state.dataset[pair[1]]) {
+            input.value = state.dataset[pair[1]];
+          }
+        });
+      }
+    }
   });
 
   // Copy buttons: data-copy="<selector of the element whose text to copy>".

@@ -11,14 +11,30 @@ from django.shortcuts import redirect
 from django.urls import reverse
 from django.views.decorators.http import require_GET
 
+from indexing.links import document_links
 from indexing.selectors import contexts_for, document_resolve
 from search.web.pages import access_of, page
 from search.web.rendering import render_markdown
-from search.web.views.search import document_url
+from search.web.views.search import TagLink, document_url, tag_search_url
+
+LINKS_SHOWN = 200  # of each kind; the totals say when there are more
 
 
 def _resolve(request, collection: str, path: str):
     return document_resolve(f"pmd://{collection}/{path}", access=access_of(request)).document
+
+
+def _link_items(document, access) -> dict:
+    """The note's outgoing links (resolved ones to the target's page) and backlinks (to the linking
+    line of the source note), among the notes `access` sees."""
+    links = document_links(f"pmd://{document.collection.name}/{document.path}", access=access,
+                           limit=LINKS_SHOWN)
+    outgoing = [{"row": row, "url": document_url(row.other.collection.name, row.other.path) if row.other else ""}
+                for row in links.links]
+    backlinks = [{"row": row, "url": document_url(row.other.collection.name, row.other.path, line=row.line)}
+                 for row in links.backlinks]
+    return {"outgoing": outgoing, "backlinks": backlinks, "links_total": links.links_total,
+            "backlinks_total": links.backlinks_total}
 
 
 def _display_value(value) -> str:
@@ -51,7 +67,9 @@ def document_page(request, collection: str, path: str):
         "query": request.GET.get("q", "")[:1000],
         "line_count": len(lines),
         "raw_url": reverse("search:raw", args=[document.collection.name, document.path]),
+        "tags": [TagLink(name=t, url=tag_search_url(t)) for t in (document.tags or [])],
     }
+    context.update(_link_items(document, access_of(request)))
     if view == "source":
         context["numbered_lines"] = list(enumerate(lines, start=1))
     else:
