@@ -25,7 +25,10 @@ names, identifiers); use pmd_vector_search for meaning when words differ; use pm
 for hard questions (query expansion + keyword + vector + re-ranking; slower). Results give a
 docid (#abc123), a pmd:// URI and a line: read the document with pmd_get (use from_line and
 max_lines to read around the hit) or several at once with pmd_multi_get. Documents are also
-resources at pmd://{collection}/{path} (optionally ?start=LINE&lines=N)."""
+resources at pmd://{collection}/{path} (optionally ?start=LINE&lines=N). Every search takes
+filters, in the query (tag:db -tag:old path:meetings/** after:"last week" before:2025-06
+status:draft) or as its `filters` argument, and sort="date" for newest first; filters alone list
+the matching notes. Each result's date (and where it came from) is given."""
 
 # Who the current MCP connection acts as: set by the /mcp router (a token's access) and by
 # `pmd mcp` on stdio (the local user). Unset, the instructions name no collection at all.
