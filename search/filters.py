@@ -209,14 +209,14 @@ class ParsedFilters:
 # --- the query text ------------------------------------------------------------------------------
 
 
-def parse_filters(text: str, *, field_keys: Callable[[set[str]], dict[str, list[str]]] | None = None,
+def parse_filters(text: str, *, field_keys: Callable[[dict[str, list[str]]], dict[str, list[str]]] | None = None,
                   now: datetime | None = None) -> ParsedFilters:
     """The filters written in `text` and the text left to search.
 
-    `field_keys(words)` gets the lower-cased words of `word:value` tokens that are no built-in
-    filter and returns, for those that are frontmatter keys of a note the searcher sees, their
-    spellings in the index; the others stay in the text with a warning. Without it, no
-    `word:value` is a field filter (each is text, with the warning)."""
+    `field_keys({word: values})` gets the lower-cased words of `word:value` tokens that are no
+    built-in filter, with the values written for each, and returns, for those that are frontmatter
+    keys of a note the searcher sees, their spellings in the index; the others stay in the text
+    with a warning. Without it, no `word:value` is a field filter (each is text, with the warning)."""
     text = (text or "").replace("\x00", " ")
     lines = text.split("\n")
     tokens: list[list] = []  # [line, start, end, neg, word, value, quoted]
@@ -235,7 +235,10 @@ def parse_filters(text: str, *, field_keys: Callable[[set[str]], dict[str, list[
             tokens.append([number, m.start(), m.end(), bool(m.group("neg")), word, value, quoted])
     if not tokens:
         return ParsedFilters(text=text, filters=SearchFilters())
-    candidates = {t[4].lower() for t in tokens if t[4].lower() not in FILTER_WORDS}
+    candidates: dict[str, list[str]] = {}
+    for t in tokens:
+        if t[4].lower() not in FILTER_WORDS:
+            candidates.setdefault(t[4].lower(), []).extend([t[5]] if t[6] else split_values(t[5]))
     found = {k.lower(): list(v) for k, v in (field_keys(candidates) if field_keys and candidates else {}).items()}
     out = SearchFilters()
     warnings: list[str] = []

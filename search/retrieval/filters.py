@@ -108,27 +108,50 @@ def field_documents(entry: FieldFilter) -> list[str]:
     return list(dict.fromkeys(docs))
 
 
-def frontmatter_keys(words: set[str], collection_ids: list[int] | None) -> dict[str, list[str]]:
-    """Of `words` (lower case), those that are frontmatter keys of an active document in the
-    collections (None: all), with every spelling the index holds: {'status': ['Status', 'status']}."""
+def frontmatter_keys(words: dict[str, list[str]], collection_ids: list[int] | None) -> dict[str, list[str]]:
+    """Of `words` (lower case, each with the values asked for), those that are frontmatter keys of
+    an active document in the collections (None: all), with their spellings in the index:
+    {'status': ['Status', 'status']}.
+
+    First, cheaply through the GIN index: which usual spellings of the key (as written, lower,
+    Capitalised, UPPER) hold one of the values in some note; those are the spellings the filter
+    needs. Only a word none of them matches costs a scan of the notes' keys, to tell a key whose
+    value no note has (a filter that matches nothing) from a word no note has as a key (text)."""
     if not words or collection_ids == []:
         return {}
-    where = ""
-    params: list = [sorted(words)]
+    where, scope = "", []
     if collection_ids is not None:
-        where = " AND d.collection_id = ANY(%s::bigint[])"
-        params.append(collection_ids)
+        where, scope = " AND d.collection_id = ANY(%s::bigint[])", [collection_ids]
+    found: dict[str, list[str]] = {}
     with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT DISTINCT k FROM indexing_document d CROSS JOIN LATERAL jsonb_object_keys("
-            "CASE WHEN jsonb_typeof(d.frontmatter) = 'object' THEN d.frontmatter ELSE '{}'::jsonb END) k"
-            " WHERE lower(k) = ANY(%s::text[]) AND d.active AND d.frontmatter <> '{}'::jsonb" + where,
-            params,
-        )
-        found: dict[str, list[str]] = {}
-        for (key,) in cursor.fetchall():
-            found.setdefault(key.lower(), []).append(key)
+        for word, values in words.items():
+            spellings = list(dict.fromkeys([word, word.capitalize(), word.upper(), word.title()]))
+            entries = [FieldFilter(key=word, values=list(values) or [""], keys=(s,)) for s in spellings]
+            cursor.execute(
+                "SELECT s.i FROM unnest(%s::int[]) s(i) WHERE EXISTS (SELECT 1 FROM indexing_document d"
+                " WHERE d.active" + where + " AND d.frontmatter @> ANY((%s::jsonb[][])[s.i:s.i]))",
+                [list(range(1, len(entries) + 1)), *scope, _rectangular([field_documents(e) for e in entries])],
+            )
+            hits = sorted(i for (i,) in cursor.fetchall())
+            if hits:
+                found[word] = sorted(spellings[i - 1] for i in hits)
+        rest = sorted(set(words) - set(found))
+        if rest:
+            cursor.execute(
+                "SELECT DISTINCT k FROM indexing_document d CROSS JOIN LATERAL jsonb_object_keys("
+                "CASE WHEN jsonb_typeof(d.frontmatter) = 'object' THEN d.frontmatter ELSE '{}'::jsonb END) k"
+                " WHERE lower(k) = ANY(%s::text[]) AND d.active AND d.frontmatter <> '{}'::jsonb" + where,
+                [rest, *scope],
+            )
+            for (key,) in cursor.fetchall():
+                found.setdefault(key.lower(), []).append(key)
     return {k: sorted(v) for k, v in found.items()}
+
+
+def _rectangular(rows: list[list[str]]) -> list[list[str]]:
+    """A 2-D array for PostgreSQL (rows of one length): short rows repeat their last document."""
+    width = max(len(r) for r in rows)
+    return [r + [r[-1]] * (width - len(r)) for r in rows]
 
 
 def fields_resolved(filters: SearchFilters, collection_ids: list[int] | None) -> tuple[SearchFilters, list[str]]:
@@ -137,7 +160,10 @@ def fields_resolved(filters: SearchFilters, collection_ids: list[int] | None) ->
     pending = [f for f in filters.fields + filters.exclude_fields if not f.keys]
     if not pending:
         return filters, []
-    found = frontmatter_keys({f.key.lower() for f in pending}, collection_ids)
+    asked: dict[str, list[str]] = {}
+    for entry in pending:
+        asked.setdefault(entry.key.lower(), []).extend(entry.values)
+    found = frontmatter_keys(asked, collection_ids)
     warnings = []
     for entry in pending:
         spellings = found.get(entry.key.lower())
