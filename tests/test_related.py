@@ -155,3 +155,60 @@ def test_unknown_note_is_not_found(vault):
         related_notes("vault/nope.md", access=Access.local_user())
     with pytest.raises(PmdError):  # a member cannot ask about F either
         related_notes("secret/f.md", access=Access.for_user(vault))
+
+
+def _close_other_connections() -> None:
+    """Connections the MCP tools' worker threads kept open would block the test database's flush/drop."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                       "WHERE datname = current_database() AND pid <> pg_backend_pid()")
+
+
+def _mcp_call(tool: str, arguments: dict) -> dict:
+    import anyio
+    from mcp import Client
+
+    from search.mcp.server import create_server
+
+    async def call():
+        async with Client(create_server()) as client:
+            result = await client.call_tool(tool, arguments)
+            assert not result.is_error, result.content
+            return result.structured_content
+
+    return anyio.run(call)
+
+
+@TRANSACTIONAL
+def test_cli_api_and_mcp_give_the_same_list(request, tmp_path, ollama, settings, django_user_model, run_cli):
+    from django.test import Client
+
+    from search.api_tokens import token_create
+
+    request.addfinalizer(_close_other_connections)  # the MCP tools ran in worker threads
+    settings.PMD_CHUNK_TOKENS = 40
+    member = _build(tmp_path, django_user_model)
+    code, out, err = run_cli("related", "vault/a.md", "-n", "5", "--json")
+    assert code == 0, err
+    cli = json.loads(out)
+    expected = [(r["uri"], r["reasons"], r["score"]) for r in cli["results"]]
+    assert len(expected) == 5 and "pmd://secret/f.md" in {uri for uri, _, _ in expected}, "the local user sees F"
+    reader = django_user_model.objects.get(username="owner")  # sees both collections, as the local user does
+    api = Client(HTTP_AUTHORIZATION=f"Bearer {token_create(user=reader, access=Access.local_user()).raw}")
+    got = api.get("/api/related", {"ref": "vault/a.md", "limit": 5})
+    assert got.status_code == 200, got.content
+    assert [(r["uri"], r["reasons"], r["score"]) for r in got.json()["results"]] == expected
+    assert set(got.json()) == set(cli)
+    mcp = _mcp_call("pmd_related", {"ref": "vault/a.md", "limit": 5})
+    assert [(r["uri"], r["reasons"], r["score"]) for r in mcp["results"]] == expected
+    code, text, _ = run_cli("related", "vault/a.md", "-n", "5")
+    assert code == 0 and "links to it" in text and "pmd://vault/c.md" in text
+    # a member's token: F is not there, and asking about it is "not found"
+    as_member = Client(HTTP_AUTHORIZATION=f"Bearer {token_create(user=member, access=Access.local_user()).raw}")
+    listed = as_member.get("/api/related", {"ref": "vault/a.md", "limit": 20}).json()["results"]
+    assert listed and all(r["collection"] == "vault" for r in listed)
+    assert as_member.get("/api/related", {"ref": "secret/f.md"}).status_code == 404
+    assert api.get("/api/related", {"ref": "vault/nope.md"}).status_code == 404
+    assert run_cli("related", "vault/a.md", "-n", "0")[0] == 1

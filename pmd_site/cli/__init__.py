@@ -23,6 +23,7 @@ COMMAND_MODULES = [
     "pmd_site.cli.collections",
     "pmd_site.cli.documents",
     "pmd_site.cli.links",
+    "pmd_site.cli.related",
     "pmd_site.cli.contexts",
     "pmd_site.cli.search",
     "pmd_site.cli.query",

@@ -10,13 +10,13 @@ error (indexing.errors.PmdError) brings its own status and code.
     auth.py         bearer token (throttled per address) or session → request.auth, an Access
     errors.py       the one mapping of errors to status, code, message and suggestions
     schemas.py      schemas several resources share (ErrorOut, JobOut)
-    search.py  documents.py  links.py  collections.py  jobs.py  contexts.py  status.py
+    search.py  documents.py  links.py  related.py  collections.py  jobs.py  contexts.py  status.py
                     one router per resource, each with its own schemas
 """
 
 from ninja import NinjaAPI
 
-from search.api import collections, contexts, documents, jobs, links, search, status
+from search.api import collections, contexts, documents, jobs, links, related, search, status
 from search.api.auth import SessionAuth, TokenAuth
 from search.api.errors import install_error_handlers
 
@@ -46,6 +46,7 @@ install_error_handlers(api)
 api.add_router("", search.router)
 api.add_router("", documents.router)
 api.add_router("", links.router)
+api.add_router("", related.router)
 api.add_router("/collections", collections.router)
 api.add_router("/jobs", jobs.router)
 api.add_router("/contexts", contexts.router)

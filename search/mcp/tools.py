@@ -271,3 +271,57 @@ def register_link_tools(server: MCPServer) -> None:
             if len(result.backlinks) < result.backlinks_total:
                 lines.append(f"  … {result.backlinks_total - len(result.backlinks)} more (raise limit)")
         return _result(result, "\n".join(lines))
+
+
+# --- related notes (search.retrieval.related): a separate block, registered by search.mcp.server ------
+
+from search.retrieval.related import related_notes
+
+
+class RelatedInfo(BaseModel):
+    """One note related to the note asked about, with why."""
+
+    docid: str = Field(description="pass to pmd_get")
+    uri: str
+    title: str
+    score: float = Field(description="similarity + 0.5 per link direction + 0.1 per shared tag (at most 0.3)")
+    similarity: float | None = Field(None, description="cosine similarity of meaning; None if not among the nearest")
+    reasons: list[str] = Field(description='"links to it", "linked from it", "shares tags: a, b", "similar text (0.83)"')
+
+
+class RelatedResult(BaseModel):
+    docid: str
+    uri: str
+    title: str
+    results: list[RelatedInfo] = Field(default_factory=list, description="best first")
+    warnings: list[str] = Field(default_factory=list)
+    copies: int = Field(0, description="other documents with the same content (never listed)")
+
+
+def register_related_tools(server: MCPServer) -> None:
+    """Add pmd_related to `server`."""
+
+    @server.tool(name="pmd_related", title="Notes related to a note", annotations=READ_ONLY)
+    @tool_call
+    def pmd_related(
+        ref: str = Field(min_length=1, max_length=4096,
+                         description="#docid, pmd://collection/path, collection/path or path"),
+        limit: int = Field(10, ge=1, le=100),
+        collections: list[str] = Field(default_factory=list, description="look the note up in these collections"),
+        ctx: Context = None,
+    ) -> RelatedResult:
+        """The notes related to a note: those linking to it, those it links to, those sharing its tags and
+        those nearest in meaning, each with its reasons, best first. Read one with pmd_get."""
+        data = related_notes(ref, access=mcp_access(ctx), limit=limit, collections=collections or None).as_dict()
+        result = RelatedResult(
+            docid=data["docid"], uri=data["uri"], title=data["title"], warnings=data["warnings"], copies=data["copies"],
+            results=[RelatedInfo(docid=r["docid"], uri=r["uri"], title=r["title"], score=r["score"],
+                                 similarity=r["similarity"], reasons=r["reasons"]) for r in data["results"]],
+        )
+        lines = [f"#{result.docid} {result.uri} {result.title}"]
+        for note in result.results:
+            lines.append(f"  #{note.docid} {note.uri} ({note.score:.2f}) {note.title}: {'; '.join(note.reasons)}")
+        if not result.results:
+            lines.append("  no related notes")
+        lines += [f"warning: {w}" for w in result.warnings]
+        return _result(result, "\n".join(lines))

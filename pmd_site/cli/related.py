@@ -1,0 +1,44 @@
+"""`pmd related REF`: the notes related to a note (links either way, shared tags, similar text),
+each with its reasons. Reads search.retrieval.related.related_notes, as /api/related and the MCP
+tool pmd_related do; --json prints that shape."""
+
+from __future__ import annotations
+
+from pmd_site.cli.output import local_access, print_json, stdout_console
+
+
+def register(sub) -> None:
+    parser = sub.add_parser("related", help="the notes related to a note: links either way, shared tags, similar text")
+    parser.add_argument("reference", help="PATH, pmd://collection/path or #docid")
+    parser.add_argument("-c", "--collection", action="append", dest="collections", metavar="NAME",
+                        help="look the note up in these collections")
+    parser.add_argument("-n", type=int, dest="limit", default=10, metavar="N", help="at most N notes (default 10)")
+    parser.add_argument("--json", action="store_true", help="output JSON")
+    parser.set_defaults(func=cmd_related)
+
+
+def cmd_related(args) -> int:
+    from pmd_site.cli import CommandError
+    from search.retrieval.related import related_notes
+
+    if args.limit < 1:
+        raise CommandError("-n must be at least 1")
+    found = related_notes(args.reference, access=local_access(), limit=args.limit, collections=args.collections)
+    if args.json:
+        print_json(found.as_dict())
+        return 0
+    from rich.markup import escape
+
+    console = stdout_console()
+    doc = found.document
+    console.print(f"[cyan]{escape(doc.uri)}[/] [dim]#{doc.docid}[/]  {escape(doc.title)}", highlight=False)
+    for note in found.results:
+        other = note.document
+        console.print(f"  {note.score:5.2f}  [cyan]{escape(other.uri)}[/] [dim]#{other.docid}[/]  "
+                      f"{escape(other.title)}", highlight=False)
+        console.print(f"         [dim]{escape('; '.join(note.reasons))}[/]", highlight=False)
+    if not found.results:
+        console.print("[dim]no related notes[/]")
+    for warning in found.warnings:
+        console.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False)
+    return 0
