@@ -335,6 +335,10 @@ def test_unknown_field_is_searched_as_text_with_a_warning(vault):
     assert response.warnings == ["no notes have a field 'foo'; searched 'foo:bar' as text"]
     assert paths(response) == {"projects/db/archive/old-schema.md"}
     assert response.filters is None and response.as_dict()["filters"] is None
+    # a key some note has, with a value none has: a filter that matches nothing, no warning
+    known = run("postgres status:archived")
+    assert known.results == [] and not known.warnings and known.filters is not None
+    assert [e.keys for e in known.filters.fields] == [("Status", "status")]  # every spelling in the index
     structured = run("billing", filters=SearchFilters.from_dict({"fields": {"foo": "bar"}}))
     assert structured.results == [] and "no notes have a field 'foo'" in structured.warnings
 
