@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from indexing.access import Access, collection_suggestions, visible_collections
+from indexing.access import Access, collection_suggestions
 from indexing.errors import CollectionNotFound, InvalidSearchInput
+from indexing.models import Collection
 
 SNIPPET_CHARS = 300  # longest snippet piece cut from one long line
 
@@ -27,7 +28,9 @@ def collection_ids_for(names: list[str] | None, access: Access) -> list[int] | N
     wanted = list(dict.fromkeys(n.strip() for n in names or () if n and n.strip()))
     if not wanted:
         return access.collection_ids()
-    found = dict(visible_collections(access).filter(name__in=wanted).values_list("name", "id"))
+    visible = access.collection_ids()
+    found = {name: pk for name, pk in Collection.objects.filter(name__in=wanted).values_list("name", "id")
+             if visible is None or pk in visible}
     missing = [n for n in wanted if n not in found]
     if missing:
         raise SearchCollectionNotFound(name=missing[0], suggestions=collection_suggestions(missing[0], access))

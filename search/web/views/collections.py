@@ -132,8 +132,8 @@ def collection_share(request, name: str):
         with form_problems(form):
             share_collection(name=collection.name, access=access, visibility=form.cleaned_data["visibility"],
                              users=form.cleaned_data["users"], groups=form.cleaned_data["groups"])
-    try:
-        row = collection_detail(collection, access=access)
+    try:  # asked afresh: the change may have taken the collection out of what this member sees
+        row = collection_detail(collection, access=access_of(request))
     except CollectionNotFound:  # made private to someone else: gone from this member's page
         messages.info(request, "Sharing saved; you no longer see that collection.")
         return _back_to_collections(request)
