@@ -77,10 +77,11 @@ def virtual_path(collection: str, path: str) -> str:
 @lru_cache(maxsize=256)
 def glob_regex(pattern: str) -> re.Pattern[str]:
     """Compile a glob with `**`, `*`, `?`, `[...]` and `{a,b}` to a regex over posix paths."""
-    return re.compile("(?s:" + _glob_body(pattern) + r")\Z")
+    return re.compile("(?s:" + glob_regex_body(pattern) + r")\Z")
 
 
-def _glob_body(pattern: str) -> str:
+def glob_regex_body(pattern: str) -> str:
+    """The regex of a glob, unanchored; also valid as a PostgreSQL regex (search filters use it)."""
     i, out = 0, []
     while i < len(pattern):
         c = pattern[i]
@@ -112,7 +113,7 @@ def _glob_body(pattern: str) -> str:
                 out.append(re.escape(c))
             else:
                 options = pattern[i + 1:end].split(",")
-                out.append("(?:" + "|".join(_glob_body(o) for o in options) + ")")
+                out.append("(?:" + "|".join(glob_regex_body(o) for o in options) + ")")
                 i = end
         else:
             out.append(re.escape(c))

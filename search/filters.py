@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
 
 from indexing.errors import InvalidSearchInput
+from indexing.paths import glob_regex_body
 
 SORT_RELEVANCE = "relevance"
 SORT_DATE = "date"
@@ -336,47 +337,8 @@ def glob_to_regex(pattern: str) -> str:
     `{a,b}`; everything else literal. A trailing `/` or a pattern without glob characters also
     matches everything under it (a folder)."""
     folder = pattern.endswith("/") or not any(ch in pattern for ch in "*?[{")
-    body = _glob_body(pattern.rstrip("/") if pattern.endswith("/") else pattern)
+    body = glob_regex_body(pattern.rstrip("/") if pattern.endswith("/") else pattern)  # the one translator
     return "^" + body + ("(/.*)?" if folder else "") + "$"
-
-
-def _escape(ch: str) -> str:
-    return ch if ch.isalnum() or ch == "_" or ord(ch) > 127 else "\\" + ch
-
-
-def _glob_body(pattern: str) -> str:
-    i, out = 0, []
-    while i < len(pattern):
-        c = pattern[i]
-        if pattern.startswith("**/", i):
-            out.append("(.*/)?")
-            i += 3
-            continue
-        if pattern.startswith("**", i):
-            out.append(".*")
-            i += 2
-            continue
-        if c == "*":
-            out.append("[^/]*")
-        elif c == "?":
-            out.append("[^/]")
-        elif c == "[" and pattern.find("]", i + 2) != -1:
-            end = pattern.find("]", i + 2)
-            body = pattern[i + 1:end]
-            negate = body[:1] in ("!", "^")
-            if negate:
-                body = body[1:]
-            inner = "".join("-" if ch == "-" and 0 < k < len(body) - 1 else _escape(ch) for k, ch in enumerate(body))
-            out.append("[" + ("^" if negate else "") + inner + "]")
-            i = end
-        elif c == "{" and pattern.find("}", i + 1) != -1:
-            end = pattern.find("}", i + 1)
-            out.append("(" + "|".join(_glob_body(o) for o in pattern[i + 1:end].split(",")) + ")")
-            i = end
-        else:
-            out.append(_escape(c))
-        i += 1
-    return "".join(out)
 
 
 # --- dates ---------------------------------------------------------------------------------------
