@@ -20,7 +20,6 @@ atexit reference counting leaves servers running when a holder is killed. Rules:
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import importlib.util
 import os
 import secrets
@@ -34,13 +33,18 @@ from pathlib import Path
 
 import psutil
 
-from pmd_site.serverfiles import ServerSetupError, exclusive_lock, log_tail, private_dir
+from pmd_site.serverfiles import (  # noqa: F401 - PG_PORT and run_dir_for are imported from here too
+    PG_PORT,
+    ServerSetupError,
+    exclusive_lock,
+    log_tail,
+    private_dir,
+    run_dir_for,
+)
 
 PG_USER = "postgres"
-PG_PORT = 5432
 SYSTEM_USER_WHEN_ROOT = "embedded_postgres"
 ROOT_HOME_HINT = "/var/lib/pmd"
-_SOCKET_PATH_MAX = 100  # sun_path is 108 bytes; leave room for ".s.PGSQL.5432"
 
 # Only the local socket exists (listen_addresses is empty); every connection needs the password.
 HBA_PASSWORD = "# written by pmd: every connection authenticates with the password in $PMD_HOME/postgres/password\n" \
@@ -73,15 +77,6 @@ def _ensure_system_user(name: str) -> None:
     except KeyError:
         subprocess.run(["useradd", "--system", "--no-create-home", "-s", "/usr/sbin/nologin", name],
                        check=True, capture_output=True)
-
-
-def run_dir_for(home: Path) -> Path:
-    """pmd's private folder for sockets and run files, short enough for the kernel's limit."""
-    preferred = home / "run"
-    if len(str(preferred / "pg" / f".s.PGSQL.{PG_PORT}")) <= _SOCKET_PATH_MAX:
-        return preferred
-    digest = hashlib.sha256(str(home).encode()).hexdigest()[:12]
-    return Path("/tmp") / f"pmd-{digest}"
 
 
 def socket_dir_for(home: Path) -> Path:

@@ -11,6 +11,9 @@ from pathlib import Path
 
 from indexing.errors import SetupError
 
+PG_PORT = 5432
+_SOCKET_PATH_MAX = 100  # sun_path is 108 bytes; leave room for ".s.PGSQL.5432"
+
 # Written into $PMD_HOME when pmd creates it: only then may pmd set that folder's permissions.
 HOME_MARKER = ".created-by-pmd"
 
@@ -79,3 +82,16 @@ def log_tail(path: Path, lines: int = 6) -> str:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
     except OSError:
         return ""
+
+
+def run_dir_for(home: Path) -> Path:
+    """pmd's private folder for sockets and run files, short enough for the kernel's limit.
+
+    Here, not in pgserver, so the CLI's client mode finds its socket without importing psutil."""
+    preferred = home / "run"
+    if len(str(preferred / "pg" / f".s.PGSQL.{PG_PORT}")) <= _SOCKET_PATH_MAX:
+        return preferred
+    import hashlib
+
+    digest = hashlib.sha256(str(home).encode()).hexdigest()[:12]
+    return Path("/tmp") / f"pmd-{digest}"
