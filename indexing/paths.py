@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextvars
+import os
 import posixpath
 import re
 from dataclasses import dataclass
@@ -10,6 +12,17 @@ from functools import lru_cache
 from indexing.errors import InvalidRequest
 
 SCHEME = "pmd://"
+
+# The working directory a relative file path names a file against: the caller's, when a server
+# answers for a `pmd` client in another folder (client mode); None: this process's.
+caller_directory: contextvars.ContextVar[str | None] = contextvars.ContextVar("pmd_caller_directory", default=None)
+
+
+def absolute_path(path) -> str:
+    """`path` made absolute against the caller's working directory (see `caller_directory`)."""
+    base = caller_directory.get()
+    return os.path.abspath(path if base is None else os.path.join(base, path))
+
 _DOCID_RE = re.compile(r"^#?([0-9a-fA-F]{6})$")
 _LINE_SUFFIX_RE = re.compile(r"^(?P<ref>.+?):(?P<line>\d+)$")
 

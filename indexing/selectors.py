@@ -7,7 +7,6 @@ reference (`../`, absolute paths, symlinks) can read a file outside the index.
 from __future__ import annotations
 
 import difflib
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from indexing.access import Access, collection_suggestions, visible_collections
 from indexing.models import Collection, Content, Document, FileProblem, Job, PathContext
 from indexing.paths import (
     InvalidPath,
+    absolute_path,
     glob_match,
     is_under,
     parse_reference,
@@ -76,7 +76,7 @@ def _filesystem_reference(text: str, access: Access) -> tuple[str, str] | None:
     candidate = Path(text).expanduser()
     if not (candidate.is_absolute() or text.startswith(("./", "../", "~"))):
         return None
-    resolved = Path(os.path.abspath(candidate))
+    resolved = Path(absolute_path(candidate))
     for name, root in visible_collections(access).values_list("name", "root_path"):
         root_path = Path(root)
         if root_path in resolved.parents:

@@ -64,8 +64,21 @@ def error_text(exc: PmdError) -> str:
     return text
 
 
+class ArgumentParser(argparse.ArgumentParser):
+    """Lays out help and usage errors for the width of the terminal they are printed on: in client
+    mode the client's (subcommand parsers are made of the same class)."""
+
+    def _get_formatter(self):
+        from pmd_site.cli.output import client_terminal
+
+        terminal = client_terminal()
+        if terminal is None or not terminal.help_width:
+            return super()._get_formatter()
+        return self.formatter_class(prog=self.prog, width=terminal.help_width)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="pmd",
         description="Hybrid search for markdown knowledge bases (BM25 + vectors + LLM re-ranking).",
     )
@@ -77,6 +90,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from pmd_site.cli.client import ClientModeError, answer_from_server, client_error
+
+    try:  # first, before anything heavy is imported: a running server may answer (client mode)
+        answered = answer_from_server(sys.argv[1:] if argv is None else argv)
+    except ClientModeError as exc:
+        return client_error(str(exc))
+    if answered is not None:
+        return answered
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
@@ -86,20 +107,30 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["PMD_INDEX"] = args.index
     for name, value in getattr(args, "environ_defaults", {}).items():
         os.environ.setdefault(name, value)  # a command's own defaults, read by the settings below
+    return run_command(args)
+
+
+def run_command(args, *, prepare: bool = True) -> int:
+    """Run a parsed command and map its errors to one line and an exit status.
+
+    `prepare=False` in a server answering a client (Django and the database are up already)."""
     from pmd_site.cli.output import error
 
     try:
-        from pmd_site.runtime import setup_django
-
-        setup_django()
-        if getattr(args, "needs_db", True):
-            from pmd_site.runtime import database_lease, migrate_if_needed
-
-            with database_lease():
-                migrate_if_needed()
-                result = args.func(args)
-        else:
+        if not prepare:
             result = args.func(args)
+        else:
+            from pmd_site.runtime import setup_django
+
+            setup_django()
+            if getattr(args, "needs_db", True):
+                from pmd_site.runtime import database_lease, migrate_if_needed
+
+                with database_lease():
+                    migrate_if_needed()
+                    result = args.func(args)
+            else:
+                result = args.func(args)
         return int(result or 0)
     except PmdError as exc:  # a service's error or the CLI's own: one line (and suggestions), status 1
         error(error_text(exc))
@@ -114,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(exc, (OperationalError, DjangoOperationalError)):
             error(f"cannot reach the database: {exc}".strip())
             return 1
-        if os.environ.get("PMD_DEBUG"):
+        if prepare and os.environ.get("PMD_DEBUG"):
             raise
         error(f"{exc.__class__.__name__}: {exc} (set PMD_DEBUG=1 for a traceback)")
         return 1

@@ -1,44 +1,144 @@
-"""Terminal output shared by every CLI command: colour rules, progress bars, errors."""
+"""Terminal output shared by every CLI command: colour rules, progress bars, errors.
+
+rich is imported when something is drawn with it, not here: a search printed as plain
+text never loads it. In a server answering a `pmd` client (client mode, see
+pmd_site/cli/client.py), the terminal is the client's: `sys.stdout`/`sys.stderr` are
+stand-ins that write to the request's captured streams, and `environ()` is the
+client's environment, so the same code prints what the client itself would.
+"""
 
 from __future__ import annotations
 
+import contextvars
 import json
 import os
 import sys
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 
-from rich.console import Console
-from rich.markup import escape
+
+@dataclass
+class ClientTerminal:
+    """The terminal of the `pmd` client a request is answered for (client mode)."""
+
+    stdout: object
+    stderr: object
+    environ: dict = field(default_factory=dict)
+    size: tuple[int, int] | None = None  # of the client's first terminal among stdin, stdout, stderr
+    help_width: int | None = None  # what argparse would lay help out for
+
+
+_client_terminal: contextvars.ContextVar[ClientTerminal | None] = contextvars.ContextVar("pmd_client_terminal",
+                                                                                       default=None)
+
+
+def client_terminal() -> ClientTerminal | None:
+    return _client_terminal.get()
+
+
+@contextmanager
+def printing_for(terminal: ClientTerminal):
+    """Within this block (this thread's context), output goes to `terminal`'s streams."""
+    token = _client_terminal.set(terminal)
+    try:
+        yield
+    finally:
+        _client_terminal.reset(token)
+
+
+class _ClientStream:
+    """Stands in for sys.stdout or sys.stderr: the client's captured stream inside `printing_for`,
+    the process's own everywhere else (other threads, the web server's logs)."""
+
+    def __init__(self, name: str, real):
+        self._name = name
+        self._real = real
+
+    def _target(self):
+        terminal = _client_terminal.get()
+        return getattr(terminal, self._name) if terminal is not None else self._real
+
+    def write(self, text):
+        return self._target().write(text)
+
+    def flush(self):
+        return self._target().flush()
+
+    def isatty(self):
+        return self._target().isatty()
+
+    def __getattr__(self, name):
+        return getattr(self._target(), name)
+
+
+def install_client_streams() -> None:
+    """Make sys.stdout/sys.stderr follow `printing_for` (once, in a server process)."""
+    if not isinstance(sys.stdout, _ClientStream):
+        sys.stdout = _ClientStream("stdout", sys.stdout)
+    if not isinstance(sys.stderr, _ClientStream):
+        sys.stderr = _ClientStream("stderr", sys.stderr)
+
+
+def environ():
+    """The environment output follows (NO_COLOR, FORCE_COLOR, TERM, COLUMNS…): the client's in client mode."""
+    terminal = _client_terminal.get()
+    return terminal.environ if terminal is not None else os.environ
 
 
 def color_enabled(stream=None) -> bool:
     stream = stream or sys.stdout
-    if os.environ.get("NO_COLOR"):
+    env = environ()
+    if env.get("NO_COLOR"):
         return False
-    if os.environ.get("FORCE_COLOR"):
+    if env.get("FORCE_COLOR"):
         return True
     return hasattr(stream, "isatty") and stream.isatty()
 
 
-def stdout_console() -> Console:
+def _console(**options):
+    from rich.console import Console
+
+    console = Console(_environ=environ(), **options)
+    terminal = _client_terminal.get()
+    if terminal is not None and (console._width is None or console._height is None):
+        console.size = _client_size(console, terminal)
+    return console
+
+
+def _client_size(console, terminal: ClientTerminal) -> tuple[int, int]:
+    """The size rich would measure in the client's process (not this server's terminal, if any)."""
+    if console.is_dumb_terminal:
+        return 80, 25
+    width, height = terminal.size or (None, None)
+    columns, lines = terminal.environ.get("COLUMNS", ""), terminal.environ.get("LINES", "")
+    width = int(columns) if columns.isdigit() else width
+    height = int(lines) if lines.isdigit() else height
+    return width or 80, height or 25
+
+
+def stdout_console():
     enabled = color_enabled(sys.stdout)
-    return Console(file=sys.stdout, no_color=not enabled, highlight=False,
-                   force_terminal=enabled if enabled else None, soft_wrap=True,
-                   color_system="auto" if enabled else None)
+    return _console(file=sys.stdout, no_color=not enabled, highlight=False,
+                    force_terminal=enabled if enabled else None, soft_wrap=True,
+                    color_system="auto" if enabled else None)
 
 
-def stderr_console() -> Console:
+def stderr_console():
     enabled = color_enabled(sys.stderr)
-    return Console(file=sys.stderr, no_color=not enabled, highlight=False,
-                   color_system="auto" if enabled else None, soft_wrap=True)
+    return _console(file=sys.stderr, no_color=not enabled, highlight=False,
+                    color_system="auto" if enabled else None, soft_wrap=True)
 
 
 def error(message: str) -> None:
+    from rich.markup import escape
+
     stderr_console().print(f"[bold red]error:[/] {escape(message)}", markup=True, highlight=False)
 
 
 def warn(message: str) -> None:
     """A warning; the message is text, not markup (`[[Note]]`, `notes/[draft].md` print as written)."""
+    from rich.markup import escape
+
     stderr_console().print(f"[yellow]warning:[/] {escape(message)}", markup=True, highlight=False)
 
 

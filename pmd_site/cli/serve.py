@@ -94,9 +94,11 @@ def cmd_serve(args) -> int:
     import uvicorn
     from django.conf import settings
 
+    from pmd_site.cli.local_server import start_local_server
     from pmd_site.runtime import database_lease
 
     with database_lease():
+        local = start_local_server(settings.PMD_INDEX)  # `pmd search …` answered here (client mode)
         uvicorn.run(
             "pmd_site.asgi:application",
             host=args.host,
@@ -111,6 +113,8 @@ def cmd_serve(args) -> int:
             http="pmd_site.httpserver:TimeoutH11Protocol",
             timeout_keep_alive=settings.PMD_HTTP_KEEPALIVE_TIMEOUT,
         )
+        if local is not None:
+            local.stop()
     return 0
 
 
