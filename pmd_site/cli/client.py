@@ -134,6 +134,25 @@ def terminal_size() -> tuple[int, int] | None:
     return None
 
 
+def help_width() -> int:
+    """The columns argparse lays help out for (shutil.get_terminal_size's rule; shutil itself
+    would import the compression modules)."""
+    def number(name: str) -> int:
+        try:
+            return int(os.environ[name])
+        except (KeyError, ValueError):
+            return 0
+
+    columns, lines = number("COLUMNS"), number("LINES")
+    if columns > 0 and lines > 0:
+        return columns
+    try:
+        measured = os.get_terminal_size(sys.__stdout__.fileno()).columns
+    except (AttributeError, ValueError, OSError):
+        measured = 80
+    return columns if columns > 0 else (measured or 80)
+
+
 def _stream_info(stream) -> dict | None:
     if stream is None or not hasattr(stream, "buffer"):
         return None
@@ -149,8 +168,6 @@ def request_for(argv: list[str]) -> dict | None:
     stdout, stderr = _stream_info(sys.stdout), _stream_info(sys.stderr)
     if stdout is None or stderr is None:
         return None
-    import shutil
-
     try:
         cwd = os.getcwd()
     except OSError:
@@ -162,7 +179,7 @@ def request_for(argv: list[str]) -> dict | None:
         "stdout": stdout,
         "stderr": stderr,
         "terminal_size": terminal_size(),
-        "help_width": shutil.get_terminal_size().columns,  # where argparse looks
+        "help_width": help_width(),
         "cwd": cwd,
     }
 

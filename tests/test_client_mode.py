@@ -1,0 +1,319 @@
+"""Client mode: every read command prints the same bytes, on the same streams, with the same exit
+status, whether a running `pmd serve` answers it (PMD_CLIENT=always) or the process runs it itself
+(PMD_CLIENT=never). A real `pmd serve` runs over its own index of the fixture corpus.
+"""
+
+from __future__ import annotations
+
+import os
+import pty
+import re
+import shutil
+import socket
+import stat
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from pmd_site.cli.client import ClientModeError, answer_from_server, peer_uid, read_command, socket_path
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURE_CORPUS = Path(__file__).parent / "fixtures" / "corpus"
+INDEX = "clientmode"
+
+pytestmark = pytest.mark.skipif(bool(os.environ.get("DATABASE_URL")), reason="the embedded server's PMD_HOME")
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+CLOSED_PORT = _free_port()  # no model server: one address, as the server's settings name it too
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if k not in {"PMD_CLIENT", "NO_COLOR", "FORCE_COLOR", "COLUMNS", "LINES", "PMD_DEBUG"}}
+    env.update(PMD_INDEX=INDEX, PYTHONUNBUFFERED="1", OLLAMA_URL=f"http://127.0.0.1:{CLOSED_PORT}")
+    env.update(extra)
+    return env
+
+
+def _pmd(*args: str, cwd: Path = ROOT, **extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pmd_site.cli", *args], env=_env(**extra), cwd=cwd,
+                          capture_output=True, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    """The fixture corpus indexed in its own index, and `pmd serve` running for it."""
+    corpus = tmp_path_factory.mktemp("clientmode") / "corpus"
+    shutil.copytree(FIXTURE_CORPUS, corpus, symlinks=True)
+    added = _pmd("collection", "add", str(corpus), "--name", "notes")
+    assert added.returncode == 0, added.stderr.decode()
+    assert _pmd("context", "add", "pmd://notes/guides", "How-to guides").returncode == 0
+    port = _free_port()
+    log = corpus.parent / "serve.log"
+    with open(log, "w") as output:
+        proc = subprocess.Popen([sys.executable, "-m", "pmd_site.cli", "serve", "--port", str(port)],
+                                env=_env(), cwd=ROOT, stdout=output, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 90
+    while True:
+        assert proc.poll() is None, f"pmd serve exited:\n{log.read_text()}"
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as response:
+                if response.status == 200:
+                    break
+        except (urllib.error.URLError, OSError):
+            pass
+        assert time.monotonic() < deadline, f"pmd serve did not come up:\n{log.read_text()}"
+        time.sleep(0.2)
+    yield {"corpus": corpus, "log": log, "proc": proc}
+    proc.terminate()
+    try:
+        proc.wait(20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(10)
+
+
+def _normalised(data: bytes) -> bytes:
+    """Stage timings differ between any two runs: everything else must be equal."""
+    return re.sub(rb'"timings_ms": \{[^}]*\}', b'"timings_ms": {}', data)
+
+
+def _both_ways(*args: str, cwd: Path = ROOT, **extra: str):
+    local = _pmd(*args, cwd=cwd, PMD_CLIENT="never", **extra)
+    remote = _pmd(*args, cwd=cwd, PMD_CLIENT="always", **extra)
+    assert remote.returncode == local.returncode, (args, remote.stderr, local.stderr)
+    assert _normalised(remote.stdout) == _normalised(local.stdout), args
+    assert remote.stderr == local.stderr, args
+    return local
+
+
+FORMATS = ([], ["--json"], ["--csv"], ["--md"], ["--xml"], ["--files"])
+
+
+@pytest.mark.parametrize("fmt", FORMATS, ids=lambda f: f[0] if f else "cli")
+def test_search_prints_the_same_in_every_format(served, fmt):
+    out = _both_ways("search", "postgresql", "-n", "3", *fmt)
+    assert out.returncode == 0 and out.stdout
+    _both_ways("search", "postgresql tuning", "--line-numbers", "--full", "-c", "notes", *fmt)
+    _both_ways("search", "zzzznothingmatches", *fmt)  # "no results" on stderr in the cli format
+
+
+@pytest.mark.parametrize("command", ["vsearch", "query"])
+def test_vector_and_hybrid_search_warn_and_fail_alike(served, command):
+    """No embeddings and no model server: the same warnings or errors, the same status."""
+    _both_ways(command, "postgresql", "--no-expand", "--no-rerank") if command == "query" \
+        else _both_ways(command, "postgresql")
+    _both_ways(command, "postgresql", "--json")
+
+
+def test_errors_and_usage_errors_are_the_same(served):
+    out = _both_ways("search", "postgresql", "-c", "nosuchcollection")
+    assert out.returncode == 1 and b"nosuchcollection" in out.stderr
+    out = _both_ways("collection", "show", "nope")
+    assert out.returncode == 1 and b"pmd collection list" in out.stderr
+    out = _both_ways("search", "postgresql", "--bogus-option")
+    assert out.returncode == 2 and b"usage:" in out.stderr
+    assert _both_ways("search", "postgresql", "-n", "0").returncode == 1
+    assert _both_ways("get", "#ffffff").returncode == 1
+
+
+def test_documents_listings_contexts_and_collections(served):
+    for args in (["get", "pmd://notes/guides/postgres-tuning.md"], ["get", "guides/postgres-tuning.md:3", "-l", "4",
+                 "--line-numbers"], ["get", "pmd://notes/README.md", "--json"],
+                 ["multi-get", "guides/*.md"], ["multi-get", "guides/*.md", "--json"],
+                 ["multi-get", "guides/postgres-tuning.md,missing.md"],
+                 ["ls"], ["ls", "--json"], ["ls", "notes"], ["ls", "notes/guides", "--json"],
+                 ["context", "list"], ["context", "list", "--json"],
+                 ["collection", "list"], ["collection", "list", "--json"],
+                 ["collection", "show", "notes"], ["collection", "show", "notes", "--json"]):
+        out = _both_ways(*args)
+        assert out.stdout, args
+
+
+def test_a_relative_path_is_read_from_the_clients_folder(served):
+    guides = served["corpus"] / "guides"
+    out = _both_ways("get", "./postgres-tuning.md", cwd=guides)
+    assert out.returncode == 0 and out.stdout == (guides / "postgres-tuning.md").read_bytes().rstrip(b"\n") + b"\n"
+    assert _both_ways("get", "../guides/nope.md", cwd=guides).returncode == 1
+
+
+def test_status_is_the_same(served):
+    _both_ways("status", "--json")
+    _both_ways("status")
+
+
+@pytest.mark.parametrize("colour", [{"FORCE_COLOR": "1"}, {"FORCE_COLOR": "1", "NO_COLOR": "1"},
+                                    {"FORCE_COLOR": "1", "TERM": "xterm-256color"}], ids=["force", "no-color", "256"])
+def test_colours_follow_the_clients_environment(served, colour):
+    out = _both_ways("search", "postgresql", "-n", "2", **colour)
+    assert (b"\x1b[" in out.stdout) == ("NO_COLOR" not in colour)
+    _both_ways("collection", "list", **colour)
+    _both_ways("collection", "show", "nope", **colour)
+
+
+def _on_a_terminal(*args: str, columns: int, **extra: str) -> tuple[int, bytes]:
+    """Run pmd with stdin, stdout and stderr on a pseudo-terminal `columns` wide; (status, what it showed)."""
+    import fcntl
+    import struct
+    import termios
+
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 30, columns, 0, 0))
+    proc = subprocess.Popen([sys.executable, "-m", "pmd_site.cli", *args], env=_env(TERM="xterm", **extra),
+                            cwd=ROOT, stdin=follower, stdout=follower, stderr=follower, close_fds=True)
+    os.close(follower)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # EIO: the terminal's last writer is gone
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(leader)
+    return proc.wait(30), shown
+
+
+@pytest.mark.parametrize("args", [["search", "postgresql", "-n", "2"], ["collection", "list"], ["ls", "notes"],
+                                  ["status"], ["search", "--bogus"]], ids=lambda a: " ".join(a))
+def test_a_terminal_gets_the_same_colours_and_width(served, args):
+    local = _on_a_terminal(*args, columns=70, PMD_CLIENT="never")
+    remote = _on_a_terminal(*args, columns=70, PMD_CLIENT="always")
+    assert remote == local
+    if args[0] != "status":
+        assert b"\x1b[" in local[1] or args[-1] == "--bogus"
+
+
+def test_the_client_does_not_import_django_psycopg_or_rich(served):
+    run = subprocess.run([sys.executable, "-X", "importtime", "-m", "pmd_site.cli", "search", "postgresql", "--json"],
+                         env=_env(PMD_CLIENT="always"), cwd=ROOT, capture_output=True, timeout=60)
+    assert run.returncode == 0 and b'"results"' in run.stdout
+    imported = {line.rsplit(b"|", 1)[-1].strip().split(b".")[0] for line in run.stderr.splitlines()
+                if line.startswith(b"import time:")}
+    assert b"pmd_site" in imported  # the check can see what was imported
+    assert not imported & {b"django", b"psycopg", b"rich", b"celery", b"httpx"}
+
+
+def test_the_socket_is_private(served):
+    path = socket_path(INDEX)
+    assert stat.S_IMODE(os.stat(path.parent).st_mode) == 0o700
+    assert stat.S_IMODE(os.lstat(path).st_mode) == 0o600
+    assert stat.S_ISSOCK(os.lstat(path).st_mode)
+    assert os.lstat(path).st_uid == os.geteuid()
+
+
+def test_peer_uid_names_the_connecting_user():
+    left, right = socket.socketpair(socket.AF_UNIX)
+    with left, right:
+        assert peer_uid(left) == os.geteuid() == peer_uid(right)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="connecting as another OS user needs root")
+def test_another_user_gets_no_answer_even_when_the_socket_is_opened_up(served):
+    """The folder keeps other users out; and should its modes be loosened, SO_PEERCRED still does."""
+    import pwd
+
+    path = socket_path(INDEX)
+
+    def ask():
+        with socket.socket(socket.AF_UNIX) as sock:
+            sock.connect(str(path))
+            sock.sendall(b"\x00\x00\x00\x02{}")
+            if not sock.recv(1):
+                raise ConnectionResetError("closed without an answer")
+
+    assert _as_user(pwd.getpwnam("nobody"), ask) == "PermissionError"
+    folders = [f for f in path.parents if not os.stat(f).st_mode & stat.S_IXOTH]  # the socket folder, PMD_HOME…
+    modes = [stat.S_IMODE(os.stat(f).st_mode) for f in folders]
+    try:
+        for folder in folders:
+            os.chmod(folder, 0o711)
+        os.chmod(path, 0o666)
+        assert _as_user(pwd.getpwnam("nobody"), ask) == "ConnectionResetError"
+    finally:
+        for folder, mode in zip(folders, modes):
+            os.chmod(folder, mode)
+        os.chmod(path, 0o600)
+    assert b"refused a connection from uid" in served["log"].read_bytes()
+    assert _pmd("search", "postgresql", PMD_CLIENT="always").returncode == 0  # still serving
+
+
+def _as_user(user, action) -> str:
+    """`action()` in a forked child running as `user`: "ok" or the name of the OSError it raised."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        outcome = b"ok"
+        try:
+            os.setgroups([])
+            os.setgid(user.pw_gid)
+            os.setuid(user.pw_uid)
+            action()
+        except OSError as exc:
+            outcome = type(exc).__name__.encode()
+        except BaseException:  # noqa: BLE001 - never run pytest's code in the child
+            outcome = b"unexpected"
+        os.write(write_end, outcome)
+        os._exit(0)
+    os.close(write_end)
+    os.waitpid(pid, 0)
+    with os.fdopen(read_end, "rb") as pipe:
+        return pipe.read().decode()
+
+
+def test_a_stale_socket_falls_back_in_process(tmp_path, monkeypatch):
+    monkeypatch.setenv("PMD_HOME", str(tmp_path))
+    monkeypatch.delenv("PMD_INDEX", raising=False)
+    path = socket_path()
+    path.parent.mkdir(parents=True, mode=0o700)
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind(str(path))  # bound, never listening, then closed: the file stays
+    assert path.exists()
+    monkeypatch.setenv("PMD_CLIENT", "auto")
+    assert answer_from_server(["search", "x"]) is None
+    monkeypatch.setenv("PMD_CLIENT", "always")
+    with pytest.raises(ClientModeError, match="no pmd server answers"):
+        answer_from_server(["search", "x"])
+    assert answer_from_server(["collection", "add", "."]) is None  # writes always run in-process
+    monkeypatch.setenv("PMD_CLIENT", "sometimes")
+    with pytest.raises(ClientModeError, match="PMD_CLIENT"):
+        answer_from_server(["search", "x"])
+
+
+def test_always_without_a_server_is_a_clear_error(tmp_path):
+    run = subprocess.run([sys.executable, "-m", "pmd_site.cli", "search", "x"],
+                         env=_env(PMD_CLIENT="always", PMD_HOME=str(tmp_path)), cwd=ROOT, capture_output=True,
+                         timeout=60)
+    assert run.returncode == 1
+    assert run.stderr.startswith(b"error: PMD_CLIENT=always, but no pmd server answers")
+
+
+@pytest.mark.parametrize("argv,expected", [
+    (["search", "x"], (True, None)),
+    (["--index", "b", "query", "x", "--json"], (True, "b")),
+    (["--index=b", "ls"], (True, "b")),
+    (["collection", "list"], (True, None)),
+    (["collection", "show", "n"], (True, None)),
+    (["collection", "add", "."], (False, None)),
+    (["context", "list"], (True, None)),
+    (["context", "add", "x"], (False, None)),
+    (["update"], (False, None)),
+    (["search", "x", "--help"], (False, None)),
+    (["-h"], (False, None)),
+    (["--index"], (False, None)),
+    ([], (False, None)),
+])
+def test_read_commands_are_recognised_from_argv(argv, expected):
+    assert read_command(argv) == expected
