@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from rich.markup import escape
-
 from pmd_site.cli.output import print_json, progress_bar, stdout_console
 
 
@@ -28,6 +26,8 @@ def register(sub) -> None:
 
 
 def cmd_bench(args) -> int:
+    from rich.markup import escape
+
     from search.bench.modes import MODES
     from search.bench.quality import BenchOptions
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import Callable
 
-from search.bench import vector as bench_vector
 from search.bench.quality import (
     BenchOptions,
     BenchReport,
@@ -19,11 +18,23 @@ from search.bench.quality import (
 )
 from search.request import Mode, mode_verb
 
+def _vsearch(dataset_dir: str, options: BenchOptions) -> BenchReport:
+    from search.bench import vector  # Django and the LLM clients: imported when run, not for `pmd --help`
+
+    return vector.bench_vsearch(dataset_dir, options)
+
+
+def _vsearch_scale(dataset_dir: str, options: BenchOptions) -> BenchReport:
+    from search.bench import vector
+
+    return vector.bench_vsearch_scale(dataset_dir, options)
+
+
 MODES: dict[str, Callable[[str, BenchOptions], BenchReport]] = {
     "index": bench_index,
     mode_verb(Mode.KEYWORD): retrieval_mode(_keyword_service, Mode.KEYWORD),
-    mode_verb(Mode.VECTOR): bench_vector.bench_vsearch,  # embedding throughput, HNSW recall, then retrieval
-    "vsearch-scale": bench_vector.bench_vsearch_scale,  # HNSW at 100k+ chunks
+    mode_verb(Mode.VECTOR): _vsearch,  # embedding throughput, HNSW recall, then retrieval
+    "vsearch-scale": _vsearch_scale,  # HNSW at 100k+ chunks
     mode_verb(Mode.HYBRID): query_mode(),
     "query-no-expand": query_mode(expand=False),
     "query-no-rerank": query_mode(rerank=False),
