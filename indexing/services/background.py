@@ -12,8 +12,10 @@ Every face (CLI, web UI, API, admin actions, the watcher, `pmd up`) asks for wor
   returned: `pmd embed` or `pmd up` embeds whatever is pending later (pending work is
   derived from the database).
 
-The celery tasks (indexing/tasks.py) register themselves here when Django loads the indexing
-app, so services queue tasks without importing the task module, which imports the services.
+The celery tasks (indexing/tasks.py) register themselves here, so services queue tasks without
+importing the task module, which imports the services. Django's loading of the indexing app hands
+over how to import that module (`task_loader`): it is imported, with celery, the first time work
+is asked for, not by every command that only reads.
 """
 
 from __future__ import annotations
@@ -27,13 +29,13 @@ from django.db import connection
 
 from indexing.models import Collection, Job
 from indexing.services.jobs import job_create, job_fail
-from pmd_site.celery import broker_reachable, workers_available
 
 log = logging.getLogger(__name__)
 
 NoWorker = Literal["thread", "queue", "caller"]
 
 _TASKS: dict[str, object] = {}
+_load_tasks = None  # set by IndexingConfig.ready()
 
 
 def task_register(task):
@@ -42,8 +44,16 @@ def task_register(task):
     return task
 
 
+def task_loader(load) -> None:
+    """How to import the task module (which registers the tasks): called once, when a task is first needed."""
+    global _load_tasks
+    _load_tasks = load
+
+
 def _task(name: str):
-    return _TASKS[name]  # registered when Django loads the indexing app (indexing/apps.py)
+    if name not in _TASKS and _load_tasks is not None:
+        _load_tasks()
+    return _TASKS[name]
 
 
 def embedding_request(*, collections: list[str] | None = None, collection: Collection | None = None,
@@ -77,6 +87,8 @@ def index_request(*, collection: Collection, created_by=None) -> Job:
 def _start(task, kind: str, kwargs: dict, *, collection: Collection | None, created_by,
            no_worker: NoWorker) -> tuple[Job | None, bool]:
     """(the job, whether it was handed to a worker or the broker)."""
+    from pmd_site.celery import broker_reachable, workers_available
+
     def new_job() -> Job:
         return job_create(kind=kind, collection=collection, message="queued", created_by=created_by)
 

@@ -15,9 +15,7 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from indexing.errors import (
     LLMBackendError,
@@ -26,6 +24,9 @@ from indexing.errors import (
     LLMBadResponse,
     LLMModelMissing,
 )
+
+if TYPE_CHECKING:  # the HTTP client is imported where it is used (start-up cost)
+    import httpx
 
 logger = logging.getLogger(__name__)
 
@@ -147,6 +148,8 @@ class LLMBackend:
         headers: dict[str, str] | None = None,
         transport: httpx.BaseTransport | None = None,
     ):
+        import httpx  # here, not at the top: a keyword search never loads the HTTP client
+
         self.base_url = base_url.rstrip("/")
         self.timeout = timeout
         self.retries = max(0, retries)
@@ -244,6 +247,8 @@ class LLMBackend:
 
     def _request(self, method: str, path: str, *, json_body: Any = None, model: str | None = None) -> Any:
         """Send a request and return its JSON, retrying connection errors and 5xx."""
+        import httpx
+
         attempt = 0
         while True:
             try:
@@ -274,6 +279,8 @@ class LLMBackend:
 
     def _stream_lines(self, path: str, *, json_body: Any, model: str | None = None) -> Iterator[dict]:
         """POST and yield each JSON line of a streamed (NDJSON) answer."""
+        import httpx
+
         attempt = 0
         while True:
             try:

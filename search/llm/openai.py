@@ -5,9 +5,7 @@ Base URL includes the `/v1` prefix (PMD_OPENAI_BASE_URL=http://host:8080/v1).
 
 from __future__ import annotations
 
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from search.llm.base import (
     BackendResponseError,
@@ -17,6 +15,9 @@ from search.llm.base import (
     check_vectors,
     parse_logprobs,
 )
+
+if TYPE_CHECKING:  # the HTTP client is imported where it is used (start-up cost)
+    import httpx
 
 
 class OpenAIBackend(LLMBackend):
