@@ -40,7 +40,8 @@ CLOSED_PORT = _free_port()  # no model server: one address, as the server's sett
 
 def _env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items()
-           if k not in {"PMD_CLIENT", "NO_COLOR", "FORCE_COLOR", "COLUMNS", "LINES", "PMD_DEBUG"}}
+           if k not in {"PMD_CLIENT", "NO_COLOR", "FORCE_COLOR", "COLUMNS", "LINES", "PMD_DEBUG",
+                        "DJANGO_SETTINGS_MODULE"}}  # as a user runs pmd: read commands pick the lean settings
     env.update(PMD_INDEX=INDEX, PYTHONUNBUFFERED="1", OLLAMA_URL=f"http://127.0.0.1:{CLOSED_PORT}")
     env.update(extra)
     return env
@@ -204,6 +205,22 @@ def test_the_client_does_not_import_django_psycopg_or_rich(served):
                 if line.startswith(b"import time:")}
     assert b"pmd_site" in imported  # the check can see what was imported
     assert not imported & {b"django", b"psycopg", b"rich", b"celery", b"httpx"}
+
+
+def _top_level_imports(run: subprocess.CompletedProcess) -> set[str]:
+    return {line.rsplit(b"|", 1)[-1].strip().decode() for line in run.stderr.splitlines()
+            if line.startswith(b"import time:")}
+
+
+def test_in_process_reads_load_neither_the_web_apps_nor_celery_nor_rich(served):
+    """Without a server, a search imports what it needs: no admin, no django-ninja, no celery, no HTTP client."""
+    run = subprocess.run([sys.executable, "-X", "importtime", "-m", "pmd_site.cli", "search", "postgresql"],
+                         env=_env(PMD_CLIENT="never"), cwd=ROOT, capture_output=True, timeout=120)
+    assert run.returncode == 0 and run.stdout
+    imported = _top_level_imports(run)
+    assert "django.db.models" in imported and "psycopg" in imported  # the check sees the imports
+    unwanted = {"django.contrib.admin", "ninja", "pydantic", "axes", "celery", "httpx", "rich", "django.db.migrations.executor"}
+    assert not imported & unwanted
 
 
 def test_the_socket_is_private(served):

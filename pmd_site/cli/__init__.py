@@ -90,10 +90,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from pmd_site.cli.client import ClientModeError, answer_from_server, client_error
+    from pmd_site.cli.client import ClientModeError, answer_from_server, client_error, read_command
 
+    argv = sys.argv[1:] if argv is None else argv
     try:  # first, before anything heavy is imported: a running server may answer (client mode)
-        answered = answer_from_server(sys.argv[1:] if argv is None else argv)
+        answered = answer_from_server(argv)
     except ClientModeError as exc:
         return client_error(str(exc))
     if answered is not None:
@@ -103,6 +104,8 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    if read_command(argv)[0] and args.command != "status":  # status reports on the web's apps too
+        os.environ.setdefault("DJANGO_SETTINGS_MODULE", "pmd_site.settings_cli")  # without the web's apps
     if args.index:
         os.environ["PMD_INDEX"] = args.index
     for name, value in getattr(args, "environ_defaults", {}).items():

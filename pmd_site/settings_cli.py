@@ -1,0 +1,25 @@
+"""Settings for the CLI's read commands run in-process (`pmd search`, `get`, `ls`, …): pmd's settings
+without the apps only the web server uses.
+
+Loading the admin (and, through it, Django's forms and URL machinery), sessions, messages,
+django-ninja (with pydantic) and django-axes costs a `pmd search` more than the search itself,
+and a read command touches none of their models. Everything else is `pmd_site.settings` as is;
+`pmd_site.cli.main` picks this module for those commands (see LEAN_COMMANDS there). A migration
+run from here applies the migrations of the apps below; the others' wait for the next full command
+(`pmd up`, `pmd serve`, `pmd migrate`, any write).
+"""
+
+from pmd_site.settings import *  # noqa: F403 - the same settings…
+from pmd_site.settings import INSTALLED_APPS as _ALL_APPS
+
+WEB_ONLY_APPS = frozenset({
+    "django.contrib.admin",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django_htmx",
+    "ninja",
+    "axes",
+})
+
+INSTALLED_APPS = [app for app in _ALL_APPS if app not in WEB_ONLY_APPS]  # …minus the web's apps
