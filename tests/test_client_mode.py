@@ -334,3 +334,18 @@ def test_always_without_a_server_is_a_clear_error(tmp_path):
 ])
 def test_read_commands_are_recognised_from_argv(argv, expected):
     assert read_command(argv) == expected
+
+
+def test_concurrent_clients_each_get_their_own_output(served):
+    """Requests run side by side in the server: each one's stdout and stderr stay its own."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    cases = [("search", "postgresql", "--json"), ("search", "zzzznothingmatches"), ("ls", "notes"),
+             ("collection", "show", "nope"), ("get", "pmd://notes/README.md"), ("search", "postgresql", "--md")] * 2
+    expected = {case: _pmd(*case, PMD_CLIENT="never") for case in set(cases)}
+    with ThreadPoolExecutor(len(cases)) as pool:
+        answers = list(pool.map(lambda case: (case, _pmd(*case, PMD_CLIENT="always")), cases))
+    for case, answer in answers:
+        want = expected[case]
+        assert (answer.returncode, _normalised(answer.stdout), answer.stderr) == \
+            (want.returncode, _normalised(want.stdout), want.stderr), case
