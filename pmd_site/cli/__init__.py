@@ -97,6 +97,9 @@ def main(argv: list[str] | None = None) -> int:
         answered = answer_from_server(argv)
     except ClientModeError as exc:
         return client_error(str(exc))
+    except KeyboardInterrupt:
+        client_error("interrupted")
+        return 130
     if answered is not None:
         return answered
     parser = build_parser()
