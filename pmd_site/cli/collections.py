@@ -82,6 +82,19 @@ def _print_report(report, *, console) -> None:
         warn(f"… and {len(report.issues) - 20} more (see `pmd collection show {report.collection}`)")
 
 
+def _print_history(history, *, console) -> None:
+    """The git history's line of `pmd update` (nothing for a folder outside any repository)."""
+    if history is None or (history.state == "not_repository" and not history.removed):
+        return
+    if history.state == "indexed":
+        console.print(f"  history: [green]{history.added} new commits[/], {history.removed} dropped, "
+                      f"{history.total} indexed [dim]({history.elapsed:.2f}s)[/]")
+    else:
+        console.print(f"  history: {history.state}, {history.removed} dropped", highlight=False)
+    if history.message:
+        warn(f"{history.collection} history: {history.message}")
+
+
 def cmd_add(args) -> int:
     from pathlib import Path
 
@@ -279,15 +292,18 @@ def cmd_update(args) -> int:
             warn(problem)
             out.append({"error": problem})
             continue
+        history = refreshed.history
         if args.json:
-            out.append(report.as_dict() | ({"pull": pulled.__dict__} if pulled else {}))
+            out.append(report.as_dict() | ({"pull": pulled.__dict__} if pulled else {})
+                       | ({"history": history.as_dict()} if history else {}))
         else:
             _print_report(report, console=console)
+            _print_history(history, console=console)
     if args.json:
         print_json(out)
     elif not results:
         console.print("no collections yet: `pmd collection add PATH`")
     else:
-        changed = any(r.report and r.report.changed_document_ids for r in results)
+        changed = any(r.changed for r in results)
         print_embedding(changed, embedding, console=console)
     return 1 if failed else 0
