@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Callable
 
 from search.bench import vector as bench_vector
+from search.bench.history import bench_history
 from search.bench.quality import (
     BenchOptions,
     BenchReport,
@@ -28,4 +29,5 @@ MODES: dict[str, Callable[[str, BenchOptions], BenchReport]] = {
     "query-no-expand": query_mode(expand=False),
     "query-no-rerank": query_mode(rerank=False),
     "query-no-llm": query_mode(expand=False, rerank=False),
+    "history": bench_history,  # DATASET_DIR is a git work tree: commits/s and history search latency
 }
