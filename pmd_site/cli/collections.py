@@ -226,6 +226,7 @@ def cmd_share(args) -> int:
 def cmd_show(args) -> int:
     from indexing.selectors import collection_detail
     from indexing.services.collections import collection_get
+    from indexing.services.history import history_status
 
     collection = collection_get(args.name)
     row = collection_detail(collection, access=local_access())
@@ -233,7 +234,7 @@ def cmd_show(args) -> int:
     contexts = list(collection.contexts.values("path_prefix", "text"))
     data = {k: v for k, v in row.items() if k != "collection"}
     data.update(ignore=collection.ignore_patterns, text_search_config=collection.text_search_config,
-                contexts=contexts, problems=problems)
+                contexts=contexts, problems=problems, history=history_status(collection))
     if args.json:
         print_json(data)
         return 0
@@ -246,6 +247,9 @@ def cmd_show(args) -> int:
     console.print(f"[bold]owner[/]: {escape(owner_text(data))}")
     console.print(f"[bold]ignore[/]: {', '.join(collection.ignore_patterns) or '-'}")
     console.print(f"[bold]text search config[/]: {collection.text_search_config}")
+    history = data["history"]
+    console.print(f"[bold]history[/]: {history['state']}, {history['commits']} commits"
+                  + (f" ({escape(history['message'])})" if history["message"] else ""), highlight=False)
     for ctx in contexts:
         console.print(f"[bold]context[/] pmd://{collection.name}/{ctx['path_prefix']}: {ctx['text']}")
     for p in problems:
