@@ -371,7 +371,10 @@ class Commit(models.Model):
     diff = models.TextField(blank=True, default="", help_text="the diff's first PMD_HISTORY_DIFF_LINES lines")
     diff_truncated = models.BooleanField(default=False)
     content = models.ForeignKey(Content, on_delete=models.PROTECT, related_name="commits", db_column="content_hash")
-    tsv = SearchVectorField(null=True)
+    tsv = SearchVectorField(null=True)  # everything, the diff included: what matches
+    # Title, message, author and paths only: small enough to rank every match of a common word
+    # (the full vector is read for the best few hundred only; retrieval/history.py).
+    tsv_head = SearchVectorField(null=True)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["collection", "sha"], name="commit_unique_sha")]

@@ -265,3 +265,17 @@ def test_git_ref_changes_wake_the_watcher(tmp_path):
         assert collections_for_changes({(2, str(notes / rel))}, targets) == {"notes"}, rel
     for rel in (".git/index", ".git/objects/ab/cdef", ".git/HEAD.lock", ".git/logs/HEAD"):
         assert collections_for_changes({(2, str(notes / rel))}, targets) == set(), rel
+
+
+@pytest.mark.django_db
+def test_pmd_update_reads_new_commits_and_collection_show_says_so(world, run_cli, tmp_path):
+    repo = tmp_path / "handbook"
+    (repo / "oncall.md").write_text("# On-call rota\n\nCarol joins.\n")
+    new = commit(repo, "Carol joins the on-call rota", date="2025-05-01T09:00:00+00:00")
+    code, out, err = run_cli("update", "-c", "handbook")
+    assert code == 0, err
+    assert "history: 1 new commits" in out
+    code, out, _ = run_cli("history", "carol", "--json")
+    assert json.loads(out)["results"][0]["sha"] == new
+    code, out, _ = run_cli("collection", "show", "handbook", "--json")
+    assert json.loads(out)["history"]["commits"] == 10 and json.loads(out)["history"]["state"] == "indexed"

@@ -45,7 +45,7 @@ log = logging.getLogger(__name__)
 ProgressCallback = Callable[[int, int, str], None]
 BATCH = 500
 LINE_CHARS = 400  # a longer diff line (minified files) is cut
-FORMAT_VERSION = 1  # bump when the stored text changes: every history is read again
+FORMAT_VERSION = 2  # bump when the stored text changes: every history is read again
 GIT_TIMEOUT = 600
 _HEADER_START, _HEADER_END = b"\x1e", b"\x1f"
 _LOG_FORMAT = "%x1e%H%x00%P%x00%an%x00%ae%x00%cI%x00%B%x00%x1f"
@@ -408,13 +408,14 @@ def _forget_contents(hashes: list[str]) -> None:
 
 _TSV = """
 UPDATE indexing_commit c
-SET tsv = setweight(to_tsvector(s.config::regconfig, s.head), 'A')
-       || setweight(to_tsvector(s.config::regconfig, s.body), 'B')
-       || setweight(to_tsvector(s.config::regconfig, s.meta), 'C')
-       || setweight(to_tsvector(s.config::regconfig, s.diff), 'D')
-FROM unnest(%s::bigint[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[])
-     AS s(id, config, head, body, meta, diff)
-WHERE c.id = s.id
+SET tsv_head = h.vector, tsv = h.vector || setweight(to_tsvector(h.config::regconfig, h.diff), 'D')
+FROM (SELECT s.id, s.config, s.diff,
+             setweight(to_tsvector(s.config::regconfig, s.head), 'A')
+             || setweight(to_tsvector(s.config::regconfig, s.body), 'B')
+             || setweight(to_tsvector(s.config::regconfig, s.meta), 'C') AS vector
+      FROM unnest(%s::bigint[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[])
+           AS s(id, config, head, body, meta, diff)) h
+WHERE c.id = h.id
 """
 
 

@@ -151,6 +151,11 @@ def _limit(request: HistoryRequest) -> int:
 
 # --- keyword ----------------------------------------------------------------------------------------
 
+# Every match is ranked on its small head vector (title, message, author, paths); the best
+# RERANK_DEPTH of those (diff-only matches, with a head rank of 0, newest first) are ranked again
+# on the whole vector, the diff included. A common word matching half the history costs a scan of
+# small vectors, not of every diff.
+RERANK_DEPTH = 500
 _KEYWORD = """
 WITH q AS MATERIALIZED (
     SELECT col.id AS collection_id,
@@ -158,10 +163,15 @@ WITH q AS MATERIALIZED (
             FROM unnest(%(words)s::text[]) w, LATERAL plainto_tsquery(col.text_search_config::regconfig, w) t
             WHERE t::text <> '')::tsquery AS query
     FROM indexing_collection col
+), best AS MATERIALIZED (
+    SELECT c.id, q.query
+    FROM q JOIN indexing_commit c ON c.collection_id = q.collection_id AND c.tsv @@ q.query
+    WHERE q.query IS NOT NULL {scope}
+    ORDER BY ts_rank('{{0.1, 0.2, 0.4, 1.0}}', c.tsv_head, q.query, 32) DESC, c.committed_at DESC, c.id
+    LIMIT %(depth)s
 )
-SELECT c.id, ts_rank('{{0.1, 0.2, 0.4, 1.0}}', c.tsv, q.query, 32) AS score
-FROM q JOIN indexing_commit c ON c.collection_id = q.collection_id AND c.tsv @@ q.query
-WHERE q.query IS NOT NULL {scope}
+SELECT c.id, ts_rank('{{0.1, 0.2, 0.4, 1.0}}', c.tsv, best.query, 32) AS score
+FROM best JOIN indexing_commit c ON c.id = best.id
 ORDER BY score DESC, c.committed_at DESC, c.id
 LIMIT %(k)s
 """
@@ -183,7 +193,7 @@ def history_keyword(request: HistoryRequest, scope: HistoryScope, *, k: int) -> 
     words = query_words(request.query)
     sql = (_KEYWORD if words else _LATEST).format(scope=scope.sql)
     with connection.cursor() as cursor:
-        cursor.execute(sql, {**scope.params, "words": words, "k": int(k)})
+        cursor.execute(sql, {**scope.params, "words": words, "k": int(k), "depth": max(RERANK_DEPTH, int(k))})
         return [(pk, float(score)) for pk, score in cursor.fetchall()]
 
 
