@@ -346,6 +346,9 @@ def _history_index(collection: Collection, *, progress: ProgressCallback | None,
         if progress:
             progress(done, len(new), "commits")
         report.added = done
+        if done >= 1000 and not connection.in_atomic_block:
+            with connection.cursor() as cursor:  # fresh statistics for the planner after a bulk load
+                cursor.execute("ANALYZE indexing_commit")
     except (GitFailed, OSError, subprocess.SubprocessError) as exc:
         return _stop(status, report, CollectionHistory.State.FAILED, f"git cannot read the history: {exc}", started,
                      repo=repo, keep=True)
