@@ -237,6 +237,10 @@ PMD_TEXT_SEARCH_CONFIG = env.get_str("PMD_TEXT_SEARCH_CONFIG", "english")
 PMD_COLLECTION_ROOTS = [Path(p).expanduser() for p in env.get_list("PMD_COLLECTION_ROOTS")]
 # multi-get answers (CLI, API, MCP) hold at most this much text: documents plus what was left out.
 PMD_MULTI_GET_MAX_TOTAL_BYTES = env.get_int("PMD_MULTI_GET_MAX_TOTAL_BYTES", 1024 * 1024, minimum=1)
+# History search (issue 18): the commits of collections inside a git work tree.
+PMD_HISTORY = env.get_bool("PMD_HISTORY", True)
+PMD_HISTORY_DIFF_LINES = env.get_int("PMD_HISTORY_DIFF_LINES", 200, minimum=0)
+PMD_HISTORY_MAX_COMMITS = env.get_int("PMD_HISTORY_MAX_COMMITS", 20000, minimum=1)
 
 # --- Keyword search (BM25) -----------------------------------------------------
 PMD_BM25_K1 = env.get_float("PMD_BM25_K1", 0.9)

@@ -22,7 +22,7 @@ class CleanupReport:
 def index_cleanup(*, clear_llm_cache: bool = True, vacuum: bool = True) -> CleanupReport:
     with transaction.atomic():
         inactive, _ = Document.objects.filter(active=False).delete()
-        orphans, _ = Content.objects.filter(documents__isnull=True).delete()
+        orphans, _ = Content.objects.filter(documents__isnull=True, commits__isnull=True).delete()
         cache = LLMCache.objects.all().delete()[0] if clear_llm_cache else 0
     if vacuum and not connection.in_atomic_block:
         with connection.cursor() as cursor:

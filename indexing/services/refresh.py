@@ -19,6 +19,7 @@ from indexing.access import Access, collection_visible, require_write
 from indexing.models import Collection, Job
 from indexing.services.audit import audit_record
 from indexing.services.background import NoWorker, embedding_request, index_request
+from indexing.services.history import HistoryReport, history_index
 from indexing.services.collections import (
     CollectionError,
     PullResult,
@@ -43,6 +44,12 @@ class Refreshed:
     pulled: PullResult | None = None
     problem: str | None = None
     embedding: Job | None = None
+    history: HistoryReport | None = None  # the commits read after the scan (collections in a git work tree)
+
+    @property
+    def changed(self) -> bool:
+        """Is there anything new to embed: changed notes or new commits?"""
+        return bool((self.report and self.report.changed_document_ids) or (self.history and self.history.added))
 
 
 def collection_refresh(*, collection: Collection, pull: bool = False, job: Job | None = None,
@@ -65,8 +72,8 @@ def collection_refresh(*, collection: Collection, pull: bool = False, job: Job |
     if job is not None:
         job_finish(job, result=report.as_dict(), message=f"{report.added} added, {report.updated} updated, "
                                                          f"{report.removed} removed, {report.errors} errors")
-    refreshed = Refreshed(collection.name, report, pulled)
-    if embed and report.changed_document_ids:
+    refreshed = Refreshed(collection.name, report, pulled, history=_history(collection, progress))
+    if embed and refreshed.changed:
         refreshed.embedding = embedding_request(no_worker=no_worker)
     return refreshed
 
@@ -79,8 +86,17 @@ def collections_refresh(*, names: list[str] | None = None, pull: bool = False,
     results = [collection_refresh(collection=c, pull=pull, embed=False,
                                   progress=progress_for(c) if progress_for else None)
                for c in _collections(names)]
-    changed = any(r.report and r.report.changed_document_ids for r in results)
+    changed = any(r.changed for r in results)
     return results, (embedding_request(no_worker=no_worker) if changed else None)
+
+
+def _history(collection: Collection, progress: ProgressCallback | None) -> HistoryReport | None:
+    """The collection's commits, after its files; a failure here never fails the scan."""
+    try:
+        return history_index(collection, progress=progress)
+    except Exception:  # noqa: BLE001 - the notes are indexed; the history is retried next time
+        log.exception("reading the git history of %s failed", collection.name)
+        return None
 
 
 def _collections(names: list[str] | None) -> list[Collection]:
@@ -147,7 +163,7 @@ def reindex(names: list[str] | None, *, pull: bool = False) -> dict:
             results.append(collection_refresh(collection=collection, pull=pull, embed=False))
     if skipped:
         log.info("skipped: collection %s no longer exists", ", ".join(skipped))
-    changed = removed = 0
+    changed = removed = commits = 0
     summary = []
     for refreshed in results:
         if refreshed.problem:
@@ -158,12 +174,15 @@ def reindex(names: list[str] | None, *, pull: bool = False) -> dict:
             log.warning("git pull %s failed: %s", pulled.collection, pulled.output)
         changed += len(refreshed.report.changed_document_ids)
         removed += len(refreshed.report.removed_document_ids)
-        summary.append(refreshed.report.as_dict())
-    job = embedding_request(no_worker="queue") if changed else None
+        commits += refreshed.history.added if refreshed.history else 0
+        summary.append(refreshed.report.as_dict() | (
+            {"history": refreshed.history.as_dict()} if refreshed.history else {}))
+    job = embedding_request(no_worker="queue") if changed or commits else None
     return {
         "collections": [s["collection"] for s in summary],
         "changed": changed,
         "removed": removed,
+        "commits": commits,
         "embedding_task": str(job.pk) if job else None,
         "seconds": round(time.perf_counter() - started, 3),
         "reports": summary,

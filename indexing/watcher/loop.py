@@ -68,6 +68,13 @@ def _relevant(rel: str, abspath: str, mask: str) -> bool:
     return os.path.isdir(abspath) or not os.path.exists(abspath)
 
 
+def _git_ref_change(rel: str) -> bool:
+    """A commit, checkout, reset or fetch moved HEAD or a ref: the collection's history may have changed."""
+    if rel.endswith(".lock"):
+        return False
+    return rel in {".git/HEAD", ".git/packed-refs"} or rel.startswith(".git/refs/")
+
+
 def collections_for_changes(changes, targets: list[WatchTarget]) -> set[str]:
     """Names of the collections that a batch of (change, path) events touches."""
     names: set[str] = set()
@@ -80,7 +87,7 @@ def collections_for_changes(changes, targets: list[WatchTarget]) -> set[str]:
                 rel = path.relative_to(target.root).as_posix()
             except ValueError:
                 continue
-            if rel in {"", "."} or _relevant(rel, raw, target.mask):
+            if rel in {"", "."} or _relevant(rel, raw, target.mask) or _git_ref_change(rel):
                 names.add(target.name)
     return names
 

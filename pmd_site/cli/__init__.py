@@ -37,6 +37,7 @@ COMMAND_MODULES = [
     "pmd_site.cli.tokens",
     "pmd_site.cli.groups",
     "pmd_site.cli.audit",
+    "pmd_site.cli.history",
 ]
 
 

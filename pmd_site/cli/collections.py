@@ -82,6 +82,19 @@ def _print_report(report, *, console) -> None:
         warn(f"… and {len(report.issues) - 20} more (see `pmd collection show {report.collection}`)")
 
 
+def _print_history(history, *, console) -> None:
+    """The git history's line of `pmd update` (nothing for a folder outside any repository)."""
+    if history is None or (history.state == "not_repository" and not history.removed):
+        return
+    if history.state == "indexed":
+        console.print(f"  history: [green]{history.added} new commits[/], {history.removed} dropped, "
+                      f"{history.total} indexed [dim]({history.elapsed:.2f}s)[/]")
+    else:
+        console.print(f"  history: {history.state}, {history.removed} dropped", highlight=False)
+    if history.message:
+        warn(f"{history.collection} history: {history.message}")
+
+
 def cmd_add(args) -> int:
     from pathlib import Path
 
@@ -213,6 +226,7 @@ def cmd_share(args) -> int:
 def cmd_show(args) -> int:
     from indexing.selectors import collection_detail
     from indexing.services.collections import collection_get
+    from indexing.services.history import history_status
 
     collection = collection_get(args.name)
     row = collection_detail(collection, access=local_access())
@@ -220,7 +234,7 @@ def cmd_show(args) -> int:
     contexts = list(collection.contexts.values("path_prefix", "text"))
     data = {k: v for k, v in row.items() if k != "collection"}
     data.update(ignore=collection.ignore_patterns, text_search_config=collection.text_search_config,
-                contexts=contexts, problems=problems)
+                contexts=contexts, problems=problems, history=history_status(collection))
     if args.json:
         print_json(data)
         return 0
@@ -233,6 +247,9 @@ def cmd_show(args) -> int:
     console.print(f"[bold]owner[/]: {escape(owner_text(data))}")
     console.print(f"[bold]ignore[/]: {', '.join(collection.ignore_patterns) or '-'}")
     console.print(f"[bold]text search config[/]: {collection.text_search_config}")
+    history = data["history"]
+    console.print(f"[bold]history[/]: {history['state']}, {history['commits']} commits"
+                  + (f" ({escape(history['message'])})" if history["message"] else ""), highlight=False)
     for ctx in contexts:
         console.print(f"[bold]context[/] pmd://{collection.name}/{ctx['path_prefix']}: {ctx['text']}")
     for p in problems:
@@ -279,15 +296,18 @@ def cmd_update(args) -> int:
             warn(problem)
             out.append({"error": problem})
             continue
+        history = refreshed.history
         if args.json:
-            out.append(report.as_dict() | ({"pull": pulled.__dict__} if pulled else {}))
+            out.append(report.as_dict() | ({"pull": pulled.__dict__} if pulled else {})
+                       | ({"history": history.as_dict()} if history else {}))
         else:
             _print_report(report, console=console)
+            _print_history(history, console=console)
     if args.json:
         print_json(out)
     elif not results:
         console.print("no collections yet: `pmd collection add PATH`")
     else:
-        changed = any(r.report and r.report.changed_document_ids for r in results)
+        changed = any(r.changed for r in results)
         print_embedding(changed, embedding, console=console)
     return 1 if failed else 0

@@ -17,6 +17,7 @@ error (indexing.errors.PmdError) brings its own status and code.
 from ninja import NinjaAPI
 
 from search.api import collections, contexts, documents, jobs, links, related, search, status
+from search.api import history
 from search.api.auth import SessionAuth, TokenAuth
 from search.api.errors import install_error_handlers
 
@@ -47,6 +48,7 @@ api.add_router("", search.router)
 api.add_router("", documents.router)
 api.add_router("", links.router)
 api.add_router("", related.router)
+api.add_router("", history.router)
 api.add_router("/collections", collections.router)
 api.add_router("/jobs", jobs.router)
 api.add_router("/contexts", contexts.router)

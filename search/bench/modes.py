@@ -18,10 +18,17 @@ from search.bench.quality import (
 )
 from search.request import Mode, mode_verb
 
+
 def _vsearch(dataset_dir: str, options: BenchOptions) -> BenchReport:
     from search.bench import vector  # Django and the LLM clients: imported when run, not for `pmd --help`
 
     return vector.bench_vsearch(dataset_dir, options)
+
+
+def _history(dataset_dir: str, options: BenchOptions) -> BenchReport:
+    from search.bench.history import bench_history  # imported when run, like the vector modes
+
+    return bench_history(dataset_dir, options)
 
 
 def _vsearch_scale(dataset_dir: str, options: BenchOptions) -> BenchReport:
@@ -39,4 +46,5 @@ MODES: dict[str, Callable[[str, BenchOptions], BenchReport]] = {
     "query-no-expand": query_mode(expand=False),
     "query-no-rerank": query_mode(rerank=False),
     "query-no-llm": query_mode(expand=False, rerank=False),
+    "history": _history,  # DATASET_DIR is a git work tree: commits/s and history search latency
 }

@@ -55,6 +55,7 @@ class BenchOptions:
     split: str = "all"  # "odd" / "even": every other query of queries.tsv (SPLIT_RULE)
     progress: Callable | None = None
     as_user: str | None = None  # search as this member (access control on), not as the local user
+    commits: int | None = None  # --mode history: index the newest N commits (default PMD_HISTORY_MAX_COMMITS)
 
 
 @dataclass

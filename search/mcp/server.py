@@ -19,6 +19,7 @@ from search.mcp.instructions import (
 from search.mcp.prompts import register_prompts
 from search.mcp.resources import register_resources
 from search.mcp.tools import register_link_tools, register_related_tools, register_tools
+from search.mcp.tools import register_history_tools
 
 
 def create_server() -> MCPServer:
@@ -34,6 +35,7 @@ def create_server() -> MCPServer:
     register_tools(server)
     register_link_tools(server)
     register_related_tools(server)
+    register_history_tools(server)
     register_resources(server)
     register_prompts(server)
     return server

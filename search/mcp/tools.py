@@ -325,3 +325,79 @@ def register_related_tools(server: MCPServer) -> None:
             lines.append("  no related notes")
         lines += [f"warning: {w}" for w in result.warnings]
         return _result(result, "\n".join(lines))
+
+
+# --- history (search.pipeline.history): a separate block, registered by search.mcp.server ------------
+
+from search.pipeline.history import history_search
+from search.retrieval.history import HistoryRequest
+
+
+class CommitFile(BaseModel):
+    status: str = Field(description="A added, M changed, D deleted, R renamed, C copied, T type changed")
+    path: str
+    old_path: str = ""
+    docid: str | None = Field(None, description="the note at that path now (pass to pmd_get); None if gone")
+
+
+class CommitHit(BaseModel):
+    collection: str
+    sha: str
+    title: str
+    message: str
+    author: str
+    email: str
+    date: str
+    score: float = Field(description="0..1")
+    files: list[CommitFile]
+    diff: str | None = Field(None, description="the diff excerpt (with diff=true)")
+
+
+class HistoryResult(BaseModel):
+    query: str
+    mode: str
+    results: list[CommitHit]
+    warnings: list[str] = Field(default_factory=list)
+
+
+def register_history_tools(server: MCPServer) -> None:
+    """Add pmd_search_history to `server`."""
+
+    @server.tool(name="pmd_search_history", title="Search the git history", annotations=READ_ONLY)
+    @tool_call
+    def pmd_search_history(
+        query: str = Field("", max_length=2000, description="words; empty lists the newest commits matching"),
+        path: str | None = Field(None, description="only commits that changed a file matching this glob"),
+        author: str | None = Field(None, description="part of the author's name or e-mail"),
+        after: str | None = Field(None, description="on or after: 2025-01-01, 2025-06, 'last week', 3d"),
+        before: str | None = Field(None, description="before this date"),
+        collections: list[str] = Field(default_factory=list),
+        limit: int = Field(10, ge=1, le=100),
+        diff: bool = Field(False, description="include each commit's diff excerpt"),
+        mode: Literal["hybrid", "keyword", "vector"] = "hybrid",
+        ctx: Context = None,
+    ) -> HistoryResult:
+        """Commits of the collections that are git repositories (when and why something changed): title,
+        message, author, date, changed files (with the #docid of the note as it is now) and, with diff,
+        the diff excerpt. Read a changed note with pmd_get."""
+        response = history_search(HistoryRequest(
+            query=query, access=mcp_access(ctx), mode=mode, collections=collections, paths=[path] if path else [],
+            author=author or "", after=after, before=before, limit=limit, diff=diff))
+        result = HistoryResult(query=response.query, mode=response.mode, warnings=response.warnings, results=[
+            CommitHit(collection=h.collection, sha=h.sha, title=h.title, message=h.message, author=h.author,
+                      email=h.email, date=h.date, score=round(h.score, 4), diff=h.diff,
+                      files=[CommitFile(status=f.status, path=f.path, old_path=f.old_path, docid=f.docid)
+                             for f in h.files])
+            for h in response.results])
+        lines = []
+        for hit in result.results:
+            lines.append(f"{hit.sha[:10]} {hit.date[:10]} {hit.author} ({hit.score:.2f}) [{hit.collection}] {hit.title}")
+            for f in hit.files:
+                now = f" (now #{f.docid})" if f.docid else ""
+                lines.append(f"  {f.status} {f.old_path + ' -> ' if f.old_path else ''}{f.path}{now}")
+            if hit.diff:
+                lines.append("  " + hit.diff[:2000].replace("\n", "\n  "))
+        if not lines:
+            lines.append(f"no commits for {result.query!r}")
+        lines += [f"warning: {w}" for w in result.warnings]
+        return _result(result, "\n".join(lines))

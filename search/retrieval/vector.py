@@ -256,6 +256,9 @@ def _planner_settings(cursor, values: dict[str, str]):
                            [x for pair in restore for x in pair])
 
 
+planner_settings = _planner_settings  # history search's vector retriever plans the same way
+
+
 def _results(rows: list[tuple], request: SearchRequest, query: str, limit: int, hits: int, *,
              snippets: bool = True) -> list[SearchResult]:
     """Best chunk(s) per document, in score order, shaped as SearchResults."""

@@ -6,7 +6,7 @@ import time
 
 from django.db.models import Exists, OuterRef
 
-from indexing.models import ContentEmbedding, Document, EmbeddingFingerprint
+from indexing.models import Commit, ContentEmbedding, Document, EmbeddingFingerprint
 
 
 def _active_documents(collections: list[str] | None):
@@ -16,13 +16,24 @@ def _active_documents(collections: list[str] | None):
     return documents
 
 
-def pending_contents(fingerprint: EmbeddingFingerprint, *, collections: list[str] | None = None):
-    """Hashes of the content active documents use that is not fully embedded for
-    `fingerprint` (a queryset of strings). Asked from the documents' side so that
-    counting never reads the content bodies."""
+def _commits(collections: list[str] | None):
+    commits = Commit.objects.all()
+    if collections:
+        commits = commits.filter(collection__name__in=collections)
+    return commits
+
+
+def pending_contents(fingerprint: EmbeddingFingerprint, *, collections: list[str] | None = None,
+                     history: bool = True):
+    """Hashes of the content active documents (and, with `history`, indexed commits) use that is
+    not fully embedded for `fingerprint` (a queryset of strings). Asked from the documents' side
+    so that counting never reads the content bodies."""
     done = ContentEmbedding.objects.filter(content=OuterRef("content"), fingerprint=fingerprint)
-    return (_active_documents(collections).filter(~Exists(done))
-            .values_list("content_id", flat=True).distinct().order_by("content_id"))
+    documents = _active_documents(collections).filter(~Exists(done)).values_list("content_id", flat=True)
+    if not history:
+        return documents.distinct().order_by("content_id")
+    commits = _commits(collections).filter(~Exists(done)).values_list("content_id", flat=True)
+    return documents.union(commits).order_by("content_id")
 
 
 _PENDING_TTL = 30.0
@@ -38,7 +49,7 @@ def pending_count(fingerprint: EmbeddingFingerprint, collections: list[str] | No
     cached = _pending_cache.get(key)
     if cached and now - cached[0] < _PENDING_TTL:
         return cached[1]
-    count = pending_contents(fingerprint, collections=collections).count()
+    count = pending_contents(fingerprint, collections=collections, history=False).count()
     _pending_cache[key] = (now, count)
     return count
 
@@ -48,6 +59,9 @@ def forget_pending_counts() -> None:
     _pending_cache.clear()
 
 
-def wanted_contents(*, collections: list[str] | None = None):
-    """Hashes of the content active documents use (a queryset of strings)."""
-    return _active_documents(collections).values_list("content_id", flat=True).distinct().order_by("content_id")
+def wanted_contents(*, collections: list[str] | None = None, history: bool = True):
+    """Hashes of the content active documents (and indexed commits) use (a queryset of strings)."""
+    documents = _active_documents(collections).values_list("content_id", flat=True)
+    if not history:
+        return documents.distinct().order_by("content_id")
+    return documents.union(_commits(collections).values_list("content_id", flat=True)).order_by("content_id")

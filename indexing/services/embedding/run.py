@@ -14,6 +14,7 @@ from indexing.chunking import Chunk as TextChunk
 from indexing.chunking import chunk_markdown
 from indexing.models import (
     Chunk,
+    Commit,
     Content,
     ContentEmbedding,
     Document,
@@ -231,6 +232,9 @@ def _prepare(config: EmbeddingConfig, fingerprint: EmbeddingFingerprint, hashes:
         .values_list("content_id", "title")
     ):
         titles.setdefault(content_id, title)
+    if len(titles) < len(hashes):  # a commit's text: its title line
+        for content_id, title in Commit.objects.filter(content_id__in=hashes).values_list("content_id", "title"):
+            titles.setdefault(content_id, title)
     have: dict[str, set[int]] = {}
     for content_id, seq in Chunk.objects.filter(fingerprint=fingerprint, content_id__in=hashes).values_list("content_id", "seq"):
         have.setdefault(content_id, set()).add(seq)
