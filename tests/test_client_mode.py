@@ -118,6 +118,16 @@ def test_vector_and_hybrid_search_warn_and_fail_alike(served, command):
     _both_ways(command, "postgresql", "--json")
 
 
+@pytest.mark.parametrize("args", [["links", "notes/guides/postgres-tuning.md"],
+                                  ["backlinks", "notes/guides/postgres-tuning.md"],
+                                  ["related", "notes/guides/postgres-tuning.md"],
+                                  ["history", "postgresql"], ["links", "notes/nosuch.md"]],
+                         ids=lambda a: " ".join(a))
+@pytest.mark.parametrize("fmt", [[], ["--json"]], ids=["cli", "json"])
+def test_structure_and_history_reads_print_the_same(served, args, fmt):
+    _both_ways(*args, *fmt)
+
+
 def test_errors_and_usage_errors_are_the_same(served):
     out = _both_ways("search", "postgresql", "-c", "nosuchcollection")
     assert out.returncode == 1 and b"nosuchcollection" in out.stderr

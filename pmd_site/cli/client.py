@@ -25,7 +25,8 @@ import sys
 
 # Commands that only read, and so may run in the server's process; `collection` and
 # `context` read only with these actions.
-READ_COMMANDS = frozenset({"search", "vsearch", "query", "get", "multi-get", "ls", "status"})
+READ_COMMANDS = frozenset({"search", "vsearch", "query", "get", "multi-get", "ls", "status",
+                           "links", "backlinks", "related", "history"})
 READ_ACTIONS = {"collection": frozenset({"list", "show"}), "context": frozenset({"list"})}
 
 # The client's environment that decides how output looks (colour, width): sent along.
