@@ -23,6 +23,8 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
+
 from search.llm.base import (
     BackendError,
     BackendUnavailable,
@@ -279,6 +281,13 @@ class LocalBackend(LLMBackend):
             from huggingface_hub import HfApi, hf_hub_download
         except ImportError:
             raise ExtraMissing("downloading models needs the local extra: pip install 'pmd[local]'") from None
+        endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co")
+        try:  # one quick look first: the hub client retries for half a minute before it gives up
+            if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}:
+                raise OSError("HF_HUB_OFFLINE is set")
+            httpx.head(endpoint, timeout=5.0)
+        except (OSError, httpx.HTTPError) as exc:
+            raise ModelDownloadFailed(f"cannot download {repo}: {endpoint} is not reachable ({exc}); {advice}") from None
         logger.warning("downloading %s into %s (first use)", repo, folder)
         try:
             files = set(HfApi().list_repo_files(repo))
