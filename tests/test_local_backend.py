@@ -248,3 +248,14 @@ def test_generation_is_refused_with_what_to_do(local):
 
     with pytest.raises(BackendError, match="query expansion needs PMD_LLM_BACKEND=ollama or openai"):
         get_backend().generate("hi", model="anything")
+
+
+def test_models_list_shows_the_local_models(local, minilm, tiny_cross_encoder, run_cli):
+    local.PMD_RERANK_MODEL = str(tiny_cross_encoder)
+    code, out, err = run_cli("models", "list", "--json")
+    assert code == 0, err
+    answer = json.loads(out)
+    rows = {r["name"]: r for r in answer["models"]}
+    assert answer["backend"] == "local"
+    assert rows[str(minilm)]["present"] and rows[str(minilm)]["methods"] == {"embed": "embeddings in this process"}
+    assert rows[str(tiny_cross_encoder)]["methods"] == {"rerank": "cross-encoder in this process"}

@@ -3,6 +3,7 @@ server: one request scores a batch, detection, caching and the same degradation 
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -165,3 +166,23 @@ def test_logits_get_a_sigmoid():
 def test_an_answer_missing_documents_is_refused():
     with pytest.raises(BackendResponseError, match="scored 1 of 2"):
         rerank_scores({"results": [{"index": 0, "relevance_score": 0.5}]}, 2, url="u")
+
+
+# --- pmd models list ---------------------------------------------------------------------------
+
+
+def test_models_list_says_how_each_model_is_used(server, run_cli, settings):
+    settings.PMD_RERANK_MODEL = MODEL
+    settings.PMD_RERANK_API = "tei"
+    code, out, err = run_cli("models", "list", "--json")
+    assert code == 0, err
+    rows = {r["name"]: r for r in json.loads(out)["models"]}
+    assert rows[MODEL]["methods"] == {"rerank": "POST /rerank (TEI)"}
+    assert rows["embeddinggemma"]["methods"] == {"embed": "embeddings"}
+    settings.PMD_RERANK_API = "auto"
+    rows = {r["name"]: r for r in json.loads(run_cli("models", "list", "--json")[1])["models"]}
+    assert rows[MODEL]["methods"]["rerank"].startswith("auto: /v1/rerank")
+    server.rerank_apis = {"rerank"}
+    rerank(backend=get_backend(), model=MODEL, query=QUERY, items=items(), api="auto")
+    code, out, _ = run_cli("models", "list")
+    assert "POST /v1/rerank" in out and "auto" not in out

@@ -263,6 +263,22 @@ def first_method(backend, model: str, api: str = "auto") -> str:
     return LOGPROBS if getattr(backend, "kind", "") == "ollama" else RERANK_API
 
 
+def describe_method(backend, model: str, api: str = "auto") -> str:
+    """How `model` re-ranks, in words (`pmd models list`): learnt, configured or guessed."""
+    method = first_method(backend, model, api)
+    known = known_method(backend, model) is not None
+    words = {
+        CROSS_ENCODER: "cross-encoder in this process",
+        RERANK_API: "POST /v1/rerank",
+        TEI: "POST /rerank (TEI)",
+        LOGPROBS: "chat: yes/no log-probabilities",
+        RATING: "chat: 0-10 rating",
+    }[method]
+    if not known and api == "auto" and method == RERANK_API:
+        return "auto: /v1/rerank, else TEI /rerank, else chat"
+    return words
+
+
 def score_batch(*, backend, model: str, query: str, documents: list[str], method: str,
                 api: str = "auto") -> tuple[list[float], str]:
     """Scores of a batch from a rerank endpoint (or the local cross-encoder) → (scores, method).
