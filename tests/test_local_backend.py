@@ -259,3 +259,26 @@ def test_models_list_shows_the_local_models(local, minilm, tiny_cross_encoder, r
     assert answer["backend"] == "local"
     assert rows[str(minilm)]["present"] and rows[str(minilm)]["methods"] == {"embed": "embeddings in this process"}
     assert rows[str(tiny_cross_encoder)]["methods"] == {"rerank": "cross-encoder in this process"}
+
+
+# --- what `pmd up` picks -------------------------------------------------------------------------
+
+
+def test_up_uses_ollama_when_it_answers(ollama, monkeypatch):
+    from pmd_site.cli.serve import choose_llm_backend
+
+    monkeypatch.delenv("PMD_LLM_BACKEND", raising=False)
+    backend, why = choose_llm_backend()
+    assert backend is None and why == f"models: Ollama at {ollama.url}"
+
+
+def test_up_falls_back_to_local_models_without_ollama(ollama_down, monkeypatch):
+    from pmd_site.cli.serve import choose_llm_backend
+
+    monkeypatch.delenv("PMD_LLM_BACKEND", raising=False)
+    monkeypatch.delenv("PMD_EMBED_MODEL", raising=False)
+    backend, why = choose_llm_backend()
+    assert backend == "local"
+    assert "no Ollama" in why and "sentence-transformers/all-MiniLM-L6-v2" in why
+    monkeypatch.setenv("PMD_LLM_BACKEND", "ollama")  # a choice the user made is kept
+    assert choose_llm_backend()[0] is None
