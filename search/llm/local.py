@@ -281,7 +281,7 @@ class LocalBackend(LLMBackend):
             from huggingface_hub import HfApi, hf_hub_download
         except ImportError:
             raise ExtraMissing("downloading models needs the local extra: pip install 'pmd[local]'") from None
-        endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co")
+        endpoint = os.environ.get("HF_ENDPOINT") or "https://huggingface.co"
         try:  # one quick look first: the hub client retries for half a minute before it gives up
             if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}:
                 raise OSError("HF_HUB_OFFLINE is set")
