@@ -154,6 +154,9 @@ class _Loaded:
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
         options.log_severity_level = 3
+        # Idle threads sleep instead of spinning: the web server, the worker and PostgreSQL share
+        # the cores (measured under load: query vectors 9 instead of 33 ms, embedding +20 %).
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         path = onnx_file(folder)
         self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
         self.inputs = {i.name for i in self.session.get_inputs()}
