@@ -252,15 +252,24 @@ OLLAMA_URL = env.get_str("OLLAMA_URL", "http://127.0.0.1:11434")
 PMD_LLM_BACKEND = env.get_str("PMD_LLM_BACKEND", "ollama")
 PMD_OPENAI_BASE_URL = env.get_str("PMD_OPENAI_BASE_URL", "http://127.0.0.1:8080/v1")
 PMD_OPENAI_API_KEY = env.get_str("PMD_OPENAI_API_KEY", "")
-PMD_EMBED_MODEL = env.get_str("PMD_EMBED_MODEL", "embeddinggemma")
+_LOCAL = PMD_LLM_BACKEND == "local"  # in-process models (search/llm/local.py) have their own defaults
+PMD_EMBED_MODEL = env.get_str("PMD_EMBED_MODEL", "sentence-transformers/all-MiniLM-L6-v2" if _LOCAL else "embeddinggemma")
 PMD_CHUNK_TOKENS = env.get_int("PMD_CHUNK_TOKENS", 900, minimum=32)
+# Unset: the local backend sizes chunks to its model's window (all-MiniLM: 256 word pieces).
+PMD_CHUNK_TOKENS_FROM_MODEL = env.get_str("PMD_CHUNK_TOKENS") == ""
 PMD_CHUNK_OVERLAP = env.get_float("PMD_CHUNK_OVERLAP", 0.15)
 PMD_CHUNK_WINDOW = env.get_int("PMD_CHUNK_WINDOW", 200, minimum=1)
 PMD_EMBED_QUERY_PROMPT = env.get_str("PMD_EMBED_QUERY_PROMPT", "")
 PMD_EMBED_DOC_PROMPT = env.get_str("PMD_EMBED_DOC_PROMPT", "")
 PMD_EMBED_BATCH = env.get_int("PMD_EMBED_BATCH", 32, minimum=1)
-PMD_GENERATE_MODEL = env.get_str("PMD_GENERATE_MODEL", "qwen3:0.6b")
-PMD_RERANK_MODEL = env.get_str("PMD_RERANK_MODEL", "dengcao/Qwen3-Reranker-0.6B:Q8_0")
+PMD_GENERATE_MODEL = env.get_str("PMD_GENERATE_MODEL", "" if _LOCAL else "qwen3:0.6b")
+PMD_RERANK_MODEL = env.get_str("PMD_RERANK_MODEL", "cross-encoder/ms-marco-MiniLM-L6-v2" if _LOCAL else "dengcao/Qwen3-Reranker-0.6B:Q8_0")
+PMD_RERANK_API = env.get_str("PMD_RERANK_API", "auto").lower()
+if PMD_RERANK_API not in {"auto", "chat", "rerank", "tei"}:
+    raise env.ConfigError(f"PMD_RERANK_API={PMD_RERANK_API!r}: use auto, chat, rerank or tei")
+PMD_RERANK_URL = env.get_str("PMD_RERANK_URL", "")
+PMD_RERANK_BATCH = env.get_int("PMD_RERANK_BATCH", 32, minimum=1)
+PMD_LOCAL_THREADS = env.get_int("PMD_LOCAL_THREADS", 0, minimum=0)
 # `pmd query` deadlines (seconds): the whole query, and its expansion / re-ranking stages.
 PMD_QUERY_TIMEOUT = env.get_float("PMD_QUERY_TIMEOUT", 30.0)
 PMD_EXPAND_TIMEOUT = env.get_float("PMD_EXPAND_TIMEOUT", 10.0)

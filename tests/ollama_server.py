@@ -16,6 +16,12 @@ Fault modes (set on the instance, cleared by `reset()`):
 
 Also OpenAI-compatible routes under /v1 (`openai_url`): /v1/models,
 /v1/embeddings, /v1/chat/completions.
+
+Rerank endpoints, off until named in `rerank_apis`: "rerank" answers POST /v1/rerank
+(llama.cpp, vLLM, Infinity, Jina, Cohere: query, documents, top_n → results with index and
+relevance_score, best first) and "tei" answers POST /rerank (Hugging Face TEI: query, texts
+→ [{index, score}]). Scores are lexical (the cosine of `embed_text` vectors, mapped to 0..1),
+or raw logits with `rerank_raw = True`.
 """
 
 from __future__ import annotations
@@ -128,6 +134,8 @@ class OllamaTestServer:
             self.on_embed: Callable[[int, list[str]], None] | None = None
             self.embed_calls = 0
             self.embedded_inputs = 0
+            self.rerank_apis: set[str] = set()
+            self.rerank_raw = False
         self.add_model("embeddinggemma", dims=768)
         self.add_model("qwen3:0.6b", kind="completion", family="qwen3", dims=1024)
 
@@ -230,6 +238,10 @@ class OllamaTestServer:
                  "top_logprobs": [{"token": content, "logprob": -0.05}, {"token": "no", "logprob": -3.0}]}
             ]
         return answer
+
+    def rerank_score(self, query: str, document: str) -> float:
+        cosine = sum(a * b for a, b in zip(embed_text(query, 256), embed_text(document, 256)))
+        return 8.0 * cosine - 2.0 if self.rerank_raw else (1.0 + cosine) / 2.0
 
     def _generate(self, body: dict) -> dict:
         handler = self.generate_handler
@@ -335,6 +347,8 @@ def _make_handler(server: OllamaTestServer):
                 "/api/chat": self._api_chat,
                 "/v1/embeddings": self._v1_embeddings,
                 "/v1/chat/completions": self._v1_chat,
+                "/v1/rerank": self._v1_rerank,
+                "/rerank": self._tei_rerank,
             }.get(self.path)
             if route is None:
                 return self._error(404, "not found")
@@ -436,6 +450,29 @@ def _make_handler(server: OllamaTestServer):
             data = [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)][::-1]
             self._send(200, {"object": "list", "data": data, "model": body.get("model"),
                              "usage": {"prompt_tokens": 0, "total_tokens": 0}})
+
+        def _v1_rerank(self, body: dict) -> None:
+            if "rerank" not in server.rerank_apis:
+                return self._error(404, "not found")
+            if self._v1_model(body) is None:
+                return
+            documents = body.get("documents")
+            if not isinstance(body.get("query"), str) or not isinstance(documents, list):
+                return self._error(400, "query and documents are required")
+            scored = [{"index": i, "relevance_score": server.rerank_score(body["query"], str(d))}
+                      for i, d in enumerate(documents)]
+            scored.sort(key=lambda r: -r["relevance_score"])
+            self._send(200, {"model": body.get("model"), "results": scored[: int(body.get("top_n") or len(scored))],
+                             "usage": {"total_tokens": 0}})
+
+        def _tei_rerank(self, body: dict) -> None:
+            if "tei" not in server.rerank_apis:
+                return self._error(404, "not found")
+            texts = body.get("texts")
+            if not isinstance(body.get("query"), str) or not isinstance(texts, list):
+                return self._send(422, {"error": "query and texts are required", "error_type": "Validation"})
+            scored = [{"index": i, "score": server.rerank_score(body["query"], str(t))} for i, t in enumerate(texts)]
+            self._send(200, sorted(scored, key=lambda r: -r["score"]))
 
         def _v1_chat(self, body: dict) -> None:
             if self._v1_model(body) is None:

@@ -24,6 +24,7 @@ APP_SERVICES = {"web", "worker", "beat", "watcher"}
 STATEFUL_SERVICES = {"db", "redis", "ollama"}
 # Conventions from outside pmd, not pmd settings.
 NOT_PMD_SETTINGS = {"DJANGO_SETTINGS_MODULE", "NO_COLOR", "FORCE_COLOR", "XDG_DATA_HOME",
+                    "HF_ENDPOINT", "HF_HUB_OFFLINE",  # the Hugging Face hub client's (local backend downloads)
                     "PMD_SUPERVISOR_PID"}  # set by `pmd up` for its own children, not by users
 
 

@@ -40,7 +40,7 @@ def _closed_port_url() -> str:
 
 def _env(home: Path) -> dict[str, str]:
     env = dict(os.environ, PMD_HOME=str(home), PYTHONUNBUFFERED="1", NO_COLOR="1",
-               OLLAMA_URL=_closed_port_url(), PMD_WATCH_DEBOUNCE_MS="100", PMD_LOG_LEVEL="INFO")
+               OLLAMA_URL=_closed_port_url(), PMD_LLM_BACKEND="ollama", PMD_WATCH_DEBOUNCE_MS="100", PMD_LOG_LEVEL="INFO")
     for name in ("DATABASE_URL", "CELERY_BROKER_URL", "CELERY_RESULT_BACKEND", "PMD_INDEX"):
         env.pop(name, None)
     return env

@@ -105,8 +105,25 @@ def _follow(job, *, json_output: bool):
 def _configured_models() -> dict[str, str]:
     from django.conf import settings
 
-    return {"embed": settings.PMD_EMBED_MODEL, "generate": settings.PMD_GENERATE_MODEL,
-            "rerank": settings.PMD_RERANK_MODEL}
+    configured = {"embed": settings.PMD_EMBED_MODEL, "generate": settings.PMD_GENERATE_MODEL,
+                  "rerank": settings.PMD_RERANK_MODEL}
+    return {role: name for role, name in configured.items()
+            if str(name or "").strip() and str(name).strip().lower() not in {"none", "off", "false", "0", "no"}}
+
+
+def _methods(backend) -> dict[str, str]:
+    """How each role uses its model: embeddings, chat, and the re-ranking method."""
+    from django.conf import settings
+
+    from search.llm import rerank_backend
+    from search.pipeline.rerank import describe_method
+
+    methods = {"embed": "embeddings" + (" in this process" if backend.kind == "local" else ""),
+               "generate": "chat (query expansion)"}
+    if settings.PMD_RERANK_MODEL:
+        where = f" at {settings.PMD_RERANK_URL}" if settings.PMD_RERANK_URL else ""
+        methods["rerank"] = describe_method(rerank_backend(), settings.PMD_RERANK_MODEL, settings.PMD_RERANK_API) + where
+    return methods
 
 
 def cmd_models_list(args) -> int:
@@ -116,6 +133,7 @@ def cmd_models_list(args) -> int:
     backend = get_backend()
     models = backend.list_models()
     configured = _configured_models()
+    methods = _methods(backend)
     by_name = {normalize_model_name(m.name) if backend.kind == "ollama" else m.name: m for m in models}
     rows = []
     for m in models:
@@ -127,12 +145,17 @@ def cmd_models_list(args) -> int:
     for role, name in configured.items():
         key = normalize_model_name(name) if backend.kind == "ollama" else name
         if key not in by_name:
-            existing = next((r for r in rows if r["name"] == name and not r["present"]), None)
+            existing = next((r for r in rows if r["name"] == name and r.get("configured")), None)
             if existing:
                 existing["roles"].append(role)
             else:
+                # a folder path (local backend) is present without being in the models folder
+                present = backend.kind == "local" and role != "generate" and backend.has_model(name)
                 rows.append({"name": name, "size": 0, "family": "", "parameters": "", "quantization": "",
-                             "roles": [role], "present": False})
+                             "roles": [role], "present": present, "configured": True})
+    for row in rows:
+        row.pop("configured", None)
+        row["methods"] = {role: methods.get(role, "") for role in row["roles"]}
     if args.json:
         print_json({"backend": backend.kind, "url": backend_url(), "models": rows})
         return 0
@@ -141,12 +164,12 @@ def cmd_models_list(args) -> int:
     console = stdout_console()
     console.print(f"{backend.kind} at {backend_url()}")
     table = Table(box=None, header_style="bold")
-    for col in ("model", "size", "family", "used for", ""):
+    for col in ("model", "size", "family", "used for", "method", ""):
         table.add_column(col)
     for r in rows:
         size = f"{r['size'] / 1e9:.2f} GB" if r["size"] >= 1e8 else (f"{r['size'] / 1e6:.0f} MB" if r["size"] else "")
         state = "" if r["present"] else "[yellow]missing: `pmd models pull`[/]"
-        table.add_row(r["name"], size, r["family"], ", ".join(r["roles"]), state)
+        table.add_row(r["name"], size, r["family"], ", ".join(r["roles"]), "; ".join(r["methods"].values()), state)
     console.print(table)
     return 0
 

@@ -320,6 +320,34 @@ def _port_free(host: str, port: int) -> bool:
     return True
 
 
+def choose_llm_backend() -> tuple[str | None, str]:
+    """The backend `pmd up`'s children should use when none was chosen, and why.
+
+    PMD_LLM_BACKEND set (or `openai`): as configured. Otherwise Ollama when it answers;
+    when it does not and the local extra is installed, the in-process models, so semantic
+    search works on a machine that has nothing else. (None, why) keeps the settings."""
+    import importlib.util
+
+    import httpx
+    from django.conf import settings
+
+    if os.environ.get("PMD_LLM_BACKEND", "").strip() or settings.PMD_LLM_BACKEND != "ollama":
+        return None, f"models: {settings.PMD_LLM_BACKEND} backend (PMD_LLM_BACKEND)"
+    try:
+        httpx.get(settings.OLLAMA_URL.rstrip("/") + "/api/version", timeout=2.0).raise_for_status()
+        return None, f"models: Ollama at {settings.OLLAMA_URL}"
+    except httpx.HTTPError:
+        pass
+    if all(importlib.util.find_spec(name) for name in ("onnxruntime", "tokenizers")):
+        from search.llm.local import DEFAULT_EMBED_MODEL
+
+        where = settings.PMD_HOME / "models"
+        return "local", (f"models: no Ollama at {settings.OLLAMA_URL}: embedding in-process with "
+                         f"{os.environ.get('PMD_EMBED_MODEL') or DEFAULT_EMBED_MODEL} (downloaded into {where} on first use)")
+    return None, (f"models: no Ollama at {settings.OLLAMA_URL} and no local extra "
+                  "(pip install 'pmd[local]'): keyword search only")
+
+
 def cmd_up(args) -> int:
     from django.conf import settings
     from django.core.management import call_command
@@ -360,6 +388,10 @@ def cmd_up(args) -> int:
         env.setdefault("PMD_LOG_LEVEL", "INFO")  # the watcher and tasks report what they do
         if args.dirs:
             env["PMD_COLLECTION_ROOTS"] = collection_roots_env(args.dirs)
+        backend, why = choose_llm_backend()
+        if backend:
+            env["PMD_LLM_BACKEND"] = backend
+        console.print(why)
         if broker_url:
             env["CELERY_BROKER_URL"] = broker_url
             console.print(f"broker: {'embedded Redis' if not settings.CELERY_BROKER_URL else 'CELERY_BROKER_URL'}"

@@ -3,8 +3,9 @@
     from search.llm import get_backend, embedding_prompts
     vectors = get_backend().embed(texts, model=settings.PMD_EMBED_MODEL)
 
-PMD_LLM_BACKEND=ollama (default; OLLAMA_URL) or openai (PMD_OPENAI_BASE_URL,
-PMD_OPENAI_API_KEY). Errors are `BackendError` subclasses whose message tells the
+PMD_LLM_BACKEND=ollama (default; OLLAMA_URL), openai (PMD_OPENAI_BASE_URL,
+PMD_OPENAI_API_KEY) or local (models run in this process, search.llm.local). A re-ranker
+served elsewhere (PMD_RERANK_URL) gets its own client: `rerank_backend`. Errors are `BackendError` subclasses whose message tells the
 user what to do.
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import os
 import threading
+from pathlib import Path
 
 from django.conf import settings
 
@@ -21,6 +23,7 @@ from search.llm.base import (
     BackendTimeout,
     BackendUnavailable,
     ChatResult,
+    EndpointMissing,
     LLMBackend,
     ModelInfo,
     ModelMissing,
@@ -33,7 +36,7 @@ from search.llm.prompts import EmbedPrompts, prompts_for
 
 __all__ = [
     "BackendError", "BackendResponseError", "BackendTimeout", "BackendUnavailable", "ChatResult",
-    "EmbedPrompts", "LLMBackend", "ModelInfo", "ModelMissing", "PullProgress", "TokenLogprob",
+    "EmbedPrompts", "EndpointMissing", "rerank_backend", "LLMBackend", "ModelInfo", "ModelMissing", "PullProgress", "TokenLogprob",
     "backend_url", "embedding_prompts", "get_backend", "make_backend",
 ]
 
@@ -50,11 +53,39 @@ def make_backend(kind: str, *, url: str, api_key: str = "", timeout: float = 120
         return OllamaBackend(url, timeout=timeout, retries=retries, keep_alive=keep_alive, backoff=backoff)
     if kind == "openai":
         return OpenAIBackend(url, api_key=api_key, timeout=timeout, retries=retries, backoff=backoff)
-    raise BackendError(f"PMD_LLM_BACKEND={kind!r} is not a backend pmd knows: use `ollama` or `openai`")
+    if kind == "local":
+        from search.llm.local import LocalBackend  # numpy/onnxruntime load only when a model does
+
+        return LocalBackend(Path(url), threads=int(settings.PMD_LOCAL_THREADS))
+    raise BackendError(f"PMD_LLM_BACKEND={kind!r} is not a backend pmd knows: use `ollama`, `openai` or `local`")
 
 
 def backend_url() -> str:
+    if settings.PMD_LLM_BACKEND == "local":
+        return str(models_dir())
     return settings.PMD_OPENAI_BASE_URL if settings.PMD_LLM_BACKEND == "openai" else settings.OLLAMA_URL
+
+
+def models_dir() -> Path:
+    """Where the local backend keeps downloaded models."""
+    return Path(settings.PMD_HOME) / "models"
+
+
+def rerank_backend(*, timeout: float | None = None, retries: int | None = None) -> LLMBackend:
+    """The client re-ranking goes through: PMD_RERANK_URL's server when set (a llama.cpp,
+    vLLM, Infinity or TEI re-ranker next to Ollama), else the configured backend."""
+    url = str(getattr(settings, "PMD_RERANK_URL", "") or "").rstrip("/")
+    if not url:
+        return get_backend(timeout=timeout, retries=retries)
+    key = (os.getpid(), "rerank", url, settings.PMD_OPENAI_API_KEY,
+           float(settings.PMD_LLM_TIMEOUT if timeout is None else timeout),
+           int(settings.PMD_LLM_RETRIES if retries is None else retries), float(settings.PMD_LLM_RETRY_BACKOFF))
+    with _lock:
+        backend = _cached.get(key)
+        if backend is None:
+            backend = OpenAIBackend(url, api_key=key[3], timeout=key[4], retries=key[5], backoff=key[6])
+            _cached[key] = backend
+        return backend
 
 
 def get_backend(*, timeout: float | None = None, retries: int | None = None) -> LLMBackend:
@@ -71,6 +102,7 @@ def get_backend(*, timeout: float | None = None, retries: int | None = None) -> 
         int(settings.PMD_LLM_RETRIES if retries is None else retries),
         settings.PMD_OLLAMA_KEEP_ALIVE or None,
         float(settings.PMD_LLM_RETRY_BACKOFF),
+        int(settings.PMD_LOCAL_THREADS) if kind == "local" else 0,
     )
     with _lock:
         backend = _cached.get(key)

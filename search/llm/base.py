@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -81,6 +82,10 @@ class BackendTimeout(BackendError, LLMBackendTimeout):
 
 class BackendResponseError(BackendError, LLMBadResponse):
     """The server answered with an error or with something we cannot use."""
+
+
+class EndpointMissing(BackendResponseError):
+    """The server has no such route (404/405): a rerank API it does not speak."""
 
 
 # --- results -----------------------------------------------------------------------
@@ -227,6 +232,26 @@ class LLMBackend:
         """A chat turn; `logprobs` asks for per-token log probabilities (used by re-ranking)."""
         raise NotImplementedError
 
+    def rerank(self, query: str, documents: list[str], *, model: str, api: str) -> list[float]:
+        """Scores of each document for the query (0..1, in order) from a rerank endpoint in one request.
+
+        `api` "rerank": POST {base}/v1/rerank (llama.cpp, vLLM, Infinity, Jina, Cohere):
+        {model, query, documents, top_n} → {results: [{index, relevance_score}]}.
+        `api` "tei": POST {root}/rerank (Hugging Face TEI): {query, texts} → [{index, score}].
+        """
+        if not documents:
+            return []
+        if api == "tei":
+            url = self.base_url.removesuffix("/v1") + "/rerank"
+            body: dict = {"query": query, "texts": list(documents), "truncate": True}
+            if model:
+                body["model"] = model
+        else:
+            url = self.base_url + ("/rerank" if self.base_url.endswith("/v1") else "/v1/rerank")
+            body = {"model": model, "query": query, "documents": list(documents), "top_n": len(documents)}
+        answer = self._request("POST", url, json_body=body, model=model)
+        return rerank_scores(answer, len(documents), url=url)
+
     # -- HTTP plumbing -----------------------------------------------------------
 
     def _unavailable(self, detail: str = "") -> BackendUnavailable:
@@ -236,8 +261,8 @@ class LLMBackend:
         """Turn an HTTP error answer into the right BackendError (subclasses refine)."""
         if model and _is_model_missing(response):
             raise ModelMissing(model, backend=self.kind)
-        if response.status_code == 404:
-            raise BackendResponseError(
+        if response.status_code in (404, 405):
+            raise EndpointMissing(
                 f"{response.request.url} does not exist (404): is {self.base_url} really an "
                 f"{'Ollama' if self.kind == 'ollama' else 'OpenAI-compatible'} server?"
             )
@@ -361,6 +386,27 @@ def parse_logprobs(entries: Any) -> list[TokenLogprob]:
         )
         parsed.append(TokenLogprob(str(entry.get("token", "")), float(entry["logprob"]), top))
     return parsed
+
+
+def rerank_scores(answer: Any, count: int, *, url: str) -> list[float]:
+    """One 0..1 score per document from a rerank answer (either shape). Servers that send raw
+    logits (outside 0..1) get a sigmoid, so the scores are confidences like the chat method's."""
+    entries = answer.get("results", answer.get("data")) if isinstance(answer, dict) else answer
+    if not isinstance(entries, list):
+        raise BackendResponseError(f"{url} answered without results: {str(answer)[:200]}")
+    scores: dict[int, float] = {}
+    for entry in entries:
+        if not isinstance(entry, dict) or not isinstance(entry.get("index"), int):
+            continue
+        value = entry.get("relevance_score", entry.get("score"))
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+            scores[entry["index"]] = float(value)
+    if set(scores) != set(range(count)):
+        raise BackendResponseError(f"{url} scored {len(scores)} of {count} documents: {str(answer)[:200]}")
+    values = [scores[i] for i in range(count)]
+    if any(v < 0.0 or v > 1.0 for v in values):
+        values = [1.0 / (1.0 + math.exp(-max(-60.0, min(60.0, v)))) for v in values]
+    return values
 
 
 def check_vectors(vectors: Any, count: int, *, model: str) -> list[list[float]]:

@@ -31,7 +31,7 @@ from django.db.models import Q
 from indexing.chunking import chunk_markdown
 from indexing.models import Document
 from indexing.services.embedding import chunk_params_from_settings
-from search.llm import BackendTimeout, BackendUnavailable, get_backend
+from search.llm import BackendTimeout, BackendUnavailable, get_backend, rerank_backend
 from search.pipeline.deadline import run_concurrently
 from search.pipeline.expansion import (
     HYDE,
@@ -350,7 +350,7 @@ def _rerank(run: _Run, plan: QueryPlan, candidates, hits) -> tuple[dict[str, flo
     if model is None:
         run.warn("re-ranking is off (PMD_RERANK_MODEL is not set): results in fusion order")
         return {}, info
-    if run.llm_down:
+    if run.llm_down and not settings.PMD_RERANK_URL:  # a re-ranker of its own may still answer
         return {}, info
     since = time.monotonic()
     items = _rerank_items(candidates, hits, plan.rerank_query)
@@ -361,8 +361,10 @@ def _rerank(run: _Run, plan: QueryPlan, candidates, hits) -> tuple[dict[str, flo
         return {}, info
     since = time.monotonic()
     outcome = rerank(
-        backend=pipeline_backend(timeout + 1.0), model=model, query=plan.rerank_query, items=items,
-        intent=plan.intent, timeout=timeout, concurrency=int(settings.PMD_RERANK_CONCURRENCY),
+        backend=rerank_backend(timeout=float(math.ceil(timeout + 1.0)), retries=min(1, int(settings.PMD_LLM_RETRIES))),
+        model=model, query=plan.rerank_query, items=items, intent=plan.intent, timeout=timeout,
+        concurrency=int(settings.PMD_RERANK_CONCURRENCY), api=settings.PMD_RERANK_API,
+        batch=int(settings.PMD_RERANK_BATCH),
     )
     run.timed("rerank", since)
     info.update(method=outcome.method or None, cached=outcome.cached, judged=outcome.judged,

@@ -11,6 +11,12 @@ Backends that return no log-probabilities get a second prompt instead: rate the
 document 0-10, parsed defensively and divided by 10. Which method a backend needs
 is learnt on the first judgement and remembered for the process.
 
+Servers built for re-ranking (llama.cpp `--reranking`, vLLM, Infinity, Jina, Cohere: `/v1/rerank`;
+Hugging Face TEI: `/rerank`) and the local backend's cross-encoder score every candidate
+of a batch in one call instead: PMD_RERANK_API=rerank|tei|chat picks the method, `auto`
+(the default) tries `/v1/rerank`, then TEI's `/rerank`, then chat, on servers other than
+Ollama (which has no rerank endpoint), and remembers what answered.
+
 Judgements run concurrently, are cached per (query, intent, chunk hash, model,
 method) in the LLM cache, and stop at a deadline: whatever was judged by then is
 used, the rest keeps its retrieval order (see `fusion.blend`).
@@ -26,10 +32,12 @@ import threading
 from dataclasses import dataclass, field
 
 from indexing.models import LLMCache
-from search.llm import BackendError, BackendTimeout, TokenLogprob
+from search.llm import BackendError, BackendTimeout, EndpointMissing, TokenLogprob
 from search.pipeline.deadline import run_concurrently
 
 LOGPROBS, RATING = "logprobs", "rating"
+RERANK_API, TEI, CROSS_ENCODER = "rerank", "tei", "local"  # one request scores a batch
+BATCH_METHODS = (RERANK_API, TEI, CROSS_ENCODER)
 MAX_DOCUMENT_CHARS = 4000  # a chunk is ~900 tokens; more only slows the judgement
 DEFAULT_INSTRUCTION = "Given a search query, judge whether the document is relevant and helps answer it"
 
@@ -241,6 +249,56 @@ def judge(*, backend, model: str, query: str, document: str, intent: str | None 
     return rating, RATING
 
 
+def first_method(backend, model: str, api: str = "auto") -> str:
+    """The method to try first: what answered before, what PMD_RERANK_API says, or a guess."""
+    known = known_method(backend, model)
+    if known:
+        return known
+    if getattr(backend, "kind", "") == "local":
+        return CROSS_ENCODER
+    if api == "chat":
+        return LOGPROBS
+    if api in (RERANK_API, TEI):
+        return api
+    return LOGPROBS if getattr(backend, "kind", "") == "ollama" else RERANK_API
+
+
+def describe_method(backend, model: str, api: str = "auto") -> str:
+    """How `model` re-ranks, in words (`pmd models list`): learnt, configured or guessed."""
+    method = first_method(backend, model, api)
+    known = known_method(backend, model) is not None
+    words = {
+        CROSS_ENCODER: "cross-encoder in this process",
+        RERANK_API: "POST /v1/rerank",
+        TEI: "POST /rerank (TEI)",
+        LOGPROBS: "chat: yes/no log-probabilities",
+        RATING: "chat: 0-10 rating",
+    }[method]
+    if not known and api == "auto" and method == RERANK_API:
+        return "auto: /v1/rerank, else TEI /rerank, else chat"
+    return words
+
+
+def score_batch(*, backend, model: str, query: str, documents: list[str], method: str,
+                api: str = "auto") -> tuple[list[float], str]:
+    """Scores of a batch from a rerank endpoint (or the local cross-encoder) → (scores, method).
+
+    In `auto` mode a server without `/v1/rerank` is asked TEI's `/rerank`; EndpointMissing
+    from both means the server only chats (the caller falls back to judging one by one)."""
+    documents = [d[:MAX_DOCUMENT_CHARS] for d in documents]
+    order = [method] + ([TEI] if api == "auto" and method == RERANK_API else [])
+    for index, candidate in enumerate(order):
+        try:
+            scores = backend.rerank(query, documents, model=model, api=candidate)
+        except EndpointMissing:
+            if index + 1 < len(order):
+                continue
+            raise
+        _remember_method(backend, model, candidate)
+        return scores, candidate
+    raise AssertionError("unreachable")
+
+
 def _fatal(_name: str, error: BaseException) -> bool:
     """Errors that every further judgement would repeat (down, model missing, no such
     endpoint): stop at the first. A timeout or an unusable answer concerns one item."""
@@ -257,6 +315,8 @@ def rerank(
     timeout: float = 15.0,
     concurrency: int = 4,
     use_cache: bool = True,
+    api: str = "auto",
+    batch: int = 32,
 ) -> RerankOutcome:
     """Judge every item (cache first), concurrently, until `timeout` seconds have passed.
 
@@ -266,7 +326,7 @@ def rerank(
     outcome = RerankOutcome()
     if not items:
         return outcome
-    method = known_method(backend, model) or LOGPROBS
+    method = first_method(backend, model, api)
     keys = {
         item.key: rerank_cache_key(query=query, intent=intent, chunk_hash=item.chunk_hash, model=model, method=method)
         for item in items
@@ -282,6 +342,15 @@ def rerank(
                 outcome.scores[item.key] = float(value["score"])
                 outcome.cached += 1
     todo = [item for item in items if item.key not in outcome.scores]
+    if method in BATCH_METHODS and todo:
+        fell_back = _rerank_in_batches(outcome, backend=backend, model=model, query=query, intent=intent,
+                                       todo=todo, method=method, api=api, timeout=timeout,
+                                       concurrency=concurrency, batch=batch, use_cache=use_cache, total=len(items))
+        if not fell_back:
+            return outcome
+        method = LOGPROBS  # the server only chats: judge one by one below
+        keys = {item.key: rerank_cache_key(query=query, intent=intent, chunk_hash=item.chunk_hash, model=model,
+                                           method=method) for item in todo}
     calls = {
         item.key: (lambda item=item: judge(backend=backend, model=model, query=query, document=item.text, intent=intent))
         for item in todo
@@ -316,3 +385,47 @@ def rerank(
             "candidates judged, the rest keep their retrieval order"
         )
     return outcome
+
+
+def _rerank_in_batches(outcome: RerankOutcome, *, backend, model, query, intent, todo, method, api, timeout,
+                       concurrency, batch, use_cache, total) -> bool:
+    """Score `todo` a batch per request; True when the server has no rerank endpoint after
+    all (auto mode) and the chat judgement should take over."""
+    batches = [todo[start:start + max(1, batch)] for start in range(0, len(todo), max(1, batch))]
+    calls = {
+        str(number): (lambda part=part: score_batch(backend=backend, model=model, query=query,
+                                                    documents=[item.text for item in part], method=method, api=api))
+        for number, part in enumerate(batches)
+    }
+    result = run_concurrently(calls, timeout=timeout, workers=concurrency, stop_on=_fatal)
+    if api == "auto" and method == RERANK_API and not result.results and result.errors \
+            and all(isinstance(e, EndpointMissing) for e in result.errors.values()):
+        _remember_method(backend, model, LOGPROBS)
+        return True
+    fresh = []
+    for number, (scores, used) in result.results.items():
+        outcome.method = used
+        for item, score in zip(batches[int(number)], scores):
+            outcome.scores[item.key] = score
+            outcome.judged += 1
+            key = rerank_cache_key(query=query, intent=intent, chunk_hash=item.chunk_hash, model=model, method=used)
+            fresh.append(LLMCache(key=key, kind="rerank", value={"score": score, "method": used}))
+    if fresh and use_cache:
+        LLMCache.objects.bulk_create(fresh, ignore_conflicts=True)
+    outcome.method = outcome.method or (method if outcome.cached else "")
+    failed_items = sum(len(batches[int(n)]) for n in result.errors)
+    outcome.failed = failed_items
+    outcome.unjudged = sum(len(batches[int(n)]) for n in result.timed_out)
+    fatal = next((e for e in result.errors.values() if _fatal("", e)), None)
+    if fatal is not None:
+        outcome.error = str(fatal)
+    elif result.errors:
+        first = next(iter(result.errors.values()))
+        reason = str(first) if isinstance(first, (BackendError, ValueError)) else f"{type(first).__name__}: {first}"
+        outcome.warnings.append(f"re-ranking failed for {failed_items} of {total} candidates ({reason})")
+    if result.timed_out and fatal is None:
+        outcome.warnings.append(
+            f"re-ranking stopped after {timeout:g}s: {total - outcome.unjudged} of {total} "
+            "candidates judged, the rest keep their retrieval order"
+        )
+    return False

@@ -31,9 +31,26 @@ class EmbeddingConfig:
         return hashlib.sha256(described.encode()).hexdigest()[:32]
 
 
+# Word pieces a chunk leaves free under the model's window: [CLS], [SEP] and the estimate's slack.
+WINDOW_MARGIN = 6
+
+
+def chunk_tokens() -> int:
+    """PMD_CHUNK_TOKENS, or for the local backend when it is unset, the model's window
+    (all-MiniLM-L6-v2: 256 word pieces → 250): a longer chunk would be cut by the model."""
+    if settings.PMD_LLM_BACKEND == "local" and getattr(settings, "PMD_CHUNK_TOKENS_FROM_MODEL", False):
+        from search.llm import models_dir
+        from search.llm.local import model_window
+
+        window = model_window(settings.PMD_EMBED_MODEL.strip(), models_dir())
+        if window:
+            return max(32, window - WINDOW_MARGIN)
+    return settings.PMD_CHUNK_TOKENS
+
+
 def chunk_params_from_settings() -> ChunkParams:
     return ChunkParams(
-        max_tokens=settings.PMD_CHUNK_TOKENS,
+        max_tokens=chunk_tokens(),
         overlap=settings.PMD_CHUNK_OVERLAP,
         window=settings.PMD_CHUNK_WINDOW,
     )
