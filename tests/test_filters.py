@@ -343,6 +343,36 @@ def test_unknown_field_is_searched_as_text_with_a_warning(vault):
     assert structured.results == [] and "no notes have a field 'foo'" in structured.warnings
 
 
+NESTED = {
+    "alpha.md": ("# Alpha\n\nPostgres work. #project/alpha\n", ["project/alpha"], None, ""),
+    "deep.md": ("# Deep\n\nPostgres work. #project/alpha/api\n", ["project/alpha/api"], None, ""),
+    "plain.md": ("# Plain\n\nPostgres work. #project\n", ["project"], None, ""),
+    "lookalike.md": ("# Lookalike\n\nPostgres work. #projects #project-x\n", ["project-x", "projects"], None, ""),
+    "other.md": ("# Other\n\nPostgres work. #area/project\n", ["area/project"], None, ""),
+}
+
+
+@pytest.mark.parametrize("query, expected", [
+    ("postgres tag:project", {"alpha.md", "deep.md", "plain.md"}),  # the tag and every tag below it
+    ("postgres tag:project/alpha", {"alpha.md", "deep.md"}),
+    ("postgres tag:PROJECT/ALPHA/API", {"deep.md"}),
+    ("postgres tag:project/alp", set()),  # a parent is a whole part of the path, not a prefix
+    ("postgres -tag:project", {"lookalike.md", "other.md"}),
+    ("postgres tag:project -tag:project/alpha", {"plain.md"}),
+    ("postgres tag:area", {"other.md"}),
+    ("tag:project/alpha", {"alpha.md", "deep.md"}),  # filters only
+])
+def test_nested_tags_match_below_them(db, tmp_path, query, expected):
+    from indexing.models import Document
+
+    collection = _make_vault(tmp_path / "nested", NESTED, "nested")
+    assert paths(run(query)) == expected
+    # facets and results keep the tags as written
+    assert Document.objects.get(collection=collection, path="deep.md").tags == ["project/alpha/api"]
+    structured = run("postgres", filters=SearchFilters.from_dict({"tags": ["project"]}))
+    assert paths(structured) == {"alpha.md", "deep.md", "plain.md"}
+
+
 def test_relative_dates_count_from_now(vault):
     from django.utils import timezone
 

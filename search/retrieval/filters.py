@@ -5,7 +5,8 @@ parameters (positional `%s`): each search puts it where it already restricts doc
 active ones of the searched collections, so filtering happens inside retrieval and `-n 10`
 gives ten matching results. Every condition can use an index of the documents table:
 
-- tags: `d.tags && ARRAY[…]` (GIN), exclusions `NOT (d.tags && …)`;
+- tags: `d.tags_with_parents && ARRAY[…]` (GIN), exclusions `NOT (… && …)`: a tag also matches
+  the notes tagged below it (`tag:project` holds for `project/x`, as Obsidian nests tags);
 - path globs: `d.path ~ ANY(regexes)` (search.filters.glob_to_regex), anchored, case-sensitive;
 - dates: `d.note_date >= after`, `d.note_date < before` (btree); a note without a date has none;
 - frontmatter fields: `d.frontmatter @> ANY(ARRAY['{"k": v}', '{"k": [v]}', …]::jsonb[])` (GIN
@@ -41,10 +42,10 @@ def filter_sql(filters: SearchFilters | None, alias: str = "d") -> tuple[str, li
     parts: list[str] = []
     params: list = []
     for group in filters.tags:
-        parts.append(f"{alias}.tags && %s::varchar[]")
+        parts.append(f"{alias}.tags_with_parents && %s::varchar[]")
         params.append(list(group))
     if filters.exclude_tags:
-        parts.append(f"NOT ({alias}.tags && %s::varchar[])")
+        parts.append(f"NOT ({alias}.tags_with_parents && %s::varchar[])")
         params.append(list(filters.exclude_tags))
     for group in filters.paths:
         parts.append(f"{alias}.path ~ ANY(%s::text[])")
