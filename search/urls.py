@@ -21,5 +21,6 @@ urlpatterns = [
     path("tokens/", views.tokens_page, name="tokens"),
     path("tokens/new/", views.token_add, name="token_add"),
     path("tokens/<int:token_id>/revoke/", views.token_remove, name="token_revoke"),
+    path("related/<str:collection>/<path:path>", views.document_related, name="related"),
 ]
 
