@@ -23,6 +23,8 @@ def register(sub) -> None:
                              "5th…, even = 2nd, 4th…; fit on one half, report the other (default all)")
     parser.add_argument("--as", dest="as_user", metavar="USER",
                         help="search as this member, with access control on (default: the local user, who sees all)")
+    parser.add_argument("--docs", type=int, metavar="N",
+                        help="--mode filtered: notes in the synthetic vault written to DATASET_DIR (default 100000)")
     parser.add_argument("--json", action="store_true")
     parser.set_defaults(func=cmd_bench)
 
@@ -33,7 +35,8 @@ def cmd_bench(args) -> int:
 
     with progress_bar(f"bench {args.mode}", enabled=not args.json) as progress:
         options = BenchOptions(collection=args.collection, fresh=args.fresh, run_file=args.run_file,
-                               limit=args.limit, split=args.split, progress=progress, as_user=args.as_user)
+                               limit=args.limit, split=args.split, progress=progress, as_user=args.as_user,
+                               docs=args.docs)
         report = MODES[args.mode](args.dataset, options)
     if args.json:
         print_json({"title": report.title, **report.data})

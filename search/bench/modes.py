@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+from search.bench import filtered as bench_filtered
 from search.bench import vector as bench_vector
 from search.bench.quality import (
     BenchOptions,
@@ -28,4 +29,5 @@ MODES: dict[str, Callable[[str, BenchOptions], BenchReport]] = {
     "query-no-expand": query_mode(expand=False),
     "query-no-rerank": query_mode(rerank=False),
     "query-no-llm": query_mode(expand=False, rerank=False),
+    "filtered": bench_filtered.bench_filtered,  # filters at --docs synthetic notes (DATASET_DIR: where to write them)
 }

@@ -55,6 +55,7 @@ class BenchOptions:
     split: str = "all"  # "odd" / "even": every other query of queries.tsv (SPLIT_RULE)
     progress: Callable | None = None
     as_user: str | None = None  # search as this member (access control on), not as the local user
+    docs: int | None = None  # --mode filtered: notes in the synthetic vault (default 100,000)
 
 
 @dataclass

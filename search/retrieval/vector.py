@@ -90,7 +90,19 @@ def vector_search(request: SearchRequest, *, exact: bool = False, snippets: bool
     response.timings["embed_query"] = (time.perf_counter() - started) * 1000
     if fingerprint is None:
         raise _not_embedded(config.model, dims=len(vector))
+    return search_by_vector(request, vector, fingerprint, response=response, collection_ids=collection_ids,
+                            exact=exact, snippets=snippets)
 
+
+def search_by_vector(request: SearchRequest, vector: list[float], fingerprint: EmbeddingFingerprint, *,
+                     collection_ids: list[int] | None, response: SearchResponse | None = None,
+                     exact: bool = False, snippets: bool = True) -> SearchResponse:
+    """Vector search once the query is a vector of `fingerprint`, in the collections
+    `collection_ids` (collection_ids_for: what the request may see): the filter count, the nearest
+    chunks, the results. (`pmd bench --mode filtered` times this with synthetic vectors.)"""
+    query = request.query.strip()
+    if response is None:
+        response = SearchResponse(query=request.query, mode=Mode.VECTOR)
     limit = request.effective_limit()
     hits = max(1, request.hits_per_document)
     wanted = min(MAX_CANDIDATES, max(40, limit * hits * 4))
