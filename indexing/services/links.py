@@ -41,6 +41,7 @@ from indexing.structure import (
 
 MAX_LINKS_PER_NOTE = 5000
 FEW_TARGETS = 500  # link texts resolved among the notes they could name; more: among all notes
+FEW_NAMED = 200  # notes whose names changed in one scan for which the links are resolved in part
 
 
 def links_store(links_by_document: Iterable[tuple[int, list[Link]]], *, replace: Iterable[int] = (),
@@ -226,7 +227,7 @@ def links_resolve(collection: Collection, *, scope: LinkScope | None = None,
     change can have moved; `names`: the collection's current names when the caller holds them and
     no name changed); returns how many targets changed and the unresolved links as problems of
     their notes."""
-    if scope is None:
+    if scope is None or len(scope.named) > FEW_NAMED:  # a first scan, a big move: everything again
         return links_resolve_models(collection.pk)
     return _links_resolve_scoped(collection.pk, scope, names)
 
