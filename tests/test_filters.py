@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from indexing.access import Access
+from mcp_client import call_tool, close_other_connections
 from search.filters import (
     FilterError,
     SearchFilters,
@@ -509,30 +510,6 @@ def test_hybrid_search_with_filters_in_every_sub_search(embedded_vault, ollama, 
 # --- the same answers through every face -----------------------------------------------------------
 
 
-def _close_other_connections() -> None:
-    """Connections the MCP tools' worker threads kept open would block the test database's flush/drop."""
-    from django.db import connection
-
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                       "WHERE datname = current_database() AND pid <> pg_backend_pid()")
-
-
-def _mcp_call(tool: str, arguments: dict) -> dict:
-    import anyio
-    from mcp import Client
-
-    from search.mcp.server import create_server
-
-    async def call():
-        async with Client(create_server()) as client:
-            result = await client.call_tool(tool, arguments)
-            assert not result.is_error, result.content
-            return result.structured_content
-
-    return anyio.run(call)
-
-
 @TRANSACTIONAL
 @pytest.mark.parametrize("query, structured, cli_options", [
     ("postgres tag:db -status:done", None, []),
@@ -548,7 +525,7 @@ def test_cli_api_and_mcp_give_the_same_filtered_results(request, tmp_path, run_c
 
     from search.api_tokens import token_create
 
-    request.addfinalizer(_close_other_connections)  # the MCP tools ran in worker threads
+    request.addfinalizer(close_other_connections)  # the MCP tools ran in worker threads
     _make_vault(tmp_path / "vault", {**VAULT, **FILLERS}, "vault")
     code, out, err = run_cli("search", query, *cli_options, "-n", "10", "--json")  # one argument, as quoted
     assert code == 0, err
@@ -559,7 +536,7 @@ def test_cli_api_and_mcp_give_the_same_filtered_results(request, tmp_path, run_c
     posted = api.post("/api/search", body, content_type="application/json")
     assert posted.status_code == 200, posted.content
     api_json = posted.json()
-    mcp = _mcp_call("pmd_search", {"query": query, "limit": 10, **({"filters": structured} if structured else {})})
+    mcp = call_tool("pmd_search", {"query": query, "limit": 10, **({"filters": structured} if structured else {})})
     expected = [(r["uri"], r["date"], r["date_source"]) for r in cli["results"]]
     assert expected, "something matches"
     assert [(r["uri"], r["date"], r["date_source"]) for r in api_json["results"]] == expected

@@ -506,31 +506,17 @@ def test_api_links(vault, django_user_model):
     "django.contrib.messages", "django.contrib.staticfiles", "django_htmx", "indexing", "search",
 ])
 def test_mcp_pmd_links_over_http(vault, django_user_model):
-    import threading
-    import time
-
     import anyio
-    import uvicorn
-    from test_mcp import _close_other_connections, _free_port, _http_client
+    from mcp_client import http_client, serve_asgi
 
     from indexing.access import Access
-    from pmd_site.asgi import application
     from search.api_tokens import token_create
 
     user = django_user_model.objects.create_user("agent", password="pw-agent-123")
     token = token_create(user=user, name="agent", access=Access.local_user()).raw
-    port = _free_port()
-    server = uvicorn.Server(uvicorn.Config(application, host="127.0.0.1", port=port, log_level="warning",
-                                           lifespan="on"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert time.monotonic() < deadline and thread.is_alive(), "uvicorn did not start"
-        time.sleep(0.05)
 
-    async def run():
-        async with _http_client(f"http://127.0.0.1:{port}", token) as client:
+    async def run(url):
+        async with http_client(url, token) as client:
             tools = {t.name: t for t in (await client.list_tools()).tools}
             both = await client.call_tool("pmd_links", {"ref": "projects/alpha.md"})
             incoming = await client.call_tool("pmd_links", {"ref": "Home.md", "direction": "in"})
@@ -538,12 +524,8 @@ def test_mcp_pmd_links_over_http(vault, django_user_model):
             missing = await client.call_tool("pmd_links", {"ref": "nowhere.md"})
             return tools, both, incoming, outgoing, missing
 
-    try:
-        tools, both, incoming, outgoing, missing = anyio.run(run)
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-        _close_other_connections()
+    with serve_asgi() as url:
+        tools, both, incoming, outgoing, missing = anyio.run(run, url)
     assert tools["pmd_links"].annotations.read_only_hint is True
     assert not both.is_error, both.content[0].text
     data = both.structured_content
