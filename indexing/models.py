@@ -105,6 +105,8 @@ class Document(models.Model):
             GinIndex(fields=["tags_with_parents"], name="document_tag_parents_gin"),
             GinIndex(fields=["frontmatter"], name="document_frontmatter_gin", opclasses=["jsonb_path_ops"]),
             models.Index(fields=["note_date"], name="document_note_date"),
+            # path:folder/** filters: `path LIKE 'folder/%'` through it, whatever the collation
+            models.Index(fields=["path"], name="document_path_prefix", opclasses=["varchar_pattern_ops"]),
         ]
         ordering = ["collection_id", "path"]
 

@@ -153,6 +153,19 @@ def test_glob_translation():
         assert not any(regex.search(p) for p in no), (glob, regex.pattern)
 
 
+def test_glob_literal_starts_and_which_filters_an_index_answers():
+    from search.retrieval.filters import glob_prefix, narrows_by_index
+
+    assert [glob_prefix(g) for g in ["meetings/**", "projects/db", "projects/*/x.md", "**/2025-*.md", "{a,b}/**",
+                                     "odd/a+b (1).md", "notes/"]] == [
+        "meetings/", "projects/db", "projects/", "", "", "odd/a+b (1).md", "notes"]
+    assert narrows_by_index(SearchFilters.from_dict({"path": "meetings/**"}))
+    assert narrows_by_index(SearchFilters.from_dict({"tags": "db", "exclude_tags": "x"}))
+    assert not narrows_by_index(SearchFilters.from_dict({"path": ["meetings/**", "**/x.md"]}))
+    assert not narrows_by_index(SearchFilters.from_dict({"exclude_tags": "db", "exclude_fields": {"status": "done"}}))
+    assert not narrows_by_index(None)
+
+
 def test_structured_filters_and_cli_options():
     f = SearchFilters.from_dict({"tags": ["DB", "ops"], "exclude_tags": "x", "path": "a/**", "after": "2025-01",
                                  "before": "last week", "fields": {"status": "draft", "n": [1, 2], "ok": True},
@@ -276,6 +289,20 @@ def test_keyword_filters_select_exactly_the_matching_notes(vault, query, expecte
     assert paths(response) == expected, (query, response.warnings)
     assert not response.warnings
     assert response.as_dict()["filters"]
+
+
+def test_keyword_filters_listed_first_or_tested_on_each_hit_agree(vault, monkeypatch):
+    """A narrow filter lists its notes before scoring; a broad one (here: every one) is tested on
+    each scored note: the same results either way."""
+    from search.retrieval import keyword
+
+    queries = ["postgres tag:db", "postgres tag:db -tag:archive", "postgres path:projects/db", "postgres -tag:db",
+               "postgres after:2025-01-10", "postgres status:done,draft -tag:meeting", "postgres path:**/2025-*.md"]
+    listed = {q: [(r.uri, r.score) for r in run(q).results] for q in queries}
+    monkeypatch.setattr(keyword, "LISTED_DOCUMENTS", 0)
+    for query in queries:
+        assert [(r.uri, r.score) for r in run(query).results] == listed[query], query
+    assert len(listed["postgres tag:db"]) == len(TAGGED_DB)
 
 
 def test_structured_filters_are_the_same_as_written_ones(vault):

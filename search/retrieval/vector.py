@@ -218,7 +218,7 @@ def _run_nearest(fingerprint: EmbeddingFingerprint, vector: list[float], *, k: i
             FROM indexing_chunk c
             WHERE c.fingerprint_id = {fp}
               AND EXISTS (SELECT 1 FROM indexing_document d
-                          WHERE d.content_hash = c.content_hash AND d.active {collection_filter})
+                          WHERE d.content_hash = c.content_hash AND d.active {collection_filter} OFFSET 0)
             ORDER BY distance
             LIMIT %(k)s
         )"""
