@@ -299,9 +299,11 @@ def test_keyword_filters_listed_first_or_tested_on_each_hit_agree(vault, monkeyp
     queries = ["postgres tag:db", "postgres tag:db -tag:archive", "postgres path:projects/db", "postgres -tag:db",
                "postgres after:2025-01-10", "postgres status:done,draft -tag:meeting", "postgres path:**/2025-*.md"]
     listed = {q: [(r.uri, r.score) for r in run(q).results] for q in queries}
+    several = {q: [(r.uri, r.line) for r in run(q, hits_per_document=2, limit=3).results] for q in queries}
     monkeypatch.setattr(keyword, "LISTED_DOCUMENTS", 0)
     for query in queries:
         assert [(r.uri, r.score) for r in run(query).results] == listed[query], query
+        assert [(r.uri, r.line) for r in run(query, hits_per_document=2, limit=3).results] == several[query], query
     assert len(listed["postgres tag:db"]) == len(TAGGED_DB)
 
 

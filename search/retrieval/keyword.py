@@ -145,9 +145,10 @@ def _score_sql(parsed: ParsedQuery, configs: list[str], collection_ids: list[int
         params.extend(fragment_params)
         where.append("p.document_id IN (SELECT id FROM fdoc)")
     elif fragment:
-        # Listing the documents that pass would read many (or all) of them: each scored document
-        # is looked up by its id instead (OFFSET 0 keeps it a lookup, not a join over all documents).
-        probe = " WHERE EXISTS (SELECT 1 FROM indexing_document d WHERE d.id = s.document_id" + fragment + " OFFSET 0)"
+        # Listing the documents that pass would read many (or all) of them: the scored documents are
+        # looked up by id instead, best first, until `limit` pass (the OFFSET 0s keep the sorted
+        # list whole and each test a lookup, not a join over every document).
+        probe = " WHERE EXISTS (SELECT 1 FROM indexing_document d WHERE d.id = b.document_id" + fragment + " OFFSET 0)"
     if parsed.phrases:
         where.append("p.document_id IN (SELECT document_id FROM cand)")
     if parsed.excluded:
@@ -171,10 +172,14 @@ def _score_sql(parsed: ParsedQuery, configs: list[str], collection_ids: list[int
     if per_document <= 1:
         # A document is its best passage (ties: the earlier passage).
         ctes.append("best AS (SELECT DISTINCT ON (s.document_id) s.document_id, s.passage_id, s.raw, s.cover, 1 AS r"
-                    " FROM scored s" + probe + " ORDER BY s.document_id, s.raw DESC, s.passage_id)")
-        params.extend(fragment_params if probe else [])
-        ctes.append("top AS (SELECT b.document_id, b.raw, b.cover FROM best b ORDER BY b.raw DESC, b.document_id"
-                    " LIMIT %s)")
+                    " FROM scored s ORDER BY s.document_id, s.raw DESC, s.passage_id)")
+        if probe:
+            ctes.append("top AS (SELECT b.document_id, b.raw, b.cover FROM (SELECT * FROM best ORDER BY raw DESC,"
+                        " document_id OFFSET 0) b" + probe + " LIMIT %s)")
+            params.extend(fragment_params)
+        else:
+            ctes.append("top AS (SELECT b.document_id, b.raw, b.cover FROM best b ORDER BY b.raw DESC, b.document_id"
+                        " LIMIT %s)")
         ctes.append("shown AS (SELECT b.document_id, b.passage_id, b.raw AS p_raw, b.r FROM best b"
                     " JOIN top USING (document_id))")
         params.append(limit)
@@ -182,10 +187,14 @@ def _score_sql(parsed: ParsedQuery, configs: list[str], collection_ids: list[int
         # Also the next best passages of each document, for several hits per document.
         ctes.append("ranked AS (SELECT s.document_id, s.passage_id, s.raw, s.cover,"
                     " row_number() OVER (PARTITION BY s.document_id ORDER BY s.raw DESC, s.passage_id) AS r"
-                    " FROM scored s" + probe + ")")
-        params.extend(fragment_params if probe else [])
-        ctes.append("top AS (SELECT k.document_id, k.raw, k.cover FROM ranked k WHERE k.r = 1"
-                    " ORDER BY k.raw DESC, k.document_id LIMIT %s)")
+                    " FROM scored s)")
+        if probe:
+            ctes.append("top AS (SELECT b.document_id, b.raw, b.cover FROM (SELECT * FROM ranked WHERE r = 1"
+                        " ORDER BY raw DESC, document_id OFFSET 0) b" + probe + " LIMIT %s)")
+            params.extend(fragment_params)
+        else:
+            ctes.append("top AS (SELECT k.document_id, k.raw, k.cover FROM ranked k WHERE k.r = 1"
+                        " ORDER BY k.raw DESC, k.document_id LIMIT %s)")
         ctes.append("shown AS (SELECT k.document_id, k.passage_id, k.raw AS p_raw, k.r FROM ranked k"
                     " JOIN top USING (document_id) WHERE k.r <= %s)")
         params += [limit, per_document]
