@@ -196,6 +196,10 @@ def _run_nearest(fingerprint: EmbeddingFingerprint, vector: list[float], *, k: i
     fragment, params = named(*filter_sql(filters, "d"))
     collection_filter += fragment
     params.update({"query": literal, "k": int(k), "collections": collection_ids})
+    # Through the index, each candidate chunk's documents are looked up by content hash (OFFSET 0
+    # keeps that a lookup: as a semi-join the planner may instead rescan every matching document for
+    # each candidate, estimating few). An exact scan reads every chunk: a join is right there.
+    probe = "" if exact else " OFFSET 0"
     if fragment and exact:
         # The matching documents' chunks, each measured: exact, and cheap when few match. The
         # distances are taken in a materialized step, so no plan can turn to the HNSW index.
@@ -218,7 +222,7 @@ def _run_nearest(fingerprint: EmbeddingFingerprint, vector: list[float], *, k: i
             FROM indexing_chunk c
             WHERE c.fingerprint_id = {fp}
               AND EXISTS (SELECT 1 FROM indexing_document d
-                          WHERE d.content_hash = c.content_hash AND d.active {collection_filter} OFFSET 0)
+                          WHERE d.content_hash = c.content_hash AND d.active {collection_filter}{probe})
             ORDER BY distance
             LIMIT %(k)s
         )"""
