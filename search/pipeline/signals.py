@@ -104,9 +104,12 @@ def _best_neighbours(shown: dict, place: dict[str, float]) -> dict[str, float]:
     pairs = {(r.collection, r.path): key for key, r in shown.items() if r is not None}
     if len(pairs) < 2:
         return {}
-    condition = Q()
+    by_collection: dict[str, list[str]] = {}
     for collection, path in pairs:
-        condition |= Q(collection__name=collection, path=path)
+        by_collection.setdefault(collection, []).append(path)
+    condition = Q()
+    for collection, paths in by_collection.items():
+        condition |= Q(collection__name=collection, path__in=paths)
     ids = {pk: pairs[(name, path)] for pk, name, path in
            Document.objects.filter(condition, active=True).values_list("pk", "collection__name", "path")}
     best: dict[str, float] = {}
