@@ -83,6 +83,14 @@ class Document(models.Model):
     # tags from frontmatter and inline #tags (lower case, no '#'), and the note's date with where
     # it came from ("frontmatter:date", "frontmatter:created", "filename" or "mtime").
     tags = ArrayField(models.CharField(max_length=200), default=list, blank=True)
+    # What `tag:` filters match: every tag and each parent of a nested one (`project/x` also as
+    # `project`, the way Obsidian nests tags), computed by PostgreSQL (migration 0007) so every
+    # writer of `tags` keeps it right; facets and the document view show `tags` as written.
+    tags_with_parents = models.GeneratedField(
+        expression=models.Func(models.F("tags"), function="pmd_tags_with_parents",
+                               output_field=ArrayField(models.CharField(max_length=200))),
+        output_field=ArrayField(models.CharField(max_length=200)), db_persist=True,
+    )
     note_date = models.DateTimeField(null=True, blank=True)
     date_source = models.CharField(max_length=40, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
@@ -95,8 +103,11 @@ class Document(models.Model):
         indexes = [
             models.Index(fields=["collection", "active"]),
             GinIndex(fields=["tags"], name="document_tags_gin"),
+            GinIndex(fields=["tags_with_parents"], name="document_tag_parents_gin"),
             GinIndex(fields=["frontmatter"], name="document_frontmatter_gin", opclasses=["jsonb_path_ops"]),
             models.Index(fields=["note_date"], name="document_note_date"),
+            # path:folder/** filters: `path LIKE 'folder/%'` through it, whatever the collation
+            models.Index(fields=["path"], name="document_path_prefix", opclasses=["varchar_pattern_ops"]),
         ]
         ordering = ["collection_id", "path"]
 

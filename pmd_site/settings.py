@@ -283,6 +283,9 @@ PMD_LLM_RETRIES = env.get_int("PMD_LLM_RETRIES", 3, minimum=0)
 PMD_LLM_RETRY_BACKOFF = env.get_float("PMD_LLM_RETRY_BACKOFF", 0.5)
 PMD_OLLAMA_KEEP_ALIVE = env.get_str("PMD_OLLAMA_KEEP_ALIVE", "")
 PMD_HNSW_EF_SEARCH = env.get_int("PMD_HNSW_EF_SEARCH", 200, minimum=1)
+# `pmd query` ranking signals from the notes' structure (search.pipeline.signals); 0 = off.
+PMD_LINK_BOOST = max(0.0, env.get_float("PMD_LINK_BOOST", 0.0))
+PMD_RECENCY_BOOST = max(0.0, env.get_float("PMD_RECENCY_BOOST", 0.0))
 
 # plain (human-readable) or json (one object per line, for log collectors).
 PMD_LOG_FORMAT = env.get_str("PMD_LOG_FORMAT", "plain")

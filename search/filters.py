@@ -2,7 +2,8 @@
 
 In the query text (any mode, any face: CLI, web box, API `query`, MCP)::
 
-    tag:db            the note has the tag (frontmatter `tags` or an inline #tag; any case)
+    tag:db            the note has the tag (frontmatter `tags` or an inline #tag; any case), or
+                      a tag nested below it (`tag:project` matches `project/alpha`)
     tag:a,b           either tag            (a comma list is "any of", for every filter)
     -tag:x            the note does not have the tag
     path:meetings/**  a glob over the path inside its collection (`*` within a folder, `**` across

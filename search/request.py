@@ -67,6 +67,9 @@ class SearchRequest:
     candidate_limit: int = 40
     intent: str | None = None
     explain: bool = False
+    # optional hybrid ranking signals (search.pipeline.signals); None: PMD_LINK_BOOST / PMD_RECENCY_BOOST
+    link_boost: float | None = None
+    recency_boost: float | None = None
     # typed searches (kind, text) with kind lex | vec | hyde, written by the caller instead of expansion
     searches: list[tuple[str, str]] = field(default_factory=list)
     # who is searching (indexing.access): decides which collections are read. Required: search_run

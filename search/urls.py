@@ -22,5 +22,6 @@ urlpatterns = [
     path("tokens/new/", views.token_add, name="token_add"),
     path("tokens/<int:token_id>/revoke/", views.token_remove, name="token_revoke"),
     path("history/", views.history_page, name="history"),
+    path("related/<str:collection>/<path:path>", views.document_related, name="related"),
 ]
 

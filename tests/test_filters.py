@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from indexing.access import Access
+from mcp_client import call_tool, close_other_connections
 from search.filters import (
     FilterError,
     SearchFilters,
@@ -152,6 +153,19 @@ def test_glob_translation():
         assert not any(regex.search(p) for p in no), (glob, regex.pattern)
 
 
+def test_glob_literal_starts_and_which_filters_an_index_answers():
+    from search.retrieval.filters import glob_prefix, narrows_by_index
+
+    assert [glob_prefix(g) for g in ["meetings/**", "projects/db", "projects/*/x.md", "**/2025-*.md", "{a,b}/**",
+                                     "odd/a+b (1).md", "notes/"]] == [
+        "meetings/", "projects/db", "projects/", "", "", "odd/a+b (1).md", "notes"]
+    assert narrows_by_index(SearchFilters.from_dict({"path": "meetings/**"}))
+    assert narrows_by_index(SearchFilters.from_dict({"tags": "db", "exclude_tags": "x"}))
+    assert not narrows_by_index(SearchFilters.from_dict({"path": ["meetings/**", "**/x.md"]}))
+    assert not narrows_by_index(SearchFilters.from_dict({"exclude_tags": "db", "exclude_fields": {"status": "done"}}))
+    assert not narrows_by_index(None)
+
+
 def test_structured_filters_and_cli_options():
     f = SearchFilters.from_dict({"tags": ["DB", "ops"], "exclude_tags": "x", "path": "a/**", "after": "2025-01",
                                  "before": "last week", "fields": {"status": "draft", "n": [1, 2], "ok": True},
@@ -277,6 +291,22 @@ def test_keyword_filters_select_exactly_the_matching_notes(vault, query, expecte
     assert response.as_dict()["filters"]
 
 
+def test_keyword_filters_listed_first_or_tested_on_each_hit_agree(vault, monkeypatch):
+    """A narrow filter lists its notes before scoring; a broad one (here: every one) is tested on
+    each scored note: the same results either way."""
+    from search.retrieval import keyword
+
+    queries = ["postgres tag:db", "postgres tag:db -tag:archive", "postgres path:projects/db", "postgres -tag:db",
+               "postgres after:2025-01-10", "postgres status:done,draft -tag:meeting", "postgres path:**/2025-*.md"]
+    listed = {q: [(r.uri, r.score) for r in run(q).results] for q in queries}
+    several = {q: [(r.uri, r.line) for r in run(q, hits_per_document=2, limit=3).results] for q in queries}
+    monkeypatch.setattr(keyword, "LISTED_DOCUMENTS", 0)
+    for query in queries:
+        assert [(r.uri, r.score) for r in run(query).results] == listed[query], query
+        assert [(r.uri, r.line) for r in run(query, hits_per_document=2, limit=3).results] == several[query], query
+    assert len(listed["postgres tag:db"]) == len(TAGGED_DB)
+
+
 def test_structured_filters_are_the_same_as_written_ones(vault):
     written = run("postgres tag:db -status:done after:2024")
     structured = run("postgres", filters=SearchFilters.from_dict(
@@ -341,6 +371,36 @@ def test_unknown_field_is_searched_as_text_with_a_warning(vault):
     assert [e.keys for e in known.filters.fields] == [("Status", "status")]  # every spelling in the index
     structured = run("billing", filters=SearchFilters.from_dict({"fields": {"foo": "bar"}}))
     assert structured.results == [] and "no notes have a field 'foo'" in structured.warnings
+
+
+NESTED = {
+    "alpha.md": ("# Alpha\n\nPostgres work. #project/alpha\n", ["project/alpha"], None, ""),
+    "deep.md": ("# Deep\n\nPostgres work. #project/alpha/api\n", ["project/alpha/api"], None, ""),
+    "plain.md": ("# Plain\n\nPostgres work. #project\n", ["project"], None, ""),
+    "lookalike.md": ("# Lookalike\n\nPostgres work. #projects #project-x\n", ["project-x", "projects"], None, ""),
+    "other.md": ("# Other\n\nPostgres work. #area/project\n", ["area/project"], None, ""),
+}
+
+
+@pytest.mark.parametrize("query, expected", [
+    ("postgres tag:project", {"alpha.md", "deep.md", "plain.md"}),  # the tag and every tag below it
+    ("postgres tag:project/alpha", {"alpha.md", "deep.md"}),
+    ("postgres tag:PROJECT/ALPHA/API", {"deep.md"}),
+    ("postgres tag:project/alp", set()),  # a parent is a whole part of the path, not a prefix
+    ("postgres -tag:project", {"lookalike.md", "other.md"}),
+    ("postgres tag:project -tag:project/alpha", {"plain.md"}),
+    ("postgres tag:area", {"other.md"}),
+    ("tag:project/alpha", {"alpha.md", "deep.md"}),  # filters only
+])
+def test_nested_tags_match_below_them(db, tmp_path, query, expected):
+    from indexing.models import Document
+
+    collection = _make_vault(tmp_path / "nested", NESTED, "nested")
+    assert paths(run(query)) == expected
+    # facets and results keep the tags as written
+    assert Document.objects.get(collection=collection, path="deep.md").tags == ["project/alpha/api"]
+    structured = run("postgres", filters=SearchFilters.from_dict({"tags": ["project"]}))
+    assert paths(structured) == {"alpha.md", "deep.md", "plain.md"}
 
 
 def test_relative_dates_count_from_now(vault):
@@ -479,30 +539,6 @@ def test_hybrid_search_with_filters_in_every_sub_search(embedded_vault, ollama, 
 # --- the same answers through every face -----------------------------------------------------------
 
 
-def _close_other_connections() -> None:
-    """Connections the MCP tools' worker threads kept open would block the test database's flush/drop."""
-    from django.db import connection
-
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                       "WHERE datname = current_database() AND pid <> pg_backend_pid()")
-
-
-def _mcp_call(tool: str, arguments: dict) -> dict:
-    import anyio
-    from mcp import Client
-
-    from search.mcp.server import create_server
-
-    async def call():
-        async with Client(create_server()) as client:
-            result = await client.call_tool(tool, arguments)
-            assert not result.is_error, result.content
-            return result.structured_content
-
-    return anyio.run(call)
-
-
 @TRANSACTIONAL
 @pytest.mark.parametrize("query, structured, cli_options", [
     ("postgres tag:db -status:done", None, []),
@@ -518,7 +554,7 @@ def test_cli_api_and_mcp_give_the_same_filtered_results(request, tmp_path, run_c
 
     from search.api_tokens import token_create
 
-    request.addfinalizer(_close_other_connections)  # the MCP tools ran in worker threads
+    request.addfinalizer(close_other_connections)  # the MCP tools ran in worker threads
     _make_vault(tmp_path / "vault", {**VAULT, **FILLERS}, "vault")
     code, out, err = run_cli("search", query, *cli_options, "-n", "10", "--json")  # one argument, as quoted
     assert code == 0, err
@@ -529,7 +565,7 @@ def test_cli_api_and_mcp_give_the_same_filtered_results(request, tmp_path, run_c
     posted = api.post("/api/search", body, content_type="application/json")
     assert posted.status_code == 200, posted.content
     api_json = posted.json()
-    mcp = _mcp_call("pmd_search", {"query": query, "limit": 10, **({"filters": structured} if structured else {})})
+    mcp = call_tool("pmd_search", {"query": query, "limit": 10, **({"filters": structured} if structured else {})})
     expected = [(r["uri"], r["date"], r["date_source"]) for r in cli["results"]]
     assert expected, "something matches"
     assert [(r["uri"], r["date"], r["date_source"]) for r in api_json["results"]] == expected

@@ -4,18 +4,18 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import sys
-import threading
-import time
 from pathlib import Path
 
 import anyio
 import httpx
 import pytest
 
-from search.api_tokens import token_create
 from indexing.access import Access
+from mcp_client import close_other_connections as _close_other_connections  # noqa: F401 - imported by others
+from mcp_client import http_client as _http_client
+from mcp_client import serve_asgi
+from search.api_tokens import token_create
 
 # available_apps makes the flush between tests TRUNCATE … CASCADE, which also empties the
 # keyword index tables that reference documents.
@@ -28,58 +28,17 @@ TOOLS = {"pmd_search", "pmd_vector_search", "pmd_deep_search", "pmd_get", "pmd_m
          "pmd_search_history"}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def asgi_server(indexed_collection):
     """pmd_site.asgi.application under uvicorn on loopback, in a thread of this process."""
-    import uvicorn
-
-    from pmd_site.asgi import application
-
-    port = _free_port()
-    server = uvicorn.Server(uvicorn.Config(application, host="127.0.0.1", port=port, log_level="warning",
-                                           lifespan="on"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert time.monotonic() < deadline and thread.is_alive(), "uvicorn did not start"
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(timeout=10)
-    _close_other_connections()
-
-
-def _close_other_connections() -> None:
-    """Connections the server's worker threads kept open would block the test database's flush/drop."""
-    from django.db import connection
-
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                       "WHERE datname = current_database() AND pid <> pg_backend_pid()")
+    with serve_asgi() as url:
+        yield url
 
 
 @pytest.fixture
 def token(django_user_model):
     user = django_user_model.objects.create_user("agent", password="pw-agent-123")
     return token_create(user=user, name="agent", access=Access.local_user(), can_write=True).raw
-
-
-def _http_client(url: str, token: str | None, **headers):
-    import httpx2
-    from mcp import Client
-    from mcp.client.streamable_http import streamable_http_client
-
-    if token:
-        headers["Authorization"] = f"Bearer {token}"
-    http = httpx2.AsyncClient(headers=headers, timeout=30)
-    return Client(streamable_http_client(f"{url}/mcp", http_client=http))
 
 
 async def _exercise(client, doc) -> dict:

@@ -14,6 +14,7 @@ import json
 import pytest
 
 from indexing.access import Access
+from mcp_client import call_tool, close_other_connections
 from search.retrieval.related import LINK_BONUS, related_notes
 
 pytestmark = pytest.mark.django_db
@@ -157,37 +158,13 @@ def test_unknown_note_is_not_found(vault):
         related_notes("secret/f.md", access=Access.for_user(vault))
 
 
-def _close_other_connections() -> None:
-    """Connections the MCP tools' worker threads kept open would block the test database's flush/drop."""
-    from django.db import connection
-
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                       "WHERE datname = current_database() AND pid <> pg_backend_pid()")
-
-
-def _mcp_call(tool: str, arguments: dict) -> dict:
-    import anyio
-    from mcp import Client
-
-    from search.mcp.server import create_server
-
-    async def call():
-        async with Client(create_server()) as client:
-            result = await client.call_tool(tool, arguments)
-            assert not result.is_error, result.content
-            return result.structured_content
-
-    return anyio.run(call)
-
-
 @TRANSACTIONAL
 def test_cli_api_and_mcp_give_the_same_list(request, tmp_path, ollama, settings, django_user_model, run_cli):
     from django.test import Client
 
     from search.api_tokens import token_create
 
-    request.addfinalizer(_close_other_connections)  # the MCP tools ran in worker threads
+    request.addfinalizer(close_other_connections)  # the MCP tools ran in worker threads
     settings.PMD_CHUNK_TOKENS = 40
     member = _build(tmp_path, django_user_model)
     code, out, err = run_cli("related", "vault/a.md", "-n", "5", "--json")
@@ -201,7 +178,7 @@ def test_cli_api_and_mcp_give_the_same_list(request, tmp_path, ollama, settings,
     assert got.status_code == 200, got.content
     assert [(r["uri"], r["reasons"], r["score"]) for r in got.json()["results"]] == expected
     assert set(got.json()) == set(cli)
-    mcp = _mcp_call("pmd_related", {"ref": "vault/a.md", "limit": 5})
+    mcp = call_tool("pmd_related", {"ref": "vault/a.md", "limit": 5})
     assert [(r["uri"], r["reasons"], r["score"]) for r in mcp["results"]] == expected
     code, text, _ = run_cli("related", "vault/a.md", "-n", "5")
     assert code == 0 and "links to it" in text and "pmd://vault/c.md" in text

@@ -506,31 +506,17 @@ def test_api_links(vault, django_user_model):
     "django.contrib.messages", "django.contrib.staticfiles", "django_htmx", "indexing", "search",
 ])
 def test_mcp_pmd_links_over_http(vault, django_user_model):
-    import threading
-    import time
-
     import anyio
-    import uvicorn
-    from test_mcp import _close_other_connections, _free_port, _http_client
+    from mcp_client import http_client, serve_asgi
 
     from indexing.access import Access
-    from pmd_site.asgi import application
     from search.api_tokens import token_create
 
     user = django_user_model.objects.create_user("agent", password="pw-agent-123")
     token = token_create(user=user, name="agent", access=Access.local_user()).raw
-    port = _free_port()
-    server = uvicorn.Server(uvicorn.Config(application, host="127.0.0.1", port=port, log_level="warning",
-                                           lifespan="on"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert time.monotonic() < deadline and thread.is_alive(), "uvicorn did not start"
-        time.sleep(0.05)
 
-    async def run():
-        async with _http_client(f"http://127.0.0.1:{port}", token) as client:
+    async def run(url):
+        async with http_client(url, token) as client:
             tools = {t.name: t for t in (await client.list_tools()).tools}
             both = await client.call_tool("pmd_links", {"ref": "projects/alpha.md"})
             incoming = await client.call_tool("pmd_links", {"ref": "Home.md", "direction": "in"})
@@ -538,12 +524,8 @@ def test_mcp_pmd_links_over_http(vault, django_user_model):
             missing = await client.call_tool("pmd_links", {"ref": "nowhere.md"})
             return tools, both, incoming, outgoing, missing
 
-    try:
-        tools, both, incoming, outgoing, missing = anyio.run(run)
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-        _close_other_connections()
+    with serve_asgi() as url:
+        tools, both, incoming, outgoing, missing = anyio.run(run, url)
     assert tools["pmd_links"].annotations.read_only_hint is True
     assert not both.is_error, both.content[0].text
     data = both.structured_content
@@ -590,3 +572,80 @@ def test_cli_collection_add_prints_unresolved_links(db, vault_dir, run_cli):
     code, _, err = run_cli("update", "-c", "cli-vault")
     assert code == 0, err
     assert "Home.md: unresolved link [[bold]] on line 8" in err  # text, not terminal markup
+
+
+def test_a_scan_resolves_only_the_links_a_change_can_move_and_agrees_with_a_full_resolution(vault, vault_dir,
+                                                                                              monkeypatch):
+    """After each kind of change the scoped resolution leaves nothing a full one would change, and a
+    body edit resolves its own note's links only."""
+    from indexing.models import FileProblem
+    from indexing.services import links as links_service
+    from indexing.services.links import links_resolve
+    from indexing.services.scanning import collection_index
+
+    looked_at: list[int] = []
+    real = links_service.NoteNames.resolve
+
+    def counting(self, source_path, target, kind=""):
+        looked_at.append(1)
+        return real(self, source_path, target, kind)
+
+    monkeypatch.setattr(links_service.NoteNames, "resolve", counting)
+
+    def scan_then_check():
+        looked_at.clear()
+        report = collection_index(vault)
+        report.resolved = len(looked_at)
+        scoped = set(FileProblem.objects.filter(collection=vault, message__startswith="unresolved link ")
+                     .values_list("path", "message"))
+        before = _links(vault)
+        full = links_resolve(vault)  # everything again: nothing left to change
+        assert full.changed == 0, before
+        assert set(full.problems) == scoped
+        return report, before
+
+    # a body edit: its own links only (the vault has dozens)
+    ideas = vault_dir / "projects/Ideas.md"
+    ideas.write_text(ideas.read_text() + "\nOne more thought, see [[beta]].\n")
+    report, links = scan_then_check()
+    own = len([key for key in links if key[0] == "projects/Ideas.md"])
+    assert 0 < report.resolved <= 2 * own < len(links)
+    assert links[("projects/Ideas.md", "beta")] == "projects/beta.md"
+
+    # a new note by a missing name: the broken link resolves
+    (vault_dir / "Missing Note.md").write_text("# Missing no more\n")
+    _, links = scan_then_check()
+    assert links[("Home.md", "Missing Note")] == "Missing Note.md"
+
+    # a note by the same file name nearer the linking note takes its link
+    assert links[("Home.md", "Ideas")] == "projects/Ideas.md"
+    (vault_dir / "Ideas.md").write_text("# Root ideas\n")
+    _, links = scan_then_check()
+    assert links[("Home.md", "Ideas")] == "Ideas.md"
+
+    # a new alias and a new title: links by them follow
+    home = vault_dir / "Home.md"
+    home.write_text(home.read_text().replace("title: Vault Home", "title: Vault Home\naliases: [Start Here]"))
+    (vault_dir / "start.md").write_text("Go to [[Start Here]] and [[Welcome Page]].\n")
+    scan_then_check()
+    ideas.write_text("---\ntitle: Welcome Page\n---\n" + ideas.read_text())
+    _, links = scan_then_check()
+    assert links[("start.md", "Start Here")] == "Home.md"
+    assert links[("start.md", "Welcome Page")] == "projects/Ideas.md"
+
+    # a rename: backlinks by file name break, those by title or alias follow; then it comes back
+    renamed = vault_dir / "Renamed Note.md"
+    (vault_dir / "moved").mkdir()
+    renamed.rename(vault_dir / "moved/New Name.md")
+    _, links = scan_then_check()
+    assert links[("Home.md", "Renamed Note")] is None
+    assert links[("Home.md", "Old Alias")] == "moved/New Name.md"
+    (vault_dir / "moved/New Name.md").rename(renamed)
+    _, links = scan_then_check()
+    assert links[("Home.md", "Renamed Note")] == "Renamed Note.md"
+    assert links[("Home.md", "Old Alias")] == "Renamed Note.md"
+
+    # removing it gives its links back to the other note of that name
+    (vault_dir / "Ideas.md").unlink()
+    _, links = scan_then_check()
+    assert links[("Home.md", "Ideas")] == "projects/Ideas.md"

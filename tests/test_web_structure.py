@@ -143,3 +143,71 @@ def test_a_member_sees_no_facet_or_link_from_a_collection_they_cannot_see(member
     assert member_client.get("/doc/secret/plans.md").status_code == 404
     doc = member_client.get("/doc/vault/projects/alpha.md").content.decode()
     assert "/doc/secret/" not in doc and "Secret alpha" not in doc
+
+
+# --- the Related panel of the document view ----------------------------------------------------------
+
+RELATED_HTMX = {"HTTP_HX_REQUEST": "true", "HTTP_HX_TARGET": "related-notes"}
+
+
+def _related(html: str) -> dict[str, list[str]]:
+    """{path: reasons} of the related notes in a page or fragment."""
+    return {m[0]: re.findall(r'<span class="badge reason">([^<]+)</span>', m[1]) for m in re.findall(
+        r'<li class="related-note" data-path="([^"]+)">(.*?)</li>', html, re.S)}
+
+
+def test_the_document_view_loads_its_related_notes_with_reasons(member_client, vault):
+    html = member_client.get("/doc/vault/projects/alpha.md").content.decode()
+    panel = re.search(r'<section class="links" id="related".*?</section>', html, re.S)
+    assert panel, "no Related panel"
+    assert 'hx-get="/related/vault/projects/alpha.md"' in panel[0] and 'hx-trigger="load"' in panel[0]
+    assert 'href="/related/vault/projects/alpha.md"' in panel[0]  # without JavaScript: a link to it
+
+    fragment = member_client.get("/related/vault/projects/alpha.md", **RELATED_HTMX).content.decode()
+    assert "<html" not in fragment and fragment.lstrip().startswith('<div id="related-notes">')
+    related = _related(fragment)
+    # beta links to alpha and alpha links to beta; both carry the tag db
+    assert related["projects/beta.md"] == ["links to it", "linked from it", "shares tags: db"]
+    assert related["Home.md"][:2] == ["links to it", "linked from it"]
+    assert related["journal/20250320-retro.md"] == ["links to it"]
+    assert "projects/alpha.md" not in related
+    assert 'href="/doc/vault/projects/beta.md"' in fragment
+    # nothing is embedded: the link and tag neighbours, and why there is no similar text
+    assert "showing links and tags only" in fragment
+
+    page = member_client.get("/related/vault/projects/alpha.md").content.decode()
+    assert "<html" in page and _related(page) == related
+
+
+def test_the_related_panel_shows_similar_text_when_notes_are_embedded(member_client, vault, ollama):
+    from indexing.services.embedding import embed_pending
+
+    embed_pending()
+    fragment = member_client.get("/related/vault/projects/alpha.md", **RELATED_HTMX).content.decode()
+    related = _related(fragment)
+    assert any(r.startswith("similar text (") for reasons in related.values() for r in reasons)
+    assert "showing links and tags only" not in fragment
+
+
+def test_the_related_panel_never_shows_what_the_member_cannot_see(member_client, vault, tmp_path, ollama):
+    from indexing.services.embedding import embed_pending
+    from indexing.services.refresh import collection_add
+
+    secret = tmp_path / "secret"
+    secret.mkdir()
+    (secret / "copy.md").write_text("---\ntags: [db, search]\n---\n# Alpha again\n\n"
+                                    "Alpha depends on beta and reports home. The details of alpha.\n")
+    owner = get_user_model().objects.create_user("owner", password="x", is_staff=True)
+    collection_add(path=secret, name="secret", access=Access.for_user(owner),
+                   visibility=Collection.Visibility.PRIVATE)
+    embed_pending()
+    owner_client = Client()
+    owner_client.force_login(owner)
+    as_owner = owner_client.get("/related/vault/projects/alpha.md", **RELATED_HTMX).content.decode()
+    assert "copy.md" in _related(as_owner), "the owner sees it (the test can fail)"
+
+    as_member = member_client.get("/related/vault/projects/alpha.md", **RELATED_HTMX).content.decode()
+    assert "copy.md" not in _related(as_member) and "secret" not in as_member
+    assert "projects/beta.md" in _related(as_member)
+    assert member_client.get("/related/secret/copy.md", **RELATED_HTMX).status_code == 404
+    assert member_client.get("/related/secret/copy.md").status_code == 404

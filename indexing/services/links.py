@@ -10,15 +10,21 @@ same collection and among its active documents, the way Obsidian does, trying in
 4. the frontmatter `title`;
 5. the frontmatter `aliases` (a list or a string).
 
-The whole collection is resolved again after any scan that changed it: a new note can satisfy an
-old broken link, and a renamed note loses its backlinks by file name while those by title or alias
-follow it. A link that resolves to nothing is a problem of the linking note (`LinkResolution.problems`).
+After a scan that changed the collection, the links that can have changed are resolved again
+(`LinkScope`): those of the notes written, and, when notes came, went or changed a name (path,
+title, aliases), the links to those notes, the unresolved ones, and those whose text holds one of
+their names (a new note can take a link from another by a shorter path). So a renamed note loses
+its backlinks by file name while those by title or alias follow it, a new note satisfies an old
+broken link, and editing a note's body costs its own links only. A link that resolves to nothing
+is a problem of the linking note (`LinkResolution.problems`).
 """
 
 from __future__ import annotations
 
 import bisect
+import json
 import posixpath
+from urllib.parse import quote
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -34,6 +40,8 @@ from indexing.structure import (
 )
 
 MAX_LINKS_PER_NOTE = 5000
+FEW_TARGETS = 500  # link texts resolved among the notes they could name; more: among all notes
+FEW_NAMED = 200  # notes whose names changed in one scan for which the links are resolved in part
 
 
 def links_store(links_by_document: Iterable[tuple[int, list[Link]]], *, replace: Iterable[int] = (),
@@ -75,6 +83,10 @@ def links_store(links_by_document: Iterable[tuple[int, list[Link]]], *, replace:
     if columns[0]:
         insert()
     return written
+
+
+def _like_escape(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
 def _stem(name: str) -> str:
@@ -120,6 +132,37 @@ class NoteNames:
             .values_list("id", "path", "frontmatter__title", "frontmatter__aliases", "frontmatter__alias")
             .iterator(chunk_size=5000)
         )
+
+    @classmethod
+    def for_targets(cls, collection_id: int, targets: Iterable[str]) -> NoteNames:
+        """The names of only the notes these link texts could name (by path, file name, title or
+        alias): resolving those links among them gives what the whole collection's names give, at
+        the cost of a few rows, not the whole collection (an edit resolves its own links)."""
+        patterns, fields = set(), set()
+        for target in targets:
+            name = target.strip().strip("/")
+            if not name:
+                continue
+            if '"' in name or "\\" in name:
+                return cls.of(collection_id)  # escaped in the frontmatter's JSON text: read them all
+            stem = _stem(posixpath.basename(name)).lower()
+            patterns.add(f"%{_like_escape(stem)}%")
+            fields.update(f"%{_like_escape(key)}%" for key in (name.lower(), stem))
+        if len(patterns) > FEW_TARGETS:
+            return cls.of(collection_id)
+        if not patterns:
+            return cls()
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT id, path, (frontmatter->'title')::text, (frontmatter->'aliases')::text,"
+                f" (frontmatter->'alias')::text FROM {Document._meta.db_table}"
+                " WHERE collection_id = %s AND active"
+                " AND (lower(path) LIKE ANY(%s::text[]) OR lower(frontmatter::text) LIKE ANY(%s::text[]))",
+                [collection_id, sorted(patterns), sorted(fields)],
+            )
+            rows = cursor.fetchall()
+        return cls((pk, path, *(None if v is None else json.loads(v) for v in values))
+                   for pk, path, *values in rows)
 
     def _path(self, path: str) -> int | None:
         return self.by_path.get(path) or self.by_path_lower.get(path.lower())
@@ -169,10 +212,99 @@ class LinkResolution:
     problems: list[tuple[str, str]] = field(default_factory=list)  # (linking note's path, message), in order
 
 
-def links_resolve(collection: Collection) -> LinkResolution:
-    """Resolve every link of the collection's active notes again; returns how many targets changed
-    and the unresolved links as problems of their notes."""
-    return links_resolve_models(collection.pk)
+@dataclass
+class LinkScope:
+    """What a scan changed: `sources`, the notes whose links it wrote; `named`, the notes whose
+    names came, went or changed (added, removed, back again, a new title or aliases)."""
+
+    sources: set[int] = field(default_factory=set)
+    named: set[int] = field(default_factory=set)
+
+
+def links_resolve(collection: Collection, *, scope: LinkScope | None = None,
+                  names: NoteNames | None = None) -> LinkResolution:
+    """Resolve the links of the collection's active notes again (with `scope`, only those the
+    change can have moved; `names`: the collection's current names when the caller holds them and
+    no name changed); returns how many targets changed and the unresolved links as problems of
+    their notes."""
+    if scope is None or len(scope.named) > FEW_NAMED:  # a first scan, a big move: everything again
+        return links_resolve_models(collection.pk)
+    return _links_resolve_scoped(collection.pk, scope, names)
+
+
+def _name_patterns(named: list[int]) -> list[str]:
+    """LIKE patterns (lower case) matching a link text that may name one of these notes."""
+    keys: set[str] = set()
+    rows = Document.objects.filter(pk__in=named, active=True).values_list(
+        "path", "frontmatter__title", "frontmatter__aliases", "frontmatter__alias")
+    for path, title, alias_list, alias in rows:
+        keys.add(_stem(posixpath.basename(path)))
+        fm = {k: v for k, v in (("title", title), ("aliases", alias_list), ("alias", alias)) if v is not None}
+        name, aliases = frontmatter_names(fm)
+        keys.update([name, *aliases] if name else aliases)
+    patterns = set()
+    for key in filter(None, (k.strip().lower() for k in keys)):
+        for form in (key, quote(key, safe="/")):
+            patterns.add(f"%{_like_escape(form)}%")
+    return sorted(patterns)
+
+
+def _links_resolve_scoped(collection_id: int, scope: LinkScope, names: NoteNames | None) -> LinkResolution:
+    named = sorted(scope.named)
+    gone = set(Document.objects.filter(pk__in=named, active=False).values_list("pk", flat=True)) if named else set()
+    if gone:  # the links of notes that are gone point nowhere (they come back resolved with their note)
+        DocumentLink.objects.filter(source_id__in=gone, target__isnull=False).update(target=None)
+    sources = sorted((scope.sources | scope.named) - gone)
+    where, params = ["l.source_id = ANY(%s::bigint[])"], [sources]
+    if named:
+        where += ["l.target_id = ANY(%s::bigint[])", "l.target_id IS NULL"]
+        params.append(named)
+        patterns = _name_patterns(named)
+        if patterns:
+            where.append("lower(l.target_text) LIKE ANY(%s::text[])")
+            params.append(patterns)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT l.id, d.path, l.kind, l.target_text, l.target_id FROM {DocumentLink._meta.db_table} l"
+            f" JOIN {Document._meta.db_table} d ON d.id = l.source_id"
+            " WHERE d.collection_id = %s AND d.active AND (" + " OR ".join(where) + ")",
+            [collection_id, *params],
+        )
+        rows = cursor.fetchall()
+    changes: list[tuple[int, int | None]] = []
+    if rows:
+        if names is None or named:
+            names = NoteNames.for_targets(collection_id, {row[3] for row in rows})
+        memo: dict[tuple[str, str, bool], int | None] = {}
+        for pk, source_path, kind, target_text, current in rows:
+            key = (source_path.rpartition("/")[0], target_text, kind == MARKDOWN)
+            if key not in memo:
+                memo[key] = names.resolve(source_path, target_text, kind)
+            if memo[key] != current:
+                changes.append((pk, memo[key]))
+    _update_targets(changes, DocumentLink)
+    return LinkResolution(changed=len(changes), problems=link_problems(collection_id))
+
+
+def link_problems(collection_id: int) -> list[tuple[str, str]]:
+    """The unresolved links of the collection's active notes, as (path, message), in order."""
+    rows = (DocumentLink.objects.filter(source__collection_id=collection_id, source__active=True, target__isnull=True)
+            .order_by("source__path", "line", "id").values_list("source__path", "kind", "target_text", "heading", "line"))
+    return [(path, f"{LINK_PROBLEM_PREFIX}{link_written(kind, text, heading)} on line {line}")
+            for path, kind, text, heading, line in rows]
+
+
+def _update_targets(changes: list[tuple[int, int | None]], links) -> None:
+    if not changes:
+        return
+    with connection.cursor() as cursor:
+        for start in range(0, len(changes), 10000):
+            part = changes[start:start + 10000]
+            cursor.execute(
+                f"UPDATE {links._meta.db_table} AS l SET target_id = v.target "
+                "FROM unnest(%s::bigint[], %s::bigint[]) AS v(id, target) WHERE l.id = v.id",
+                [[pk for pk, _ in part], [target for _, target in part]],
+            )
 
 
 def links_resolve_models(collection_id: int, *, documents=Document, links=DocumentLink) -> LinkResolution:
@@ -195,15 +327,7 @@ def links_resolve_models(collection_id: int, *, documents=Document, links=Docume
         if found is None:
             message = f"{LINK_PROBLEM_PREFIX}{link_written(kind, target_text, heading)} on line {line}"
             unresolved.append((source_path, line, pk, message))
-    if changes:
-        with connection.cursor() as cursor:
-            for start in range(0, len(changes), 10000):
-                part = changes[start:start + 10000]
-                cursor.execute(
-                    f"UPDATE {links._meta.db_table} AS l SET target_id = v.target "
-                    "FROM unnest(%s::bigint[], %s::bigint[]) AS v(id, target) WHERE l.id = v.id",
-                    [[pk for pk, _ in part], [target for _, target in part]],
-                )
+    _update_targets(changes, links)
     # The links of notes that are gone point nowhere (they come back resolved with their note).
     gone = list(documents.objects.filter(collection_id=collection_id, active=False).values_list("pk", flat=True))
     if gone:

@@ -26,12 +26,14 @@ from indexing.locks import advisory_lock, collection_lock_key
 from indexing.models import Collection, Content, Document, FileProblem
 from indexing.paths import glob_match
 from indexing.services.links import (
+    FEW_TARGETS,
     LINK_PROBLEM_PREFIX,
+    LinkScope,
     NoteNames,
     links_resolve,
     links_store,
 )
-from indexing.structure import DATE_MTIME, Link, note_date, note_structure
+from indexing.structure import DATE_MTIME, Link, frontmatter_names, note_date, note_structure
 from indexing.text import BinaryFile, parse_markdown
 from search.index import keyword_index_update  # the BM25 index follows every scan
 
@@ -335,6 +337,8 @@ def _collection_scan(
                 report.reactivated += 1
             continue
         batch.put(known[0] if known else None, rel, parsed, digest, st.st_mtime, st.st_size)
+        if known and not known[4]:
+            batch.link_scope.named.add(known[0])  # back again: its names with it
         if known:
             report.updated += 1
         else:
@@ -368,6 +372,7 @@ class _Batch:
         self.links: list[tuple[Document, list[Link]]] = []
         self.reactivate: list[int] = []
         self.deactivate: list[int] = []
+        self.link_scope = LinkScope()  # what the final link resolution has to look at
         self._problems_cleared = False
 
     @property
@@ -396,6 +401,19 @@ class _Batch:
         (self.changed_docs if pk else self.new_docs).append(doc)
         self.links.append((doc, structure.links))
 
+    def _note_renamed(self, docs: list[Document]) -> None:
+        """Changed notes: their links are rewritten; those whose title or aliases changed also
+        change which links name them."""
+        self.link_scope.sources.update(d.id for d in docs)
+        before = {pk: frontmatter_names({k: v for k, v in (("title", t), ("aliases", a), ("alias", al)) if v is not None})
+                  for pk, t, a, al in Document.objects.filter(pk__in=[d.id for d in docs]).values_list(
+                      "pk", "frontmatter__title", "frontmatter__aliases", "frontmatter__alias")}
+        for doc in docs:
+            fm = doc.frontmatter if isinstance(doc.frontmatter, dict) else {}
+            now = frontmatter_names({k: fm[k] for k in ("title", "aliases", "alias") if fm.get(k) is not None})
+            if before.get(doc.id) != now:
+                self.link_scope.named.add(doc.id)
+
     def _store_links(self) -> None:
         """The links of the documents this flush wrote (after them), resolved among the notes written so far:
         the active notes the scan started with and the documents of this flush and the earlier ones."""
@@ -404,10 +422,15 @@ class _Batch:
                 fm = doc.frontmatter if isinstance(doc.frontmatter, dict) else {}
                 self.names.add(doc.id, doc.path, fm.get("title"), fm.get("aliases"), fm.get("alias"))
         with_links = [(doc, links) for doc, links in self.links if links]
-        if with_links and self.names is None:
-            self.names = NoteNames.of(self.collection.pk)  # read after this flush's documents were written
+        names = self.names
+        if with_links and names is None:  # read after this flush's documents were written
+            targets = {link.target for _, links in with_links for link in links}
+            if len(targets) <= FEW_TARGETS:  # an edit: the notes its links could name, not all of them
+                names = NoteNames.for_targets(self.collection.pk, targets)
+            else:
+                names = self.names = NoteNames.of(self.collection.pk)
         links_store([(doc.id, links) for doc, links in with_links], replace=[d.id for d in self.changed_docs],
-                    names=self.names, paths={doc.id: doc.path for doc, _ in with_links})
+                    names=names, paths={doc.id: doc.path for doc, _ in with_links})
 
     def flush(self, report: ScanReport, *, final: bool = False) -> None:
         now = timezone.now()
@@ -419,7 +442,9 @@ class _Batch:
                     doc.created_at = doc.updated_at = now
                 created = Document.objects.bulk_create(self.new_docs, batch_size=500)
                 report.changed_document_ids.extend(d.id for d in created)
+                self.link_scope.named.update(d.id for d in created)
             if self.changed_docs:
+                self._note_renamed(self.changed_docs)
                 for doc in self.changed_docs:
                     doc.updated_at = now
                 Document.objects.bulk_update(
@@ -443,10 +468,12 @@ class _Batch:
                 if self.deactivate:
                     Document.objects.filter(id__in=self.deactivate).update(active=False, updated_at=now)
                     report.removed_document_ids.extend(self.deactivate)
-                # Links resolve within the collection: any change can make or break one anywhere in it.
-                # Without a change the links' problems are those of the last scan.
+                # Links resolve within the collection: those this scan's changes can have moved are
+                # resolved again (LinkScope). Without a change the problems are those of the last scan.
                 if report.added or report.updated or report.removed or report.reactivated:
-                    link_issues = links_resolve(self.collection).problems
+                    self.link_scope.named.update(self.reactivate)
+                    self.link_scope.named.update(self.deactivate)
+                    link_issues = links_resolve(self.collection, scope=self.link_scope, names=self.names).problems
                 else:
                     link_issues = list(FileProblem.objects.filter(
                         collection=self.collection, message__startswith=LINK_PROBLEM_PREFIX,

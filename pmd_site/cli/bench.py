@@ -23,6 +23,8 @@ def register(sub) -> None:
                         help="search as this member, with access control on (default: the local user, who sees all)")
     parser.add_argument("--commits", type=int, metavar="N",
                         help="--mode history (DATASET_DIR is a git work tree): index the newest N commits")
+    parser.add_argument("--docs", type=int, metavar="N",
+                        help="--mode filtered: notes in the synthetic vault written to DATASET_DIR (default 100000)")
     parser.add_argument("--json", action="store_true")
     parser.set_defaults(func=cmd_bench)
 
@@ -36,7 +38,7 @@ def cmd_bench(args) -> int:
     with progress_bar(f"bench {args.mode}", enabled=not args.json) as progress:
         options = BenchOptions(collection=args.collection, fresh=args.fresh, run_file=args.run_file,
                                limit=args.limit, split=args.split, progress=progress, as_user=args.as_user,
-                               commits=args.commits)
+                               commits=args.commits, docs=args.docs)
         report = MODES[args.mode](args.dataset, options)
     if args.json:
         print_json({"title": report.title, **report.data})

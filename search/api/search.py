@@ -57,6 +57,10 @@ class _SearchBase(Schema):
     candidate_limit: int = Field(40, ge=1, le=500)
     intent: str | None = Field(None, max_length=2000)
     explain: bool = False
+    link_boost: float | None = Field(None, ge=0.0, le=5.0, description="query: raise notes linked to or from "
+                                     "better hits (0 off; default PMD_LINK_BOOST)")
+    recency_boost: float | None = Field(None, ge=0.0, le=5.0, description="query: raise notes dated this week / "
+                                        "month (0 off; default PMD_RECENCY_BOOST)")
     sort: Literal["relevance", "date"] = Field("relevance", description="relevance, or date (newest first)")
 
 

@@ -31,6 +31,12 @@ def _history(dataset_dir: str, options: BenchOptions) -> BenchReport:
     return bench_history(dataset_dir, options)
 
 
+def _filtered(dataset_dir: str, options: BenchOptions) -> BenchReport:
+    from search.bench import filtered  # imported when run, like the vector modes
+
+    return filtered.bench_filtered(dataset_dir, options)
+
+
 def _vsearch_scale(dataset_dir: str, options: BenchOptions) -> BenchReport:
     from search.bench import vector
 
@@ -47,4 +53,5 @@ MODES: dict[str, Callable[[str, BenchOptions], BenchReport]] = {
     "query-no-rerank": query_mode(rerank=False),
     "query-no-llm": query_mode(expand=False, rerank=False),
     "history": _history,  # DATASET_DIR is a git work tree: commits/s and history search latency
+    "filtered": _filtered,  # filters at --docs synthetic notes (DATASET_DIR: where to write them)
 }

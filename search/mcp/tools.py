@@ -140,6 +140,10 @@ def register_tools(server: MCPServer) -> None:
             None, description="tags, exclude_tags, path, after, before, fields: {key: value}; the query may also "
                               "hold them: tag:db after:2025-01-01 status:draft"),
         sort: Literal["relevance", "date"] = Field("relevance", description="date: newest first"),
+        link_boost: float | None = Field(None, ge=0.0, le=5.0,
+                                         description="raise notes linked to or from better hits (0 off)"),
+        recency_boost: float | None = Field(None, ge=0.0, le=5.0,
+                                            description="raise notes dated this week / month (0 off)"),
         ctx: Context = None,
     ) -> SearchResult:
         """Best-quality search for hard questions: query expansion, keyword + vector retrieval, fusion, LLM re-ranking. Slower."""
@@ -148,7 +152,7 @@ def register_tools(server: MCPServer) -> None:
         typed = [(s.type, " ".join(s.query.split())) for s in searches or []]
         result = _search(ctx, query=query, mode=Mode.HYBRID, searches=typed, intent=intent, rerank=rerank,
                          candidate_limit=candidate_limit, collections=collections, limit=limit, min_score=min_score,
-                         filters=filters, sort=sort)
+                         filters=filters, sort=sort, link_boost=link_boost, recency_boost=recency_boost)
         return _result(result, _search_text(result))
 
     @server.tool(name="pmd_get", title="Read a document", annotations=READ_ONLY)

@@ -9,7 +9,8 @@ Pipeline (each stage timed in `SearchResponse.timings`, each shortfall stated in
 2. query expansion by the generate model (or the user's own `lex:/vec:/hyde:` lines);
 3. retrieval, concurrently: the query → keyword + vector, lex → keyword, vec/hyde → vector;
 4. query-adaptive score fusion (`search.pipeline.fusion`: z-scores per list, keyword and
-   vector weighted per query by each list's NQC), top `candidate_limit` kept;
+   vector weighted per query by each list's NQC), optionally nudged by link neighbours and
+   recency (`search.pipeline.signals`, off by default), top `candidate_limit` kept;
 5. re-ranking of each candidate's best chunk (`search.pipeline.rerank`);
 6. position-aware blending of retrieval and re-ranker scores.
 
@@ -60,6 +61,7 @@ from search.pipeline.fusion import (
     fuse,
 )
 from search.pipeline.rerank import RerankItem, rerank
+from search.pipeline.signals import apply_signals, signal_weights
 from search.request import Mode, SearchRequest
 from search.results import SearchResponse, SearchResult
 from search.retrieval.common import (
@@ -174,6 +176,11 @@ def hybrid_search(request: SearchRequest) -> SearchResponse:
     if explain_plan["strong_signal"] and keyword_first is not None and keyword_first.results:
         pin = keyword_first.results[0].uri  # keyword alone was convincing: its #1 stays first
     fusion = fuse(lists, limit=None, pin=pin)
+    link_weight, recency_weight = signal_weights(request)
+    if link_weight or recency_weight:  # optional structure signals (search.pipeline.signals)
+        boosted = apply_signals(fusion, hits, link_boost=link_weight, recency_boost=recency_weight)
+        explain_plan["signals"] = {"link_boost": link_weight, "recency_boost": recency_weight,
+                                   "boosted": len(boosted)}
     fused = fusion.candidates
     candidates = fused[: max(1, request.candidate_limit)]
     tail = fused[len(candidates):]

@@ -5,8 +5,10 @@ parameters (positional `%s`): each search puts it where it already restricts doc
 active ones of the searched collections, so filtering happens inside retrieval and `-n 10`
 gives ten matching results. Every condition can use an index of the documents table:
 
-- tags: `d.tags && ARRAY[…]` (GIN), exclusions `NOT (d.tags && …)`;
-- path globs: `d.path ~ ANY(regexes)` (search.filters.glob_to_regex), anchored, case-sensitive;
+- tags: `d.tags_with_parents && ARRAY[…]` (GIN), exclusions `NOT (… && …)`: a tag also matches
+  the notes tagged below it (`tag:project` holds for `project/x`, as Obsidian nests tags);
+- path globs: `d.path ~ ANY(regexes)` (search.filters.glob_to_regex), anchored, case-sensitive,
+  after `d.path LIKE 'literal start%'` when every glob of the group has one (btree, pattern ops);
 - dates: `d.note_date >= after`, `d.note_date < before` (btree); a note without a date has none;
 - frontmatter fields: `d.frontmatter @> ANY(ARRAY['{"k": v}', '{"k": [v]}', …]::jsonb[])` (GIN
   jsonb_path_ops): the value, or a list holding it, under each spelling of the key in the index;
@@ -41,12 +43,16 @@ def filter_sql(filters: SearchFilters | None, alias: str = "d") -> tuple[str, li
     parts: list[str] = []
     params: list = []
     for group in filters.tags:
-        parts.append(f"{alias}.tags && %s::varchar[]")
+        parts.append(f"{alias}.tags_with_parents && %s::varchar[]")
         params.append(list(group))
     if filters.exclude_tags:
-        parts.append(f"NOT ({alias}.tags && %s::varchar[])")
+        parts.append(f"NOT ({alias}.tags_with_parents && %s::varchar[])")
         params.append(list(filters.exclude_tags))
     for group in filters.paths:
+        prefixes = [glob_prefix(g) for g in group]
+        if all(prefixes):  # a literal start narrows through the path index before the pattern is read
+            parts.append("(" + " OR ".join(f"{alias}.path LIKE %s" for _ in prefixes) + ")")
+            params.extend(_like_escape(p) + "%" for p in prefixes)
         parts.append(f"{alias}.path ~ ANY(%s::text[])")
         params.append([glob_to_regex(g) for g in group])
     if filters.exclude_paths:
@@ -65,6 +71,30 @@ def filter_sql(filters: SearchFilters | None, alias: str = "d") -> tuple[str, li
         parts.append(f"NOT ({alias}.frontmatter @> ANY(%s::jsonb[]))")
         params.append(field_documents(entry))
     return "".join(f" AND {p}" for p in parts), params
+
+
+def glob_prefix(pattern: str) -> str:
+    """The literal start of a path glob, before its first wildcard: every matching path starts
+    with it ('' when the glob starts with one)."""
+    for n, ch in enumerate(pattern):
+        if ch in "*?[{\\":
+            return pattern[:n]
+    return pattern.rstrip("/")
+
+
+def _like_escape(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def narrows_by_index(filters: SearchFilters | None) -> bool:
+    """The filters hold a condition an index of the documents answers (a tag, a field value, a
+    date bound, a path glob with a literal start): the matching documents are cheap to list.
+    Otherwise (only exclusions, or globs starting with a wildcard) every document would be read
+    to list them, and searches test the filter on their candidates instead."""
+    if filters is None or filters.empty:
+        return False
+    return bool(filters.tags or filters.fields or filters.after is not None or filters.before is not None
+                or any(all(glob_prefix(g) for g in group) for group in filters.paths))
 
 
 def named(sql: str, params: list, prefix: str = "f") -> tuple[str, dict]:

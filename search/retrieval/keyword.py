@@ -56,10 +56,11 @@ from search.retrieval.common import (
     line_pieces,
     request_access,
 )
-from search.retrieval.filters import filter_sql
+from search.retrieval.filters import filter_sql, matching_count, narrows_by_index
 from search.retrieval.query_parser import ParsedQuery, parse_query
 
 PREFIX_EXPANSIONS = 30
+LISTED_DOCUMENTS = 5000  # a filter matching at most this many notes lists them before scoring
 _LONG_LINE = 400
 _LINE_ENDS = "\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"  # what str.splitlines splits at
 
@@ -79,7 +80,7 @@ def _tsquery_any(configs: list[str], texts: list[str], params: list) -> str:
 
 
 def _score_sql(parsed: ParsedQuery, configs: list[str], collection_ids: list[int] | None, limit: int,
-               per_document: int = 1, full: bool = False, filters=None):
+               per_document: int = 1, full: bool = False, filters=None, list_matching: bool = False):
     k1 = float(settings.PMD_BM25_K1)
     b = float(settings.PMD_BM25_B)
     w_title = float(settings.PMD_BM25_TITLE_WEIGHT)
@@ -136,12 +137,18 @@ def _score_sql(parsed: ParsedQuery, configs: list[str], collection_ids: list[int
                     + in_collections("d.collection_id") + ")")
     where = []
     fragment, fragment_params = filter_sql(filters, "d")
-    if fragment:
+    probe = ""  # broad filters: tested on each scored document instead (below)
+    if fragment and list_matching:
         # The documents passing the filters (search.retrieval.filters), once: only they are scored.
         ctes.append("fdoc AS MATERIALIZED (SELECT d.id FROM indexing_document d WHERE d.active"
                     + in_collections("d.collection_id") + fragment + ")")
         params.extend(fragment_params)
         where.append("p.document_id IN (SELECT id FROM fdoc)")
+    elif fragment:
+        # Listing the documents that pass would read many (or all) of them: the scored documents are
+        # looked up by id instead, best first, until `limit` pass (the OFFSET 0s keep the sorted
+        # list whole and each test a lookup, not a join over every document).
+        probe = " WHERE EXISTS (SELECT 1 FROM indexing_document d WHERE d.id = b.document_id" + fragment + " OFFSET 0)"
     if parsed.phrases:
         where.append("p.document_id IN (SELECT document_id FROM cand)")
     if parsed.excluded:
@@ -166,8 +173,13 @@ def _score_sql(parsed: ParsedQuery, configs: list[str], collection_ids: list[int
         # A document is its best passage (ties: the earlier passage).
         ctes.append("best AS (SELECT DISTINCT ON (s.document_id) s.document_id, s.passage_id, s.raw, s.cover, 1 AS r"
                     " FROM scored s ORDER BY s.document_id, s.raw DESC, s.passage_id)")
-        ctes.append("top AS (SELECT b.document_id, b.raw, b.cover FROM best b ORDER BY b.raw DESC, b.document_id"
-                    " LIMIT %s)")
+        if probe:
+            ctes.append("top AS (SELECT b.document_id, b.raw, b.cover FROM (SELECT * FROM best ORDER BY raw DESC,"
+                        " document_id OFFSET 0) b" + probe + " LIMIT %s)")
+            params.extend(fragment_params)
+        else:
+            ctes.append("top AS (SELECT b.document_id, b.raw, b.cover FROM best b ORDER BY b.raw DESC, b.document_id"
+                        " LIMIT %s)")
         ctes.append("shown AS (SELECT b.document_id, b.passage_id, b.raw AS p_raw, b.r FROM best b"
                     " JOIN top USING (document_id))")
         params.append(limit)
@@ -176,8 +188,13 @@ def _score_sql(parsed: ParsedQuery, configs: list[str], collection_ids: list[int
         ctes.append("ranked AS (SELECT s.document_id, s.passage_id, s.raw, s.cover,"
                     " row_number() OVER (PARTITION BY s.document_id ORDER BY s.raw DESC, s.passage_id) AS r"
                     " FROM scored s)")
-        ctes.append("top AS (SELECT k.document_id, k.raw, k.cover FROM ranked k WHERE k.r = 1"
-                    " ORDER BY k.raw DESC, k.document_id LIMIT %s)")
+        if probe:
+            ctes.append("top AS (SELECT b.document_id, b.raw, b.cover FROM (SELECT * FROM ranked WHERE r = 1"
+                        " ORDER BY raw DESC, document_id OFFSET 0) b" + probe + " LIMIT %s)")
+            params.extend(fragment_params)
+        else:
+            ctes.append("top AS (SELECT k.document_id, k.raw, k.cover FROM ranked k WHERE k.r = 1"
+                        " ORDER BY k.raw DESC, k.document_id LIMIT %s)")
         ctes.append("shown AS (SELECT k.document_id, k.passage_id, k.raw AS p_raw, k.r FROM ranked k"
                     " JOIN top USING (document_id) WHERE k.r <= %s)")
         params += [limit, per_document]
@@ -240,7 +257,13 @@ def keyword_search(request: SearchRequest, *, snippets: bool = True) -> SearchRe
             return response
     limit = request.effective_limit()
     per_document = max(1, request.hits_per_document)
-    sql, params = _score_sql(parsed, configs, collection_ids, limit, per_document, request.full, request.filters)
+    filters = request.filters if request.filters is not None and not request.filters.empty else None
+    # A filter an index answers for at most LISTED_DOCUMENTS notes: those notes are listed first and
+    # only they are scored; a broader one (or one no index answers) is tested on the scored notes.
+    list_matching = (filters is not None and narrows_by_index(filters)
+                     and matching_count(filters, collection_ids, cap=LISTED_DOCUMENTS + 1) <= LISTED_DOCUMENTS)
+    sql, params = _score_sql(parsed, configs, collection_ids, limit, per_document, request.full, filters,
+                             list_matching=list_matching)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         rows = cursor.fetchall()

@@ -90,7 +90,19 @@ def vector_search(request: SearchRequest, *, exact: bool = False, snippets: bool
     response.timings["embed_query"] = (time.perf_counter() - started) * 1000
     if fingerprint is None:
         raise _not_embedded(config.model, dims=len(vector))
+    return search_by_vector(request, vector, fingerprint, response=response, collection_ids=collection_ids,
+                            exact=exact, snippets=snippets)
 
+
+def search_by_vector(request: SearchRequest, vector: list[float], fingerprint: EmbeddingFingerprint, *,
+                     collection_ids: list[int] | None, response: SearchResponse | None = None,
+                     exact: bool = False, snippets: bool = True) -> SearchResponse:
+    """Vector search once the query is a vector of `fingerprint`, in the collections
+    `collection_ids` (collection_ids_for: what the request may see): the filter count, the nearest
+    chunks, the results. (`pmd bench --mode filtered` times this with synthetic vectors.)"""
+    query = request.query.strip()
+    if response is None:
+        response = SearchResponse(query=request.query, mode=Mode.VECTOR)
     limit = request.effective_limit()
     hits = max(1, request.hits_per_document)
     wanted = min(MAX_CANDIDATES, max(40, limit * hits * 4))
@@ -184,6 +196,10 @@ def _run_nearest(fingerprint: EmbeddingFingerprint, vector: list[float], *, k: i
     fragment, params = named(*filter_sql(filters, "d"))
     collection_filter += fragment
     params.update({"query": literal, "k": int(k), "collections": collection_ids})
+    # Through the index, each candidate chunk's documents are looked up by content hash (OFFSET 0
+    # keeps that a lookup: as a semi-join the planner may instead rescan every matching document for
+    # each candidate, estimating few). An exact scan reads every chunk: a join is right there.
+    probe = "" if exact else " OFFSET 0"
     if fragment and exact:
         # The matching documents' chunks, each measured: exact, and cheap when few match. The
         # distances are taken in a materialized step, so no plan can turn to the HNSW index.
@@ -206,7 +222,7 @@ def _run_nearest(fingerprint: EmbeddingFingerprint, vector: list[float], *, k: i
             FROM indexing_chunk c
             WHERE c.fingerprint_id = {fp}
               AND EXISTS (SELECT 1 FROM indexing_document d
-                          WHERE d.content_hash = c.content_hash AND d.active {collection_filter})
+                          WHERE d.content_hash = c.content_hash AND d.active {collection_filter}{probe})
             ORDER BY distance
             LIMIT %(k)s
         )"""

@@ -1,5 +1,5 @@
 """The notes' structure in a real browser: click a tag and watch results and facets change; open a
-note, follow a backlink to the note that writes it."""
+note, see its related notes load, follow a backlink to the note that writes it."""
 
 from __future__ import annotations
 
@@ -68,6 +68,10 @@ def test_click_a_tag_then_follow_a_backlink(live_server, make_user, login, vault
     page.goto(f"{live_server.url}/doc/vault/projects/alpha.md")
     backlink = page.locator("#backlinks li.backlink:has-text('Looking back at') a").first
     assert "unresolved" not in page.locator("#outgoing-links").inner_text()
+    # its Related panel loads after the page, with why each note is there
+    related = page.locator("#related li.related-note[data-path='projects/beta.md']")
+    related.wait_for()
+    assert "links to it" in related.inner_text() and "shares tags: db" in related.inner_text()
     shot(page, "structure-03-document-links")
     backlink.click()
     page.wait_for_url(re.compile(r"/doc/vault/journal/20250320-retro\.md\?line=3#L3$"))

@@ -1,4 +1,5 @@
-"""A document's page (rendered or source, with its contexts), its raw text, and /d/<docid> links.
+"""A document's page (rendered or source, with its contexts), its raw text, its related notes, and
+/d/<docid> links.
 
 A reference to nothing indexed is the selectors' DocumentNotFound: a 404 page (search.web.errors).
 """
@@ -13,11 +14,13 @@ from django.views.decorators.http import require_GET
 
 from indexing.links import document_links
 from indexing.selectors import contexts_for, document_resolve
-from search.web.pages import access_of, page
+from search.retrieval.related import related_notes
+from search.web.pages import access_of, page, wants_fragment
 from search.web.rendering import render_markdown
 from search.web.views.search import TagLink, document_url, tag_search_url
 
 LINKS_SHOWN = 200  # of each kind; the totals say when there are more
+RELATED_SHOWN = 10
 
 
 def _resolve(request, collection: str, path: str):
@@ -68,6 +71,7 @@ def document_page(request, collection: str, path: str):
         "line_count": len(lines),
         "raw_url": reverse("search:raw", args=[document.collection.name, document.path]),
         "tags": [TagLink(name=t, url=tag_search_url(t)) for t in (document.tags or [])],
+        "related_url": reverse("search:related", args=[document.collection.name, document.path]),
     }
     context.update(_link_items(document, access_of(request)))
     if view == "source":
@@ -75,6 +79,25 @@ def document_page(request, collection: str, path: str):
     else:
         context["html"], context["frontmatter_lines"] = render_markdown(body)
     return page(request, "search/document.html", context)
+
+
+@login_required
+@require_GET
+def document_related(request, collection: str, path: str):
+    """The notes related to this one, with why (the document page loads it into its Related panel;
+    without JavaScript its link opens it as a page). No vectors: the link and tag neighbours, and a
+    note saying so."""
+    access = access_of(request)
+    related = related_notes(f"pmd://{collection}/{path}", access=access, limit=RELATED_SHOWN)
+    document = related.document
+    items = [{"note": note, "url": document_url(note.document.collection.name, note.document.path),
+              "elsewhere": note.document.collection_id != document.collection_id}
+             for note in related.results]
+    context = {"document": document, "related": related, "related_items": items,
+               "document_url": document_url(document.collection.name, document.path)}
+    if wants_fragment(request, "related-notes"):
+        return page(request, "search/_related.html", context)
+    return page(request, "search/related.html", context)
 
 
 @login_required
