@@ -24,9 +24,6 @@ it wrote to.
 from __future__ import annotations
 
 import json
-import socket
-import threading
-import time
 import uuid
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -37,6 +34,7 @@ import pytest
 from django.test import Client
 
 from indexing.access import Access
+from mcp_client import serve_asgi
 
 pytestmark = pytest.mark.django_db
 
@@ -975,31 +973,14 @@ def test_audit_trail_records_sharing_and_tokens(world):
 # --- MCP over HTTP -----------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
-def mcp_url(world):
-    """pmd_site.asgi.application under uvicorn on loopback, in a thread of this process (as in test_mcp)."""
-    import uvicorn
-
-    from pmd_site.asgi import application
-
-    port = _free_port()
-    server = uvicorn.Server(uvicorn.Config(application, host="127.0.0.1", port=port, log_level="warning",
-                                           lifespan="on"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert time.monotonic() < deadline and thread.is_alive(), "uvicorn did not start"
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}/mcp"
-    server.should_exit = True
-    thread.join(timeout=10)
+def mcp_url(world, django_db_blocker):
+    """pmd_site.asgi.application under uvicorn on loopback, in a thread of this process (tests/mcp_client.py)."""
+    server = serve_asgi()
+    base_url = server.__enter__()
+    yield f"{base_url}/mcp"
+    with django_db_blocker.unblock():  # its exit ends the tools' database sessions
+        server.__exit__(None, None, None)
 
 
 class Mcp:

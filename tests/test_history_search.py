@@ -7,9 +7,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import socket
-import threading
-import time
 import xml.etree.ElementTree as ET
 
 import httpx
@@ -17,6 +14,7 @@ import pytest
 from django.test import Client
 
 from indexing.access import Access
+from mcp_client import close_other_connections, serve_asgi
 from tests.history_repo import build_notes_repo, commit, git
 
 TRANSACTIONAL = pytest.mark.django_db(transaction=True, available_apps=[
@@ -154,43 +152,17 @@ def test_api_and_web_for_a_member(world):
     assert Client().get("/history/").status_code == 302  # sign in first
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _close_other_connections() -> None:
-    from django.db import connection
-
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                       "WHERE datname = current_database() AND pid <> pg_backend_pid()")
-
-
 @TRANSACTIONAL
 def test_mcp_over_http_with_tokens(request, tmp_path, django_user_model):
     """MCP as a member's token and as the owner's: the hidden commit only for the owner."""
-    import uvicorn
-
-    from pmd_site.asgi import application
     from search.api_tokens import token_create
 
-    request.addfinalizer(_close_other_connections)
+    request.addfinalizer(close_other_connections)
     shas, member, owner = _world(tmp_path, django_user_model)
-    port = _free_port()
-    server = uvicorn.Server(uvicorn.Config(application, host="127.0.0.1", port=port, log_level="warning",
-                                           lifespan="on"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert time.monotonic() < deadline and thread.is_alive(), "uvicorn did not start"
-        time.sleep(0.05)
-    try:
+    with serve_asgi() as base_url:
         def call(user, **arguments):
             token = token_create(user=user, access=Access.local_user()).raw
-            response = httpx.post(f"http://127.0.0.1:{port}/mcp", timeout=30, headers={
+            response = httpx.post(f"{base_url}/mcp", timeout=30, headers={
                 "Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream",
                 "Content-Type": "application/json", "MCP-Protocol-Version": "2025-06-18"},
                 json={"jsonrpc": "2.0", "id": 1, "method": "tools/call",
@@ -210,9 +182,6 @@ def test_mcp_over_http_with_tokens(request, tmp_path, django_user_model):
         assert hidden_text.replace("hr-secret", "N") == never_text.replace("hr-secrex", "N")
         result, _ = call(owner, query=SECRET_WORD)
         assert result["structuredContent"]["results"][0]["collection"] == "hr-secret"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
 
 
 @pytest.mark.django_db
