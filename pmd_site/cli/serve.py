@@ -339,11 +339,11 @@ def choose_llm_backend() -> tuple[str | None, str]:
     except httpx.HTTPError:
         pass
     if all(importlib.util.find_spec(name) for name in ("onnxruntime", "tokenizers")):
-        from search.llm.local import DEFAULT_EMBED_MODEL
+        from search.llm.local import DEFAULT_EMBED_MODEL, is_path
 
-        where = settings.PMD_HOME / "models"
-        return "local", (f"models: no Ollama at {settings.OLLAMA_URL}: embedding in-process with "
-                         f"{os.environ.get('PMD_EMBED_MODEL') or DEFAULT_EMBED_MODEL} (downloaded into {where} on first use)")
+        model = os.environ.get("PMD_EMBED_MODEL") or DEFAULT_EMBED_MODEL
+        source = "" if is_path(model) else f" (downloaded into {settings.PMD_HOME / 'models'} on first use)"
+        return "local", f"models: no Ollama at {settings.OLLAMA_URL}: embedding in-process with {model}{source}"
     return None, (f"models: no Ollama at {settings.OLLAMA_URL} and no local extra "
                   "(pip install 'pmd[local]'): keyword search only")
 
