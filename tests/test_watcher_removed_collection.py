@@ -15,7 +15,7 @@ from indexing.services.collections import collection_create, collection_remove
 from indexing.watcher import reindex, run_watcher
 from indexing.access import Access
 
-SUMMARY_KEYS = {"collections", "changed", "removed", "embedding_task", "seconds", "reports", "skipped"}
+SUMMARY_KEYS = {"collections", "changed", "removed", "embedding_task", "seconds", "reports", "skipped", "commits"}
 
 
 @pytest.mark.django_db
