@@ -369,22 +369,30 @@ def rerank(
         fresh.append(LLMCache(key=cache_key, kind="rerank", value={"score": confidence, "method": used}))
     if fresh and use_cache:
         LLMCache.objects.bulk_create(fresh, ignore_conflicts=True)
+    _tell(outcome, result, method=method, failed=len(result.errors), unjudged=len(result.timed_out),
+          total=len(items), timeout=timeout)
+    return outcome
+
+
+def _tell(outcome: RerankOutcome, result, *, method: str, failed: int, unjudged: int, total: int,
+          timeout: float) -> None:
+    """What went wrong, once for both ways of judging: an error that every judgement would repeat
+    (the caller states it), or warnings about the candidates left in retrieval order."""
     outcome.method = outcome.method or (method if outcome.cached else "")
+    outcome.failed = failed
+    outcome.unjudged = unjudged
     fatal = next((e for e in result.errors.values() if _fatal("", e)), None)
-    outcome.failed = len(result.errors)
-    outcome.unjudged = len(result.timed_out)
     if fatal is not None:
-        outcome.error = str(fatal)  # the caller states it; no point listing the other symptoms
+        outcome.error = str(fatal)  # no point listing the other symptoms
     elif result.errors:
         first = next(iter(result.errors.values()))
         reason = str(first) if isinstance(first, (BackendError, ValueError)) else f"{type(first).__name__}: {first}"
-        outcome.warnings.append(f"re-ranking failed for {len(result.errors)} of {len(items)} candidates ({reason})")
+        outcome.warnings.append(f"re-ranking failed for {failed} of {total} candidates ({reason})")
     if result.timed_out and fatal is None:
         outcome.warnings.append(
-            f"re-ranking stopped after {timeout:g}s: {len(items) - outcome.unjudged} of {len(items)} "
+            f"re-ranking stopped after {timeout:g}s: {total - unjudged} of {total} "
             "candidates judged, the rest keep their retrieval order"
         )
-    return outcome
 
 
 def _rerank_in_batches(outcome: RerankOutcome, *, backend, model, query, intent, todo, method, api, timeout,
@@ -412,20 +420,6 @@ def _rerank_in_batches(outcome: RerankOutcome, *, backend, model, query, intent,
             fresh.append(LLMCache(key=key, kind="rerank", value={"score": score, "method": used}))
     if fresh and use_cache:
         LLMCache.objects.bulk_create(fresh, ignore_conflicts=True)
-    outcome.method = outcome.method or (method if outcome.cached else "")
-    failed_items = sum(len(batches[int(n)]) for n in result.errors)
-    outcome.failed = failed_items
-    outcome.unjudged = sum(len(batches[int(n)]) for n in result.timed_out)
-    fatal = next((e for e in result.errors.values() if _fatal("", e)), None)
-    if fatal is not None:
-        outcome.error = str(fatal)
-    elif result.errors:
-        first = next(iter(result.errors.values()))
-        reason = str(first) if isinstance(first, (BackendError, ValueError)) else f"{type(first).__name__}: {first}"
-        outcome.warnings.append(f"re-ranking failed for {failed_items} of {total} candidates ({reason})")
-    if result.timed_out and fatal is None:
-        outcome.warnings.append(
-            f"re-ranking stopped after {timeout:g}s: {total - outcome.unjudged} of {total} "
-            "candidates judged, the rest keep their retrieval order"
-        )
+    _tell(outcome, result, method=method, failed=sum(len(batches[int(n)]) for n in result.errors),
+          unjudged=sum(len(batches[int(n)]) for n in result.timed_out), total=total, timeout=timeout)
     return False
