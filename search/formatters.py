@@ -15,7 +15,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-from xml.sax.saxutils import escape, quoteattr
 
 from indexing.errors import InvalidRequest
 from search.request import mode_verb
@@ -213,6 +212,8 @@ def _md(response: SearchResponse, *, color: bool, line_numbers: bool, full: bool
 # --- xml -----------------------------------------------------------------------------
 
 def _xml_marked(text: str, highlights) -> str:
+    from xml.sax.saxutils import escape  # XML output only: not loaded for the other formats
+
     return marked(text, highlights, "<mark>", "</mark>", escape=escape)
 
 
@@ -222,6 +223,8 @@ def _xml_text(text: str) -> str:
 
 
 def _xml(response: SearchResponse, *, color: bool, line_numbers: bool, full: bool) -> str:
+    from xml.sax.saxutils import escape, quoteattr  # XML output only
+
     out = ['<?xml version="1.0" encoding="UTF-8"?>',
            f"<results query={quoteattr(_xml_text(response.query))} mode={quoteattr(mode_verb(response.mode))}"
            f" count=\"{len(response.results)}\">"]

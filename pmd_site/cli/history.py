@@ -10,8 +10,6 @@ from __future__ import annotations
 import csv
 import io
 import sys
-from xml.sax.saxutils import escape as xml_escape
-from xml.sax.saxutils import quoteattr
 
 from pmd_site.cli import CommandError
 from pmd_site.cli.output import local_access, print_json, stdout_console, warn
@@ -113,6 +111,8 @@ def _md(response, *, diff: bool) -> str:
 
 
 def _xml(response, *, diff: bool) -> str:
+    from xml.sax.saxutils import escape as xml_escape, quoteattr  # XML output only
+
     out = [f"<history query={quoteattr(response.query)} mode={quoteattr(response.mode)}>"]
     for hit in response.results:
         out.append(f"  <commit collection={quoteattr(hit.collection)} sha={quoteattr(hit.sha)} "
