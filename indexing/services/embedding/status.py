@@ -54,7 +54,7 @@ def embedding_status(*, collections: list[str] | None = None) -> dict:
         status["hint"] = (f"the index holds vectors of another model or chunking than {config.model}: "
                           "run `pmd embed` (vector search refuses to mix them)")
     elif status["pending"]:
-        status["hint"] = f"{status['pending']} document(s) without embeddings: run `pmd embed`"
+        status["hint"] = f"{status['pending']} note(s) or commit(s) without embeddings: run `pmd embed`"
     job = Job.objects.filter(kind=Job.Kind.EMBED).order_by("-created_at").first()
     if job is not None:
         state = job.state
