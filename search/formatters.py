@@ -217,8 +217,8 @@ def _xml_marked(text: str, highlights) -> str:
     return marked(text, highlights, "<mark>", "</mark>", escape=escape)
 
 
-def _xml_text(text: str) -> str:
-    # XML 1.0 forbids most control characters; drop them rather than emit invalid XML.
+def xml_text(text: str) -> str:
+    """XML 1.0 forbids most control characters (a diff or a message may hold them): dropped, not emitted."""
     return "".join(ch for ch in text if ch in "\t\n\r" or ord(ch) >= 0x20)
 
 
@@ -226,21 +226,21 @@ def _xml(response: SearchResponse, *, color: bool, line_numbers: bool, full: boo
     from xml.sax.saxutils import escape, quoteattr  # XML output only
 
     out = ['<?xml version="1.0" encoding="UTF-8"?>',
-           f"<results query={quoteattr(_xml_text(response.query))} mode={quoteattr(mode_verb(response.mode))}"
+           f"<results query={quoteattr(xml_text(response.query))} mode={quoteattr(mode_verb(response.mode))}"
            f" count=\"{len(response.results)}\">"]
     dated = shows_dates(response)
     for r in response.results:
-        attrs = (f"docid={quoteattr('#' + r.docid)} score=\"{r.score:.4f}\" uri={quoteattr(_xml_text(r.uri))}"
-                 f" line=\"{r.line}\" collection={quoteattr(_xml_text(r.collection))}")
+        attrs = (f"docid={quoteattr('#' + r.docid)} score=\"{r.score:.4f}\" uri={quoteattr(xml_text(r.uri))}"
+                 f" line=\"{r.line}\" collection={quoteattr(xml_text(r.collection))}")
         if dated and r.date:
             attrs += f" date={quoteattr(r.date)} date_source={quoteattr(r.date_source)}"
         out.append(f"  <result {attrs}>")
-        out.append(f"    <title>{escape(_xml_text(r.title))}</title>")
+        out.append(f"    <title>{escape(xml_text(r.title))}</title>")
         for ctx in r.context:
-            out.append(f"    <context>{escape(_xml_text(ctx))}</context>")
-        out.append(f"    <snippet>{_xml_marked(_xml_text(r.snippet), r.highlights)}</snippet>")
+            out.append(f"    <context>{escape(xml_text(ctx))}</context>")
+        out.append(f"    <snippet>{_xml_marked(xml_text(r.snippet), r.highlights)}</snippet>")
         if full and r.body is not None:
-            out.append(f"    <body>{escape(_xml_text(r.body))}</body>")
+            out.append(f"    <body>{escape(xml_text(r.body))}</body>")
         out.append("  </result>")
     out.append("</results>")
     return "\n".join(out) + "\n"

@@ -120,6 +120,24 @@ def test_cli_formats(world, run_cli):
 
 
 @pytest.mark.django_db
+def test_xml_stays_well_formed_with_control_characters_in_a_commit(tmp_path, run_cli):
+    """A message or diff may hold characters XML 1.0 forbids (an escape, a form feed): dropped."""
+    from indexing.services.refresh import collection_add
+
+    repo = tmp_path / "ctl"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    (repo / "term.md").write_text("# Terminal\n\ncolours \x1b[31mred\x1b[0m\n")
+    commit(repo, "Colour codes \x1b[31min\x0c the terminal note", date="2025-05-01T09:00:00+00:00")
+    collection_add(path=repo, name="ctl", access=Access.local_user())
+    code, out, err = run_cli("history", "colour", "--xml", "--diff", "-c", "ctl")
+    assert code == 0, err
+    root = ET.fromstring(out)
+    assert "Colour codes" in root.find("commit/title").text and "\x1b" not in out
+    assert "red" in root.find("commit/diff").text
+
+
+@pytest.mark.django_db
 def test_api_and_web_for_a_member(world):
     from search.api_tokens import token_create
 

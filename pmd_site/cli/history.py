@@ -111,24 +111,32 @@ def _md(response, *, diff: bool) -> str:
 
 
 def _xml(response, *, diff: bool) -> str:
-    from xml.sax.saxutils import escape as xml_escape, quoteattr  # XML output only
+    from xml.sax.saxutils import escape, quoteattr  # XML output only
 
-    out = [f"<history query={quoteattr(response.query)} mode={quoteattr(response.mode)}>"]
+    from search.formatters import xml_text
+
+    def attr(value: str) -> str:
+        return quoteattr(xml_text(value))
+
+    def text(value: str) -> str:
+        return escape(xml_text(value))
+
+    out = [f"<history query={attr(response.query)} mode={attr(response.mode)}>"]
     for hit in response.results:
-        out.append(f"  <commit collection={quoteattr(hit.collection)} sha={quoteattr(hit.sha)} "
-                   f"date={quoteattr(hit.date)} author={quoteattr(hit.author)} email={quoteattr(hit.email)} "
+        out.append(f"  <commit collection={attr(hit.collection)} sha={attr(hit.sha)} "
+                   f"date={attr(hit.date)} author={attr(hit.author)} email={attr(hit.email)} "
                    f"score=\"{hit.score:.4f}\">")
-        out.append(f"    <title>{xml_escape(hit.title)}</title>")
-        out.append(f"    <message>{xml_escape(hit.message)}</message>")
+        out.append(f"    <title>{text(hit.title)}</title>")
+        out.append(f"    <message>{text(hit.message)}</message>")
         for f in hit.files:
-            attrs = f"status={quoteattr(f.status)} path={quoteattr(f.path)}"
+            attrs = f"status={attr(f.status)} path={attr(f.path)}"
             if f.old_path:
-                attrs += f" old_path={quoteattr(f.old_path)}"
+                attrs += f" old_path={attr(f.old_path)}"
             if f.docid:
-                attrs += f" docid={quoteattr('#' + f.docid)} uri={quoteattr(f'pmd://{hit.collection}/{f.path}')}"
+                attrs += f" docid={attr('#' + f.docid)} uri={attr(f'pmd://{hit.collection}/{f.path}')}"
             out.append(f"    <file {attrs}/>")
         if diff and hit.diff is not None:
-            out.append(f"    <diff truncated=\"{str(hit.diff_truncated).lower()}\">{xml_escape(hit.diff)}</diff>")
+            out.append(f"    <diff truncated=\"{str(hit.diff_truncated).lower()}\">{text(hit.diff)}</diff>")
         out.append("  </commit>")
     out.append("</history>")
     return "\n".join(out) + "\n"

@@ -207,18 +207,22 @@ def fields_resolved(filters: SearchFilters, collection_ids: list[int] | None) ->
     return filters, warnings
 
 
+def documents_where(filters: SearchFilters, collection_ids: list[int] | None) -> tuple[str, list]:
+    """The conditions (after `WHERE d.active`) on documents `d` of the collections passing the filters."""
+    fragment, params = filter_sql(filters, "d")
+    if collection_ids is None:
+        return fragment, params
+    return " AND d.collection_id = ANY(%s::bigint[])" + fragment, [collection_ids, *params]
+
+
 def matching_count(filters: SearchFilters, collection_ids: list[int] | None, *, cap: int) -> int:
     """How many active documents of the collections pass the filters, counted up to `cap`."""
     if collection_ids == []:
         return 0
-    sql, params = filter_sql(filters, "d")
-    where = ""
-    if collection_ids is not None:
-        where = " AND d.collection_id = ANY(%s::bigint[])"
-        params = [collection_ids, *params]
+    where, params = documents_where(filters, collection_ids)
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT count(*) FROM (SELECT 1 FROM indexing_document d WHERE d.active" + where + sql
+            "SELECT count(*) FROM (SELECT 1 FROM indexing_document d WHERE d.active" + where
             + " LIMIT %s) s", [*params, int(cap)],
         )
         return int(cursor.fetchone()[0])
@@ -237,17 +241,13 @@ def filtered_notes(request, filters: SearchFilters) -> SearchResponse:
     collection_ids = collection_ids_for(request.collections, request_access(request))
     if collection_ids == []:
         return response
-    fragment, params = filter_sql(filters, "d")
-    where = ""
-    if collection_ids is not None:
-        where = " AND d.collection_id = ANY(%s::bigint[])"
-        params = [collection_ids, *params]
+    where, params = documents_where(filters, collection_ids)
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT d.docid, d.collection_id, d.path, d.title, d.note_date, d.date_source,"
             " CASE WHEN %s THEN c.body ELSE substr(c.body, 1, %s) END"
             " FROM indexing_document d JOIN indexing_content c ON c.hash = d.content_hash"
-            " WHERE d.active" + where + fragment
+            " WHERE d.active" + where
             + " ORDER BY d.note_date DESC NULLS LAST, d.collection_id, d.path LIMIT %s",
             [bool(request.full), LIST_SNIPPET_CHARS, *params, request.effective_limit()],
         )
