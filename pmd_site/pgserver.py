@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import os
-import secrets
 import shutil
 import signal
 import stat
@@ -31,7 +30,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import psutil
 
 from pmd_site.serverfiles import (  # noqa: F401 - PG_PORT and run_dir_for are imported from here too
     PG_PORT,
@@ -95,6 +93,8 @@ def database_password(home: Path) -> str:
         return path.read_text().strip()
     private_dir(path.parent.parent, create_marker=True)
     private_dir(path.parent)
+    import secrets
+
     secret = secrets.token_urlsafe(32)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as handle:
@@ -159,6 +159,8 @@ class EmbeddedPostgres:
             return None
 
     def _pid_is_our_postmaster(self, pid: int) -> bool:
+        import psutil  # here, not at the top: settings import this module and psutil costs start-up
+
         try:
             proc = psutil.Process(pid)
             if proc.status() == psutil.STATUS_ZOMBIE:
@@ -431,6 +433,8 @@ class EmbeddedPostgres:
 
     def stop(self, *, timeout: float = 30.0) -> bool:
         """Stop the server if it runs. Returns True when it was running."""
+        import psutil
+
         with self._locked():
             state = self.status()
             if not state.running:
@@ -502,6 +506,8 @@ class EmbeddedPostgres:
 
 
 def wait_until_gone(pid: int, timeout: float = 10.0) -> bool:
+    import psutil
+
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if not psutil.pid_exists(pid):

@@ -44,6 +44,20 @@ def ensure_database() -> bool:
     return started
 
 
+def database_answers() -> bool:
+    """Whether the index's database takes connections already: the usual case, where nothing needs
+    starting or creating (and a command need not take the server's lock, look for its process and
+    open a second connection to find that out)."""
+    from django.db import connection
+    from django.db.utils import OperationalError
+
+    try:
+        connection.ensure_connection()
+    except OperationalError:
+        return False
+    return True
+
+
 @contextlib.contextmanager
 def database_lease():
     """Use the database for the length of a command; stop what we started.
@@ -51,7 +65,7 @@ def database_lease():
     A server that was already running (`pmd db start`, `pmd up`) is left alone;
     one we started is stopped afterwards unless other clients still use it.
     """
-    started = ensure_database()
+    started = False if database_answers() else ensure_database()
     try:
         yield
     finally:

@@ -229,8 +229,40 @@ def test_in_process_reads_load_neither_the_web_apps_nor_celery_nor_rich(served):
     assert run.returncode == 0 and run.stdout
     imported = _top_level_imports(run)
     assert "django.db.models" in imported and "psycopg" in imported  # the check sees the imports
-    unwanted = {"django.contrib.admin", "ninja", "pydantic", "axes", "celery", "httpx", "rich", "django.db.migrations.executor"}
+    unwanted = {"django.contrib.admin", "ninja", "pydantic", "axes", "celery", "httpx", "rich", "django.db.migrations.executor",
+                "psutil",  # only when the embedded server must be started or stopped
+                "search.pipeline.hybrid", "search.retrieval.vector", "search.llm",  # a keyword search
+                "pmd_site.cli.bench", "pmd_site.cli.serve", "pmd_site.cli.collections"}  # other commands' modules
     assert not imported & unwanted
+
+
+def test_each_command_is_registered_by_the_module_that_says_so():
+    """A run imports only its command's module (COMMANDS_BY_MODULE): the map must say what the modules add."""
+    import argparse
+    import importlib
+
+    from pmd_site.cli import COMMANDS_BY_MODULE, build_parser
+
+    for module, commands in COMMANDS_BY_MODULE.items():
+        sub = argparse.ArgumentParser().add_subparsers()
+        importlib.import_module(module).register(sub)
+        assert tuple(sub.choices) == commands, module
+    for command in ("search", "collection", "up", "history"):
+        only = build_parser(command)._subparsers._group_actions[0].choices
+        assert command in only and len(only) < 10
+    everything = build_parser()._subparsers._group_actions[0].choices
+    assert set(everything) == {c for commands in COMMANDS_BY_MODULE.values() for c in commands}
+
+
+def test_help_and_unknown_commands_still_list_every_command():
+    usage = subprocess.run([sys.executable, "-m", "pmd_site.cli", "serach", "x"], env=_env(PMD_CLIENT="never"),
+                           cwd=ROOT, capture_output=True, timeout=60)
+    assert usage.returncode == 2
+    assert b"invalid choice: 'serach'" in usage.stderr and b"'search'" in usage.stderr and b"'bench'" in usage.stderr
+    helped = subprocess.run([sys.executable, "-m", "pmd_site.cli", "--index", "x", "--help"], env=_env(PMD_CLIENT="never"),
+                            cwd=ROOT, capture_output=True, timeout=60)
+    assert helped.returncode == 0
+    assert all(word in helped.stdout for word in (b"search", b"history", b"bench", b"collection", b"up"))
 
 
 def test_the_socket_is_private(served):

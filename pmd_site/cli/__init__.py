@@ -12,33 +12,37 @@ modules are imported at module top.
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import os
 import sys
 
 from indexing.errors import PmdError
 
-# Modules that contribute commands, in help order.
-COMMAND_MODULES = [
-    "pmd_site.cli.collections",
-    "pmd_site.cli.documents",
-    "pmd_site.cli.links",
-    "pmd_site.cli.related",
-    "pmd_site.cli.contexts",
-    "pmd_site.cli.search",
-    "pmd_site.cli.query",
-    "pmd_site.cli.embed",
-    "pmd_site.cli.status",
-    "pmd_site.cli.users",
-    "pmd_site.cli.db",
-    "pmd_site.cli.bench",
-    "pmd_site.cli.serve",
-    "pmd_site.cli.mcp",
-    "pmd_site.cli.tokens",
-    "pmd_site.cli.groups",
-    "pmd_site.cli.audit",
-    "pmd_site.cli.history",
-]
+# The modules that contribute commands, in help order, and the commands each one adds: a run
+# imports only its command's module (start-up time); help and unknown commands import them all.
+COMMANDS_BY_MODULE = {
+    "pmd_site.cli.collections": ("collection", "update"),
+    "pmd_site.cli.documents": ("get", "multi-get", "ls"),
+    "pmd_site.cli.links": ("links", "backlinks"),
+    "pmd_site.cli.related": ("related",),
+    "pmd_site.cli.contexts": ("context",),
+    "pmd_site.cli.search": ("search",),
+    "pmd_site.cli.query": ("query",),
+    "pmd_site.cli.embed": ("embed", "vsearch", "models"),
+    "pmd_site.cli.status": ("status", "cleanup"),
+    "pmd_site.cli.users": ("user",),
+    "pmd_site.cli.db": ("db",),
+    "pmd_site.cli.bench": ("bench",),
+    "pmd_site.cli.serve": ("up", "serve", "worker", "beat", "watch", "healthcheck", "migrate"),
+    "pmd_site.cli.mcp": ("mcp",),
+    "pmd_site.cli.tokens": ("token",),
+    "pmd_site.cli.groups": ("group",),
+    "pmd_site.cli.audit": ("audit",),
+    "pmd_site.cli.history": ("history",),
+}
+COMMAND_MODULES = list(COMMANDS_BY_MODULE)
+MODULE_OF_COMMAND = {command: module for module, commands in COMMANDS_BY_MODULE.items() for command in commands}
 
 
 class CommandError(PmdError):
@@ -78,20 +82,22 @@ class ArgumentParser(argparse.ArgumentParser):
         return self.formatter_class(prog=self.prog, width=terminal.help_width)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line, or (`command`) only the part that parses that command."""
     parser = ArgumentParser(
         prog="pmd",
         description="Hybrid search for markdown knowledge bases (BM25 + vectors + LLM re-ranking).",
     )
     parser.add_argument("--index", metavar="NAME", help="use a separate named index (its own database)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMAND_MODULES:
+    module = MODULE_OF_COMMAND.get(command)
+    for name in [module] if module else COMMAND_MODULES:
         importlib.import_module(name).register(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    from pmd_site.cli.client import ClientModeError, answer_from_server, client_error, read_command
+    from pmd_site.cli.client import ClientModeError, answer_from_server, client_error, read_command, split_command
 
     argv = sys.argv[1:] if argv is None else argv
     try:  # first, before anything heavy is imported: a running server may answer (client mode)
@@ -103,7 +109,8 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     if answered is not None:
         return answered
-    parser = build_parser()
+    gc.disable()  # start-up makes many objects and frees few: collecting during it is wasted time
+    parser = build_parser(split_command(argv)[0])
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
@@ -130,6 +137,8 @@ def run_command(args, *, prepare: bool = True) -> int:
             from pmd_site.runtime import setup_django
 
             setup_django()
+            gc.freeze()  # what start-up made lives as long as the process: keep it out of collections
+            gc.enable()
             if getattr(args, "needs_db", True):
                 from pmd_site.runtime import database_lease, migrate_if_needed
 

@@ -43,11 +43,11 @@ class ClientModeError(Exception):
     """PMD_CLIENT=always and no server answers (or PMD_CLIENT holds no known value)."""
 
 
-def read_command(argv: list[str]) -> tuple[bool, str | None]:
-    """Whether `argv` runs a read command, and the `--index` it names (None: the environment's).
+def split_command(argv: list[str]) -> tuple[str | None, str | None, list[str]]:
+    """The command `argv` runs, the `--index` it names (None: the environment's) and what follows.
 
     Only the global option --index may come before the command; anything else there
-    (-h, an abbreviation) is left to argparse in-process.
+    (-h, an abbreviation) gives no command: argparse deals with it.
     """
     index = None
     args = iter(argv)
@@ -55,20 +55,27 @@ def read_command(argv: list[str]) -> tuple[bool, str | None]:
         if arg == "--index":
             index = next(args, None)
             if index is None:
-                return False, None
+                return None, None, []
         elif arg.startswith("--index="):
             index = arg.split("=", 1)[1]
         elif arg.startswith("-"):
-            return False, None
+            return None, None, []
         else:
-            rest = list(args)
-            if any(a in ("-h", "--help") for a in rest):
-                return False, None  # help is laid out for the terminal's width: in-process
-            if arg in READ_COMMANDS:
-                return True, index
-            actions = READ_ACTIONS.get(arg)
-            return bool(actions and rest and rest[0] in actions), index
-    return False, None
+            return arg, index, list(args)
+    return None, None, []
+
+
+def read_command(argv: list[str]) -> tuple[bool, str | None]:
+    """Whether `argv` runs a read command, and the `--index` it names (None: the environment's)."""
+    command, index, rest = split_command(argv)
+    if command is None:
+        return False, None
+    if any(a in ("-h", "--help") for a in rest):
+        return False, None  # help is laid out for the terminal's width: in-process
+    if command in READ_COMMANDS:
+        return True, index
+    actions = READ_ACTIONS.get(command)
+    return bool(actions and rest and rest[0] in actions), index
 
 
 def socket_path(index: str | None = None):

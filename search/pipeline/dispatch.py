@@ -14,15 +14,26 @@ from dataclasses import replace
 from datetime import datetime
 
 from search.filters import SORT_DATE, SORTS, FilterError, SearchFilters, parse_filters
-from search.pipeline.hybrid import hybrid_search
 from search.request import Mode, SearchRequest, mode_normalize
 from search.results import SearchResponse, SearchResult
 from search.retrieval.common import collection_ids_for, request_access
 from search.retrieval.filters import fields_resolved, filtered_notes, frontmatter_keys
 from search.retrieval.keyword import keyword_search
-from search.retrieval.vector import vector_search
 
-SERVICES = {Mode.KEYWORD: keyword_search, Mode.VECTOR: vector_search, Mode.HYBRID: hybrid_search}
+
+def mode_service(mode: Mode):
+    """The service that searches in this mode. Vector and hybrid search are imported when first asked
+    for: they bring in the embedding and LLM clients, which a keyword search does not need (start-up
+    time of `pmd search`)."""
+    if mode == Mode.KEYWORD:
+        return keyword_search
+    if mode == Mode.VECTOR:
+        from search.retrieval.vector import vector_search
+
+        return vector_search
+    from search.pipeline.hybrid import hybrid_search
+
+    return hybrid_search
 
 
 def sort_normalize(name: str | None) -> str:
@@ -63,7 +74,7 @@ def search_run(request: SearchRequest) -> SearchResponse:
         response = filtered_notes(request, request.filters)
         warnings.append(f"no words to search for: the notes matching {request.filters.describe()}, newest first")
     else:
-        response = SERVICES[request.mode](request)
+        response = mode_service(request.mode)(request)
     response.query = original
     response.filters = request.filters
     response.sort = request.sort
