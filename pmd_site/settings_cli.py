@@ -4,9 +4,10 @@ without the apps only the web server uses.
 Loading the admin (and, through it, Django's forms and URL machinery), sessions, messages,
 django-ninja (with pydantic) and django-axes costs a `pmd search` more than the search itself,
 and a read command touches none of their models. Everything else is `pmd_site.settings` as is;
-`pmd_site.cli.main` picks this module for those commands (see LEAN_COMMANDS there). A migration
-run from here applies the migrations of the apps below; the others' wait for the next full command
-(`pmd up`, `pmd serve`, `pmd migrate`, any write).
+`pmd_site.cli.main` picks this module for the commands client mode may answer (READ_COMMANDS
+and READ_ACTIONS in pmd_site/cli/client.py). A migration run from here applies the migrations of
+the apps below; the others' wait for the next full command (`pmd up`, `pmd serve`, `pmd migrate`,
+any write).
 """
 
 from pmd_site.settings import *  # noqa: F403 - the same settings…

@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    if read_command(argv)[0] and args.command != "status":  # status reports on the web's apps too
+    if read_command(argv)[0]:
         os.environ.setdefault("DJANGO_SETTINGS_MODULE", "pmd_site.settings_cli")  # without the web's apps
     if args.index:
         os.environ["PMD_INDEX"] = args.index
