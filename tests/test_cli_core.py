@@ -80,3 +80,29 @@ def test_status_reports_database_and_counts(run_cli, indexed_collection):
     assert report["database"]["ok"] is True
     assert report["database"]["pgvector"]
     assert report["index"]["documents"] == 6
+
+
+def test_text_from_notes_and_folders_prints_as_written(run_cli, tmp_path):
+    """Titles, folder names, contexts and patterns are text, not rich markup or :emoji: codes: a note
+    titled `[/draft]` once made `pmd ls` fail, and a folder named `[notes]` printed as `/`."""
+    folder = tmp_path / "[notes]"
+    folder.mkdir()
+    title = "Plan [/draft] :smile: [bold]x"
+    (folder / "plan.md").write_text(f"# {title}\n\nThe plan.\n")
+    code, out, err = run_cli("collection", "add", str(folder), "--name", "plans", "--ignore", "[ab]*.md")
+    assert code == 0, err
+    assert str(folder) in out
+    code, out, err = run_cli("ls", "plans")
+    assert code == 0, err
+    assert title in out and "😄" not in out
+    code, out, _ = run_cli("ls")
+    assert f"{folder}" in out
+    code, _, err = run_cli("context", "add", "pmd://plans/", "a [/ctx] context :smile:")
+    assert code == 0, err
+    code, out, _ = run_cli("context", "list")
+    assert "a [/ctx] context :smile:" in out
+    code, out, err = run_cli("collection", "show", "plans")
+    assert code == 0, err
+    assert f"path: {folder}" in out and "ignore: [ab]*.md" in out and "a [/ctx] context :smile:" in out
+    code, out, _ = run_cli("status")
+    assert f"path={folder}" in out

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pmd_site.cli.output import print_json, progress_bar, stdout_console
+from pmd_site.cli.output import escape, print_json, progress_bar, stdout_console
 
 
 def register(sub) -> None:
@@ -30,8 +30,6 @@ def register(sub) -> None:
 
 
 def cmd_bench(args) -> int:
-    from rich.markup import escape
-
     from search.bench.modes import MODES
     from search.bench.quality import BenchOptions
 

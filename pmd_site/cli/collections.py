@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pmd_site.cli import CommandError
 from pmd_site.cli.output import (
+    escape,
     local_access,
     print_json,
     progress_bar,
@@ -75,7 +76,7 @@ def _print_report(report, *, console) -> None:
         parts.append(f"[yellow]{report.skipped} skipped[/]")
     errors = report.errors
     parts.append(f"[red]{errors} errors[/]" if errors else "0 errors")
-    console.print(f"[bold]{report.collection}[/]: " + ", ".join(parts) + f" [dim]({report.elapsed:.2f}s)[/]")
+    console.print(f"[bold]{escape(report.collection)}[/]: " + ", ".join(parts) + f" [dim]({report.elapsed:.2f}s)[/]")
     for issue in report.issues[:20]:
         warn(str(issue))
     if len(report.issues) > 20:
@@ -108,7 +109,7 @@ def cmd_add(args) -> int:
                                progress=progress, access=local_access())
     collection = added.collection
     if args.no_index:
-        console.print(f"added collection [bold]{collection.name}[/] → {collection.root_path} (not indexed yet)")
+        console.print(f"added collection [bold]{escape(collection.name)}[/] → {escape(collection.root_path)} (not indexed yet)")
         return 0
     refreshed = added.refreshed
     if refreshed.problem:
@@ -116,7 +117,8 @@ def cmd_add(args) -> int:
     if args.json:
         print_json(refreshed.report.as_dict())
     else:
-        console.print(f"added collection [bold]{collection.name}[/] → {collection.root_path} (mask {collection.mask})")
+        console.print(f"added collection [bold]{escape(collection.name)}[/] → {escape(collection.root_path)} "
+                      f"(mask {escape(collection.mask)})")
         _print_report(refreshed.report, console=console)
         print_embedding(refreshed.report.changed_document_ids, refreshed.embedding, console=console)
     return 0
@@ -214,8 +216,6 @@ def cmd_share(args) -> int:
     if args.json:
         print_json(row)
         return 0
-    from rich.markup import escape
-
     owner = (f"owner: {row['owner']}" if row["owner"]
              else "no owner: only superusers and the CLI see it" if visibility == "private" else "")
     stdout_console().print(f"[bold]{escape(row['name'])}[/]: {escape(sharing_text(row))}"
@@ -240,20 +240,20 @@ def cmd_show(args) -> int:
         return 0
     console = stdout_console()
     for key in ("name", "path", "mask", "documents", "inactive", "last_indexed_at"):
-        console.print(f"[bold]{key}[/]: {data[key]}")
-    from rich.markup import escape
+        console.print(f"[bold]{key}[/]: {escape(str(data[key]))}")
 
     console.print(f"[bold]visibility[/]: {escape(sharing_text(data))}")
     console.print(f"[bold]owner[/]: {escape(owner_text(data))}")
-    console.print(f"[bold]ignore[/]: {', '.join(collection.ignore_patterns) or '-'}")
-    console.print(f"[bold]text search config[/]: {collection.text_search_config}")
+    console.print(f"[bold]ignore[/]: {escape(', '.join(collection.ignore_patterns) or '-')}")
+    console.print(f"[bold]text search config[/]: {escape(collection.text_search_config)}")
     history = data["history"]
     console.print(f"[bold]history[/]: {history['state']}, {history['commits']} commits"
                   + (f" ({escape(history['message'])})" if history["message"] else ""), highlight=False)
     for ctx in contexts:
-        console.print(f"[bold]context[/] pmd://{collection.name}/{ctx['path_prefix']}: {ctx['text']}")
+        uri = f"pmd://{collection.name}/{ctx['path_prefix']}"
+        console.print(f"[bold]context[/] {escape(uri)}: {escape(ctx['text'])}")
     for p in problems:
-        console.print(f"[yellow]{p['severity']}[/] {p['path']}: {p['message']}")
+        console.print(f"[yellow]{p['severity']}[/] {escape(p['path'])}: {escape(p['message'])}")
     return 0
 
 
@@ -261,7 +261,7 @@ def cmd_remove(args) -> int:
     from indexing.services.collections import collection_remove
 
     count = collection_remove(name=args.name, access=local_access())
-    stdout_console().print(f"removed collection [bold]{args.name}[/] ({count} documents; files untouched)")
+    stdout_console().print(f"removed collection [bold]{escape(args.name)}[/] ({count} documents; files untouched)")
     return 0
 
 
@@ -269,7 +269,7 @@ def cmd_rename(args) -> int:
     from indexing.services.collections import collection_rename
 
     collection_rename(name=args.name, new_name=args.new_name, access=local_access())
-    stdout_console().print(f"renamed [bold]{args.name}[/] → [bold]{args.new_name}[/]")
+    stdout_console().print(f"renamed [bold]{escape(args.name)}[/] → [bold]{escape(args.new_name)}[/]")
     return 0
 
 
@@ -290,7 +290,8 @@ def cmd_update(args) -> int:
         report, pulled, problem = refreshed.report, refreshed.pulled, refreshed.problem
         if pulled and pulled.ran and not args.json:
             style = "green" if pulled.ok else "red"
-            console.print(f"[{style}]git pull[/] {pulled.collection}: {pulled.output.splitlines()[-1] if pulled.output else 'ok'}")
+            last = pulled.output.splitlines()[-1] if pulled.output else "ok"
+            console.print(f"[{style}]git pull[/] {escape(pulled.collection)}: {escape(last)}")
         if problem:
             failed += 1
             warn(problem)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pmd_site.cli.output import local_access, print_json, stdout_console
+from pmd_site.cli.output import escape, local_access, print_json, stdout_console
 
 
 def register(sub) -> None:
@@ -24,7 +24,7 @@ def cmd_add(args) -> int:
 
     target, text = ("/" if len(args.parts) == 1 else args.parts[0]), " ".join(args.parts[1:] or args.parts)
     context = context_set(target=target, text=text, access=local_access())
-    stdout_console().print(f"context for [bold]{context.target}[/]: {context.text}")
+    stdout_console().print(f"context for [bold]{escape(context.target)}[/]: {escape(context.text)}")
     return 0
 
 
@@ -39,7 +39,7 @@ def cmd_list(args) -> int:
     if not contexts:
         console.print("no contexts yet: `pmd context add pmd://COLLECTION/ \"what is in it\"`")
     for c in contexts:
-        console.print(f"[bold]{c.target}[/]  {c.text}")
+        console.print(f"[bold]{escape(c.target)}[/]  {escape(c.text)}")
     return 0
 
 
@@ -47,5 +47,5 @@ def cmd_rm(args) -> int:
     from indexing.services.contexts import context_remove
 
     context_remove(target=args.target, access=local_access())
-    stdout_console().print(f"removed context at [bold]{args.target}[/]")
+    stdout_console().print(f"removed context at [bold]{escape(args.target)}[/]")
     return 0

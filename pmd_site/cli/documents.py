@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from pmd_site.cli.output import local_access, print_json, stdout_console
+from pmd_site.cli.output import escape, local_access, print_json, stdout_console
 
 
 def register(sub) -> None:
@@ -86,12 +86,12 @@ def cmd_ls(args) -> int:
         elif not rows:
             console.print("no collections yet: `pmd collection add PATH`")
         for r in rows if not args.json else []:
-            console.print(f"pmd://{r['name']}/  [dim]{r['documents']} documents  {r['path']}[/]")
+            console.print(f"pmd://{escape(r['name'])}/  [dim]{r['documents']} documents  {escape(r['path'])}[/]")
         return 0
     docs = documents_list(args.target, access=local_access())
     if args.json:
         print_json([{"docid": d.docid, "uri": d.uri, "title": d.title, "size": d.size} for d in docs])
         return 0
     for d in docs:
-        console.print(f"[cyan]#{d.docid}[/]  {d.uri}  [dim]{d.title}[/]", highlight=False)
+        console.print(f"[cyan]#{d.docid}[/]  {escape(d.uri)}  [dim]{escape(d.title)}[/]", highlight=False)
     return 0

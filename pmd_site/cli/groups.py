@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pmd_site.cli.output import local_access, print_json, stdout_console
+from pmd_site.cli.output import escape, local_access, print_json, stdout_console
 
 
 def register(sub) -> None:
@@ -38,8 +38,6 @@ def _members(group) -> str:
 
 
 def cmd_create(args) -> int:
-    from rich.markup import escape
-
     from indexing.services.sharing import group_create
 
     group = group_create(name=args.name, access=local_access())
@@ -49,8 +47,6 @@ def cmd_create(args) -> int:
 
 
 def cmd_delete(args) -> int:
-    from rich.markup import escape
-
     from indexing.services.sharing import group_delete
 
     group_delete(name=args.name, access=local_access())
@@ -59,8 +55,6 @@ def cmd_delete(args) -> int:
 
 
 def _change(args, *, add: bool) -> int:
-    from rich.markup import escape
-
     from indexing.services.sharing import group_members_change
 
     group = group_members_change(name=args.name, users=args.users, add=add, access=local_access())

@@ -12,7 +12,7 @@ import io
 import sys
 
 from pmd_site.cli import CommandError
-from pmd_site.cli.output import local_access, print_json, stdout_console, warn
+from pmd_site.cli.output import escape, local_access, print_json, stdout_console, warn
 
 FORMATS = (("json", "JSON"), ("csv", "CSV"), ("md", "markdown"), ("xml", "XML"),
            ("files", "one line per changed note that still exists: #docid,pmd://path"))
@@ -143,8 +143,6 @@ def _xml(response, *, diff: bool) -> str:
 
 
 def _cli(response, *, diff: bool) -> str:
-    from rich.markup import escape
-
     console = stdout_console()
     for hit in response.results:
         console.print(f"[yellow]{hit.short}[/] [bold]{escape(hit.title)}[/]  [dim]{hit.date[:10]} "

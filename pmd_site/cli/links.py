@@ -10,7 +10,7 @@ import csv
 import io
 import sys
 
-from pmd_site.cli.output import local_access, print_json, stdout_console
+from pmd_site.cli.output import escape, local_access, print_json, stdout_console
 
 FORMATS = (("json", "JSON: the note, its links and its backlinks"), ("csv", "CSV"), ("md", "markdown"),
            ("files", "one line per linked note: #docid,pmd://path (resolved links only)"))
@@ -103,8 +103,6 @@ def _print(result, rows, fmt: str, *, backlinks: bool) -> None:
             out += ["", f"_{total - len(rows)} more not shown._"]
         sys.stdout.write("\n".join(out) + "\n")
         return
-    from rich.markup import escape
-
     console = stdout_console()
     what = "backlinks" if backlinks else "links"
     console.print(f"[cyan]{escape(doc.uri)}[/] [dim]#{doc.docid}[/]  {escape(doc.title)}", highlight=False)

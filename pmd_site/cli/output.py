@@ -98,7 +98,9 @@ def color_enabled(stream=None) -> bool:
 def _console(**options):
     from rich.console import Console
 
-    console = Console(_environ=environ(), **options)
+    # No :emoji: codes: a note's title or a folder's name is printed as written (values are escaped
+    # for rich markup where they are printed, with rich.markup.escape).
+    console = Console(_environ=environ(), emoji=False, **options)
     terminal = _client_terminal.get()
     if terminal is not None and (console._width is None or console._height is None):
         console.size = _client_size(console, terminal)
@@ -129,16 +131,20 @@ def stderr_console():
                     color_system="auto" if enabled else None, soft_wrap=True)
 
 
-def error(message: str) -> None:
-    from rich.markup import escape
+def escape(value) -> str:
+    """`value` (a title, a path, a message: text pmd did not write) as plain text inside rich markup:
+    `[draft]` or `[/x]` in it prints as written instead of styling or failing."""
+    from rich.markup import escape as markup_escape  # rich loads only to print
 
+    return markup_escape(str(value))
+
+
+def error(message: str) -> None:
     stderr_console().print(f"[bold red]error:[/] {escape(message)}", markup=True, highlight=False)
 
 
 def warn(message: str) -> None:
     """A warning; the message is text, not markup (`[[Note]]`, `notes/[draft].md` print as written)."""
-    from rich.markup import escape
-
     stderr_console().print(f"[yellow]warning:[/] {escape(message)}", markup=True, highlight=False)
 
 

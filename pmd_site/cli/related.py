@@ -4,7 +4,7 @@ tool pmd_related do; --json prints that shape."""
 
 from __future__ import annotations
 
-from pmd_site.cli.output import local_access, print_json, stdout_console
+from pmd_site.cli.output import escape, local_access, print_json, stdout_console
 
 
 def register(sub) -> None:
@@ -27,8 +27,6 @@ def cmd_related(args) -> int:
     if args.json:
         print_json(found.as_dict())
         return 0
-    from rich.markup import escape
-
     console = stdout_console()
     doc = found.document
     console.print(f"[cyan]{escape(doc.uri)}[/] [dim]#{doc.docid}[/]  {escape(doc.title)}", highlight=False)

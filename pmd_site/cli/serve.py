@@ -21,7 +21,13 @@ import sys
 import threading
 
 from pmd_site.cli import CommandError
-from pmd_site.cli.output import color_enabled, local_access, stdout_console, warn
+from pmd_site.cli.output import (
+    color_enabled,
+    escape,
+    local_access,
+    stdout_console,
+    warn,
+)
 from pmd_site.supervisor import (  # standard library only: cheap
     Supervisor,
     die_with_supervisor,
@@ -266,7 +272,7 @@ def _add_folders(dirs: list[str], console) -> list[str]:
                 n += 1
                 name = f"{base}-{n}"
             refreshed = collection_add(path=folder, name=name, access=local_access()).refreshed
-            console.print(f"added collection [bold]{refreshed.collection}[/] → {folder}")
+            console.print(f"added collection [bold]{escape(refreshed.collection)}[/] → {escape(folder)}")
         else:
             refreshed = collection_refresh(collection=collection)
         if refreshed.problem:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pmd_site.cli.output import local_access, print_json, stdout_console
+from pmd_site.cli.output import escape, local_access, print_json, stdout_console
 
 
 def register(sub) -> None:
@@ -36,7 +36,7 @@ def cmd_status(args) -> int:
         mark = "[green]●[/]" if ok else "[red]●[/]"
         console.print(f"{mark} [bold]{section}[/]")
         if not ok and "error" in data:
-            console.print(f"    [red]{data['error']}[/]")
+            console.print(f"    [red]{escape(data['error'])}[/]")
         for key, value in data.items():
             if key in {"ok", "error"}:
                 continue
@@ -46,14 +46,14 @@ def cmd_status(args) -> int:
                 console.print(f"    {key}:")
                 for item in value[:20]:
                     if isinstance(item, dict):
-                        console.print("      " + "  ".join(f"{k}={_render_value(v)}" for k, v in item.items()),
+                        console.print("      " + "  ".join(f"{k}={escape(_render_value(v))}" for k, v in item.items()),
                                       highlight=False)
                     else:
-                        console.print(f"      {item}")
+                        console.print(f"      {escape(item)}")
             elif isinstance(value, dict):
-                console.print(f"    {key}: " + ", ".join(f"{k}={_render_value(v)}" for k, v in value.items()))
+                console.print(f"    {key}: " + ", ".join(f"{k}={escape(_render_value(v))}" for k, v in value.items()))
             else:
-                console.print(f"    {key}: {_render_value(value)}", highlight=False)
+                console.print(f"    {key}: {escape(_render_value(value))}", highlight=False)
     return 0
 
 
