@@ -92,6 +92,7 @@ def cmd_ls(args) -> int:
     if args.json:
         print_json([{"docid": d.docid, "uri": d.uri, "title": d.title, "size": d.size} for d in docs])
         return 0
-    for d in docs:
-        console.print(f"[cyan]#{d.docid}[/]  {escape(d.uri)}  [dim]{escape(d.title)}[/]", highlight=False)
+    if docs:  # one print for the whole listing: rich's cost is per call, and a folder can hold thousands
+        console.print("\n".join(f"[cyan]#{d.docid}[/]  {escape(d.uri)}  [dim]{escape(d.title)}[/]" for d in docs),
+                      highlight=False)
     return 0
