@@ -11,6 +11,7 @@ import contextlib
 import os
 
 from pmd_site.pgserver import EmbeddedPostgres
+from pmd_site.startup import start_up_over
 
 
 def setup_django() -> None:
@@ -18,6 +19,7 @@ def setup_django() -> None:
     import django
 
     django.setup()
+    start_up_over()
 
 
 def embedded_server():

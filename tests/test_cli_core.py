@@ -106,3 +106,18 @@ def test_text_from_notes_and_folders_prints_as_written(run_cli, tmp_path):
     assert f"path: {folder}" in out and "ignore: [ab]*.md" in out and "a [/ctx] context :smile:" in out
     code, out, _ = run_cli("status")
     assert f"path={folder}" in out
+
+
+def test_garbage_collection_resumes_after_start_up(run_cli, indexed_collection):
+    """`pmd` pauses the garbage collector while it starts; a command, a failure or a usage error
+    leaves it on (main() also runs inside other processes: these tests, scripts)."""
+    import gc
+
+    assert gc.isenabled()
+    with pytest.raises(SystemExit):
+        run_cli("search", "--no-such-option")
+    assert gc.isenabled()
+    assert run_cli("ls", "notes")[0] == 0
+    assert gc.isenabled()
+    assert run_cli("get", "notes/no-such-note.md")[0] == 1
+    assert gc.isenabled()

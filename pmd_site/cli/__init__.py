@@ -12,7 +12,6 @@ modules are imported at module top.
 from __future__ import annotations
 
 import argparse
-import gc
 import importlib
 import os
 import sys
@@ -97,7 +96,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from pmd_site.cli.client import ClientModeError, answer_from_server, client_error, read_command, split_command
+    from pmd_site.cli.client import ClientModeError, answer_from_server, client_error
 
     argv = sys.argv[1:] if argv is None else argv
     try:  # first, before anything heavy is imported: a running server may answer (client mode)
@@ -109,7 +108,15 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     if answered is not None:
         return answered
-    gc.disable()  # start-up makes many objects and frees few: collecting during it is wasted time
+    from pmd_site.startup import collector_paused_while_starting
+
+    with collector_paused_while_starting():
+        return _parse_and_run(argv)
+
+
+def _parse_and_run(argv: list[str]) -> int:
+    from pmd_site.cli.client import read_command, split_command
+
     parser = build_parser(split_command(argv)[0])
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
@@ -137,8 +144,6 @@ def run_command(args, *, prepare: bool = True) -> int:
             from pmd_site.runtime import setup_django
 
             setup_django()
-            gc.freeze()  # what start-up made lives as long as the process: keep it out of collections
-            gc.enable()
             if getattr(args, "needs_db", True):
                 from pmd_site.runtime import database_lease, migrate_if_needed
 
