@@ -120,4 +120,4 @@ def test_garbage_collection_resumes_after_start_up(run_cli, indexed_collection):
     assert run_cli("ls", "notes")[0] == 0
     assert gc.isenabled()
     assert run_cli("get", "notes/no-such-note.md")[0] == 1
-    assert gc.isenabled()
+    assert gc.isenabled() and gc.get_freeze_count() == 0  # nothing left out of collection either

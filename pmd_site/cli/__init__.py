@@ -98,6 +98,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     from pmd_site.cli.client import ClientModeError, answer_from_server, client_error
 
+    program = argv is None  # the process's own command line: it ends when this returns
     argv = sys.argv[1:] if argv is None else argv
     try:  # first, before anything heavy is imported: a running server may answer (client mode)
         answered = answer_from_server(argv)
@@ -110,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
         return answered
     from pmd_site.startup import collector_paused_while_starting
 
-    with collector_paused_while_starting():
+    with collector_paused_while_starting(process_ends_after=program):
         return _parse_and_run(argv)
 
 
