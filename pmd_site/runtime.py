@@ -53,6 +53,8 @@ def database_answers() -> bool:
     from django.db import connection
     from django.db.utils import OperationalError
 
+    if connection.settings_dict["OPTIONS"].get("pool"):
+        return False  # PMD_DB_POOL: a pool would wait its whole timeout for a server that is not up
     try:
         connection.ensure_connection()
     except OperationalError:
