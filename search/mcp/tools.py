@@ -83,6 +83,10 @@ def _document_text(*, ref: str, from_line: int | None, max_lines: int | None, li
                         context=payload["context"], text="\n".join(lines))
 
 
+FILTERS_HELP = ("tags, exclude_tags, path, after, before, fields: {key: value}; the query may also hold them: "
+                "tag:db after:2025-01-01 status:draft")
+
+
 def register_tools(server: MCPServer) -> None:
     """Add pmd's tools to `server`."""
 
@@ -93,9 +97,7 @@ def register_tools(server: MCPServer) -> None:
         collections: list[str] = Field(default_factory=list, description="restrict to these collections"),
         limit: int = Field(10, ge=1, le=100),
         min_score: float = Field(0.0, ge=0.0, le=1.0),
-        filters: SearchFiltersIn | None = Field(
-            None, description="tags, exclude_tags, path, after, before, fields: {key: value}; the query may also "
-                              "hold them: tag:db after:2025-01-01 status:draft"),
+        filters: SearchFiltersIn | None = Field(None, description=FILTERS_HELP),
         sort: Literal["relevance", "date"] = Field("relevance", description="date: newest first"),
         ctx: Context = None,
     ) -> SearchResult:
@@ -112,9 +114,7 @@ def register_tools(server: MCPServer) -> None:
         collections: list[str] = Field(default_factory=list),
         limit: int = Field(10, ge=1, le=100),
         min_score: float = Field(0.0, ge=0.0, le=1.0),
-        filters: SearchFiltersIn | None = Field(
-            None, description="tags, exclude_tags, path, after, before, fields: {key: value}; the query may also "
-                              "hold them: tag:db after:2025-01-01 status:draft"),
+        filters: SearchFiltersIn | None = Field(None, description=FILTERS_HELP),
         sort: Literal["relevance", "date"] = Field("relevance", description="date: newest first"),
         ctx: Context = None,
     ) -> SearchResult:
@@ -136,9 +136,7 @@ def register_tools(server: MCPServer) -> None:
         collections: list[str] = Field(default_factory=list),
         limit: int = Field(10, ge=1, le=100),
         min_score: float = Field(0.0, ge=0.0, le=1.0),
-        filters: SearchFiltersIn | None = Field(
-            None, description="tags, exclude_tags, path, after, before, fields: {key: value}; the query may also "
-                              "hold them: tag:db after:2025-01-01 status:draft"),
+        filters: SearchFiltersIn | None = Field(None, description=FILTERS_HELP),
         sort: Literal["relevance", "date"] = Field("relevance", description="date: newest first"),
         link_boost: float | None = Field(None, ge=0.0, le=5.0,
                                          description="raise notes linked to or from better hits (0 off)"),
