@@ -33,7 +33,7 @@ DOCS = {
 def package_dir(name: str) -> Path:
     """Where an installed package's files are, without importing it."""
     spec = importlib.util.find_spec(name)
-    assert spec is not None and spec.submodule_search_locations, f"{name} is in the dev extra"
+    assert spec is not None and spec.submodule_search_locations, f"{name} is missing: ./scripts/bootstrap local,dev installs it"
     return Path(list(spec.submodule_search_locations)[0])
 
 
