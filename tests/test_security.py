@@ -161,6 +161,16 @@ def test_unlock_with_address_clears_a_token_block(alice, low_limits, run_cli):
     assert _api(good, "198.51.100.12").status_code == 200
 
 
+def test_unlock_names_what_it_unlocked_and_refuses_a_bad_address(alice, run_cli, capsys):
+    code, out, _ = run_cli("user", "unlock", "alice", "--address", " 2001:DB8::1 ")
+    assert code == 0
+    assert "unlocked alice and 2001:db8::1" in out  # as the lockout records it
+    with pytest.raises(SystemExit) as exit_:
+        run_cli("user", "unlock", "alice", "--address", "[/x]")
+    assert exit_.value.code == 2
+    assert "not an IP address: '[/x]'" in capsys.readouterr().err
+
+
 def _close_other_connections() -> None:
     """The ASGI worker thread's connection would block the test database's teardown."""
     from django.db import connection

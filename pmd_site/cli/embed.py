@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from pmd_site.cli import CommandError
-from pmd_site.cli.output import print_json, progress_bar, stdout_console, warn
+from pmd_site.cli.output import escape, print_json, progress_bar, stdout_console, warn
 
 
 def register(sub) -> None:
@@ -162,14 +162,14 @@ def cmd_models_list(args) -> int:
     from rich.table import Table
 
     console = stdout_console()
-    console.print(f"{backend.kind} at {backend_url()}")
+    console.print(f"{backend.kind} at {escape(backend_url())}")
     table = Table(box=None, header_style="bold")
     for col in ("model", "size", "family", "used for", "method", ""):
         table.add_column(col)
     for r in rows:
         size = f"{r['size'] / 1e9:.2f} GB" if r["size"] >= 1e8 else (f"{r['size'] / 1e6:.0f} MB" if r["size"] else "")
         state = "" if r["present"] else "[yellow]missing: `pmd models pull`[/]"
-        table.add_row(r["name"], size, r["family"], ", ".join(r["roles"]), "; ".join(r["methods"].values()), state)
+        table.add_row(escape(r["name"]), size, escape(r["family"]), ", ".join(r["roles"]), "; ".join(r["methods"].values()), state)
     console.print(table)
     return 0
 
@@ -188,8 +188,8 @@ def cmd_models_pull(args) -> int:
         return 0
     for model in wanted:
         if not sys.stderr.isatty():
-            console.print(f"pulling {model}…")
+            console.print(f"pulling {escape(model)}…")
         with progress_bar(f"pulling {model}") as bar:
             backend.pull(model, progress=lambda p: bar(p.completed, p.total, p.status))
-        console.print(f"pulled {model}")
+        console.print(f"pulled {escape(model)}")
     return 0

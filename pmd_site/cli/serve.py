@@ -376,7 +376,7 @@ def cmd_up(args) -> int:
         pg_started = ensure_database()
         server = embedded_server()
         if server is not None:
-            console.print(f"database: embedded PostgreSQL in {server.data_dir}"
+            console.print(f"database: embedded PostgreSQL in {escape(server.data_dir)}"
                           f" ({'started' if pg_started else 'already running'})")
         else:
             console.print("database: DATABASE_URL")

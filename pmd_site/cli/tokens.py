@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pmd_site.cli.output import local_access, print_json, stdout_console
+from pmd_site.cli.output import escape, local_access, print_json, stdout_console
 
 
 def register(sub) -> None:
@@ -111,5 +111,5 @@ def cmd_revoke(args) -> int:
     from search.api_tokens import token_revoke
 
     token = token_revoke(token=args.token, access=local_access())
-    stdout_console().print(f"revoked token {token.pk} ({token.prefix}…) of {token.user}")
+    stdout_console().print(f"revoked token {token.pk} ({token.prefix}…) of {escape(token.user)}")
     return 0

@@ -6,7 +6,18 @@ import getpass
 import sys
 
 from pmd_site.cli import CommandError
-from pmd_site.cli.output import print_json, stdout_console
+from pmd_site.cli.output import escape, print_json, stdout_console
+
+
+def _ip_address(value: str) -> str:
+    """An IPv4 or IPv6 address as the lockout records it, or argparse's usage error."""
+    import argparse
+    import ipaddress
+
+    try:
+        return str(ipaddress.ip_address(value.strip()))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an IP address: {value!r} (e.g. 198.51.100.7 or 2001:db8::1)") from None
 
 
 def register(sub) -> None:
@@ -29,7 +40,7 @@ def register(sub) -> None:
 
     unlock = usub.add_parser("unlock", help="lift a lockout after too many failed logins (PMD_LOGIN_FAILURE_LIMIT)")
     unlock.add_argument("username")
-    unlock.add_argument("--address", action="append", default=[], metavar="IP",
+    unlock.add_argument("--address", action="append", default=[], metavar="IP", type=_ip_address,
                         help="also unlock this client address (logins and API tokens); repeatable")
     unlock.set_defaults(func=cmd_unlock)
 
@@ -112,7 +123,7 @@ def _clear_login_failures(username: str, addresses: tuple[str, ...] = ()) -> int
 
 def cmd_unlock(args) -> int:
     cleared = _clear_login_failures(args.username, tuple(args.address))
-    what = " and ".join([f"[bold]{args.username}[/]", *args.address])
+    what = " and ".join([f"[bold]{escape(args.username)}[/]", *map(escape, args.address)])
     stdout_console().print(f"unlocked {what} ({cleared} failure record{'s' if cleared != 1 else ''} removed)")
     return 0
 
