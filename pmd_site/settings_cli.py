@@ -24,3 +24,12 @@ WEB_ONLY_APPS = frozenset({
 })
 
 INSTALLED_APPS = [app for app in _ALL_APPS if app not in WEB_ONLY_APPS]  # …minus the web's apps
+
+# One command, one connection: the web server's pool (PMD_DB_POOL, which pmd_site.asgi turns on)
+# would add a thread and psycopg_pool here, and wait its whole timeout for a server that is down.
+DATABASES = {"default": {
+    **DATABASES["default"],  # noqa: F405
+    "CONN_MAX_AGE": 0,
+    "CONN_HEALTH_CHECKS": False,
+    "OPTIONS": {k: v for k, v in DATABASES["default"]["OPTIONS"].items() if k != "pool"},  # noqa: F405
+}}

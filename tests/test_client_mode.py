@@ -222,18 +222,21 @@ def _top_level_imports(run: subprocess.CompletedProcess) -> set[str]:
             if line.startswith(b"import time:")}
 
 
-def test_in_process_reads_load_neither_the_web_apps_nor_celery_nor_rich(served):
-    """Without a server, a search imports what it needs: no admin, no django-ninja, no celery, no HTTP client."""
+@pytest.mark.parametrize("pool", ["", "true"])
+def test_in_process_reads_load_neither_the_web_apps_nor_celery_nor_rich(served, pool):
+    """Without a server, a search imports what it needs: no admin, no django-ninja, no celery, no HTTP
+    client; and no connection pool when the environment asks the web server for one (PMD_DB_POOL)."""
     run = subprocess.run([sys.executable, "-X", "importtime", "-m", "pmd_site.cli", "search", "postgresql"],
-                         env=_env(PMD_CLIENT="never"), cwd=ROOT, capture_output=True, timeout=120)
+                         env=_env(PMD_CLIENT="never", PMD_DB_POOL=pool), cwd=ROOT, capture_output=True, timeout=120)
     assert run.returncode == 0 and run.stdout
     imported = _top_level_imports(run)
     assert "django.db.models" in imported and "psycopg" in imported  # the check sees the imports
     unwanted = {"django.contrib.admin", "ninja", "pydantic", "axes", "celery", "httpx", "rich", "django.db.migrations.executor",
                 "psutil",  # only when the embedded server must be started or stopped
+                "psycopg_pool",
                 "search.pipeline.hybrid", "search.retrieval.vector", "search.llm",  # a keyword search
                 "pmd_site.cli.bench", "pmd_site.cli.serve", "pmd_site.cli.collections"}  # other commands' modules
-    assert not imported & unwanted
+    assert not imported & unwanted, sorted(imported & unwanted)
 
 
 def test_each_command_is_registered_by_the_module_that_says_so():
