@@ -69,7 +69,11 @@ def database_lease():
     A server that was already running (`pmd db start`, `pmd up`) is left alone;
     one we started is stopped afterwards unless other clients still use it.
     """
-    started = False if database_answers() else ensure_database()
+    from django.conf import settings
+
+    # With DATABASE_URL there is nothing to start: no probe (a server that is down would make the
+    # user wait its connect timeout twice before the same error).
+    started = settings.EMBEDDED_DATABASE and not database_answers() and ensure_database()
     try:
         yield
     finally:

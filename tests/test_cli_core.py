@@ -108,6 +108,40 @@ def test_text_from_notes_and_folders_prints_as_written(run_cli, tmp_path):
     assert f"path={folder}" in out
 
 
+def test_progress_bar_shows_folder_and_file_names_as_written(monkeypatch, capsys):
+    """On a terminal the bar shows the folder and the file being indexed: `x[/y]` in either once
+    made `pmd collection add` fail after it had indexed everything."""
+    import sys
+
+    from pmd_site.cli.output import progress_bar
+
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    with progress_bar("indexing x[/y]") as update:
+        update(1, 2, "notes[/draft]/a [red]b.md")
+        update(2, 2, "[/z].md")
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_db_status_prints_a_home_with_brackets_as_written(run_cli, settings, tmp_path):
+    settings.PMD_HOME = tmp_path / "x[/y] [red]home"
+    code, out, _ = run_cli("db", "status")
+    assert code == 3  # not running
+    assert f"stopped (data {settings.PMD_HOME}" in out
+
+
+def test_user_create_refuses_a_name_the_web_would_refuse(run_cli, db, monkeypatch):
+    import io
+    import sys
+
+    from django.contrib.auth import get_user_model
+
+    monkeypatch.setattr(sys, "stdin", io.StringIO("correct horse battery staple 9\n"))
+    code, _, err = run_cli("user", "create", "[/x]", "--password-stdin")
+    assert code == 1
+    assert "'[/x]' cannot be a username" in err and "letters, numbers" in err
+    assert not get_user_model().objects.filter(username="[/x]").exists()
+
+
 def test_garbage_collection_resumes_after_start_up(run_cli, indexed_collection):
     """`pmd` pauses the garbage collector while it starts; a command, a failure or a usage error
     leaves it on (main() also runs inside other processes: these tests, scripts)."""

@@ -131,3 +131,37 @@ def test_server_starts_from_a_virtualenv_closed_to_the_server_user(base, monkeyp
             server.destroy()
     finally:
         shutil.rmtree(closed, ignore_errors=True)
+
+
+def test_with_database_url_a_dead_server_is_tried_once(tmp_path):
+    """With DATABASE_URL there is nothing to start, so no probe before the command's own connection:
+    a server that accepts but never answers costs the user one connect timeout, not two."""
+    import socket
+    import threading
+
+    attempts = []
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+
+    def accept() -> None:
+        while True:
+            try:
+                attempts.append(listener.accept()[0])
+            except OSError:
+                return
+
+    threading.Thread(target=accept, daemon=True).start()
+    port = listener.getsockname()[1]
+    env = {**os.environ, "PMD_HOME": str(tmp_path / "home"), "PMD_CLIENT": "never",
+           "DATABASE_URL": f"postgresql://pmd:pw@127.0.0.1:{port}/pmd?connect_timeout=1&sslmode=disable"}
+    env.pop("PMD_DB_POOL", None)
+    try:
+        result = subprocess.run([sys.executable, "-m", "pmd_site.cli", "collection", "list"],
+                                env=env, capture_output=True, text=True, timeout=120)
+    finally:
+        listener.close()
+        for conn in attempts:
+            conn.close()
+    assert result.returncode != 0 and "timeout" in result.stderr
+    assert len(attempts) == 1

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pmd_site.cli import CommandError
-from pmd_site.cli.output import stdout_console
+from pmd_site.cli.output import escape, stdout_console
 
 
 def register(sub) -> None:
@@ -36,7 +36,7 @@ def cmd_start(args) -> int:
     from django.db import connections
 
     connections.close_all()
-    stdout_console().print(("started: " if started else "already running: ") + server.status().describe())
+    stdout_console().print(("started: " if started else "already running: ") + escape(server.status().describe()))
     return 0
 
 
@@ -49,5 +49,5 @@ def cmd_stop(args) -> int:
 
 def cmd_status(args) -> int:
     state = _server().status()
-    stdout_console().print(state.describe())
+    stdout_console().print(escape(state.describe()))
     return 0 if state.running else 3

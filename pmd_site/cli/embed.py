@@ -82,7 +82,7 @@ def cmd_embed(args) -> int:
     if args.json:
         print_json(result)
     else:
-        console.print(_summary(result))
+        console.print(_summary(result), markup=False)  # model names may be folder paths
     return 0
 
 

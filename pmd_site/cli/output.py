@@ -175,10 +175,10 @@ def progress_bar(description: str, *, enabled: bool = True):
         console=stderr_console(),
         transient=True,
     ) as bar:
-        task = bar.add_task(description, total=None, detail="")
+        task = bar.add_task(escape(description), total=None, detail="")  # folder and file names
 
         def update(done: int, total: int, detail: str = "") -> None:
-            bar.update(task, completed=done, total=total or None, detail=detail[-50:])
+            bar.update(task, completed=done, total=total or None, detail=escape(detail[-50:]))
 
         yield update
 

@@ -397,7 +397,7 @@ def cmd_up(args) -> int:
         backend, why = choose_llm_backend()
         if backend:
             env["PMD_LLM_BACKEND"] = backend
-        console.print(why)
+        console.print(escape(why))
         if broker_url:
             env["CELERY_BROKER_URL"] = broker_url
             console.print(f"broker: {'embedded Redis' if not settings.CELERY_BROKER_URL else 'CELERY_BROKER_URL'}"
@@ -422,12 +422,12 @@ def cmd_up(args) -> int:
 
         host = f"[{args.host}]" if ":" in args.host else args.host
         url = f"http://{'127.0.0.1' if args.host in {'0.0.0.0', '::'} else host}:{args.port}/"
-        console.print(f"\n[bold green]pmd is up[/]: {url}  (MCP: {url}mcp)")
+        console.print(f"\n[bold green]pmd is up[/]: {escape(url)}  (MCP: {escape(url)}mcp)")
         if password:
-            console.print(f"log in as [bold]{username}[/] with password [bold]{password}[/]"
+            console.print(f"log in as [bold]{escape(username)}[/] with password [bold]{escape(password)}[/]"
                           " (shown once; reset with `pmd up --reset-admin-password`)")
         else:
-            console.print(f"log in as [bold]{username}[/] (forgot the password? `pmd user password {username}`,"
+            console.print(f"log in as [bold]{escape(username)}[/] (forgot the password? `pmd user password {escape(username)}`,"
                           " or `pmd up --reset-admin-password`)")
         console.print("press Ctrl-C to stop\n")
 

@@ -20,6 +20,18 @@ def _ip_address(value: str) -> str:
         raise argparse.ArgumentTypeError(f"not an IP address: {value!r} (e.g. 198.51.100.7 or 2001:db8::1)") from None
 
 
+def _check_username(User, username: str) -> None:
+    """The rules the admin and the sign-in form apply (letters, digits and @ . + - _), not only
+    the database's: a name the web cannot take is refused here too."""
+    from django.core.exceptions import ValidationError
+
+    field = User._meta.get_field(User.USERNAME_FIELD)
+    try:
+        field.run_validators(username)
+    except ValidationError as e:
+        raise CommandError(f"{username!r} cannot be a username: {' '.join(e.messages)}") from None
+
+
 def register(sub) -> None:
     user = sub.add_parser("user", help="manage web UI accounts")
     usub = user.add_subparsers(dest="user_command", metavar="ACTION", required=True)
@@ -81,6 +93,7 @@ def cmd_create(args) -> int:
     username = args.username.strip()
     if not username:
         raise CommandError("the username is empty")
+    _check_username(User, username)
     if User.objects.filter(username=username).exists():
         raise CommandError(f"an account named '{username}' already exists (`pmd user password {username}` sets a new password)")
     candidate = User(username=username, email=args.email)
@@ -90,7 +103,7 @@ def cmd_create(args) -> int:
     else:
         user = User.objects.create_user(username=username, email=args.email, password=password, is_staff=args.staff)
     role = "superuser" if user.is_superuser else "staff" if user.is_staff else "member"
-    stdout_console().print(f"created {role} account [bold]{user.username}[/]")
+    stdout_console().print(f"created {role} account [bold]{escape(user.username)}[/]")
     return 0
 
 
@@ -105,7 +118,7 @@ def cmd_password(args) -> int:
     user.set_password(_validated(_read_password(args, user.username), user))
     user.save(update_fields=["password"])
     _clear_login_failures(user.username)
-    stdout_console().print(f"password of [bold]{user.username}[/] changed")
+    stdout_console().print(f"password of [bold]{escape(user.username)}[/] changed")
     return 0
 
 
@@ -142,5 +155,5 @@ def cmd_list(args) -> int:
         console.print("no accounts yet: `pmd user create NAME --staff`")
     for r in rows:
         role = "superuser" if r["superuser"] else "staff" if r["staff"] else "member"
-        console.print(f"{r['username']:<24} {role:<10} {'active' if r['active'] else 'disabled':<9} last login {r['last_login'] or 'never'}")
+        console.print(f"{escape(r['username']):<24} {role:<10} {'active' if r['active'] else 'disabled':<9} last login {r['last_login'] or 'never'}")
     return 0
