@@ -394,3 +394,14 @@ def test_concurrent_clients_each_get_their_own_output(served):
         want = expected[case]
         assert (answer.returncode, _normalised(answer.stdout), answer.stderr) == \
             (want.returncode, _normalised(want.stdout), want.stderr), case
+
+
+def test_the_command_line_keeps_start_up_frozen_and_the_collector_on(served):
+    """`pmd …` as a process (main() without argv): what start-up made stays frozen, out of every
+    later collection, and the collector runs again: a long-lived command (serve, worker, watch)
+    must not run with it off."""
+    script = ("import gc, sys; sys.argv = ['pmd', 'ls']; from pmd_site.cli import main; code = main(); "
+              "print(code, gc.isenabled(), gc.get_freeze_count() > 0, file=sys.stderr)")
+    run = subprocess.run([sys.executable, "-c", script], env=_env(PMD_CLIENT="never"), cwd=ROOT,
+                         capture_output=True, timeout=120)
+    assert run.stderr.decode().split()[-3:] == ["0", "True", "True"], run.stderr.decode()
