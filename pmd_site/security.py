@@ -8,31 +8,11 @@
 
 from __future__ import annotations
 
-import ipaddress
-
 from axes.backends import AxesStandaloneBackend
 from django.conf import settings
 from django.utils.deprecation import MiddlewareMixin
 
-
-def _valid_ip(value: str | None) -> str | None:
-    if not value:
-        return None
-    value = value.strip()
-    if value.startswith("[") and "]" in value:  # "[::1]:443" style
-        value = value[1:value.index("]")]
-    elif value.count(":") == 1:  # "1.2.3.4:5678" style (an IPv6 address has several colons)
-        host, _, port = value.partition(":")
-        if not port.isdigit():
-            return None
-        try:
-            return str(ipaddress.IPv4Address(host))
-        except ValueError:
-            return None
-    try:
-        return str(ipaddress.ip_address(value))
-    except ValueError:
-        return None
+from pmd_site.addresses import normalized_ip
 
 
 def forwarded_client(remote: str | None, forwarded_for: str | None) -> str | None:
@@ -43,10 +23,10 @@ def forwarded_client(remote: str | None, forwarded_for: str | None) -> str | Non
     client chose to send. Without the proxy anyone could forge the header to dodge a lockout.
     """
     if getattr(settings, "PMD_BEHIND_HTTPS_PROXY", False) and forwarded_for:
-        last = _valid_ip(forwarded_for.split(",")[-1])
+        last = normalized_ip(forwarded_for.split(",")[-1])
         if last:
             return last
-    return _valid_ip(remote)
+    return normalized_ip(remote)
 
 
 def client_address(request) -> str | None:

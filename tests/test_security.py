@@ -306,14 +306,15 @@ def test_with_email_reset_sends_one_mail_whose_link_sets_the_password(alice, set
 
 
 def test_client_address_parsing_strips_a_port_from_ipv4_and_ipv6(settings):
-    from pmd_site.security import _valid_ip, forwarded_client
+    from pmd_site.addresses import normalized_ip
+    from pmd_site.security import forwarded_client
 
-    assert _valid_ip("1.2.3.4:5678") == "1.2.3.4"
-    assert _valid_ip("[::1]:443") == "::1"
-    assert _valid_ip("::1") == "::1"
-    assert _valid_ip("1.2.3.4") == "1.2.3.4"
-    assert _valid_ip("1.2.3.4:port") is None
-    assert _valid_ip("evil:80") is None
+    assert normalized_ip("1.2.3.4:5678") == "1.2.3.4"
+    assert normalized_ip("[::1]:443") == "::1"
+    assert normalized_ip("::1") == "::1"
+    assert normalized_ip("1.2.3.4") == "1.2.3.4"
+    assert normalized_ip("1.2.3.4:port") is None
+    assert normalized_ip("evil:80") is None
     settings.PMD_BEHIND_HTTPS_PROXY = True
     assert forwarded_client("127.0.0.1", "9.9.9.9, 5.6.7.8:1234") == "5.6.7.8"
 

@@ -40,7 +40,6 @@ COMMANDS_BY_MODULE = {
     "pmd_site.cli.audit": ("audit",),
     "pmd_site.cli.history": ("history",),
 }
-COMMAND_MODULES = list(COMMANDS_BY_MODULE)
 MODULE_OF_COMMAND = {command: module for module, commands in COMMANDS_BY_MODULE.items() for command in commands}
 
 
@@ -90,7 +89,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--index", metavar="NAME", help="use a separate named index (its own database)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     module = MODULE_OF_COMMAND.get(command)
-    for name in [module] if module else COMMAND_MODULES:
+    for name in [module] if module else COMMANDS_BY_MODULE:
         importlib.import_module(name).register(sub)
     return parser
 

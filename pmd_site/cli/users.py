@@ -10,14 +10,15 @@ from pmd_site.cli.output import escape, print_json, stdout_console
 
 
 def _ip_address(value: str) -> str:
-    """An IPv4 or IPv6 address as the lockout records it, or argparse's usage error."""
+    """An IP address as the lockout records it, or argparse's usage error."""
     import argparse
-    import ipaddress
 
-    try:
-        return str(ipaddress.ip_address(value.strip()))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an IP address: {value!r} (e.g. 198.51.100.7 or 2001:db8::1)") from None
+    from pmd_site.addresses import normalized_ip
+
+    address = normalized_ip(value)
+    if address is None:
+        raise argparse.ArgumentTypeError(f"not an IP address: {value!r} (e.g. 198.51.100.7 or 2001:db8::1)")
+    return address
 
 
 def _check_username(User, username: str) -> None:
