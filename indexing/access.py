@@ -199,7 +199,7 @@ def _revoke_tokens_left_without_collections(sender, instance: Collection, origin
     """
     from django.utils import timezone
 
-    from search.models import ApiToken
+    from indexing.models import ApiToken
 
     removed = {instance.pk}
     if isinstance(origin, QuerySet) and origin.model is Collection:  # a bulk delete: all of them go

@@ -26,9 +26,9 @@ django_application = get_asgi_application()
 # pmd's modules come after get_asgi_application(): they need Django set up.
 from pmd_site.dbhealth import RETRY_AFTER_SECONDS, DatabaseUnavailable, database_guard
 from pmd_site.security import forwarded_client
-from search.api_tokens import TokenThrottled, bearer_token, token_access
-from search.mcp.instructions import current_access, refresh_instructions
-from search.mcp.server import get_server
+from indexing.services.tokens import TokenThrottled, bearer_token, token_access
+from pmd_site.mcp.instructions import current_access, refresh_instructions
+from pmd_site.mcp.server import get_server
 
 MCP_PATH = "/mcp"
 

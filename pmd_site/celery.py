@@ -1,5 +1,5 @@
 """The celery app. Broker: CELERY_BROKER_URL, else the embedded Redis under PMD_HOME
-(pmd_site/redisserver.py; `pmd up` starts it). Tasks live in indexing/tasks.py and
+(pmd_site/redisserver.py; `pmd up` starts it). Tasks live in pmd_site/tasks.py and
 only call services; progress and results go to Job rows, not to a result backend.
 """
 
@@ -23,7 +23,7 @@ def _configure() -> None:
     broker = settings.CELERY_BROKER_URL or EmbeddedRedis(settings.PMD_HOME).url()
     schedule = {}
     if settings.PMD_RECONCILE_INTERVAL:
-        schedule["reconcile"] = {"task": "indexing.tasks.reconcile", "schedule": float(settings.PMD_RECONCILE_INTERVAL)}
+        schedule["reconcile"] = {"task": "pmd_site.tasks.reconcile", "schedule": float(settings.PMD_RECONCILE_INTERVAL)}
     app.conf.update(
         broker_url=broker,
         result_backend=settings.CELERY_RESULT_BACKEND or None,
@@ -42,7 +42,7 @@ def _configure() -> None:
 
 
 _configure()
-app.autodiscover_tasks(["indexing"])
+app.autodiscover_tasks(["pmd_site"])
 
 
 def workers_available(timeout: float = 1.0) -> bool:

@@ -1,7 +1,7 @@
 """Site-wide protections: who the client is, the Content-Security-Policy, login throttling glue.
 
 - `client_address` is the one answer to "which address is this request from", shared by the
-  login lockout (django-axes), the API and the MCP endpoint (search.throttling).
+  login lockout (django-axes), the API and the MCP endpoint (indexing.services.throttling).
 - `ContentSecurityPolicyMiddleware` gives every HTML page the same policy (Django 5.2 has none).
 - `LoginThrottleBackend` is django-axes' lockout check, for logins that come with a request.
 """

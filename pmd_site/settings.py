@@ -65,7 +65,8 @@ INSTALLED_APPS = [
     "ninja",  # its templates and static files: /api/docs served by pmd, not a CDN
     "axes",
     "indexing",
-    "search",
+    "search",  # no models of its own now: kept for its migrations' history
+    "pmd_site",
 ]
 
 MIDDLEWARE = [
@@ -80,7 +81,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
-    "search.web.errors.WebErrorMiddleware",  # a service error in a web UI view: its page and status
+    "pmd_site.web.errors.WebErrorMiddleware",  # a service error in a web UI view: its page and status
     "axes.middleware.AxesMiddleware",  # last, as django-axes requires
 ]
 
@@ -252,7 +253,7 @@ OLLAMA_URL = env.get_str("OLLAMA_URL", "http://127.0.0.1:11434")
 PMD_LLM_BACKEND = env.get_str("PMD_LLM_BACKEND", "ollama")
 PMD_OPENAI_BASE_URL = env.get_str("PMD_OPENAI_BASE_URL", "http://127.0.0.1:8080/v1")
 PMD_OPENAI_API_KEY = env.get_str("PMD_OPENAI_API_KEY", "")
-_LOCAL = PMD_LLM_BACKEND == "local"  # in-process models (search/llm/local.py) have their own defaults
+_LOCAL = PMD_LLM_BACKEND == "local"  # in-process models (indexing/llm/local.py) have their own defaults
 PMD_EMBED_MODEL = env.get_str("PMD_EMBED_MODEL", "sentence-transformers/all-MiniLM-L6-v2" if _LOCAL else "embeddinggemma")
 PMD_CHUNK_TOKENS = env.get_int("PMD_CHUNK_TOKENS", 900, minimum=32)
 # Unset: the local backend sizes chunks to its model's window (all-MiniLM: 256 word pieces).

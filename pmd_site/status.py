@@ -94,7 +94,7 @@ def _workers(access) -> dict:
 
 
 def _watcher(access) -> dict:
-    from indexing.watcher.heartbeat import watcher_health
+    from pmd_site.watcher.heartbeat import watcher_health
 
     return watcher_health()
 

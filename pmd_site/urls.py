@@ -3,7 +3,7 @@ from django.urls import include, path
 
 from pmd_site import accounts
 from pmd_site.views import healthz
-from search.api import api
+from pmd_site.api import api
 
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
@@ -16,7 +16,7 @@ urlpatterns = [
     path("accounts/reset/<uidb64>/<token>/", accounts.password_reset_confirm, name="password_reset_confirm"),
     path("accounts/reset/done/", accounts.password_reset_complete, name="password_reset_complete"),
     path("accounts/", include("django.contrib.auth.urls")),
-    path("", include("search.urls")),
+    path("", include("pmd_site.web.urls")),
 ]
 
 # An unreachable database outside a view (a middleware, a session save) is a 503, not a 500.

@@ -29,7 +29,7 @@ def call_tool(tool: str, arguments: dict) -> dict:
     import anyio
     from mcp import Client
 
-    from search.mcp.server import create_server
+    from pmd_site.mcp.server import create_server
 
     async def call():
         async with Client(create_server()) as client:

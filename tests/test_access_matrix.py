@@ -168,8 +168,8 @@ def _build_world(root: Path) -> World:
         group_create,
         group_members_change,
     )
-    from search.api_tokens import token_create
-    from search.models import ApiToken
+    from indexing.services.tokens import token_create
+    from indexing.models import ApiToken
 
     local = Access.local_user()
     world = World(root=root)
@@ -248,7 +248,7 @@ def _empty_tables() -> None:
 def world(django_db_setup, django_db_blocker, ollama_server, tmp_path_factory):
     from django.test import override_settings
 
-    from search.mcp import instructions
+    from pmd_site.mcp import instructions
 
     overrides = override_settings(**_llm_settings(ollama_server.url))
     overrides.enable()
@@ -869,7 +869,7 @@ def test_write_token_cannot_share_into_view_what_its_user_cannot_see(world):
 def test_token_limits_are_within_what_the_user_sees(world):
     """A token cannot be limited to a collection its user does not see: not found, as for NEVER."""
     from indexing.errors import PmdError
-    from search.api_tokens import token_create
+    from indexing.services.tokens import token_create
 
     with pytest.raises(PmdError) as hidden:
         token_create(user="outsider", access=Access.local_user(), collections=[HIDDEN])
@@ -900,7 +900,7 @@ def _revoke_by_group():
 
 @pytest.mark.parametrize("revoke", [_revoke_by_sharing, _revoke_by_group], ids=["private", "left_group"])
 def test_revoking_the_users_access_revokes_the_tokens_on_the_next_request(world, revoke):
-    from search.api_tokens import token_create
+    from indexing.services.tokens import token_create
 
     hidden_only = token_create(user="insider", access=Access.local_user(), collections=[HIDDEN]).raw
     clients = {"plain": world.client("insider"), "session": world.client("insider_session"),
@@ -924,7 +924,7 @@ def test_revoking_the_users_access_revokes_the_tokens_on_the_next_request(world,
 
 
 def test_expired_revoked_and_unknown_tokens_get_401(world):
-    from search.api_tokens import token_create, token_revoke
+    from indexing.services.tokens import token_create, token_revoke
 
     revoked = token_create(user="insider", access=Access.local_user())
     token_revoke(token=revoked.token.pk, access=Access.local_user())
@@ -939,7 +939,7 @@ def test_expired_revoked_and_unknown_tokens_get_401(world):
 
 def test_audit_trail_records_sharing_and_tokens(world):
     from indexing.models import AuditEvent
-    from search.api_tokens import token_create
+    from indexing.services.tokens import token_create
 
     # The world's own changes, made by the local user.
     shared = AuditEvent.objects.filter(action="collection.share", target=HIDDEN).get()
@@ -1271,7 +1271,7 @@ def test_token_limited_to_removed_collections_does_not_widen(world):
     the last of its collections therefore revokes it (recorded), and removing one of two narrows it."""
     from indexing.models import AuditEvent, Collection
     from indexing.services.collections import collection_remove
-    from search.api_tokens import token_create
+    from indexing.services.tokens import token_create
 
     only_hidden = token_create(user="insider", name="hr-bot", access=Access.local_user(), collections=[HIDDEN])
     both = token_create(user="insider", access=Access.local_user(), collections=["handbook", HIDDEN]).raw
@@ -1293,7 +1293,7 @@ def test_token_limited_to_removed_collections_does_not_widen(world):
 
 def test_token_limited_to_collections_removed_together_is_revoked(world):
     from indexing.models import Collection
-    from search.api_tokens import token_create
+    from indexing.services.tokens import token_create
 
     both = token_create(user="insider", access=Access.local_user(), collections=["handbook", HIDDEN]).raw
     unlimited = token_create(user="insider", access=Access.local_user()).raw

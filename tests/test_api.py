@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from search.api_tokens import token_create, token_revoke
+from indexing.services.tokens import token_create, token_revoke
 from indexing.access import Access
 
 

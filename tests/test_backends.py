@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from ollama_server import embed_text
 
-from search.llm import (
+from indexing.llm import (
     BackendError,
     BackendResponseError,
     BackendTimeout,
@@ -15,7 +15,7 @@ from search.llm import (
     get_backend,
     make_backend,
 )
-from search.llm.prompts import prompts_for
+from indexing.llm.prompts import prompts_for
 
 
 def cosine(a, b):

@@ -7,8 +7,8 @@ import hashlib
 
 import pytest
 
-from search.bench.filtered import SHAPES, bench_filtered, corpus_write
-from search.bench.quality import BenchError, BenchOptions
+from pmd_site.bench.filtered import SHAPES, bench_filtered, corpus_write
+from pmd_site.bench.quality import BenchError, BenchOptions
 
 pytestmark = pytest.mark.django_db
 

@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from search.bench.quality import evaluate, mrr_at, ndcg_at, percentile, recall_at
+from pmd_site.bench.quality import evaluate, mrr_at, ndcg_at, percentile, recall_at
 
 
 def test_ndcg_hand_worked_graded():
@@ -44,7 +44,7 @@ def test_percentile_nearest_rank():
 
 
 def test_doc_ids_follow_eval_py_file_name_without_folder_or_extension():
-    from search.bench.quality import doc_id_of
+    from pmd_site.bench.quality import doc_id_of
 
     assert doc_id_of("vol-03/notebook-0123.md") == "notebook-0123"
     assert doc_id_of("docs/4983.md") == "4983"
@@ -53,7 +53,7 @@ def test_doc_ids_follow_eval_py_file_name_without_folder_or_extension():
 
 
 def test_split_odd_and_even_are_1_based_positions_that_partition_the_queries():
-    from search.bench.quality import BenchError, split_queries
+    from pmd_site.bench.quality import BenchError, split_queries
 
     queries = [(f"q{i}", f"text {i}") for i in range(1, 8)]
     odd, even = split_queries(queries, "odd"), split_queries(queries, "even")

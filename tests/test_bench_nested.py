@@ -32,8 +32,8 @@ def nested_dataset(tmp_path):
 
 
 def test_bench_scores_nested_docs_by_file_name(nested_dataset, tmp_path):
-    from search.bench.modes import MODES
-    from search.bench.quality import BenchOptions
+    from pmd_site.bench.modes import MODES
+    from pmd_site.bench.quality import BenchOptions
 
     run_file = tmp_path / "run.tsv"
     report = MODES["search"](str(nested_dataset), BenchOptions(run_file=str(run_file)))
@@ -48,8 +48,8 @@ def test_bench_scores_nested_docs_by_file_name(nested_dataset, tmp_path):
 
 
 def test_bench_split_odd_and_even_partition_the_queries(nested_dataset, tmp_path):
-    from search.bench.modes import MODES
-    from search.bench.quality import BenchOptions
+    from pmd_site.bench.modes import MODES
+    from pmd_site.bench.quality import BenchOptions
 
     halves = {}
     for split in ("odd", "even"):
@@ -78,9 +78,9 @@ def test_bench_cli_split_json_and_text(nested_dataset, run_cli):
 @pytest.mark.django_db(transaction=True)  # the hybrid pipeline runs its arms on their own connections
 def test_hybrid_bench_times_a_second_pass_with_cached_query_vectors(nested_dataset, ollama, settings, monkeypatch):
     from indexing.services.embedding import embed_pending
-    from search.bench import quality
-    from search.bench.modes import MODES
-    from search.bench.quality import BenchOptions
+    from pmd_site.bench import quality
+    from pmd_site.bench.modes import MODES
+    from pmd_site.bench.quality import BenchOptions
 
     settings.PMD_CHUNK_TOKENS = 40
     calls_per_pass = []

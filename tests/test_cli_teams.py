@@ -11,7 +11,7 @@ from django.contrib.auth.models import Group
 from django.utils import timezone
 
 from indexing.models import AuditEvent, Collection
-from search.models import ApiToken
+from indexing.models import ApiToken
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

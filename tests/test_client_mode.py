@@ -234,7 +234,7 @@ def test_in_process_reads_load_neither_the_web_apps_nor_celery_nor_rich(served, 
     unwanted = {"django.contrib.admin", "ninja", "pydantic", "axes", "celery", "httpx", "rich", "django.db.migrations.executor",
                 "psutil",  # only when the embedded server must be started or stopped
                 "psycopg_pool",
-                "search.pipeline.hybrid", "search.retrieval.vector", "search.llm",  # a keyword search
+                "search.pipeline.hybrid", "search.retrieval.vector", "indexing.llm",  # a keyword search
                 "pmd_site.cli.bench", "pmd_site.cli.serve", "pmd_site.cli.collections"}  # other commands' modules
     assert not imported & unwanted, sorted(imported & unwanted)
 

@@ -25,7 +25,7 @@ from indexing.services.collections import (
     collections_update,
 )
 from indexing.services.scanning import collection_file_open, collection_files, collection_index
-from search.api_tokens import token_create
+from indexing.services.tokens import token_create
 from indexing.access import Access
 
 pytestmark = pytest.mark.django_db
@@ -210,7 +210,7 @@ def test_a_folder_swapped_for_a_link_between_walk_and_read_is_not_read(notes, ou
 
 
 def test_a_collection_folder_later_replaced_by_a_link_is_not_followed(tmp_path, outside):
-    from indexing.watcher import watch_targets
+    from pmd_site.watcher import watch_targets
 
     docs = tmp_path / "notes" / "repo" / "docs"
     docs.mkdir(parents=True)
@@ -262,7 +262,7 @@ def test_existing_collection_inside_pmd_home_is_not_read_by_the_scanner(db):
 
 
 def test_the_watcher_does_not_watch_a_refused_folder(db, notes):
-    from indexing.watcher import watch_targets
+    from pmd_site.watcher import watch_targets
 
     Collection.objects.create(name="proc", root_path="/proc")
     Collection.objects.create(name="notes", root_path=str(notes))

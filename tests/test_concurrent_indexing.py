@@ -12,7 +12,7 @@ from django.db import connection
 from indexing.models import Collection, Document
 from indexing.services.collections import collection_create
 from indexing.services.scanning import collection_index
-from search.index.keyword_index import keyword_index_update
+from indexing.keyword.keyword_index import keyword_index_update
 
 pytestmark = pytest.mark.django_db(transaction=True)  # the threads need to see each other's commits
 

@@ -15,7 +15,7 @@ import httpx
 import pytest
 from django.test import Client
 
-from search.api_tokens import token_create
+from indexing.services.tokens import token_create
 from indexing.access import Access
 
 # The requests run on other threads (ASGI), so the data they read must be committed.

@@ -19,7 +19,7 @@ from indexing.services.embedding import (
 )
 from indexing.services.jobs import job_create
 from indexing.services.scanning import collection_index
-from search.llm import BackendResponseError, BackendUnavailable, ModelMissing
+from indexing.llm import BackendResponseError, BackendUnavailable, ModelMissing
 
 pytestmark = pytest.mark.django_db
 

@@ -7,7 +7,7 @@ from django.test import Client
 
 from indexing import errors
 from indexing.services.collections import CollectionError, collection_create
-from search.api_tokens import token_create
+from indexing.services.tokens import token_create
 from indexing.access import Access
 
 
@@ -24,7 +24,7 @@ def admin_api(staff):
 def test_service_errors_carry_code_status_and_stay_catchable_as_before():
     from indexing.selectors import DocumentNotFound
     from indexing.services.collections import CollectionExists, CollectionNotFound
-    from search.llm.base import BackendError, BackendUnavailable
+    from indexing.llm.base import BackendError, BackendUnavailable
     from search.retrieval.common import SearchCollectionNotFound, SearchError
     from search.retrieval.vector import NotEmbedded
 
@@ -71,8 +71,8 @@ def test_mcp_turns_a_service_error_into_a_tool_error(indexed_collection, monkeyp
     import django.db
     from mcp.server.mcpserver.exceptions import ToolError
 
-    from search.llm.base import BackendUnavailable
-    from search.mcp.errors import tool_call
+    from indexing.llm.base import BackendUnavailable
+    from pmd_site.mcp.errors import tool_call
 
     monkeypatch.setattr(django.db, "close_old_connections", lambda: None)  # keep the test's transaction
     def missing():
@@ -92,10 +92,10 @@ def test_mcp_turns_a_service_error_into_a_tool_error(indexed_collection, monkeyp
 
 
 def test_web_maps_errors_to_the_page_and_status(db, staff, indexed_collection, corpus_dir, settings):
-    from search.llm.base import ModelMissing
+    from indexing.llm.base import ModelMissing
     from search.retrieval.common import SearchCollectionNotFound
     from search.retrieval.vector import NotEmbedded
-    from search.web.errors import problem_for
+    from pmd_site.web.errors import problem_for
 
     assert problem_for(NotEmbedded("nothing is embedded yet"), search=True).kind == "no-embeddings"
     assert problem_for(ModelMissing("m"), search=True).title == "The embedding model is not available"
@@ -109,7 +109,7 @@ def test_web_maps_errors_to_the_page_and_status(db, staff, indexed_collection, c
     assert "--name" not in page.content.decode()
 
 
-# --- the API's own errors carry a code too (search.api.errors) --------------------------------
+# --- the API's own errors carry a code too (pmd_site.api.errors) --------------------------------
 
 
 def test_api_answers_401_403_422_with_a_stable_code(db, staff, django_user_model, indexed_collection):
@@ -142,7 +142,7 @@ def test_api_answers_401_403_422_with_a_stable_code(db, staff, django_user_model
 
 
 def test_token_throttled_is_a_pmd_error_the_api_answers_429_with_retry_after(db, staff, settings):
-    from search.throttling import TokenThrottled
+    from indexing.services.throttling import TokenThrottled
 
     throttled = TokenThrottled(0)
     assert isinstance(throttled, errors.PmdError)

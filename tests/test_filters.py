@@ -552,7 +552,7 @@ def test_cli_api_and_mcp_give_the_same_filtered_results(request, tmp_path, run_c
                                                         structured, cli_options):
     from django.test import Client
 
-    from search.api_tokens import token_create
+    from indexing.services.tokens import token_create
 
     request.addfinalizer(close_other_connections)  # the MCP tools ran in worker threads
     _make_vault(tmp_path / "vault", {**VAULT, **FILLERS}, "vault")
@@ -609,7 +609,7 @@ def test_cli_options_sort_and_dates_in_text_output(vault, run_cli):
 def test_api_rejects_bad_filters_with_422(vault, django_user_model):
     from django.test import Client
 
-    from search.api_tokens import token_create
+    from indexing.services.tokens import token_create
 
     user = django_user_model.objects.create_user("reader", password="pw-reader-123")
     api = Client(HTTP_AUTHORIZATION=f"Bearer {token_create(user=user, access=Access.local_user()).raw}")

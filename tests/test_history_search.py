@@ -139,7 +139,7 @@ def test_xml_stays_well_formed_with_control_characters_in_a_commit(tmp_path, run
 
 @pytest.mark.django_db
 def test_api_and_web_for_a_member(world):
-    from search.api_tokens import token_create
+    from indexing.services.tokens import token_create
 
     shas, member, _ = world
     api = Client(HTTP_AUTHORIZATION=f"Bearer {token_create(user=member, access=Access.local_user()).raw}")
@@ -173,7 +173,7 @@ def test_api_and_web_for_a_member(world):
 @TRANSACTIONAL
 def test_mcp_over_http_with_tokens(request, tmp_path, django_user_model):
     """MCP as a member's token and as the owner's: the hidden commit only for the owner."""
-    from search.api_tokens import token_create
+    from indexing.services.tokens import token_create
 
     request.addfinalizer(close_other_connections)
     shas, member, owner = _world(tmp_path, django_user_model)
@@ -243,7 +243,7 @@ def test_hybrid_falls_back_to_keyword_when_the_backend_is_down(world, ollama, se
 
 
 def test_git_ref_changes_wake_the_watcher(tmp_path):
-    from indexing.watcher import WatchTarget, collections_for_changes
+    from pmd_site.watcher import WatchTarget, collections_for_changes
 
     notes = tmp_path / "notes"
     notes.mkdir()

@@ -20,7 +20,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from search.api_tokens import token_create
+from indexing.services.tokens import token_create
 from indexing.access import Access
 
 # The server is another process: what the test creates must be committed.

@@ -338,7 +338,7 @@ def test_unreachable_vector_stage_within_the_overall_deadline(kb, settings):
 def test_cli_json_api_and_service_agree(kb, run_cli, django_user_model):
     from django.test import Client
 
-    from search.api_tokens import token_create
+    from indexing.services.tokens import token_create
 
     kb.chat_handler = judge_by_word("postgres")
     kb.generate_handler = lambda body: expansion_answer(("lex", "postgres"), ("vec", "database maintenance"))

@@ -18,13 +18,13 @@ from test_mcp import _close_other_connections, _http_client, asgi_server  # noqa
 
 from indexing.models import Job
 from indexing.services.jobs import job_create
-from search.api_tokens import token_create
+from indexing.services.tokens import token_create
 from indexing.access import Access
 
 
 def _internal_strings() -> list[str]:
     """Text that names where this server runs: none of it may reach a member."""
-    from indexing.watcher import broker_url
+    from pmd_site.watcher import broker_url
 
     strings = [str(django_settings.PMD_HOME)]
     host = django_settings.DATABASES["default"]["HOST"]

@@ -7,7 +7,7 @@ from django.db import connection
 
 from indexing.services.collections import collection_create
 from indexing.services.scanning import collection_index
-from search.index.keyword_index import PASSAGE_WORDS, split_passages
+from indexing.keyword.keyword_index import PASSAGE_WORDS, split_passages
 from search.request import SearchRequest
 from search.retrieval.keyword import keyword_search
 from indexing.access import Access

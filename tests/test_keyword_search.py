@@ -192,7 +192,7 @@ def _index_snapshot():
 
 def test_bulk_load_into_empty_index_matches_incremental(ranked_collection, monkeypatch):
     """The first-index fast paths (btrees rebuilt after the load, analysis on a second connection) give the same index."""
-    from search.index import keyword_index
+    from indexing.keyword import keyword_index
 
     incremental = _index_snapshot()
     keyword_index.keyword_index_rebuild()  # below BULK_MIN: row-by-row btree inserts

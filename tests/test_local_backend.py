@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from indexing.access import Access
-from search.llm import BackendUnavailable, ModelMissing, get_backend
-from search.llm import local as local_module
-from search.llm.local import LocalBackend
+from indexing.llm import BackendUnavailable, ModelMissing, get_backend
+from indexing.llm import local as local_module
+from indexing.llm.local import LocalBackend
 from search.pipeline import rerank as rerank_module
 from search.pipeline.rerank import RerankItem, rerank
 from search.request import Mode, SearchRequest
@@ -206,7 +206,7 @@ def test_offline_download_fails_at_once_with_advice(local, monkeypatch):
 
 
 def test_downloaded_models_are_listed_from_the_models_folder(local, minilm):
-    from search.llm import models_dir
+    from indexing.llm import models_dir
 
     shutil.copytree(minilm, models_dir() / "sentence-transformers--all-MiniLM-L6-v2")
     backend = get_backend()
@@ -244,7 +244,7 @@ def test_local_reranking_through_the_pipeline_is_one_call_and_cached(local, tiny
 
 @pytest.mark.django_db
 def test_generation_is_refused_with_what_to_do(local):
-    from search.llm import BackendError
+    from indexing.llm import BackendError
 
     with pytest.raises(BackendError, match="query expansion needs PMD_LLM_BACKEND=ollama or openai"):
         get_backend().generate("hi", model="anything")

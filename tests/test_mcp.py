@@ -15,7 +15,7 @@ from indexing.access import Access
 from mcp_client import close_other_connections as _close_other_connections  # noqa: F401 - imported by others
 from mcp_client import http_client as _http_client
 from mcp_client import serve_asgi
-from search.api_tokens import token_create
+from indexing.services.tokens import token_create
 
 # available_apps makes the flush between tests TRUNCATE … CASCADE, which also empties the
 # keyword index tables that reference documents.
@@ -120,7 +120,7 @@ def _initialize_body() -> dict:
 
 
 def test_http_rejects_missing_invalid_revoked_token_and_foreign_origin(asgi_server, token):
-    from search.api_tokens import token_revoke
+    from indexing.services.tokens import token_revoke
 
     headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
     with httpx.Client(base_url=asgi_server, timeout=10) as http:

@@ -10,7 +10,7 @@ import pytest
 from django.test import Client
 from test_mcp import _close_other_connections, _http_client, asgi_server, token  # noqa: F401 - fixtures
 
-from search.api_tokens import token_create
+from indexing.services.tokens import token_create
 from indexing.access import Access
 
 HUGE = 1_000_000_000_000  # the request that returned the whole index

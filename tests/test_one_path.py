@@ -14,7 +14,7 @@ from rich.console import Console
 from indexing.models import Collection, EmbeddingFingerprint, Job
 from indexing.services.embedding import pending_contents
 from pmd_site.cli.serve import _add_folders
-from search.api_tokens import token_create
+from indexing.services.tokens import token_create
 from indexing.access import Access
 
 

@@ -162,7 +162,7 @@ def test_unknown_note_is_not_found(vault):
 def test_cli_api_and_mcp_give_the_same_list(request, tmp_path, ollama, settings, django_user_model, run_cli):
     from django.test import Client
 
-    from search.api_tokens import token_create
+    from indexing.services.tokens import token_create
 
     request.addfinalizer(close_other_connections)  # the MCP tools ran in worker threads
     settings.PMD_CHUNK_TOKENS = 40

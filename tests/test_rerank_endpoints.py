@@ -8,8 +8,8 @@ import math
 
 import pytest
 
-from search.llm import BackendResponseError, EndpointMissing, get_backend, make_backend, rerank_backend
-from search.llm.base import rerank_scores
+from indexing.llm import BackendResponseError, EndpointMissing, get_backend, make_backend, rerank_backend
+from indexing.llm.base import rerank_scores
 from search.pipeline import rerank as rerank_module
 from search.pipeline.rerank import RerankItem, rerank
 

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from search.llm import TokenLogprob
+from indexing.llm import TokenLogprob
 from search.pipeline.rerank import (
     RerankItem,
     confidence_from_logprobs,

@@ -15,7 +15,7 @@ from django.core import mail
 from django.test import Client
 from django.utils import timezone
 
-from search.api_tokens import token_create
+from indexing.services.tokens import token_create
 from indexing.access import Access
 
 pytestmark = pytest.mark.django_db
@@ -138,7 +138,7 @@ def test_api_blocks_an_address_after_bad_tokens_even_for_a_valid_one(alice, low_
 
 
 def test_token_block_ends_after_the_cooloff(alice, low_limits):
-    from search.models import TokenFailure
+    from indexing.models import TokenFailure
 
     good = token_create(user=alice, access=Access.local_user(), can_write=True).raw
     for _ in range(3):
@@ -207,7 +207,7 @@ def _asgi_post(path: str, headers: dict[str, str], client: tuple[str, int]):
 
 @pytest.mark.django_db(transaction=True)
 def test_mcp_blocks_an_address_after_bad_tokens_with_json_429(alice, low_limits):
-    from search.models import TokenFailure
+    from indexing.models import TokenFailure
 
     good = token_create(user=alice, access=Access.local_user(), can_write=True).raw
     for _ in range(3):

@@ -482,7 +482,7 @@ def test_api_links(vault, django_user_model):
 
     from indexing.access import Access
     from indexing.models import Collection
-    from search.api_tokens import token_create
+    from indexing.services.tokens import token_create
 
     reader = django_user_model.objects.create_user("reader", password="pw-reader-123")
     client = Client(HTTP_AUTHORIZATION=f"Bearer {token_create(user=reader, access=Access.local_user()).raw}")
@@ -510,7 +510,7 @@ def test_mcp_pmd_links_over_http(vault, django_user_model):
     from mcp_client import http_client, serve_asgi
 
     from indexing.access import Access
-    from search.api_tokens import token_create
+    from indexing.services.tokens import token_create
 
     user = django_user_model.objects.create_user("agent", password="pw-agent-123")
     token = token_create(user=user, name="agent", access=Access.local_user()).raw

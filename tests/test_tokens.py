@@ -6,8 +6,8 @@ import hashlib
 
 import pytest
 
-from search.models import ApiToken
-from search.api_tokens import TokenError, bearer_token, token_authenticate, token_create, token_revoke
+from indexing.models import ApiToken
+from indexing.services.tokens import TokenError, bearer_token, token_authenticate, token_create, token_revoke
 from indexing.access import Access
 
 

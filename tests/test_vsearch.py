@@ -10,7 +10,7 @@ import pytest
 from indexing.models import EmbeddingFingerprint
 from indexing.services.embedding import embed_pending
 from indexing.services.scanning import collection_index
-from search.llm import BackendUnavailable, get_backend
+from indexing.llm import BackendUnavailable, get_backend
 from search.retrieval.common import SearchError
 from search.request import Mode, SearchRequest
 from search.retrieval.vector import explain_nearest, vector_search
@@ -157,9 +157,9 @@ def test_cli_vsearch_formats_and_errors(embedded, ollama, run_cli):
 
 
 def test_bench_vsearch_modes_on_a_tiny_dataset(ollama, settings, tmp_path, monkeypatch):
-    from search.bench import vector as bench_vector
-    from search.bench.modes import MODES
-    from search.bench.quality import BenchOptions
+    from pmd_site.bench import vector as bench_vector
+    from pmd_site.bench.modes import MODES
+    from pmd_site.bench.quality import BenchOptions
 
     settings.PMD_CHUNK_TOKENS = 40
     docs = tmp_path / "tiny" / "docs"

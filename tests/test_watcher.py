@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from indexing.watcher import WatchTarget, collections_for_changes, reindex
+from pmd_site.watcher import WatchTarget, collections_for_changes, reindex
 
 
 def test_changes_map_to_the_collections_that_contain_them(tmp_path):

@@ -12,7 +12,7 @@ from django.db import connection
 
 from indexing.models import Document
 from indexing.services.collections import collection_create, collection_remove
-from indexing.watcher import reindex, run_watcher
+from pmd_site.watcher import reindex, run_watcher
 from indexing.access import Access
 
 SUMMARY_KEYS = {"collections", "changed", "removed", "embedding_task", "seconds", "reports", "skipped", "commits"}

@@ -290,7 +290,7 @@ def test_admin_reindex_action_starts_a_job(indexed_collection):
 
 
 def test_admin_revoke_action_revokes_through_the_token_service(member):
-    from search.api_tokens import token_authenticate, token_create
+    from indexing.services.tokens import token_authenticate, token_create
 
     admin_user = get_user_model().objects.create_superuser("root", password="correct horse battery")
     client = Client()
@@ -374,8 +374,8 @@ def test_tokens_page_is_in_the_navigation(member_client):
 
 
 def test_created_token_is_shown_once_stored_as_digest_and_authenticates(member_client, member):
-    from search.models import ApiToken
-    from search.api_tokens import token_digest
+    from indexing.models import ApiToken
+    from indexing.services.tokens import token_digest
 
     response = member_client.post("/tokens/new/", {"name": "laptop agent"})
     page = response.content.decode()
@@ -396,7 +396,7 @@ def test_created_token_is_shown_once_stored_as_digest_and_authenticates(member_c
 
 
 def test_token_name_is_required(member_client):
-    from search.models import ApiToken
+    from indexing.models import ApiToken
 
     response = member_client.post("/tokens/new/", {"name": "  "})
     assert response.status_code == 400 and b'class="field-error"' in response.content
@@ -404,7 +404,7 @@ def test_token_name_is_required(member_client):
 
 
 def test_revoked_token_no_longer_authenticates(member_client, member):
-    from search.models import ApiToken
+    from indexing.models import ApiToken
 
     raw = _create_token(member_client)
     api = Client(HTTP_AUTHORIZATION=f"Bearer {raw}")
@@ -418,7 +418,7 @@ def test_revoked_token_no_longer_authenticates(member_client, member):
 
 
 def test_users_see_and_revoke_only_their_own_tokens(member_client, staff_client, member, staff):
-    from search.api_tokens import token_authenticate, token_create
+    from indexing.services.tokens import token_authenticate, token_create
 
     mine = token_create(user=staff, name="boss bot", access=Access.local_user(), can_write=True)
     _create_token(member_client, "member bot")
@@ -434,7 +434,7 @@ def test_users_see_and_revoke_only_their_own_tokens(member_client, staff_client,
 
 
 def test_token_forms_need_a_csrf_token(member):
-    from search.api_tokens import token_create
+    from indexing.services.tokens import token_create
 
     client = Client(enforce_csrf_checks=True)
     client.force_login(member)

@@ -20,8 +20,8 @@ from django.utils import timezone
 
 from indexing.access import Access, visible_collection_names
 from indexing.models import AuditEvent, Collection, Document, Job
-from search.api_tokens import token_create
-from search.models import ApiToken
+from indexing.services.tokens import token_create
+from indexing.models import ApiToken
 
 pytestmark = pytest.mark.django_db
 

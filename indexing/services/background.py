@@ -12,10 +12,11 @@ Every face (CLI, web UI, API, admin actions, the watcher, `pmd up`) asks for wor
   returned: `pmd embed` or `pmd up` embeds whatever is pending later (pending work is
   derived from the database).
 
-The celery tasks (indexing/tasks.py) register themselves here, so services queue tasks without
-importing the task module, which imports the services. Django's loading of the indexing app hands
-over how to import that module (`task_loader`): it is imported, with celery, the first time work
-is asked for, not by every command that only reads.
+The celery tasks (pmd_site/tasks.py) register themselves here, with the celery app's questions
+"does a broker answer?" and "does a worker answer?", so services queue tasks without importing the
+layer above them. Django's loading of the pmd_site app hands over how to import that module
+(`task_loader`): it is imported, with celery, the first time work is asked for, not by every
+command that only reads.
 """
 
 from __future__ import annotations
@@ -35,13 +36,22 @@ log = logging.getLogger(__name__)
 NoWorker = Literal["thread", "queue", "caller"]
 
 _TASKS: dict[str, object] = {}
-_load_tasks = None  # set by IndexingConfig.ready()
+_load_tasks = None  # set by PmdSiteConfig.ready()
+# Until the task module registers celery's answers: no broker, no worker (work runs here).
+_broker_reachable = lambda: False  # noqa: E731
+_workers_available = lambda: False  # noqa: E731
 
 
 def task_register(task):
     """Make a celery task available to the services by its short name (a decorator)."""
     _TASKS[task.name.rsplit(".", 1)[-1]] = task
     return task
+
+
+def workers_register(*, broker_reachable, workers_available) -> None:
+    """How to ask whether a broker and a worker answer (the celery app's own checks)."""
+    global _broker_reachable, _workers_available
+    _broker_reachable, _workers_available = broker_reachable, workers_available
 
 
 def task_loader(load) -> None:
@@ -87,16 +97,14 @@ def index_request(*, collection: Collection, created_by=None) -> Job:
 def _start(task, kind: str, kwargs: dict, *, collection: Collection | None, created_by,
            no_worker: NoWorker) -> tuple[Job | None, bool]:
     """(the job, whether it was handed to a worker or the broker)."""
-    from pmd_site.celery import broker_reachable, workers_available
-
     def new_job() -> Job:
         return job_create(kind=kind, collection=collection, message="queued", created_by=created_by)
 
     if no_worker == "queue":  # no need to ask the workers: a worker takes it now or once it starts
-        if not (settings.CELERY_TASK_ALWAYS_EAGER or broker_reachable()):
+        if not (settings.CELERY_TASK_ALWAYS_EAGER or _broker_reachable()):
             return None, False
         return _queue(task, kwargs, new_job()), True
-    if workers_available():
+    if _workers_available():
         return _queue(task, kwargs, new_job()), True
     job = new_job()
     if no_worker == "thread":

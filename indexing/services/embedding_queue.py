@@ -32,7 +32,7 @@ from indexing.services.embedding import (
     embedding_config,
 )
 from indexing.services.jobs import job_finish
-from search.llm import BackendError, get_backend
+from indexing.llm import BackendError, get_backend
 
 logger = logging.getLogger(__name__)
 

@@ -38,7 +38,7 @@ from django.utils import timezone
 from indexing.locks import advisory_lock, collection_lock_key
 from indexing.models import Collection, CollectionHistory, Commit, Content
 from indexing.services.collections import GIT_SAFE_OPTIONS
-from search.index import prepare_text
+from indexing.keyword import prepare_text
 
 log = logging.getLogger(__name__)
 

@@ -35,7 +35,7 @@ from indexing.services.links import (
 )
 from indexing.structure import DATE_MTIME, Link, frontmatter_names, note_date, note_structure
 from indexing.text import BinaryFile, parse_markdown
-from search.index import keyword_index_update  # the BM25 index follows every scan
+from indexing.keyword import keyword_index_update  # the BM25 index follows every scan
 
 ProgressCallback = Callable[[int, int, str], None]
 ALWAYS_SKIPPED_DIRS = frozenset({"node_modules", "__pycache__"})

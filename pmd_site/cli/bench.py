@@ -1,4 +1,4 @@
-"""`pmd bench DATASET_DIR --mode MODE`: thin adapter over search.bench.quality."""
+"""`pmd bench DATASET_DIR --mode MODE`: thin adapter over pmd_site.bench.quality."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from pmd_site.cli.output import escape, print_json, progress_bar, stdout_console
 
 
 def register(sub) -> None:
-    from search.bench.modes import MODES
-    from search.bench.quality import SPLITS
+    from pmd_site.bench.modes import MODES
+    from pmd_site.bench.quality import SPLITS
 
     parser = sub.add_parser("bench", help="benchmark retrieval quality/latency or indexing on a test collection")
     parser.add_argument("dataset", metavar="DATASET_DIR", help="folder with docs/ (sub-folders allowed; doc id = file name without .md), queries.tsv, qrels.tsv")
@@ -30,8 +30,8 @@ def register(sub) -> None:
 
 
 def cmd_bench(args) -> int:
-    from search.bench.modes import MODES
-    from search.bench.quality import BenchOptions
+    from pmd_site.bench.modes import MODES
+    from pmd_site.bench.quality import BenchOptions
 
     with progress_bar(f"bench {args.mode}", enabled=not args.json) as progress:
         options = BenchOptions(collection=args.collection, fresh=args.fresh, run_file=args.run_file,

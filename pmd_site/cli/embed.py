@@ -115,7 +115,7 @@ def _methods(backend) -> dict[str, str]:
     """How each role uses its model: embeddings, chat, and the re-ranking method."""
     from django.conf import settings
 
-    from search.llm import rerank_backend
+    from indexing.llm import rerank_backend
     from search.pipeline.rerank import describe_method
 
     methods = {"embed": "embeddings" + (" in this process" if backend.kind == "local" else ""),
@@ -127,8 +127,8 @@ def _methods(backend) -> dict[str, str]:
 
 
 def cmd_models_list(args) -> int:
-    from search.llm import backend_url, get_backend
-    from search.llm.base import normalize_model_name
+    from indexing.llm import backend_url, get_backend
+    from indexing.llm.base import normalize_model_name
 
     backend = get_backend()
     models = backend.list_models()
@@ -177,7 +177,7 @@ def cmd_models_list(args) -> int:
 def cmd_models_pull(args) -> int:
     import sys
 
-    from search.llm import get_backend
+    from indexing.llm import get_backend
 
     backend = get_backend()
     console = stdout_console()

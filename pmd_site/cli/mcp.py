@@ -14,8 +14,8 @@ def register(sub) -> None:
 
 def cmd_mcp(args) -> int:
     from indexing.access import Access
-    from search.mcp.instructions import current_access
-    from search.mcp.server import get_server, refresh_instructions
+    from pmd_site.mcp.instructions import current_access
+    from pmd_site.mcp.server import get_server, refresh_instructions
 
     current_access.set(Access.local_user())  # on stdio the agent acts as the local OS user
     refresh_instructions(force=True)

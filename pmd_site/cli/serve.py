@@ -175,7 +175,7 @@ def cmd_beat(args) -> int:
 
 def cmd_watch(args) -> int:
     die_with_supervisor()
-    from indexing.watcher import run_watcher
+    from pmd_site.watcher import run_watcher
     from pmd_site.runtime import database_lease
 
     stop = _stop_on_sigterm()
@@ -207,7 +207,7 @@ def cmd_healthcheck(args) -> int:
         if name not in replies:
             raise CommandError(f"worker {name} did not answer a ping within 2s")
         return 0
-    from indexing.watcher import watcher_health
+    from pmd_site.watcher import watcher_health
 
     state = watcher_health()
     if not state["ok"]:
@@ -345,7 +345,7 @@ def choose_llm_backend() -> tuple[str | None, str]:
     except httpx.HTTPError:
         pass
     if all(importlib.util.find_spec(name) for name in ("onnxruntime", "tokenizers")):
-        from search.llm.local import DEFAULT_EMBED_MODEL, is_path
+        from indexing.llm.local import DEFAULT_EMBED_MODEL, is_path
 
         model = os.environ.get("PMD_EMBED_MODEL") or DEFAULT_EMBED_MODEL
         source = "" if is_path(model) else f" (downloaded into {settings.PMD_HOME / 'models'} on first use)"

@@ -48,7 +48,7 @@ def _scope_text(token, scope: dict) -> str:
 
 
 def cmd_create(args) -> int:
-    from search.api_tokens import token_create, token_scope
+    from indexing.services.tokens import token_create, token_scope
 
     created = token_create(user=args.user, name=args.name, can_write=args.write, collections=args.collections,
                            expires_in=args.expires, access=local_access())
@@ -68,7 +68,7 @@ def cmd_create(args) -> int:
 
 
 def _row(t) -> dict:
-    from search.api_tokens import token_scope
+    from indexing.services.tokens import token_scope
 
     return {"id": t.pk, "user": str(t.user), "name": t.name, "prefix": t.prefix,
             "created": t.created.isoformat(), "last_used": t.last_used.isoformat() if t.last_used else None,
@@ -76,7 +76,7 @@ def _row(t) -> dict:
 
 
 def cmd_list(args) -> int:
-    from search.api_tokens import token_list
+    from indexing.services.tokens import token_list
 
     rows = [(t, _row(t)) for t in token_list(user=args.user, include_revoked=args.all)]
     if args.json:
@@ -108,7 +108,7 @@ def cmd_list(args) -> int:
 
 
 def cmd_revoke(args) -> int:
-    from search.api_tokens import token_revoke
+    from indexing.services.tokens import token_revoke
 
     token = token_revoke(token=args.token, access=local_access())
     stdout_console().print(f"revoked token {token.pk} ({token.prefix}…) of {escape(token.user)}")

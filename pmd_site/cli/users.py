@@ -127,7 +127,7 @@ def _clear_login_failures(username: str, addresses: tuple[str, ...] = ()) -> int
     """Forget failed logins of `username` (and of `addresses`), which lifts their lockout."""
     from axes.utils import reset
 
-    from search.throttling import reset_token_failures
+    from indexing.services.throttling import reset_token_failures
 
     cleared = reset(username=username)
     for address in addresses:

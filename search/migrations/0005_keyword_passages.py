@@ -150,7 +150,7 @@ DROP FUNCTION IF EXISTS search_keyword_passage_removed();
 
 def rebuild(apps, schema_editor):
     """Index every active document again, as passages (the real writer, not a historical copy)."""
-    from search.index.keyword_index import keyword_index_rebuild
+    from indexing.keyword.keyword_index import keyword_index_rebuild
 
     keyword_index_rebuild()
 

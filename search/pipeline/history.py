@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 
-from search.llm import BackendError
+from indexing.llm import BackendError
 from search.pipeline.fusion import KEYWORD, ORIGINAL_WEIGHT, VECTOR, RankedList, fuse
 from search.retrieval.common import SearchError
 from search.retrieval.history import (

@@ -32,7 +32,7 @@ from django.db.models import Q
 from indexing.chunking import chunk_markdown
 from indexing.models import Document
 from indexing.services.embedding import chunk_params_from_settings
-from search.llm import BackendTimeout, BackendUnavailable, get_backend, rerank_backend
+from indexing.llm import BackendTimeout, BackendUnavailable, get_backend, rerank_backend
 from search.pipeline.deadline import run_concurrently
 from search.pipeline.expansion import (
     HYDE,

@@ -32,7 +32,7 @@ import threading
 from dataclasses import dataclass, field
 
 from indexing.models import LLMCache
-from search.llm import BackendError, BackendTimeout, EndpointMissing, TokenLogprob
+from indexing.llm import BackendError, BackendTimeout, EndpointMissing, TokenLogprob
 from search.pipeline.deadline import run_concurrently
 
 LOGPROBS, RATING = "logprobs", "rating"

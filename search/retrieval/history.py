@@ -26,7 +26,7 @@ from indexing.access import Access
 from indexing.models import Commit, Document
 from indexing.services.embedding import embedding_config, fingerprint_configured
 from search.filters import clean_glob, date_boundary, glob_to_regex
-from search.index import WORD, prepare_text
+from indexing.keyword import WORD, prepare_text
 from search.retrieval.common import SearchError, collection_ids_for
 from search.retrieval.vector import planner_settings, query_embedding
 

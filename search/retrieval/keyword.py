@@ -1,7 +1,7 @@
 """Keyword search: Okapi BM25 over the passages of the keyword index, scored in one SQL statement.
 
 The index holds passages (markdown sections, long ones cut at paragraph breaks; see
-search/index/keyword_index.py). Each passage is scored with BM25, and a document scores
+indexing/keyword/keyword_index.py). Each passage is scored with BM25, and a document scores
 as its best passage:
 
 score(p) = Σ_t idf(t) · qtf(t) · tf·(k1+1) / (tf + k1·(1 − b + b·|p|/avgpl))
@@ -46,7 +46,7 @@ from django.db import connection
 
 from indexing.models import Collection, PathContext
 from indexing.selectors import contexts_for
-from search.index import WORD, has_cjk, prepare_text
+from indexing.keyword import WORD, has_cjk, prepare_text
 from search.request import Mode, SearchRequest
 from search.results import SearchResponse, SearchResult
 from search.retrieval.common import (

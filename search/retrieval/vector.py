@@ -42,7 +42,7 @@ from indexing.services.embedding import (
     fingerprint_configured,
     pending_count,
 )
-from search.llm import embedding_prompts, get_backend
+from indexing.llm import embedding_prompts, get_backend
 from search.request import Mode, SearchRequest
 from search.results import SearchResponse, SearchResult
 from search.retrieval.common import (

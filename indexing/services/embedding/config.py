@@ -11,7 +11,7 @@ from django.conf import settings
 from indexing.chunking import ChunkParams
 from indexing.models import EmbeddingFingerprint
 from indexing.services.embedding.errors import EmbeddingError
-from search.llm import EmbedPrompts, LLMBackend, embedding_prompts, get_backend
+from indexing.llm import EmbedPrompts, LLMBackend, embedding_prompts, get_backend
 
 
 @dataclass(frozen=True)
@@ -39,8 +39,8 @@ def chunk_tokens() -> int:
     """PMD_CHUNK_TOKENS, or for the local backend when it is unset, the model's window
     (all-MiniLM-L6-v2: 256 word pieces → 250): a longer chunk would be cut by the model."""
     if settings.PMD_LLM_BACKEND == "local" and getattr(settings, "PMD_CHUNK_TOKENS_FROM_MODEL", False):
-        from search.llm import models_dir
-        from search.llm.local import model_window
+        from indexing.llm import models_dir
+        from indexing.llm.local import model_window
 
         window = model_window(settings.PMD_EMBED_MODEL.strip(), models_dir())
         if window:

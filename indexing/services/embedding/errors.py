@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from search.llm import BackendError
+from indexing.llm import BackendError
 
 
 class EmbeddingError(BackendError):

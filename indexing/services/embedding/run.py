@@ -39,7 +39,7 @@ from indexing.services.embedding.pending import (
     wanted_contents,
 )
 from indexing.services.jobs import JobProgress, job_fail, job_finish, job_start
-from search.llm import BackendError, LLMBackend, get_backend
+from indexing.llm import BackendError, LLMBackend, get_backend
 
 ProgressCallback = Callable[[int, int, str], None]
 CONTENTS_PER_ROUND = 64  # contents loaded and chunked at a time

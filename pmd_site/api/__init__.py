@@ -1,0 +1,55 @@
+"""The JSON API under /api/ (django-ninja): a thin adapter over the search and indexing services.
+
+Every endpoint parses input into the same objects the CLI builds (SearchRequest, references,
+collection names), calls one service or selector, and serialises its result. Authentication is
+a per-user bearer token (`pmd token create`) or the Django session of the web UI (with CSRF for
+unsafe methods). Errors are `{"message": ..., "suggestions": [...], "code": ...}`; a service's
+error (indexing.errors.PmdError) brings its own status and code.
+
+    __init__.py     `api`, the NinjaAPI that pmd_site.urls mounts: auth, error handlers, routers
+    auth.py         bearer token (throttled per address) or session → request.auth, an Access
+    errors.py       the one mapping of errors to status, code, message and suggestions
+    schemas.py      schemas several resources share (ErrorOut, JobOut)
+    search.py  documents.py  links.py  related.py  collections.py  jobs.py  contexts.py  status.py
+                    one router per resource, each with its own schemas
+"""
+
+from ninja import NinjaAPI
+
+from pmd_site.api import collections, contexts, documents, jobs, links, related, search, status
+from pmd_site.api import history
+from pmd_site.api.auth import SessionAuth, TokenAuth
+from pmd_site.api.errors import install_error_handlers
+
+__all__ = ["api"]
+
+
+class _PmdNinjaAPI(NinjaAPI):
+    def get_openapi_operation_id(self, operation) -> str:
+        # The ids published while the API was one module (pmd_site/api/endpoints.py): clients generated
+        # from /api/openapi.json keep their method names whatever module a route lives in.
+        return f"search_api_endpoints_{operation.view_func.__name__}"
+
+
+api = _PmdNinjaAPI(
+    title="pmd API",
+    version="1",
+    description=(
+        "Search and read a pmd markdown index. Authenticate with `Authorization: Bearer <token>` "
+        "(create one with `pmd token create --user NAME`) or a logged-in web session."
+    ),
+    auth=[TokenAuth(), SessionAuth()],
+    urls_namespace="pmd-api",
+    docs_url="/docs",
+)
+install_error_handlers(api)
+
+api.add_router("", search.router)
+api.add_router("", documents.router)
+api.add_router("", links.router)
+api.add_router("", related.router)
+api.add_router("", history.router)
+api.add_router("/collections", collections.router)
+api.add_router("/jobs", jobs.router)
+api.add_router("/contexts", contexts.router)
+api.add_router("/status", status.router)

@@ -1,0 +1,139 @@
+"""/api/collections: list and show collections; add, rename, remove, re-index and embed them (staff)."""
+
+from django.conf import settings
+from ninja import Field, Router, Schema, Status
+from ninja.pagination import LimitOffsetPagination, paginate
+
+from indexing.access import collection_visible
+from indexing.selectors import collection_detail as collection_counts
+from indexing.selectors import collections_overview
+from indexing.services.collections import collection_remove
+from indexing.services.collections import collection_rename as rename
+from indexing.services.refresh import collection_add as add_collection
+from indexing.services.refresh import collection_embed_job, collection_index_job
+from indexing.services.sharing import collection_share
+from pmd_site.api.auth import is_staff
+from pmd_site.api.schemas import ErrorOut, JobOut, job_row
+
+router = Router(tags=["collections"])
+
+
+class CollectionOut(Schema):
+    name: str
+    uri: str
+    path: str | None = Field(None, description="the folder on the server (staff only)")
+    mask: str
+    documents: int
+    inactive: int
+    problems: int
+    last_indexed_at: str | None
+    visibility: str = Field(..., description="everyone, shared (chosen groups and people) or private")
+    owner: str | None = None
+    shared_users: list[str] = Field(default_factory=list, description="staff only")
+    shared_groups: list[str] = Field(default_factory=list, description="staff only")
+
+
+def _collection_row(row: dict, *, staff: bool) -> dict:
+    """Where a collection lives and whom it is shared with are for staff: members see its name and counts."""
+    return {"name": row["name"], "uri": f"pmd://{row['name']}/", "path": row["path"] if staff else None,
+            "mask": row["mask"],
+            "documents": row["documents"], "inactive": row["inactive"], "problems": row["problems"],
+            "last_indexed_at": row["last_indexed_at"].isoformat() if row["last_indexed_at"] else None,
+            "visibility": row["visibility"], "owner": row["owner"],
+            "shared_users": row["shared_users"] if staff else [], "shared_groups": row["shared_groups"] if staff else []}
+
+
+def _collection_overview(request, name: str) -> dict:
+    access = request.auth  # a collection the caller does not see: 404, as if it never existed
+    return _collection_row(collection_counts(collection_visible(name, access), access=access), staff=access.is_staff)
+
+
+@router.get("", response=list[CollectionOut], summary="Collections you can see, with document counts")
+@paginate(LimitOffsetPagination)
+def collections_list(request):
+    staff = is_staff(request)
+    rows = collections_overview(access=request.auth)
+    return [_collection_row(r, staff=staff) for r in sorted(rows, key=lambda r: r["name"])]
+
+
+class CollectionIn(Schema):
+    path: str = Field(..., min_length=1, max_length=4096, description="folder on the server")
+    name: str | None = Field(None, max_length=200)
+    mask: str | None = Field(None, max_length=500)
+    ignore: list[str] = []
+    index: bool = Field(True, description="index it right away (a job)")
+    visibility: str = Field("everyone", description="everyone, shared or private (share it afterwards)")
+
+
+class CollectionCreatedOut(Schema):
+    collection: CollectionOut
+    job: JobOut | None
+
+
+def _started(job) -> dict:
+    job.refresh_from_db()  # eager tasks or a fast thread may have moved it on
+    return job_row(job)
+
+
+@router.post("", response={201: CollectionCreatedOut, 400: ErrorOut, 403: ErrorOut, 409: ErrorOut},
+             summary="Add a folder as a collection (staff)")
+def collection_add(request, body: CollectionIn):
+    added = add_collection(path=body.path, name=body.name, mask=body.mask, ignore_patterns=body.ignore,
+                           allowed_roots=settings.PMD_COLLECTION_ROOTS, index="job" if body.index else "no",
+                           access=request.auth, visibility=body.visibility)
+    return Status(201, {"collection": _collection_overview(request, added.collection.name),
+                        "job": _started(added.job) if added.job else None})
+
+
+@router.get("/{name}", response={200: CollectionOut, 404: ErrorOut})
+def collection_detail(request, name: str):
+    return _collection_overview(request, name)
+
+
+class CollectionPatch(Schema):
+    name: str = Field(..., min_length=1, max_length=200, description="the new name")
+
+
+@router.patch("/{name}", response={200: CollectionOut, 400: ErrorOut, 403: ErrorOut, 404: ErrorOut, 409: ErrorOut},
+              summary="Rename a collection (staff)")
+def collection_rename(request, name: str, body: CollectionPatch):
+    renamed = rename(name=name, new_name=body.name, access=request.auth)
+    return _collection_overview(request, renamed.name)
+
+
+class ShareIn(Schema):
+    visibility: str = Field(..., description="everyone, shared (with the groups and users below) or private")
+    users: list[str] = Field(default_factory=list)
+    groups: list[str] = Field(default_factory=list)
+
+
+@router.put("/{name}/sharing", response={200: CollectionOut, 400: ErrorOut, 403: ErrorOut, 404: ErrorOut},
+            summary="Set who sees a collection (staff, write scope)")
+def collection_sharing(request, name: str, body: ShareIn):
+    shared = collection_share(name=name, access=request.auth, visibility=body.visibility, users=body.users,
+                              groups=body.groups)
+    return _collection_overview(request, shared.collection.name)
+
+
+class DeletedOut(Schema):
+    deleted: str
+    documents: int
+
+
+@router.delete("/{name}", response={200: DeletedOut, 403: ErrorOut, 404: ErrorOut},
+               summary="Remove a collection and its documents from the index (staff)")
+def collection_delete(request, name: str):
+    return {"deleted": name, "documents": collection_remove(name=name, access=request.auth)}
+
+
+@router.post("/{name}/reindex", response={202: JobOut, 403: ErrorOut, 404: ErrorOut},
+             summary="Re-scan the folder (staff); returns a job to follow at /api/jobs/{id}")
+def collection_reindex(request, name: str):
+    return Status(202, _started(collection_index_job(name=name, access=request.auth)))
+
+
+@router.post("/{name}/embed", response={202: JobOut, 403: ErrorOut, 404: ErrorOut},
+             summary="Compute missing embeddings (staff); returns a job")
+def collection_embed(request, name: str, force: bool = False):
+    # The job runs on a worker or, without one, in a thread here: the request itself never needs the model.
+    return Status(202, _started(collection_embed_job(name=name, access=request.auth, force=force)))

@@ -1,0 +1,61 @@
+"""Every error the API answers with: `{"message": ..., "suggestions": [...], "code": ...}`.
+
+Mapped here once, for the whole API: a service's PmdError (indexing.errors) brings its own
+status and code (TokenThrottled adds Retry-After); ninja's HttpError (the API's own 401 and 403,
+a failed CSRF check) and its validation errors (422) get a stable code from their status.
+"""
+
+from ninja import NinjaAPI
+from ninja.errors import AuthenticationError, HttpError, ValidationError
+
+from indexing.errors import PmdError
+
+# The code of an error that is not a service's, by its HTTP status.
+HTTP_CODES = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    422: "invalid_input",
+    429: "throttled",
+}
+
+AUTHENTICATION_REQUIRED = (
+    "authentication required: send `Authorization: Bearer <token>` (pmd token create --user NAME)")
+
+
+def install_error_handlers(api: NinjaAPI) -> None:
+    """Register the API's exception handlers on `api`."""
+
+    def error(request, status: int, message: str, code: str, suggestions: list[str] | None = None, **extra):
+        response = api.create_response(
+            request, {"message": message, "suggestions": suggestions or [], "code": code, **extra}, status=status)
+        if status == 401:
+            response["WWW-Authenticate"] = 'Bearer realm="pmd"'
+        return response
+
+    def on_pmd_error(request, exc: PmdError):
+        """Every service error, by the status and code it carries (see indexing.errors)."""
+        response = error(request, exc.http_status, exc.detail, exc.code, exc.suggestions)
+        retry_after = getattr(exc, "retry_after", None)  # TokenThrottled: a blocked address (indexing.services.throttling)
+        if retry_after is not None:
+            response["Retry-After"] = str(retry_after)
+        return response
+
+    def on_http_error(request, exc: HttpError):
+        message = str(exc)
+        if isinstance(exc, AuthenticationError) and exc.message == "Unauthorized":  # ninja's default text
+            message = AUTHENTICATION_REQUIRED
+        return error(request, exc.status_code, message, HTTP_CODES.get(exc.status_code, "error"))
+
+    def on_validation(request, exc: ValidationError):
+        problems = []
+        for err in exc.errors:
+            where = ".".join(str(p) for p in err.get("loc", ()) if p not in {"body", "query", "path", "payload"})
+            problems.append(f"{where or 'request'}: {err.get('msg', 'invalid')}")
+        return error(request, 422, "invalid request: " + "; ".join(problems), HTTP_CODES[422], errors=exc.errors)
+
+    api.add_exception_handler(PmdError, on_pmd_error)
+    api.add_exception_handler(HttpError, on_http_error)
+    api.add_exception_handler(ValidationError, on_validation)

@@ -1,0 +1,160 @@
+"""/api/search, /api/vsearch, /api/query: the CLI's three searches (`pmd search|vsearch|query --json`)."""
+
+from typing import Any, Literal
+
+from ninja import Field, Query, Router, Schema
+from ninja.errors import HttpError
+
+from pmd_site.api.schemas import ErrorOut
+from search.filters import SearchFilters, filters_from_options
+from search.pipeline.dispatch import search_run
+from search.request import (
+    DEFAULT_LIMIT_MACHINE,
+    MODE_ALIASES,
+    Mode,
+    SearchRequest,
+    mode_normalize,
+)
+
+router = Router(tags=["search"])
+
+SearchMode = Literal[tuple(MODE_ALIASES)]  # every name of a mode; the answer says the CLI verb
+
+
+FieldValue = str | int | float | bool
+FilterValues = str | list[str]
+
+
+class FiltersIn(Schema):
+    """Filters over the notes' structure (the query text may hold them too: `tag:db after:2025-01`)."""
+
+    tags: FilterValues | None = Field(None, description="notes with any of these tags")
+    exclude_tags: FilterValues | None = Field(None, description="leave out notes with any of these tags")
+    path: FilterValues | None = Field(None, description="path globs inside the collection (meetings/**): any")
+    exclude_path: FilterValues | None = Field(None, description="leave out paths matching any of these globs")
+    after: str | None = Field(None, max_length=100, description="dated on or after: 2025-01-01, 2025-06, 'last week', 3d")
+    before: str | None = Field(None, max_length=100, description="dated before")
+    fields: dict[str, FieldValue | list[FieldValue]] | None = Field(
+        None, description='frontmatter values: {"status": "draft", "author": ["ana", "bo"]} (lists: any of)')
+    exclude_fields: dict[str, FieldValue | list[FieldValue]] | None = Field(
+        None, description="leave out notes with these frontmatter values")
+
+
+class _SearchBase(Schema):
+    query: str | None = Field(None, min_length=1, max_length=2000,
+                              description="words, and filters such as tag:db (may be only filters); "
+                                          "may be left out when `filters` are given")
+    mode: SearchMode = "search"
+    limit: int | None = Field(None, ge=1, le=1000, description="results; default 20 as with --json")
+    all: bool = False
+    min_score: float = Field(0.0, ge=0.0, le=1.0)
+    collections: list[str] = Field(default_factory=list, description="restrict to these collections")
+    full: bool = False
+    line_numbers: bool = False
+    hits_per_document: int = Field(1, ge=1, le=20)
+    expand: bool = True
+    rerank: bool = True
+    candidate_limit: int = Field(40, ge=1, le=500)
+    intent: str | None = Field(None, max_length=2000)
+    explain: bool = False
+    link_boost: float | None = Field(None, ge=0.0, le=5.0, description="query: raise notes linked to or from "
+                                     "better hits (0 off; default PMD_LINK_BOOST)")
+    recency_boost: float | None = Field(None, ge=0.0, le=5.0, description="query: raise notes dated this week / "
+                                        "month (0 off; default PMD_RECENCY_BOOST)")
+    sort: Literal["relevance", "date"] = Field("relevance", description="relevance, or date (newest first)")
+
+
+class SearchIn(_SearchBase):
+    """The CLI's search options (`pmd search|vsearch|query --json`)."""
+
+    filters: FiltersIn | None = None
+
+
+class SearchQuery(_SearchBase):
+    query: str | None = Field(None, min_length=1, max_length=2000, alias="q")
+    collections: list[str] = Field(default_factory=list, alias="collection")
+    tag: list[str] = Field(default_factory=list, description="notes with any of these tags (repeatable)")
+    exclude_tag: list[str] = Field(default_factory=list)
+    path: list[str] = Field(default_factory=list, description="path globs inside the collection (repeatable)")
+    after: str | None = Field(None, max_length=100)
+    before: str | None = Field(None, max_length=100)
+    where: list[str] = Field(default_factory=list, description="frontmatter KEY=VALUE (KEY!=VALUE excludes)")
+
+
+class ResultOut(Schema):
+    docid: str
+    uri: str
+    collection: str
+    path: str
+    title: str
+    score: float
+    line: int
+    snippet: str
+    highlights: list[list[int]] = []
+    context: list[str] = []
+    body: str | None = None
+    scores: dict[str, Any] = {}
+    explain: dict[str, Any] | None = None
+    date: str | None = Field(None, description="the note's date (ISO 8601, UTC), used by date filters and sort")
+    date_source: str = Field("", description="where the date came from: frontmatter:date, frontmatter:created, "
+                                             "filename or mtime")
+
+
+class SearchOut(Schema):
+    query: str
+    mode: str
+    results: list[ResultOut]
+    warnings: list[str] = []
+    timings_ms: dict[str, float] = {}
+    filters: dict[str, Any] | None = Field(None, description="the filters applied (the query's and the body's)")
+    sort: str = Field("relevance", description="the order of the results: relevance or date")
+
+
+def search_request_from(data: _SearchBase, *, access, mode: str | None = None) -> SearchRequest:
+    """Build the shared SearchRequest; a machine caller gets the --json default limit."""
+    fields = {**data.dict(by_alias=False), "access": access}
+    if isinstance(data, SearchQuery):
+        fields["filters"] = filters_from_options(
+            tags=data.tag, exclude_tags=data.exclude_tag, paths=data.path,
+            after=fields.pop("after"), before=fields.pop("before"), where=data.where)
+        for name in ("tag", "exclude_tag", "path", "where"):
+            fields.pop(name, None)
+    else:
+        given = data.filters.dict(exclude_none=True) if data.filters is not None else None
+        fields["filters"] = SearchFilters.from_dict(given)
+    fields["mode"] = mode_normalize(mode or fields["mode"])
+    fields["query"] = (fields["query"] or "").strip()
+    if fields["limit"] is None and not fields["all"]:
+        fields["limit"] = DEFAULT_LIMIT_MACHINE
+    return SearchRequest(**fields)
+
+
+def _search(request, data: SearchIn, mode: str | None = None) -> dict:
+    request = search_request_from(data, access=request.auth, mode=mode)
+    if not request.query and (request.filters is None or request.filters.empty):
+        raise HttpError(422, "query is empty")
+    return search_run(request).as_dict()
+
+
+_SEARCH_RESPONSES = {200: SearchOut, 401: ErrorOut, 404: ErrorOut, 422: ErrorOut, 503: ErrorOut}
+
+
+@router.get("/search", response=_SEARCH_RESPONSES, summary="Search (mode=search|vsearch|query)")
+def search_get(request, params: Query[SearchQuery]):
+    return _search(request, params)
+
+
+@router.post("/search", response=_SEARCH_RESPONSES, summary="Search with a JSON body")
+def search_post(request, body: SearchIn):
+    return _search(request, body)
+
+
+@router.post("/vsearch", response=_SEARCH_RESPONSES, summary="Semantic (vector) search")
+def vsearch_post(request, body: SearchIn):
+    return _search(request, body, mode=Mode.VECTOR)
+
+
+@router.post("/query", response=_SEARCH_RESPONSES,
+             summary="Hybrid search: expansion, BM25 + vectors, fusion, re-ranking")
+def query_post(request, body: SearchIn):
+    return _search(request, body, mode=Mode.HYBRID)

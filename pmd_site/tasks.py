@@ -1,0 +1,74 @@
+"""Celery tasks: thin adapters that fetch what they need by id and call one service.
+
+Every task records its progress in a Job row (created by whoever queues it, or here), so
+the CLI, the web UI and the API follow the same record. Services start tasks through
+indexing/services/background.py (a worker, or a thread here), where each task registers
+itself: the services never import this module, which imports them.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from celery import shared_task
+from django.conf import settings
+
+from indexing.models import Collection, Job
+from indexing.services.background import task_register, workers_register
+from indexing.services.embedding_queue import embedding_job_run
+from indexing.services.jobs import job_create
+from indexing.services.refresh import collection_refresh, reindex
+
+from pmd_site.celery import broker_reachable, workers_available
+
+log = logging.getLogger(__name__)
+workers_register(broker_reachable=broker_reachable, workers_available=workers_available)
+
+
+def _job(job_id: str | None, *, kind: str, collection: Collection | None = None) -> Job:
+    job = Job.objects.filter(pk=job_id).first() if job_id else None
+    return job or job_create(kind=kind, collection=collection)
+
+
+@task_register
+@shared_task(name="pmd_site.tasks.embed_pending", acks_late=True)
+def embed_pending(collections: list[str] | None = None, force: bool = False, job_id: str | None = None) -> dict:
+    """Embed whatever has no vectors yet (a duplicate delivery finds nothing to do). While the
+    LLM backend is away the request waits (indexing/services/embedding_queue.py); the one
+    request chosen to check again is re-queued here."""
+    job = _job(job_id, kind=Job.Kind.EMBED)
+    outcome = embedding_job_run(job=job, collections=collections, force=force)
+    if outcome.get("check_again_in") and not settings.CELERY_TASK_ALWAYS_EAGER:  # eager would not wait
+        try:
+            embed_pending.apply_async(kwargs={"collections": collections, "force": force, "job_id": str(job.pk)},
+                                      countdown=outcome["check_again_in"], retry=False)
+        except Exception as exc:  # noqa: BLE001 - the next request or `pmd up` resumes it instead
+            log.warning("could not re-queue the waiting embedding request: %s", exc)
+    return outcome
+
+
+@task_register
+@shared_task(name="pmd_site.tasks.embed_collection_task", acks_late=True)
+def embed_collection_task(collection_pk: int, job_id: str | None = None, force: bool = False) -> dict:
+    collection = Collection.objects.filter(pk=collection_pk).first()
+    if collection is None:
+        return {"skipped": f"collection {collection_pk} no longer exists"}
+    return embed_pending(collections=[collection.name], force=force, job_id=job_id)
+
+
+@task_register
+@shared_task(name="pmd_site.tasks.collection_index_task", acks_late=True)
+def collection_index_task(collection_pk: int, job_id: str | None = None) -> dict:
+    """Re-scan one collection, then queue embedding of what changed."""
+    collection = Collection.objects.filter(pk=collection_pk).first()
+    if collection is None:
+        return {"skipped": f"collection {collection_pk} no longer exists"}
+    refreshed = collection_refresh(collection=collection, job=_job(job_id, kind=Job.Kind.INDEX, collection=collection))
+    return {"error": refreshed.problem} if refreshed.problem else refreshed.report.as_dict()
+
+
+@task_register
+@shared_task(name="pmd_site.tasks.reconcile")
+def reconcile() -> dict:
+    """Periodic safety net (PMD_RECONCILE_INTERVAL): re-index everything, embed what changed."""
+    return reindex(None, pull=settings.PMD_PULL_ON_RECONCILE)

@@ -1,0 +1,27 @@
+"""Routes of the browser UI (and Django's login/logout views)."""
+
+from django.urls import path
+
+from pmd_site.web import views
+
+app_name = "search"
+
+urlpatterns = [
+    path("", views.search_page, name="search"),
+    path("doc/<str:collection>/<path:path>", views.document_page, name="document"),
+    path("raw/<str:collection>/<path:path>", views.document_raw, name="raw"),
+    path("d/<str:docid>", views.docid_redirect, name="docid"),
+    path("collections/", views.collections_page, name="collections"),
+    path("collections/add/", views.collection_add, name="collection_add"),
+    path("collections/embed/", views.embed_all, name="embed_all"),
+    path("collections/<str:name>/share/", views.collection_share, name="collection_share"),
+    path("collections/<str:name>/<str:action>/", views.collection_action, name="collection_action"),
+    path("jobs/<uuid:job_id>/", views.job_progress, name="job"),
+    path("status/", views.status_page, name="status"),
+    path("tokens/", views.tokens_page, name="tokens"),
+    path("tokens/new/", views.token_add, name="token_add"),
+    path("tokens/<int:token_id>/revoke/", views.token_remove, name="token_revoke"),
+    path("history/", views.history_page, name="history"),
+    path("related/<str:collection>/<path:path>", views.document_related, name="related"),
+]
+

@@ -1,0 +1,28 @@
+"""The browser UI's views, one module per area; pmd_site/web/urls.py routes to the names exported here.
+
+Views parse input (pmd_site.web.forms), call one service or selector, and render a template.
+htmx requests that target a fragment get the fragment only; everything else gets the full
+page, so every URL can be shared, reloaded and used without JavaScript. A service's PmdError
+is shown by the one mapping in pmd_site.web.errors.
+"""
+
+from pmd_site.web.views.collections import (
+    collection_action,
+    collection_add,
+    collection_share,
+    collections_page,
+    embed_all,
+    job_progress,
+)
+from pmd_site.web.views.documents import docid_redirect, document_page, document_raw, document_related
+from pmd_site.web.views.history import history_page
+from pmd_site.web.views.search import search_page
+from pmd_site.web.views.status import status_page
+from pmd_site.web.views.tokens import token_add, token_remove, tokens_page
+
+__all__ = [
+    "collection_action", "collection_add", "collection_share", "collections_page", "docid_redirect", "document_page",
+    "document_raw", "document_related", "embed_all", "history_page", "job_progress", "search_page", "status_page",
+    "token_add",
+    "token_remove", "tokens_page",
+]

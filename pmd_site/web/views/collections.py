@@ -1,0 +1,186 @@
+"""The collections page: counts, who sees each collection and its latest job; adding one, sharing
+it, reindex/embed, job progress. Only collections the member sees appear (collections_overview)."""
+
+from __future__ import annotations
+
+import logging
+
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth import get_user_model
+from django.contrib.auth.decorators import login_required
+from django.contrib.auth.models import Group
+from django.http import Http404, HttpResponse
+from django.shortcuts import get_object_or_404, redirect
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+
+from indexing.access import collection_visible
+from indexing.errors import CollectionNotFound
+from indexing.models import FileProblem, Job
+from indexing.selectors import collection_detail, collections_overview, jobs_visible_to
+from indexing.services.background import embedding_request
+from indexing.services.embedding import embedding_status
+from indexing.services.refresh import collection_add as add_collection
+from indexing.services.refresh import collection_embed_job, collection_index_job
+from indexing.services.sharing import collection_share as share_collection
+from pmd_site.web.errors import form_problems
+from pmd_site.web.forms import CollectionAddForm, CollectionShareForm
+from pmd_site.web.pages import access_of, page, staff_required, wants_fragment
+
+log = logging.getLogger(__name__)
+
+
+def _collection_rows(access) -> list[dict]:
+    rows = collections_overview(access=access)
+    latest: dict[int, Job] = {}
+    for job in jobs_visible_to(access).filter(collection__isnull=False).order_by("-created_at")[:200]:
+        latest.setdefault(job.collection_id, job)
+    for row in rows:
+        row["job"] = latest.get(row["collection"].id)
+        row["embedded"] = row["stale"] = None
+        row["file_problems"] = (
+            list(FileProblem.objects.filter(collection=row["collection"])[:50])
+            if row["problems"] and row["job"] and row["job"].finished else []
+        )
+    for row in rows:
+        try:
+            status = embedding_status(collections=[row["name"]])
+        except Exception as exc:  # noqa: BLE001 - counts are decoration; the page must render
+            log.warning("embedding counts unavailable: %s", exc)
+            break
+        row["embedded"], row["stale"] = status.get("embedded"), status.get("pending")
+    return rows
+
+
+def _people_and_groups() -> dict:
+    """What a collection can be shared with: the groups and the active accounts, by name."""
+    User = get_user_model()
+    return {
+        "groups": list(Group.objects.order_by("name").values_list("name", flat=True)),
+        "users": list(User.objects.filter(is_active=True).order_by(User.USERNAME_FIELD)
+                      .values_list(User.USERNAME_FIELD, flat=True)),
+    }
+
+
+def _share_form(row: dict, choices: dict) -> CollectionShareForm:
+    """The sharing control of one row, showing its current sharing."""
+    initial = {"visibility": row["visibility"], "groups": row["shared_groups"], "users": row["shared_users"]}
+    return CollectionShareForm(initial=initial, auto_id=f"share-{row['collection'].id}-%s", **choices)
+
+
+def _collections_context(request, form: CollectionAddForm, shared: tuple[str, CollectionShareForm] | None = None) -> dict:
+    """`shared`: (name, form) of a sharing change that failed, shown again on its row."""
+    # Jobs for several collections at once (e.g. "embed everything") are shown above the table.
+    access = access_of(request)
+    general = list(jobs_visible_to(access).filter(collection__isnull=True).order_by("-created_at")[:1])
+    rows = _collection_rows(access)
+    if request.user.is_staff:
+        choices = _people_and_groups()
+        for row in rows:
+            row["share_form"] = shared[1] if shared and shared[0] == row["name"] else _share_form(row, choices)
+    return {
+        "rows": rows,
+        "form": form,
+        "general_jobs": [j for j in general if not j.finished or str(j.pk) == request.GET.get("job")],
+    }
+
+
+@login_required
+@require_GET
+def collections_page(request):
+    return page(request, "search/collections.html", _collections_context(request, CollectionAddForm()))
+
+
+@staff_required
+@require_POST
+def embed_all(request):
+    """The "run embedding" button of the search page's no-embeddings state."""
+    job = embedding_request(created_by=request.user)
+    return redirect(reverse("search:collections") + f"?job={job.pk}")
+
+
+@staff_required
+@require_POST
+def collection_add(request):
+    form = CollectionAddForm(request.POST)
+    if form.is_valid():
+        with form_problems(form):
+            collection = add_collection(
+                path=form.cleaned_data["path"], name=form.cleaned_data["name"] or None,
+                mask=form.cleaned_data["mask"] or None, allowed_roots=settings.PMD_COLLECTION_ROOTS,
+                index="job", access=access_of(request), visibility=form.cleaned_data["visibility"],
+            ).collection
+    if form.errors:
+        return page(request, "search/collections.html", _collections_context(request, form), status=400)
+    messages.success(request, f"Added collection {collection.name}; indexing started.")
+    return redirect("search:collections")
+
+
+@staff_required
+@require_POST
+def collection_share(request, name: str):
+    """The sharing control of a row: one POST sets who sees the collection (audited by the service).
+
+    htmx gets the row's sharing fragment back (422 with the problems, which base.html lets htmx
+    swap in); a plain form post is redirected to the page, or gets the page again with the problems."""
+    access = access_of(request)
+    collection = collection_visible(name, access)  # one they do not see: the 404 of a name never created
+    choices = _people_and_groups()
+    form = CollectionShareForm(request.POST, auto_id=f"share-{collection.id}-%s", **choices)
+    if form.is_valid():
+        with form_problems(form):
+            share_collection(name=collection.name, access=access, visibility=form.cleaned_data["visibility"],
+                             users=form.cleaned_data["users"], groups=form.cleaned_data["groups"])
+    try:  # asked afresh: the change may have taken the collection out of what this member sees
+        row = collection_detail(collection, access=access_of(request))
+    except CollectionNotFound:  # made private to someone else: gone from this member's page
+        messages.info(request, "Sharing saved; you no longer see that collection.")
+        return _back_to_collections(request)
+    if wants_fragment(request):
+        row["share_form"] = form if form.errors else _share_form(row, choices)
+        return page(request, "search/_sharing.html", {"row": row, "saved": not form.errors},
+                    status=422 if form.errors else 200)
+    if form.errors:
+        return page(request, "search/collections.html",
+                    _collections_context(request, CollectionAddForm(), shared=(collection.name, form)), status=400)
+    messages.success(request, f"Sharing of {collection.name} saved.")
+    return _back_to_collections(request)
+
+
+def _back_to_collections(request) -> HttpResponse:
+    if getattr(request, "htmx", None):
+        return HttpResponse(headers={"HX-Redirect": reverse("search:collections")})
+    return redirect("search:collections")
+
+
+@staff_required
+@require_POST
+def collection_action(request, name: str, action: str):
+    start = {"reindex": collection_index_job, "embed": collection_embed_job}.get(action)
+    if start is None:
+        raise Http404("unknown action")
+    job = start(name=name, access=access_of(request))  # a collection they do not see: 404
+    collection = job.collection
+    if getattr(request, "htmx", None):
+        return _job_fragment(request, job)
+    messages.success(request, f"{action.capitalize()} of {collection.name} started.")
+    return redirect("search:collections")
+
+
+def _job_fragment(request, job: Job) -> HttpResponse:
+    problems = []
+    if job.finished and job.collection_id and job.kind in {Job.Kind.INDEX, Job.Kind.UPDATE}:
+        problems = list(FileProblem.objects.filter(collection_id=job.collection_id)[:50])
+    return page(request, "search/_job.html", {"job": job, "problems": problems})
+
+
+@login_required
+@require_GET
+def job_progress(request, job_id):
+    job = get_object_or_404(jobs_visible_to(access_of(request)), pk=job_id)  # someone else's job: 404, not 403
+    response = _job_fragment(request, job)
+    if job.finished and getattr(request, "htmx", None) and request.GET.get("poll"):
+        # The job a page was following just ended: reload it so its counts are current.
+        response.headers["HX-Refresh"] = "true"
+    return response

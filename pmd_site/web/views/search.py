@@ -1,0 +1,180 @@
+"""The search page: one search through the dispatcher, its results as cards or a problem state."""
+
+from __future__ import annotations
+
+import logging
+import time
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from urllib.parse import urlencode
+
+from django.contrib.auth.decorators import login_required
+from django.urls import reverse
+from django.utils.safestring import SafeString
+from django.views.decorators.http import require_GET
+
+from django.db.models import Q
+
+from indexing.access import visible_collection_names
+from indexing.errors import InvalidSearchInput
+from indexing.selectors import _visible_documents
+from search.filters import filters_from_options
+from search.formatters import shows_dates
+from search.pipeline.dispatch import search_run
+from search.request import SearchRequest
+from search.results import SearchResult
+from pmd_site.web.errors import problem_for
+from pmd_site.web.forms import MODE_LABELS, SORT_LABELS, WEB_LIMIT, SearchForm
+from pmd_site.web.pages import access_of, page, wants_fragment
+from pmd_site.web.rendering import highlight_snippet
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class TagLink:
+    """A tag shown as a link that filters the search by it (a facet, or a tag on a card or a note)."""
+
+    name: str
+    url: str
+    count: int = 0
+    active: bool = False
+
+
+def _tag_token(tag: str) -> str:
+    return f'tag:"{tag}"' if re.search(r'[\s,"]', tag) else f"tag:{tag}"
+
+
+def _has_tag(query: str, tag: str) -> bool:
+    return re.search(r'(?<![\S])tag:"?' + re.escape(tag) + r'"?(?=\s|$)', query, re.IGNORECASE) is not None
+
+
+def search_url(params: dict) -> str:
+    """The search page for these parameters (only those set)."""
+    shown = {k: v for k, v in params.items() if v and not (k == "mode" and v == "keyword")
+             and not (k == "sort" and v == "relevance")}
+    return reverse("search:search") + ("?" + urlencode(shown) if shown else "")
+
+
+def tag_search_url(tag: str, params: dict | None = None) -> str:
+    """The search page with `tag:x` added to the query of `params` (kept as it is when already there)."""
+    params = dict(params or {})
+    query = params.get("q", "") or ""
+    if not _has_tag(query, tag):
+        query = f"{query} {_tag_token(tag)}".strip()
+    params["q"] = query
+    return search_url(params)
+
+
+def _tags_by_document(results: list[SearchResult], access) -> dict[tuple[str, str], list[str]]:
+    """The tags of the results' notes, in one query, among the notes `access` sees."""
+    if not results:
+        return {}
+    wanted = Q()
+    for r in {(r.collection, r.path) for r in results}:
+        wanted |= Q(collection__name=r[0], path=r[1])
+    rows = _visible_documents(access).filter(active=True).filter(wanted).values_list("collection__name", "path", "tags")
+    return {(c, p): list(tags or []) for c, p, tags in rows}
+
+
+def tag_facets(cards: list, params: dict) -> list[TagLink]:
+    """Tags of the notes in the results with how many notes carry each, most frequent first."""
+    counts: Counter = Counter()
+    seen: set = set()
+    for card in cards:
+        key = (card.result.collection, card.result.path)
+        if key in seen:
+            continue
+        seen.add(key)
+        counts.update({t.name for t in card.tags})
+    query = params.get("q", "") or ""
+    return [TagLink(name=name, url=tag_search_url(name, params), count=n, active=_has_tag(query, name))
+            for name, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
+
+
+@dataclass
+class ResultCard:
+    result: SearchResult
+    rank: int
+    snippet_html: SafeString
+    url: str
+    tags: list[TagLink] = field(default_factory=list)
+
+    @property
+    def context(self) -> str:
+        return " › ".join(self.result.context[-2:])
+
+
+def document_url(collection: str, path: str, *, line: int | None = None, query: str = "") -> str:
+    url = reverse("search:document", args=[collection, path])
+    params = {}
+    if line:
+        params["line"] = line
+    if query:
+        params["q"] = query
+    if params:
+        url += "?" + urlencode(params)
+    return url + (f"#L{line}" if line else "")
+
+
+def _run_search(*, query: str, mode: str, collection: str, access, sort: str = "relevance",
+                after: str = "", before: str = "") -> dict:
+    # The query text may hold filters (tag:db, after:"last week", status:draft): search_run reads them;
+    # the date range inputs are structured filters, merged with them.
+    started = time.perf_counter()
+    params = {"q": query, "mode": mode, "collection": collection, "sort": sort, "after": after, "before": before}
+    try:
+        filters = filters_from_options(after=after or None, before=before or None) if (after or before) else None
+        search_request = SearchRequest(
+            query=query, mode=mode, limit=WEB_LIMIT,  # search_run maps the web name to its Mode
+            collections=[collection] if collection else [], access=access, sort=sort, filters=filters,
+        )
+        response = search_run(search_request)
+    except Exception as exc:  # noqa: BLE001 - every failure becomes a state the page explains
+        log.info("web search failed (%s): %s", mode, exc, exc_info=not isinstance(exc, ValueError))
+        return {"problem": problem_for(exc, search=True), "elapsed_ms": (time.perf_counter() - started) * 1000}
+    tags = _tags_by_document(response.results, access)
+    elapsed = (time.perf_counter() - started) * 1000
+    cards = [
+        ResultCard(
+            result=r, rank=i,
+            snippet_html=highlight_snippet(r.snippet, r.highlights),
+            url=document_url(r.collection, r.path, line=r.line, query=query),
+            tags=[TagLink(name=t, url=tag_search_url(t, params), active=_has_tag(query, t))
+                  for t in tags.get((r.collection, r.path), [])],
+        )
+        for i, r in enumerate(response.results, start=1)
+    ]
+    return {"cards": cards, "tag_facets": tag_facets(cards, params), "warnings": response.warnings, "elapsed_ms": elapsed, "timings": response.timings,
+            "dated": shows_dates(response),
+            "filtered": response.filters.describe() if response.filters is not None else ""}
+
+
+@login_required
+@require_GET
+def search_page(request):
+    names = visible_collection_names(access_of(request))
+    form = SearchForm(request.GET, collection_names=names)
+    context = {"form": form, "collections": names, "modes": MODE_LABELS, "sorts": SORT_LABELS, "query": "",
+               "mode": "keyword", "collection": "", "sort": "relevance", "after": "", "before": "",
+               "searched": False}
+    if form.is_valid():
+        context.update(query=form.cleaned_data["q"], mode=form.cleaned_data["mode"],
+                       collection=form.cleaned_data["collection"], sort=form.cleaned_data["sort"],
+                       after=form.cleaned_data["after"], before=form.cleaned_data["before"])
+        if context["query"] or context["after"] or context["before"]:
+            context["searched"] = True
+            context.update(_run_search(query=context["query"], mode=context["mode"],
+                                       collection=context["collection"], access=access_of(request),
+                                       sort=context["sort"], after=context["after"], before=context["before"]))
+    else:
+        context["mode"] = request.GET.get("mode") if request.GET.get("mode") in MODE_LABELS else "keyword"
+        context["query"] = request.GET.get("q", "")[:1000]
+        context["problem"] = problem_for(
+            InvalidSearchInput("; ".join(e for errs in form.errors.values() for e in errs)), search=True)
+    template = "search/_results.html" if wants_fragment(request, "results") else "search/search.html"
+    response = page(request, template, context)
+    if "elapsed_ms" in context:
+        response.headers["Server-Timing"] = f"search;dur={context['elapsed_ms']:.1f}"
+    return response
