@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from indexing import tasks
+from pmd_site import tasks
 from indexing.models import ContentEmbedding, EmbeddingFingerprint, Job
 from indexing.services.embedding import pending_contents
 from indexing.services.jobs import job_create
