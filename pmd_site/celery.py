@@ -24,6 +24,9 @@ def _configure() -> None:
     schedule = {}
     if settings.PMD_RECONCILE_INTERVAL:
         schedule["reconcile"] = {"task": "indexing.tasks.reconcile", "schedule": float(settings.PMD_RECONCILE_INTERVAL)}
+    # Jobs of workers that died are marked failed, not left `running` (indexing/services/jobs.py).
+    schedule["recover_jobs"] = {"task": "indexing.tasks.recover_jobs",
+                                "schedule": float(max(30, settings.PMD_JOB_STALE_SECONDS // 2))}
     app.conf.update(
         broker_url=broker,
         result_backend=settings.CELERY_RESULT_BACKEND or None,
