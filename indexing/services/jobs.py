@@ -161,7 +161,16 @@ def _pid_alive(pid: int) -> bool:
         return True
 
 
-_HOST = socket.gethostname()[:255]
+def _this_host() -> str:
+    """The machine, and its PID namespace: containers sharing a host name do not share pids."""
+    try:
+        namespace = f"[{os.stat('/proc/self/ns/pid').st_ino}]"
+    except OSError:
+        namespace = ""
+    return f"{socket.gethostname()[:200]}{namespace}"
+
+
+_HOST = _this_host()
 
 
 class _Heartbeat:
