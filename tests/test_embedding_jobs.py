@@ -126,8 +126,9 @@ def test_a_job_whose_worker_is_killed_is_marked_failed_worker_stopped(kind, db, 
         assert job.state == Job.State.RUNNING and job.worker_pid == worker.pid
         assert jobs_recover() == 0, "a live worker's job is left alone"
     finally:
-        worker.kill()
+        os.kill(worker.pid, signal.SIGKILL)
         worker.wait()
+    assert worker.returncode == -signal.SIGKILL
     job.refresh_from_db()
     assert job.state == Job.State.RUNNING  # the dead worker could not say so
 
