@@ -233,6 +233,11 @@ class Job(models.Model):
     # the watcher and periodic tasks have none, so only staff see them.
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
                                    related_name="+")
+    # The process working on it (set when one takes it, kept fresh while it works): a job whose
+    # process is gone (killed, out of memory) is recovered instead of staying `running`.
+    worker_host = models.CharField(max_length=255, blank=True, default="")
+    worker_pid = models.PositiveIntegerField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]

@@ -24,6 +24,9 @@ def _configure() -> None:
     schedule = {}
     if settings.PMD_RECONCILE_INTERVAL:
         schedule["reconcile"] = {"task": "pmd_site.tasks.reconcile", "schedule": float(settings.PMD_RECONCILE_INTERVAL)}
+    # Jobs of workers that died are marked failed, not left `running` (indexing/services/jobs.py).
+    schedule["recover_jobs"] = {"task": "pmd_site.tasks.recover_jobs",
+                                "schedule": float(max(30, settings.PMD_JOB_STALE_SECONDS // 2))}
     app.conf.update(
         broker_url=broker,
         result_backend=settings.CELERY_RESULT_BACKEND or None,
@@ -42,7 +45,7 @@ def _configure() -> None:
 
 
 _configure()
-app.autodiscover_tasks(["pmd_site"])
+app.autodiscover_tasks(["indexing"])
 
 
 def workers_available(timeout: float = 1.0) -> bool:

@@ -224,6 +224,9 @@ CELERY_RESULT_BACKEND = env.get_str("CELERY_RESULT_BACKEND", "")
 CELERY_TASK_ALWAYS_EAGER = env.get_bool("PMD_TASKS_EAGER", False)
 PMD_RECONCILE_INTERVAL = env.get_int("PMD_RECONCILE_INTERVAL", 900, minimum=0)
 PMD_PULL_ON_RECONCILE = env.get_bool("PMD_PULL_ON_RECONCILE", False)
+# A running job whose process sent no heartbeat for this long (another machine's worker) is
+# recovered as "worker stopped"; on the same machine a dead process is noticed at once.
+PMD_JOB_STALE_SECONDS = env.get_int("PMD_JOB_STALE_SECONDS", 300, minimum=30)
 
 # --- Folder watcher (pmd up / pmd watch) ------------------------------------------------
 PMD_WATCH = env.get_bool("PMD_WATCH", True)

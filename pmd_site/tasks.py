@@ -11,12 +11,13 @@ from __future__ import annotations
 import logging
 
 from celery import shared_task
+from celery.signals import worker_ready
 from django.conf import settings
 
 from indexing.models import Collection, Job
 from indexing.services.background import task_register, workers_register
 from indexing.services.embedding_queue import embedding_job_run
-from indexing.services.jobs import job_create
+from indexing.services.jobs import job_create, jobs_recover
 from indexing.services.refresh import collection_refresh, reindex
 
 from pmd_site.celery import broker_reachable, workers_available
@@ -65,6 +66,22 @@ def collection_index_task(collection_pk: int, job_id: str | None = None) -> dict
         return {"skipped": f"collection {collection_pk} no longer exists"}
     refreshed = collection_refresh(collection=collection, job=_job(job_id, kind=Job.Kind.INDEX, collection=collection))
     return {"error": refreshed.problem} if refreshed.problem else refreshed.report.as_dict()
+
+
+@task_register
+@shared_task(name="pmd_site.tasks.recover_jobs")
+def recover_jobs() -> dict:
+    """Periodic: jobs whose worker died (killed, out of memory) are marked failed, not left running."""
+    return {"recovered": jobs_recover()}
+
+
+@worker_ready.connect
+def _recover_jobs_at_start(**_) -> None:
+    """A worker starting after a crash finds the jobs the dead one left `running`."""
+    try:
+        jobs_recover()
+    except Exception:  # noqa: BLE001 - the periodic task tries again; the worker must start
+        log.warning("could not recover the jobs of stopped workers", exc_info=True)
 
 
 @task_register

@@ -10,7 +10,6 @@ from indexing.chunking import chunk_markdown
 from indexing.models import Chunk, Content, ContentEmbedding, EmbeddingFingerprint, Job
 from indexing.services.embedding import (
     EmbeddingError,
-    EmbeddingInProgress,
     chunk_params_from_settings,
     embed_pending,
     embedding_status,
@@ -84,27 +83,6 @@ def test_a_changed_file_is_pending_and_unchanged_content_costs_nothing(indexed_c
     assert report.contents == 1
     new_inputs = embedded_inputs(ollama)[before:]
     assert len(new_inputs) == 1 and "fetchUser" in new_inputs[0]
-
-
-def test_run_lock_makes_a_duplicate_run_a_no_op(indexed_collection, ollama, small_batches):
-    import psycopg
-    from django.db import connection
-
-    settings_dict = connection.settings_dict
-    other = psycopg.connect(host=settings_dict["HOST"], port=settings_dict["PORT"] or None,
-                            user=settings_dict["USER"], password=settings_dict["PASSWORD"] or None,
-                            dbname=settings_dict["NAME"], autocommit=True)
-    try:
-        other.execute("SELECT pg_advisory_lock(%s, %s)", (0x706D64, 1))
-        job = job_create(kind=Job.Kind.EMBED)
-        with pytest.raises(EmbeddingInProgress, match="already embedding"):
-            embed_pending(job=job)
-        job.refresh_from_db()
-        assert job.state == Job.State.FAILED
-        assert Chunk.objects.count() == 0
-    finally:
-        other.close()
-    assert embed_pending().chunks == expected_chunks()
 
 
 def test_a_failed_run_keeps_its_finished_batches_and_the_next_run_completes(indexed_collection, ollama, small_batches):

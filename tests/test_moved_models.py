@@ -7,7 +7,7 @@ import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
-BEFORE_THE_MOVE = [("indexing", "0009_path_prefix_index"), ("search", "0006_access")]
+BEFORE_THE_MOVE = [("indexing", "0010_job_worker_heartbeat"), ("search", "0006_access")]
 
 
 def _migrate(targets) -> MigrationExecutor:

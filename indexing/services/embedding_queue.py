@@ -26,12 +26,8 @@ from django.utils import timezone
 
 from indexing.locks import EMBEDDING_QUEUE, advisory_lock
 from indexing.models import Job
-from indexing.services.embedding import (
-    EmbeddingInProgress,
-    embed_pending,
-    embedding_config,
-)
-from indexing.services.jobs import job_finish
+from indexing.services.embedding import embed_pending, embedding_config
+from indexing.services.jobs import job_finish, job_release
 from indexing.llm import BackendError, get_backend
 
 logger = logging.getLogger(__name__)
@@ -52,10 +48,8 @@ def embedding_job_run(*, job: Job, collections: list[str] | None = None, force: 
         problem = _backend_problem()  # one quick question, no retries, nothing logged
         if problem:
             return _wait(job, collections=collections, force=force, problem=problem)
-    try:
+    try:  # waits its turn if another run embeds right now
         report = embed_pending(collections=collections, force=force, job=job)
-    except EmbeddingInProgress as exc:
-        return {"skipped": str(exc)}
     except BackendError as exc:
         return _wait(job, collections=collections, force=force, problem=str(exc))
     with advisory_lock(key=EMBEDDING_QUEUE):
@@ -97,6 +91,7 @@ def _wait(job: Job, *, collections: list[str] | None, force: bool, problem: str)
         if checker:  # the one request that is re-queued to check again
             marker["checks"] = mine.get("checks", -1) + 1
             check_again_in = min(FIRST_CHECK_SECONDS * 2 ** marker["checks"], LONGEST_CHECK_SECONDS)
+        job_release(job)  # parked: no process works on it until the backend answers
         Job.objects.filter(pk=job.pk).update(
             state=Job.State.QUEUED, finished_at=None, result={"waiting": marker},
             message=f"waiting for the LLM backend: {problem}"[:5000],

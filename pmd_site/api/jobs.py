@@ -9,6 +9,7 @@ from ninja.pagination import LimitOffsetPagination, paginate
 from indexing.errors import JobNotFound
 from indexing.models import Job
 from indexing.selectors import jobs_visible_to
+from indexing.services.jobs import jobs_recover
 from pmd_site.api.schemas import ErrorOut, JobOut, job_row
 
 router = Router(tags=["jobs"])
@@ -19,6 +20,7 @@ JobState = Literal["queued", "running", "done", "failed"]
 @router.get("", response=list[JobOut], summary="Recent jobs, newest first (staff: all; others: the jobs they started)")
 @paginate(LimitOffsetPagination)
 def jobs_list(request, state: JobState | None = None):
+    jobs_recover()  # a job whose worker died reads as failed, not running
     qs = jobs_visible_to(request.auth)
     if state:
         qs = qs.filter(state=state)
@@ -27,6 +29,7 @@ def jobs_list(request, state: JobState | None = None):
 
 @router.get("/{job_id}", response={200: JobOut, 404: ErrorOut}, summary="Progress of one job")
 def job_detail(request, job_id: str):
+    jobs_recover()
     try:  # someone else's job is as absent as a job that never existed
         job = jobs_visible_to(request.auth).get(pk=uuid.UUID(job_id))
     except (ValueError, Job.DoesNotExist):

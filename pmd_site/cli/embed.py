@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import time
 
 from pmd_site.cli import CommandError
@@ -89,9 +90,12 @@ def cmd_embed(args) -> int:
 def _follow(job, *, json_output: bool):
     """Show a queued job's progress until it finishes."""
     from indexing.models import Job
+    from indexing.services.jobs import jobs_recover
 
     with progress_bar("embedding", enabled=not json_output) as progress:
-        while True:
+        for turn in itertools.count():
+            if turn % 10 == 0:
+                jobs_recover()  # its worker may have died: then it fails instead of being followed forever
             job.refresh_from_db()
             progress(job.done, job.total, job.message if job.state == Job.State.RUNNING else job.state)
             if job.finished:

@@ -8,7 +8,7 @@ from django.db import migrations
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('indexing', '0010_tokens_and_keyword_index_from_search'),
+        ('indexing', '0011_tokens_and_keyword_index_from_search'),
         ('search', '0006_access'),
     ]
 

@@ -9,14 +9,16 @@ exists for it. That gives the guarantees the workers need:
   content hash, which has no marker, so it is pending; unchanged content (or a
   file copied elsewhere) costs nothing;
 * idempotent: chunks are unique per (fingerprint, content, seq) and inserted with
-  ON CONFLICT DO NOTHING; a duplicate delivery of the task finds the run lock
-  taken (or nothing pending) and does nothing;
+  ON CONFLICT DO NOTHING; a request arriving while another run holds the run
+  lock waits for it (its job stays queued, saying so), then embeds only what
+  is still pending; a duplicate delivery finds its job done, or nothing pending;
 * a worker killed mid-batch loses only the batch in flight: every batch commits
   its chunks, and a content's marker is written in the same transaction as its
   last chunk; the next run re-chunks a partly stored content (chunking is
   deterministic) and embeds only the missing sequence numbers. The run lock is a
   session-level advisory lock, released by PostgreSQL when the dead worker's
-  connection goes away; its job record is then marked as interrupted;
+  connection goes away; its job record is marked failed ("worker stopped", see
+  indexing/services/jobs.py) and the next run resumes the work;
 * switching model (or chunk size, or prompt) is a new fingerprint: everything
   becomes pending for it, vector search only ever reads one fingerprint, and the
   old vectors are dropped once the new ones cover every active document.
@@ -30,8 +32,8 @@ inserting into an existing graph) and dropped with its fingerprint. Vector searc
 uses the same expression and predicate so the planner can pick it.
 
 Modules: `config` (settings → EmbeddingConfig, fingerprints), `pending` (what is left to
-embed), `run` (`embed_pending`), `hnsw` (the index DDL), `lock` (the run lock, interrupted
-jobs), `status` (`embedding_status`), `errors`. Import from the package.
+embed), `run` (`embed_pending`), `hnsw` (the index DDL), `lock` (the run lock), `status`
+(`embedding_status`), `errors`. Import from the package.
 """
 
 from indexing.services.embedding.config import (
@@ -41,7 +43,7 @@ from indexing.services.embedding.config import (
     fingerprint_configured,
     fingerprint_ensure,
 )
-from indexing.services.embedding.errors import EmbeddingError, EmbeddingInProgress
+from indexing.services.embedding.errors import EmbeddingError
 from indexing.services.embedding.hnsw import (
     HNSW_EF_CONSTRUCTION,
     HNSW_M,
@@ -70,7 +72,6 @@ __all__ = [
     "EmbedReport",
     "EmbeddingConfig",
     "EmbeddingError",
-    "EmbeddingInProgress",
     "ProgressCallback",
     "chunk_params_from_settings",
     "embed_pending",

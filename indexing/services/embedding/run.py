@@ -26,23 +26,31 @@ from indexing.services.embedding.config import (
     embedding_config,
     fingerprint_ensure,
 )
-from indexing.services.embedding.errors import EmbeddingError, EmbeddingInProgress
+from indexing.services.embedding.errors import EmbeddingError
 from indexing.services.embedding.hnsw import hnsw_index_ensure, hnsw_index_exists
 from indexing.services.embedding.lock import (
-    mark_interrupted_jobs,
     run_lock_release,
     run_lock_try,
+    run_lock_wait,
 )
 from indexing.services.embedding.pending import (
     forget_pending_counts,
     pending_contents,
     wanted_contents,
 )
-from indexing.services.jobs import JobProgress, job_fail, job_finish, job_start
+from indexing.services.jobs import (
+    JobProgress,
+    job_fail,
+    job_finish,
+    job_start,
+    job_wait,
+    jobs_recover,
+)
 from indexing.llm import BackendError, LLMBackend, get_backend
 
 ProgressCallback = Callable[[int, int, str], None]
 CONTENTS_PER_ROUND = 64  # contents loaded and chunked at a time
+WAITING_FOR_RUN = "waiting for another embedding to finish"
 
 
 @dataclass
@@ -103,12 +111,19 @@ def embed_pending(
     report = EmbedReport(model=fingerprint.model, dims=fingerprint.dims, fingerprint=fingerprint.key,
                          batch_texts=[] if record_batches else None)
     if not run_lock_try():
-        message = f"another process is already embedding with {fingerprint.model}: wait for it or check `pmd status`"
+        # Another process embeds: this request waits its turn (queued, saying so), then embeds what
+        # that run left: pending is derived once the lock is ours, so notes changed after the
+        # other run began are not missed, and what it did is not done twice.
         if job is not None:
-            job_fail(job, message=message)
-        raise EmbeddingInProgress(message)
+            job_wait(job, message=WAITING_FOR_RUN)
+        if progress:
+            progress(0, 0, WAITING_FOR_RUN)
+        run_lock_wait()
+        if job is not None and _finished_meanwhile(job):  # a duplicate delivery did it while we waited
+            run_lock_release()
+            return report
     try:
-        report.interrupted_jobs = mark_interrupted_jobs(job)
+        report.interrupted_jobs = jobs_recover(exclude=job, embedding_run_held=True)
         if force:
             _forget(fingerprint, collections)
         pending = list(pending_contents(fingerprint, collections=collections))
@@ -143,6 +158,11 @@ def embed_pending(
         raise
     finally:
         run_lock_release()
+
+
+def _finished_meanwhile(job: Job) -> bool:
+    job.refresh_from_db(fields=["state"])
+    return job.state == Job.State.DONE
 
 
 def _run(config: EmbeddingConfig, fingerprint: EmbeddingFingerprint, backend: LLMBackend, pending: list[str],

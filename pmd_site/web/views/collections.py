@@ -21,6 +21,7 @@ from indexing.models import FileProblem, Job
 from indexing.selectors import collection_detail, collections_overview, jobs_visible_to
 from indexing.services.background import embedding_request
 from indexing.services.embedding import embedding_status
+from indexing.services.jobs import jobs_recover
 from indexing.services.refresh import collection_add as add_collection
 from indexing.services.refresh import collection_embed_job, collection_index_job
 from indexing.services.sharing import collection_share as share_collection
@@ -178,6 +179,7 @@ def _job_fragment(request, job: Job) -> HttpResponse:
 @login_required
 @require_GET
 def job_progress(request, job_id):
+    jobs_recover()  # a job whose worker died reads as failed, not running
     job = get_object_or_404(jobs_visible_to(access_of(request)), pk=job_id)  # someone else's job: 404, not 403
     response = _job_fragment(request, job)
     if job.finished and getattr(request, "htmx", None) and request.GET.get("poll"):

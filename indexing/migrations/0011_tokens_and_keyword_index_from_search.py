@@ -11,7 +11,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('search', '0006_access'),
-        ('indexing', '0009_path_prefix_index'),
+        ('indexing', '0010_job_worker_heartbeat'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
