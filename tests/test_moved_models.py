@@ -48,3 +48,9 @@ def test_the_move_can_be_undone():
     from indexing.models import KeywordPassage
 
     assert KeywordPassage._meta.db_table == "search_keyword_passage"
+
+
+def test_old_admin_links_to_tokens_lead_to_their_new_place(admin_client):
+    response = admin_client.get("/admin/search/apitoken/?q=laptop")
+    assert response.status_code == 302 and response["Location"] == "/admin/indexing/apitoken/?q=laptop"
+    assert admin_client.get(response["Location"]).status_code == 200

@@ -297,7 +297,7 @@ def test_admin_revoke_action_revokes_through_the_token_service(member):
     client.force_login(admin_user)
     tokens = [token_create(user=member, name=n, access=Access.local_user(), can_write=True) for n in ("one", "two")]
     kept = token_create(user=member, name="kept", access=Access.local_user(), can_write=True)
-    response = client.post("/admin/search/apitoken/", {
+    response = client.post("/admin/indexing/apitoken/", {
         "action": "revoke_selected", "_selected_action": [t.token.pk for t in tokens]}, follow=True)
     assert response.status_code == 200 and b"Revoked 2 token(s)" in response.content  # the admin capitalises
     assert [token_authenticate(t.raw) for t in tokens] == [None, None] and getattr(token_authenticate(kept.raw), "user", None) == member

@@ -331,7 +331,7 @@ def test_staff_without_model_permissions_can_use_the_admin(clients, collections)
     assert index.status_code == 200
     body = index.content.decode()
     for model in ("collection", "document", "job", "pathcontext", "fileproblem", "auditevent", "apitoken"):
-        assert f"/admin/{'search' if model == 'apitoken' else 'indexing'}/{model}/" in body, model
+        assert f"/admin/indexing/{model}/" in body, model
     assert "/admin/indexing/content/" not in body and "/admin/indexing/llmcache/" not in body
     assert "/admin/indexing/content/" in clients["root"].get("/admin/").content.decode()
 
@@ -339,7 +339,7 @@ def test_staff_without_model_permissions_can_use_the_admin(clients, collections)
 def test_the_admin_shows_staff_only_the_collections_they_see(clients, collections, people):
     bob = clients["bob"]
     for url in ("/admin/indexing/collection/", "/admin/indexing/document/", "/admin/indexing/fileproblem/",
-                "/admin/indexing/pathcontext/add/", "/admin/indexing/job/", "/admin/search/apitoken/add/"):
+                "/admin/indexing/pathcontext/add/", "/admin/indexing/job/", "/admin/indexing/apitoken/add/"):
         response = bob.get(url)
         assert response.status_code == 200, url
         _no_leak(response)
@@ -435,11 +435,11 @@ def test_a_token_made_in_the_admin_carries_its_scope(clients, collections, peopl
     form = {"user": people["mia"].pk, "name": "mia's agent", "can_write": "on",
             "collections": [collections["handbook"].pk], "expires_0": soon.strftime("%Y-%m-%d"),
             "expires_1": soon.strftime("%H:%M:%S")}
-    past = clients["olga"].post("/admin/search/apitoken/add/", {**form, "expires_0": "2001-01-01"})
+    past = clients["olga"].post("/admin/indexing/apitoken/add/", {**form, "expires_0": "2001-01-01"})
     assert past.status_code == 200 and "in the future" in past.content.decode()
-    refused = clients["olga"].post("/admin/search/apitoken/add/", {**form, "collections": [collections["secret"].pk]})
+    refused = clients["olga"].post("/admin/indexing/apitoken/add/", {**form, "collections": [collections["secret"].pk]})
     assert refused.status_code == 200 and not ApiToken.objects.exists()  # mia does not see hrvault
-    response = clients["olga"].post("/admin/search/apitoken/add/", form, follow=True)
+    response = clients["olga"].post("/admin/indexing/apitoken/add/", form, follow=True)
     assert response.status_code == 200 and "New API token" in response.content.decode()
     token = ApiToken.objects.get()
     assert token.user == people["mia"] and token.can_write
@@ -447,5 +447,5 @@ def test_a_token_made_in_the_admin_carries_its_scope(clients, collections, peopl
     assert abs(token.expires - soon) < timedelta(seconds=5)
     event = AuditEvent.objects.get(action="token.create")
     assert event.actor == people["olga"] and event.detail["write"] is True and event.detail["collections"] == ["handbook"]
-    change = clients["olga"].get(f"/admin/search/apitoken/{token.pk}/change/").content.decode()
+    change = clients["olga"].get(f"/admin/indexing/apitoken/{token.pk}/change/").content.decode()
     assert "read &amp; write" in change and "handbook" in change
