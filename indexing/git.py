@@ -115,13 +115,11 @@ def repository_command_keys(root: str) -> list[tuple[str, str]]:
     """(key, safe value) for every key of `root`'s repository configuration that names a program.
 
     `git config --list` only reads files. Keys of every scope are listed, includes followed;
-    the overrides also cover the user's own global keys, which costs nothing pmd needs."""
-    try:
-        listed = subprocess.run(["git", *_overrides(_FIXED.items()), "-C", root, "config", "--includes",
-                                 "--null", "--name-only", "--list"],
-                                capture_output=True, env=git_env(), timeout=60, start_new_session=True)
-    except (OSError, subprocess.SubprocessError):
-        return []
+    the overrides also cover the user's own global keys, which costs nothing pmd needs. A
+    configuration git cannot read lists nothing, and the command itself then stops on it."""
+    listed = subprocess.run(["git", *_overrides(_FIXED.items()), "-C", root, "config", "--includes",
+                             "--null", "--name-only", "--list"],
+                            capture_output=True, env=git_env(), timeout=60, start_new_session=True)
     found: dict[str, str] = {}
     for raw in listed.stdout.split(b"\x00"):
         key = raw.decode("utf-8", "surrogateescape").strip()
