@@ -48,6 +48,12 @@ _FIXED = {
     "gpg.ssh.program": "ssh-keygen",
     "gpg.ssh.defaultKeyCommand": "",
     "submodule.recurse": "false",
+    # nothing left running after a pull (a detached `gc --auto` leaves git's process group) and
+    # no file written where the configuration says (a cookie jar anywhere, as root)
+    "gc.auto": "0",
+    "gc.autoDetach": "false",
+    "maintenance.auto": "false",
+    "http.saveCookies": "false",
     "protocol.allow": "never",
     "protocol.file.allow": "always",
     "protocol.git.allow": "always",
@@ -72,6 +78,7 @@ _COMMAND_KEYS: list[tuple[re.Pattern[str], str | None]] = [
     (re.compile(r"^gpg\..+\.program$"), "false"),
     (re.compile(r"^pager\..+$"), "false"),
     (re.compile(r"^submodule\..+\.update$"), "none"),
+    (re.compile(r"^http\..+\.savecookies$"), "false"),
 ]
 
 # The environment git gets: the caller's without GIT_* (no GIT_DIR, GIT_SSH, GIT_ASKPASS, ...)

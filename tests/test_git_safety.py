@@ -195,6 +195,8 @@ def test_keys_with_any_name_that_run_programs_are_found(tmp_path):
     git(repo, "config", "include.path", str(included))
     git(repo, "config", "remote.up.uploadpack", "/tmp/evil")
     git(repo, "config", "merge.ours.driver", "/tmp/evil %A")
+    git(repo, "config", "http.https://example.org.saveCookies", "true")
     keys = dict(repository_command_keys(str(repo)))
+    assert keys["http.https://example.org.savecookies"] == "false"
     assert keys["filter.a=b.smudge"] == "" and keys["diff.X.Y.textconv"] == ""
     assert keys["remote.up.uploadpack"] == "git-upload-pack" and keys["merge.ours.driver"] == ""

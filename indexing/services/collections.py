@@ -189,8 +189,8 @@ def collection_git_pull(collection: Collection, *, timeout: float | None = None)
     except GitTimedOut:
         return PullResult(collection.name, ran=True, ok=False,
                           output=f"git pull timed out after {timeout:g}s (PMD_GIT_PULL_TIMEOUT): stopped")
-    except OSError as exc:
-        return PullResult(collection.name, ran=True, ok=False, output=f"git pull could not start: {exc}")
+    except (OSError, subprocess.SubprocessError) as exc:
+        return PullResult(collection.name, ran=True, ok=False, output=f"git pull could not run: {exc}")
     return PullResult(collection.name, ran=True, ok=result.returncode == 0,
                       output=(result.stdout + result.stderr).strip())
 
