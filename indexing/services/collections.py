@@ -14,6 +14,7 @@ from django.db import IntegrityError, transaction
 from indexing import errors
 from indexing.access import Access, collection_suggestions, collection_visible, require_write
 from indexing.folders import collection_folder_refusal, is_within
+from indexing.git import GitTimedOut, git_run
 from indexing.models import Collection
 from indexing.services.audit import audit_record
 from indexing.services.scanning import ProgressCallback, ScanReport, collection_index
@@ -160,20 +161,21 @@ class PullResult:
     output: str
 
 
-# Nothing the checkout's own configuration names is run: no hooks (post-merge, ...) and no
-# file-system monitor program, whoever wrote .git/config.
-GIT_SAFE_OPTIONS = ("-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false")
-
-
-def collection_git_pull(collection: Collection, *, timeout: float = 120) -> PullResult:
+def collection_git_pull(collection: Collection, *, timeout: float | None = None) -> PullResult:
     """`git pull --ff-only` when the collection folder is the top of a git checkout.
 
     A collection that is only a subfolder of a checkout is not pulled: the pull would change
-    files outside the collection, in a repository the collection's owner did not name.
+    files outside the collection, in a repository the collection's owner did not name. Nothing
+    the checkout's configuration names is run (indexing/git.py): the upload-pack is git's own
+    whatever `remote.<name>.uploadpack` says, no hook, filter, credential helper or merge; after
+    PMD_GIT_PULL_TIMEOUT seconds git and everything it started are killed.
     """
-    root = Path(collection.root_path)
-    git = ["git", *GIT_SAFE_OPTIONS, "-C", str(root)]
-    probe = subprocess.run([*git, "rev-parse", "--show-toplevel"], capture_output=True, text=True)
+    root = str(Path(collection.root_path))
+    timeout = settings.PMD_GIT_PULL_TIMEOUT if timeout is None else timeout
+    try:
+        probe = git_run(root, "rev-parse", "--show-toplevel", timeout=60, text=True)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return PullResult(collection.name, ran=False, ok=False, output=f"git cannot read the folder: {exc}")
     if probe.returncode != 0 or not probe.stdout.strip():
         return PullResult(collection.name, ran=False, ok=True, output="not a git checkout")
     if os.path.realpath(probe.stdout.strip()) != os.path.realpath(root):
@@ -181,9 +183,14 @@ def collection_git_pull(collection: Collection, *, timeout: float = 120) -> Pull
                           output=f"not pulled: the folder is inside the git checkout {probe.stdout.strip()}, "
                                  "not its top")
     try:
-        result = subprocess.run([*git, "pull", "--ff-only"], capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return PullResult(collection.name, ran=True, ok=False, output=f"git pull timed out after {timeout:.0f}s")
+        result = git_run(root, "pull", "--ff-only", "--no-rebase", "--no-recurse-submodules", "--no-verify",
+                         "--no-edit", "--no-verify-signatures", "--upload-pack=git-upload-pack", timeout=timeout,
+                         text=True)
+    except GitTimedOut:
+        return PullResult(collection.name, ran=True, ok=False,
+                          output=f"git pull timed out after {timeout:g}s (PMD_GIT_PULL_TIMEOUT): stopped")
+    except (OSError, subprocess.SubprocessError) as exc:
+        return PullResult(collection.name, ran=True, ok=False, output=f"git pull could not run: {exc}")
     return PullResult(collection.name, ran=True, ok=result.returncode == 0,
                       output=(result.stdout + result.stderr).strip())
 
