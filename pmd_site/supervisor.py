@@ -23,6 +23,11 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+# Children never see the folder `pmd up` was started in: -P keeps it off sys.path (a planted
+# `django/__init__.py` there would run as pmd's user, root included) and they run from "/".
+CHILD_PYTHON_FLAGS = ("-P",)
+CHILD_CWD = "/"
+
 STOP_GRACE_SECONDS = 10.0
 MAX_RESTARTS = 3  # per child within RESTART_WINDOW; more means it is broken, not unlucky
 RESTART_WINDOW = 60.0
@@ -87,7 +92,7 @@ class Supervisor:
         self._print_lock = threading.Lock()
 
     def add(self, name: str, *cli_args: str) -> None:
-        argv = [sys.executable, "-m", "pmd_site.cli", *cli_args]
+        argv = [sys.executable, *CHILD_PYTHON_FLAGS, "-m", "pmd_site.cli", *cli_args]
         self.children.append(Child(name, argv, _COLORS[len(self.children) % len(_COLORS)]))
         self.width = max(self.width, len(name))
 
@@ -122,6 +127,7 @@ class Supervisor:
         child.proc = subprocess.Popen(
             child.argv,
             env=self.env,
+            cwd=CHILD_CWD,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,

@@ -275,3 +275,37 @@ def test_killed_postgres_and_redis_are_restarted_and_the_api_says_503_meanwhile(
     assert up.stop() == 0, up.output()
     survivors = {name: pid for name, pid in pids.items() if _alive(pid)}
     assert not survivors, f"left running: {survivors}\n{up.output()}"
+
+
+def test_children_of_pmd_up_import_nothing_from_the_folder_it_was_started_in(tmp_path, monkeypatch, capsys):
+    """A `django/__init__.py` (or pmd_site, celery) planted in the working folder must not run in a child."""
+    from pmd_site.supervisor import Supervisor
+
+    planted = tmp_path / "world-writable"
+    marker = tmp_path / "planted-code-ran"
+    for package in ("pmd_site", "django", "celery"):
+        (planted / package).mkdir(parents=True)
+        (planted / package / "__init__.py").write_text(f"open({str(marker)!r}, 'a').write({package!r} + '\\n')\n")
+    monkeypatch.chdir(planted)
+    url = _closed_port_url() + "/healthz"
+    supervisor = Supervisor(_env(tmp_path / "home"), json_logs=False, console=None, color=False)
+    supervisor.add("probe", "healthcheck", "web", "--url", url)  # imports pmd_site.cli, django's settings
+    supervisor.start_all()
+    try:
+        assert supervisor.children[0].proc.wait(60) == 1
+    finally:
+        supervisor.stop_all()
+    assert not marker.exists(), f"planted code ran in a child of pmd up: {marker.read_text()}"
+    assert url in capsys.readouterr().out  # pmd's own healthcheck ran and said why it failed
+
+
+def test_relative_paths_in_the_settings_keep_their_meaning_in_the_children(tmp_path, monkeypatch):
+    from pmd_site.cli.serve import absolute_paths_env
+
+    monkeypatch.chdir(tmp_path)
+    env = absolute_paths_env({"PMD_STATIC_ROOT": "static", "PMD_COLLECTION_ROOTS": "notes, /srv/notes",
+                              "PMD_EMBED_MODEL": "./models/e5", "PMD_RERANK_MODEL": "cross-encoder/ms-marco"})
+    assert env == {"PMD_STATIC_ROOT": str(tmp_path / "static"),
+                   "PMD_COLLECTION_ROOTS": f"{tmp_path / 'notes'},/srv/notes",
+                   "PMD_EMBED_MODEL": str(tmp_path / "models" / "e5"),
+                   "PMD_RERANK_MODEL": "cross-encoder/ms-marco"}

@@ -299,6 +299,32 @@ def collection_roots_env(dirs: list[str]) -> str:
     return ",".join(roots)
 
 
+PATH_SETTINGS = ("PMD_STATIC_ROOT",)
+MODEL_SETTINGS = ("PMD_EMBED_MODEL", "PMD_RERANK_MODEL", "PMD_GENERATE_MODEL")
+
+
+def absolute_paths_env(env: dict[str, str]) -> dict[str, str]:
+    """The children run from "/" (pmd_site/supervisor.py): relative paths in the settings are made
+    absolute here, against the folder `pmd up` was started in, so they keep meaning what they meant."""
+    from pathlib import Path
+
+    def absolute(value: str) -> str:
+        return str(Path(value).expanduser().absolute())
+
+    env = dict(env)
+    for name in PATH_SETTINGS:
+        if env.get(name, "").strip():
+            env[name] = absolute(env[name].strip())
+    for name in MODEL_SETTINGS:  # a model is a hub name or, written like a path, a folder
+        value = env.get(name, "").strip()
+        if value.startswith(("~", "./", "../")):
+            env[name] = absolute(value)
+    if env.get("PMD_COLLECTION_ROOTS", "").strip():
+        roots = [r.strip() for r in env["PMD_COLLECTION_ROOTS"].split(",") if r.strip()]
+        env["PMD_COLLECTION_ROOTS"] = ",".join(absolute(r) for r in roots)
+    return env
+
+
 def _start_broker() -> tuple[str | None, object | None]:
     """The broker URL for the children, and the embedded Redis we started (to stop later)."""
     from django.conf import settings
@@ -394,6 +420,7 @@ def cmd_up(args) -> int:
         env.setdefault("PMD_LOG_LEVEL", "INFO")  # the watcher and tasks report what they do
         if args.dirs:
             env["PMD_COLLECTION_ROOTS"] = collection_roots_env(args.dirs)
+        env = absolute_paths_env(env)
         backend, why = choose_llm_backend()
         if backend:
             env["PMD_LLM_BACKEND"] = backend
