@@ -159,6 +159,7 @@ def stack():
         started.append(up)
         return up
 
+    start.home = base / "home"
     yield start
     for up in started:
         up.kill()
@@ -309,3 +310,41 @@ def test_relative_paths_in_the_settings_keep_their_meaning_in_the_children(tmp_p
                    "PMD_COLLECTION_ROOTS": f"{tmp_path / 'notes'},/srv/notes",
                    "PMD_EMBED_MODEL": str(tmp_path / "models" / "e5"),
                    "PMD_RERANK_MODEL": "cross-encoder/ms-marco"}
+
+
+def test_servers_running_before_pmd_up_are_restarted_too_and_left_running(tmp_path, stack):
+    """`pmd db start` first (as the README recommends): a kill -9 of that PostgreSQL or Redis is healed."""
+    from pmd_site.redisserver import EmbeddedRedis
+
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "one.md").write_text("# One\n")
+    started = _pmd(stack.home, "db", "start")
+    assert started.returncode == 0, started.stderr
+    redis = EmbeddedRedis(stack.home)
+    try:
+        assert redis.start() is True
+        up = stack(notes)
+        up.wait_ready()
+        assert "already running" in up.output() and "(reused)" in up.output()
+
+        postgres = up.pids()["postgres"]
+        os.kill(postgres, signal.SIGKILL)
+        _wait_for(lambda: "postgres is running again" in up.output(), CHANGE_TIMEOUT, "postgres to be restarted",
+                  up.proc, up.log)
+        _wait_for(lambda: json.loads(_get(up.base + "/healthz")[1]).get("database") is True, CHANGE_TIMEOUT,
+                  "the database to answer again", up.proc, up.log)
+        assert up.pids()["postgres"] != postgres
+
+        old_redis = redis.status().pid
+        os.kill(old_redis, signal.SIGKILL)
+        _wait_for(lambda: "redis is running again" in up.output(), CHANGE_TIMEOUT, "redis to be restarted",
+                  up.proc, up.log)
+        assert redis.status().running and redis.status().pid != old_redis
+
+        # They were running before pmd up: they are running after it too.
+        postgres, redis_pid = up.pids()["postgres"], redis.status().pid
+        assert up.stop() == 0, up.output()
+        assert _alive(postgres) and _alive(redis_pid)
+    finally:
+        redis.stop()

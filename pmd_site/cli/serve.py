@@ -325,18 +325,18 @@ def absolute_paths_env(env: dict[str, str]) -> dict[str, str]:
     return env
 
 
-def _start_broker() -> tuple[str | None, object | None]:
-    """The broker URL for the children, and the embedded Redis we started (to stop later)."""
+def _start_broker() -> tuple[str | None, object | None, bool]:
+    """The broker URL for the children, the embedded Redis (None with CELERY_BROKER_URL), and
+    whether this call started it (only then does `pmd up` stop it on the way out)."""
     from django.conf import settings
 
     if settings.CELERY_BROKER_URL:
-        return settings.CELERY_BROKER_URL, None
+        return settings.CELERY_BROKER_URL, None, False
     from pmd_site.redisserver import EmbeddedRedis
 
     server = EmbeddedRedis(settings.PMD_HOME)
     started = server.start()
-    url = server.url()
-    return url, (server if started else None)
+    return server.url(), server, started
 
 
 def _port_free(host: str, port: int) -> bool:
@@ -394,8 +394,7 @@ def cmd_up(args) -> int:
         raise CommandError(f"{args.host}:{args.port} is in use: choose another with --port")
 
     stop = _stop_on_sigterm()
-    pg_started = False
-    redis_server = None
+    pg_started = redis_started = False
     supervisor = None
     code = 0
     try:
@@ -414,7 +413,7 @@ def cmd_up(args) -> int:
             _add_folders(args.dirs, console)
         connections.close_all()  # the children open their own; keep none idle here
 
-        broker_url, redis_server = _start_broker()
+        broker_url, redis_server, redis_started = _start_broker()
         env = dict(os.environ, PYTHONUNBUFFERED="1", PMD_HOME=str(settings.PMD_HOME),
                    PMD_INDEX=settings.PMD_INDEX, PMD_SUPERVISOR_PID=str(os.getpid()))
         env.setdefault("PMD_LOG_LEVEL", "INFO")  # the watcher and tasks report what they do
@@ -428,15 +427,16 @@ def cmd_up(args) -> int:
         if broker_url:
             env["CELERY_BROKER_URL"] = broker_url
             console.print(f"broker: {'embedded Redis' if not settings.CELERY_BROKER_URL else 'CELERY_BROKER_URL'}"
-                          f" ({'started' if redis_server else 'reused'})")
+                          f" ({'started' if redis_started else 'reused'})")
         else:
             warn("no task queue available: embeddings will not be computed in the background")
 
         supervisor = Supervisor(env, json_logs=settings.PMD_LOG_FORMAT == "json", console=stdout_console(),
                                 color=color_enabled(sys.stdout))
-        # What this run started, it keeps running; a server found running belongs to whoever started it.
-        if pg_started:
-            supervisor.keep("postgres", embedded_server())
+        # Every embedded server the children use is kept running, also one found running (`pmd db
+        # start`): the children cannot work without it. On the way out only what this run started is stopped.
+        if server is not None:
+            supervisor.keep("postgres", server)
         if redis_server is not None:
             supervisor.keep("redis", redis_server)
         supervisor.add("web", "serve", "--host", args.host, "--port", str(args.port))
@@ -468,7 +468,7 @@ def cmd_up(args) -> int:
         if supervisor is not None:
             console.print("stopping…")
             supervisor.stop_all()
-        if redis_server is not None:
+        if redis_started:
             redis_server.stop()
         connections.close_all()
         if pg_started:
