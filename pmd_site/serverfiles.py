@@ -76,6 +76,25 @@ def exclusive_lock(path: Path):
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+def hold_lock(path: Path, note: str):
+    """Lock `path` for as long as the returned file stays open, writing `note` (who holds it) into it.
+
+    Returns (file, None), or (None, the holder's note) when another process holds it: one `pmd up`
+    and one scheduler per index. The lock goes with the process, however it ends."""
+    flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    handle = os.fdopen(os.open(path, flags, 0o600), "r+")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = handle.read().strip()
+        handle.close()
+        return None, holder or "another process"
+    handle.truncate(0)
+    handle.write(note + "\n")
+    handle.flush()
+    return handle, None
+
+
 def log_tail(path: Path, lines: int = 6) -> str:
     """The last lines of a server log, for error messages that say why it did not start."""
     try:

@@ -164,6 +164,9 @@ def stack():
     for up in started:
         up.kill()
     _pmd(base / "home", "db", "stop", timeout=60)
+    from pmd_site.redisserver import EmbeddedRedis
+
+    EmbeddedRedis(base / "home").stop()  # a killed pmd up leaves its Redis behind
     shutil.rmtree(base, ignore_errors=True)
 
 
@@ -193,6 +196,13 @@ def test_up_serves_the_ui_follows_the_folder_and_stops_without_orphans(tmp_path,
     (notes / "first.md").rename(notes / "renamed.md")
     _wait_for(lambda: set(_documents(up.home)) == {"fresh.md", "renamed.md"}, CHANGE_TIMEOUT,
               "the rename", up.proc, up.log)
+
+    # One pmd up per home and index (each runs the scheduler): a second one is refused and names the first.
+    second = _pmd(up.home, "up", "--port", str(_free_port()), timeout=60)
+    assert second.returncode == 1, second.stdout + second.stderr
+    assert f"pmd up is already running for {up.home}" in second.stderr
+    assert f"pid {up.proc.pid}, http://127.0.0.1:{up.port}/" in second.stderr
+    assert "renamed.md" in _documents(up.home) and _get(up.base + "/healthz")[0] == 200  # the first is unharmed
 
     pids = up.pids()
     assert len(pids) >= 3, pids  # web + watcher children, postgres (+ worker, beat, redis)
@@ -348,3 +358,17 @@ def test_servers_running_before_pmd_up_are_restarted_too_and_left_running(tmp_pa
         assert _alive(postgres) and _alive(redis_pid)
     finally:
         redis.stop()
+
+
+def test_a_second_scheduler_on_one_schedule_file_is_refused(run_cli, settings):
+    from pmd_site.serverfiles import hold_lock, private_dir, run_dir_for
+
+    folder = private_dir(run_dir_for(settings.PMD_HOME))
+    lock, holder = hold_lock(folder / f"celerybeat-{settings.PMD_INDEX}.lock", "pid 4242")
+    assert holder is None
+    try:
+        code, out, err = run_cli("beat")
+    finally:
+        lock.close()
+    assert code == 1
+    assert "a scheduler is already running" in err and "pid 4242" in err

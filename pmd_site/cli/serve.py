@@ -153,7 +153,7 @@ def cmd_beat(args) -> int:
     from pathlib import Path
 
     from pmd_site.pgserver import run_dir_for
-    from pmd_site.serverfiles import ServerSetupError, private_dir
+    from pmd_site.serverfiles import ServerSetupError, hold_lock, private_dir
 
     # Beat loads this file (a shelve, i.e. pickles): it must live where nobody else can write.
     scratch = None
@@ -165,9 +165,18 @@ def cmd_beat(args) -> int:
         # temporary folder will do.
         folder = scratch = Path(tempfile.mkdtemp(prefix="pmd-beat-"))
         warn(f"the scheduler keeps its state in {folder}: {exc}")
+    schedule = folder / f"celerybeat-{settings.PMD_INDEX}"
+    # Two schedulers on one schedule file would both send every periodic task and corrupt the file.
+    lock, holder = hold_lock(folder / f"celerybeat-{settings.PMD_INDEX}.lock", f"pid {os.getpid()}")
+    if lock is None:
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+        raise CommandError(f"a scheduler is already running for index {settings.PMD_INDEX!r} ({holder}): "
+                           "only one may run per index")
     try:
-        app.start(["beat", "--loglevel=INFO", f"--schedule={folder / f'celerybeat-{settings.PMD_INDEX}'}"])
+        app.start(["beat", "--loglevel=INFO", f"--schedule={schedule}"])
     finally:
+        lock.close()
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
     return 0
@@ -380,6 +389,26 @@ def choose_llm_backend() -> tuple[str | None, str]:
                   "(pip install 'pmd[local]'): keyword search only")
 
 
+def _one_pmd_up(url: str):
+    """Hold the lock that lets one `pmd up` run per PMD_HOME and index (each runs a scheduler, and
+    two would share its schedule file); a second one is refused, naming the first."""
+    from django.conf import settings
+
+    from pmd_site.serverfiles import ServerSetupError, hold_lock, private_dir, run_dir_for
+
+    home = settings.PMD_HOME
+    try:
+        private_dir(home, create_marker=True)
+        folder = private_dir(run_dir_for(home))
+    except (OSError, ServerSetupError) as exc:
+        raise CommandError(f"pmd up keeps its run files in {run_dir_for(home)}: {exc}") from None
+    lock, holder = hold_lock(folder / f"up-{settings.PMD_INDEX}.lock", f"pid {os.getpid()}, {url}")
+    if lock is None:
+        raise CommandError(f"pmd up is already running for {home} (index {settings.PMD_INDEX}): {holder}. "
+                           "Stop it first, or use another PMD_HOME or --index")
+    return lock
+
+
 def cmd_up(args) -> int:
     from django.conf import settings
     from django.core.management import call_command
@@ -392,6 +421,10 @@ def cmd_up(args) -> int:
         raise CommandError(f"--port {args.port}: use 1-65535")
     if not _port_free(args.host, args.port):
         raise CommandError(f"{args.host}:{args.port} is in use: choose another with --port")
+
+    host = f"[{args.host}]" if ":" in args.host else args.host
+    url = f"http://{'127.0.0.1' if args.host in {'0.0.0.0', '::'} else host}:{args.port}/"
+    running = _one_pmd_up(url)
 
     stop = _stop_on_sigterm()
     pg_started = redis_started = False
@@ -447,8 +480,6 @@ def cmd_up(args) -> int:
             supervisor.add("watcher", "watch")
         supervisor.start_all()
 
-        host = f"[{args.host}]" if ":" in args.host else args.host
-        url = f"http://{'127.0.0.1' if args.host in {'0.0.0.0', '::'} else host}:{args.port}/"
         console.print(f"\n[bold green]pmd is up[/]: {escape(url)}  (MCP: {escape(url)}mcp)")
         if password:
             console.print(f"log in as [bold]{escape(username)}[/] with password [bold]{escape(password)}[/]"
@@ -477,4 +508,5 @@ def cmd_up(args) -> int:
                 server.stop()
         if supervisor is not None:
             console.print("stopped")
+        running.close()
     return code
