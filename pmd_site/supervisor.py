@@ -1,9 +1,11 @@
 """The process supervisor behind `pmd up`: child processes, and the embedded servers it keeps alive.
 
 Each child (web, worker, beat, watcher) runs in its own process group with its output
-prefixed by its name (or, with JSON logs, tagged with a "service" field). A child that
+prefixed by its name (or, with JSON logs, tagged with a "service" field), started with
+`python -P` from "/" so nothing in the folder `pmd up` was started in can be imported. A child that
 exits is restarted, up to MAX_RESTARTS times within RESTART_WINDOW; an embedded server
-(PostgreSQL, Redis) this run started is restarted whenever it is found dead, with a
+(PostgreSQL, Redis) the children use, started by this run or found running, is restarted
+whenever it is found dead, with a
 backoff of 1, 2, 4… up to SERVER_RESTART_MAX_DELAY seconds. Stopping sends SIGTERM,
 waits STOP_GRACE_SECONDS, then kills each child's whole process group.
 
@@ -48,7 +50,7 @@ class Child:
 
 @dataclass
 class KeptServer:
-    """An embedded server (PostgreSQL, Redis) this `pmd up` started, restarted when it dies."""
+    """An embedded server (PostgreSQL, Redis) `pmd up`'s children use, restarted when it dies."""
 
     name: str
     server: object  # EmbeddedPostgres / EmbeddedRedis: status().running, start()
