@@ -111,6 +111,11 @@ class Access:
             self._ids = None if self._sees_everything() else _visible_ids(self)
         return self._ids
 
+    def forget_collections(self) -> None:
+        """Ask `collection_ids` afresh next time: a service that changed what this principal sees
+        (it added a collection they own) calls this, so the same request then finds it."""
+        self._ids = False
+
     def _sees_everything(self) -> bool:
         return self.local or (self.is_superuser and self.token is None)
 

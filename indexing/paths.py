@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextvars
+import json
 import os
 import posixpath
 import re
@@ -148,3 +149,47 @@ def is_under(prefix: str, path: str) -> bool:
 
 def join(*parts: str) -> str:
     return posixpath.join(*parts)
+
+
+# Folders no collection indexes, whatever its mask (dependencies and caches).
+ALWAYS_SKIPPED_DIRS = frozenset({"node_modules", "__pycache__"})
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Which paths a collection indexes: its mask and ignore patterns, hidden names (`.env`,
+    `.git/`) and ALWAYS_SKIPPED_DIRS never. The folder scan prunes with `folder_skipped` and
+    `file_selected`; the history asks `selects` about every changed path, so a commit's files and
+    diff hold exactly what note search can return."""
+
+    mask: str
+    ignore: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, collection) -> "Selection":
+        return cls(collection.mask, tuple(collection.ignore_patterns or ()))
+
+    def ignored(self, rel: str) -> bool:
+        return any(glob_match(p, rel) or glob_match(p, rel + "/") for p in self.ignore)
+
+    def folder_skipped(self, rel: str) -> bool:
+        """A folder at `rel` (its last part `name`) is not walked into."""
+        name = rel.rsplit("/", 1)[-1]
+        return name.startswith(".") or name in ALWAYS_SKIPPED_DIRS or bool(self.ignore and self.ignored(rel))
+
+    def file_selected(self, rel: str) -> bool:
+        """A file at `rel` in a folder that is walked is indexed."""
+        name = rel.rsplit("/", 1)[-1]
+        return not name.startswith(".") and glob_match(self.mask, rel) and not (self.ignore and self.ignored(rel))
+
+    def selects(self, rel: str) -> bool:
+        """Whether the file at `rel` would be indexed: no folder on its way is skipped and it is selected."""
+        parts = rel.split("/")
+        if not rel or any(p in ("", ".", "..") for p in parts):
+            return False
+        return (not any(self.folder_skipped("/".join(parts[:i])) for i in range(1, len(parts)))
+                and self.file_selected(rel))
+
+    def key(self) -> str:
+        """Changes when the selection does (stored with what was indexed under it)."""
+        return json.dumps([self.mask, list(self.ignore)])

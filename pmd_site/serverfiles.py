@@ -76,6 +76,25 @@ def exclusive_lock(path: Path):
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+def hold_lock(path: Path, note: str):
+    """Lock `path` for as long as the returned file stays open, writing `note` (who holds it) into it.
+
+    Returns (file, None), or (None, the holder's note) when another process holds it: one `pmd up`
+    and one scheduler per index. The lock goes with the process, however it ends."""
+    flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    handle = os.fdopen(os.open(path, flags, 0o600), "r+")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = handle.read().strip()
+        handle.close()
+        return None, holder or "another process"
+    handle.truncate(0)
+    handle.write(note + "\n")
+    handle.flush()
+    return handle, None
+
+
 def log_tail(path: Path, lines: int = 6) -> str:
     """The last lines of a server log, for error messages that say why it did not start."""
     try:
@@ -91,7 +110,69 @@ def run_dir_for(home: Path) -> Path:
     preferred = home / "run"
     if len(str(preferred / "pg" / f".s.PGSQL.{PG_PORT}")) <= _SOCKET_PATH_MAX:
         return preferred
+    return _short_run_dir(Path(home))
+
+
+RUN_DIR_POINTER = "run-dir"  # in a long $PMD_HOME: the path of its run folder under /tmp
+
+
+def _legacy_short_run_dir(home: Path) -> Path:
     import hashlib
 
-    digest = hashlib.sha256(str(home).encode()).hexdigest()[:12]
-    return Path("/tmp") / f"pmd-{digest}"
+    return Path("/tmp") / f"pmd-{hashlib.sha256(str(home).encode()).hexdigest()[:12]}"
+
+
+def _ours(path: Path | None) -> Path | None:
+    """`path` when it is a real folder of pmd's user that nobody else may write or list, else None."""
+    if path is None:
+        return None
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return None
+    private = stat.S_IMODE(info.st_mode) & 0o067 == 0  # a group "enter" bit is pmd's own (0710 as root)
+    return path if stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid() and private else None
+
+
+def _read_pointer(pointer: Path) -> Path | None:
+    try:
+        fd = os.open(pointer, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return None
+    with os.fdopen(fd) as handle:
+        if os.fstat(handle.fileno()).st_uid != os.geteuid():
+            return None
+        text = handle.read().strip()
+    return Path(text) if text.startswith("/") else None
+
+
+def _short_run_dir(home: Path) -> Path:
+    """The run folder of a long $PMD_HOME: a folder under /tmp with an unguessable name, its path kept
+    in $PMD_HOME/run-dir.
+
+    A name derived from $PMD_HOME alone could be made first by any other user, and pmd (which never
+    uses a folder it does not own) could then not start. A folder of the old fixed name is kept when
+    it is pmd's own and private (servers started before may have their sockets there)."""
+    pointer = home / RUN_DIR_POINTER
+    found = _ours(_read_pointer(pointer))
+    if found is not None:
+        return found
+    legacy = _legacy_short_run_dir(home)
+    try:
+        private_dir(home, create_marker=True)
+        with exclusive_lock(home / f".{RUN_DIR_POINTER}.lock"):
+            found = _ours(_read_pointer(pointer))
+            if found is None:
+                import tempfile
+
+                found = _ours(legacy) or Path(tempfile.mkdtemp(prefix="pmd-", dir="/tmp"))
+                scratch = home / f".{RUN_DIR_POINTER}.{os.getpid()}"
+                fd = os.open(scratch, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o600)
+                with os.fdopen(fd, "w") as handle:
+                    handle.write(f"{found}\n")
+                os.replace(scratch, pointer)
+            return found
+    except (OSError, ServerSetupError):
+        # $PMD_HOME is not ours to write (another user's pmd, a read-only mount): the fixed name;
+        # private_dir() refuses it there if it is not pmd's user's own.
+        return legacy

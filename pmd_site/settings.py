@@ -245,6 +245,8 @@ PMD_MULTI_GET_MAX_TOTAL_BYTES = env.get_int("PMD_MULTI_GET_MAX_TOTAL_BYTES", 102
 PMD_HISTORY = env.get_bool("PMD_HISTORY", True)
 PMD_HISTORY_DIFF_LINES = env.get_int("PMD_HISTORY_DIFF_LINES", 200, minimum=0)
 PMD_HISTORY_MAX_COMMITS = env.get_int("PMD_HISTORY_MAX_COMMITS", 20000, minimum=1)
+# `pmd update --pull`: seconds a `git pull` may take before it and all it started are killed.
+PMD_GIT_PULL_TIMEOUT = max(1.0, env.get_float("PMD_GIT_PULL_TIMEOUT", 120.0))
 
 # --- Keyword search (BM25) -----------------------------------------------------
 PMD_BM25_K1 = env.get_float("PMD_BM25_K1", 0.9)

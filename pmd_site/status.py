@@ -6,7 +6,9 @@ error instead of breaking the whole report. Areas add providers to SECTIONS.
 
 from __future__ import annotations
 
+import os
 import re
+from pathlib import Path
 from typing import Callable
 
 from django.conf import settings
@@ -159,8 +161,39 @@ def _redact_paths(value):
     return _SERVER_PATH.sub("(a folder on the server)", value) if isinstance(value, str) else value
 
 
+def _is_model_folder(model) -> bool:
+    """A model named by its folder (PMD_EMBED_MODEL=/srv/models/mini, ~/models/mini, ./mini, or a
+    relative folder that exists), not by a hub or Ollama name such as `owner/name` or `nomic-embed-text`."""
+    if not isinstance(model, str) or not model.strip():
+        return False
+    model = model.strip()
+    return model.startswith(("/", "~", ".")) or os.path.isdir(os.path.expanduser(model))
+
+
+def _model_folders(value, key: str | None = None) -> set[str]:
+    """Every model named by its folder in a section (`model` fields, the fingerprints' too)."""
+    if isinstance(value, dict):
+        return set().union(*(_model_folders(v, k) for k, v in value.items()))
+    if isinstance(value, list):
+        return set().union(*(_model_folders(v, key) for v in value))
+    return {value} if key == "model" and _is_model_folder(value) else set()
+
+
+def _without(value, folders: set[str]):
+    """`value` with each of `folders` replaced by the folder's own name: the model, not where it lives."""
+    if isinstance(value, dict):
+        return {k: _without(v, folders) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_without(v, folders) for v in value]
+    if isinstance(value, str):
+        for folder in sorted(folders, key=len, reverse=True):
+            value = value.replace(folder, f"{Path(folder.rstrip('/')).name or 'a model'} (a folder on the server)")
+    return value
+
+
 def _member_view(name: str, data: dict) -> dict:
     allowed = MEMBER_FIELDS.get(name, {"ok"})
+    data = _without(data, _model_folders(data))  # a local model's path is where things run
     view = {}
     for key, value in data.items():
         if key not in allowed:

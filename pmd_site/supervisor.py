@@ -1,9 +1,11 @@
 """The process supervisor behind `pmd up`: child processes, and the embedded servers it keeps alive.
 
 Each child (web, worker, beat, watcher) runs in its own process group with its output
-prefixed by its name (or, with JSON logs, tagged with a "service" field). A child that
+prefixed by its name (or, with JSON logs, tagged with a "service" field), started with
+`python -P` from "/" so nothing in the folder `pmd up` was started in can be imported. A child that
 exits is restarted, up to MAX_RESTARTS times within RESTART_WINDOW; an embedded server
-(PostgreSQL, Redis) this run started is restarted whenever it is found dead, with a
+(PostgreSQL, Redis) the children use, started by this run or found running, is restarted
+whenever it is found dead, with a
 backoff of 1, 2, 4… up to SERVER_RESTART_MAX_DELAY seconds. Stopping sends SIGTERM,
 waits STOP_GRACE_SECONDS, then kills each child's whole process group.
 
@@ -22,6 +24,11 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
+
+# Children never see the folder `pmd up` was started in: -P keeps it off sys.path (a planted
+# `django/__init__.py` there would run as pmd's user, root included) and they run from "/".
+CHILD_PYTHON_FLAGS = ("-P",)
+CHILD_CWD = "/"
 
 STOP_GRACE_SECONDS = 10.0
 MAX_RESTARTS = 3  # per child within RESTART_WINDOW; more means it is broken, not unlucky
@@ -43,7 +50,7 @@ class Child:
 
 @dataclass
 class KeptServer:
-    """An embedded server (PostgreSQL, Redis) this `pmd up` started, restarted when it dies."""
+    """An embedded server (PostgreSQL, Redis) `pmd up`'s children use, restarted when it dies."""
 
     name: str
     server: object  # EmbeddedPostgres / EmbeddedRedis: status().running, start()
@@ -87,7 +94,7 @@ class Supervisor:
         self._print_lock = threading.Lock()
 
     def add(self, name: str, *cli_args: str) -> None:
-        argv = [sys.executable, "-m", "pmd_site.cli", *cli_args]
+        argv = [sys.executable, *CHILD_PYTHON_FLAGS, "-m", "pmd_site.cli", *cli_args]
         self.children.append(Child(name, argv, _COLORS[len(self.children) % len(_COLORS)]))
         self.width = max(self.width, len(name))
 
@@ -122,6 +129,7 @@ class Supervisor:
         child.proc = subprocess.Popen(
             child.argv,
             env=self.env,
+            cwd=CHILD_CWD,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,

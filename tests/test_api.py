@@ -171,7 +171,8 @@ def test_staff_collection_lifecycle_and_job(admin_api, corpus_dir, db, settings)
     assert duplicate.status_code == 409
     missing_folder = admin_api.post("/api/collections", {"path": str(corpus_dir / "nope")},
                                     content_type="application/json")
-    assert missing_folder.status_code == 400 and "does not exist" in missing_folder.json()["message"]
+    # The answer of every folder staff may not use: it tells no one which folders exist.
+    assert missing_folder.status_code == 400 and "choose an existing folder" in missing_folder.json()["message"]
 
     (corpus_dir / "fresh.md").write_text("# Fresh\n\nA new note.\n")
     reindexed = admin_api.post("/api/collections/kb/reindex")

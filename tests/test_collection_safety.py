@@ -373,3 +373,130 @@ def test_pmd_up_allows_its_folders_for_the_web_ui(settings, tmp_path, notes):
     settings.PMD_COLLECTION_ROOTS = [tmp_path / "configured"]
     value = collection_roots_env([str(notes), str(notes / ".." / "notes")])
     assert value.split(",") == [str(tmp_path / "configured"), str(notes.resolve())]
+
+
+# --- folders and names of collections the caller does not see --------------------------------
+
+
+@pytest.fixture
+def hidden_world(settings, tmp_path):
+    """Under the allowed folder: `hrvault` (private to olga) in team/hr, `handbook` (everyone) in
+    handbook/; sam is staff without access to hrvault."""
+    User = get_user_model()
+    allowed = tmp_path / "allowed"
+    hr = allowed / "team" / "hr"
+    (hr / "pay").mkdir(parents=True)
+    (hr / "pay" / "salaries.md").write_text(f"# Salaries\n\n{SECRET}\n")
+    (allowed / "handbook").mkdir()
+    (allowed / "free").mkdir()
+    (allowed / "shortcut").symlink_to(hr / "pay")  # a link that leads into the hidden folder
+    settings.PMD_COLLECTION_ROOTS = [allowed]
+    olga = User.objects.create_user("olga", password="pw-123-pw-123", is_staff=True)
+    sam = User.objects.create_user("sam", password="pw-123-pw-123", is_staff=True)
+    collection_create(path=hr, name="hrvault", owner=olga, visibility=Collection.Visibility.PRIVATE)
+    collection_create(path=allowed / "handbook", name="handbook")
+    (tmp_path / "elsewhere").mkdir()
+    return {"allowed": allowed, "hr": hr, "outside": tmp_path / "elsewhere", "olga": olga, "sam": sam}
+
+
+def _api_as(user) -> Client:
+    return Client(HTTP_AUTHORIZATION=f"Bearer {token_create(user=user, access=Access.local_user(), can_write=True).raw}")
+
+
+def _web_as(user) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def _normalized(response, *texts: str) -> tuple[int, str]:
+    import re
+
+    body = re.sub(r'(csrfmiddlewaretoken" value="|X-CSRFToken": ")[^"]+', r"\1", response.content.decode())
+    for text in texts:
+        body = body.replace(text, "TYPED")
+    return response.status_code, body
+
+
+def test_staff_cannot_add_a_hidden_collections_folder_nor_one_inside_or_around_it(hidden_world):
+    w = hidden_world
+    hr, allowed = w["hr"], w["allowed"]
+    # The yardstick: a folder outside PMD_COLLECTION_ROOTS, which no one may add from these faces.
+    never = str(w["outside"])
+    hidden = [hr, hr / "pay", allowed / "team", hr / ".." / "hr", allowed / "shortcut", hr / "pay" / "salaries.md",
+              hr / "no-such-folder", allowed / "no-such-folder"]
+    api, web, admin = _api_as(w["sam"]), _web_as(w["sam"]), _web_as(w["sam"])
+    form = {"mask": "**/*.md", "ignore_patterns": "[]", "text_search_config": "english", "visibility": "everyone"}
+
+    def api_answer(path):
+        return _normalized(api.post("/api/collections", {"path": path, "name": "leak"}, content_type="application/json"), path)
+
+    def web_answer(path):
+        return _normalized(web.post("/collections/add/", {"path": path, "name": "leak"}), path)
+
+    def admin_answer(path):
+        return _normalized(admin.post("/admin/indexing/collection/add/", {**form, "name": "leak", "root_path": path}), path)
+
+    for answer, status in ((api_answer, 400), (web_answer, 400), (admin_answer, 200)):
+        yardstick = answer(never)
+        assert yardstick[0] == status and "PMD_COLLECTION_ROOTS" in yardstick[1], answer
+        for folder in hidden:
+            assert answer(str(folder)) == yardstick, (answer.__name__, folder)
+    assert set(Collection.objects.values_list("name", flat=True)) == {"hrvault", "handbook"}
+
+    # Its owner sees it: a folder inside it is hers to add (a collection she sees is no secret to her).
+    mine = _api_as(w["olga"]).post("/api/collections", {"path": str(hr / "pay"), "name": "pay", "index": False},
+                                   content_type="application/json")
+    assert mine.status_code == 201, mine.content
+    assert api.post("/api/collections", {"path": str(allowed / "free"), "name": "free", "index": False},
+                    content_type="application/json").status_code == 201
+
+
+def test_staff_cannot_move_a_collection_onto_a_hidden_collections_folder(hidden_world):
+    w = hidden_world
+    handbook = Collection.objects.get(name="handbook")
+    form = {"name": "handbook", "mask": "**/*.md", "ignore_patterns": "[]", "text_search_config": "english",
+            "visibility": "everyone"}
+    admin = _web_as(w["sam"])
+    never = _normalized(admin.post(f"/admin/indexing/collection/{handbook.pk}/change/",
+                                   {**form, "root_path": str(w["outside"])}), str(w["outside"]))
+    assert never[0] == 200 and "PMD_COLLECTION_ROOTS" in never[1]
+    for folder in (w["hr"], w["hr"] / "pay", w["allowed"] / "team", w["allowed"] / "shortcut"):
+        moved = admin.post(f"/admin/indexing/collection/{handbook.pk}/change/", {**form, "root_path": str(folder)})
+        assert _normalized(moved, str(folder)) == never, folder
+    handbook.refresh_from_db()
+    assert handbook.root_path == str(w["allowed"] / "handbook")
+
+
+def test_a_hidden_collections_name_is_refused_in_the_words_of_a_visible_ones(hidden_world):
+    w = hidden_world
+    api, web = _api_as(w["sam"]), _web_as(w["sam"])
+    free = str(w["allowed"] / "free")
+
+    def add(name):
+        response = api.post("/api/collections", {"path": free, "name": name, "index": False},
+                            content_type="application/json")
+        return response.status_code, response.json()["code"], response.json()["message"].replace(name, "NAME")
+
+    assert add("hrvault") == add("handbook") == (409, "collection_exists", "the collection name 'NAME' is not available: choose another")
+    for name in ("hrvault", "handbook"):  # (the page lists handbook: only the answer itself is compared)
+        page = web.post("/collections/add/", {"path": free, "name": name})
+        assert page.status_code == 400
+        assert f"the collection name &#x27;{name}&#x27; is not available: choose another" in page.content.decode()
+
+    api.post("/api/collections", {"path": free, "name": "mine", "index": False}, content_type="application/json")
+
+    def rename(name):
+        response = api.patch("/api/collections/mine", {"name": name}, content_type="application/json")
+        return response.status_code, response.content.decode().replace(name, "NAME")
+
+    assert rename("hrvault") == rename("handbook") and rename("handbook")[0] == 409
+    mine = Collection.objects.get(name="mine")
+    form = {"root_path": mine.root_path, "mask": mine.mask, "ignore_patterns": "[]", "text_search_config": "english",
+            "visibility": "everyone"}
+    admin = _web_as(w["sam"])
+    renamed = {name: _normalized(admin.post(f"/admin/indexing/collection/{mine.pk}/change/", {**form, "name": name}), name)
+               for name in ("hrvault", "handbook")}
+    assert renamed["hrvault"] == renamed["handbook"] and renamed["hrvault"][0] == 200
+    assert "not available" in renamed["hrvault"][1]
+    assert set(Collection.objects.values_list("name", flat=True)) == {"hrvault", "handbook", "mine"}

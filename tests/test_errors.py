@@ -52,7 +52,8 @@ def test_api_maps_errors_with_status_code_and_suggestions(admin_api, indexed_col
                                content_type="application/json")
     body = duplicate.json()
     assert duplicate.status_code == 409 and body["code"] == "collection_exists"
-    assert body["message"] == "a collection named 'notes' already exists" and "--name" not in body["message"]
+    # Remote faces: the same words whether or not the caller sees the collection holding the name.
+    assert body["message"] == "the collection name 'notes' is not available: choose another"
     searched = admin_api.post("/api/search", {"query": "x", "collections": ["note"]}, content_type="application/json")
     assert searched.status_code == 404 and searched.json()["code"] == "collection_not_found"
     context = admin_api.delete("/api/contexts?target=pmd://notes/nowhere")
@@ -105,7 +106,7 @@ def test_web_maps_errors_to_the_page_and_status(db, staff, indexed_collection, c
     client = Client()
     client.force_login(staff)
     page = client.post("/collections/add/", {"path": str(corpus_dir), "name": "notes"})
-    assert page.status_code == 400 and "a collection named &#x27;notes&#x27; already exists" in page.content.decode()
+    assert page.status_code == 400 and "the collection name &#x27;notes&#x27; is not available" in page.content.decode()
     assert "--name" not in page.content.decode()
 
 

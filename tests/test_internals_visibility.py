@@ -249,3 +249,28 @@ def test_members_see_problems_without_server_paths(member, staff):
     assert _leaks(json.dumps(member_recent)) == [] and str(folder) not in json.dumps(member_recent)
     staff_recent = _api(staff).get("/api/status", {"section": "problems"}).json()["problems"]["recent"]
     assert str(folder) in json.dumps(staff_recent)
+
+
+@pytest.mark.django_db
+def test_members_see_the_local_models_name_but_not_its_folder(member, staff, settings, tmp_path, run_cli):
+    """PMD_EMBED_MODEL may be a folder on the server (the local backend): members see its name only."""
+    from indexing.models import EmbeddingFingerprint
+
+    folder = tmp_path / "private-models" / "mini-embedder"
+    folder.mkdir(parents=True)
+    old = tmp_path / "private-models" / "old-embedder"
+    settings.PMD_LLM_BACKEND = "local"
+    settings.PMD_EMBED_MODEL = str(folder)
+    EmbeddingFingerprint.objects.create(key="old", model=str(old), dims=3, backend="local")  # another model's vectors
+
+    mine = _api(member).get("/api/status", {"section": "embeddings"})
+    seen = mine.content.decode()
+    assert mine.status_code == 200 and str(tmp_path) not in seen and "private-models" not in seen
+    embeddings = mine.json()["embeddings"]
+    assert embeddings["model"] == "mini-embedder (a folder on the server)"
+    assert "mini-embedder (a folder on the server)" in embeddings["hint"]  # another model's vectors are there
+    assert str(tmp_path) not in _browser(member).get("/status/").content.decode()
+
+    assert _api(staff).get("/api/status", {"section": "embeddings"}).json()["embeddings"]["model"] == str(folder)
+    code, out, _ = run_cli("status", "--json")
+    assert code == 0 and json.loads(out)["embeddings"]["model"] == str(folder)

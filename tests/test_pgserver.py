@@ -165,3 +165,61 @@ def test_with_database_url_a_dead_server_is_tried_once(tmp_path):
             conn.close()
     assert result.returncode != 0 and "timeout" in result.stderr
     assert len(attempts) == 1
+
+
+def _squat(path: Path, how: str) -> None:
+    """What another user can do to a predictable name under /tmp before pmd makes it."""
+    if how == "symlink":
+        path.symlink_to("/")
+    else:
+        path.mkdir(mode=0o777)
+        os.chown(path, 65534, 65534)  # nobody's folder
+
+
+@pytest.mark.parametrize("how", [
+    "symlink",
+    pytest.param("other-user", marks=pytest.mark.skipif(os.geteuid() != 0, reason="needs another uid")),
+])
+def test_a_long_pmd_home_starts_even_when_its_old_tmp_name_is_squatted(base, how):
+    from pmd_site.serverfiles import _legacy_short_run_dir, run_dir_for
+
+    home = base / ("a-long-home-" + "x" * 90)
+    legacy = _legacy_short_run_dir(home)
+    _squat(legacy, how)
+    try:
+        server = EmbeddedPostgres(home)
+        try:
+            assert server.start() is True
+            with server._connect() as conn:
+                assert conn.execute("SELECT 1").fetchone() == (1,)
+            run_dir = server.run_dir
+            assert run_dir != legacy and run_dir.parent == Path("/tmp") and len(str(server.socket_dir)) < 100
+            info = os.lstat(run_dir)
+            assert info.st_uid == os.geteuid() and info.st_mode & 0o067 == 0
+            assert run_dir_for(home) == run_dir  # every process finds the same folder
+        finally:
+            server.destroy()
+        assert not run_dir.exists()
+    finally:
+        if how == "symlink":
+            legacy.unlink()
+        else:
+            legacy.rmdir()
+
+
+def test_a_run_folder_under_tmp_that_is_not_pmds_own_is_replaced(base):
+    """The folder named in $PMD_HOME/run-dir removed (a /tmp cleaner) and made again by someone else."""
+    from pmd_site.serverfiles import RUN_DIR_POINTER, run_dir_for
+
+    home = base / ("another-long-home-" + "y" * 90)
+    first = run_dir_for(home)
+    assert (home / RUN_DIR_POINTER).read_text().strip() == str(first)
+    first.rmdir()
+    _squat(first, "symlink")
+    try:
+        second = run_dir_for(home)
+        assert second != first and os.lstat(second).st_uid == os.geteuid() and not second.is_symlink()
+        assert run_dir_for(home) == second
+        second.rmdir()
+    finally:
+        first.unlink()

@@ -68,3 +68,76 @@ def test_cli_create_list_revoke(alice, run_cli):
     assert code == 0 and '"revoked": null' not in out
     code, _, err = run_cli("token", "create", "--user", "ghost")
     assert code == 1 and "no user named 'ghost'" in err
+
+
+# --- whose tokens a caller may make, list and revoke -------------------------------------------
+
+
+@pytest.fixture
+def team(django_user_model):
+    return {
+        "staff": django_user_model.objects.create_user("sam", password="pw-sam-123", is_staff=True),
+        "other": django_user_model.objects.create_user("olive", password="pw-olive-123", is_staff=True),
+        "root": django_user_model.objects.create_superuser("root", password="pw-root-123"),
+    }
+
+
+def _login(user):
+    from django.test import Client
+
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def test_staff_cannot_make_a_token_for_a_superuser_or_anyone_else(team, alice):
+    from indexing.access import AccessDenied
+
+    staff = Access.for_user(team["staff"])
+    for victim in (team["root"], team["other"], alice, "root"):
+        with pytest.raises(AccessDenied, match="superuser"):
+            token_create(user=victim, access=staff, can_write=True)
+    assert not ApiToken.objects.exists()
+    assert token_create(user=team["staff"], access=staff).token.user == team["staff"]
+    assert token_create(user=team["staff"], access=Access.for_user(team["root"])).token.user == team["staff"]
+    assert token_create(user=alice, access=Access.local_user()).token.user == alice
+
+
+def test_the_admin_offers_and_makes_staff_tokens_only_for_themselves(team):
+    staff_page = _login(team["staff"]).get("/admin/indexing/apitoken/add/").content.decode()
+    assert 'value="%d"' % team["staff"].pk in staff_page
+    assert ">root<" not in staff_page and ">olive<" not in staff_page
+    form = {"name": "climb", "can_write": "on"}
+    # The choice is enforced on save, not only by the form's widget: a forged POST is refused.
+    forged = _login(team["staff"]).post("/admin/indexing/apitoken/add/", {**form, "user": team["root"].pk})
+    assert forged.status_code == 200 and not ApiToken.objects.exists()
+    own = _login(team["staff"]).post("/admin/indexing/apitoken/add/", {**form, "user": team["staff"].pk})
+    assert own.status_code == 302 and ApiToken.objects.get().user == team["staff"]
+    made = _login(team["root"]).post("/admin/indexing/apitoken/add/", {**form, "user": team["other"].pk})
+    assert made.status_code == 302 and ApiToken.objects.filter(user=team["other"]).count() == 1
+    assert ">olive<" in _login(team["root"]).get("/admin/indexing/apitoken/add/").content.decode()
+
+
+def test_staff_list_and_revoke_only_their_own_tokens(team):
+    roots = token_create(user=team["root"], name="root-ops", access=Access.local_user(), can_write=True)
+    own = token_create(user=team["staff"], name="sam-laptop", access=Access.local_user())
+    listing = _login(team["staff"]).get("/admin/indexing/apitoken/").content.decode()
+    assert "sam-laptop" in listing and "root-ops" not in listing
+    assert _login(team["staff"]).get(f"/admin/indexing/apitoken/{roots.token.pk}/change/").status_code == 302
+    _login(team["staff"]).post("/admin/indexing/apitoken/", {"action": "revoke_selected",
+                                                          "_selected_action": [roots.token.pk, own.token.pk]})
+    assert token_authenticate(roots.raw) is not None and token_authenticate(own.raw) is None
+    for ref in (roots.token.pk, roots.token.prefix, roots.raw):
+        with pytest.raises(TokenError, match="no token matches"):
+            token_revoke(token=ref, access=Access.for_user(team["staff"]))
+    assert token_authenticate(roots.raw) is not None
+    assert "root-ops" in _login(team["root"]).get("/admin/indexing/apitoken/").content.decode()
+    token_revoke(token=roots.token.pk, access=Access.for_user(team["root"]))
+    assert token_authenticate(roots.raw) is None
+
+
+def test_the_web_page_makes_tokens_only_for_the_signed_in_user(team):
+    response = _login(team["staff"]).post("/tokens/new/", {"name": "mine", "user": team["root"].pk,
+                                                           "expires": ""})
+    assert response.status_code == 200, response.content
+    assert list(ApiToken.objects.values_list("user__username", flat=True)) == ["sam"]

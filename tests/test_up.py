@@ -159,10 +159,14 @@ def stack():
         started.append(up)
         return up
 
+    start.home = base / "home"
     yield start
     for up in started:
         up.kill()
     _pmd(base / "home", "db", "stop", timeout=60)
+    from pmd_site.redisserver import EmbeddedRedis
+
+    EmbeddedRedis(base / "home").stop()  # a killed pmd up leaves its Redis behind
     shutil.rmtree(base, ignore_errors=True)
 
 
@@ -192,6 +196,13 @@ def test_up_serves_the_ui_follows_the_folder_and_stops_without_orphans(tmp_path,
     (notes / "first.md").rename(notes / "renamed.md")
     _wait_for(lambda: set(_documents(up.home)) == {"fresh.md", "renamed.md"}, CHANGE_TIMEOUT,
               "the rename", up.proc, up.log)
+
+    # One pmd up per home and index (each runs the scheduler): a second one is refused and names the first.
+    second = _pmd(up.home, "up", "--port", str(_free_port()), timeout=60)
+    assert second.returncode == 1, second.stdout + second.stderr
+    assert f"pmd up is already running for {up.home}" in second.stderr
+    assert f"pid {up.proc.pid}, http://127.0.0.1:{up.port}/" in second.stderr
+    assert "renamed.md" in _documents(up.home) and _get(up.base + "/healthz")[0] == 200  # the first is unharmed
 
     pids = up.pids()
     assert len(pids) >= 3, pids  # web + watcher children, postgres (+ worker, beat, redis)
@@ -275,3 +286,89 @@ def test_killed_postgres_and_redis_are_restarted_and_the_api_says_503_meanwhile(
     assert up.stop() == 0, up.output()
     survivors = {name: pid for name, pid in pids.items() if _alive(pid)}
     assert not survivors, f"left running: {survivors}\n{up.output()}"
+
+
+def test_children_of_pmd_up_import_nothing_from_the_folder_it_was_started_in(tmp_path, monkeypatch, capsys):
+    """A `django/__init__.py` (or pmd_site, celery) planted in the working folder must not run in a child."""
+    from pmd_site.supervisor import Supervisor
+
+    planted = tmp_path / "world-writable"
+    marker = tmp_path / "planted-code-ran"
+    for package in ("pmd_site", "django", "celery"):
+        (planted / package).mkdir(parents=True)
+        (planted / package / "__init__.py").write_text(f"open({str(marker)!r}, 'a').write({package!r} + '\\n')\n")
+    monkeypatch.chdir(planted)
+    url = _closed_port_url() + "/healthz"
+    supervisor = Supervisor(_env(tmp_path / "home"), json_logs=False, console=None, color=False)
+    supervisor.add("probe", "healthcheck", "web", "--url", url)  # imports pmd_site.cli, django's settings
+    supervisor.start_all()
+    try:
+        assert supervisor.children[0].proc.wait(60) == 1
+    finally:
+        supervisor.stop_all()
+    assert not marker.exists(), f"planted code ran in a child of pmd up: {marker.read_text()}"
+    assert url in capsys.readouterr().out  # pmd's own healthcheck ran and said why it failed
+
+
+def test_relative_paths_in_the_settings_keep_their_meaning_in_the_children(tmp_path, monkeypatch):
+    from pmd_site.cli.serve import absolute_paths_env
+
+    monkeypatch.chdir(tmp_path)
+    env = absolute_paths_env({"PMD_STATIC_ROOT": "static", "PMD_COLLECTION_ROOTS": "notes, /srv/notes",
+                              "PMD_EMBED_MODEL": "./models/e5", "PMD_RERANK_MODEL": "cross-encoder/ms-marco"})
+    assert env == {"PMD_STATIC_ROOT": str(tmp_path / "static"),
+                   "PMD_COLLECTION_ROOTS": f"{tmp_path / 'notes'},/srv/notes",
+                   "PMD_EMBED_MODEL": str(tmp_path / "models" / "e5"),
+                   "PMD_RERANK_MODEL": "cross-encoder/ms-marco"}
+
+
+def test_servers_running_before_pmd_up_are_restarted_too_and_left_running(tmp_path, stack):
+    """`pmd db start` first (as the README recommends): a kill -9 of that PostgreSQL or Redis is healed."""
+    from pmd_site.redisserver import EmbeddedRedis
+
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "one.md").write_text("# One\n")
+    started = _pmd(stack.home, "db", "start")
+    assert started.returncode == 0, started.stderr
+    redis = EmbeddedRedis(stack.home)
+    try:
+        assert redis.start() is True
+        up = stack(notes)
+        up.wait_ready()
+        assert "already running" in up.output() and "(reused)" in up.output()
+
+        postgres = up.pids()["postgres"]
+        os.kill(postgres, signal.SIGKILL)
+        _wait_for(lambda: "postgres is running again" in up.output(), CHANGE_TIMEOUT, "postgres to be restarted",
+                  up.proc, up.log)
+        _wait_for(lambda: json.loads(_get(up.base + "/healthz")[1]).get("database") is True, CHANGE_TIMEOUT,
+                  "the database to answer again", up.proc, up.log)
+        assert up.pids()["postgres"] != postgres
+
+        old_redis = redis.status().pid
+        os.kill(old_redis, signal.SIGKILL)
+        _wait_for(lambda: "redis is running again" in up.output(), CHANGE_TIMEOUT, "redis to be restarted",
+                  up.proc, up.log)
+        assert redis.status().running and redis.status().pid != old_redis
+
+        # They were running before pmd up: they are running after it too.
+        postgres, redis_pid = up.pids()["postgres"], redis.status().pid
+        assert up.stop() == 0, up.output()
+        assert _alive(postgres) and _alive(redis_pid)
+    finally:
+        redis.stop()
+
+
+def test_a_second_scheduler_on_one_schedule_file_is_refused(run_cli, settings):
+    from pmd_site.serverfiles import hold_lock, private_dir, run_dir_for
+
+    folder = private_dir(run_dir_for(settings.PMD_HOME))
+    lock, holder = hold_lock(folder / f"celerybeat-{settings.PMD_INDEX}.lock", "pid 4242")
+    assert holder is None
+    try:
+        code, out, err = run_cli("beat")
+    finally:
+        lock.close()
+    assert code == 1
+    assert "a scheduler is already running" in err and "pid 4242" in err

@@ -231,7 +231,7 @@ def test_add_form_errors_are_shown(staff_client, tmp_path, settings):
     settings.PMD_COLLECTION_ROOTS = [tmp_path]  # the web UI adds collections only under these
     response = staff_client.post("/collections/add/", {"path": str(tmp_path / "missing"), "name": "gone"})
     assert response.status_code == 400
-    assert "does not exist" in response.content.decode()
+    assert "choose an existing folder" in response.content.decode()
 
 
 @pytest.mark.django_db(transaction=True)

@@ -12,8 +12,9 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 
 from indexing import errors
-from indexing.access import Access, collection_suggestions, collection_visible, require_write
+from indexing.access import Access, collection_suggestions, collection_visible, require_write, visible_collections
 from indexing.folders import collection_folder_refusal, is_within
+from indexing.git import GitTimedOut, git_run
 from indexing.models import Collection
 from indexing.services.audit import audit_record
 from indexing.services.scanning import ProgressCallback, ScanReport, collection_index
@@ -37,31 +38,66 @@ class CollectionExists(errors.CollectionExists, CollectionError):
     """The name is taken (409 on the API); each face adds how to choose another."""
 
 
-def collection_root_check(*, path: str | Path, allowed_roots: list[Path] | None) -> Path:
-    """The resolved folder if this caller may make it a collection; CollectionPathRefused if not.
+def collection_root_check(*, path: str | Path, allowed_roots: list[Path] | None, access: Access | None = None,
+                          moving: Collection | None = None) -> Path:
+    """The resolved, existing folder if this caller may make it a collection (or move `moving`
+    there); CollectionPathRefused if not.
 
     `allowed_roots` is the caller's trust: None for the local CLI (run by the OS user, who can
     read the files anyway), the PMD_COLLECTION_ROOTS list for the web UI, API and admin, where
     staff of a shared server must not turn /etc or /root into something every member can read.
+    With `access`, the folder may not be the folder of a collection the caller does not see, nor
+    lie inside or around one: a second collection over it would show its notes to everyone.
+    Those faces get one answer for every folder they may not use (outside the roots, missing,
+    not a folder, overlapping a hidden collection), so a refusal tells them nothing about which
+    folders exist or which of them hidden collections hold.
     """
-    root = Path(os.path.realpath(Path(path).expanduser()))
+    typed = Path(path).expanduser()
+    roots = None if allowed_roots is None else [Path(os.path.realpath(Path(r).expanduser())) for r in allowed_roots]
+    if roots == []:
+        raise CollectionPathRefused(
+            f"{typed}: collections cannot be added here because PMD_COLLECTION_ROOTS is empty; "
+            "the server's administrator sets it to the folders that may hold collections"
+        )
+    root = Path(os.path.realpath(typed))
+    allowed = "" if roots is None else (
+        f" inside the folders allowed for collections (PMD_COLLECTION_ROOTS: {', '.join(str(r) for r in roots)})")
+    refused = CollectionPathRefused(f"{typed} cannot be a collection: choose an existing folder{allowed} that is "
+                                    "not the folder of a collection you do not see, nor inside or around one")
+    if access is not None and _overlaps_hidden_collection([Path(os.path.abspath(typed)), root], access, moving):
+        raise refused  # first: nothing below may tell what lies in a hidden collection's folder
     refusal = collection_folder_refusal(root)
     if refusal:
         raise CollectionPathRefused(refusal)
-    if allowed_roots is None:
+    if roots is None:
+        if not root.exists():
+            raise CollectionError(f"folder {typed} does not exist")
+        if not root.is_dir():
+            raise CollectionError(f"{typed} is not a folder")
         return root
-    roots = [Path(os.path.realpath(Path(r).expanduser())) for r in allowed_roots]
-    if not roots:
-        raise CollectionPathRefused(
-            f"{root}: collections cannot be added here because PMD_COLLECTION_ROOTS is empty; "
-            "the server's administrator sets it to the folders that may hold collections"
-        )
-    if not any(is_within(root, allowed) for allowed in roots):
-        raise CollectionPathRefused(
-            f"{root} is outside the folders allowed for collections (PMD_COLLECTION_ROOTS: "
-            f"{', '.join(str(r) for r in roots)})"
-        )
+    if not any(is_within(root, allowed) for allowed in roots) or not root.is_dir():
+        raise refused
     return root
+
+
+def _overlaps_hidden_collection(folders: list[Path], access: Access, moving: Collection | None) -> bool:
+    """Whether any of `folders` is, holds or lies inside the folder of a collection `access` does not see."""
+    hidden = Collection.objects.exclude(pk__in=visible_collections(access).values("pk"))
+    if moving is not None:
+        hidden = hidden.exclude(pk=moving.pk)
+    for stored in hidden.values_list("root_path", flat=True):
+        for other in {Path(stored), Path(os.path.realpath(stored))}:
+            if any(is_within(folder, other) or is_within(other, folder) for folder in folders):
+                return True
+    return False
+
+
+def _name_taken(name: str, access: Access | None) -> CollectionExists:
+    """The local user hears that the collection exists; every other caller the same words whether
+    or not they see the collection holding the name, so a hidden one is not confirmed."""
+    if access is None or access.local:
+        return CollectionExists(name=name)
+    return CollectionExists(f"the collection name '{name}' is not available: choose another", name=name)
 
 
 def _check_name(name: str) -> str:
@@ -88,21 +124,20 @@ def collection_create(
     allowed_roots: list[Path] | None = None,
     owner=None,
     visibility: str = Collection.Visibility.EVERYONE,
+    access: Access | None = None,
 ) -> Collection:
     """Register a folder as a collection (without indexing it yet).
 
     `allowed_roots`: None for the local CLI; the web UI, API and admin pass
-    settings.PMD_COLLECTION_ROOTS (see `collection_root_check`).
+    settings.PMD_COLLECTION_ROOTS. `access`: who asks (None: the local user); see
+    `collection_root_check` for the folders each may use.
     """
-    typed = Path(path).expanduser()
-    root = collection_root_check(path=typed, allowed_roots=allowed_roots)  # before probing the folder
-    if not root.exists():
-        raise CollectionError(f"folder {typed} does not exist")
-    if not root.is_dir():
-        raise CollectionError(f"{typed} is not a folder")
+    root = collection_root_check(path=path, allowed_roots=allowed_roots, access=access)
     name = _check_name(name or default_name_for(root))
     if Collection.objects.filter(name=name).exists():
-        raise CollectionExists(name=name)
+        raise _name_taken(name, access)
+    if access is not None:
+        access.forget_collections()  # asked above, before this collection existed
     try:
         with transaction.atomic():
             return Collection.objects.create(
@@ -115,7 +150,7 @@ def collection_create(
                 visibility=visibility,
             )
     except IntegrityError:
-        raise CollectionExists(name=name) from None
+        raise _name_taken(name, access) from None
 
 
 def collection_get(name: str) -> Collection:
@@ -132,7 +167,7 @@ def collection_rename(*, name: str, new_name: str, access: Access) -> Collection
     collection = collection_visible(name, access)
     new_name = _check_name(new_name)
     if Collection.objects.filter(name=new_name).exclude(pk=collection.pk).exists():
-        raise CollectionExists(name=new_name)
+        raise _name_taken(new_name, access)
     old_name = collection.name
     with transaction.atomic():
         collection.name = new_name
@@ -160,20 +195,21 @@ class PullResult:
     output: str
 
 
-# Nothing the checkout's own configuration names is run: no hooks (post-merge, ...) and no
-# file-system monitor program, whoever wrote .git/config.
-GIT_SAFE_OPTIONS = ("-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false")
-
-
-def collection_git_pull(collection: Collection, *, timeout: float = 120) -> PullResult:
+def collection_git_pull(collection: Collection, *, timeout: float | None = None) -> PullResult:
     """`git pull --ff-only` when the collection folder is the top of a git checkout.
 
     A collection that is only a subfolder of a checkout is not pulled: the pull would change
-    files outside the collection, in a repository the collection's owner did not name.
+    files outside the collection, in a repository the collection's owner did not name. Nothing
+    the checkout's configuration names is run (indexing/git.py): the upload-pack is git's own
+    whatever `remote.<name>.uploadpack` says, no hook, filter, credential helper or merge; after
+    PMD_GIT_PULL_TIMEOUT seconds git and everything it started are killed.
     """
-    root = Path(collection.root_path)
-    git = ["git", *GIT_SAFE_OPTIONS, "-C", str(root)]
-    probe = subprocess.run([*git, "rev-parse", "--show-toplevel"], capture_output=True, text=True)
+    root = str(Path(collection.root_path))
+    timeout = settings.PMD_GIT_PULL_TIMEOUT if timeout is None else timeout
+    try:
+        probe = git_run(root, "rev-parse", "--show-toplevel", timeout=60, text=True)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return PullResult(collection.name, ran=False, ok=False, output=f"git cannot read the folder: {exc}")
     if probe.returncode != 0 or not probe.stdout.strip():
         return PullResult(collection.name, ran=False, ok=True, output="not a git checkout")
     if os.path.realpath(probe.stdout.strip()) != os.path.realpath(root):
@@ -181,9 +217,14 @@ def collection_git_pull(collection: Collection, *, timeout: float = 120) -> Pull
                           output=f"not pulled: the folder is inside the git checkout {probe.stdout.strip()}, "
                                  "not its top")
     try:
-        result = subprocess.run([*git, "pull", "--ff-only"], capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return PullResult(collection.name, ran=True, ok=False, output=f"git pull timed out after {timeout:.0f}s")
+        result = git_run(root, "pull", "--ff-only", "--no-rebase", "--no-recurse-submodules", "--no-verify",
+                         "--no-edit", "--no-verify-signatures", "--upload-pack=git-upload-pack", timeout=timeout,
+                         text=True)
+    except GitTimedOut:
+        return PullResult(collection.name, ran=True, ok=False,
+                          output=f"git pull timed out after {timeout:g}s (PMD_GIT_PULL_TIMEOUT): stopped")
+    except (OSError, subprocess.SubprocessError) as exc:
+        return PullResult(collection.name, ran=True, ok=False, output=f"git pull could not run: {exc}")
     return PullResult(collection.name, ran=True, ok=result.returncode == 0,
                       output=(result.stdout + result.stderr).strip())
 

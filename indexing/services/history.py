@@ -1,13 +1,16 @@
 """Indexing the git history of collections that live inside a git work tree.
 
 What is indexed: the commits reachable from the current branch's HEAD (not other branches) that
-touch the collection's folder (all of them when the folder is the top of the work tree), the
-newest PMD_HISTORY_MAX_COMMITS at most. Git itself reads the repository (`git rev-list`, `git
-log` through subprocess, with the checkout's hooks and fsmonitor turned off); nothing parses
-`.git` by hand.
+change a file the collection indexes (its mask and ignore patterns, as the folder scan reads them:
+`indexing.paths.Selection`), the newest PMD_HISTORY_MAX_COMMITS at most. A commit's file list and
+diff hold only those files: `.env`, a file outside the mask or under an ignored folder is never
+read from the history, so history search returns nothing note search would not. Git itself reads
+the repository (`git log` through indexing/git.py, which turns off everything a repository's
+configuration could make git run: signatures, external diff, textconv, hooks, ...); nothing
+parses `.git` by hand.
 
 Incremental: the reachable set is compared with the commits stored; only unseen commits are read
-(one streaming `git log --stdin --no-walk`), and stored commits no longer reachable (a rebase, a
+(a streaming `git log --stdin --no-walk` per batch, limited to the batch's files), and stored commits no longer reachable (a rebase, a
 reset, an amended commit) are dropped with their text and vectors. When HEAD is the one indexed
 last, nothing is read at all beyond two `git rev-parse`.
 
@@ -37,7 +40,8 @@ from django.utils import timezone
 
 from indexing.locks import advisory_lock, collection_lock_key
 from indexing.models import Collection, CollectionHistory, Commit, Content
-from indexing.services.collections import GIT_SAFE_OPTIONS
+from indexing.git import git_popen, git_run, kill_group
+from indexing.paths import Selection
 from indexing.keyword import prepare_text
 
 log = logging.getLogger(__name__)
@@ -45,7 +49,7 @@ log = logging.getLogger(__name__)
 ProgressCallback = Callable[[int, int, str], None]
 BATCH = 500
 LINE_CHARS = 400  # a longer diff line (minified files) is cut
-FORMAT_VERSION = 2  # bump when the stored text changes: every history is read again
+FORMAT_VERSION = 3  # bump when the stored text changes: every history is read again
 GIT_TIMEOUT = 600
 _HEADER_START, _HEADER_END = b"\x1e", b"\x1f"
 _LOG_FORMAT = "%x1e%H%x00%P%x00%an%x00%ae%x00%cI%x00%B%x00%x1f"
@@ -80,9 +84,7 @@ class HistoryReport:
 
 
 def _git(root: str, *args: str, stdin: bytes | None = None, check: bool = True) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}  # no GIT_DIR from our caller
-    result = subprocess.run(["git", *GIT_SAFE_OPTIONS, "-C", root, *args], input=stdin, capture_output=True,
-                            env=env, timeout=GIT_TIMEOUT)
+    result = git_run(root, *args, stdin=stdin, timeout=GIT_TIMEOUT)
     if check and result.returncode != 0:
         raise GitFailed(_text(result.stderr).strip().splitlines()[-1] if result.stderr.strip() else
                         f"git {args[0]} failed ({result.returncode})")
@@ -120,10 +122,68 @@ def repository_of(root: str) -> Repository | None:
     return Repository(top, head, branch, shallow, ["--", "."] if inside else [])
 
 
-def reachable_commits(root: str, repo: Repository, limit: int) -> list[str]:
-    """The newest `limit` commits reachable from HEAD (touching the folder), newest first."""
-    out = _git(root, "rev-list", f"--max-count={limit}", "HEAD", *repo.pathspec).stdout
-    return out.decode("ascii", errors="replace").split()
+# Read-only switches for every `git log`: no signature check (gpg), no external diff, no textconv
+# driver, however the repository is configured (indexing/git.py turns off the rest).
+_LOG_SAFE = ("--no-show-signature", "--no-ext-diff", "--no-textconv", "--no-color")
+
+
+@dataclass
+class Selected:
+    sha: str
+    paths: list[str]  # the changed files the collection indexes
+
+
+def selected_commits(root: str, repo: Repository, selection: Selection, limit: int) -> Iterator[Selected]:
+    """The newest `limit` commits reachable from HEAD that change a file the collection indexes
+    (its mask and ignore patterns: `Selection`), newest first, each with those files.
+
+    One streaming `git log --name-only`; a commit that changes only other files (`.env`,
+    `private/` when ignored) is not read at all."""
+    process = git_popen(root, "-c", "core.quotePath=false", "log", "--format=%x00%H", "--name-only", "-z",
+                        "--no-renames", "--diff-merges=first-parent", "--relative", *_LOG_SAFE, "HEAD",
+                        *repo.pathspec, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    errors: list[bytes] = []
+    drain = threading.Thread(target=lambda: errors.append(process.stderr.read()), daemon=True)
+    drain.start()
+    found = 0
+    current: Selected | None = None
+    expect_sha = first_name = False
+    tail = b""
+    try:
+        while found < limit:
+            chunk = process.stdout.read(1 << 16)
+            tokens = (tail + chunk).split(b"\x00")
+            tail = tokens.pop() if chunk else b""
+            for token in tokens:
+                if token == b"":  # names are never empty: a commit follows
+                    expect_sha = True
+                    continue
+                if expect_sha:
+                    if current is not None and current.paths:
+                        yield current
+                        found += 1
+                        if found >= limit:
+                            break
+                    current, expect_sha, first_name = Selected(token.decode("ascii", "replace"), []), False, True
+                    continue
+                if current is None:
+                    continue
+                name = token[1:] if first_name and token.startswith(b"\n") else token
+                first_name = False
+                path = name.decode("utf-8", "surrogateescape")
+                if selection.selects(path):
+                    current.paths.append(path)
+            if not chunk:
+                break
+        if found < limit and current is not None and current.paths:
+            yield current
+    finally:
+        if process.poll() is None:
+            kill_group(process)
+        process.wait()
+        drain.join(timeout=5)
+    if process.returncode not in (0, -9) and errors and errors[0].strip():
+        raise GitFailed(_text(errors[0]).strip().splitlines()[-1])
 
 
 @dataclass
@@ -164,25 +224,28 @@ def _raw_change(line: str) -> dict | None:
     return {"status": status, "path": parts[0], "old_path": ""}
 
 
-def read_commits(root: str, repo: Repository, shas: list[str], *, diff_lines: int) -> Iterator[ReadCommit]:
-    """The commits `shas` with their changed paths and diff excerpt, read by one streaming `git log`.
+def read_commits(root: str, repo: Repository, shas: list[str], *, diff_lines: int,
+                 paths: list[str]) -> Iterator[ReadCommit]:
+    """The commits `shas` with their changes and diff excerpt, limited to `paths` (the files the
+    collection indexes, as `selected_commits` found them), read by one streaming `git log`.
 
     Only the first `diff_lines` lines of each diff are kept; the rest is counted as it streams
-    by, so a huge diff costs time but no memory."""
-    if not shas:
+    by, so a huge diff costs time but no memory. The paths are literal (no glob, no magic) and
+    a rename is seen only between two of them: a file moved out of `private/` shows as added."""
+    paths = [p for p in dict.fromkeys(paths) if "\n" not in p and "\r" not in p]  # one path a line
+    if not shas or not paths:
         return
-    args = ["-c", "core.quotePath=false", "log", "--stdin", "--no-walk=unsorted", f"--format={_LOG_FORMAT}",
-            "--encoding=UTF-8", "--raw", "--no-abbrev", "-M", "--no-color", "--no-ext-diff", "--no-textconv",
+    args = ["--literal-pathspecs", "-c", "core.quotePath=false", "log", "--stdin", "--no-walk=unsorted",
+            f"--format={_LOG_FORMAT}", "--encoding=UTF-8", "--raw", "--no-abbrev", "-M", *_LOG_SAFE,
             "--diff-merges=first-parent", "--relative"]
     if diff_lines:
         args.append("-p")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    process = subprocess.Popen(["git", *GIT_SAFE_OPTIONS, "-C", root, *args, *repo.pathspec],
-                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    process = git_popen(root, *args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    listed = ("\n".join(shas) + "\n--\n" + "\n".join(paths) + "\n").encode("utf-8", "surrogateescape")
 
     def feed() -> None:
         try:
-            process.stdin.write(("\n".join(shas) + "\n").encode())
+            process.stdin.write(listed)
             process.stdin.close()
         except (BrokenPipeError, OSError):
             pass
@@ -224,7 +287,7 @@ def read_commits(root: str, repo: Repository, shas: list[str], *, diff_lines: in
             yield current
     finally:
         if process.poll() is None:
-            process.kill()
+            kill_group(process)
         process.wait()
         drain.join(timeout=5)
     if process.returncode not in (0, -9) and errors and errors[0].strip():
@@ -277,8 +340,11 @@ def commit_text(commit: ReadCommit, diff: str) -> str:
     return "\n".join(parts) + "\n"
 
 
-def _settings_key() -> str:
-    return f"v{FORMAT_VERSION}:diff{settings.PMD_HISTORY_DIFF_LINES}:max{settings.PMD_HISTORY_MAX_COMMITS}"
+def _settings_key(collection: Collection) -> str:
+    """What the stored commits were read under: another mask or ignore pattern reads them again."""
+    selection = hashlib.sha256(Selection.of(collection).key().encode()).hexdigest()[:16]
+    return (f"v{FORMAT_VERSION}:diff{settings.PMD_HISTORY_DIFF_LINES}:max{settings.PMD_HISTORY_MAX_COMMITS}"
+            f":files{selection}")
 
 
 # --- the service --------------------------------------------------------------------------------
@@ -300,7 +366,7 @@ def _history_index(collection: Collection, *, progress: ProgressCallback | None,
     status, _ = CollectionHistory.objects.get_or_create(collection=collection)
     root = collection.root_path
     limit = max_commits or settings.PMD_HISTORY_MAX_COMMITS
-    key = _settings_key() + (f":cap{limit}" if max_commits else "")
+    key = _settings_key(collection) + (f":cap{limit}" if max_commits else "")
     try:
         repo = repository_of(root) if settings.PMD_HISTORY and os.path.isdir(root) else None
     except (GitFailed, OSError, subprocess.SubprocessError) as exc:
@@ -321,28 +387,29 @@ def _history_index(collection: Collection, *, progress: ProgressCallback | None,
     if status.settings_key != key or status.repository != repo.top:
         report.removed += _drop(collection, None)  # other settings or another repository: read it all again
     try:
-        reachable = reachable_commits(root, repo, limit)
+        selection = Selection.of(collection)
+        selected = list(selected_commits(root, repo, selection, limit))
+        reachable = [c.sha for c in selected]
         known = set(Commit.objects.filter(collection=collection).values_list("sha", flat=True))
         wanted = set(reachable)
         gone = known - wanted
         if gone:
             report.removed += _drop(collection, gone)
-        new = [sha for sha in reachable if sha not in known]
+        new = [c for c in selected if c.sha not in known]
         if progress:
             progress(0, len(new), "reading commits")
-        batch: list[ReadCommit] = []
         done = 0
-        for commit in read_commits(root, repo, new, diff_lines=settings.PMD_HISTORY_DIFF_LINES):
-            batch.append(commit)
-            if len(batch) >= BATCH:
+        # a batch of commits a `git log`, limited to the files they change that the collection
+        # indexes: few paths per git, whatever the history's size
+        for start in range(0, len(new), BATCH):
+            part = new[start:start + BATCH]
+            batch = list(read_commits(root, repo, [c.sha for c in part], diff_lines=settings.PMD_HISTORY_DIFF_LINES,
+                                      paths=[p for c in part for p in c.paths]))
+            if batch:
                 report.content_hashes += _store(collection, batch)
-                done += len(batch)
-                batch = []
-                if progress:
-                    progress(done, len(new), f"commits {commit.sha[:10]}")
-        if batch:
-            report.content_hashes += _store(collection, batch)
             done += len(batch)
+            if progress:
+                progress(done, len(new), f"commits {part[-1].sha[:10]}")
         if progress:
             progress(done, len(new), "commits")
         report.added = done

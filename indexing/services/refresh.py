@@ -128,7 +128,7 @@ def collection_add(*, path: str | Path, name: str | None = None, mask: str | Non
     owner = None if access.local else access.user
     collection = collection_create(path=path, name=name, mask=mask, ignore_patterns=ignore_patterns,
                                    text_search_config=text_search_config, allowed_roots=allowed_roots,
-                                   owner=owner, visibility=visibility)
+                                   owner=owner, visibility=visibility, access=access)
     audit_record(access, "collection.add", collection.name, path=collection.root_path, visibility=visibility)
     added = CollectionAdded(collection)
     if index == "now":

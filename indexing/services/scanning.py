@@ -24,7 +24,7 @@ from indexing import errors
 from indexing.folders import collection_folder_refusal, pseudo_mount_points
 from indexing.locks import advisory_lock, collection_lock_key
 from indexing.models import Collection, Content, Document, FileProblem
-from indexing.paths import glob_match
+from indexing.paths import Selection
 from indexing.services.links import (
     FEW_TARGETS,
     LINK_PROBLEM_PREFIX,
@@ -38,7 +38,6 @@ from indexing.text import BinaryFile, parse_markdown
 from indexing.keyword import keyword_index_update  # the BM25 index follows every scan
 
 ProgressCallback = Callable[[int, int, str], None]
-ALWAYS_SKIPPED_DIRS = frozenset({"node_modules", "__pycache__"})
 FLUSH_EVERY = 500
 
 
@@ -96,10 +95,6 @@ class ScanReport:
         }
 
 
-def _ignored(rel: str, patterns: list[str]) -> bool:
-    return any(glob_match(p, rel) or glob_match(p, rel + "/") for p in patterns)
-
-
 def _inside(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
@@ -140,7 +135,7 @@ def collection_files(collection: Collection, issues: list[FileIssue]) -> Iterato
         issues.append(FileIssue(".", f"{refusal}: not indexed", "error"))
         return
     pseudo_mounts = pseudo_mount_points()
-    patterns = list(collection.ignore_patterns or [])
+    selection = Selection.of(collection)
     walked: dict[tuple[int, int], str] = {}  # folder identity → where it was walked
     linked: list[tuple[str, str]] = []  # (relative path, resolved target) of links to folders
 
@@ -178,7 +173,7 @@ def collection_files(collection: Collection, issues: list[FileIssue]) -> Iterato
                 except OSError:
                     is_link, is_dir = False, False
                 if is_dir:
-                    if name in ALWAYS_SKIPPED_DIRS or (patterns and _ignored(rel, patterns)):
+                    if selection.folder_skipped(rel):
                         continue
                     target = os.path.realpath(path) if is_link else path
                     if not _inside(target, real_root):
@@ -188,7 +183,7 @@ def collection_files(collection: Collection, issues: list[FileIssue]) -> Iterato
                     else:
                         (linked if is_link else subdirs).append((rel, target))
                     continue
-                if not glob_match(collection.mask, rel) or (patterns and _ignored(rel, patterns)):
+                if not selection.file_selected(rel):
                     continue
                 target = os.path.realpath(path) if is_link else path
                 if not _inside(target, real_root):

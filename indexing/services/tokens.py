@@ -70,19 +70,26 @@ def parse_expiry(text: str | None) -> timedelta | None:
     return timedelta(seconds=seconds)
 
 
+def _may_manage_tokens_of(access: Access, user_id) -> bool:
+    """Everyone manages their own tokens; only superusers (and the local user) anyone's."""
+    return access.is_superuser or (access.active and user_id == getattr(access.user, "pk", None))
+
+
 def token_create(*, user, name: str = "", access: Access, can_write: bool = False,
                  collections: list[str] | None = None, expires_in: timedelta | str | None = None) -> CreatedToken:
     """Make a new token for `user` (a User or a username); the raw value is only in the return.
 
     Read-only unless `can_write`; limited to `collections` when some are named (each must be one
     the user sees: the scope is re-checked against the user's access on every request anyway).
-    `access` is who asks: a member makes tokens for themselves, staff and the local user for anyone.
+    `access` is who asks: members and staff make tokens for themselves; superusers and the local
+    user for anyone (a token acts with its user's rights, so making one for someone else is
+    taking their rights: staff making a superuser's token would climb to superuser).
     """
     owner = _user_for(user)
+    if not _may_manage_tokens_of(access, owner.pk):
+        raise AccessDenied("making a token for another user needs a superuser account")
     if not owner.is_active:
         raise TokenError(f"user '{owner}' is inactive")
-    if not access.local and not access.is_staff and owner.pk != getattr(access.user, "pk", None):
-        raise AccessDenied("making a token for another user needs a staff account")
     if access.token is not None:
         raise AccessDenied("tokens are made in the web UI, the admin or with the CLI, not with another token")
     names = list(dict.fromkeys(c.strip() for c in collections or () if c.strip()))
@@ -126,11 +133,15 @@ def token_revoke(*, token: str | int, access: Access, user=None) -> ApiToken:
     """Revoke by id, by the displayed prefix, or by the raw token itself.
 
     With `user`, only that user's tokens can match (the web UI: people revoke their own tokens).
+    Anyone but a superuser (or the local user) matches only their own: another user's token is
+    "no token matches", as one that never existed.
     """
     text = str(token).strip()
     qs = ApiToken.objects.select_related("user")
     if user is not None:
         qs = qs.filter(user=_user_for(user))
+    if not access.is_superuser:
+        qs = qs.filter(user_id=getattr(access.user, "pk", None) if access.active else None)
     if text.isdigit():
         matches = list(qs.filter(pk=int(text)))
     else:
@@ -140,8 +151,6 @@ def token_revoke(*, token: str | int, access: Access, user=None) -> ApiToken:
     if len(matches) > 1:
         raise TokenError(f"'{text}' matches {len(matches)} tokens: revoke by id (see `pmd token list`)")
     found = matches[0]
-    if not access.local and not access.is_staff and found.user_id != getattr(access.user, "pk", None):
-        raise TokenError(f"no token matches '{text}' (see `pmd token list`)")
     if found.revoked is None:
         found.revoked = timezone.now()
         found.save(update_fields=["revoked"])

@@ -59,6 +59,9 @@ class CollectionAdminForm(forms.ModelForm):
     class Meta:
         model = Collection
         fields = "__all__"
+        # A rename onto a taken name is refused by the model's own check first: the service's words,
+        # the same whether or not the admin user sees the collection holding it.
+        error_messages = {"name": {"unique": "this collection name is not available: choose another"}}
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -70,12 +73,11 @@ class CollectionAdminForm(forms.ModelForm):
             return value  # adding: collection_add checks the folder (see clean)
         if value == self.instance.root_path:
             return value  # unchanged: a folder added from the CLI stays editable (the scanner has its own check)
-        try:
-            root = collection_root_check(path=value, allowed_roots=settings.PMD_COLLECTION_ROOTS)
+        try:  # the rules of adding one: a move over a hidden collection's folder would show it too
+            root = collection_root_check(path=value, allowed_roots=settings.PMD_COLLECTION_ROOTS,
+                                         access=self.access, moving=self.instance)
         except CollectionError as exc:
             raise forms.ValidationError(exc.message) from None
-        if not root.is_dir():
-            raise forms.ValidationError(f"{root} is not an existing folder")
         return str(root)
 
     def _share(self, name: str, cleaned: dict):

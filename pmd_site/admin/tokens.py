@@ -1,5 +1,7 @@
 """API tokens in the admin: created through `token_create` (scope, collections, expiry checked and
-audited as in the web UI and the CLI), revoked through `token_revoke`; otherwise read-only."""
+audited as in the web UI and the CLI), revoked through `token_revoke`; otherwise read-only.
+Superusers see and make everyone's tokens; other staff only their own (a token carries its
+user's rights)."""
 
 from django import forms
 from django.contrib import admin, messages
@@ -60,6 +62,17 @@ class ApiTokenAdmin(StaffAdmin):
     search_fields = ("name", "prefix", "user__username")
     filter_horizontal = ("collections",)
     actions = ["revoke_selected"]
+
+    def visible_rows(self, rows, collections, request):
+        return rows.filter(user=request.user)  # not a superuser: their own tokens only
+
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        # Whom a token may be for: anyone for a superuser, otherwise only themselves (token_create
+        # refuses anyone else on save, whatever the form posted).
+        if db_field.name == "user" and not request.user.is_superuser:
+            kwargs["queryset"] = db_field.related_model.objects.filter(pk=request.user.pk)
+            kwargs["initial"] = request.user.pk
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
     def get_fields(self, request, obj=None):
         if obj is None:

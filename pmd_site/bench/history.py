@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import re
 import statistics
-import subprocess
 import time
 from pathlib import Path
 
@@ -30,6 +29,7 @@ def _percentile(values: list[float], q: float) -> float:
 def bench_history(repo_dir: str, options: BenchOptions) -> BenchReport:
     """(The CLI builds its parser from this module before Django is set up: models are imported here.)"""
     from indexing.access import Access
+    from indexing.git import git_run
     from indexing.models import Collection, Commit
     from indexing.services.collections import collection_create
     from indexing.services.history import history_index
@@ -40,7 +40,7 @@ def bench_history(repo_dir: str, options: BenchOptions) -> BenchReport:
     root = Path(repo_dir).expanduser().resolve()
     if not root.is_dir():
         raise BenchError(f"{root} is not a folder")
-    head = subprocess.run(["git", "-C", str(root), "log", "-1", "--format=%H %cI"], capture_output=True, text=True)
+    head = git_run(str(root), "log", "-1", "--no-show-signature", "--format=%H %cI", text=True, timeout=60)
     if head.returncode != 0:
         raise BenchError(f"{root} is not a git work tree")
     name = options.collection or f"bench-history-{root.name}"

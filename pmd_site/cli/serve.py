@@ -153,7 +153,7 @@ def cmd_beat(args) -> int:
     from pathlib import Path
 
     from pmd_site.pgserver import run_dir_for
-    from pmd_site.serverfiles import ServerSetupError, private_dir
+    from pmd_site.serverfiles import ServerSetupError, hold_lock, private_dir
 
     # Beat loads this file (a shelve, i.e. pickles): it must live where nobody else can write.
     scratch = None
@@ -165,9 +165,18 @@ def cmd_beat(args) -> int:
         # temporary folder will do.
         folder = scratch = Path(tempfile.mkdtemp(prefix="pmd-beat-"))
         warn(f"the scheduler keeps its state in {folder}: {exc}")
+    schedule = folder / f"celerybeat-{settings.PMD_INDEX}"
+    # Two schedulers on one schedule file would both send every periodic task and corrupt the file.
+    lock, holder = hold_lock(folder / f"celerybeat-{settings.PMD_INDEX}.lock", f"pid {os.getpid()}")
+    if lock is None:
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+        raise CommandError(f"a scheduler is already running for index {settings.PMD_INDEX!r} ({holder}): "
+                           "only one may run per index")
     try:
-        app.start(["beat", "--loglevel=INFO", f"--schedule={folder / f'celerybeat-{settings.PMD_INDEX}'}"])
+        app.start(["beat", "--loglevel=INFO", f"--schedule={schedule}"])
     finally:
+        lock.close()
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
     return 0
@@ -299,18 +308,44 @@ def collection_roots_env(dirs: list[str]) -> str:
     return ",".join(roots)
 
 
-def _start_broker() -> tuple[str | None, object | None]:
-    """The broker URL for the children, and the embedded Redis we started (to stop later)."""
+PATH_SETTINGS = ("PMD_STATIC_ROOT",)
+MODEL_SETTINGS = ("PMD_EMBED_MODEL", "PMD_RERANK_MODEL", "PMD_GENERATE_MODEL")
+
+
+def absolute_paths_env(env: dict[str, str]) -> dict[str, str]:
+    """The children run from "/" (pmd_site/supervisor.py): relative paths in the settings are made
+    absolute here, against the folder `pmd up` was started in, so they keep meaning what they meant."""
+    from pathlib import Path
+
+    def absolute(value: str) -> str:
+        return str(Path(value).expanduser().absolute())
+
+    env = dict(env)
+    for name in PATH_SETTINGS:
+        if env.get(name, "").strip():
+            env[name] = absolute(env[name].strip())
+    for name in MODEL_SETTINGS:  # a model is a hub name or, written like a path, a folder
+        value = env.get(name, "").strip()
+        if value.startswith(("~", "./", "../")):
+            env[name] = absolute(value)
+    if env.get("PMD_COLLECTION_ROOTS", "").strip():
+        roots = [r.strip() for r in env["PMD_COLLECTION_ROOTS"].split(",") if r.strip()]
+        env["PMD_COLLECTION_ROOTS"] = ",".join(absolute(r) for r in roots)
+    return env
+
+
+def _start_broker() -> tuple[str | None, object | None, bool]:
+    """The broker URL for the children, the embedded Redis (None with CELERY_BROKER_URL), and
+    whether this call started it (only then does `pmd up` stop it on the way out)."""
     from django.conf import settings
 
     if settings.CELERY_BROKER_URL:
-        return settings.CELERY_BROKER_URL, None
+        return settings.CELERY_BROKER_URL, None, False
     from pmd_site.redisserver import EmbeddedRedis
 
     server = EmbeddedRedis(settings.PMD_HOME)
     started = server.start()
-    url = server.url()
-    return url, (server if started else None)
+    return server.url(), server, started
 
 
 def _port_free(host: str, port: int) -> bool:
@@ -354,6 +389,26 @@ def choose_llm_backend() -> tuple[str | None, str]:
                   "(pip install 'pmd[local]'): keyword search only")
 
 
+def _one_pmd_up(url: str):
+    """Hold the lock that lets one `pmd up` run per PMD_HOME and index (each runs a scheduler, and
+    two would share its schedule file); a second one is refused, naming the first."""
+    from django.conf import settings
+
+    from pmd_site.serverfiles import ServerSetupError, hold_lock, private_dir, run_dir_for
+
+    home = settings.PMD_HOME
+    try:
+        private_dir(home, create_marker=True)
+        folder = private_dir(run_dir_for(home))
+    except (OSError, ServerSetupError) as exc:
+        raise CommandError(f"pmd up keeps its run files in {run_dir_for(home)}: {exc}") from None
+    lock, holder = hold_lock(folder / f"up-{settings.PMD_INDEX}.lock", f"pid {os.getpid()}, {url}")
+    if lock is None:
+        raise CommandError(f"pmd up is already running for {home} (index {settings.PMD_INDEX}): {holder}. "
+                           "Stop it first, or use another PMD_HOME or --index")
+    return lock
+
+
 def cmd_up(args) -> int:
     from django.conf import settings
     from django.core.management import call_command
@@ -367,9 +422,12 @@ def cmd_up(args) -> int:
     if not _port_free(args.host, args.port):
         raise CommandError(f"{args.host}:{args.port} is in use: choose another with --port")
 
+    host = f"[{args.host}]" if ":" in args.host else args.host
+    url = f"http://{'127.0.0.1' if args.host in {'0.0.0.0', '::'} else host}:{args.port}/"
+    running = _one_pmd_up(url)
+
     stop = _stop_on_sigterm()
-    pg_started = False
-    redis_server = None
+    pg_started = redis_started = False
     supervisor = None
     code = 0
     try:
@@ -388,12 +446,13 @@ def cmd_up(args) -> int:
             _add_folders(args.dirs, console)
         connections.close_all()  # the children open their own; keep none idle here
 
-        broker_url, redis_server = _start_broker()
+        broker_url, redis_server, redis_started = _start_broker()
         env = dict(os.environ, PYTHONUNBUFFERED="1", PMD_HOME=str(settings.PMD_HOME),
                    PMD_INDEX=settings.PMD_INDEX, PMD_SUPERVISOR_PID=str(os.getpid()))
         env.setdefault("PMD_LOG_LEVEL", "INFO")  # the watcher and tasks report what they do
         if args.dirs:
             env["PMD_COLLECTION_ROOTS"] = collection_roots_env(args.dirs)
+        env = absolute_paths_env(env)
         backend, why = choose_llm_backend()
         if backend:
             env["PMD_LLM_BACKEND"] = backend
@@ -401,15 +460,16 @@ def cmd_up(args) -> int:
         if broker_url:
             env["CELERY_BROKER_URL"] = broker_url
             console.print(f"broker: {'embedded Redis' if not settings.CELERY_BROKER_URL else 'CELERY_BROKER_URL'}"
-                          f" ({'started' if redis_server else 'reused'})")
+                          f" ({'started' if redis_started else 'reused'})")
         else:
             warn("no task queue available: embeddings will not be computed in the background")
 
         supervisor = Supervisor(env, json_logs=settings.PMD_LOG_FORMAT == "json", console=stdout_console(),
                                 color=color_enabled(sys.stdout))
-        # What this run started, it keeps running; a server found running belongs to whoever started it.
-        if pg_started:
-            supervisor.keep("postgres", embedded_server())
+        # Every embedded server the children use is kept running, also one found running (`pmd db
+        # start`): the children cannot work without it. On the way out only what this run started is stopped.
+        if server is not None:
+            supervisor.keep("postgres", server)
         if redis_server is not None:
             supervisor.keep("redis", redis_server)
         supervisor.add("web", "serve", "--host", args.host, "--port", str(args.port))
@@ -420,8 +480,6 @@ def cmd_up(args) -> int:
             supervisor.add("watcher", "watch")
         supervisor.start_all()
 
-        host = f"[{args.host}]" if ":" in args.host else args.host
-        url = f"http://{'127.0.0.1' if args.host in {'0.0.0.0', '::'} else host}:{args.port}/"
         console.print(f"\n[bold green]pmd is up[/]: {escape(url)}  (MCP: {escape(url)}mcp)")
         if password:
             console.print(f"log in as [bold]{escape(username)}[/] with password [bold]{escape(password)}[/]"
@@ -441,7 +499,7 @@ def cmd_up(args) -> int:
         if supervisor is not None:
             console.print("stopping…")
             supervisor.stop_all()
-        if redis_server is not None:
+        if redis_started:
             redis_server.stop()
         connections.close_all()
         if pg_started:
@@ -450,4 +508,5 @@ def cmd_up(args) -> int:
                 server.stop()
         if supervisor is not None:
             console.print("stopped")
+        running.close()
     return code

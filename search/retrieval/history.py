@@ -24,6 +24,7 @@ from django.db import connection, transaction
 
 from indexing.access import Access
 from indexing.models import Commit, Document
+from indexing.paths import Selection
 from indexing.services.embedding import embedding_config, fingerprint_configured
 from search.filters import clean_glob, date_boundary, glob_to_regex
 from indexing.keyword import WORD, prepare_text
@@ -303,11 +304,15 @@ def commit_hits(scored: list[tuple[int, float, dict]], request: HistoryRequest) 
                                                           path__in=list(paths)).values_list("path", "docid", "title"):
             current[(collection_id, path)] = (docid, title)
     words = {w.lower() for w in WORD.findall(request.query)}
+    selections: dict[int, Selection] = {}
     hits = []
     for pk, score, parts in scored:
         commit = commits.get(pk)
         if commit is None:
             continue
+        selection = selections.setdefault(commit.collection_id, Selection.of(commit.collection))
+        if not all(selection.selects(p) for p in commit.paths):
+            continue  # read under another mask (or before pmd read only the mask's files): not shown until read again
         files = []
         for change in commit.changes:
             docid, title = current.get((commit.collection_id, change["path"]), (None, ""))
