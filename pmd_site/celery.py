@@ -45,7 +45,7 @@ def _configure() -> None:
 
 
 _configure()
-app.autodiscover_tasks(["indexing"])
+app.autodiscover_tasks(["pmd_site"])
 
 
 def workers_available(timeout: float = 1.0) -> bool:
