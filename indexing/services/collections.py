@@ -15,6 +15,7 @@ from indexing import errors
 from indexing.access import Access, collection_suggestions, collection_visible, require_write
 from indexing.folders import collection_folder_refusal, is_within
 from indexing.models import Collection
+from indexing.paths import glob_regex
 from indexing.services.audit import audit_record
 from indexing.services.scanning import ProgressCallback, ScanReport, collection_index
 
@@ -101,6 +102,8 @@ def collection_create(
     if not root.is_dir():
         raise CollectionError(f"{typed} is not a folder")
     name = _check_name(name or default_name_for(root))
+    for glob in [mask or settings.PMD_DEFAULT_MASK, *(ignore_patterns or [])]:
+        glob_regex(glob.strip())  # InvalidGlob now, not at every scan of the folder
     if Collection.objects.filter(name=name).exists():
         raise CollectionExists(name=name)
     try:
