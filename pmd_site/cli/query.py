@@ -54,7 +54,9 @@ def cmd_query(args) -> int:
         link_boost=args.link_boost, recency_boost=args.recency_boost,
     )
     if args.explain and args.format == "cli":
-        sys.stdout.write(format_explain(response))
+        from pmd_site.cli.output import write_text
+
+        write_text(format_explain(response))
     return 0
 
 
