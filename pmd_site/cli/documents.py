@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sys
-
 from pmd_site.cli.output import escape, local_access, print_json, stdout_console, write_text
 
 

@@ -7,7 +7,6 @@ of both commands is that shape. Formats: text (default), --json, --csv, --md, --
 from __future__ import annotations
 
 import io
-import sys
 
 from pmd_site.cli.output import escape, local_access, print_json, stdout_console, write_text
 
