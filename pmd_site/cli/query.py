@@ -8,7 +8,6 @@ in `scores`; `explain` and `timings_ms` hold the rest).
 
 from __future__ import annotations
 
-
 from pmd_site.cli import CommandError
 
 
