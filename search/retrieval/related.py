@@ -37,7 +37,8 @@ LINK_BONUS = 0.5       # per direction: the note links to it / it links to the n
 TAG_BONUS = 0.1        # per shared tag
 MAX_TAG_BONUS = 0.3
 MAX_TAG_CANDIDATES = 500  # notes sharing a tag kept for one note (the most shared tags win)
-MAX_TAGS_CONSIDERED = 20  # of the note's tags (its first ones): a note of 10,000 tags took minutes
+MAX_TAGS_CONSIDERED = 20  # of the note's tags that other notes carry: a note of 10,000 tags took minutes
+MAX_TAG_LOOKUPS = 60      # of the note's tags looked up (in order) to find those
 NOTES_PER_TAG = 200       # notes read for each of those tags
 MAX_LINK_CANDIDATES = 500  # notes read for each link direction
 
@@ -119,7 +120,7 @@ def related_notes(reference: str, *, access: Access, limit: int = 10,
     for other in docs.filter(pk__in=DocumentLink.objects.filter(source=doc, target__isnull=False)
                              .values("target_id"))[:MAX_LINK_CANDIDATES]:
         entry(other).linked_from_it = True
-    shared = _sharing_tags(visible, list(dict.fromkeys(doc.tags or []))[:MAX_TAGS_CONSIDERED])
+    shared = _sharing_tags(visible, list(dict.fromkeys(doc.tags or [])))
     if shared:
         for other in docs.filter(pk__in=list(shared)):
             entry(other).shared_tags = shared[other.pk]
@@ -140,12 +141,18 @@ def related_notes(reference: str, *, access: Access, limit: int = 10,
 
 
 def _sharing_tags(visible, tags: list[str]) -> dict[int, list[str]]:
-    """{document id: the `tags` it carries} for up to MAX_TAG_CANDIDATES notes, those sharing the
-    most first: one indexed lookup of at most NOTES_PER_TAG notes per tag."""
+    """{document id: the note's tags it carries} for up to MAX_TAG_CANDIDATES notes, those sharing
+    the most first. Bounded work: at most MAX_TAG_LOOKUPS indexed lookups of NOTES_PER_TAG notes,
+    ending once MAX_TAGS_CONSIDERED tags were found on other notes."""
     shared: dict[int, list[str]] = {}
-    for tag in tags:
-        for pk in visible.filter(tags__contains=[tag]).order_by().values_list("pk", flat=True)[:NOTES_PER_TAG]:
+    found = 0
+    for tag in tags[:MAX_TAG_LOOKUPS]:
+        notes = list(visible.filter(tags__contains=[tag]).order_by().values_list("pk", flat=True)[:NOTES_PER_TAG])
+        for pk in notes:
             shared.setdefault(pk, []).append(tag)
+        found += bool(notes)
+        if found >= MAX_TAGS_CONSIDERED:
+            break
     best = sorted(shared.items(), key=lambda kv: (-len(kv[1]), kv[0]))[:MAX_TAG_CANDIDATES]
     return dict(best)
 

@@ -107,7 +107,9 @@ def document_page(request, collection: str, path: str):
     }
     context.update(_link_items(document, access_of(request)))
     if view == "source":
-        context["numbered_lines"] = list(enumerate(part.text.splitlines(), start=part.first_line))
+        lines = (part.text.splitlines() if part.whole
+                 else part.text.split("\n")[: part.last_line - part.first_line + 1])  # blank lines count
+        context["numbered_lines"] = list(enumerate(lines, start=part.first_line))
     else:
         context["html"], context["frontmatter_lines"] = render_markdown(
             part.text, offset=None if part.number == 1 else part.first_line - 1)
