@@ -82,6 +82,34 @@ class MultiGetRefused(InvalidRequest):
     http_status = 422
 
 
+class InvalidText(InvalidRequest):
+    """Input the database cannot store as text (a NUL byte, half a surrogate pair): refused by each
+    face before it reaches SQL (indexing.userinput)."""
+
+    code = "invalid_text"
+    http_status = 422
+
+
+class InvalidGlob(InvalidRequest):
+    """A path glob pmd cannot turn into a regex (a range that runs backwards, an unknown class, too long)."""
+
+    code = "invalid_glob"
+    http_status = 422
+
+
+class InputRefused(InvalidRequest):
+    """Input the database itself refused (its DataError): the last resort of every face, for what no
+    check before it caught. The message is the database's first line."""
+
+    code = "input_refused"
+    http_status = 400
+
+    @classmethod
+    def from_database(cls, exc: Exception) -> InputRefused:
+        first = (str(exc).strip().splitlines() or [""])[0]
+        return cls(f"the database refused this input: {first}" if first else "the database refused this input")
+
+
 class InvalidToken(InvalidRequest):
     code = "invalid_token"
 

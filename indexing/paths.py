@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from indexing.errors import InvalidRequest
+from indexing.errors import InvalidGlob, InvalidRequest
 
 SCHEME = "pmd://"
 
@@ -88,6 +88,17 @@ def virtual_path(collection: str, path: str) -> str:
     return f"{SCHEME}{collection}/{path}"
 
 
+# Longest glob pmd translates: longer ones are refused, not sent to the database's regex engine.
+MAX_GLOB_LENGTH = 1000
+# The POSIX classes a glob may name inside brackets (`[[:digit:]]`), as the ASCII sets they stand for:
+# spelled out, so the regex means the same in Python's engine and PostgreSQL's.
+POSIX_CLASSES = {
+    "alpha": "a-zA-Z", "digit": "0-9", "alnum": "a-zA-Z0-9", "upper": "A-Z", "lower": "a-z",
+    "xdigit": "0-9A-Fa-f", "space": " \t\n\r\f\v", "blank": " \t",
+    "punct": "".join("\\" + c for c in "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"),
+}
+
+
 @lru_cache(maxsize=256)
 def glob_regex(pattern: str) -> re.Pattern[str]:
     """Compile a glob with `**`, `*`, `?`, `[...]` and `{a,b}` to a regex over posix paths."""
@@ -95,7 +106,19 @@ def glob_regex(pattern: str) -> re.Pattern[str]:
 
 
 def glob_regex_body(pattern: str) -> str:
-    """The regex of a glob, unanchored; also valid as a PostgreSQL regex (search filters use it)."""
+    """The regex of a glob, unanchored; also valid as a PostgreSQL regex (search filters use it).
+
+    Every glob gives a regex both engines accept, or InvalidGlob: a bracket class is read as a
+    shell reads it (`]` first is a member, `!` or `^` first negates, a `[` never closed is a
+    literal) and rebuilt with each member escaped; runs of `*` count as `**`."""
+    if "\x00" in pattern:
+        raise InvalidGlob("the glob contains a NUL byte")
+    if len(pattern) > MAX_GLOB_LENGTH:
+        raise InvalidGlob(f"the glob is {len(pattern)} characters long; at most {MAX_GLOB_LENGTH}")
+    return _glob_body(re.sub(r"\*{3,}", "**", pattern))
+
+
+def _glob_body(pattern: str) -> str:
     i, out = 0, []
     while i < len(pattern):
         c = pattern[i]
@@ -112,14 +135,11 @@ def glob_regex_body(pattern: str) -> str:
         elif c == "?":
             out.append("[^/]")
         elif c == "[":
-            end = pattern.find("]", i + 1)
-            if end == -1:
+            regex, end = _bracket(pattern, i)
+            if regex is None:
                 out.append(re.escape(c))
             else:
-                body = pattern[i + 1:end].replace("\\", "\\\\")
-                if body.startswith("!"):
-                    body = "^" + body[1:]
-                out.append(f"[{body}]")
+                out.append(regex)
                 i = end
         elif c == "{":
             end = pattern.find("}", i + 1)
@@ -127,12 +147,55 @@ def glob_regex_body(pattern: str) -> str:
                 out.append(re.escape(c))
             else:
                 options = pattern[i + 1:end].split(",")
-                out.append("(?:" + "|".join(glob_regex_body(o) for o in options) + ")")
+                out.append("(?:" + "|".join(_glob_body(o) for o in options) + ")")
                 i = end
         else:
             out.append(re.escape(c))
         i += 1
     return "".join(out)
+
+
+def _bracket(pattern: str, start: int) -> tuple[str | None, int]:
+    """The bracket class that opens at `start`, as a regex, and the index of its closing `]`;
+    (None, start) when no `]` closes it (the `[` is then a literal)."""
+    i = start + 1
+    negate = i < len(pattern) and pattern[i] in "!^"
+    if negate:
+        i += 1
+    members: list[str] = []
+    first = True
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "]" and not first:
+            body = "".join(members)
+            return ("[^" if negate else "[") + body + "]", i
+        first = False
+        if pattern.startswith("[:", i):
+            close = pattern.find(":]", i + 2)
+            if close != -1:
+                name = pattern[i + 2:close]
+                if name not in POSIX_CLASSES:
+                    raise InvalidGlob(f"unknown character class '[:{name}:]' in the glob '{pattern}' "
+                                      f"(known: {', '.join(sorted(POSIX_CLASSES))})")
+                members.append(POSIX_CLASSES[name])
+                i = close + 2
+                continue
+        if i + 2 < len(pattern) and pattern[i + 1] == "-" and pattern[i + 2] != "]":
+            low, high = c, pattern[i + 2]
+            if low > high:
+                raise InvalidGlob(f"the range '{low}-{high}' in the glob '{pattern}' runs backwards: "
+                                  f"write '{high}-{low}'")
+            members.append(_class_member(low) + "-" + _class_member(high))
+            i += 3
+            continue
+        members.append(_class_member(c))
+        i += 1
+    return None, start
+
+
+def _class_member(c: str) -> str:
+    """One character inside a regex class, escaped when it could mean something there."""
+    return c if c.isalnum() or not c.isascii() else "\\" + c
 
 
 def glob_match(pattern: str, path: str) -> bool:

@@ -19,6 +19,7 @@ from indexing.paths import (
     InvalidPath,
     absolute_path,
     glob_match,
+    glob_regex,
     is_under,
     parse_reference,
     virtual_path,
@@ -390,6 +391,7 @@ def documents_multi_get(
     is_glob = len(parts) == 1 and any(ch in parts[0] for ch in "*?[{")
     if is_glob:
         pattern = parts[0][len("pmd://"):] if parts[0].startswith("pmd://") else parts[0]
+        glob_regex(pattern)  # an invalid glob is an error even where nothing is indexed
         rows = _active_documents(access, collections).defer("content__body").order_by("collection__name", "path")
         for doc in rows.iterator(chunk_size=2000):
             if glob_match(pattern, f"{doc.collection.name}/{doc.path}") or glob_match(pattern, doc.path):

@@ -7,7 +7,9 @@ shows the same thing. Conventions shared by all formats:
   from there and the location is written `pmd://collection/path:LINE`;
 - scores are 0..1; the CLI shows them as percentages coloured by SCORE_HIGH / SCORE_MID;
 - highlights are [start, end) offsets into the snippet: ANSI bold in the CLI, `**…**`
-  in markdown, `<mark>` in XML, raw offsets in JSON.
+  in markdown, `<mark>` in XML, raw offsets in JSON;
+- text a note or a user wrote never reaches a terminal as control characters (`terminal_text`),
+  and no CSV cell pmd writes starts like a spreadsheet formula (`csv_writer`).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 
 from indexing.errors import InvalidRequest
 from search.request import mode_verb
@@ -33,6 +36,47 @@ _YELLOW = "\x1b[33m"
 _RED = "\x1b[31m"
 _CYAN = "\x1b[36m"
 _MARK = "\x1b[1;33m"
+
+
+# C0 controls but tab and newline (CR only before a newline), DEL and C1 (CSI is 0x9b): what
+# could move the cursor, clear the screen, set the clipboard (OSC 52) or hide a link (OSC 8).
+_TERMINAL_CONTROLS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]|\r(?!\n)")
+_JSON_UNESCAPED_CONTROLS = re.compile("[\x7f-\x9f]")  # json.dumps escapes only those below 0x20
+# How a CSV cell starts when a spreadsheet would read it as a formula (OWASP's list).
+_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def terminal_text(text: str) -> str:
+    """Text pmd did not write (a title, a snippet, a path), safe on a terminal: each control
+    character is shown as `\\x1b`, not obeyed."""
+    return _TERMINAL_CONTROLS.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def json_text(data) -> str:
+    """`data` as pmd's JSON output; DEL and C1 controls escaped too (`\\u009b`), so even JSON read
+    on a terminal obeys none. The same JSON value as json.dumps gives."""
+    text = json.dumps(data, indent=2, ensure_ascii=False, default=str)
+    return _JSON_UNESCAPED_CONTROLS.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def csv_cell(value) -> str:
+    """A cell as text a spreadsheet shows as written: one that starts like a formula (`=`, `+`,
+    `-`, `@`, tab, CR) gets a leading `'`, as OWASP recommends against formula injection."""
+    text = "" if value is None else str(value)
+    return "'" + text if text.startswith(_FORMULA_STARTS) else text
+
+
+class _CsvWriter:
+    def __init__(self, buf):
+        self._writer = csv.writer(buf, lineterminator="\n")
+
+    def writerow(self, row) -> None:
+        self._writer.writerow([csv_cell(cell) for cell in row])
+
+
+def csv_writer(buf) -> _CsvWriter:
+    """The one CSV writer of pmd's outputs (search, links, history): every cell through `csv_cell`."""
+    return _CsvWriter(buf)
 
 
 class UnknownFormat(InvalidRequest):
@@ -129,22 +173,23 @@ def _cli(response: SearchResponse, *, color: bool, line_numbers: bool, full: boo
         return ""
     blocks = []
     dated = shows_dates(response)
+    safe = terminal_text  # the notes' own text: shown, never obeyed by the terminal
     for r in response.results:
         c = (lambda code: code) if color else (lambda code: "")
-        head = f"{c(_CYAN)}{location(r)}{c(_RESET)} {c(_DIM)}#{r.docid}{c(_RESET)}"
+        head = f"{c(_CYAN)}{safe(location(r))}{c(_RESET)} {c(_DIM)}#{r.docid}{c(_RESET)}"
         lines = [head]
         if r.title:
-            lines.append(f"{c(_BOLD)}{r.title}{c(_RESET)}")
+            lines.append(f"{c(_BOLD)}{safe(r.title)}{c(_RESET)}")
         if r.context:
-            lines.append(f"{c(_DIM)}context: {' › '.join(r.context)}{c(_RESET)}")
+            lines.append(f"{c(_DIM)}context: {safe(' › '.join(r.context))}{c(_RESET)}")
         if dated:
-            lines.append(f"date: {date_text(r) or 'none'}")
+            lines.append(f"date: {safe(date_text(r)) or 'none'}")
         if "filter" not in r.scores:  # a filter-only list has no relevance to show
             lines.append(f"score: {c(score_color(r.score))}{percent(r.score)}{c(_RESET)}")
         if full and r.body is not None:
-            text = _numbered(r.body, 1, color=color) if line_numbers else r.body
+            text = _numbered(safe(r.body), 1, color=color) if line_numbers else safe(r.body)
         else:
-            text = marked(r.snippet, r.highlights, _MARK, _RESET) if color else r.snippet
+            text = marked(r.snippet, r.highlights, _MARK, _RESET, escape=safe) if color else safe(r.snippet)
             if line_numbers and text:
                 text = _numbered(text, r.line or 1, color=color)
         if text:
@@ -157,14 +202,14 @@ def _cli(response: SearchResponse, *, color: bool, line_numbers: bool, full: boo
 # --- json ----------------------------------------------------------------------------
 
 def _json(response: SearchResponse, *, color: bool, line_numbers: bool, full: bool) -> str:
-    return json.dumps(response.as_dict(), indent=2, ensure_ascii=False, default=str) + "\n"
+    return json_text(response.as_dict()) + "\n"
 
 
 # --- csv -----------------------------------------------------------------------------
 
 def _csv(response: SearchResponse, *, color: bool, line_numbers: bool, full: bool) -> str:
     buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
+    writer = csv_writer(buf)
     header = ["docid", "score", "uri", "line", "title", "context", "snippet"]
     if full:
         header.append("body")
@@ -250,7 +295,7 @@ def _xml(response: SearchResponse, *, color: bool, line_numbers: bool, full: boo
 
 def _files(response: SearchResponse, *, color: bool, line_numbers: bool, full: bool) -> str:
     buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
+    writer = csv_writer(buf)
     for r in response.results:
         writer.writerow([f"#{r.docid}", f"{r.score:.2f}", r.uri, " › ".join(r.context)])
     return buf.getvalue()

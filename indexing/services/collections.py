@@ -16,6 +16,7 @@ from indexing.access import Access, collection_suggestions, collection_visible, 
 from indexing.folders import collection_folder_refusal, is_within
 from indexing.git import GitTimedOut, git_run
 from indexing.models import Collection
+from indexing.paths import glob_regex
 from indexing.services.audit import audit_record
 from indexing.services.scanning import ProgressCallback, ScanReport, collection_index
 
@@ -134,6 +135,8 @@ def collection_create(
     """
     root = collection_root_check(path=path, allowed_roots=allowed_roots, access=access)
     name = _check_name(name or default_name_for(root))
+    for glob in [mask or settings.PMD_DEFAULT_MASK, *(ignore_patterns or [])]:
+        glob_regex(glob.strip())  # InvalidGlob now, not at every scan of the folder
     if Collection.objects.filter(name=name).exists():
         raise _name_taken(name, access)
     if access is not None:

@@ -3,12 +3,19 @@
 Mapped here once, for the whole API: a service's PmdError (indexing.errors) brings its own
 status and code (TokenThrottled adds Retry-After); ninja's HttpError (the API's own 401 and 403,
 a failed CSRF check) and its validation errors (422) get a stable code from their status.
+Input is checked once here too: text the database cannot store (a NUL byte) in any validated
+parameter is a 422 `invalid_text` before an endpoint runs, and a DataError the database still
+raises is a 400 `input_refused`, never a 500.
 """
 
-from ninja import NinjaAPI
+import functools
+
+from django.db import DataError
+from ninja import NinjaAPI, Schema
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 
-from indexing.errors import PmdError
+from indexing.errors import InputRefused, PmdError
+from indexing.userinput import refuse_unstorable
 
 # The code of an error that is not a service's, by its HTTP status.
 HTTP_CODES = {
@@ -25,8 +32,22 @@ AUTHENTICATION_REQUIRED = (
     "authentication required: send `Authorization: Bearer <token>` (pmd token create --user NAME)")
 
 
+def refuse_unstorable_input(view):
+    """Every endpoint's parsed parameters (path, query, JSON body) pass `refuse_unstorable` first."""
+
+    @functools.wraps(view)
+    def checked(request, **values):
+        named: dict = {}
+        for name, value in values.items():  # a schema's fields by the names the client wrote (`q`, `tag`)
+            named.update(value.dict(by_alias=True) if isinstance(value, Schema) else {name: value})
+        refuse_unstorable(named)
+        return view(request, **values)
+
+    return checked
+
+
 def install_error_handlers(api: NinjaAPI) -> None:
-    """Register the API's exception handlers on `api`."""
+    """Register the API's input check and exception handlers on `api`."""
 
     def error(request, status: int, message: str, code: str, suggestions: list[str] | None = None, **extra):
         response = api.create_response(
@@ -56,6 +77,12 @@ def install_error_handlers(api: NinjaAPI) -> None:
             problems.append(f"{where or 'request'}: {err.get('msg', 'invalid')}")
         return error(request, 422, "invalid request: " + "; ".join(problems), HTTP_CODES[422], errors=exc.errors)
 
+    def on_data_error(request, exc: DataError):
+        """The last resort for input no check caught: the database's own refusal, as the client's error."""
+        return on_pmd_error(request, InputRefused.from_database(exc))
+
+    api.add_decorator(refuse_unstorable_input)  # after validation: the values the endpoint gets
     api.add_exception_handler(PmdError, on_pmd_error)
+    api.add_exception_handler(DataError, on_data_error)
     api.add_exception_handler(HttpError, on_http_error)
     api.add_exception_handler(ValidationError, on_validation)

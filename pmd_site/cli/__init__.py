@@ -135,9 +135,11 @@ def run_command(args, *, prepare: bool = True) -> int:
     """Run a parsed command and map its errors to one line and an exit status.
 
     `prepare=False` in a server answering a client (Django and the database are up already)."""
+    from indexing.userinput import refuse_unstorable
     from pmd_site.cli.output import error
 
     try:
+        refuse_unstorable(vars(args))  # text the database cannot store (a NUL byte): refused before any query
         if not prepare:
             result = args.func(args)
         else:
@@ -160,11 +162,17 @@ def run_command(args, *, prepare: bool = True) -> int:
         error("interrupted")
         return 130
     except Exception as exc:  # noqa: BLE001 - the last line of defence for users
+        from django.db import DataError
         from django.db import OperationalError as DjangoOperationalError
         from psycopg import OperationalError
 
+        from indexing.errors import InputRefused
+
         if isinstance(exc, (OperationalError, DjangoOperationalError)):
             error(f"cannot reach the database: {exc}".strip())
+            return 1
+        if isinstance(exc, DataError):  # the database refused input no check caught: the user's to fix
+            error(error_text(InputRefused.from_database(exc)))
             return 1
         if prepare and os.environ.get("PMD_DEBUG"):
             raise

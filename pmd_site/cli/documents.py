@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import sys
-
-from pmd_site.cli.output import escape, local_access, print_json, stdout_console
+from pmd_site.cli.output import escape, local_access, print_json, stdout_console, write_text
 
 
 def register(sub) -> None:
@@ -45,7 +43,7 @@ def cmd_get(args) -> int:
     # `pmd get` has always aligned the numbers one line further than the last one shown
     out = (numbered_lines(page.lines, page.first, width=len(str(page.last + 1))) if args.line_numbers
            else page.lines)
-    sys.stdout.write("\n".join(out) + ("\n" if out else ""))
+    write_text("\n".join(out) + ("\n" if out else ""))  # on a terminal without its control characters
     return 0
 
 
@@ -58,7 +56,7 @@ def cmd_multi_get(args) -> int:
     if args.json:
         print_json(result.as_dict())
         return 0 if result.items or not result.missing else 1
-    write = sys.stdout.write
+    write = write_text  # on a terminal without the notes' control characters
     for item in result.items:
         write(f"==> {item.document.uri} (#{item.document.docid}) <==\n")
         if item.skipped_reason:

@@ -7,12 +7,11 @@ the web UI's History page do; --json is that answer's shape. Formats: text (defa
 
 from __future__ import annotations
 
-import csv
 import io
 import sys
 
 from pmd_site.cli import CommandError
-from pmd_site.cli.output import escape, local_access, print_json, stdout_console, warn
+from pmd_site.cli.output import escape, local_access, print_json, stdout_console, warn, write_text
 
 FORMATS = (("json", "JSON"), ("csv", "CSV"), ("md", "markdown"), ("xml", "XML"),
            ("files", "one line per changed note that still exists: #docid,pmd://path"))
@@ -53,7 +52,7 @@ def cmd_history(args) -> int:
     if args.format != "json":
         for message in response.warnings:
             warn(message)
-    sys.stdout.write(_FORMATTERS[args.format](response, diff=args.diff))
+    write_text(_FORMATTERS[args.format](response, diff=args.diff))  # cli and json print themselves
     if not response.results and args.format == "cli":
         print("no commits", file=sys.stderr)
     return 0
@@ -75,8 +74,10 @@ def _files(response, *, diff: bool) -> str:
 
 
 def _csv(response, *, diff: bool) -> str:
+    from search.formatters import csv_writer
+
     buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
+    writer = csv_writer(buf)
     writer.writerow(["collection", "sha", "date", "author", "email", "score", "title", "files"]
                     + (["diff"] if diff else []))
     for hit in response.results:
@@ -148,7 +149,7 @@ def _cli(response, *, diff: bool) -> str:
         console.print(f"[yellow]{hit.short}[/] [bold]{escape(hit.title)}[/]  [dim]{hit.date[:10]} "
                       f"{escape(hit.author)} · {escape(hit.collection)} · {hit.score:.0%}[/]", highlight=False)
         for line in hit.snippet.splitlines():
-            console.print(f"    {line}", highlight=False, markup=False)
+            console.print(f"    {line}", highlight=False, markup=False)  # the console shows control characters
         for f in hit.files:
             now = f"  [cyan]pmd://{escape(hit.collection)}/{escape(f.path)}[/] [dim]#{f.docid}[/]" if f.docid else ""
             console.print(f"    [dim]{escape(_change(f))}[/]{now}", highlight=False)

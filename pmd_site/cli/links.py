@@ -6,11 +6,9 @@ of both commands is that shape. Formats: text (default), --json, --csv, --md, --
 
 from __future__ import annotations
 
-import csv
 import io
-import sys
 
-from pmd_site.cli.output import escape, local_access, print_json, stdout_console
+from pmd_site.cli.output import escape, local_access, print_json, stdout_console, write_text
 
 FORMATS = (("json", "JSON: the note, its links and its backlinks"), ("csv", "CSV"), ("md", "markdown"),
            ("files", "one line per linked note: #docid,pmd://path (resolved links only)"))
@@ -64,11 +62,13 @@ def _print(result, rows, fmt: str, *, backlinks: bool) -> None:
         for link in rows:
             if link.other is not None and link.other.pk not in seen:
                 seen.append(link.other.pk)
-                sys.stdout.write(f"#{link.other.docid},{link.other.uri}\n")
+                write_text(f"#{link.other.docid},{link.other.uri}\n")
         return
     if fmt == "csv":
+        from search.formatters import csv_writer
+
         buf = io.StringIO()
-        writer = csv.writer(buf, lineterminator="\n")
+        writer = csv_writer(buf)
         if backlinks:
             writer.writerow(["docid", "uri", "line", "title", "link", "context"])
             for link in rows:
@@ -81,7 +81,7 @@ def _print(result, rows, fmt: str, *, backlinks: bool) -> None:
                 writer.writerow([link.line, link.kind, link.written, "yes" if other else "no",
                                  f"#{other.docid}" if other else "", other.uri if other else "",
                                  other.title if other else "", link.context])
-        sys.stdout.write(buf.getvalue())
+        write_text(buf.getvalue())
         return
     if fmt == "md":
         heading = "Backlinks of" if backlinks else "Links in"
@@ -101,7 +101,7 @@ def _print(result, rows, fmt: str, *, backlinks: bool) -> None:
                 out.append(f"- line {link.line}: `{link.written}` → _unresolved_")
         if len(rows) < total:
             out += ["", f"_{total - len(rows)} more not shown._"]
-        sys.stdout.write("\n".join(out) + "\n")
+        write_text("\n".join(out) + "\n")
         return
     console = stdout_console()
     what = "backlinks" if backlinks else "links"

@@ -5,12 +5,16 @@ text never loads it. In a server answering a `pmd` client (client mode, see
 pmd_site/cli/client.py), the terminal is the client's: `sys.stdout`/`sys.stderr` are
 stand-ins that write to the request's captured streams, and `environ()` is the
 client's environment, so the same code prints what the client itself would.
+
+Text pmd did not write (titles, snippets, paths, messages) reaches a terminal without its control
+characters (search.formatters.terminal_text): everything printed with rich is cleaned segment by
+segment (pmd's own styles are not text, so they stay), a document's text through `write_text`
+only when stdout is a terminal (`pmd get note.md > copy.md` copies the note as it is).
 """
 
 from __future__ import annotations
 
 import contextvars
-import json
 import os
 import sys
 from contextlib import contextmanager
@@ -95,12 +99,35 @@ def color_enabled(stream=None) -> bool:
     return hasattr(stream, "isatty") and stream.isatty()
 
 
-def _console(**options):
-    from rich.console import Console
+_console_class = None
 
+
+def _terminal_console_class():
+    """rich's Console, whose text segments (never its own control segments: cursor moves of a
+    progress bar) are printed without control characters."""
+    global _console_class
+    if _console_class is None:
+        from rich.console import Console
+        from rich.segment import Segment
+
+        from search.formatters import terminal_text
+
+        class TerminalConsole(Console):
+            def render(self, renderable, options=None):
+                for segment in super().render(renderable, options):
+                    if segment.control or segment.text.isprintable():
+                        yield segment
+                    else:
+                        yield Segment(terminal_text(segment.text), segment.style, segment.control)
+
+        _console_class = TerminalConsole
+    return _console_class
+
+
+def _console(**options):
     # No :emoji: codes: a note's title or a folder's name is printed as written (values are escaped
     # for rich markup where they are printed, with rich.markup.escape).
-    console = Console(_environ=environ(), emoji=False, **options)
+    console = _terminal_console_class()(_environ=environ(), emoji=False, **options)
     terminal = _client_terminal.get()
     if terminal is not None and (console._width is None or console._height is None):
         console.size = _client_size(console, terminal)
@@ -149,7 +176,19 @@ def warn(message: str) -> None:
 
 
 def print_json(data) -> None:
-    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
+    from search.formatters import json_text
+
+    sys.stdout.write(json_text(data) + "\n")
+
+
+def write_text(text: str) -> None:
+    """Text pmd did not write (a document, a CSV or markdown listing) on stdout: with its control
+    characters shown, not obeyed, on a terminal; as it is into a file or a pipe."""
+    if text and sys.stdout.isatty():
+        from search.formatters import terminal_text
+
+        text = terminal_text(text)
+    sys.stdout.write(text)
 
 
 @contextmanager

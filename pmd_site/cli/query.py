@@ -8,8 +8,6 @@ in `scores`; `explain` and `timings_ms` hold the rest).
 
 from __future__ import annotations
 
-import sys
-
 from pmd_site.cli import CommandError
 
 
@@ -54,7 +52,9 @@ def cmd_query(args) -> int:
         link_boost=args.link_boost, recency_boost=args.recency_boost,
     )
     if args.explain and args.format == "cli":
-        sys.stdout.write(format_explain(response))
+        from pmd_site.cli.output import write_text
+
+        write_text(format_explain(response))
     return 0
 
 

@@ -89,7 +89,7 @@ def run_search_command(args, *, mode: str, **overrides) -> int:
 
 def search_and_print(args, *, mode: str, **overrides):
     """`run_search_command` for a command that shows more afterwards: returns the SearchResponse."""
-    from pmd_site.cli.output import color_enabled, warn
+    from pmd_site.cli.output import color_enabled, warn, write_text
     from search.formatters import format_response
     from search.pipeline.dispatch import search_run
 
@@ -101,7 +101,8 @@ def search_and_print(args, *, mode: str, **overrides):
         warn(message)
     text = format_response(response, args.format, color=args.format == "cli" and color_enabled(sys.stdout),
                            line_numbers=request.line_numbers, full=request.full)
-    sys.stdout.write(text)
+    # cli cleans the notes' text itself (its colours are pmd's); json escapes it; the others are the notes' text
+    (sys.stdout.write if args.format in ("cli", "json") else write_text)(text)
     if not response.results and args.format == "cli":
         print("no results", file=sys.stderr)
     return response

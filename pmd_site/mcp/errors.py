@@ -2,16 +2,22 @@
 
 The SDK calls sync tool bodies in reused worker threads, so each call closes stale connections
 before and after. A service's PmdError (indexing.errors) becomes a ToolError with its message and
-suggestions: the one mapping of service errors for MCP clients.
+suggestions: the one mapping of service errors for MCP clients. The arguments are checked here
+too: text the database cannot store (a NUL byte) is a tool error before the body runs, and a
+DataError the database still raises is a tool error, not an internal error.
 """
 
 import functools
 
 from django import db
+from django.db import DataError
+from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import BaseModel
 
 from indexing.access import Access
-from indexing.errors import PmdError
+from indexing.errors import InputRefused, PmdError
+from indexing.userinput import refuse_unstorable
 
 
 def mcp_access(ctx) -> Access:
@@ -37,10 +43,20 @@ def tool_call(fn):
     def wrapper(*args, **kwargs):
         db.close_old_connections()
         try:
+            refuse_unstorable(_arguments(args, kwargs))
             return fn(*args, **kwargs)
         except PmdError as exc:
             raise ToolError(error_text(exc)) from None
+        except DataError as exc:  # the last resort for input no check caught
+            raise ToolError(error_text(InputRefused.from_database(exc))) from None
         finally:
             db.close_old_connections()
 
     return wrapper
+
+
+def _arguments(args: tuple, kwargs: dict) -> dict:
+    """A call's arguments by name, input models (filters) as their fields; the context is no input."""
+    named = {f"argument {i + 1}": value for i, value in enumerate(args)} | kwargs
+    return {name: value.model_dump() if isinstance(value, BaseModel) else value
+            for name, value in named.items() if not isinstance(value, (Context, Access))}

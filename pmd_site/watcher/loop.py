@@ -57,6 +57,71 @@ def watch_targets() -> list[WatchTarget]:
     return targets
 
 
+_SKIPPED_FOLDERS = {"node_modules", "__pycache__"}
+
+
+def _watched(rel_parts: tuple[str, ...]) -> bool:
+    """Is a folder at these parts (relative to the collection) one whose events can matter? Hidden
+    folders cannot hold documents; of `.git` only the refs tell that history moved."""
+    if not rel_parts:
+        return True
+    if rel_parts[0] == ".git":
+        return len(rel_parts) == 1 or rel_parts[1] == "refs"
+    return not any(p.startswith(".") or p in _SKIPPED_FOLDERS for p in rel_parts)
+
+
+def watch_folders(targets: list[WatchTarget]) -> list[str]:
+    """Every real folder inside the collections, listed without following symbolic links.
+
+    watchfiles' recursive watch (the Rust notify crate) follows links to folders: one link to /
+    in a collection put the whole machine, PostgreSQL's data folder included, under watch and
+    re-indexed the collection for every write anywhere. So pmd lists the folders itself and
+    watches each one alone; a folder created later makes the loop list them again.
+    """
+    folders: list[str] = []
+    for target in targets:
+        stack: list[tuple[str, tuple[str, ...]]] = [(str(target.root), ())]
+        while stack:
+            folder, parts = stack.pop()
+            folders.append(folder)
+            try:
+                with os.scandir(folder) as entries:
+                    for entry in entries:
+                        try:
+                            real_dir = entry.is_dir(follow_symlinks=False)
+                        except OSError:
+                            continue
+                        if real_dir and _watched(parts + (entry.name,)):
+                            stack.append((entry.path, parts + (entry.name,)))
+            except OSError:  # unreadable or gone meanwhile: what is left is still watched
+                continue
+    return sorted(set(folders))
+
+
+def _outside(abspath: str, root: Path) -> bool:
+    """A link, or a path whose real folder is not inside the collection: no document can change there
+    (the scan refuses links), so its events never re-index."""
+    if os.path.islink(abspath):
+        return True
+    real = os.path.realpath(os.path.dirname(abspath))
+    return real != str(root) and not real.startswith(str(root).rstrip("/") + "/")
+
+
+def new_folders(changes, targets: list[WatchTarget], watched: set[str]) -> bool:
+    """Did a real folder appear that should be watched (its own watch starts with the next listing)?"""
+    for change, raw in changes:
+        if change != watchfiles.Change.added or raw in watched or os.path.islink(raw) or not os.path.isdir(raw):
+            continue
+        for target in targets:
+            try:
+                parts = Path(raw).relative_to(target.root).parts
+            except ValueError:
+                continue
+            if _watched(parts) and not _outside(raw, target.root):
+                return True
+    return False
+
+
 def _relevant(rel: str, abspath: str, mask: str) -> bool:
     """Could this change alter the collection's documents? (git's churn in `.git` cannot)."""
     parts = rel.split("/")
@@ -87,9 +152,25 @@ def collections_for_changes(changes, targets: list[WatchTarget]) -> set[str]:
                 rel = path.relative_to(target.root).as_posix()
             except ValueError:
                 continue
-            if rel in {"", "."} or _relevant(rel, raw, target.mask) or _git_ref_change(rel):
+            if rel in {"", "."}:
+                names.add(target.name)
+            elif _outside(raw, target.root):
+                continue
+            elif _relevant(rel, raw, target.mask) or _git_ref_change(rel):
                 names.add(target.name)
     return names
+
+
+def _reindex(names: list[str], state: dict) -> None:
+    try:
+        summary = reindex(names)
+    except Exception:  # noqa: BLE001 - keep watching; the next event or reconcile retries
+        log.exception("re-indexing %s failed", ", ".join(names))
+    else:
+        state["last_reindex"] = {k: v for k, v in summary.items() if k != "reports"}
+        log.info("re-indexed %s: %s changed, %s removed in %ss (embedding task %s)",
+                 ", ".join(names), summary["changed"], summary["removed"],
+                 summary["seconds"], summary.get("embedding_task") or "-")
 
 
 def run_watcher(
@@ -118,6 +199,7 @@ def run_watcher(
         if not summary["changed"]:
             embedding_request(no_worker="queue")  # earlier runs may have left content without vectors
 
+    pending: set[str] = set()  # collections to scan once the new watch is up (a folder appeared)
     while not stop_event.is_set():
         targets = watch_targets()
         state["collections"] = [{"name": t.name, "path": str(t.root)} for t in targets]
@@ -125,40 +207,44 @@ def run_watcher(
         if not targets:
             stop_event.wait(REFRESH_SECONDS)
             continue
+        folders = watch_folders(targets)
+        watched = set(folders)
         log.info("watching %d folder(s) (%s): %s", len(targets), mode, ", ".join(str(t.root) for t in targets))
         last_beat = time.monotonic()
-        for changes in watchfiles.watch(
-            *[t.root for t in targets],
-            watch_filter=None,  # our own filter knows the masks; watchfiles' default drops too little/too much
-            debounce=max(step * 8, 2000),
-            step=step,
-            stop_event=stop_event,
-            rust_timeout=REFRESH_SECONDS * 1000,
-            yield_on_timeout=True,
-            raise_interrupt=False,
-            force_polling=polling,
-            poll_delay_ms=max(step, 300),
-            ignore_permission_denied=True,
-        ):
-            if changes:
-                names = collections_for_changes(changes, targets)
+        try:
+            for changes in watchfiles.watch(
+                *folders,
+                watch_filter=None,  # our own filter knows the masks; watchfiles' default drops too little/too much
+                debounce=max(step * 8, 2000),
+                step=step,
+                stop_event=stop_event,
+                rust_timeout=REFRESH_SECONDS * 1000,
+                yield_on_timeout=True,
+                raise_interrupt=False,
+                force_polling=polling,
+                poll_delay_ms=max(step, 300),
+                recursive=False,  # see watch_folders: a recursive watch follows links out of the collection
+                ignore_permission_denied=True,
+            ):
+                names = collections_for_changes(changes or (), targets) | pending
+                pending = set()
                 if names:
                     state["last_change_at"] = time.time()
+                    _reindex(sorted(names), state)
+                if changes and new_folders(changes, targets, watched):
+                    # Scanned again once the new folder is watched: files written into it meanwhile count.
+                    pending = set(names)
+                    break
+                if time.monotonic() - last_beat >= REFRESH_SECONDS:
+                    last_beat = time.monotonic()
+                    write_heartbeat(state)
                     try:
-                        summary = reindex(sorted(names))
-                    except Exception:  # noqa: BLE001 - keep watching; the next event or reconcile retries
-                        log.exception("re-indexing %s failed", ", ".join(sorted(names)))
-                    else:
-                        state["last_reindex"] = {k: v for k, v in summary.items() if k != "reports"}
-                        log.info("re-indexed %s: %s changed, %s removed in %ss (embedding task %s)",
-                                 ", ".join(sorted(names)), summary["changed"], summary["removed"],
-                                 summary["seconds"], summary.get("embedding_task") or "-")
-            if time.monotonic() - last_beat >= REFRESH_SECONDS:
-                last_beat = time.monotonic()
-                write_heartbeat(state)
-                try:
-                    if watch_targets() != targets:
-                        break  # a collection was added, removed or moved: watch the new set
-                except Exception:  # noqa: BLE001 - database briefly away; try again next beat
-                    log.warning("cannot read collections; retrying")
+                        if watch_targets() != targets:
+                            break  # a collection was added, removed or moved: watch the new set
+                    except Exception:  # noqa: BLE001 - database briefly away; try again next beat
+                        log.warning("cannot read collections; retrying")
+        except FileNotFoundError:  # a folder went away between listing and watching: list again
+            log.info("a watched folder vanished; listing the folders again")
+            pending |= {t.name for t in targets}
+            stop_event.wait(min(1.0, step / 1000))
     clear_heartbeat()

@@ -5,7 +5,9 @@ detail and the HTTP status), by the error's `code` first and its `http_status` o
 Everything in the web UI goes through it:
 
 * `WebErrorMiddleware` answers a PmdError that a view of the web UI lets through: the problem
-  as a fragment for htmx, as a page otherwise, with the error's status;
+  as a fragment for htmx, as a page otherwise, with the error's status; before a view runs it
+  refuses text the database cannot store (a NUL byte) in the URL, its query and the form, and
+  a DataError of the database that no check caught is a 400 `input_refused`, not a 500;
 * `form_problems(form)` shows a PmdError of the service a form view calls on that form, so
   the form is shown again with the user's input (form views answer 400 then);
 * the search page shows a failed search as one of its problem states (`SEARCH_TITLES`).
@@ -17,8 +19,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from django import forms
+from django.db import DataError
 
-from indexing.errors import PmdError
+from indexing.errors import InputRefused, PmdError
+from indexing.userinput import refuse_unstorable
 from pmd_site.web.pages import page, wants_fragment
 
 
@@ -51,6 +55,8 @@ def problem_for(exc: BaseException, *, search: bool = False) -> WebProblem:
     "invalid" (a search in a collection that does not exist too).
     """
     titles = SEARCH_TITLES if search else PAGE_TITLES
+    if isinstance(exc, DataError):  # the database refused input no check caught
+        exc = InputRefused.from_database(exc)
     name = exc.__class__.__name__
     text = str(exc) or name
     if isinstance(exc, PmdError):
@@ -65,7 +71,7 @@ def problem_for(exc: BaseException, *, search: bool = False) -> WebProblem:
     return WebProblem("error", titles["error"], f"{name}: {text}", 500)
 
 
-def problem_response(request, exc: PmdError):
+def problem_response(request, exc: PmdError | DataError):
     """A PmdError as the answer of a web UI view: a fragment for htmx, else a page; its status."""
     problem = problem_for(exc)
     template = "search/_problem.html" if wants_fragment(request) else "search/problem.html"
@@ -83,9 +89,21 @@ class WebErrorMiddleware:
     def __call__(self, request):
         return self.get_response(request)
 
+    def process_view(self, request, view_func, view_args, view_kwargs):
+        """Text the database cannot store, anywhere in a web UI request, is its problem page (422)."""
+        match = getattr(request, "resolver_match", None)
+        if match is None or match.namespace != "search":
+            return None
+        try:
+            refuse_unstorable({**view_kwargs, **dict(request.GET.lists()),
+                               **(dict(request.POST.lists()) if request.method == "POST" else {})})
+        except PmdError as exc:
+            return problem_response(request, exc)
+        return None
+
     def process_exception(self, request, exception):
         match = getattr(request, "resolver_match", None)
-        if isinstance(exception, PmdError) and match is not None and match.namespace == "search":
+        if isinstance(exception, (PmdError, DataError)) and match is not None and match.namespace == "search":
             return problem_response(request, exception)
         return None
 

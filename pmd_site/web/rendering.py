@@ -7,6 +7,7 @@ Everything here returns markup built from escaped text (snippets) or sanitised b
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from functools import lru_cache
 
 import nh3
@@ -60,15 +61,19 @@ def _markdown() -> MarkdownIt:
     return MarkdownIt("commonmark", {"html": True}).enable(["table", "strikethrough"])
 
 
-def render_markdown(text: str) -> tuple[SafeString, int]:
+def render_markdown(text: str, *, offset: int | None = None) -> tuple[SafeString, int]:
     """Sanitised HTML of a markdown document, blocks tagged with their source lines.
 
     Each block gets `data-ls`/`data-le` (1-based first/last line in the original file,
     frontmatter included) and `id="L<first line>"`, so `#L42` and the hit line can be
-    found. Returns (html, number of frontmatter lines skipped).
+    found. Returns (html, number of frontmatter lines skipped). With `offset`, `text` is a later
+    part of a note (see note_part): nothing is stripped and its first line is line offset + 1.
     """
-    body = strip_frontmatter(text)
-    offset = text[: len(text) - len(body)].count("\n")
+    if offset is None:
+        body = strip_frontmatter(text)
+        offset = text[: len(text) - len(body)].count("\n")
+    else:
+        body = text
     md = _markdown()
     tokens = md.parse(body)
     used: set[int] = set()
@@ -92,3 +97,76 @@ def render_markdown(text: str) -> tuple[SafeString, int]:
         link_rel="noopener noreferrer nofollow",
     )
     return mark_safe(clean), offset
+
+
+PART_LINES = 3000      # a page shows at most this many lines of a note…
+PART_CHARS = 300_000   # …and this many characters; a longer note is shown in parts (?part=2)
+_FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
+
+
+@dataclass(frozen=True)
+class NotePart:
+    """The lines of a note one page shows. A note longer than PART_LINES lines or PART_CHARS
+    characters is shown in parts (?part=2, …): one page of 100k headings took
+    26 s and 11.6 MB to render whole. A single line longer than a part is shown cut (`cut`)."""
+
+    number: int
+    count: int
+    first_line: int  # 1-based, in the file (frontmatter included)
+    last_line: int
+    total_lines: int
+    frontmatter_lines: int
+    text: str
+    cut: bool = False
+
+    @property
+    def whole(self) -> bool:
+        return self.count == 1 and not self.cut
+
+
+def _part_ranges(lines: list[str], start: int, max_lines: int, max_chars: int) -> list[tuple[int, int]]:
+    """[first, end) line indexes of each part: at most `max_lines` lines and `max_chars` characters
+    (one line more only when a line alone is longer), cut after a blank line outside a code fence
+    when there is one in the part's second half. One pass over the lines."""
+    ranges: list[tuple[int, int]] = []
+    first, chars, safe, fence = 0, 0, 0, ""
+    i = start  # the frontmatter stays whole in the first part
+    while i < len(lines):
+        line = lines[i]
+        size = len(line) + 1
+        count = i - first
+        if count and (count - (start if first == 0 else 0) >= max_lines or chars + size > max_chars):
+            cut = safe if safe > first + count // 2 else i
+            ranges.append((first, cut))
+            first, chars, safe = cut, sum(len(x) + 1 for x in lines[cut:i]), cut
+            continue
+        chars += size
+        match = _FENCE.match(line)
+        if match and (not fence or (match.group(1)[0] == fence[0] and len(match.group(1)) >= len(fence))):
+            fence = "" if fence else match.group(1)
+        elif not fence and not line.strip():
+            safe = i + 1
+        i += 1
+    ranges.append((first, len(lines)))
+    return ranges
+
+
+def note_part(text: str, *, number: int | None = None, line: int = 0) -> NotePart:
+    """Part `number` of a note (clamped), or without one the part holding `line` (else the first).
+    A note within the limits is one part: the page is what it always was."""
+    body = strip_frontmatter(text)
+    head = len(text) - len(body)  # the frontmatter's characters: never cut, shown only in the source view
+    frontmatter_lines = text[:head].count("\n")
+    lines = text.split("\n")
+    total = len(text.splitlines())
+    if len(lines) - frontmatter_lines <= PART_LINES and len(body) <= PART_CHARS:
+        return NotePart(1, 1, 1, max(1, total), total, frontmatter_lines, text)
+    ranges = _part_ranges(lines, frontmatter_lines, PART_LINES, PART_CHARS)
+    if number is None:
+        number = next((n for n, (first, end) in enumerate(ranges, start=1) if first < line <= end), 1)
+    number = min(max(1, number), len(ranges))
+    first, end = ranges[number - 1]
+    part = "\n".join(lines[first:end])
+    limit = PART_CHARS + (head if number == 1 else 0)
+    return NotePart(number, len(ranges), first + 1, max(first + 1, min(end, total)), total, frontmatter_lines,
+                    part[:limit], cut=len(part) > limit)

@@ -122,6 +122,7 @@ class HistoryScope:
 def history_scope(request: HistoryRequest) -> HistoryScope:
     if request.access is None:
         raise TypeError("HistoryRequest.access is required: Access.local_user() for the local user")
+    globs = [glob_to_regex(clean_glob(g)) for g in request.paths if g and g.strip()]  # bad globs: an error always
     ids = collection_ids_for(request.collections, request.access)
     if ids == []:
         return HistoryScope("", {}, nothing=True)
@@ -139,7 +140,6 @@ def history_scope(request: HistoryRequest) -> HistoryScope:
     if request.before:
         parts.append("c.committed_at < %(before)s")
         params["before"] = date_boundary(request.before, what="before")
-    globs = [glob_to_regex(clean_glob(g)) for g in request.paths if g and g.strip()]
     if globs:
         parts.append("EXISTS (SELECT 1 FROM unnest(c.paths) p WHERE p ~ ANY(%(paths)s::text[]))")
         params["paths"] = globs

@@ -36,7 +36,11 @@ from search.retrieval.vector import nearest_chunks
 LINK_BONUS = 0.5       # per direction: the note links to it / it links to the note
 TAG_BONUS = 0.1        # per shared tag
 MAX_TAG_BONUS = 0.3
-MAX_TAG_CANDIDATES = 500  # notes sharing a tag read for one note (the most shared tags win)
+MAX_TAG_CANDIDATES = 500  # notes sharing a tag kept for one note (the most shared tags win)
+MAX_TAGS_CONSIDERED = 20  # of the note's tags that other notes carry: a note of 10,000 tags took minutes
+MAX_TAG_LOOKUPS = 60      # of the note's tags looked up (in order) to find those
+NOTES_PER_TAG = 200       # notes read for each of those tags
+MAX_LINK_CANDIDATES = 500  # notes read for each link direction
 
 
 @dataclass
@@ -108,18 +112,18 @@ def related_notes(reference: str, *, access: Access, limit: int = 10,
             found[other.pk] = RelatedNote(document=other)
         return found[other.pk]
 
-    docs = visible.select_related("collection").defer("frontmatter")
-    for other in docs.filter(pk__in=DocumentLink.objects.filter(target=doc).values("source_id")):
+    # Bounded work whatever the note: the tag arrays are never read back (a note may carry
+    # thousands), links and tags are read up to their caps.
+    docs = visible.select_related("collection").defer("frontmatter", "tags", "tags_with_parents")
+    for other in docs.filter(pk__in=DocumentLink.objects.filter(target=doc).values("source_id"))[:MAX_LINK_CANDIDATES]:
         entry(other).links_to_it = True
     for other in docs.filter(pk__in=DocumentLink.objects.filter(source=doc, target__isnull=False)
-                             .values("target_id")):
+                             .values("target_id"))[:MAX_LINK_CANDIDATES]:
         entry(other).linked_from_it = True
-    tags = list(dict.fromkeys(doc.tags or []))
-    if tags:
-        sharing = list(docs.filter(tags__overlap=tags)[:MAX_TAG_CANDIDATES * 4])
-        sharing.sort(key=lambda d: -len(set(d.tags or []) & set(tags)))
-        for other in sharing[:MAX_TAG_CANDIDATES]:
-            entry(other).shared_tags = [t for t in tags if t in (other.tags or [])]
+    shared = _sharing_tags(visible, list(dict.fromkeys(doc.tags or [])))
+    if shared:
+        for other in docs.filter(pk__in=list(shared)):
+            entry(other).shared_tags = shared[other.pk]
 
     similar, warning = _nearest(doc, access, want=limit * 3)
     if warning:
@@ -134,6 +138,23 @@ def related_notes(reference: str, *, access: Access, limit: int = 10,
     ranked = sorted(found.values(), key=lambda n: (-n.score, n.document.title.lower(), n.document.uri))
     result.results = ranked[:limit]
     return result
+
+
+def _sharing_tags(visible, tags: list[str]) -> dict[int, list[str]]:
+    """{document id: the note's tags it carries} for up to MAX_TAG_CANDIDATES notes, those sharing
+    the most first. Bounded work: at most MAX_TAG_LOOKUPS indexed lookups of NOTES_PER_TAG notes,
+    ending once MAX_TAGS_CONSIDERED tags were found on other notes."""
+    shared: dict[int, list[str]] = {}
+    found = 0
+    for tag in tags[:MAX_TAG_LOOKUPS]:
+        notes = list(visible.filter(tags__contains=[tag]).order_by().values_list("pk", flat=True)[:NOTES_PER_TAG])
+        for pk in notes:
+            shared.setdefault(pk, []).append(tag)
+        found += bool(notes)
+        if found >= MAX_TAGS_CONSIDERED:
+            break
+    best = sorted(shared.items(), key=lambda kv: (-len(kv[1]), kv[0]))[:MAX_TAG_CANDIDATES]
+    return dict(best)
 
 
 def _nearest(doc: Document, access: Access, *, want: int) -> tuple[dict[int, float], str | None]:

@@ -16,11 +16,14 @@ from indexing.links import document_links
 from indexing.selectors import contexts_for, document_resolve
 from search.retrieval.related import related_notes
 from pmd_site.web.pages import access_of, page, wants_fragment
-from pmd_site.web.rendering import render_markdown
+from pmd_site.web.rendering import note_part, render_markdown
 from pmd_site.web.views.search import TagLink, document_url, tag_search_url
 
 LINKS_SHOWN = 200  # of each kind; the totals say when there are more
 RELATED_SHOWN = 10
+TAGS_SHOWN = 100  # of a note's tags; the page says how many more
+FRONTMATTER_SHOWN = 50  # keys, each value shown up to VALUE_CHARS characters
+VALUE_CHARS = 500
 
 
 def _resolve(request, collection: str, path: str):
@@ -40,12 +43,37 @@ def _link_items(document, access) -> dict:
             "backlinks_total": links.backlinks_total}
 
 
-def _display_value(value) -> str:
-    if isinstance(value, list):
-        return ", ".join(_display_value(v) for v in value)
-    if isinstance(value, dict):
-        return ", ".join(f"{k}: {_display_value(v)}" for k, v in value.items())
-    return "" if value is None else str(value)
+def _display_value(value, budget: int = VALUE_CHARS) -> str:
+    """A frontmatter value as one line of text, at most `budget` characters (then "…"): a list of
+    10,000 tags is not a page."""
+    parts: list[str] = []
+    used = 0
+
+    def add(text: str) -> bool:
+        nonlocal used
+        parts.append(text)
+        used += len(text)
+        return used <= budget
+
+    def walk(item) -> bool:
+        if isinstance(item, (list, dict)):
+            pairs = item.items() if isinstance(item, dict) else ((None, v) for v in item)
+            for i, (key, v) in enumerate(pairs):
+                if (i and not add(", ")) or (key is not None and not add(f"{key}: ")) or not walk(v):
+                    return False
+            return True
+        return add("" if item is None else str(item))
+
+    whole = walk(value)
+    text = "".join(parts)
+    return text if whole and len(text) <= budget else text[:budget] + "…"
+
+
+def _part_number(request) -> int | None:
+    try:
+        return int(request.GET["part"])
+    except (KeyError, ValueError):
+        return None
 
 
 @login_required
@@ -58,26 +86,34 @@ def document_page(request, collection: str, path: str):
         line = int(request.GET.get("line", "0"))
     except ValueError:
         line = 0
-    lines = body.splitlines()
+    part = note_part(body, number=_part_number(request), line=line)
+    tags = list(dict.fromkeys(document.tags or []))
+    frontmatter = sorted(document.frontmatter.items()) if isinstance(document.frontmatter, dict) else []
     context = {
         "document": document,
         "collection": document.collection,
         "contexts": contexts_for(document.collection, document.path),
-        "frontmatter": [(k, _display_value(v)) for k, v in sorted(document.frontmatter.items())]
-        if isinstance(document.frontmatter, dict) else [],
+        "frontmatter": [(k, _display_value(v)) for k, v in frontmatter[:FRONTMATTER_SHOWN]],
+        "frontmatter_more": max(0, len(frontmatter) - FRONTMATTER_SHOWN),
         "view": view,
-        "line": line if 0 < line <= max(1, len(lines)) else 0,
+        "line": line if 0 < line <= max(1, part.total_lines) else 0,
         "query": request.GET.get("q", "")[:1000],
-        "line_count": len(lines),
+        "line_count": part.total_lines,
+        "part": part,
         "raw_url": reverse("search:raw", args=[document.collection.name, document.path]),
-        "tags": [TagLink(name=t, url=tag_search_url(t)) for t in (document.tags or [])],
+        "tags": [TagLink(name=t, url=tag_search_url(t)) for t in tags[:TAGS_SHOWN]],
+        "tags_more": max(0, len(tags) - TAGS_SHOWN),
         "related_url": reverse("search:related", args=[document.collection.name, document.path]),
     }
     context.update(_link_items(document, access_of(request)))
     if view == "source":
-        context["numbered_lines"] = list(enumerate(lines, start=1))
+        lines = (part.text.splitlines() if part.whole
+                 else part.text.split("\n")[: part.last_line - part.first_line + 1])  # blank lines count
+        context["numbered_lines"] = list(enumerate(lines, start=part.first_line))
     else:
-        context["html"], context["frontmatter_lines"] = render_markdown(body)
+        context["html"], context["frontmatter_lines"] = render_markdown(
+            part.text, offset=None if part.number == 1 else part.first_line - 1)
+        context["frontmatter_lines"] = part.frontmatter_lines
     return page(request, "search/document.html", context)
 
 

@@ -31,6 +31,9 @@ from pmd_site.web.rendering import highlight_snippet
 
 log = logging.getLogger(__name__)
 
+FACETS_SHOWN = 30  # tag facets on a results page; the rest is counted ("and N more tags")
+CARD_TAGS_SHOWN = 12  # tags on one result card; the rest is counted
+
 
 @dataclass
 class TagLink:
@@ -48,6 +51,11 @@ def _tag_token(tag: str) -> str:
 
 def _has_tag(query: str, tag: str) -> bool:
     return re.search(r'(?<![\S])tag:"?' + re.escape(tag) + r'"?(?=\s|$)', query, re.IGNORECASE) is not None
+
+
+def _query_tags(query: str) -> set[str]:
+    """The tags a query already filters by (lower case), read once: a note may carry thousands."""
+    return {(quoted or bare).lower() for quoted, bare in re.findall(r'(?<!\S)tag:(?:"([^"]*)"|(\S+))', query)}
 
 
 def search_url(params: dict) -> str:
@@ -78,19 +86,53 @@ def _tags_by_document(results: list[SearchResult], access) -> dict[tuple[str, st
     return {(c, p): list(tags or []) for c, p, tags in rows}
 
 
-def tag_facets(cards: list, params: dict) -> list[TagLink]:
-    """Tags of the notes in the results with how many notes carry each, most frequent first."""
+@dataclass
+class TagFacets:
+    """The most frequent tags of a results page (`shown`, each with its count) and how many others."""
+
+    shown: list[TagLink] = field(default_factory=list)
+    more: int = 0
+
+    def __bool__(self) -> bool:
+        return bool(self.shown)
+
+    def __iter__(self):
+        return iter(self.shown)
+
+    def __len__(self) -> int:
+        return len(self.shown)
+
+
+def tag_facets(tags_of: list[list[str]], params: dict) -> TagFacets:
+    """Tags of the notes in the results (`tags_of`: one list per distinct note) with how many notes
+    carry each, most frequent first, at most FACETS_SHOWN (tags already in the query among them)."""
     counts: Counter = Counter()
-    seen: set = set()
-    for card in cards:
-        key = (card.result.collection, card.result.path)
-        if key in seen:
-            continue
-        seen.add(key)
-        counts.update({t.name for t in card.tags})
+    for tags in tags_of:
+        counts.update(set(tags))
     query = params.get("q", "") or ""
-    return [TagLink(name=name, url=tag_search_url(name, params), count=n, active=_has_tag(query, name))
-            for name, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    shown = ranked[:FACETS_SHOWN]
+    if len(ranked) > FACETS_SHOWN:
+        wanted = _query_tags(query)
+        active = [kv for kv in ranked[FACETS_SHOWN:] if kv[0].lower() in wanted][:FACETS_SHOWN]
+        shown = sorted(ranked[:FACETS_SHOWN - len(active)] + active, key=lambda kv: (-kv[1], kv[0]))
+    return TagFacets(shown=[TagLink(name=name, url=tag_search_url(name, params), count=n,
+                                    active=_has_tag(query, name)) for name, n in shown],
+                     more=len(ranked) - len(shown))
+
+
+def card_tags(tags: list[str], params: dict) -> tuple[list[TagLink], int]:
+    """The tags shown on one result card (those in the query first), at most CARD_TAGS_SHOWN, and how
+    many more the note has."""
+    query = params.get("q", "") or ""
+    tags = list(dict.fromkeys(tags))
+    if len(tags) > CARD_TAGS_SHOWN and (wanted := _query_tags(query)):
+        active = [t for t in tags if t.lower() in wanted][:CARD_TAGS_SHOWN]
+        first = set(active)
+        tags = active + [t for t in tags if t not in first]
+    shown = tags[:CARD_TAGS_SHOWN]
+    return ([TagLink(name=t, url=tag_search_url(t, params), active=_has_tag(query, t)) for t in shown],
+            len(tags) - len(shown))
 
 
 @dataclass
@@ -100,6 +142,7 @@ class ResultCard:
     snippet_html: SafeString
     url: str
     tags: list[TagLink] = field(default_factory=list)
+    tags_more: int = 0
 
     @property
     def context(self) -> str:
@@ -136,17 +179,17 @@ def _run_search(*, query: str, mode: str, collection: str, access, sort: str = "
         return {"problem": problem_for(exc, search=True), "elapsed_ms": (time.perf_counter() - started) * 1000}
     tags = _tags_by_document(response.results, access)
     elapsed = (time.perf_counter() - started) * 1000
-    cards = [
-        ResultCard(
+    cards = []
+    for i, r in enumerate(response.results, start=1):
+        shown, more = card_tags(tags.get((r.collection, r.path), []), params)
+        cards.append(ResultCard(
             result=r, rank=i,
             snippet_html=highlight_snippet(r.snippet, r.highlights),
             url=document_url(r.collection, r.path, line=r.line, query=query),
-            tags=[TagLink(name=t, url=tag_search_url(t, params), active=_has_tag(query, t))
-                  for t in tags.get((r.collection, r.path), [])],
-        )
-        for i, r in enumerate(response.results, start=1)
-    ]
-    return {"cards": cards, "tag_facets": tag_facets(cards, params), "warnings": response.warnings, "elapsed_ms": elapsed, "timings": response.timings,
+            tags=shown, tags_more=more,
+        ))
+    notes = {(r.collection, r.path) for r in response.results}
+    return {"cards": cards, "tag_facets": tag_facets([tags.get(key, []) for key in notes], params), "warnings": response.warnings, "elapsed_ms": elapsed, "timings": response.timings,
             "dated": shows_dates(response),
             "filtered": response.filters.describe() if response.filters is not None else ""}
 
