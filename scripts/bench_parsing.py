@@ -90,7 +90,7 @@ SHAPES = {
     "nested list": (_nested_list, 1_000_000),
     "inline code runs": (_code_spans, 100_000),
     "unclosed comments": (_open_comments, 200_000),
-    "heading of spaces": (_heading_spaces, 20_000),
+    "heading of spaces": (_heading_spaces, 200_000),
     "many code fences": (_many_fences, 2_000_000),
     "one long word": (_long_word, 2_000_000),
     "YAML alias bomb": (_alias_bomb, 260),
@@ -148,10 +148,13 @@ def main() -> int:
         if args.only and shape not in args.only:
             continue
         n = max(1, int(base * args.scale))
+        make = SHAPES[shape][0]
         one, two = _child(shape, n, args.timeout), _child(shape, 2 * n, args.timeout)
+        one.setdefault("bytes", len(make(n).encode()))
+        two.setdefault("bytes", len(make(2 * n).encode()))
         ratio = f"{two['seconds'] / max(one['seconds'], 1e-6):.1f}" if "error" not in one and "error" not in two else "-"
         result = "" if "error" in two else f"{two['links']} links, {two['chunks']} chunks, {two['warnings']} warnings"
-        print(f"{shape:<24} {one.get('bytes', n):>10,} {cell(one):>10} {two.get('bytes', 2 * n):>10,} {cell(two):>10} "
+        print(f"{shape:<24} {one['bytes']:>10,} {cell(one):>10} {two['bytes']:>10,} {cell(two):>10} "
               f"{ratio:>6}  {result}", flush=True)
     return 0
 
