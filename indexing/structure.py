@@ -34,7 +34,7 @@ from indexing.text import strip_frontmatter
 
 CONTEXT_CHARS = 240
 TAG_MAX = 200
-LINKS_MAX = 10_000  # links kept per note: a map of content has hundreds, 100k is an attack
+LINKS_MAX = 5_000  # links kept per note (as stored since links were): a map of content has hundreds
 
 DATE_FRONTMATTER = "frontmatter:date"
 DATE_CREATED = "frontmatter:created"
