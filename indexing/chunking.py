@@ -142,8 +142,10 @@ _SETEXT_1 = re.compile(r"^ {0,3}=+[ \t]*$")
 _SETEXT_2 = re.compile(r"^ {0,3}-+[ \t]*$")
 _RULE = re.compile(r"^ {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$")
 _LIST = re.compile(r"^[ \t]*(?:[-*+]|\d{1,9}[.)])[ \t]+\S")
-_FENCE_OPEN = re.compile(r"^[ \t]*(?:>[ \t]?)*[ \t]*(`{3,}|~{3,})(.*)$")
-_FENCE_CLOSE = re.compile(r"^[ \t]*(?:>[ \t]?)*[ \t]*(`{3,}|~{3,})[ \t]*$")
+# Possessive (`*+`): with plain `*` the blanks before a fence could be split between the three
+# blank runs in every way, which is quadratic on a line of 30,000 spaces (or a deep nested list).
+_FENCE_OPEN = re.compile(r"^[ \t]*+(?:>[ \t]?+)*+[ \t]*+(`{3,}+|~{3,}+)(.*)$")
+_FENCE_CLOSE = re.compile(r"^[ \t]*+(?:>[ \t]?+)*+[ \t]*+(`{3,}+|~{3,}+)[ \t]*+$")
 _SENTENCE_END = re.compile(r"[.!?](?=\s)|[。！？]")
 _WHITESPACE = re.compile(r"\s+")
 
@@ -264,7 +266,9 @@ def chunk_markdown(text: str, params: ChunkParams | None = None) -> list[Chunk]:
         if 0 < t < n_tokens and (t not in break_at or score > break_at[t][0]):
             break_at[t] = (score, char)
     break_tokens = sorted(break_at)
-    fence_spans = [(tok(a), tok(b), a) for a, b in structure.fences]
+    fence_spans = [(tok(a), tok(b), a) for a, b in structure.fences]  # in order, not overlapping
+    fence_firsts = [a for a, _, _ in fence_spans]
+    newlines = [m.start() for m in re.finditer("\n", text)]  # a chunk's line: a bisection, not a count
     inner_at: dict[int, int] = {}
     for char in structure.inner_lines:
         inner_at.setdefault(tok(char), char)
@@ -283,7 +287,7 @@ def chunk_markdown(text: str, params: ChunkParams | None = None) -> list[Chunk]:
     start_tok, start_char = 0, 0
     while True:
         if n_tokens - start_tok <= max_tokens:
-            chunks.append(_make_chunk(text, len(chunks), start_char, len(text), n_tokens - start_tok))
+            chunks.append(_make_chunk(text, len(chunks), start_char, len(text), n_tokens - start_tok, newlines))
             break
         target = start_tok + max_tokens
         lo = max(start_tok + 1, target - window)
@@ -291,7 +295,8 @@ def chunk_markdown(text: str, params: ChunkParams | None = None) -> list[Chunk]:
         cut_tok = best_in_window(break_tokens, lo, target, lambda t: break_at[t][0])
         cut_char = break_at[cut_tok][1] if cut_tok is not None else None
         if cut_tok is None:
-            fence = next(((a, b, c) for a, b, c in fence_spans if a < target < b), None)
+            k = bisect.bisect_left(fence_firsts, target) - 1  # the last block starting before the target
+            fence = fence_spans[k] if k >= 0 and target < fence_spans[k][1] else None
             if fence and fence[1] - fence[0] <= max_tokens and fence[0] > start_tok:
                 # The window lies inside a code block that fits in one chunk: end
                 # this chunk before it, and start the next one with it.
@@ -302,13 +307,13 @@ def chunk_markdown(text: str, params: ChunkParams | None = None) -> list[Chunk]:
         if cut_tok is None:
             cut_tok, cut_char = _fallback_cut(text, token_starts, lo, target)
 
-        chunks.append(_make_chunk(text, len(chunks), start_char, cut_char, cut_tok - start_tok))
+        chunks.append(_make_chunk(text, len(chunks), start_char, cut_char, cut_tok - start_tok, newlines))
 
         next_char = cut_char
         if keep_overlap and params.overlap_tokens:
             next_tok = max(cut_tok - params.overlap_tokens, start_tok + 1)
             if next_tok < cut_tok:
-                next_char = _overlap_start(text, token_starts[next_tok], cut_char)
+                next_char = _overlap_start(text, token_starts[next_tok], cut_char, token_starts[start_tok])
                 if tok(next_char) <= start_tok:  # never go backwards
                     next_char = cut_char
         start_tok, start_char = tok(next_char), next_char
@@ -331,11 +336,13 @@ def _fallback_cut(text: str, token_starts: list[int], lo: int, target: int) -> t
     return target, token_starts[target]
 
 
-def _overlap_start(text: str, char: int, cut_char: int) -> int:
+def _overlap_start(text: str, char: int, cut_char: int, floor: int = 0) -> int:
     """Where the next chunk starts, given the overlap's first token at `char`.
 
     Prefer a line start, then a sentence start, within the first half of the
     overlap (so the overlap keeps at least half its size); else a word start.
+    A start at or before `floor` (this chunk's start) is refused by the caller:
+    the word start is not looked for further back (a 2 MB word).
     """
     if char > 0 and text[char - 1] == "\n":
         return char
@@ -353,17 +360,11 @@ def _overlap_start(text: str, char: int, cut_char: int) -> int:
             start += 1
         if start < cut_char:
             return start
-    while char > 0 and text[char - 1].isalnum() and text[char].isalnum():
+    while char > floor and text[char - 1].isalnum() and text[char].isalnum():
         char -= 1
     return char
 
 
-def _make_chunk(text: str, seq: int, start: int, end: int, tokens: int) -> Chunk:
-    return Chunk(
-        seq=seq,
-        text=text[start:end],
-        char_start=start,
-        char_end=end,
-        start_line=text.count("\n", 0, start) + 1,
-        tokens=tokens,
-    )
+def _make_chunk(text: str, seq: int, start: int, end: int, tokens: int, newlines: list[int] | None = None) -> Chunk:
+    line = bisect.bisect_left(newlines, start) + 1 if newlines is not None else text.count("\n", 0, start) + 1
+    return Chunk(seq=seq, text=text[start:end], char_start=start, char_end=end, start_line=line, tokens=tokens)

@@ -13,7 +13,12 @@ indexing.services.links resolves the links' targets within the collection.
   (naive dates and times are read as UTC);
 - links: `[[Note]]`, `[[Note|shown]]`, `[[Note#Heading]]`, `![[embed]]`, `[text](rel/path.md#anchor)`
   (URL-decoded) and `[ref]: path.md` definitions, not in code and not to other sites or to
-  attachments (images, PDFs…), each with its line and the sentence around it.
+  attachments (images, PDFs…), each with its line and the sentence around it; at most LINKS_MAX
+  per note (NoteStructure.warnings says when more were written).
+
+Everything here is linear in the note's size (a note is input anyone with write access to a folder
+controls): no pattern backtracks over a run it already tried, and per link only its line's block
+and the sentence ends near it are looked at, through indexes built once per note.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from indexing.text import strip_frontmatter
 
 CONTEXT_CHARS = 240
 TAG_MAX = 200
+LINKS_MAX = 5_000  # links kept per note (as stored since links were): a map of content has hundreds
 
 DATE_FRONTMATTER = "frontmatter:date"
 DATE_CREATED = "frontmatter:created"
@@ -39,8 +45,7 @@ DATE_MTIME = "mtime"
 
 _FENCE_RE = re.compile(r"^ {0,3}(`{3,}|~{3,})[^\n]*$", re.MULTILINE)
 _BACKTICKS_RE = re.compile(r"`+")
-_BLANK_LINE_RE = re.compile(r"\n[ \t]*\n")
-_COMMENT_RE = re.compile(r"<!--.*?-->|%%.*?%%", re.DOTALL)
+_BLANK_LINE_START_RE = re.compile(r"\n(?=[ \t]*\n)")  # where each (overlapping) `\n[ \t]*\n` starts
 
 
 def masked(text: str) -> str:
@@ -54,7 +59,8 @@ def masked(text: str) -> str:
     start = spans[0][1] if spans else 0
     # Fenced blocks: a closing fence is the same character, at least as long; an unclosed one runs to the end.
     pos = start
-    while ("```" in text or "~~~" in text) and (opening := _FENCE_RE.search(text, pos)):
+    has_fences = "```" in text or "~~~" in text
+    while has_fences and (opening := _FENCE_RE.search(text, pos)):
         marker = opening.group(1)
         closing_re = re.compile(r"^ {0,3}" + re.escape(marker[0]) + "{" + str(len(marker)) + r",}[ \t]*$", re.MULTILINE)
         closing = closing_re.search(text, opening.end())
@@ -68,7 +74,7 @@ def masked(text: str) -> str:
             spans += _code_spans(partial)
     if "<!--" in text or "%%" in text:
         partial = _apply(text, spans)
-        spans += [m.span() for m in _COMMENT_RE.finditer(partial)]
+        spans += _comment_spans(partial)
     return _apply(text, spans)
 
 
@@ -92,22 +98,59 @@ def _apply(text: str, spans: list[tuple[int, int]]) -> str:
 
 
 def _code_spans(text: str) -> list[tuple[int, int]]:
-    """Inline code: a run of backticks up to the next run of the same length, within a paragraph."""
+    """Inline code: a run of backticks up to the next run of the same length, within a paragraph.
+
+    The next run of a width and the next blank line are looked up, not scanned for: a paragraph
+    of backtick runs of other widths costs a bisection each."""
     runs = [(m.start(), m.end()) for m in _BACKTICKS_RE.finditer(text)]
+    if len(runs) < 2:
+        return []
+    blank_starts = [m.start() for m in _BLANK_LINE_START_RE.finditer(text)]
+    of_width: dict[int, list[int]] = {}  # width → indexes of the runs of that width, in order
+    for i, (start, end) in enumerate(runs):
+        of_width.setdefault(end - start, []).append(i)
     spans = []
     i = 0
     while i < len(runs):
         start, end = runs[i]
-        width = end - start
-        for j in range(i + 1, len(runs)):
-            s2, e2 = runs[j]
-            if _BLANK_LINE_RE.search(text, end, s2):
-                break
-            if e2 - s2 == width:
-                spans.append((start, e2))
+        same = of_width[end - start]
+        k = bisect.bisect_right(same, i)
+        if k < len(same):
+            j = same[k]
+            b = bisect.bisect_left(blank_starts, end)
+            # a blank line between the runs ends the paragraph (it must end before the next run starts)
+            paragraph_end = text.index("\n", blank_starts[b] + 1) + 1 if b < len(blank_starts) else len(text) + 1
+            if runs[j][0] < paragraph_end:
+                spans.append((start, runs[j][1]))
                 i = j
-                break
         i += 1
+    return spans
+
+
+def _comment_spans(text: str) -> list[tuple[int, int]]:
+    """`<!-- … -->` and `%% … %%` comments (the first to open wins). Once one kind has no closing
+    mark left, no later opening of that kind can close either: each is searched for once."""
+    spans: list[tuple[int, int]] = []
+    pos, html, percent = 0, "<!--" in text, "%%" in text
+    while html or percent:
+        a = text.find("<!--", pos) if html else -1
+        b = text.find("%%", pos) if percent else -1
+        html, percent = a != -1, b != -1
+        if html and (not percent or a < b):
+            close = text.find("-->", a + 4)
+            if close == -1:
+                html = False
+                continue
+            spans.append((a, close + 3))
+        elif percent:
+            close = text.find("%%", b + 2)
+            if close == -1:
+                percent = False
+                continue
+            spans.append((b, close + 2))
+        else:
+            break
+        pos = spans[-1][1]
     return spans
 
 
@@ -115,8 +158,10 @@ def _code_spans(text: str) -> list[tuple[int, int]]:
 # --- tags --------------------------------------------------------------------------------------
 
 # '#' at the start of a line or after a space (so not `url#frag`, `[[a#b]]`, `&#123;`, `##`), then
-# letters, digits, '_', '-', '/'; at least one letter (so not `#123`).
-_INLINE_TAG_RE = re.compile(r"#([\w/-]*[^\W\d_][\w/-]*)")
+# letters, digits, '_', '-', '/'; at least one letter (so not `#123`), checked apart: one pattern
+# with the letter between two runs retries every split of a long run of digits.
+_INLINE_TAG_RE = re.compile(r"#([\w/-]+)")
+_LETTER_RE = re.compile(r"[^\W\d_]")
 _TAG_SPLIT_RE = re.compile(r"[,\s]+")
 
 
@@ -149,6 +194,8 @@ def inline_tags(text: str, *, mask: str | None = None) -> list[str]:
     out = []
     for m in _INLINE_TAG_RE.finditer(body):
         if m.start() and not body[m.start() - 1].isspace():
+            continue
+        if not _LETTER_RE.search(m.group(1)):
             continue
         tag = _clean_tag(m.group(1))
         if tag:
@@ -269,8 +316,11 @@ _MD_LINK_RE = re.compile(
 )
 _MD_DEFINITION_RE = re.compile(r"^ {0,3}\[([^\[\]\n]+)\]:[ \t]*(<[^<>\n]+>|\S+)", re.MULTILINE)
 _SCHEME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
-_BLOCK_START_RE = re.compile(r"^\s{0,3}(?:[-*+][ \t]|\d{1,9}[.)][ \t]|#{1,6}[ \t]|>|\|)")
-_SENTENCE_END_RE = re.compile(r"[.!?…](?=[\s\"')\]]*(?:\s|$))")
+_BLOCK_START_AT_RE = re.compile(r"\s{0,3}(?:[-*+][ \t]|\d{1,9}[.)][ \t]|#{1,6}[ \t]|>|\|)")  # with .match
+# A sentence ends at [.!?…] followed by closing quotes/brackets and a blank (or the text's end):
+# each mark with its run of closers, read once per note (see _Note).
+_SENTENCE_MARK_RE = re.compile(r"[.!?…]([\s\"')\]]*)")
+_HAS_BLANK_RE = re.compile(r"\s")
 
 
 @dataclass
@@ -330,98 +380,151 @@ def _markdown_link(m: re.Match) -> Link | None:
                 written=m.group(0)[:300])
 
 
-class _Lines:
-    def __init__(self, text: str):
-        self.text = text
+class _Note:
+    """A note's lines, blocks and sentence ends, each worked out once: every link on a line of
+    100k links asks the same questions."""
+
+    def __init__(self, text: str, mask: str):
+        self.text, self.mask = text, mask
         self.starts = [0] + [m.end() for m in re.finditer("\n", text)]
+        self._blocks: dict[int, tuple[int, int]] = {}
+        self._kinds: dict[int, tuple[bool, bool, bool]] = {}
+        # Sentence ends ([.!?…] then closing quotes/brackets/blanks, then a blank or the end): a
+        # "strong" one has a blank after it, so is one wherever the text is cut after it; a weak
+        # one only where the cut falls inside its run of closing marks.
+        self.ends: list[int] = []
+        self.run_ends: list[int] = []
+        self.strong: list[int] = []
+        for m in _SENTENCE_MARK_RE.finditer(text):
+            self.ends.append(m.start())
+            self.run_ends.append(m.end())
+            if m.end() == len(text) or _HAS_BLANK_RE.search(m.group(1)):
+                self.strong.append(m.start())
 
     def number(self, offset: int) -> int:
         return bisect.bisect_right(self.starts, offset)
 
-    def line(self, n: int) -> str:
-        start = self.starts[n - 1]
-        end = self.starts[n] - 1 if n < len(self.starts) else len(self.text)
-        return self.text[start:end]
-
     def offset(self, n: int) -> int:
         return self.starts[n - 1]
 
+    def end(self, n: int) -> int:
+        """Where line n ends (before its line break)."""
+        return self.starts[n] - 1 if n < len(self.starts) else len(self.text)
 
-def _context(lines: _Lines, mask: str, start: int, end: int) -> str:
-    """The sentence around text[start:end], within its paragraph or list item, at most CONTEXT_CHARS."""
-    text = lines.text
-    first = last = lines.number(start)
-    n_lines = len(lines.starts)
-    # the paragraph or list item: stop at a blank line, a list item, heading, quote or table row,
-    # or blanked-out code
-    while first > 1 and first > last - 8 and not _BLOCK_START_RE.match(lines.line(first)):
-        if not lines.line(first - 1).strip() or _is_code(mask, lines, first - 1, text):
-            break
-        first -= 1
-    while last < n_lines and last < first + 16:
-        following = lines.line(last + 1)
-        if not following.strip() or _BLOCK_START_RE.match(following) or _is_code(mask, lines, last + 1, text):
-            break
-        last += 1
-    block_start = lines.offset(first)
-    block_end = lines.offset(last) + len(lines.line(last))
-    block = text[block_start:block_end]
-    rel_start, rel_end = start - block_start, end - block_start
-    # the sentence: after the last sentence end before the link, up to the first one after it
-    s = 0
-    for m in _SENTENCE_END_RE.finditer(block, 0, rel_start):
-        s = m.end()
-    e = len(block)
-    after = _SENTENCE_END_RE.search(block, rel_end)
-    if after:
-        e = after.end()
-    sentence = block[s:e]
-    link_at = rel_start - s
-    link_len = rel_end - rel_start
-    sentence = _BLOCK_START_RE.sub("", sentence, count=1) if s == 0 else sentence
-    if len(sentence) > CONTEXT_CHARS:
-        link_at = max(0, min(link_at, len(sentence)))
-        room = max(0, CONTEXT_CHARS - link_len) // 2
-        lo = max(0, link_at - room)
-        hi = min(len(sentence), max(link_at + link_len + room, lo + CONTEXT_CHARS))
-        lo = max(0, min(lo, hi - CONTEXT_CHARS))
-        piece = sentence[lo:hi]
-        if lo > 0:
-            cut = piece.find(" ")
-            piece = "…" + (piece[cut + 1:] if 0 <= cut < 30 else piece)
-        if hi < len(sentence):
-            cut = piece.rfind(" ")
-            piece = (piece[:cut] if cut > len(piece) - 30 else piece) + "…"
-        sentence = piece
-    return " ".join(sentence.split())
+    def kind(self, n: int) -> tuple[bool, bool, bool]:
+        """(blank, starts a block, blanked-out code) for line n."""
+        found = self._kinds.get(n)
+        if found is None:
+            start, end = self.offset(n), self.end(n)
+            line = self.text[start:end]
+            blank = not line.strip()
+            found = (blank, bool(_BLOCK_START_AT_RE.match(line)), not blank and not self.mask[start:end].strip())
+            self._kinds[n] = found
+        return found
+
+    def block(self, n: int) -> tuple[int, int]:
+        """(first, last) line of the paragraph or list item around line n: it stops at a blank line,
+        a list item, heading, quote or table row, or blanked-out code; 8 lines up, 16 down at most."""
+        found = self._blocks.get(n)
+        if found is None:
+            first = last = n
+            n_lines = len(self.starts)
+            while first > 1 and first > last - 8 and not self.kind(first)[1]:
+                blank, _, code = self.kind(first - 1)
+                if blank or code:
+                    break
+                first -= 1
+            while last < n_lines and last < first + 16:
+                blank, block_start, code = self.kind(last + 1)
+                if blank or block_start or code:
+                    break
+                last += 1
+            found = self._blocks[n] = (first, last)
+        return found
+
+    def sentence_end_before(self, at: int, floor: int) -> int | None:
+        """The last sentence end in text[floor:at] read as if the text stopped at `at`."""
+        best = None
+        k = bisect.bisect_left(self.strong, at) - 1
+        if k >= 0 and self.strong[k] >= floor:
+            best = self.strong[k]
+        k = bisect.bisect_left(self.ends, at) - 1  # a weak one counts if its run reaches `at`
+        if k >= 0 and self.ends[k] >= floor and self.run_ends[k] >= at and (best is None or self.ends[k] > best):
+            best = self.ends[k]
+        return best
+
+    def sentence_end_after(self, at: int, ceiling: int) -> int | None:
+        """The first sentence end in text[at:ceiling] read as if the text stopped at `ceiling`."""
+        best = None
+        k = bisect.bisect_left(self.strong, at)
+        if k < len(self.strong) and self.strong[k] < ceiling:
+            best = self.strong[k]
+        k = bisect.bisect_left(self.ends, ceiling) - 1  # a weak one counts if its run reaches `ceiling`
+        if k >= 0 and self.ends[k] >= at and self.run_ends[k] >= ceiling and (best is None or self.ends[k] < best):
+            best = self.ends[k]
+        return best
+
+    def context(self, start: int, end: int) -> str:
+        """The sentence around text[start:end], within its paragraph or list item, at most CONTEXT_CHARS."""
+        text = self.text
+        first, last = self.block(self.number(start))
+        block_start, block_end = self.offset(first), self.end(last)
+        # the sentence: after the last sentence end before the link, up to the first one after it
+        before = self.sentence_end_before(start, block_start)
+        after = self.sentence_end_after(end, block_end)
+        s = before + 1 if before is not None else block_start
+        e = after + 1 if after is not None else block_end
+        link_at, link_len = start - s, end - start
+        if before is None:  # the sentence starts the block: without its list or quote mark
+            marker = _BLOCK_START_AT_RE.match(text, s, e)
+            if marker:
+                s = marker.end()
+        size = e - s
+        if size > CONTEXT_CHARS:
+            link_at = max(0, min(link_at, size))
+            room = max(0, CONTEXT_CHARS - link_len) // 2
+            lo = max(0, link_at - room)
+            hi = min(size, max(link_at + link_len + room, lo + CONTEXT_CHARS))
+            lo = max(0, min(lo, hi - CONTEXT_CHARS))
+            piece = text[s + lo:s + hi]
+            if lo > 0:
+                cut = piece.find(" ")
+                piece = "…" + (piece[cut + 1:] if 0 <= cut < 30 else piece)
+            if hi < size:
+                cut = piece.rfind(" ")
+                piece = (piece[:cut] if cut > len(piece) - 30 else piece) + "…"
+            sentence = piece
+        else:
+            sentence = text[s:e]
+        return " ".join(sentence.split())
 
 
-def _is_code(mask: str, lines: _Lines, n: int, text: str) -> bool:
-    """Is line n blanked out in the mask although it has text (code, frontmatter, comment)?"""
-    line = lines.line(n)
-    if not line.strip():
-        return False
-    start = lines.offset(n)
-    return not mask[start:start + len(line)].strip()
+def _wikilink_spans(body: str) -> tuple[list[int], list[int], list[re.Match]]:
+    starts, ends, matches = [], [], []
+    if "[[" in body:
+        for m in _WIKILINK_RE.finditer(body):
+            starts.append(m.start())
+            ends.append(m.end())
+            matches.append(m)
+    return starts, ends, matches
 
 
-def note_links(text: str, *, mask: str | None = None) -> list[Link]:
-    """The links a note writes, in the order written, each with its line and sentence."""
+def note_links(text: str, *, mask: str | None = None, limit: int | None = None) -> list[Link]:
+    """The links a note writes, in the order written, each with its line and sentence (the first
+    `limit` of them: only those are given a line and a sentence)."""
     body = mask if mask is not None else masked(text)
     if "[" not in body:
         return []
-    lines = _Lines(text)
     found: list[tuple[int, int, Link]] = []
-    taken: list[tuple[int, int]] = []
-    if "[[" in body:
-        for m in _WIKILINK_RE.finditer(body):
-            taken.append(m.span())
-            link = _wikilink(m)
-            if link:
-                found.append((m.start(), m.end(), link))
+    taken_starts, taken_ends, wikilinks = _wikilink_spans(body)
+    for m in wikilinks:
+        link = _wikilink(m)
+        if link:
+            found.append((m.start(), m.end(), link))
     if "](" in body:
         for m in _MD_LINK_RE.finditer(body):
-            if any(s <= m.start() < e for s, e in taken):
+            k = bisect.bisect_right(taken_starts, m.start()) - 1  # inside a wikilink?
+            if k >= 0 and m.start() < taken_ends[k]:
                 continue
             link = _markdown_link(m)
             if link:
@@ -433,12 +536,15 @@ def note_links(text: str, *, mask: str | None = None) -> list[Link]:
                 found.append((m.start(), m.end(), Link(kind=MARKDOWN, target=target[0][:1000], heading=target[1][:500],
                                                        shown=m.group(1).strip()[:500], written=m.group(0).strip()[:300])))
     found.sort(key=lambda item: item[0])
+    if limit is not None:
+        del found[limit:]
+    note = _Note(text, body)
     out = []
     for start, end, link in found:
         # the written form comes from the text, not the mask (same offsets)
-        link.written = text[start:end][:300]
-        link.line = lines.number(start)
-        link.context = _context(lines, body, start, end)
+        link.written = text[start:min(end, start + 300)]
+        link.line = note.number(start)
+        link.context = note.context(start, end)
         out.append(link)
     return out
 
@@ -451,14 +557,20 @@ class NoteStructure:
     date: datetime | None
     date_source: str
     links: list[Link]
+    warnings: list[str] = field(default_factory=list)  # problems to record for the note
 
 
 def note_structure(text: str, frontmatter: dict, path: str, mtime: float | None) -> NoteStructure:
     """Tags, date and links of one note (the text is the whole file, frontmatter included)."""
     mask = masked(text)
     when, source = note_date(frontmatter, path, mtime)
+    links = note_links(text, mask=mask, limit=LINKS_MAX + 1)
+    warnings = []
+    if len(links) > LINKS_MAX:
+        del links[LINKS_MAX:]
+        warnings.append(f"more than {LINKS_MAX:,} links: only the first {LINKS_MAX:,} are kept")
     return NoteStructure(tags=note_tags(text, frontmatter, mask=mask), date=when, date_source=source,
-                         links=note_links(text, mask=mask))
+                         links=links, warnings=warnings)
 
 
 # --- names a link can use for a note (indexing.services.links resolves with them) ------------------

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import hashlib
 import re
+import time
 from dataclasses import dataclass, field
 from datetime import date, datetime
 
 import yaml
 
 _FRONTMATTER_RE = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.S)
-_ATX_HEADING_RE = re.compile(r"^ {0,3}#{1,6}[ \t]+(.+?)[ \t#]*$", re.M)
+# The heading's text is taken whole and its closing `#`s and blanks stripped in Python: a lazy
+# `(.+?)[ \t#]*$` retries the tail at every character (quadratic on a line of spaces).
+_ATX_HEADING_RE = re.compile(r"^ {0,3}#{1,6}[ \t]+(.+)$", re.M)
 _SETEXT_RE = re.compile(r"^(?! {4})(\S.*)\r?\n {0,3}(=+|-+)[ \t]*$", re.M)
 BINARY_SNIFF_BYTES = 8192
 
@@ -61,14 +64,55 @@ def _jsonable(value):
     return str(value)
 
 
+# Frontmatter is data a note's author writes, parsed on every scan: its cost is bounded by its
+# size, as YAML aliases (which let 500 bytes stand for billions of values) are refused, nesting is
+# capped (the composer recurses) and a deadline is checked while its events are read.
+FRONTMATTER_MAX_CHARS = 64 * 1024
+FRONTMATTER_MAX_DEPTH = 32
+FRONTMATTER_MAX_SECONDS = 5.0
+
+
+class FrontmatterRefused(yaml.YAMLError):
+    """Frontmatter pmd will not read: the note is indexed without it."""
+
+
+# libyaml when installed (PyYAML's wheels include it): the pure-Python parser reads about 30 KB/s.
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_OPENS = (yaml.SequenceStartEvent, yaml.MappingStartEvent)
+_CLOSES = (yaml.SequenceEndEvent, yaml.MappingEndEvent)
+
+
+def _frontmatter_load(source: str):
+    """YAML's safe load, after a pass over its events that refuses aliases, deep nesting and overtime."""
+    deadline = time.monotonic() + FRONTMATTER_MAX_SECONDS
+    depth = 0
+    for count, event in enumerate(yaml.parse(source, Loader=_YAML_LOADER)):
+        if isinstance(event, yaml.AliasEvent):
+            raise FrontmatterRefused("it uses YAML aliases (*name), which pmd does not expand")
+        if isinstance(event, _OPENS):
+            depth += 1
+            if depth > FRONTMATTER_MAX_DEPTH:
+                raise FrontmatterRefused(f"it nests deeper than {FRONTMATTER_MAX_DEPTH} levels")
+        elif isinstance(event, _CLOSES):
+            depth -= 1
+        if count % 1024 == 0 and time.monotonic() > deadline:
+            raise FrontmatterRefused(f"it took more than {FRONTMATTER_MAX_SECONDS:g} s to read")
+    return yaml.load(source, Loader=_YAML_LOADER)
+
+
 def parse_frontmatter(text: str) -> tuple[dict, list[str]]:
     if not text.startswith("---"):
         return {}, []
     match = _FRONTMATTER_RE.match(text)
     if not match:
         return {}, []
+    source = match.group(1)
+    if len(source) > FRONTMATTER_MAX_CHARS:
+        return {}, [f"frontmatter is longer than {FRONTMATTER_MAX_CHARS:,} characters: ignored"]
     try:
-        data = yaml.safe_load(match.group(1))
+        data = _frontmatter_load(source)
+    except FrontmatterRefused as exc:
+        return {}, [f"frontmatter refused, {exc}: ignored"]
     except yaml.YAMLError as exc:
         first = str(exc).splitlines()[0] if str(exc) else "syntax error"
         return {}, [f"frontmatter is not valid YAML ({first}): ignored"]
@@ -100,7 +144,8 @@ def extract_title(text: str, frontmatter: dict, fallback: str) -> str:
             continue
         match = _ATX_HEADING_RE.match(line)
         if match:
-            return match.group(1).strip()[:1000]
+            heading = match.group(1)
+            return (heading.rstrip(" \t#") or heading[0]).strip()[:1000]
     setext = _SETEXT_RE.search(body)
     if setext and setext.group(2).startswith("="):
         return setext.group(1).strip()[:1000]

@@ -224,3 +224,44 @@ def test_random_mixed_markdown_is_always_well_formed():
             continue
         params = ChunkParams(max_tokens=rng.choice([32, 64, 150]), overlap=rng.choice([0.0, 0.15, 0.3]))
         assert_well_formed(text, chunk_markdown(text, params), params)
+
+
+# --- linear in the note's size (issue 25, item 6): whitespace and indentation used to backtrack ---
+
+
+def test_a_megabyte_line_of_spaces_is_chunked_like_any_other_line():
+    prose = "".join(section(f"Part{i}", 150) for i in range(8))
+    text = prose + " " * 1_000_000 + "x\n\n" + prose
+    for params in (ChunkParams(), ChunkParams(overlap=0.0)):
+        chunks = chunk_markdown(text, params)
+        assert_well_formed(text, chunks, params)
+        assert len(chunks) == 4
+        assert sum(" " * 1_000_000 + "x\n" in chunk.text for chunk in chunks) == 1  # the line is never cut
+    assert [chunk.text[:8] for chunk in chunks] == ["## Part0", "## Part5", "## Part2", "## Part7"]  # no overlap: at headings
+
+
+def test_a_deep_nested_list_is_cut_at_its_items():
+    params = ChunkParams()
+    text = "".join("  " * depth + f"- item {depth}\n" for depth in range(1000))  # 1 MB, 3,000 tokens
+    chunks = chunk_markdown(text, params)
+    assert_well_formed(text, chunks, params)
+    assert len(chunks) == 4
+    assert all(text[chunk.char_start - 1] == "\n" and chunk.text.lstrip().startswith("- item ") for chunk in chunks[1:])
+
+
+def test_an_indented_fence_is_still_a_fence():
+    params = ChunkParams(max_tokens=40, overlap=0.0)
+    code = "\n".join(f"x{i} = {i}" for i in range(8))
+    text = "".join(section(f"S{i}", 10) for i in range(3)) + " " * 5000 + "> ```py\n" + code + "\n> ```\n" + section("End", 10)
+    chunks = chunk_markdown(text, params)
+    assert_well_formed(text, chunks, params)
+    assert any(chunk.text.lstrip(" ").startswith("> ```py\n" + code + "\n> ```\n") for chunk in chunks)
+
+
+def test_a_two_megabyte_word_is_cut_at_token_boundaries():
+    params = ChunkParams()
+    text = "a" * 2_000_000 + "\n"
+    chunks = chunk_markdown(text, params)
+    assert_well_formed(text, chunks, params)
+    assert len(chunks) == -(-400_000 // params.max_tokens)  # inside one word there is no word start to overlap from
+    assert all(after.char_start == before.char_end for before, after in zip(chunks, chunks[1:]))

@@ -163,3 +163,79 @@ def test_unreadable_file_is_reported_and_does_not_stop_the_scan(db, tmp_path):
     report = collection_index(collection)
     assert _paths(collection) == {"ok.md"}
     assert report.errors == 1
+
+
+# --- one bad note never stops the rest (issue 25, items 4 and 5) ------------------------------
+
+ALIAS_BOMB = "---\na0: &a0 [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]\n" for i in range(1, 9)) + "---\n"
+
+
+def _keyword_paths(query):
+    from indexing.access import Access
+    from search.request import SearchRequest
+    from search.retrieval.keyword import keyword_search
+
+    return {r.path for r in keyword_search(SearchRequest(query=query, all=True, access=Access.local_user())).results}
+
+
+def test_an_alias_bomb_is_refused_and_the_collection_indexed(db, tmp_path):
+    (tmp_path / "bomb.md").write_text(ALIAS_BOMB + "# Bomb\n\nA zeppelin in the body.\n")
+    (tmp_path / "a.md").write_text("# A\n\nThe zeppelin hangar.\n")
+    (tmp_path / "b.md").write_text("---\ntags: [ok]\n---\n# B\n\nMarmots and a zeppelin.\n")
+    collection = collection_create(path=tmp_path, name="bombed")
+    report = collection_index(collection)
+    assert _paths(collection) == {"bomb.md", "a.md", "b.md"}
+    bomb = Document.objects.get(collection=collection, path="bomb.md")
+    assert (bomb.frontmatter, bomb.title) == ({}, "Bomb")
+    assert Document.objects.get(collection=collection, path="b.md").frontmatter == {"tags": ["ok"]}
+    assert _keyword_paths("zeppelin") == {"bomb.md", "a.md", "b.md"}
+    problem = FileProblem.objects.get(collection=collection, path="bomb.md")
+    assert "YAML aliases" in problem.message and problem.severity == "warning"
+    assert report.errors == 0
+
+
+def test_a_note_too_deep_for_the_parser_is_indexed_without_its_frontmatter(db, tmp_path):
+    (tmp_path / "deep.md").write_text("---\na: " + "[" * 5000 + "]" * 5000 + "\n---\nDeep body.\n")
+    (tmp_path / "ok.md").write_text("# OK\n")
+    collection = collection_create(path=tmp_path, name="deep")
+    collection_index(collection)
+    assert _paths(collection) == {"deep.md", "ok.md"}
+    assert FileProblem.objects.get(collection=collection, path="deep.md").message.startswith("frontmatter")
+
+
+def test_a_note_that_fails_to_parse_is_a_problem_of_that_note_only(db, tmp_path, monkeypatch):
+    from indexing.services import scanning
+
+    real = scanning.note_structure
+
+    def exhausted(text, frontmatter, path, mtime):
+        if path == "huge.md":
+            raise MemoryError()
+        return real(text, frontmatter, path, mtime)
+
+    monkeypatch.setattr(scanning, "note_structure", exhausted)
+    (tmp_path / "huge.md").write_text("# Huge\n")
+    (tmp_path / "fine.md").write_text("# Fine\n\n[[huge]]\n")
+    collection = collection_create(path=tmp_path, name="exhausted")
+    report = collection_index(collection)
+    assert _paths(collection) == {"fine.md"}
+    problem = FileProblem.objects.get(collection=collection, path="huge.md")
+    assert (problem.severity, problem.message) == ("error", "could not be read as a note (MemoryError): skipped")
+    assert report.errors == 1
+
+
+def test_a_note_of_100k_links_on_one_line_keeps_the_first_5000_and_says_so(db, tmp_path):
+    from indexing.models import DocumentLink
+    from indexing.structure import LINKS_MAX
+
+    (tmp_path / "map.md").write_text("# Map\n\n" + " ".join(["[[target]]"] * 100_000) + "\n")
+    (tmp_path / "target.md").write_text("# Target\n")
+    collection = collection_create(path=tmp_path, name="linked")
+    collection_index(collection)
+    assert _paths(collection) == {"map.md", "target.md"}
+    links = DocumentLink.objects.filter(source__path="map.md", source__collection=collection)
+    assert links.count() == LINKS_MAX == 5_000
+    assert links.filter(target__path="target.md").count() == LINKS_MAX
+    assert FileProblem.objects.get(collection=collection, path="map.md").message == (
+        "more than 5,000 links: only the first 5,000 are kept")

@@ -14,11 +14,13 @@ from pathlib import Path
 import pytest
 
 from indexing.structure import (
+    CONTEXT_CHARS,
     DATE_CREATED,
     DATE_FILENAME,
     DATE_FRONTMATTER,
     DATE_MTIME,
     EMBED,
+    LINKS_MAX,
     MARKDOWN,
     WIKILINK,
     filename_date,
@@ -33,7 +35,7 @@ from indexing.structure import (
     note_tags,
     parse_date,
 )
-from indexing.text import parse_frontmatter
+from indexing.text import FRONTMATTER_MAX_CHARS, FRONTMATTER_MAX_DEPTH, extract_title, parse_frontmatter
 
 
 def utc(*args) -> datetime:
@@ -649,3 +651,70 @@ def test_a_scan_resolves_only_the_links_a_change_can_move_and_agrees_with_a_full
     (vault_dir / "Ideas.md").unlink()
     _, links = scan_then_check()
     assert links[("Home.md", "Ideas")] == "projects/Ideas.md"
+
+
+# --- bounded: a note is input anyone who can write a file controls (issue 25, items 4-6) -------
+
+ALIAS_BOMB = "---\na0: &a0 [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]\n" for i in range(1, 9)) + "---\n# Bomb\n"
+
+
+def test_frontmatter_with_aliases_is_refused_not_expanded():
+    assert len(ALIAS_BOMB) < 600  # 10**9 values once expanded
+    assert parse_frontmatter(ALIAS_BOMB) == ({}, [
+        "frontmatter refused, it uses YAML aliases (*name), which pmd does not expand: ignored"])
+    small = "---\nbase: &b {x: 1}\nother: *b\n---\n"
+    assert parse_frontmatter(small)[0] == {}
+
+
+def test_frontmatter_too_long_or_too_deep_is_refused():
+    long = "---\ntitle: " + "x" * FRONTMATTER_MAX_CHARS + "\n---\n"
+    assert parse_frontmatter(long) == ({}, [f"frontmatter is longer than {FRONTMATTER_MAX_CHARS:,} characters: ignored"])
+    deep_flow = "---\na: " + "[" * 5000 + "]" * 5000 + "\n---\n"  # the pure-Python composer recursed past the limit
+    data, warnings = parse_frontmatter(deep_flow)
+    assert data == {} and warnings and warnings[0].startswith("frontmatter")
+    deep_block = "---\n" + "".join("  " * i + f"k{i}:\n" for i in range(FRONTMATTER_MAX_DEPTH + 1)) + "---\n"
+    assert parse_frontmatter(deep_block) == ({}, [f"frontmatter refused, it nests deeper than {FRONTMATTER_MAX_DEPTH} levels: ignored"])
+    ok = "---\n" + "".join("  " * i + f"k{i}:\n" for i in range(FRONTMATTER_MAX_DEPTH - 1)) + "---\n"
+    assert parse_frontmatter(ok)[1] == []
+
+
+def test_a_heading_of_spaces_gives_its_title():
+    assert extract_title("# a" + " " * 200_000 + "b ##\n", {}, "f.md") == "a" + " " * 999  # titles keep 1000 characters
+    assert extract_title("#  a" + " " * 200_000 + "##\n", {}, "f.md") == "a"
+    assert extract_title("# C#\n", {}, "f.md") == "C"
+    assert extract_title("## Title ##  \n", {}, "f.md") == "Title"
+
+
+def test_a_line_of_100k_links_keeps_the_first_ones_each_with_its_sentence():
+    text = "Start here. " + " ".join(f"[[n{i}]]" for i in range(100_000)) + " and the end.\n\nAfter [[last]].\n"
+    structure = note_structure(text, {}, "map.md", None)
+    assert len(structure.links) == LINKS_MAX
+    assert [link.target for link in structure.links[:2]] == ["n0", "n1"]
+    assert structure.links[-1].target == f"n{LINKS_MAX - 1}"
+    assert {link.line for link in structure.links} == {1}
+    first = structure.links[0].context
+    assert first.startswith("[[n0]] [[n1]]") and first.endswith("…") and len(first) <= CONTEXT_CHARS + 2
+    middle = structure.links[2500].context
+    assert middle.startswith("…") and "[[n2500]]" in middle and len(middle) <= CONTEXT_CHARS + 2
+    assert structure.warnings == [f"more than {LINKS_MAX:,} links: only the first {LINKS_MAX:,} are kept"]
+
+
+def test_100k_markdown_and_wikilinks_side_by_side():
+    text = "See " + " ".join(f"[[w{i}]] [m{i}](m{i}.md)" for i in range(50_000)) + ".\n"
+    links = note_links(text)
+    assert len(links) == 100_000
+    assert [(link.kind, link.target) for link in links[:4]] == [
+        (WIKILINK, "w0"), (MARKDOWN, "m0.md"), (WIKILINK, "w1"), (MARKDOWN, "m1.md")]
+    assert links[-1].target == "m49999.md" and links[-1].context.endswith("[m49999](m49999.md).")
+
+
+def test_masking_backtick_runs_and_unclosed_comments_of_a_long_paragraph():
+    runs = "`open " + "``pair`` " * 100_000 + "\n"
+    out = masked(runs)
+    assert len(out) == len(runs)
+    assert out.startswith("`open ") and "pair" not in out  # each ``pair`` is code; the lone ` is not
+    comments = "<!-- never closed " * 50_000 + "#tag\n%% gone %% [[kept]]\n"
+    out = masked(comments)
+    assert out.count("<!-- never closed") == 50_000 and "gone" not in out and "[[kept]]" in out
+    assert note_tags(comments, {}) == ["tag"]

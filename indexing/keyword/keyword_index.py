@@ -51,7 +51,9 @@ from indexing.locks import KEYWORD_INDEX, advisory_lock_wait
 from indexing.models import Document
 from indexing.keyword.analysis import prepare_text
 
-_HEADING = re.compile(r"^ {0,3}#{1,6}[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*$")  # "## C#" keeps its "#"
+# The heading's text is taken whole and its closing " ##" cut in Python (_heading): a lazy
+# `(.+?)(?:[ \t]+#+)?[ \t]*$` retries its tail at every character, quadratic on a line of spaces.
+_HEADING = re.compile(r"^ {0,3}#{1,6}[ \t]+(.+)$")
 _FENCES = ("```", "~~~")
 _FENCE = re.compile(r"(`{3,}|~{3,})(.*)")
 _LINE_ENDS = "\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"  # what str.splitlines splits at
@@ -69,6 +71,22 @@ class Passage(NamedTuple):
     end_char: int
     head: str  # title field: document title and headings
     body: str  # the passage's other lines
+
+
+def _heading(line: str) -> str | None:
+    """An ATX heading's text without its closing blanks and ` ###` ("## C#" keeps its "#")."""
+    match = _HEADING.match(line)
+    if match is None:
+        return None
+    text = match.group(1)
+    kept = text.rstrip(" \t")
+    if not kept:
+        return text[:1]
+    if kept.endswith("#"):
+        before = kept.rstrip("#")
+        if before.endswith((" ", "\t")) and before.rstrip(" \t"):
+            return before.rstrip(" \t")
+    return kept
 
 
 def _sections(lines: list[str]) -> tuple[list[tuple[int, int, list[str]]], set[int]]:
@@ -91,14 +109,14 @@ def _sections(lines: list[str]) -> tuple[list[tuple[int, int, list[str]]], set[i
                 fence = ""  # closed only by the same character, at least as long, nothing after
             has_body = True
             continue
-        match = _HEADING.match(text) if not fence and stripped[0] == "#" else None
-        if match is None:
+        heading = _heading(text) if not fence and stripped[0] == "#" else None
+        if heading is None:
             has_body = True
             continue
         if has_body:  # a heading closes a section with text; one with none joins the next
             sections.append((start, i, heads))
             start, heads, has_body = i, [], False
-        heads.append(match.group(1))
+        heads.append(heading)
         heading_lines.add(i)
     sections.append((start, len(lines), heads))
     return sections, heading_lines

@@ -179,6 +179,7 @@ class _Heartbeat:
     _jobs: set = set()
     _lock = threading.Lock()
     _thread: threading.Thread | None = None
+    _wake = threading.Event()  # a job just claimed beats at once, not one (maybe long) interval later
 
     @classmethod
     def interval(cls) -> float:
@@ -188,6 +189,7 @@ class _Heartbeat:
     def keep(cls, job: Job) -> None:
         with cls._lock:
             cls._jobs.add(job.pk)
+            cls._wake.set()
             if cls._thread is None or not cls._thread.is_alive():
                 cls._thread = threading.Thread(target=cls._run, daemon=True, name="pmd-job-heartbeat")
                 cls._thread.start()
@@ -200,7 +202,8 @@ class _Heartbeat:
     @classmethod
     def _run(cls) -> None:
         while True:
-            time.sleep(cls.interval())
+            cls._wake.wait(cls.interval())
+            cls._wake.clear()
             with cls._lock:
                 jobs = set(cls._jobs)
                 if not jobs:

@@ -32,6 +32,7 @@ from django.db import connection
 
 from indexing.models import Collection, Document, DocumentLink
 from indexing.structure import (
+    LINKS_MAX,
     MARKDOWN,
     MARKDOWN_EXTENSIONS,
     Link,
@@ -39,7 +40,7 @@ from indexing.structure import (
     link_candidates,
 )
 
-MAX_LINKS_PER_NOTE = 5000
+MAX_LINKS_PER_NOTE = LINKS_MAX  # the scan keeps no more (and says so); this is a guard
 FEW_TARGETS = 500  # link texts resolved among the notes they could name; more: among all notes
 FEW_NAMED = 200  # notes whose names changed in one scan for which the links are resolved in part
 

@@ -33,7 +33,7 @@ from indexing.services.links import (
     links_resolve,
     links_store,
 )
-from indexing.structure import DATE_MTIME, Link, frontmatter_names, note_date, note_structure
+from indexing.structure import DATE_MTIME, Link, NoteStructure, frontmatter_names, note_date, note_structure
 from indexing.text import BinaryFile, parse_markdown
 from indexing.keyword import keyword_index_update  # the BM25 index follows every scan
 
@@ -320,6 +320,9 @@ def _collection_scan(
             if known:
                 seen.discard(rel)  # it is no longer a markdown document
             continue
+        except Exception as exc:  # MemoryError, RecursionError…: this note only, never the collection
+            report.issues.append(_unparsable(rel, exc))
+            continue
         for warning in parsed.warnings:
             report.issues.append(FileIssue(rel, warning))
         digest = parsed.hash
@@ -331,7 +334,13 @@ def _collection_scan(
             else:
                 report.reactivated += 1
             continue
-        batch.put(known[0] if known else None, rel, parsed, digest, st.st_mtime, st.st_size)
+        try:
+            structure = note_structure(parsed.body, parsed.frontmatter, rel, st.st_mtime)
+        except Exception as exc:  # as above: what was indexed of it stays as it was
+            report.issues.append(_unparsable(rel, exc))
+            continue
+        report.issues += [FileIssue(rel, warning) for warning in structure.warnings]
+        batch.put(known[0] if known else None, rel, parsed, structure, digest, st.st_mtime, st.st_size)
         if known and not known[4]:
             batch.link_scope.named.add(known[0])  # back again: its names with it
         if known:
@@ -349,6 +358,12 @@ def _collection_scan(
                          removed_document_ids=report.removed_document_ids)
     report.elapsed = time.perf_counter() - started
     return report
+
+
+def _unparsable(rel: str, exc: Exception) -> FileIssue:
+    detail = str(exc).splitlines()[0][:200] if str(exc) else ""
+    return FileIssue(rel, f"could not be read as a note ({type(exc).__name__}{': ' + detail if detail else ''}): "
+                          "skipped", "error")
 
 
 class _Batch:
@@ -384,10 +399,9 @@ class _Batch:
         if reactivate:
             self.reactivate.append(pk)
 
-    def put(self, pk, rel, parsed, digest, mtime, size) -> None:
+    def put(self, pk, rel, parsed, structure: NoteStructure, digest, mtime, size) -> None:
         if digest not in self.contents:
             self.contents[digest] = Content(hash=digest, body=parsed.body, size=len(parsed.body.encode("utf-8", "surrogatepass")))
-        structure = note_structure(parsed.body, parsed.frontmatter, rel, mtime)
         doc = Document(
             id=pk, collection=self.collection, path=rel, title=parsed.title, content_id=digest,
             docid=digest[:6], active=True, mtime=mtime, size=size, frontmatter=parsed.frontmatter,
