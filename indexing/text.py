@@ -44,12 +44,16 @@ def decode(raw: bytes) -> tuple[str, list[str]]:
         raise BinaryFile("binary file (NUL bytes): skipped")
     if raw.startswith(b"\xef\xbb\xbf"):
         raw = raw[3:]
+    warnings = []
+    if nuls := raw.count(b"\x00"):  # past the sniffed start: PostgreSQL stores no NUL in text
+        raw = raw.replace(b"\x00", "\ufffd".encode())
+        warnings.append(f"{nuls} NUL byte(s) replaced with U+FFFD")
     try:
-        return raw.decode("utf-8"), []
+        return raw.decode("utf-8"), warnings
     except UnicodeDecodeError as exc:
         text = raw.decode("utf-8", errors="replace")
         bad = text.count("\ufffd")
-        return text, [f"invalid UTF-8 at byte {exc.start}: {bad} character(s) replaced with U+FFFD"]
+        return text, [*warnings, f"invalid UTF-8 at byte {exc.start}: {bad} character(s) replaced with U+FFFD"]
 
 
 def _jsonable(value):

@@ -60,6 +60,19 @@ def test_binary_file_is_skipped_with_a_warning(indexed_collection):
     assert "binary" in FileProblem.objects.get(path="guides/diagram.md").message
 
 
+def test_a_nul_byte_past_the_start_is_a_problem_of_that_note_not_of_the_collection(db, tmp_path):
+    from indexing.services.collections import collection_create
+
+    (tmp_path / "good.md").write_text("# Good\n\nalpha bravo charlie\n")
+    (tmp_path / "late-nul.md").write_bytes(b"# Late\n\n" + b"word " * 3000 + b"\x00 after the nul\n")
+    collection = collection_create(path=tmp_path, name="nul")
+    report = collection_index(collection)
+    assert report.added == 2
+    late = Document.objects.get(collection=collection, path="late-nul.md")
+    assert "\x00" not in late.content.body and "after the nul" in late.content.body
+    assert "NUL" in FileProblem.objects.get(collection=collection, path="late-nul.md").message
+
+
 def test_unchanged_rescan_reads_no_file_and_changes_nothing(indexed_collection):
     report = collection_index(indexed_collection)
     assert (report.added, report.updated, report.removed) == (0, 0, 0)
