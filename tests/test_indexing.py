@@ -73,6 +73,20 @@ def test_a_nul_byte_past_the_start_is_a_problem_of_that_note_not_of_the_collecti
     assert "NUL" in FileProblem.objects.get(collection=collection, path="late-nul.md").message
 
 
+def test_a_file_name_that_is_not_utf8_is_a_problem_not_a_failed_scan(db, tmp_path):
+    from indexing.services.collections import collection_create
+
+    (tmp_path / "good.md").write_text("# Good\n\nalpha bravo charlie\n")
+    with open(os.fsencode(tmp_path) + b"/bad\xff.md", "wb") as bad:
+        bad.write(b"# Bad name\n")
+    (tmp_path / "sub\udcfe").mkdir()  # a folder too: its notes are not reachable by any stored path
+    collection = collection_create(path=tmp_path, name="names")
+    report = collection_index(collection)
+    assert report.added == 1 and Document.objects.filter(collection=collection, path="good.md").exists()
+    problems = set(FileProblem.objects.filter(collection=collection).values_list("path", "message"))
+    assert ("bad\ufffd.md", "the file name is not valid UTF-8: skipped") in problems
+
+
 def test_unchanged_rescan_reads_no_file_and_changes_nothing(indexed_collection):
     report = collection_index(indexed_collection)
     assert (report.added, report.updated, report.removed) == (0, 0, 0)

@@ -167,6 +167,9 @@ def collection_files(collection: Collection, issues: list[FileIssue]) -> Iterato
                 if name.startswith("."):
                     continue
                 rel = f"{rel_dir}/{name}" if rel_dir else name
+                if not _storable(name):  # bytes that are not UTF-8: no database column holds the name
+                    issues.append(FileIssue(_printable(rel), "the file name is not valid UTF-8: skipped"))
+                    continue
                 path = os.path.join(real_dir, name)
                 try:
                     is_link, is_dir = entry.is_symlink(), entry.is_dir()
@@ -195,6 +198,18 @@ def collection_files(collection: Collection, issues: list[FileIssue]) -> Iterato
     yield from walk("", real_root)
     while linked:
         yield from walk(*linked.pop(0))
+
+
+def _storable(name: str) -> bool:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:  # os.scandir hands undecodable bytes over as lone surrogates
+        return False
+    return True
+
+
+def _printable(path: str) -> str:
+    return path.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
 
 def collection_file_open(collection: Collection, path: str):
