@@ -89,6 +89,12 @@ def markup_text(value) -> str:
     return escape(str(value))
 
 
+def markup_line(value) -> str:
+    """`markup_text` for text that ends its line: a backslash at its end stays one backslash (no
+    markup tag follows it to be escaped from)."""
+    return markup_text(f"{value} ")[:-1]
+
+
 # --- json ---------------------------------------------------------------------------------------
 
 def json_text(data) -> str:

@@ -4,7 +4,7 @@ Options: `diff` (show each commit's diff excerpt, as `pmd history --diff`)."""
 
 from __future__ import annotations
 
-from search.formatters import XmlWriter, as_json, csv_text, markup_text, renders
+from search.formatters import XmlWriter, as_json, csv_text, markup_line, markup_text, renders
 
 renders("history", "json")(as_json)
 
@@ -20,7 +20,7 @@ def _cli(response, *, diff: bool = False, **_) -> str:
     for hit in response.results:
         out.append(f"[yellow]{hit.short}[/] [bold]{markup_text(hit.title)}[/]  [dim]{hit.date[:10]} "
                    f"{markup_text(hit.author)} · {markup_text(hit.collection)} · {hit.score:.0%}[/]")
-        out += [f"    {markup_text(line)}" for line in hit.snippet.splitlines()]
+        out += [f"    {markup_line(line)}" for line in hit.snippet.splitlines()]
         for f in hit.files:
             now = (f"  [cyan]pmd://{markup_text(hit.collection)}/{markup_text(f.path)}[/] [dim]#{f.docid}[/]"
                    if f.docid else "")

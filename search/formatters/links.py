@@ -3,7 +3,7 @@ the links the note writes, `backlinks` the notes that link to it; JSON holds bot
 
 from __future__ import annotations
 
-from search.formatters import as_json, csv_text, markup_text, renders
+from search.formatters import as_json, csv_text, markup_line, markup_text, renders
 
 renders("links", "json")(as_json)
 renders("backlinks", "json")(as_json)
@@ -71,7 +71,7 @@ def _cli(result, *, backlinks: bool) -> str:
             out.append(f"  [cyan]{markup_text(other.uri)}:{link.line}[/] [dim]#{other.docid}[/]  "
                        f"{markup_text(other.title)}")
             if link.context:
-                out.append(f"      {markup_text(link.context)}")
+                out.append(f"      {markup_line(link.context)}")
         elif other is not None:
             out.append(f"  {link.line:>4}  {markup_text(link.written)}  →  [cyan]{markup_text(other.uri)}[/] "
                        f"[dim]#{other.docid}[/]")
