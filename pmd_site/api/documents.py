@@ -2,11 +2,12 @@
 
 from typing import Any
 
-from ninja import Field, Query, Router, Schema
+from ninja import Query, Router, Schema
 
 from indexing.selectors import document_page
 from indexing.selectors import documents_multi_get as multi_get
 from pmd_site.api.schemas import ErrorOut
+from search.schemas import MultiGetOut
 
 router = Router(tags=["documents"])
 
@@ -31,25 +32,6 @@ def document_get(request, ref: str = Query(..., min_length=1, max_length=4096),
                  collection: list[str] = Query(default_factory=list)):
     page = document_page(ref, access=request.auth, from_line=from_line, max_lines=max_lines, collections=collection)
     return {**page.as_dict(), "total_lines": page.total_lines}
-
-
-class MultiGetDocOut(Schema):
-    docid: str
-    uri: str
-    title: str
-    skipped: str | None
-    truncated: bool
-    text: str | None
-
-
-class MultiGetOut(Schema):
-    documents: list[MultiGetDocOut]
-    missing: list[str]
-    omitted: int = Field(0, description="matching documents not listed: the total response limit was used up")
-    total_bytes: int = Field(0, description="bytes of this answer counted against max_total_bytes")
-    max_bytes: int
-    max_total_bytes: int = Field(..., description="PMD_MULTI_GET_MAX_TOTAL_BYTES")
-    notice: str | None = Field(None, description="what the limits left out, in one line")
 
 
 @router.get("/multi-get", response={200: MultiGetOut, 401: ErrorOut, 422: ErrorOut},

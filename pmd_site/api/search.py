@@ -1,6 +1,6 @@
 """/api/search, /api/vsearch, /api/query: the CLI's three searches (`pmd search|vsearch|query --json`)."""
 
-from typing import Any, Literal
+from typing import Literal
 
 from ninja import Field, Query, Router, Schema
 from ninja.errors import HttpError
@@ -8,6 +8,7 @@ from ninja.errors import HttpError
 from pmd_site.api.schemas import ErrorOut
 from search.filters import SearchFilters, filters_from_options
 from search.pipeline.dispatch import search_run
+from search.schemas import FiltersIn, SearchOut
 from search.request import (
     DEFAULT_LIMIT_MACHINE,
     MODE_ALIASES,
@@ -19,25 +20,6 @@ from search.request import (
 router = Router(tags=["search"])
 
 SearchMode = Literal[tuple(MODE_ALIASES)]  # every name of a mode; the answer says the CLI verb
-
-
-FieldValue = str | int | float | bool
-FilterValues = str | list[str]
-
-
-class FiltersIn(Schema):
-    """Filters over the notes' structure (the query text may hold them too: `tag:db after:2025-01`)."""
-
-    tags: FilterValues | None = Field(None, description="notes with any of these tags")
-    exclude_tags: FilterValues | None = Field(None, description="leave out notes with any of these tags")
-    path: FilterValues | None = Field(None, description="path globs inside the collection (meetings/**): any")
-    exclude_path: FilterValues | None = Field(None, description="leave out paths matching any of these globs")
-    after: str | None = Field(None, max_length=100, description="dated on or after: 2025-01-01, 2025-06, 'last week', 3d")
-    before: str | None = Field(None, max_length=100, description="dated before")
-    fields: dict[str, FieldValue | list[FieldValue]] | None = Field(
-        None, description='frontmatter values: {"status": "draft", "author": ["ana", "bo"]} (lists: any of)')
-    exclude_fields: dict[str, FieldValue | list[FieldValue]] | None = Field(
-        None, description="leave out notes with these frontmatter values")
 
 
 class _SearchBase(Schema):
@@ -79,35 +61,6 @@ class SearchQuery(_SearchBase):
     after: str | None = Field(None, max_length=100)
     before: str | None = Field(None, max_length=100)
     where: list[str] = Field(default_factory=list, description="frontmatter KEY=VALUE (KEY!=VALUE excludes)")
-
-
-class ResultOut(Schema):
-    docid: str
-    uri: str
-    collection: str
-    path: str
-    title: str
-    score: float
-    line: int
-    snippet: str
-    highlights: list[list[int]] = []
-    context: list[str] = []
-    body: str | None = None
-    scores: dict[str, Any] = {}
-    explain: dict[str, Any] | None = None
-    date: str | None = Field(None, description="the note's date (ISO 8601, UTC), used by date filters and sort")
-    date_source: str = Field("", description="where the date came from: frontmatter:date, frontmatter:created, "
-                                             "filename or mtime")
-
-
-class SearchOut(Schema):
-    query: str
-    mode: str
-    results: list[ResultOut]
-    warnings: list[str] = []
-    timings_ms: dict[str, float] = {}
-    filters: dict[str, Any] | None = Field(None, description="the filters applied (the query's and the body's)")
-    sort: str = Field("relevance", description="the order of the results: relevance or date")
 
 
 def search_request_from(data: _SearchBase, *, access, mode: str | None = None) -> SearchRequest:

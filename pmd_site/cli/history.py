@@ -7,11 +7,10 @@ the web UI's History page do; --json is that answer's shape. Formats: text (defa
 
 from __future__ import annotations
 
-import io
 import sys
 
 from pmd_site.cli import CommandError
-from pmd_site.cli.output import escape, local_access, print_json, stdout_console, warn, write_text
+from pmd_site.cli.output import local_access, print_markup, warn, write_text
 
 FORMATS = (("json", "JSON"), ("csv", "CSV"), ("md", "markdown"), ("xml", "XML"),
            ("files", "one line per changed note that still exists: #docid,pmd://path"))
@@ -38,6 +37,7 @@ def register(sub) -> None:
 
 
 def cmd_history(args) -> int:
+    from search.formatters import render
     from search.pipeline.history import history_search
     from search.retrieval.history import HistoryRequest
 
@@ -52,113 +52,18 @@ def cmd_history(args) -> int:
     if args.format != "json":
         for message in response.warnings:
             warn(message)
-    write_text(_FORMATTERS[args.format](response, diff=args.diff))  # cli and json print themselves
+    text = render("history", args.format, response, diff=args.diff)
+    if args.format == "cli":
+        print_markup(text)
+    else:
+        write_text(text)
     if not response.results and args.format == "cli":
         print("no commits", file=sys.stderr)
     return 0
 
 
-def _json(response, *, diff: bool) -> str:
-    print_json(response.as_dict())
-    return ""
-
-
-def _files(response, *, diff: bool) -> str:
-    seen, out = set(), []
-    for hit in response.results:
-        for f in hit.files:
-            if f.docid and (hit.collection, f.path) not in seen:
-                seen.add((hit.collection, f.path))
-                out.append(f"#{f.docid},pmd://{hit.collection}/{f.path}\n")
-    return "".join(out)
-
-
 def _csv(response, *, diff: bool) -> str:
-    from search.formatters import csv_writer
+    """The CSV of `pmd history --csv` (tests read it directly)."""
+    from search.formatters import render
 
-    buf = io.StringIO()
-    writer = csv_writer(buf)
-    writer.writerow(["collection", "sha", "date", "author", "email", "score", "title", "files"]
-                    + (["diff"] if diff else []))
-    for hit in response.results:
-        writer.writerow([hit.collection, hit.sha, hit.date, hit.author, hit.email, f"{hit.score:.4f}", hit.title,
-                         ";".join(f.path for f in hit.files)] + ([hit.diff or ""] if diff else []))
-    return buf.getvalue()
-
-
-def _change(f) -> str:
-    return f"{f.status} {f.old_path} → {f.path}" if f.old_path else f"{f.status} {f.path}"
-
-
-def _md(response, *, diff: bool) -> str:
-    out = [f"# History: {response.query or '(filters)'}", ""]
-    if not response.results:
-        out.append("_No commits._")
-    for hit in response.results:
-        out += [f"## {hit.title or '(no message)'}", "",
-                f"`{hit.short}` · {hit.collection} · {hit.author} <{hit.email}> · {hit.date[:10]} · "
-                f"score {hit.score:.2f}", ""]
-        body = hit.message.split("\n", 1)[1].strip() if "\n" in hit.message else ""
-        if body:
-            out += [body, ""]
-        for f in hit.files:
-            link = f" ([now](pmd://{hit.collection}/{f.path}) `#{f.docid}`)" if f.docid else ""
-            out.append(f"- {_change(f)}{link}")
-        if hit.files:
-            out.append("")
-        if diff and hit.diff:
-            out += ["```diff", hit.diff, "```", ""]
-    return "\n".join(out) + "\n"
-
-
-def _xml(response, *, diff: bool) -> str:
-    from xml.sax.saxutils import escape, quoteattr  # XML output only
-
-    from search.formatters import xml_text
-
-    def attr(value: str) -> str:
-        return quoteattr(xml_text(value))
-
-    def text(value: str) -> str:
-        return escape(xml_text(value))
-
-    out = [f"<history query={attr(response.query)} mode={attr(response.mode)}>"]
-    for hit in response.results:
-        out.append(f"  <commit collection={attr(hit.collection)} sha={attr(hit.sha)} "
-                   f"date={attr(hit.date)} author={attr(hit.author)} email={attr(hit.email)} "
-                   f"score=\"{hit.score:.4f}\">")
-        out.append(f"    <title>{text(hit.title)}</title>")
-        out.append(f"    <message>{text(hit.message)}</message>")
-        for f in hit.files:
-            attrs = f"status={attr(f.status)} path={attr(f.path)}"
-            if f.old_path:
-                attrs += f" old_path={attr(f.old_path)}"
-            if f.docid:
-                attrs += f" docid={attr('#' + f.docid)} uri={attr(f'pmd://{hit.collection}/{f.path}')}"
-            out.append(f"    <file {attrs}/>")
-        if diff and hit.diff is not None:
-            out.append(f"    <diff truncated=\"{str(hit.diff_truncated).lower()}\">{text(hit.diff)}</diff>")
-        out.append("  </commit>")
-    out.append("</history>")
-    return "\n".join(out) + "\n"
-
-
-def _cli(response, *, diff: bool) -> str:
-    console = stdout_console()
-    for hit in response.results:
-        console.print(f"[yellow]{hit.short}[/] [bold]{escape(hit.title)}[/]  [dim]{hit.date[:10]} "
-                      f"{escape(hit.author)} · {escape(hit.collection)} · {hit.score:.0%}[/]", highlight=False)
-        for line in hit.snippet.splitlines():
-            console.print(f"    {line}", highlight=False, markup=False)  # the console shows control characters
-        for f in hit.files:
-            now = f"  [cyan]pmd://{escape(hit.collection)}/{escape(f.path)}[/] [dim]#{f.docid}[/]" if f.docid else ""
-            console.print(f"    [dim]{escape(_change(f))}[/]{now}", highlight=False)
-        if diff and hit.diff:
-            for line in hit.diff.splitlines():
-                style = "green" if line.startswith("+") else "red" if line.startswith("-") else "dim"
-                console.print(f"    [{style}]{escape(line)}[/]", highlight=False)
-        console.print()
-    return ""
-
-
-_FORMATTERS = {"cli": _cli, "json": _json, "csv": _csv, "md": _md, "xml": _xml, "files": _files}
+    return render("history", "csv", response, diff=diff)

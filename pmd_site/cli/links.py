@@ -6,9 +6,7 @@ of both commands is that shape. Formats: text (default), --json, --csv, --md, --
 
 from __future__ import annotations
 
-import io
-
-from pmd_site.cli.output import escape, local_access, print_json, stdout_console, write_text
+from pmd_site.cli.output import local_access, print_markup, write_text
 
 FORMATS = (("json", "JSON: the note, its links and its backlinks"), ("csv", "CSV"), ("md", "markdown"),
            ("files", "one line per linked note: #docid,pmd://path (resolved links only)"))
@@ -41,85 +39,21 @@ def _read(args):
 
 def cmd_links(args) -> int:
     result = _read(args)
-    _print(result, result.links, args.format, backlinks=False)
+    _print(result, "links", args.format)
     return 0
 
 
 def cmd_backlinks(args) -> int:
     result = _read(args)
-    _print(result, result.backlinks, args.format, backlinks=True)
+    _print(result, "backlinks", args.format)
     return 0
 
 
-def _print(result, rows, fmt: str, *, backlinks: bool) -> None:
-    doc = result.document
-    total = result.backlinks_total if backlinks else result.links_total
-    if fmt == "json":
-        print_json(result.as_dict())
-        return
-    if fmt == "files":
-        seen = []
-        for link in rows:
-            if link.other is not None and link.other.pk not in seen:
-                seen.append(link.other.pk)
-                write_text(f"#{link.other.docid},{link.other.uri}\n")
-        return
-    if fmt == "csv":
-        from search.formatters import csv_writer
+def _print(result, kind: str, fmt: str) -> None:
+    from search.formatters import render
 
-        buf = io.StringIO()
-        writer = csv_writer(buf)
-        if backlinks:
-            writer.writerow(["docid", "uri", "line", "title", "link", "context"])
-            for link in rows:
-                writer.writerow([f"#{link.other.docid}", link.other.uri, link.line, link.other.title, link.written,
-                                 link.context])
-        else:
-            writer.writerow(["line", "kind", "link", "resolved", "docid", "uri", "title", "context"])
-            for link in rows:
-                other = link.other
-                writer.writerow([link.line, link.kind, link.written, "yes" if other else "no",
-                                 f"#{other.docid}" if other else "", other.uri if other else "",
-                                 other.title if other else "", link.context])
-        write_text(buf.getvalue())
-        return
-    if fmt == "md":
-        heading = "Backlinks of" if backlinks else "Links in"
-        out = [f"# {heading} {doc.title or doc.path}", "", f"`{doc.uri}` `#{doc.docid}`", ""]
-        if not rows:
-            out.append("_None._")
-        for link in rows:
-            if backlinks:
-                out.append(f"- [{link.other.title or link.other.path}]({link.other.uri}) line {link.line} "
-                           f"(`#{link.other.docid}`)")
-                if link.context:
-                    out.append(f"  > {link.context}")
-            elif link.other:
-                out.append(f"- line {link.line}: `{link.written}` → [{link.other.title or link.other.path}]"
-                           f"({link.other.uri}) (`#{link.other.docid}`)")
-            else:
-                out.append(f"- line {link.line}: `{link.written}` → _unresolved_")
-        if len(rows) < total:
-            out += ["", f"_{total - len(rows)} more not shown._"]
-        write_text("\n".join(out) + "\n")
-        return
-    console = stdout_console()
-    what = "backlinks" if backlinks else "links"
-    console.print(f"[cyan]{escape(doc.uri)}[/] [dim]#{doc.docid}[/]  {escape(doc.title)}", highlight=False)
-    if not rows:
-        console.print(f"[dim]no {what}[/]")
-        return
-    for link in rows:
-        other = link.other
-        if backlinks:
-            console.print(f"  [cyan]{escape(other.uri)}:{link.line}[/] [dim]#{other.docid}[/]  {escape(other.title)}",
-                          highlight=False)
-            if link.context:
-                console.print(f"      {link.context}", highlight=False, markup=False)
-        elif other is not None:
-            console.print(f"  {link.line:>4}  {escape(link.written)}  →  [cyan]{escape(other.uri)}[/] "
-                          f"[dim]#{other.docid}[/]", highlight=False)
-        else:
-            console.print(f"  {link.line:>4}  {escape(link.written)}  →  [yellow]unresolved[/]", highlight=False)
-    if len(rows) < total:
-        console.print(f"[dim]… and {total - len(rows)} more (-n)[/]")
+    text = render(kind, fmt, result)
+    if fmt == "cli":
+        print_markup(text)
+    else:
+        write_text(text)

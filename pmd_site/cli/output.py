@@ -181,6 +181,13 @@ def print_json(data) -> None:
     sys.stdout.write(json_text(data) + "\n")
 
 
+def print_markup(text: str) -> None:
+    """Console markup a renderer wrote (search.formatters: the `cli` format of history, links,
+    related) on stdout, in colour when stdout takes it, without the values' control characters."""
+    if text:
+        stdout_console().print(text, end="", highlight=False)
+
+
 def write_text(text: str) -> None:
     """Text pmd did not write (a document, a CSV or markdown listing) on stdout: with its control
     characters shown, not obeyed, on a terminal; as it is into a file or a pipe."""

@@ -4,7 +4,7 @@ tool pmd_related do; --json prints that shape."""
 
 from __future__ import annotations
 
-from pmd_site.cli.output import escape, local_access, print_json, stdout_console
+from pmd_site.cli.output import local_access, print_markup, write_text
 
 
 def register(sub) -> None:
@@ -19,24 +19,15 @@ def register(sub) -> None:
 
 def cmd_related(args) -> int:
     from pmd_site.cli import CommandError
+    from search.formatters import render
     from search.retrieval.related import related_notes
 
     if args.limit < 1:
         raise CommandError("-n must be at least 1")
     found = related_notes(args.reference, access=local_access(), limit=args.limit, collections=args.collections)
+    text = render("related", "json" if args.json else "cli", found)
     if args.json:
-        print_json(found.as_dict())
-        return 0
-    console = stdout_console()
-    doc = found.document
-    console.print(f"[cyan]{escape(doc.uri)}[/] [dim]#{doc.docid}[/]  {escape(doc.title)}", highlight=False)
-    for note in found.results:
-        other = note.document
-        console.print(f"  {note.score:5.2f}  [cyan]{escape(other.uri)}[/] [dim]#{other.docid}[/]  "
-                      f"{escape(other.title)}", highlight=False)
-        console.print(f"         [dim]{escape('; '.join(note.reasons))}[/]", highlight=False)
-    if not found.results:
-        console.print("[dim]no related notes[/]")
-    for warning in found.warnings:
-        console.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False)
+        write_text(text)
+    else:
+        print_markup(text)
     return 0

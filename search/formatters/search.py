@@ -1,30 +1,20 @@
-"""Rendering a SearchResponse: one module for the CLI, the API and the MCP tools.
+"""Search results (search.results.SearchResponse) in every format.
 
-Every format is a pure function of the response (no database access), so each adapter
-shows the same thing. Conventions shared by all formats:
+Conventions shared by all formats:
 
 - a result's snippet starts at `result.line`, so `--line-numbers` numbers snippet lines
   from there and the location is written `pmd://collection/path:LINE`;
 - scores are 0..1; the CLI shows them as percentages coloured by SCORE_HIGH / SCORE_MID;
 - highlights are [start, end) offsets into the snippet: ANSI bold in the CLI, `**…**`
-  in markdown, `<mark>` in XML, raw offsets in JSON;
-- text a note or a user wrote never reaches a terminal as control characters (`terminal_text`),
-  and no CSV cell pmd writes starts like a spreadsheet formula (`csv_writer`).
+  in markdown, `<mark>` in XML, raw offsets in JSON.
 """
 
 from __future__ import annotations
 
-import csv
-import io
-import json
-import re
-
-from indexing.errors import InvalidRequest
+from search.formatters import XmlWriter, as_json, csv_text, renders, terminal_text
 from search.request import mode_verb
 from search.results import SearchResponse, SearchResult
 
-FORMATS = ("cli", "json", "csv", "md", "xml", "files")
-MACHINE_FORMATS = frozenset({"json", "files"})  # get the bigger default limit (see SearchRequest)
 SCORE_HIGH = 0.7
 SCORE_MID = 0.4
 
@@ -36,69 +26,6 @@ _YELLOW = "\x1b[33m"
 _RED = "\x1b[31m"
 _CYAN = "\x1b[36m"
 _MARK = "\x1b[1;33m"
-
-
-# C0 controls but tab and newline (CR only before a newline), DEL and C1 (CSI is 0x9b): what
-# could move the cursor, clear the screen, set the clipboard (OSC 52) or hide a link (OSC 8).
-_TERMINAL_CONTROLS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]|\r(?!\n)")
-_JSON_UNESCAPED_CONTROLS = re.compile("[\x7f-\x9f]")  # json.dumps escapes only those below 0x20
-# How a CSV cell starts when a spreadsheet would read it as a formula (OWASP's list).
-_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
-
-
-def terminal_text(text: str) -> str:
-    """Text pmd did not write (a title, a snippet, a path), safe on a terminal: each control
-    character is shown as `\\x1b`, not obeyed."""
-    return _TERMINAL_CONTROLS.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
-
-
-def json_text(data) -> str:
-    """`data` as pmd's JSON output; DEL and C1 controls escaped too (`\\u009b`), so even JSON read
-    on a terminal obeys none. The same JSON value as json.dumps gives."""
-    text = json.dumps(data, indent=2, ensure_ascii=False, default=str)
-    return _JSON_UNESCAPED_CONTROLS.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
-
-
-def csv_cell(value) -> str:
-    """A cell as text a spreadsheet shows as written: one that starts like a formula (`=`, `+`,
-    `-`, `@`, tab, CR) gets a leading `'`, as OWASP recommends against formula injection."""
-    text = "" if value is None else str(value)
-    return "'" + text if text.startswith(_FORMULA_STARTS) else text
-
-
-class _CsvWriter:
-    def __init__(self, buf):
-        self._writer = csv.writer(buf, lineterminator="\n")
-
-    def writerow(self, row) -> None:
-        self._writer.writerow([csv_cell(cell) for cell in row])
-
-
-def csv_writer(buf) -> _CsvWriter:
-    """The one CSV writer of pmd's outputs (search, links, history): every cell through `csv_cell`."""
-    return _CsvWriter(buf)
-
-
-class UnknownFormat(InvalidRequest):
-    """No output format of that name (a ValueError too)."""
-
-    code = "unknown_format"
-
-
-def format_response(
-    response: SearchResponse,
-    fmt: str = "cli",
-    *,
-    color: bool = False,
-    line_numbers: bool = False,
-    full: bool = False,
-) -> str:
-    """The response as text in `fmt` (one of FORMATS); ends with a newline unless empty."""
-    try:
-        render = _RENDERERS[fmt]
-    except KeyError:
-        raise UnknownFormat(f"unknown output format {fmt!r} (choose from {', '.join(FORMATS)})") from None
-    return render(response, color=color, line_numbers=line_numbers, full=full)
 
 
 def score_color(score: float) -> str:
@@ -168,7 +95,8 @@ def _numbered(text: str, first: int, *, color: bool = False) -> str:
 
 # --- cli -----------------------------------------------------------------------------
 
-def _cli(response: SearchResponse, *, color: bool, line_numbers: bool, full: bool) -> str:
+@renders("search", "cli")
+def _cli(response: SearchResponse, *, color: bool = False, line_numbers: bool = False, full: bool = False) -> str:
     if not response.results:
         return ""
     blocks = []
@@ -201,30 +129,23 @@ def _cli(response: SearchResponse, *, color: bool, line_numbers: bool, full: boo
 
 # --- json ----------------------------------------------------------------------------
 
-def _json(response: SearchResponse, *, color: bool, line_numbers: bool, full: bool) -> str:
-    return json_text(response.as_dict()) + "\n"
+renders("search", "json")(as_json)
 
 
 # --- csv -----------------------------------------------------------------------------
 
-def _csv(response: SearchResponse, *, color: bool, line_numbers: bool, full: bool) -> str:
-    buf = io.StringIO()
-    writer = csv_writer(buf)
-    header = ["docid", "score", "uri", "line", "title", "context", "snippet"]
-    if full:
-        header.append("body")
-    writer.writerow(header)
-    for r in response.results:
-        row = [f"#{r.docid}", f"{r.score:.4f}", r.uri, r.line, r.title, " › ".join(r.context), r.snippet]
-        if full:
-            row.append(r.body or "")
-        writer.writerow(row)
-    return buf.getvalue()
+@renders("search", "csv")
+def _csv(response: SearchResponse, *, full: bool = False, **_) -> str:
+    header = ["docid", "score", "uri", "line", "title", "context", "snippet"] + (["body"] if full else [])
+    return csv_text([header] + [
+        [f"#{r.docid}", f"{r.score:.4f}", r.uri, r.line, r.title, " › ".join(r.context), r.snippet]
+        + ([r.body or ""] if full else []) for r in response.results])
 
 
 # --- markdown ------------------------------------------------------------------------
 
-def _md(response: SearchResponse, *, color: bool, line_numbers: bool, full: bool) -> str:
+@renders("search", "md")
+def _md(response: SearchResponse, *, line_numbers: bool = False, full: bool = False, **_) -> str:
     out = [f"# Search results for “{response.query}”", ""]
     if not response.results:
         out.append("_No results._")
@@ -262,43 +183,50 @@ def _xml_marked(text: str, highlights) -> str:
     return marked(text, highlights, "<mark>", "</mark>", escape=escape)
 
 
-def xml_text(text: str) -> str:
-    """XML 1.0 forbids most control characters (a diff or a message may hold them): dropped, not emitted."""
-    return "".join(ch for ch in text if ch in "\t\n\r" or ord(ch) >= 0x20)
+@renders("search", "xml")
+def _xml(response: SearchResponse, *, full: bool = False, **_) -> str:
+    from search.formatters import xml_text
 
-
-def _xml(response: SearchResponse, *, color: bool, line_numbers: bool, full: bool) -> str:
-    from xml.sax.saxutils import escape, quoteattr  # XML output only
-
-    out = ['<?xml version="1.0" encoding="UTF-8"?>',
-           f"<results query={quoteattr(xml_text(response.query))} mode={quoteattr(mode_verb(response.mode))}"
-           f" count=\"{len(response.results)}\">"]
+    xml = XmlWriter(declaration=True)
+    xml.open(0, "results", query=response.query, mode=mode_verb(response.mode), count=len(response.results))
     dated = shows_dates(response)
     for r in response.results:
-        attrs = (f"docid={quoteattr('#' + r.docid)} score=\"{r.score:.4f}\" uri={quoteattr(xml_text(r.uri))}"
-                 f" line=\"{r.line}\" collection={quoteattr(xml_text(r.collection))}")
+        attrs = {"docid": "#" + r.docid, "score": f"{r.score:.4f}", "uri": r.uri, "line": r.line,
+                 "collection": r.collection}
         if dated and r.date:
-            attrs += f" date={quoteattr(r.date)} date_source={quoteattr(r.date_source)}"
-        out.append(f"  <result {attrs}>")
-        out.append(f"    <title>{escape(xml_text(r.title))}</title>")
+            attrs |= {"date": r.date, "date_source": r.date_source}
+        xml.open(1, "result", **attrs)
+        xml.element(2, "title", r.title)
         for ctx in r.context:
-            out.append(f"    <context>{escape(xml_text(ctx))}</context>")
-        out.append(f"    <snippet>{_xml_marked(xml_text(r.snippet), r.highlights)}</snippet>")
+            xml.element(2, "context", ctx)
+        xml.element(2, "snippet", markup=_xml_marked(xml_text(r.snippet), r.highlights))
         if full and r.body is not None:
-            out.append(f"    <body>{escape(xml_text(r.body))}</body>")
-        out.append("  </result>")
-    out.append("</results>")
-    return "\n".join(out) + "\n"
+            xml.element(2, "body", r.body)
+        xml.close(1, "result")
+    xml.close(0, "results")
+    return xml.text()
 
 
 # --- files ---------------------------------------------------------------------------
 
-def _files(response: SearchResponse, *, color: bool, line_numbers: bool, full: bool) -> str:
-    buf = io.StringIO()
-    writer = csv_writer(buf)
-    for r in response.results:
-        writer.writerow([f"#{r.docid}", f"{r.score:.2f}", r.uri, " › ".join(r.context)])
-    return buf.getvalue()
+@renders("search", "files")
+def _files(response: SearchResponse, **_) -> str:
+    return csv_text([f"#{r.docid}", f"{r.score:.2f}", r.uri, " › ".join(r.context)] for r in response.results)
 
 
-_RENDERERS = {"cli": _cli, "json": _json, "csv": _csv, "md": _md, "xml": _xml, "files": _files}
+# --- mcp -----------------------------------------------------------------------------
+
+@renders("search", "mcp")
+def _mcp(result, **_) -> str:
+    """`result`: the pmd_search tools' SearchBrief."""
+    if not result.results:
+        return f"no results for {result.query!r}" + "".join(f"\nwarning: {w}" for w in result.warnings)
+    out = []
+    for hit in result.results:
+        dated = f" [{hit.date[:10]}]" if result.filters and hit.date else ""
+        out.append(f"#{hit.docid} {hit.uri}:{hit.line} ({hit.score:.2f}){dated} {hit.title}")
+        snippet = " ".join(hit.snippet.split())
+        if snippet:
+            out.append(f"  {snippet[:300]}")
+    out += [f"warning: {w}" for w in result.warnings]
+    return "\n".join(out)
