@@ -30,7 +30,7 @@ from markdown_it.rules_core import StateCore
 from markdown_it.rules_inline import StateInline
 from markdown_it.token import Token
 
-from indexing.structure import masked
+from indexing.structure import blank_spans, masked
 
 # `[!type]` opening a quote's first line, a fold sign after it, then the title.
 CALLOUT_RE = re.compile(r"\[!([A-Za-z][\w-]{0,39})\]([+-]?)[ \t]*")
@@ -43,7 +43,6 @@ INCLUDE_RE = re.compile(r"\{\{#(include|rustdoc_include|playground|template)[ \t
 IMAGE_EXTENSIONS = frozenset(["png", "jpg", "jpeg", "gif", "svg", "webp", "bmp", "ico", "avif"])
 _WIKILINK_INNER_RE = re.compile(r"[^\[\]\n]*")
 _SIZE_RE = re.compile(r"(\d{1,5})(?:x(\d{1,5}))?")
-_NOT_NEWLINE_RE = re.compile(r"[^\n]")
 _CLASS_WORD_RE = re.compile(r"[^a-z0-9-]")
 
 # Callout types Obsidian draws alike (its documented aliases): the CSS styles the canonical one.
@@ -82,25 +81,9 @@ def comment_spans(text: str) -> list[tuple[int, int]]:
     return spans
 
 
-def _blank(text: str, spans: list[tuple[int, int]]) -> str:
-    """`text` with each span replaced by spaces, its line breaks kept (same length, same lines)."""
-    if not spans:
-        return text
-    pieces, pos = [], 0
-    for s, e in sorted(spans):
-        if e <= pos:
-            continue
-        s = max(s, pos)
-        pieces.append(text[pos:s])
-        pieces.append(_NOT_NEWLINE_RE.sub(" ", text[s:e]))
-        pos = e
-    pieces.append(text[pos:])
-    return "".join(pieces)
-
-
 def without_comments(text: str) -> str:
     """`text` with its `%%…%%` comments blanked (same length and lines: offsets stay valid)."""
-    return _blank(text, comment_spans(text))
+    return blank_spans(text, comment_spans(text))
 
 
 _QUOTE_CALLOUT_RE = re.compile(r"^[ \t]{0,3}(?:>[ \t]?)+(\[![A-Za-z][\w-]{0,39}\][+-]?)", re.MULTILINE)
@@ -125,7 +108,7 @@ def searchable_text(text: str) -> str:
     if "==" in text:
         for m in _HIGHLIGHT_MARK_RE.finditer(text):
             spans += [(m.start(), m.start() + 2), (m.end() - 2, m.end())]
-    return _blank(text, spans)
+    return blank_spans(text, spans)
 
 
 # --- the links a rendered note points to -----------------------------------------------------------

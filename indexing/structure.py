@@ -97,6 +97,9 @@ def _apply(text: str, spans: list[tuple[int, int]]) -> str:
     return "".join(pieces)
 
 
+blank_spans = _apply  # for indexing.markdown: comments and dialect marks blanked the same way
+
+
 def _code_spans(text: str) -> list[tuple[int, int]]:
     """Inline code: a run of backticks up to the next run of the same length, within a paragraph.
 
