@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time
 from urllib.parse import unquote
 
-from indexing.text import strip_frontmatter
+from indexing.text import FRONTMATTER_OPENINGS, strip_frontmatter
 
 CONTEXT_CHARS = 240
 TAG_MAX = 200
@@ -52,7 +52,7 @@ def masked(text: str) -> str:
     """`text` with the frontmatter, fenced code, inline code and comments blanked out (same length,
     same line breaks), so offsets and line numbers found in it are those of `text`."""
     spans: list[tuple[int, int]] = []
-    if text.startswith("---"):
+    if text.startswith(FRONTMATTER_OPENINGS):
         body_at = len(text) - len(strip_frontmatter(text))
         if body_at:
             spans.append((0, body_at))
@@ -95,6 +95,9 @@ def _apply(text: str, spans: list[tuple[int, int]]) -> str:
         pos = e
     pieces.append(text[pos:])
     return "".join(pieces)
+
+
+blank_spans = _apply  # for indexing.markdown: comments and dialect marks blanked the same way
 
 
 def _code_spans(text: str) -> list[tuple[int, int]]:

@@ -5,12 +5,16 @@ from __future__ import annotations
 import hashlib
 import re
 import time
+import tomllib
 from dataclasses import dataclass, field
 from datetime import date, datetime
 
 import yaml
 
 _FRONTMATTER_RE = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.S)
+# TOML frontmatter (Hugo, Zola, mdBook): `+++` lines around it.
+_TOML_FRONTMATTER_RE = re.compile(r"\A\+\+\+[ \t]*\r?\n(.*?)\r?\n\+\+\+[ \t]*(?:\r?\n|\Z)", re.S)
+FRONTMATTER_OPENINGS = ("---", "+++")
 # The heading's text is taken whole and its closing `#`s and blanks stripped in Python: a lazy
 # `(.+?)[ \t#]*$` retries the tail at every character (quadratic on a line of spaces).
 _ATX_HEADING_RE = re.compile(r"^ {0,3}#{1,6}[ \t]+(.+)$", re.M)
@@ -104,7 +108,44 @@ def _frontmatter_load(source: str):
     return yaml.load(source, Loader=_YAML_LOADER)
 
 
+def _toml_depth_refusal(source: str) -> str:
+    """Why TOML frontmatter nests too deep to read (tomllib recurses into inline tables and
+    arrays), else "". Brackets inside strings count too: a rare false refusal, never a crash."""
+    depth = 0
+    for char in source:
+        if char in "[{":
+            depth += 1
+            if depth > FRONTMATTER_MAX_DEPTH:
+                return f"it nests deeper than {FRONTMATTER_MAX_DEPTH} levels"
+        elif char in "]}":
+            depth = max(0, depth - 1)
+    return ""
+
+
+def parse_toml_frontmatter(text: str) -> tuple[dict, list[str]]:
+    """`+++` TOML frontmatter, read as YAML frontmatter is: bounded in size and depth, its values JSON-able."""
+    match = _TOML_FRONTMATTER_RE.match(text)
+    if not match:
+        return {}, []
+    source = match.group(1)
+    if len(source) > FRONTMATTER_MAX_CHARS:
+        return {}, [f"frontmatter is longer than {FRONTMATTER_MAX_CHARS:,} characters: ignored"]
+    refusal = _toml_depth_refusal(source)
+    if refusal:
+        return {}, [f"frontmatter refused, {refusal}: ignored"]
+    try:
+        data = tomllib.loads(source)
+    except tomllib.TOMLDecodeError as exc:
+        first = str(exc).splitlines()[0] if str(exc) else "syntax error"
+        return {}, [f"frontmatter is not valid TOML ({first}): ignored"]
+    except RecursionError:
+        return {}, [f"frontmatter refused, it nests deeper than {FRONTMATTER_MAX_DEPTH} levels: ignored"]
+    return _jsonable(data), []
+
+
 def parse_frontmatter(text: str) -> tuple[dict, list[str]]:
+    if text.startswith("+++"):
+        return parse_toml_frontmatter(text)
     if not text.startswith("---"):
         return {}, []
     match = _FRONTMATTER_RE.match(text)
@@ -128,7 +169,8 @@ def parse_frontmatter(text: str) -> tuple[dict, list[str]]:
 
 
 def strip_frontmatter(text: str) -> str:
-    match = _FRONTMATTER_RE.match(text) if text.startswith("---") else None
+    match = (_FRONTMATTER_RE.match(text) if text.startswith("---")
+             else _TOML_FRONTMATTER_RE.match(text) if text.startswith("+++") else None)
     return text[match.end():] if match else text
 
 

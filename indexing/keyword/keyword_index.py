@@ -50,6 +50,7 @@ from django.db import DatabaseError, connection, transaction
 from indexing.locks import KEYWORD_INDEX, advisory_lock_wait
 from indexing.models import Document
 from indexing.keyword.analysis import prepare_text
+from indexing.markdown import searchable_text
 
 # The heading's text is taken whole and its closing " ##" cut in Python (_heading): a lazy
 # `(.+?)(?:[ \t]+#+)?[ \t]*$` retries its tail at every character, quadratic on a line of spaces.
@@ -241,7 +242,7 @@ def _batch_columns(ids: list[int]) -> tuple[list, ...]:
     rows = Document.objects.filter(id__in=ids, active=True).values_list(
         "id", "collection_id", "collection__text_search_config", "title", "content__body")
     for pk, coll, config, title, body in rows:
-        for p in split_passages(title or "", body or ""):
+        for p in split_passages(title or "", searchable_text(body or "")):
             values = (pk, coll, p.ordinal, p.start_line, p.end_line, p.start_char, p.end_char, config or "simple",
                       prepare_text(p.head).replace("\x00", ""), prepare_text(p.body).replace("\x00", ""))
             for col, value in zip(cols, values):

@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import lru_cache
 
 import nh3
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
-from markdown_it import MarkdownIt
-
+from indexing.markdown import LinkTargets, markdown_reader, without_comments
 from indexing.text import strip_frontmatter
 from search.formatters import marked
 
@@ -28,6 +26,7 @@ _ALLOWED_ATTRIBUTES = {
     "*": {"id", "class", "data-ls", "data-le", "title", "lang", "dir"},
     "a": {"href", "name"},
     "img": {"src", "alt", "width", "height"},
+    "details": {"open"},
     "td": {"align", "colspan", "rowspan", "style"},
     "th": {"align", "colspan", "rowspan", "style"},
     "ol": {"start"},
@@ -35,15 +34,18 @@ _ALLOWED_ATTRIBUTES = {
 }
 _LINE_ID = re.compile(r"^L\d+$")
 _CODE_CLASS = re.compile(r"^language-[\w+#.-]{1,40}$")
+# The classes indexing.markdown's dialects produce (callouts, wikilinks, embeds…): pmd.css styles them.
+_PMD_CLASS = re.compile(r"^pmd-[a-z0-9-]{1,60}(?: pmd-[a-z0-9-]{1,60}){0,3}$")
+_BLOCK_ID = re.compile(r"^block-[A-Za-z0-9-]{1,64}$")
 _ALIGN_STYLE = re.compile(r"^text-align:\s*(left|right|center)$")
 
 
 def _attribute_filter(element: str, attribute: str, value: str) -> str | None:
     """Keep only the attribute values our own renderer produces (no DOM clobbering, no styling)."""
     if attribute == "id":
-        return value if _LINE_ID.match(value) else None
+        return value if _LINE_ID.match(value) or _BLOCK_ID.match(value) else None
     if attribute == "class":
-        return value if _CODE_CLASS.match(value) else None
+        return value if _CODE_CLASS.match(value) or _PMD_CLASS.match(value) else None
     if attribute == "style":
         return value if _ALIGN_STYLE.match(value) else None
     if attribute == "type":
@@ -56,26 +58,24 @@ def highlight_snippet(snippet: str, highlights: list[tuple[int, int]] | list[lis
     return mark_safe(marked(snippet, highlights, "<mark>", "</mark>", escape=escape))
 
 
-@lru_cache(maxsize=1)
-def _markdown() -> MarkdownIt:
-    return MarkdownIt("commonmark", {"html": True}).enable(["table", "strikethrough"])
-
-
-def render_markdown(text: str, *, offset: int | None = None) -> tuple[SafeString, int]:
+def render_markdown(text: str, *, offset: int | None = None,
+                    links: LinkTargets | None = None) -> tuple[SafeString, int]:
     """Sanitised HTML of a markdown document, blocks tagged with their source lines.
 
     Each block gets `data-ls`/`data-le` (1-based first/last line in the original file,
     frontmatter included) and `id="L<first line>"`, so `#L42` and the hit line can be
     found. Returns (html, number of frontmatter lines skipped). With `offset`, `text` is a later
     part of a note (see note_part): nothing is stripped and its first line is line offset + 1.
+    `links` says where wikilinks and embeds lead (unresolved without it).
     """
     if offset is None:
         body = strip_frontmatter(text)
         offset = text[: len(text) - len(body)].count("\n")
     else:
         body = text
-    md = _markdown()
-    tokens = md.parse(body)
+    md = markdown_reader()
+    env = {"pmd_links": links or LinkTargets()}
+    tokens = md.parse(without_comments(body), env)
     used: set[int] = set()
     for token in tokens:
         if token.map is None or token.nesting == -1 or token.type == "html_block":
@@ -86,7 +86,7 @@ def render_markdown(text: str, *, offset: int | None = None) -> tuple[SafeString
         if first not in used:
             used.add(first)
             token.attrSet("id", f"L{first}")
-    html = md.renderer.render(tokens, md.options, {})
+    html = md.renderer.render(tokens, md.options, env)
     clean = nh3.clean(
         html,
         tags=_ALLOWED_TAGS,

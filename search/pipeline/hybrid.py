@@ -30,6 +30,7 @@ from django.conf import settings
 from django.db.models import Q
 
 from indexing.chunking import chunk_markdown
+from indexing.markdown import searchable_text
 from indexing.models import Document
 from indexing.services.embedding import chunk_params_from_settings
 from indexing.llm import BackendTimeout, BackendUnavailable, get_backend, rerank_backend
@@ -449,7 +450,7 @@ def _rerank_items(candidates, hits, query: str) -> list[RerankItem]:
         if body is None:
             text = f"{result.title}\n{result.snippet}".strip()
         else:
-            text = _chunk_at(chunk_markdown(body, params), result.line) or body
+            text = _chunk_at(chunk_markdown(searchable_text(body), params), result.line) or body
             if result.title and result.title not in text[:200]:
                 text = f"{result.title}\n{text}"
         items.append(RerankItem(key=candidate.key, text=text))

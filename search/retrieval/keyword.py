@@ -44,6 +44,7 @@ import time
 from django.conf import settings
 from django.db import connection
 
+from indexing.markdown import without_comments
 from indexing.models import Collection, PathContext
 from indexing.selectors import contexts_for
 from indexing.keyword import WORD, has_cjk, prepare_text
@@ -284,10 +285,11 @@ def keyword_search(request: SearchRequest, *, snippets: bool = True) -> SearchRe
     segments: dict[int, list[tuple[int, str]]] = {}  # document -> its shown passages, best first
     for (doc_id, raw, _, _, collection_id, docid, path, title, _, start_line, text, body, cover, note_date,
          date_source) in rows:
+        text = without_comments(text or "")  # `%%…%%` is neither searched nor shown
         if doc_id in segments:
-            segments[doc_id].append((start_line, text or ""))
+            segments[doc_id].append((start_line, text))
             continue
-        segments[doc_id] = [(start_line, text or "")]
+        segments[doc_id] = [(start_line, text)]
         collection = collections.get(collection_id) or Collection.objects.get(id=collection_id)
         score = normalise(float(cover or 0.0), ideals.get(collection.text_search_config, fallback))
         if score >= request.min_score:

@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from indexing.chunking import Chunk as TextChunk
 from indexing.chunking import chunk_markdown
+from indexing.markdown import searchable_text
 from indexing.models import (
     Chunk,
     Commit,
@@ -262,7 +263,7 @@ def _prepare(config: EmbeddingConfig, fingerprint: EmbeddingFingerprint, hashes:
         body = bodies.get(content_id)
         if body is None:
             continue
-        chunks = chunk_markdown(body, config.chunk_params)
+        chunks = chunk_markdown(searchable_text(body), config.chunk_params)  # what the keyword index reads too
         done = have.get(content_id, set())
         title = titles.get(content_id, "")
         items = [

@@ -12,7 +12,9 @@ from django.shortcuts import redirect
 from django.urls import reverse
 from django.views.decorators.http import require_GET
 
+from indexing.attachments import attachment_find, attachment_read
 from indexing.links import document_links
+from indexing.markdown import LinkTargets
 from indexing.selectors import contexts_for, document_resolve
 from search.retrieval.related import related_notes
 from pmd_site.web.pages import access_of, page, wants_fragment
@@ -41,6 +43,23 @@ def _link_items(document, access) -> dict:
                  for row in links.backlinks]
     return {"outgoing": outgoing, "backlinks": backlinks, "links_total": links.links_total,
             "backlinks_total": links.backlinks_total}
+
+
+def _link_targets(document, outgoing: list[dict]) -> LinkTargets:
+    """Where the rendered note's wikilinks and embeds lead: a note to its page as the links table
+    resolved it, an image to /file/ when the collection holds it (looked up once per name)."""
+    notes: dict[str, str | None] = {}
+    for item in outgoing:
+        notes.setdefault(item["row"].target_text.strip().lower(), item["url"] or None)
+    images: dict[str, str | None] = {}
+
+    def image_url(name: str) -> str | None:
+        if name not in images:
+            found = attachment_find(document.collection, name, near=document.path)
+            images[name] = reverse("search:file", args=[document.collection.name, found]) if found else None
+        return images[name]
+
+    return LinkTargets(note_url=lambda target: notes.get(target.strip().lower()), image_url=image_url)
 
 
 def _display_value(value, budget: int = VALUE_CHARS) -> str:
@@ -112,7 +131,8 @@ def document_page(request, collection: str, path: str):
         context["numbered_lines"] = list(enumerate(lines, start=part.first_line))
     else:
         context["html"], context["frontmatter_lines"] = render_markdown(
-            part.text, offset=None if part.number == 1 else part.first_line - 1)
+            part.text, offset=None if part.number == 1 else part.first_line - 1,
+            links=_link_targets(document, context["outgoing"]))
         context["frontmatter_lines"] = part.frontmatter_lines
     return page(request, "search/document.html", context)
 
@@ -142,6 +162,18 @@ def document_raw(request, collection: str, path: str):
     document = _resolve(request, collection, path)
     response = HttpResponse(document.content.body, content_type="text/plain; charset=utf-8")
     response.headers["Content-Security-Policy"] = "default-src 'none'; sandbox"
+    return response
+
+
+@login_required
+@require_GET
+def document_file(request, collection: str, path: str):
+    """An image of a collection the user sees, for a note's embeds (never a script: sandboxed)."""
+    found = attachment_read(collection, path, access=access_of(request))
+    response = HttpResponse(found.data, content_type=found.content_type)
+    response.headers["Content-Security-Policy"] = "default-src 'none'; style-src 'unsafe-inline'; sandbox"
+    response.headers["X-Content-Type-Options"] = "nosniff"
+    response.headers["Cache-Control"] = "private, max-age=300"
     return response
 
 
