@@ -19,7 +19,7 @@ import io
 import json
 import re
 
-from indexing.errors import InvalidRequest
+from indexing.errors import UnknownFormat
 from search.request import mode_verb
 from search.results import SearchResponse, SearchResult
 
@@ -77,12 +77,6 @@ class _CsvWriter:
 def csv_writer(buf) -> _CsvWriter:
     """The one CSV writer of pmd's outputs (search, links, history): every cell through `csv_cell`."""
     return _CsvWriter(buf)
-
-
-class UnknownFormat(InvalidRequest):
-    """No output format of that name (a ValueError too)."""
-
-    code = "unknown_format"
 
 
 def format_response(

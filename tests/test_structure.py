@@ -416,7 +416,7 @@ def test_document_links_shows_only_what_access_sees(vault, django_user_model, tm
     from indexing.access import Access
     from indexing.links import document_links
     from indexing.models import Collection, Content, Document, DocumentLink
-    from indexing.selectors import DocumentNotFound
+    from indexing.errors import DocumentNotFound
 
     member = django_user_model.objects.create_user("member", password="pw-member-123")
     secret = Collection.objects.create(name="secret", root_path=str(tmp_path), visibility=Collection.Visibility.PRIVATE)

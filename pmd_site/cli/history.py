@@ -10,7 +10,7 @@ from __future__ import annotations
 import io
 import sys
 
-from pmd_site.cli import CommandError
+from indexing.errors import CommandError
 from pmd_site.cli.output import escape, local_access, print_json, stdout_console, warn, write_text
 
 FORMATS = (("json", "JSON"), ("csv", "CSV"), ("md", "markdown"), ("xml", "XML"),
