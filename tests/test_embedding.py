@@ -9,7 +9,6 @@ import pytest
 from indexing.chunking import chunk_markdown
 from indexing.models import Chunk, Content, ContentEmbedding, EmbeddingFingerprint, Job
 from indexing.services.embedding import (
-    EmbeddingError,
     chunk_params_from_settings,
     embed_pending,
     embedding_status,
@@ -18,7 +17,7 @@ from indexing.services.embedding import (
 )
 from indexing.services.jobs import job_create
 from indexing.services.scanning import collection_index
-from indexing.errors import LLMBackendUnavailable, LLMBadResponse, LLMModelMissing
+from indexing.errors import EmbeddingError, LLMBackendUnavailable, LLMBadResponse, LLMModelMissing
 
 pytestmark = pytest.mark.django_db
 
