@@ -28,13 +28,6 @@ from indexing import errors
 from indexing.models import AuditEvent, Collection
 
 
-class AccessDenied(errors.PmdError, PermissionError):
-    """The caller may see this but not change it (a read-only token, a member who is not staff)."""
-
-    code = "forbidden"
-    http_status = 403
-
-
 class Access:
     """A principal: the local OS user, a signed-in member, or a member's API token."""
 
@@ -184,13 +177,13 @@ def collection_visible(name: str, access: Access) -> Collection:
 
 def require_staff(access: Access, what: str = "managing collections and contexts") -> None:
     if not access.is_staff:
-        raise AccessDenied(f"{what} needs a staff account")
+        raise errors.AccessDenied(f"{what} needs a staff account")
 
 
 def require_write(access: Access, what: str = "managing collections and contexts") -> None:
     """Staff, and not through a read-only token."""
     if access.active and not access.can_write:
-        raise AccessDenied(f"{what} needs a token with write scope; this token is read-only")
+        raise errors.AccessDenied(f"{what} needs a token with write scope; this token is read-only")
     require_staff(access, what)
 
 

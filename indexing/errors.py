@@ -1,16 +1,21 @@
-"""The errors pmd's services raise for a caller to act on: one small hierarchy for every face.
+"""Every error pmd raises for a caller to act on: one module, one class per meaning.
 
 Each error carries its meaning as data: a `message` (one line, free of any face's syntax: no
-CLI flags, no URLs of this server), `suggestions` (things the caller may have meant), a stable
-`code` for programs and the `http_status` the JSON API answers with. Each face maps the whole
-family once (the API's exception handler, the CLI's `main`, the web UI's error page, the MCP
-server's tool error) and may add hints in its own syntax, keyed by `code`.
+CLI commands or flags, no URLs of this server, no manage.py), `suggestions` (things the caller
+may have meant), the fields a face needs to say more (`name`, `model`, `url`, `retry_after` …),
+a stable `code` for programs, the `http_status` and `headers` the JSON API answers with. Each
+face maps the whole family once (pmd_site/api/errors.py, pmd_site/cli/__init__.py,
+pmd_site/web/errors.py, pmd_site/mcp/errors.py) and adds hints in its own syntax from its own
+table keyed by `code` (`hint_from`).
 
-This module imports nothing of pmd's own, so the models, services, retrieval and the LLM
-clients can all raise these errors without an import cycle.
+Every class is declared here and nowhere else (tests/test_error_module.py checks it): a module
+raises these classes, it does not subclass them for a local name. This module imports nothing of
+pmd's own, so every layer can raise these errors without an import cycle.
 """
 
 from __future__ import annotations
+
+import string
 
 
 class PmdError(Exception):
@@ -37,6 +42,24 @@ class PmdError(Exception):
         """The message with the summary in front, for callers that did not ask the backend themselves."""
         return f"{self.summary}: {self.message}" if self.summary else self.message
 
+    @property
+    def headers(self) -> dict[str, str]:
+        """HTTP headers an answer carrying this error adds (Retry-After of a throttled client)."""
+        return {}
+
+    def hint_from(self, hints: dict) -> str | None:
+        """A face's hint for this error from its table keyed by code: a text whose `{fields}` are
+        filled in from the error's data (a field the error does not have stays as its name in
+        capitals), or a function of the error for a hint that depends on its data."""
+        template = hints.get(self.code)
+        if callable(template):
+            template = template(self)
+        if not template:
+            return None
+        fields = {name: getattr(self, name, None) or name.upper()
+                  for _, name, _, _ in string.Formatter().parse(template) if name}
+        return template.format(**fields)
+
 
 # --- input the caller can correct -----------------------------------------------------------
 
@@ -46,6 +69,12 @@ class InvalidRequest(PmdError, ValueError):
     http_status = 400
 
 
+class CommandError(PmdError):
+    """A face's own input it refuses before any service runs (the command line's arguments)."""
+
+    code = "command_error"
+
+
 class InvalidCollection(InvalidRequest):
     """A collection request that cannot be carried out (bad name, missing folder, ...)."""
 
@@ -53,26 +82,32 @@ class InvalidCollection(InvalidRequest):
 
 
 class CollectionPathRefused(InvalidCollection):
-    """A folder that may not become a collection for this caller."""
+    """A folder that may not become a collection for this caller (see `collection_root_check`)."""
 
     code = "collection_path_refused"
 
 
 class InvalidContext(InvalidRequest):
+    """A context request that cannot be carried out; the message says why."""
+
     code = "invalid_context"
 
 
 class InvalidSearchInput(InvalidRequest):
-    """Search input the user can fix (an empty query, a structured query without text, ...)."""
+    """Search input the user can fix (an empty query, a filter or a structured query pmd cannot read, ...)."""
 
     code = "invalid_search"
     http_status = 422
 
 
 class NotEmbedded(InvalidSearchInput):
-    """Vector search before anything is embedded with the configured model."""
+    """Vector search before anything (or any commit) is embedded with the configured `model`."""
 
     code = "not_embedded"
+
+    def __init__(self, message: str = "", suggestions: list[str] | None = None, *, model: str | None = None):
+        super().__init__(message, suggestions)
+        self.model = model
 
 
 class MultiGetRefused(InvalidRequest):
@@ -97,6 +132,18 @@ class InvalidGlob(InvalidRequest):
     http_status = 422
 
 
+class InvalidPath(InvalidRequest):
+    """A path that could escape its collection or is not a path at all (a ValueError too)."""
+
+    code = "invalid_path"
+
+
+class UnknownFormat(InvalidRequest):
+    """No output format of that name (a ValueError too)."""
+
+    code = "unknown_format"
+
+
 class InputRefused(InvalidRequest):
     """Input the database itself refused (its DataError): the last resort of every face, for what no
     check before it caught. The message is the database's first line."""
@@ -111,11 +158,44 @@ class InputRefused(InvalidRequest):
 
 
 class InvalidToken(InvalidRequest):
+    """A token request that cannot be carried out; the message says why."""
+
     code = "invalid_token"
+
+
+class InvalidSharing(InvalidRequest):
+    """A sharing request (visibility, groups, members) that cannot be carried out."""
+
+    code = "invalid_sharing"
 
 
 class BenchmarkError(InvalidRequest):
     code = "benchmark_error"
+
+
+# --- who may do what ------------------------------------------------------------------------
+
+
+class AccessDenied(PmdError, PermissionError):
+    """The caller may see this but not change it (a read-only token, a member who is not staff)."""
+
+    code = "forbidden"
+    http_status = 403
+
+
+class TokenThrottled(PmdError):
+    """Too many failed tokens from this address; `retry_after` is in whole seconds (sent as Retry-After)."""
+
+    code = "throttled"
+    http_status = 429
+
+    def __init__(self, retry_after: int):
+        self.retry_after = max(1, retry_after)
+        super().__init__(f"too many failed API token attempts from your address: retry in {self.retry_after} s")
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Retry-After": str(self.retry_after)}
 
 
 # --- things that are not there --------------------------------------------------------------
@@ -127,7 +207,8 @@ class NotFound(PmdError, LookupError):
 
 
 class CollectionNotFound(NotFound):
-    """No collection of that name; `suggestions` are the close names as pmd:// URIs."""
+    """No collection of that name (asked for, searched in, or named by a reference); `suggestions`
+    are the close names as pmd:// URIs."""
 
     code = "collection_not_found"
 
@@ -138,7 +219,15 @@ class CollectionNotFound(NotFound):
         self.name = name
 
 
+class CollectionPathMissing(NotFound, FileNotFoundError):
+    """The collection's folder is gone; refreshing reports it per collection (a FileNotFoundError too)."""
+
+    code = "collection_path_missing"
+
+
 class DocumentNotFound(NotFound):
+    """No document for a reference; `suggestions` are close pmd:// URIs (shown under "did you mean")."""
+
     code = "document_not_found"
 
 
@@ -150,6 +239,26 @@ class JobNotFound(NotFound):
     code = "job_not_found"
 
 
+class UserNotFound(NotFound):
+    code = "user_not_found"
+
+    def __init__(self, message: str = "", suggestions: list[str] | None = None, *, name: str | None = None):
+        if name is not None and not message:
+            message = f"no user named '{name}'"
+        super().__init__(message, suggestions)
+        self.name = name
+
+
+class GroupNotFound(NotFound):
+    code = "group_not_found"
+
+
+class TokenNotFound(NotFound):
+    """No token (of those the caller may see) matches what was typed."""
+
+    code = "token_not_found"
+
+
 # --- conflicts ------------------------------------------------------------------------------
 
 
@@ -159,6 +268,8 @@ class Conflict(PmdError):
 
 
 class CollectionExists(Conflict):
+    """The name is taken; each face adds how to choose another."""
+
     code = "collection_exists"
 
     def __init__(self, message: str = "", suggestions: list[str] | None = None, *, name: str | None = None):
@@ -180,19 +291,65 @@ class LLMBackendError(PmdError, RuntimeError):
 
 
 class LLMBackendUnavailable(LLMBackendError):
+    """Nothing answers at `url` (after retries), or the backend cannot run here at all (`message`)."""
+
     code = "llm_backend_unavailable"
+
+    def __init__(self, url: str = "", *, backend: str = "ollama", detail: str = "", message: str = ""):
+        self.url = url
+        if not message:
+            if backend == "ollama":
+                message = f"Ollama is not reachable at {url}: start it (`ollama serve` / the compose `ollama` service)"
+            else:
+                message = (f"the OpenAI-compatible server is not reachable at {url}: "
+                           "start it or fix PMD_OPENAI_BASE_URL")
+            if detail:
+                message += f" [{detail}]"
+        super().__init__(message)
 
 
 class LLMModelMissing(LLMBackendError):
+    """The server (or the local models folder) does not have `model`."""
+
     code = "llm_model_missing"
+
+    def __init__(self, model: str, *, backend: str = "ollama", message: str = ""):
+        self.model = model
+        self.backend = backend  # "openai": pmd cannot pull for that server, it loads its own models
+        if not message:
+            if backend == "ollama":
+                message = f"model {model} is not pulled (`ollama pull {model}`)"
+            else:
+                message = f"model {model} is not served by the OpenAI-compatible server: load it there first"
+        super().__init__(message)
 
 
 class LLMBackendTimeout(LLMBackendError):
+    """The server at `url` accepted the request but did not answer within `seconds`."""
+
     code = "llm_backend_timeout"
+
+    def __init__(self, url: str, seconds: float):
+        self.url = url
+        self.seconds = seconds
+        super().__init__(f"the LLM server at {url} did not answer within {seconds:g}s "
+                         "(raise PMD_LLM_TIMEOUT, or use a smaller model / batch)")
 
 
 class LLMBadResponse(LLMBackendError):
+    """The server answered with an error or with something pmd cannot use."""
+
     code = "llm_bad_response"
+
+
+class LLMEndpointMissing(LLMBadResponse):
+    """The server has no such route (404/405): a rerank API it does not speak (tried the next one)."""
+
+
+class EmbeddingError(LLMBackendError):
+    """Embedding cannot go on; the message says what to do."""
+
+    code = "embedding_failed"
 
 
 # --- pmd's own setup on this machine --------------------------------------------------------
@@ -204,3 +361,15 @@ class SetupError(PmdError, RuntimeError):
 
     code = "setup_error"
     http_status = 500
+
+
+class ServerSetupError(SetupError):
+    """An embedded server (PostgreSQL, Redis) cannot be started safely; the message says what to change."""
+
+    code = "server_setup_error"
+
+
+class ConfigError(SetupError, ValueError):
+    """An environment variable holds a value pmd cannot use."""
+
+    code = "config_error"

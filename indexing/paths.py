@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from indexing.errors import InvalidGlob, InvalidRequest
+from indexing.errors import InvalidGlob, InvalidPath
 
 SCHEME = "pmd://"
 
@@ -26,12 +26,6 @@ def absolute_path(path) -> str:
 
 _DOCID_RE = re.compile(r"^#?([0-9a-fA-F]{6})$")
 _LINE_SUFFIX_RE = re.compile(r"^(?P<ref>.+?):(?P<line>\d+)$")
-
-
-class InvalidPath(InvalidRequest):
-    """A path that could escape its collection or is not a path at all (a ValueError too)."""
-
-    code = "invalid_path"
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,6 @@ from indexing import errors
 from indexing.access import Access, collection_suggestions, visible_collections
 from indexing.models import Collection, Content, Document, FileProblem, Job, PathContext
 from indexing.paths import (
-    InvalidPath,
     absolute_path,
     glob_match,
     glob_regex,
@@ -24,14 +23,6 @@ from indexing.paths import (
     parse_reference,
     virtual_path,
 )
-
-
-class DocumentNotFound(errors.DocumentNotFound):
-    """No document for a reference; `suggestions` are close pmd:// URIs (shown under "did you mean")."""
-
-
-class DocumentCollectionNotFound(errors.CollectionNotFound, DocumentNotFound):
-    """A reference into a collection that does not exist: collection_not_found, caught as DocumentNotFound."""
 
 
 def close_matches(word: str, candidates: list[str], n: int = 5) -> list[str]:
@@ -98,25 +89,25 @@ def document_resolve(reference: str, *, access: Access, collections: list[str] |
     if fs is not None:
         reference = virtual_path(*fs)
     elif reference.strip().startswith(("/", "../", "~")):
-        raise DocumentNotFound(f"{reference} is not inside any indexed collection")
+        raise errors.DocumentNotFound(f"{reference} is not inside any indexed collection")
     try:
         ref = parse_reference(reference)
-    except InvalidPath as exc:
-        raise DocumentNotFound(str(exc)) from None
+    except errors.InvalidPath as exc:
+        raise errors.DocumentNotFound(str(exc)) from None
     docs = _active_documents(access, collections)
     if ref.docid:
         matches = list(docs.filter(docid=ref.docid)[:2])
         if not matches:
-            raise DocumentNotFound(f"no document with docid #{ref.docid}")
+            raise errors.DocumentNotFound(f"no document with docid #{ref.docid}")
         return ResolvedDocument(matches[0], ref.line)
     if ref.collection:
         if not visible_collections(access).filter(name=ref.collection).exists():
-            raise DocumentCollectionNotFound(
+            raise errors.CollectionNotFound(
                 name=ref.collection, suggestions=collection_suggestions(ref.collection, access))
         found = docs.filter(collection__name=ref.collection, path=ref.path).first()
         if found:
             return ResolvedDocument(found, ref.line)
-        raise DocumentNotFound(f"no document pmd://{ref.collection}/{ref.path}",
+        raise errors.DocumentNotFound(f"no document pmd://{ref.collection}/{ref.path}",
                                _suggest(ref.path, [ref.collection], access))
     # A bare path: exact path in any collection, then `collection/path`, then a unique suffix.
     found = docs.filter(path=ref.path).first()
@@ -130,7 +121,7 @@ def document_resolve(reference: str, *, access: Access, collections: list[str] |
     suffix = list(docs.filter(path__endswith="/" + ref.path)[:2])
     if len(suffix) == 1:
         return ResolvedDocument(suffix[0], ref.line)
-    raise DocumentNotFound(f"no document {ref.path}", _suggest(ref.path, collections, access))
+    raise errors.DocumentNotFound(f"no document {ref.path}", _suggest(ref.path, collections, access))
 
 
 def document_lines(document: Document, *, from_line: int | None = None, max_lines: int | None = None) -> tuple[list[str], int]:
@@ -205,7 +196,7 @@ def documents_list(target: str | None = None, *, access: Access, limit: int | No
     text = target[len("pmd://"):] if target.startswith("pmd://") else target
     name, _, prefix = text.partition("/")
     if not visible_collections(access).filter(name=name).exists():
-        raise DocumentCollectionNotFound(name=name, suggestions=collection_suggestions(name, access))
+        raise errors.CollectionNotFound(name=name, suggestions=collection_suggestions(name, access))
     qs = qs.filter(collection__name=name)
     prefix = prefix.strip("/")
     if prefix:
@@ -262,10 +253,6 @@ def collection_detail(collection: Collection, *, access: Access) -> dict:
 
 
 DEFAULT_MULTI_GET_MAX_BYTES = 10 * 1024  # per document, unless the caller asks for another bound
-
-
-class MultiGetError(errors.MultiGetRefused):
-    """A multi-get the limits refuse: every face shows it as a usage error (422, tool error, CLI error)."""
 
 
 @dataclass
@@ -327,9 +314,9 @@ def multi_get_limits(max_bytes: int | None, max_total_bytes: int | None = None) 
     if max_bytes is None:
         return min(DEFAULT_MULTI_GET_MAX_BYTES, total), total
     if max_bytes < 1:
-        raise MultiGetError(f"max_bytes must be a positive number of bytes, got {max_bytes}")
+        raise errors.MultiGetRefused(f"max_bytes must be a positive number of bytes, got {max_bytes}")
     if max_bytes > total:
-        raise MultiGetError(f"max_bytes={max_bytes:,} is above the total response limit of {total:,} bytes "
+        raise errors.MultiGetRefused(f"max_bytes={max_bytes:,} is above the total response limit of {total:,} bytes "
                             "(PMD_MULTI_GET_MAX_TOTAL_BYTES); read a larger document with get")
     return max_bytes, total
 
@@ -401,13 +388,13 @@ def documents_multi_get(
     else:
         parts = list(dict.fromkeys(parts))  # the same reference twice is one document
         if len(parts) > MULTI_GET_MAX_REFERENCES:
-            raise MultiGetError(f"{len(parts):,} references: multi-get takes at most {MULTI_GET_MAX_REFERENCES} "
+            raise errors.MultiGetRefused(f"{len(parts):,} references: multi-get takes at most {MULTI_GET_MAX_REFERENCES} "
                                 "(use a glob pattern for more)")
         found: list[int] = []
         for part in parts:
             try:
                 doc = document_resolve(part, access=access, collections=collections).document
-            except DocumentNotFound:
+            except (errors.DocumentNotFound, errors.CollectionNotFound):
                 result.missing.append(part)
                 continue
             if doc.pk not in found:  # a docid and a path can name the same document

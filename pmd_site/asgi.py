@@ -26,7 +26,8 @@ django_application = get_asgi_application()
 # pmd's modules come after get_asgi_application(): they need Django set up.
 from pmd_site.dbhealth import RETRY_AFTER_SECONDS, DatabaseUnavailable, database_guard
 from pmd_site.security import forwarded_client
-from indexing.services.tokens import TokenThrottled, bearer_token, token_access
+from indexing.errors import TokenThrottled
+from indexing.services.tokens import bearer_token, token_access
 from pmd_site.mcp.instructions import current_access, refresh_instructions
 from pmd_site.mcp.server import get_server
 

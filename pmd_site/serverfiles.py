@@ -9,19 +9,13 @@ import os
 import stat
 from pathlib import Path
 
-from indexing.errors import SetupError
+from indexing.errors import ServerSetupError
 
 PG_PORT = 5432
 _SOCKET_PATH_MAX = 100  # sun_path is 108 bytes; leave room for ".s.PGSQL.5432"
 
 # Written into $PMD_HOME when pmd creates it: only then may pmd set that folder's permissions.
 HOME_MARKER = ".created-by-pmd"
-
-
-class ServerSetupError(SetupError):
-    """An embedded server cannot be started safely; the message says what to change."""
-
-    code = "server_setup_error"
 
 
 def private_dir(path: Path, *, group: int | None = None, create_marker: bool = False) -> Path:

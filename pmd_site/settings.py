@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 from urllib.parse import parse_qsl, unquote, urlparse
 
+from indexing.errors import ConfigError
 from pmd_site import env
 from pmd_site.pgserver import PG_PORT, PG_USER, database_password, socket_dir_for
 from pmd_site.serverfiles import private_dir
@@ -52,7 +53,7 @@ PMD_HTTP_KEEPALIVE_TIMEOUT = env.get_float("PMD_HTTP_KEEPALIVE_TIMEOUT", 30.0)  
 PMD_HTTP_IDLE_TIMEOUT = env.get_float("PMD_HTTP_IDLE_TIMEOUT", 30.0)
 for _name in ("PMD_HTTP_HEADER_TIMEOUT", "PMD_HTTP_KEEPALIVE_TIMEOUT", "PMD_HTTP_IDLE_TIMEOUT"):
     if globals()[_name] <= 0:
-        raise env.ConfigError(f"{_name}={globals()[_name]} must be more than 0 seconds")
+        raise ConfigError(f"{_name}={globals()[_name]} must be more than 0 seconds")
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -111,11 +112,11 @@ def _database_from_url(url: str) -> dict:
     userinfo, _, rest = rest.rpartition("@")
     parsed = urlparse(f"{scheme}://{rest}")
     if parsed.scheme not in {"postgres", "postgresql", "pgsql"}:
-        raise env.ConfigError(f"DATABASE_URL must be a postgres:// URL, got scheme {parsed.scheme!r}")
+        raise ConfigError(f"DATABASE_URL must be a postgres:// URL, got scheme {parsed.scheme!r}")
     try:
         port = parsed.port
     except ValueError as exc:
-        raise env.ConfigError(f"DATABASE_URL: {exc}") from None
+        raise ConfigError(f"DATABASE_URL: {exc}") from None
     options = dict(parse_qsl(parsed.query))
     name = unquote(parsed.path.lstrip("/")) or "pmd"
     host = options.pop("host", parsed.hostname or "")
@@ -272,7 +273,7 @@ PMD_GENERATE_MODEL = env.get_str("PMD_GENERATE_MODEL", "" if _LOCAL else "qwen3:
 PMD_RERANK_MODEL = env.get_str("PMD_RERANK_MODEL", "cross-encoder/ms-marco-MiniLM-L6-v2" if _LOCAL else "dengcao/Qwen3-Reranker-0.6B:Q8_0")
 PMD_RERANK_API = env.get_str("PMD_RERANK_API", "auto").lower()
 if PMD_RERANK_API not in {"auto", "chat", "rerank", "tei"}:
-    raise env.ConfigError(f"PMD_RERANK_API={PMD_RERANK_API!r}: use auto, chat, rerank or tei")
+    raise ConfigError(f"PMD_RERANK_API={PMD_RERANK_API!r}: use auto, chat, rerank or tei")
 PMD_RERANK_URL = env.get_str("PMD_RERANK_URL", "")
 PMD_RERANK_BATCH = env.get_int("PMD_RERANK_BATCH", 32, minimum=1)
 PMD_LOCAL_THREADS = env.get_int("PMD_LOCAL_THREADS", 0, minimum=0)
@@ -282,7 +283,7 @@ PMD_EXPAND_TIMEOUT = env.get_float("PMD_EXPAND_TIMEOUT", 10.0)
 PMD_RERANK_TIMEOUT = env.get_float("PMD_RERANK_TIMEOUT", 15.0)
 for _name in ("PMD_QUERY_TIMEOUT", "PMD_EXPAND_TIMEOUT", "PMD_RERANK_TIMEOUT"):
     if globals()[_name] <= 0:
-        raise env.ConfigError(f"{_name}={globals()[_name]} must be more than 0 seconds")
+        raise ConfigError(f"{_name}={globals()[_name]} must be more than 0 seconds")
 PMD_RERANK_CONCURRENCY = env.get_int("PMD_RERANK_CONCURRENCY", 4, minimum=1)
 PMD_LLM_TIMEOUT = env.get_float("PMD_LLM_TIMEOUT", 120.0)
 PMD_LLM_RETRIES = env.get_int("PMD_LLM_RETRIES", 3, minimum=0)
@@ -296,7 +297,7 @@ PMD_RECENCY_BOOST = max(0.0, env.get_float("PMD_RECENCY_BOOST", 0.0))
 # plain (human-readable) or json (one object per line, for log collectors).
 PMD_LOG_FORMAT = env.get_str("PMD_LOG_FORMAT", "plain")
 if PMD_LOG_FORMAT not in {"plain", "json"}:
-    raise env.ConfigError(f"PMD_LOG_FORMAT={PMD_LOG_FORMAT!r}: use plain or json")
+    raise ConfigError(f"PMD_LOG_FORMAT={PMD_LOG_FORMAT!r}: use plain or json")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

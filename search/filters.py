@@ -65,10 +65,6 @@ _PIECE = re.compile(
 )
 
 
-class FilterError(InvalidSearchInput):
-    """A filter that cannot be read (a date pmd does not understand, a bad structured filter)."""
-
-
 @dataclass
 class FieldFilter:
     """`key:value1,value2`: the frontmatter value of `key` is one of the values (or its list holds one)."""
@@ -165,12 +161,12 @@ class SearchFilters:
         if not data:
             return cls()
         if not isinstance(data, dict):
-            raise FilterError("filters must be an object: {tags, exclude_tags, path, after, before, fields}")
+            raise InvalidSearchInput("filters must be an object: {tags, exclude_tags, path, after, before, fields}")
         known = {"tags", "tag", "exclude_tags", "path", "paths", "exclude_path", "exclude_paths", "after", "before",
                  "fields", "exclude_fields"}
         unknown = sorted(set(data) - known)
         if unknown:
-            raise FilterError(f"unknown filter '{unknown[0]}': use one of tags, exclude_tags, path, exclude_path, "
+            raise InvalidSearchInput(f"unknown filter '{unknown[0]}': use one of tags, exclude_tags, path, exclude_path, "
                               "after, before, fields, exclude_fields")
         out = cls()
         tags = _strings(data.get("tags"), "tags") + _strings(data.get("tag"), "tag")
@@ -188,7 +184,7 @@ class SearchFilters:
             if value in (None, ""):
                 continue
             if not isinstance(value, str):
-                raise FilterError(f"filter '{name}' must be a date (YYYY-MM-DD, 'last week', …)")
+                raise InvalidSearchInput(f"filter '{name}' must be a date (YYYY-MM-DD, 'last week', …)")
             setattr(out, name, date_boundary(value, now=now, what=name))
             setattr(out, f"{name}_text", value.strip())
         out.fields = _field_filters(data.get("fields"), "fields")
@@ -280,7 +276,7 @@ def parse_filters(text: str, *, field_keys: Callable[[dict[str, list[str]]], dic
             entry = FieldFilter(key=word, values=_unique(values)[:MAX_VALUES], keys=tuple(found[low]))
             (out.exclude_fields if neg else out.fields).append(entry)
     if len(out.tags) > MAX_VALUES or len(out.paths) > MAX_VALUES or len(out.fields) > MAX_VALUES:
-        raise FilterError(f"too many filters (at most {MAX_VALUES} of a kind)")
+        raise InvalidSearchInput(f"too many filters (at most {MAX_VALUES} of a kind)")
     if out.after is not None and out.before is not None and out.after >= out.before:
         warnings.append(f"no note can be dated on or after {_day(out.after)} and before {_day(out.before)}")
     rest = []
@@ -327,7 +323,7 @@ def clean_glob(raw) -> str:
         text = text[2:]
     text = text.lstrip("/")
     if not text:
-        raise FilterError("path filter is empty")
+        raise InvalidSearchInput("path filter is empty")
     return text
 
 
@@ -357,7 +353,7 @@ def date_boundary(text: str, *, now: datetime | None = None, what: str = "date")
     dates (indexing.structure); relative forms count from `now` in the server's time zone."""
     value = " ".join(str(text).strip().lower().replace("_", " ").split())
     if not value:
-        raise FilterError(f"{what}: the date is empty")
+        raise InvalidSearchInput(f"{what}: the date is empty")
     now = now or _now()
     today = _local_date(now)
     day = None
@@ -410,7 +406,7 @@ def date_boundary(text: str, *, now: datetime | None = None, what: str = "date")
             return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
     except ValueError:
         pass
-    raise FilterError(f"{what}: cannot read the date '{text}' (use {DATE_HELP})")
+    raise InvalidSearchInput(f"{what}: cannot read the date '{text}' (use {DATE_HELP})")
 
 
 def _now() -> datetime:
@@ -475,24 +471,24 @@ def _strings(value, name: str) -> list[str]:
     if isinstance(value, (list, tuple)) and all(isinstance(v, (str, int, float)) and not isinstance(v, bool)
                                                 for v in value):
         if len(value) > MAX_VALUES:
-            raise FilterError(f"filter '{name}': at most {MAX_VALUES} values")
+            raise InvalidSearchInput(f"filter '{name}': at most {MAX_VALUES} values")
         return [str(v).strip() for v in value if str(v).strip()]
-    raise FilterError(f"filter '{name}' must be a string or a list of strings")
+    raise InvalidSearchInput(f"filter '{name}' must be a string or a list of strings")
 
 
 def _field_filters(value, name: str) -> list[FieldFilter]:
     if not value:
         return []
     if not isinstance(value, dict):
-        raise FilterError(f"filter '{name}' must be an object of frontmatter keys and values: "
+        raise InvalidSearchInput(f"filter '{name}' must be an object of frontmatter keys and values: "
                           '{"status": "draft", "author": ["ana", "bo"]}')
     if len(value) > MAX_VALUES:
-        raise FilterError(f"filter '{name}': at most {MAX_VALUES} keys")
+        raise InvalidSearchInput(f"filter '{name}': at most {MAX_VALUES} keys")
     out = []
     for key, raw in value.items():
         key = str(key).strip()
         if not key:
-            raise FilterError(f"filter '{name}': a key is empty")
+            raise InvalidSearchInput(f"filter '{name}': a key is empty")
         items = raw if isinstance(raw, (list, tuple)) else [raw]
         values = []
         for item in items:
@@ -502,9 +498,9 @@ def _field_filters(value, name: str) -> list[FieldFilter]:
                 if str(item).strip():
                     values.append(str(item).strip())
             else:
-                raise FilterError(f"filter '{name}': the value of '{key}' must be a string, number or list of them")
+                raise InvalidSearchInput(f"filter '{name}': the value of '{key}' must be a string, number or list of them")
         if not values:
-            raise FilterError(f"filter '{name}': '{key}' has no value")
+            raise InvalidSearchInput(f"filter '{name}': '{key}' has no value")
         out.append(FieldFilter(key=key, values=_unique(values)[:MAX_VALUES]))
     return out
 
@@ -520,7 +516,7 @@ def filters_from_options(*, tags=(), exclude_tags=(), paths=(), after=None, befo
         negated = key.startswith("-") or key.endswith("!")
         key = key.lstrip("-").rstrip("!").strip()
         if not sep or not key or not value.strip():
-            raise FilterError(f"--where {item!r}: write KEY=VALUE (or KEY!=VALUE to exclude)")
+            raise InvalidSearchInput(f"where {item!r}: write KEY=VALUE (or KEY!=VALUE to exclude)")
         (exclude if negated else fields).setdefault(key, []).extend(split_values(value))
     return SearchFilters.from_dict({
         "tags": [t for item in tags or () for t in split_values(item)],

@@ -253,4 +253,6 @@ def test_embed_job_then_semantic_and_hybrid_search(admin_api, indexed_collection
 
 def test_semantic_search_before_embedding_says_what_to_do(api, indexed_collection, ollama):
     response = api.post("/api/vsearch", {"query": "tuning"}, content_type="application/json")
-    assert response.status_code == 422 and "pmd embed" in response.json()["message"]
+    body = response.json()
+    assert response.status_code == 422 and body["code"] == "not_embedded"
+    assert "POST /api/collections/<name>/embed" in body["message"] and "pmd embed" not in body["message"]

@@ -5,16 +5,8 @@ from __future__ import annotations
 import pytest
 from ollama_server import embed_text
 
-from indexing.llm import (
-    BackendError,
-    BackendResponseError,
-    BackendTimeout,
-    BackendUnavailable,
-    ModelMissing,
-    embedding_prompts,
-    get_backend,
-    make_backend,
-)
+from indexing.errors import LLMBackendError, LLMBackendTimeout, LLMBackendUnavailable, LLMBadResponse, LLMModelMissing
+from indexing.llm import embedding_prompts, get_backend, make_backend
 from indexing.llm.prompts import prompts_for
 
 
@@ -55,21 +47,21 @@ def test_dimensions_fall_back_to_a_probe_embedding(ollama):
 
 
 def test_missing_model_says_how_to_pull_it(ollama):
-    with pytest.raises(ModelMissing) as caught:
+    with pytest.raises(LLMModelMissing) as caught:
         get_backend().embed(["x"], model="nomic-embed-text")
-    assert str(caught.value) == "model nomic-embed-text is not pulled: `pmd models pull` / `ollama pull nomic-embed-text`"
-    with pytest.raises(ModelMissing):
+    assert str(caught.value) == "model nomic-embed-text is not pulled (`ollama pull nomic-embed-text`)"
+    with pytest.raises(LLMModelMissing):
         get_backend().embedding_dims("nomic-embed-text")
 
 
 def test_a_server_that_is_not_ollama_is_named(ollama):
     backend = make_backend("ollama", url=ollama.url + "/not-ollama", retries=0)
-    with pytest.raises(BackendResponseError, match=r"does not exist \(404\): is .*/not-ollama really an Ollama server"):
+    with pytest.raises(LLMBadResponse, match=r"does not exist \(404\): is .*/not-ollama really an Ollama server"):
         backend.embed(["x"], model="embeddinggemma")
 
 
 def test_server_down_is_a_clear_error(ollama_down):
-    with pytest.raises(BackendUnavailable) as caught:
+    with pytest.raises(LLMBackendUnavailable) as caught:
         get_backend().embed(["x"], model="embeddinggemma")
     assert str(caught.value).startswith(
         f"Ollama is not reachable at {ollama_down}: start it (`ollama serve` / the compose `ollama` service)"
@@ -85,14 +77,14 @@ def test_transient_server_errors_are_retried(ollama):
 
 def test_persistent_server_errors_give_up_after_the_retries(ollama, settings):
     ollama.fail_always = 500
-    with pytest.raises(BackendResponseError, match="500"):
+    with pytest.raises(LLMBadResponse, match="500"):
         get_backend().embed(["x"], model="embeddinggemma")
     assert len(ollama.requests_to("/api/embed")) == settings.PMD_LLM_RETRIES + 1
 
 
 def test_client_errors_are_not_retried(ollama):
     ollama.fail_next(1, status=400)
-    with pytest.raises(BackendResponseError, match="400"):
+    with pytest.raises(LLMBadResponse, match="400"):
         get_backend().embed(["x"], model="embeddinggemma")
     assert len(ollama.requests_to("/api/embed")) == 1
 
@@ -100,7 +92,7 @@ def test_client_errors_are_not_retried(ollama):
 def test_slow_server_times_out(ollama, settings):
     settings.PMD_LLM_TIMEOUT = 0.2
     ollama.delay = 1.0
-    with pytest.raises(BackendTimeout, match="did not answer within 0.2s"):
+    with pytest.raises(LLMBackendTimeout, match="did not answer within 0.2s"):
         get_backend().embed(["x"], model="embeddinggemma")
 
 
@@ -133,7 +125,7 @@ def test_pull_reports_progress_and_the_model_appears(ollama):
 
 
 def test_pull_of_an_unknown_model_fails_clearly(ollama):
-    with pytest.raises(BackendError, match="cannot pull no-such-model: pull model manifest: file does not exist"):
+    with pytest.raises(LLMBackendError, match="cannot pull no-such-model: pull model manifest: file does not exist"):
         get_backend().pull("no-such-model")
 
 
@@ -168,7 +160,7 @@ def test_generate_returns_the_response_text(ollama):
 def test_non_json_chat_answer_is_reported_when_json_was_wanted(ollama):
     ollama.chat_handler = lambda body: "not json at all"
     result = get_backend().chat([{"role": "user", "content": "hi"}], model="qwen3:0.6b", format="json")
-    with pytest.raises(BackendResponseError, match="did not answer valid JSON"):
+    with pytest.raises(LLMBadResponse, match="did not answer valid JSON"):
         result.json()
 
 
@@ -189,10 +181,10 @@ def test_openai_models_and_probe_dimensions(ollama_openai):
 
 
 def test_openai_missing_model_and_bad_key(ollama_openai, settings):
-    with pytest.raises(ModelMissing, match="not served by the OpenAI-compatible server"):
+    with pytest.raises(LLMModelMissing, match="not served by the OpenAI-compatible server"):
         get_backend().embed(["x"], model="absent")
     ollama_openai.api_key = "sekret"
-    with pytest.raises(BackendResponseError, match="check PMD_OPENAI_API_KEY"):
+    with pytest.raises(LLMBadResponse, match="check PMD_OPENAI_API_KEY"):
         get_backend().embed(["x"], model="embeddinggemma")
     settings.PMD_OPENAI_API_KEY = "sekret"
     assert len(get_backend().embed(["x"], model="embeddinggemma")[0]) == 768
@@ -211,14 +203,14 @@ def test_openai_chat_maps_schema_and_logprobs(ollama_openai):
 
 
 def test_openai_backend_cannot_pull(ollama_openai):
-    with pytest.raises(BackendError, match="cannot pull models"):
+    with pytest.raises(LLMBackendError, match="cannot pull models"):
         get_backend().pull("embeddinggemma")
 
 
 def test_openai_server_down(settings, ollama_down):
     settings.PMD_LLM_BACKEND = "openai"
     settings.PMD_OPENAI_BASE_URL = ollama_down + "/v1"
-    with pytest.raises(BackendUnavailable, match="OpenAI-compatible server is not reachable"):
+    with pytest.raises(LLMBackendUnavailable, match="OpenAI-compatible server is not reachable"):
         get_backend().embed(["x"], model="m")
 
 
@@ -232,9 +224,9 @@ def test_factory_follows_settings(ollama, settings):
     settings.PMD_OPENAI_BASE_URL = ollama.openai_url
     assert get_backend().kind == "openai"
     settings.PMD_LLM_BACKEND = "llamafile"
-    with pytest.raises(BackendError, match="not a backend pmd knows"):
+    with pytest.raises(LLMBackendError, match="not a backend pmd knows"):
         get_backend()
-    with pytest.raises(BackendError):
+    with pytest.raises(LLMBackendError):
         make_backend("nope", url="http://x")
 
 

@@ -8,7 +8,8 @@ import hashlib
 import pytest
 
 from pmd_site.bench.filtered import SHAPES, bench_filtered, corpus_write
-from pmd_site.bench.quality import BenchError, BenchOptions
+from indexing.errors import BenchmarkError
+from pmd_site.bench.quality import BenchOptions
 
 pytestmark = pytest.mark.django_db
 
@@ -41,5 +42,5 @@ def test_every_filter_shape_is_measured_with_its_filter(tmp_path):
     assert data["shapes"]["path, one area"]["matching"] == notes.filter(path__startswith="research/").count() == 100
     assert 0.9 <= data["hnsw_recall"] <= 1.0 and data["service_recall"] == 1.0  # ≤ 5,000 notes: exact scans
     assert data["keyword_p50_ms"] > 0 and data["vector_p50_ms"] > 0
-    with pytest.raises(BenchError):
+    with pytest.raises(BenchmarkError):
         bench_filtered(str(tmp_path / "small"), BenchOptions(docs=10))

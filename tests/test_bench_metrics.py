@@ -2,6 +2,7 @@ import math
 
 import pytest
 
+from indexing.errors import BenchmarkError
 from pmd_site.bench.quality import evaluate, mrr_at, ndcg_at, percentile, recall_at
 
 
@@ -53,12 +54,12 @@ def test_doc_ids_follow_eval_py_file_name_without_folder_or_extension():
 
 
 def test_split_odd_and_even_are_1_based_positions_that_partition_the_queries():
-    from pmd_site.bench.quality import BenchError, split_queries
+    from pmd_site.bench.quality import split_queries
 
     queries = [(f"q{i}", f"text {i}") for i in range(1, 8)]
     odd, even = split_queries(queries, "odd"), split_queries(queries, "even")
     assert [q for q, _ in odd] == ["q1", "q3", "q5", "q7"]
     assert [q for q, _ in even] == ["q2", "q4", "q6"]
     assert sorted(odd + even) == sorted(queries) and split_queries(queries, "all") == queries
-    with pytest.raises(BenchError):
+    with pytest.raises(BenchmarkError):
         split_queries(queries, "third")

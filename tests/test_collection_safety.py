@@ -18,9 +18,9 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 
 from indexing.models import Collection, Document, FileProblem
-from indexing.selectors import DocumentNotFound, document_resolve
+from indexing.errors import CollectionPathRefused, DocumentNotFound
+from indexing.selectors import document_resolve
 from indexing.services.collections import (
-    CollectionPathRefused,
     collection_create,
     collections_update,
 )

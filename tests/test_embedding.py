@@ -9,7 +9,6 @@ import pytest
 from indexing.chunking import chunk_markdown
 from indexing.models import Chunk, Content, ContentEmbedding, EmbeddingFingerprint, Job
 from indexing.services.embedding import (
-    EmbeddingError,
     chunk_params_from_settings,
     embed_pending,
     embedding_status,
@@ -18,7 +17,7 @@ from indexing.services.embedding import (
 )
 from indexing.services.jobs import job_create
 from indexing.services.scanning import collection_index
-from indexing.llm import BackendResponseError, BackendUnavailable, ModelMissing
+from indexing.errors import EmbeddingError, LLMBackendUnavailable, LLMBadResponse, LLMModelMissing
 
 pytestmark = pytest.mark.django_db
 
@@ -92,7 +91,7 @@ def test_a_failed_run_keeps_its_finished_batches_and_the_next_run_completes(inde
 
     ollama.on_embed = break_after_first
     job = job_create(kind=Job.Kind.EMBED)
-    with pytest.raises(BackendResponseError):
+    with pytest.raises(LLMBadResponse):
         embed_pending(job=job)
     job.refresh_from_db()
     assert job.state == Job.State.FAILED
@@ -164,13 +163,13 @@ def test_wrong_dimension_from_the_model_is_refused(indexed_collection, ollama, s
 def test_missing_model_and_server_down_fail_the_job_clearly(indexed_collection, ollama, small_batches, settings):
     settings.PMD_EMBED_MODEL = "not-pulled"
     job = job_create(kind=Job.Kind.EMBED)
-    with pytest.raises(ModelMissing):
+    with pytest.raises(LLMModelMissing):
         embed_pending(job=job)
     job.refresh_from_db()
     assert job.state == Job.State.FAILED and "ollama pull not-pulled" in job.message
     ollama.stop()
     settings.PMD_EMBED_MODEL = "embeddinggemma"
-    with pytest.raises(BackendUnavailable, match="Ollama is not reachable"):
+    with pytest.raises(LLMBackendUnavailable, match="Ollama is not reachable"):
         embed_pending()
 
 

@@ -81,7 +81,7 @@ def test_pmd_embed_errors_are_one_line(indexed_collection, ollama, run_cli, sett
     settings.PMD_EMBED_MODEL = "missing-model"
     code, out, err = run_cli("embed")
     assert code == 1
-    assert "model missing-model is not pulled: `pmd models pull` / `ollama pull missing-model`" in err
+    assert "model missing-model is not pulled (`ollama pull missing-model`): pull it with `pmd models pull`" in err
     assert "Traceback" not in err
 
 

@@ -6,7 +6,6 @@ import pytest
 from django.test import Client
 
 from indexing import errors
-from indexing.services.collections import CollectionError, collection_create
 from indexing.services.tokens import token_create
 from indexing.access import Access
 
@@ -21,23 +20,26 @@ def admin_api(staff):
     return Client(HTTP_AUTHORIZATION=f"Bearer {token_create(user=staff, access=Access.local_user(), can_write=True).raw}")
 
 
-def test_service_errors_carry_code_status_and_stay_catchable_as_before():
-    from indexing.selectors import DocumentNotFound
-    from indexing.services.collections import CollectionExists, CollectionNotFound
-    from indexing.llm.base import BackendError, BackendUnavailable
-    from search.retrieval.common import SearchCollectionNotFound, SearchError
-    from search.retrieval.vector import NotEmbedded
+def test_service_errors_carry_code_status_and_their_data():
+    from indexing.errors import (
+        CollectionExists,
+        CollectionNotFound,
+        DocumentNotFound,
+        LLMBackendError,
+        LLMBackendUnavailable,
+        NotEmbedded,
+    )
 
     missing = CollectionNotFound(name="kb", suggestions=["pmd://notes/"])
     assert (missing.code, missing.http_status, missing.message) == ("collection_not_found", 404, "no collection named 'kb'")
-    assert isinstance(missing, CollectionError) and isinstance(missing, errors.CollectionNotFound)
+    assert isinstance(missing, errors.NotFound) and missing.name == "kb"
     taken = CollectionExists(name="kb")
     assert (taken.code, taken.http_status) == ("collection_exists", 409) and "--name" not in str(taken)
-    search_missing = SearchCollectionNotFound(name="x")
-    assert isinstance(search_missing, SearchError) and search_missing.http_status == 404
-    assert (NotEmbedded("run `pmd embed`").code, NotEmbedded("x").http_status) == ("not_embedded", 422)
-    down = BackendUnavailable("http://127.0.0.1:9")
-    assert isinstance(down, BackendError) and isinstance(down, RuntimeError)
+    unembedded = NotEmbedded("nothing is embedded with m yet", model="m")
+    assert (unembedded.code, unembedded.http_status, unembedded.model) == ("not_embedded", 422, "m")
+    assert isinstance(unembedded, errors.InvalidSearchInput)
+    down = LLMBackendUnavailable("http://127.0.0.1:9")
+    assert isinstance(down, LLMBackendError) and isinstance(down, RuntimeError)
     assert (down.code, down.http_status) == ("llm_backend_unavailable", 503)
     assert DocumentNotFound("no document x").http_status == 404
 
@@ -72,7 +74,7 @@ def test_mcp_turns_a_service_error_into_a_tool_error(indexed_collection, monkeyp
     import django.db
     from mcp.server.mcpserver.exceptions import ToolError
 
-    from indexing.llm.base import BackendUnavailable
+    from indexing.errors import LLMBackendUnavailable
     from pmd_site.mcp.errors import tool_call
 
     monkeypatch.setattr(django.db, "close_old_connections", lambda: None)  # keep the test's transaction
@@ -86,21 +88,19 @@ def test_mcp_turns_a_service_error_into_a_tool_error(indexed_collection, monkeyp
     assert str(info.value) == "no collection named 'note'. Did you mean: pmd://notes/?"
 
     def down():
-        raise BackendUnavailable("http://127.0.0.1:9")
+        raise LLMBackendUnavailable("http://127.0.0.1:9")
 
     with pytest.raises(ToolError, match="^the model backend is not available: Ollama is not reachable"):
         tool_call(down)()
 
 
 def test_web_maps_errors_to_the_page_and_status(db, staff, indexed_collection, corpus_dir, settings):
-    from indexing.llm.base import ModelMissing
-    from search.retrieval.common import SearchCollectionNotFound
-    from search.retrieval.vector import NotEmbedded
+    from indexing.errors import CollectionNotFound, LLMModelMissing, NotEmbedded
     from pmd_site.web.errors import problem_for
 
     assert problem_for(NotEmbedded("nothing is embedded yet"), search=True).kind == "no-embeddings"
-    assert problem_for(ModelMissing("m"), search=True).title == "The embedding model is not available"
-    assert problem_for(SearchCollectionNotFound(name="x"), search=True).kind == "invalid"
+    assert problem_for(LLMModelMissing("m"), search=True).title == "The embedding model is not available"
+    assert problem_for(CollectionNotFound(name="x"), search=True).kind == "invalid"
     assert problem_for(RuntimeError("boom"), search=True).kind == "error"
     settings.PMD_COLLECTION_ROOTS = [corpus_dir.parent]
     client = Client()

@@ -4,9 +4,9 @@ import json
 
 import pytest
 
+from indexing.errors import InvalidSearchInput
 from search.pipeline.expansion import (
     EXPANSION_SCHEMA,
-    ExpansionError,
     QueryVariant,
     expansion_cache_key,
     expansion_prompt,
@@ -166,7 +166,7 @@ def test_structured_document_drops_duplicates_and_extras_with_a_warning():
 
 
 def test_structured_document_without_any_text_is_an_error():
-    with pytest.raises(ExpansionError, match="no text to search for"):
+    with pytest.raises(InvalidSearchInput, match="no text to search for"):
         parse_query_document("intent: something\nlex:   ")
 
 

@@ -12,8 +12,8 @@ import pytest
 
 from indexing.access import Access
 from mcp_client import call_tool, close_other_connections
+from indexing.errors import InvalidSearchInput
 from search.filters import (
-    FilterError,
     SearchFilters,
     date_boundary,
     filters_from_options,
@@ -95,9 +95,9 @@ def test_relative_dates_from_a_fixed_now():
 
 
 def test_an_unreadable_date_is_an_error_not_ignored():
-    with pytest.raises(FilterError, match="cannot read the date 'soonish'"):
+    with pytest.raises(InvalidSearchInput, match="cannot read the date 'soonish'"):
         parse("x after:soonish")
-    with pytest.raises(FilterError):
+    with pytest.raises(InvalidSearchInput):
         date_boundary("2025-13-01", now=NOW)
 
 
@@ -175,14 +175,14 @@ def test_structured_filters_and_cli_options():
     assert [(e.key, e.values) for e in f.fields] == [("status", ["draft"]), ("n", ["1", "2"]), ("ok", ["true"])]
     assert [(e.key, e.values) for e in f.exclude_fields] == [("author", ["bo"])]
     for bad in [{"tagz": "x"}, {"fields": ["status"]}, {"after": 5}, {"fields": {"k": {"nested": 1}}}, "tag:db"]:
-        with pytest.raises(FilterError):
+        with pytest.raises(InvalidSearchInput):
             SearchFilters.from_dict(bad)
     opts = filters_from_options(tags=["db,ops", "x"], paths=["a/**"], after="2025", where=["status=draft,review",
                                                                                           "author!=bo", "-x=1"], now=NOW)
     assert opts.tags == [["db", "ops", "x"]] and opts.paths == [["a/**"]] and opts.after == day("2025-01-01")
     assert [(e.key, e.values) for e in opts.fields] == [("status", ["draft", "review"])]
     assert [(e.key, e.values) for e in opts.exclude_fields] == [("author", ["bo"]), ("x", ["1"])]
-    with pytest.raises(FilterError, match="KEY=VALUE"):
+    with pytest.raises(InvalidSearchInput, match="KEY=VALUE"):
         filters_from_options(where=["status"])
     merged = parse("tag:a after:2025").filters.merged(SearchFilters.from_dict({"tags": "b", "after": "2024"}))
     assert merged.tags == [["a"], ["b"]] and merged.after == day("2025-01-01")
@@ -355,7 +355,7 @@ def test_every_result_says_its_date_and_sort_by_date(vault):
     plain = run("postgres", sort="date").results
     undated = [r for r in plain if r.date is None]
     assert undated and plain[-len(undated):] == undated, "notes without a date come last"
-    from search.filters import FilterError as Error
+    from indexing.errors import InvalidSearchInput as Error
     with pytest.raises(Error, match="unknown sort"):
         run("postgres", sort="alphabetical")
 

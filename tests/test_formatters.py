@@ -5,7 +5,8 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from search.formatters import FORMATS, UnknownFormat, format_response
+from indexing.errors import UnknownFormat
+from search.formatters import FORMATS, format_response
 from search.results import SearchResponse, SearchResult
 
 

@@ -209,9 +209,9 @@ def test_structured_query_document_skips_the_model(kb):
 
 
 def test_structured_query_without_text_is_a_clear_error(kb):
-    from search.retrieval.common import SearchError
+    from indexing.errors import InvalidSearchInput
 
-    with pytest.raises(SearchError, match="no text to search for"):
+    with pytest.raises(InvalidSearchInput, match="no text to search for"):
         hybrid_search(req("intent: nothing\nlex:"))
 
 
@@ -375,9 +375,9 @@ def test_cli_explain_and_options(kb, run_cli):
 
 
 def test_unknown_collection_is_a_clear_error_even_for_vector_only_plans(kb):
-    from search.retrieval.common import SearchError
+    from indexing.errors import CollectionNotFound
 
-    with pytest.raises(SearchError, match="no collection named 'nope'"):
+    with pytest.raises(CollectionNotFound, match="no collection named 'nope'"):
         hybrid_search(req("vec: anything", collections=["nope"]))
 
 

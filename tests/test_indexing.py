@@ -8,8 +8,10 @@ import time
 import pytest
 
 from indexing.models import Content, Document, FileProblem
-from indexing.services.collections import CollectionError, collection_create
-from indexing.services.scanning import CollectionPathMissing, collection_index
+from indexing.errors import CollectionExists, InvalidCollection
+from indexing.services.collections import collection_create
+from indexing.errors import CollectionPathMissing
+from indexing.services.scanning import collection_index
 
 pytestmark = pytest.mark.django_db
 
@@ -163,10 +165,10 @@ def test_ignore_patterns_and_mask(db, corpus_dir):
 
 
 def test_missing_folder_and_duplicate_name_are_clear_errors(db, tmp_path, corpus_dir):
-    with pytest.raises(CollectionError, match="does not exist"):
+    with pytest.raises(InvalidCollection, match="does not exist"):
         collection_create(path=tmp_path / "nope", name="x")
     collection_create(path=corpus_dir, name="dup")
-    with pytest.raises(CollectionError, match="already exists"):
+    with pytest.raises(CollectionExists, match="already exists"):
         collection_create(path=corpus_dir, name="dup")
 
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from search.retrieval.common import SearchError
+from indexing.errors import CollectionNotFound
 from search.retrieval.keyword import keyword_search
 from search.request import SearchRequest
 from indexing.access import Access
@@ -112,7 +112,7 @@ def test_unicode_and_cjk_hits(indexed_collection):
 def test_collection_filter(ranked_collection, indexed_collection):
     assert set(r.collection for r in search("project", collections=["kb"], all=True).results) == {"kb"}
     assert search("zeppelin", collections=["notes"]).results == []
-    with pytest.raises(SearchError):
+    with pytest.raises(CollectionNotFound):
         search("x", collections=["nope"])
 
 

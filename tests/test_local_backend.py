@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from indexing.access import Access
-from indexing.llm import BackendUnavailable, ModelMissing, get_backend
+from indexing.errors import LLMBackendUnavailable, LLMModelMissing
+from indexing.llm import get_backend
 from indexing.llm import local as local_module
 from indexing.llm.local import LocalBackend
 from search.pipeline import rerank as rerank_module
@@ -183,14 +184,14 @@ def test_embed_and_vector_search_without_any_server(local, tmp_path, ollama_down
 
 
 def test_a_missing_folder_says_so(local, tmp_path):
-    with pytest.raises(ModelMissing, match="does not exist"):
+    with pytest.raises(LLMModelMissing, match="does not exist"):
         get_backend().embed(["x"], model=str(tmp_path / "nowhere"))
 
 
 def test_a_folder_without_an_onnx_file_says_what_it_needs(local, tmp_path, minilm):
     folder = tmp_path / "safetensors-only"
     shutil.copytree(minilm, folder, ignore=shutil.ignore_patterns("*.onnx"))
-    with pytest.raises(ModelMissing, match="needs model.onnx"):
+    with pytest.raises(LLMModelMissing, match="needs model.onnx"):
         get_backend().embed(["x"], model=str(folder))
 
 
@@ -198,11 +199,11 @@ def test_offline_download_fails_at_once_with_advice(local, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     backend = get_backend()
     assert not backend.has_model("sentence-transformers/all-MiniLM-L6-v2")
-    with pytest.raises(BackendUnavailable) as caught:
+    with pytest.raises(LLMBackendUnavailable) as caught:
         backend.embed(["x"], model="sentence-transformers/all-MiniLM-L6-v2")
     message = str(caught.value)
     assert "cannot download sentence-transformers/all-MiniLM-L6-v2" in message
-    assert "PMD_EMBED_MODEL=/path/to/folder" in message and "pmd models pull" in message
+    assert "PMD_EMBED_MODEL=/path/to/folder" in message and "on a machine with internet pull the models" in message
 
 
 def test_downloaded_models_are_listed_from_the_models_folder(local, minilm):
@@ -244,9 +245,9 @@ def test_local_reranking_through_the_pipeline_is_one_call_and_cached(local, tiny
 
 @pytest.mark.django_db
 def test_generation_is_refused_with_what_to_do(local):
-    from indexing.llm import BackendError
+    from indexing.errors import LLMBackendError
 
-    with pytest.raises(BackendError, match="query expansion needs PMD_LLM_BACKEND=ollama or openai"):
+    with pytest.raises(LLMBackendError, match="query expansion needs PMD_LLM_BACKEND=ollama or openai"):
         get_backend().generate("hi", model="anything")
 
 

@@ -198,7 +198,8 @@ def test_a_users_own_pmd_home_keeps_its_permissions(tmp_path):
 
 
 def test_a_planted_symlink_in_place_of_the_run_folder_is_refused(tmp_path):
-    from pmd_site.serverfiles import ServerSetupError, private_dir
+    from indexing.errors import ServerSetupError
+    from pmd_site.serverfiles import private_dir
 
     target = tmp_path / "elsewhere"
     target.mkdir()

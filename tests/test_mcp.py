@@ -95,7 +95,7 @@ def _check(seen: dict, collection) -> None:
         assert result.structured_content["mode"] == mode
         assert {"docid", "uri", "line", "score", "snippet"} <= set(result.structured_content["results"][0])
     vector = seen["pmd_vector_search"]
-    assert vector.is_error and "pmd embed" in vector.content[0].text
+    assert vector.is_error and "pmd_search" in vector.content[0].text and "pmd embed" not in vector.content[0].text
 
     assert seen["resource"].contents[0].text == doc.content.body
     assert seen["resource_range"].contents[0].text == lines[1]

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from indexing.paths import InvalidPath, glob_match, parse_reference
-from indexing.selectors import DocumentNotFound, contexts_for, document_resolve, documents_multi_get
+from indexing.errors import DocumentNotFound, InvalidPath
+from indexing.paths import glob_match, parse_reference
+from indexing.selectors import contexts_for, document_resolve, documents_multi_get
 from indexing.services.contexts import context_remove, context_set
 from indexing.access import Access
 

@@ -8,7 +8,8 @@ import math
 
 import pytest
 
-from indexing.llm import BackendResponseError, EndpointMissing, get_backend, make_backend, rerank_backend
+from indexing.errors import LLMBadResponse, LLMEndpointMissing
+from indexing.llm import get_backend, make_backend, rerank_backend
 from indexing.llm.base import rerank_scores
 from search.pipeline import rerank as rerank_module
 from search.pipeline.rerank import RerankItem, rerank
@@ -144,7 +145,7 @@ def test_a_reranker_of_its_own_next_to_ollama(ollama, settings):
 
 def test_endpoint_missing_is_its_own_error(server):
     backend = make_backend("openai", url=server.openai_url, retries=0)
-    with pytest.raises(EndpointMissing):
+    with pytest.raises(LLMEndpointMissing):
         backend.rerank(QUERY, ["x"], model=MODEL, api="rerank")
 
 
@@ -164,7 +165,7 @@ def test_logits_get_a_sigmoid():
 
 
 def test_an_answer_missing_documents_is_refused():
-    with pytest.raises(BackendResponseError, match="scored 1 of 2"):
+    with pytest.raises(LLMBadResponse, match="scored 1 of 2"):
         rerank_scores({"results": [{"index": 0, "relevance_score": 0.5}]}, 2, url="u")
 
 

@@ -416,7 +416,7 @@ def test_document_links_shows_only_what_access_sees(vault, django_user_model, tm
     from indexing.access import Access
     from indexing.links import document_links
     from indexing.models import Collection, Content, Document, DocumentLink
-    from indexing.selectors import DocumentNotFound
+    from indexing.errors import CollectionNotFound, DocumentNotFound
 
     member = django_user_model.objects.create_user("member", password="pw-member-123")
     secret = Collection.objects.create(name="secret", root_path=str(tmp_path), visibility=Collection.Visibility.PRIVATE)
@@ -430,7 +430,7 @@ def test_document_links_shows_only_what_access_sees(vault, django_user_model, tm
     assert as_member.backlinks_total == 4
     local = document_links("pmd://vault/projects/alpha.md", access=Access.local_user())
     assert local.backlinks_total == 5  # the local user sees every collection
-    with pytest.raises(DocumentNotFound):
+    with pytest.raises(CollectionNotFound):  # the same words as for a collection never created
         document_links("pmd://secret/hidden.md", access=Access.for_user(member))
     vault.visibility = Collection.Visibility.PRIVATE
     vault.save()

@@ -7,7 +7,8 @@ import hashlib
 import pytest
 
 from indexing.models import ApiToken
-from indexing.services.tokens import TokenError, bearer_token, token_authenticate, token_create, token_revoke
+from indexing.errors import TokenNotFound, UserNotFound
+from indexing.services.tokens import bearer_token, token_authenticate, token_create, token_revoke
 from indexing.access import Access
 
 
@@ -40,9 +41,9 @@ def test_authenticate_revoke_and_inactive_user(alice):
 
 
 def test_create_for_unknown_user_and_revoke_unknown_token(db):
-    with pytest.raises(TokenError, match="no user named 'nobody'"):
+    with pytest.raises(UserNotFound, match="^no user named 'nobody'$"):
         token_create(user="nobody", access=Access.local_user(), can_write=True)
-    with pytest.raises(TokenError, match="no token matches"):
+    with pytest.raises(TokenNotFound, match="no token matches"):
         token_revoke(token="pmd_nothing", access=Access.local_user())
 
 
@@ -91,7 +92,7 @@ def _login(user):
 
 
 def test_staff_cannot_make_a_token_for_a_superuser_or_anyone_else(team, alice):
-    from indexing.access import AccessDenied
+    from indexing.errors import AccessDenied
 
     staff = Access.for_user(team["staff"])
     for victim in (team["root"], team["other"], alice, "root"):
@@ -128,7 +129,7 @@ def test_staff_list_and_revoke_only_their_own_tokens(team):
                                                           "_selected_action": [roots.token.pk, own.token.pk]})
     assert token_authenticate(roots.raw) is not None and token_authenticate(own.raw) is None
     for ref in (roots.token.pk, roots.token.prefix, roots.raw):
-        with pytest.raises(TokenError, match="no token matches"):
+        with pytest.raises(TokenNotFound, match="no token matches"):
             token_revoke(token=ref, access=Access.for_user(team["staff"]))
     assert token_authenticate(roots.raw) is not None
     assert "root-ops" in _login(team["root"]).get("/admin/indexing/apitoken/").content.decode()

@@ -10,8 +10,9 @@ import pytest
 from indexing.models import EmbeddingFingerprint
 from indexing.services.embedding import embed_pending
 from indexing.services.scanning import collection_index
-from indexing.llm import BackendUnavailable, get_backend
-from search.retrieval.common import SearchError
+from indexing.errors import LLMBackendUnavailable
+from indexing.llm import get_backend
+from indexing.errors import CollectionNotFound, InvalidSearchInput, NotEmbedded
 from search.request import Mode, SearchRequest
 from search.retrieval.vector import explain_nearest, vector_search
 from indexing.access import Access
@@ -79,7 +80,7 @@ def test_limit_min_score_and_collections(embedded, tmp_path):
     embed_pending()
     only = vsearch("kubernetes", collections=["garden"], limit=10)
     assert [r.path for r in only.results] == ["tomatoes.md"]
-    with pytest.raises(SearchError, match="no collection named 'gardn'"):
+    with pytest.raises(CollectionNotFound, match="no collection named 'gardn'"):
         vsearch("kubernetes", collections=["gardn"])
 
 
@@ -116,14 +117,14 @@ def test_index_and_exact_search_agree_on_a_small_corpus(embedded):
 
 
 def test_nothing_embedded_yet(indexed_collection, ollama):
-    with pytest.raises(SearchError, match="nothing is embedded with embeddinggemma yet: run `pmd embed`"):
+    with pytest.raises(NotEmbedded, match="^nothing is embedded with embeddinggemma yet$"):
         vsearch("anything")
 
 
 def test_another_model_is_never_mixed_in(embedded, ollama, settings):
     ollama.add_model("tiny-embed", dims=64)
     settings.PMD_EMBED_MODEL = "tiny-embed"
-    with pytest.raises(SearchError, match=r"holds embeddings from embeddinggemma \(768d, 40 tokens/chunk\), not from tiny-embed"):
+    with pytest.raises(NotEmbedded, match=r"holds embeddings from embeddinggemma \(768d, 40 tokens/chunk\), not from tiny-embed"):
         vsearch("kubernetes")
 
 
@@ -131,14 +132,14 @@ def test_backend_down_is_a_clear_error_and_keyword_search_still_works(embedded, 
     from search.retrieval.keyword import keyword_search
 
     ollama.stop()
-    with pytest.raises(BackendUnavailable, match="Ollama is not reachable at"):
+    with pytest.raises(LLMBackendUnavailable, match="Ollama is not reachable at"):
         vsearch("kubernetes")
     found = keyword_search(SearchRequest(query="kubernetes", mode=Mode.KEYWORD, access=Access.local_user()))
     assert [r.path for r in found.results] == ["meetings/no-heading.md"]
 
 
 def test_empty_query_is_refused(embedded):
-    with pytest.raises(SearchError, match="empty query"):
+    with pytest.raises(InvalidSearchInput, match="empty query"):
         vsearch("   ")
 
 

@@ -5,7 +5,7 @@
 
 PMD_LLM_BACKEND=ollama (default; OLLAMA_URL), openai (PMD_OPENAI_BASE_URL,
 PMD_OPENAI_API_KEY) or local (models run in this process, indexing.llm.local). A re-ranker
-served elsewhere (PMD_RERANK_URL) gets its own client: `rerank_backend`. Errors are `BackendError` subclasses whose message tells the
+served elsewhere (PMD_RERANK_URL) gets its own client: `rerank_backend`. Errors are `LLMBackendError` subclasses whose message tells the
 user what to do.
 """
 
@@ -17,26 +17,14 @@ from pathlib import Path
 
 from django.conf import settings
 
-from indexing.llm.base import (
-    BackendError,
-    BackendResponseError,
-    BackendTimeout,
-    BackendUnavailable,
-    ChatResult,
-    EndpointMissing,
-    LLMBackend,
-    ModelInfo,
-    ModelMissing,
-    PullProgress,
-    TokenLogprob,
-)
+from indexing.errors import LLMBackendError
+from indexing.llm.base import ChatResult, LLMBackend, ModelInfo, PullProgress, TokenLogprob
 from indexing.llm.ollama import OllamaBackend
 from indexing.llm.openai import OpenAIBackend
 from indexing.llm.prompts import EmbedPrompts, prompts_for
 
 __all__ = [
-    "BackendError", "BackendResponseError", "BackendTimeout", "BackendUnavailable", "ChatResult",
-    "EmbedPrompts", "EndpointMissing", "rerank_backend", "LLMBackend", "ModelInfo", "ModelMissing", "PullProgress", "TokenLogprob",
+    "ChatResult", "EmbedPrompts", "rerank_backend", "LLMBackend", "ModelInfo", "PullProgress", "TokenLogprob",
     "backend_url", "embedding_prompts", "get_backend", "make_backend",
 ]
 
@@ -57,7 +45,7 @@ def make_backend(kind: str, *, url: str, api_key: str = "", timeout: float = 120
         from indexing.llm.local import LocalBackend  # numpy/onnxruntime load only when a model does
 
         return LocalBackend(Path(url), threads=int(settings.PMD_LOCAL_THREADS))
-    raise BackendError(f"PMD_LLM_BACKEND={kind!r} is not a backend pmd knows: use `ollama`, `openai` or `local`")
+    raise LLMBackendError(f"PMD_LLM_BACKEND={kind!r} is not a backend pmd knows: use `ollama`, `openai` or `local`")
 
 
 def backend_url() -> str:

@@ -23,6 +23,7 @@ from indexing.errors import (
     LLMBackendTimeout,
     LLMBackendUnavailable,
     LLMBadResponse,
+    LLMEndpointMissing,
     LLMModelMissing,
 )
 
@@ -30,62 +31,6 @@ if TYPE_CHECKING:  # the HTTP client is imported where it is used (start-up cost
     import httpx
 
 logger = logging.getLogger(__name__)
-
-
-# --- errors ------------------------------------------------------------------------
-
-
-class BackendError(LLMBackendError):
-    """Anything the LLM backend could not do; the message is meant for the user."""
-
-
-class BackendUnavailable(BackendError, LLMBackendUnavailable):
-    """Nothing answers at the configured URL (after retries)."""
-
-    def __init__(self, url: str, *, backend: str = "ollama", detail: str = ""):
-        self.url = url
-        if backend == "ollama":
-            message = (
-                f"Ollama is not reachable at {url}: start it "
-                "(`ollama serve` / the compose `ollama` service)"
-            )
-        else:
-            message = f"the OpenAI-compatible server is not reachable at {url}: start it or fix PMD_OPENAI_BASE_URL"
-        if detail:
-            message += f" [{detail}]"
-        super().__init__(message)
-
-
-class ModelMissing(BackendError, LLMModelMissing):
-    """The server runs but does not have the model."""
-
-    def __init__(self, model: str, *, backend: str = "ollama"):
-        self.model = model
-        if backend == "ollama":
-            message = f"model {model} is not pulled: `pmd models pull` / `ollama pull {model}`"
-        else:
-            message = f"model {model} is not served by the OpenAI-compatible server: load it there first"
-        super().__init__(message)
-
-
-class BackendTimeout(BackendError, LLMBackendTimeout):
-    """The server accepted the request but did not answer in time."""
-
-    def __init__(self, url: str, seconds: float):
-        self.url = url
-        self.seconds = seconds
-        super().__init__(
-            f"the LLM server at {url} did not answer within {seconds:g}s "
-            "(raise PMD_LLM_TIMEOUT, or use a smaller model / batch)"
-        )
-
-
-class BackendResponseError(BackendError, LLMBadResponse):
-    """The server answered with an error or with something we cannot use."""
-
-
-class EndpointMissing(BackendResponseError):
-    """The server has no such route (404/405): a rerank API it does not speak."""
 
 
 # --- results -----------------------------------------------------------------------
@@ -120,7 +65,7 @@ class ChatResult:
         try:
             return json.loads(self.content)
         except json.JSONDecodeError as exc:
-            raise BackendResponseError(f"the model did not answer valid JSON: {self.content[:200]!r}") from exc
+            raise LLMBadResponse(f"the model did not answer valid JSON: {self.content[:200]!r}") from exc
 
 
 @dataclass(frozen=True)
@@ -199,11 +144,11 @@ class LLMBackend:
     def _discover_dims(self, model: str) -> int:
         vectors = self.embed(["dimension probe"], model=model)
         if not vectors or not vectors[0]:
-            raise BackendResponseError(f"model {model} returned no embedding for a probe text: is it an embedding model?")
+            raise LLMBadResponse(f"model {model} returned no embedding for a probe text: is it an embedding model?")
         return len(vectors[0])
 
     def pull(self, model: str, *, progress: ProgressCallback | None = None) -> None:
-        raise BackendError(f"the {self.kind} backend cannot pull models: load {model} in the server yourself")
+        raise LLMBackendError(f"the {self.kind} backend cannot pull models: load {model} in the server yourself")
 
     def generate(
         self,
@@ -254,19 +199,19 @@ class LLMBackend:
 
     # -- HTTP plumbing -----------------------------------------------------------
 
-    def _unavailable(self, detail: str = "") -> BackendUnavailable:
-        return BackendUnavailable(self.base_url, backend=self.kind, detail=detail)
+    def _unavailable(self, detail: str = "") -> LLMBackendUnavailable:
+        return LLMBackendUnavailable(self.base_url, backend=self.kind, detail=detail)
 
     def _raise_for_status(self, response: httpx.Response, model: str | None) -> None:
-        """Turn an HTTP error answer into the right BackendError (subclasses refine)."""
+        """Turn an HTTP error answer into the right LLMBackendError (subclasses refine)."""
         if model and _is_model_missing(response):
-            raise ModelMissing(model, backend=self.kind)
+            raise LLMModelMissing(model, backend=self.kind)
         if response.status_code in (404, 405):
-            raise EndpointMissing(
+            raise LLMEndpointMissing(
                 f"{response.request.url} does not exist (404): is {self.base_url} really an "
                 f"{'Ollama' if self.kind == 'ollama' else 'OpenAI-compatible'} server?"
             )
-        raise BackendResponseError(
+        raise LLMBadResponse(
             f"{self.kind} server error {response.status_code} on {response.request.url.path}: {_error_text(response)}"
         )
 
@@ -284,7 +229,7 @@ class LLMBackend:
                     continue
                 if isinstance(exc, httpx.ConnectTimeout):
                     raise self._unavailable("connect timeout") from None
-                raise BackendTimeout(self.base_url, self.timeout) from None
+                raise LLMBackendTimeout(self.base_url, self.timeout) from None
             except (httpx.ConnectError, httpx.RemoteProtocolError, httpx.ReadError) as exc:
                 if attempt < self.retries:
                     attempt = self._sleep_before_retry(attempt, f"{type(exc).__name__} on {path}")
@@ -298,7 +243,7 @@ class LLMBackend:
             try:
                 return response.json()
             except ValueError:
-                raise BackendResponseError(
+                raise LLMBadResponse(
                     f"{self.kind} server answered {path} with something that is not JSON: {response.text[:200]!r}"
                 ) from None
 
@@ -322,7 +267,7 @@ class LLMBackend:
                             try:
                                 yield json.loads(line)
                             except ValueError:
-                                raise BackendResponseError(f"unreadable progress line from {path}: {line[:200]!r}") from None
+                                raise LLMBadResponse(f"unreadable progress line from {path}: {line[:200]!r}") from None
                     return
             except (httpx.ConnectError, httpx.ConnectTimeout):
                 if attempt < self.retries:
@@ -393,7 +338,7 @@ def rerank_scores(answer: Any, count: int, *, url: str) -> list[float]:
     logits (outside 0..1) get a sigmoid, so the scores are confidences like the chat method's."""
     entries = answer.get("results", answer.get("data")) if isinstance(answer, dict) else answer
     if not isinstance(entries, list):
-        raise BackendResponseError(f"{url} answered without results: {str(answer)[:200]}")
+        raise LLMBadResponse(f"{url} answered without results: {str(answer)[:200]}")
     scores: dict[int, float] = {}
     for entry in entries:
         if not isinstance(entry, dict) or not isinstance(entry.get("index"), int):
@@ -402,7 +347,7 @@ def rerank_scores(answer: Any, count: int, *, url: str) -> list[float]:
         if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
             scores[entry["index"]] = float(value)
     if set(scores) != set(range(count)):
-        raise BackendResponseError(f"{url} scored {len(scores)} of {count} documents: {str(answer)[:200]}")
+        raise LLMBadResponse(f"{url} scored {len(scores)} of {count} documents: {str(answer)[:200]}")
     values = [scores[i] for i in range(count)]
     if any(v < 0.0 or v > 1.0 for v in values):
         values = [1.0 / (1.0 + math.exp(-max(-60.0, min(60.0, v)))) for v in values]
@@ -413,8 +358,8 @@ def check_vectors(vectors: Any, count: int, *, model: str) -> list[list[float]]:
     """Validate an embedding answer: one non-empty vector per input, all the same length."""
     if not isinstance(vectors, list) or len(vectors) != count:
         got = len(vectors) if isinstance(vectors, list) else type(vectors).__name__
-        raise BackendResponseError(f"model {model} returned {got} embeddings for {count} inputs")
+        raise LLMBadResponse(f"model {model} returned {got} embeddings for {count} inputs")
     lengths = {len(v) for v in vectors if isinstance(v, list)}
     if len(lengths) != 1 or 0 in lengths or any(not isinstance(v, list) for v in vectors):
-        raise BackendResponseError(f"model {model} returned embeddings of inconsistent dimensions {sorted(lengths)}")
+        raise LLMBadResponse(f"model {model} returned embeddings of inconsistent dimensions {sorted(lengths)}")
     return vectors

@@ -25,16 +25,8 @@ from pathlib import Path
 
 import httpx
 
-from indexing.llm.base import (
-    BackendError,
-    BackendUnavailable,
-    ChatResult,
-    LLMBackend,
-    ModelInfo,
-    ModelMissing,
-    ProgressCallback,
-    PullProgress,
-)
+from indexing.errors import LLMBackendError, LLMBackendUnavailable, LLMModelMissing
+from indexing.llm.base import ChatResult, LLMBackend, ModelInfo, ProgressCallback, PullProgress
 
 logger = logging.getLogger(__name__)
 
@@ -53,24 +45,6 @@ DOWNLOAD_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map
                   "sentence_bert_config.json", "modules.json", "1_Pooling/config.json")
 ONNX_FILES = ("model.onnx", "onnx/model.onnx")
 SUB_BATCH = 16  # texts per inference: bounds the attention buffers (batch × heads × window²)
-
-
-class ExtraMissing(BackendError):
-    code = "llm_backend_unavailable"
-
-
-class ModelDownloadFailed(BackendUnavailable):
-    """The model is not on disk and the hub cannot be reached: say how to get it there."""
-
-    def __init__(self, message: str):
-        self.url = "local"
-        BackendError.__init__(self, message)
-
-
-class LocalModelMissing(ModelMissing):
-    def __init__(self, model: str, message: str):
-        self.model = model
-        BackendError.__init__(self, message)
 
 
 # --- model folders -------------------------------------------------------------------------
@@ -144,7 +118,7 @@ class _Loaded:
             import onnxruntime as ort
             from tokenizers import Tokenizer
         except ImportError as exc:
-            raise ExtraMissing(
+            raise LLMBackendUnavailable("local", message=
                 f"PMD_LLM_BACKEND=local needs the local extra ({exc.name} is missing): "
                 "pip install 'pmd[local]' (./scripts/bootstrap installs it)"
             ) from None
@@ -263,50 +237,50 @@ class LocalBackend(LLMBackend):
         if is_path(model):
             folder = Path(model).expanduser()
             if not folder.is_dir():
-                raise LocalModelMissing(model, f"model folder {folder} does not exist: fix the path in PMD_EMBED_MODEL / PMD_RERANK_MODEL")
+                raise LLMModelMissing(model, message=f"model folder {folder} does not exist: fix the path in PMD_EMBED_MODEL / PMD_RERANK_MODEL")
             if onnx_file(folder) is None or not (folder / "tokenizer.json").is_file():
-                raise LocalModelMissing(
-                    model, f"model folder {folder} needs model.onnx (or onnx/model.onnx) and tokenizer.json: "
+                raise LLMModelMissing(
+                    model, message=f"model folder {folder} needs model.onnx (or onnx/model.onnx) and tokenizer.json: "
                            "the local backend runs ONNX exports (sentence-transformers layout)")
             return folder
         folder = download_dir(self.models_dir, model)
         if onnx_file(folder) is not None and (folder / "tokenizer.json").is_file():
             return folder
         if not (self.allow_download if download is None else download):
-            raise LocalModelMissing(model, f"model {hub_name(model)} is not in {self.models_dir}: `pmd models pull`")
+            raise LLMModelMissing(model, message=f"model {hub_name(model)} is not in {self.models_dir}")
         self._download(hub_name(model), folder, progress)
         return folder
 
     def _download(self, repo: str, folder: Path, progress: ProgressCallback | None) -> None:
-        advice = (f"on a machine with internet run `pmd models pull`, or copy the model's folder "
+        advice = ("on a machine with internet pull the models, or copy the model's folder "
                   f"(model.onnx, tokenizer.json, config.json…) there and set PMD_EMBED_MODEL=/path/to/folder")
         try:
             from huggingface_hub import HfApi, hf_hub_download
         except ImportError:
-            raise ExtraMissing("downloading models needs the local extra: pip install 'pmd[local]'") from None
+            raise LLMBackendUnavailable("local", message="downloading models needs the local extra: pip install 'pmd[local]'") from None
         endpoint = os.environ.get("HF_ENDPOINT") or "https://huggingface.co"
         try:  # one quick look first: the hub client retries for half a minute before it gives up
             if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}:
                 raise OSError("HF_HUB_OFFLINE is set")
             httpx.head(endpoint, timeout=5.0)
         except (OSError, httpx.HTTPError) as exc:
-            raise ModelDownloadFailed(f"cannot download {repo}: {endpoint} is not reachable ({exc}); {advice}") from None
+            raise LLMBackendUnavailable("local", message=f"cannot download {repo}: {endpoint} is not reachable ({exc}); {advice}") from None
         logger.warning("downloading %s into %s (first use)", repo, folder)
         try:
             files = set(HfApi().list_repo_files(repo))
             weights = next((name for name in ONNX_FILES[::-1] if name in files), None)
             if weights is None:
-                raise LocalModelMissing(repo, f"{repo} has no ONNX export (model.onnx or onnx/model.onnx): "
+                raise LLMModelMissing(repo, message=f"{repo} has no ONNX export (model.onnx or onnx/model.onnx): "
                                               "the local backend cannot run it; pick a model that has one")
             wanted = [name for name in DOWNLOAD_FILES if name in files] + [weights]
             for done, name in enumerate(wanted):
                 if progress is not None:
                     progress(PullProgress(status=f"downloading {name}", completed=done, total=len(wanted)))
                 hf_hub_download(repo, name, local_dir=str(folder))  # shows its own progress bar
-        except BackendError:
+        except LLMBackendError:
             raise
         except Exception as exc:  # the hub client raises many kinds: offline, 404, proxy…
-            raise ModelDownloadFailed(f"cannot download {repo} into {folder} ({type(exc).__name__}: "
+            raise LLMBackendUnavailable("local", message=f"cannot download {repo} into {folder} ({type(exc).__name__}: "
                                       f"{str(exc).splitlines()[0][:200] if str(exc) else 'no answer'}): {advice}") from None
         if progress is not None:
             progress(PullProgress(status="success", completed=len(wanted), total=len(wanted)))
@@ -319,17 +293,17 @@ class LocalBackend(LLMBackend):
             if loaded is None:
                 try:
                     loaded = _Loaded(folder, self.threads, pairs=pairs)
-                except BackendError:
+                except LLMBackendError:
                     raise
                 except Exception as exc:  # a broken or foreign ONNX file
-                    raise LocalModelMissing(model, f"cannot load the model in {folder}: {type(exc).__name__}: {exc}") from None
+                    raise LLMModelMissing(model, message=f"cannot load the model in {folder}: {type(exc).__name__}: {exc}") from None
                 _loaded[key] = loaded
             return loaded
 
     def has_model(self, model: str) -> bool:
         try:
             self.folder(model, download=False)
-        except BackendError:
+        except LLMBackendError:
             return False
         return True
 
@@ -361,7 +335,7 @@ class LocalBackend(LLMBackend):
         return self._model(model, pairs=True).score(query, list(documents))
 
     def generate(self, prompt: str, *, model: str, **kwargs) -> str:
-        raise BackendError("the local backend runs embedding and re-ranking models only: query expansion "
+        raise LLMBackendError("the local backend runs embedding and re-ranking models only: query expansion "
                            "needs PMD_LLM_BACKEND=ollama or openai (or leave PMD_GENERATE_MODEL empty)")
 
     def chat(self, messages: list[dict], *, model: str, **kwargs) -> ChatResult:

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from indexing.errors import LLMBackendError, LLMBadResponse
 from indexing.llm.base import (
-    BackendError,
-    BackendResponseError,
     ChatResult,
     LLMBackend,
     ModelInfo,
@@ -76,8 +75,8 @@ class OllamaBackend(LLMBackend):
             if line.get("error"):
                 message = str(line["error"])
                 if "not found" in message.lower() or "does not exist" in message.lower():
-                    raise BackendError(f"Ollama cannot pull {model}: {message} (check the model name on ollama.com/library)")
-                raise BackendError(f"Ollama failed to pull {model}: {message}")
+                    raise LLMBackendError(f"Ollama cannot pull {model}: {message} (check the model name on ollama.com/library)")
+                raise LLMBackendError(f"Ollama failed to pull {model}: {message}")
             last_status = str(line.get("status") or "")
             if progress is not None:
                 progress(
@@ -89,7 +88,7 @@ class OllamaBackend(LLMBackend):
                     )
                 )
         if last_status != "success":
-            raise BackendError(f"Ollama stopped pulling {model} before it finished (last status: {last_status or 'none'})")
+            raise LLMBackendError(f"Ollama stopped pulling {model} before it finished (last status: {last_status or 'none'})")
 
     # -- generation -------------------------------------------------------------------
 
@@ -109,7 +108,7 @@ class OllamaBackend(LLMBackend):
         _add_generation_options(body, format=format, options=options, think=think)
         answer = self._request("POST", "/api/generate", json_body=self._with_keep_alive(body), model=model)
         if "response" not in answer:
-            raise BackendResponseError(f"Ollama /api/generate answered without a response: {str(answer)[:200]}")
+            raise LLMBadResponse(f"Ollama /api/generate answered without a response: {str(answer)[:200]}")
         return str(answer["response"])
 
     def chat(
@@ -132,7 +131,7 @@ class OllamaBackend(LLMBackend):
         answer = self._request("POST", "/api/chat", json_body=self._with_keep_alive(body), model=model)
         message = answer.get("message")
         if not isinstance(message, dict):
-            raise BackendResponseError(f"Ollama /api/chat answered without a message: {str(answer)[:200]}")
+            raise LLMBadResponse(f"Ollama /api/chat answered without a message: {str(answer)[:200]}")
         return ChatResult(
             content=str(message.get("content") or ""),
             logprobs=parse_logprobs(answer.get("logprobs")),
@@ -143,7 +142,7 @@ class OllamaBackend(LLMBackend):
     def version(self) -> str:
         try:
             return str(self._request("GET", "/api/version").get("version") or "")
-        except BackendResponseError:
+        except LLMBadResponse:
             return ""
 
 

@@ -7,14 +7,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from indexing.llm.base import (
-    BackendResponseError,
-    ChatResult,
-    LLMBackend,
-    ModelInfo,
-    check_vectors,
-    parse_logprobs,
-)
+from indexing.errors import LLMBadResponse
+from indexing.llm.base import ChatResult, LLMBackend, ModelInfo, check_vectors, parse_logprobs
 
 if TYPE_CHECKING:  # the HTTP client is imported where it is used (start-up cost)
     import httpx
@@ -29,7 +23,7 @@ class OpenAIBackend(LLMBackend):
 
     def _raise_for_status(self, response: httpx.Response, model: str | None) -> None:
         if response.status_code in (401, 403):
-            raise BackendResponseError(
+            raise LLMBadResponse(
                 f"the OpenAI-compatible server at {self.base_url} refused the request "
                 f"({response.status_code}): check PMD_OPENAI_API_KEY"
             )
@@ -41,7 +35,7 @@ class OpenAIBackend(LLMBackend):
         answer = self._request("POST", "embeddings", json_body={"model": model, "input": list(texts)}, model=model)
         data = answer.get("data")
         if not isinstance(data, list):
-            raise BackendResponseError(f"/embeddings answered without data: {str(answer)[:200]}")
+            raise LLMBadResponse(f"/embeddings answered without data: {str(answer)[:200]}")
         # Servers may answer out of order; `index` says which input each vector is for.
         ordered = sorted(data, key=lambda item: item.get("index", 0)) if all("index" in d for d in data) else data
         vectors = check_vectors([item.get("embedding") for item in ordered], len(texts), model=model)
@@ -95,7 +89,7 @@ class OpenAIBackend(LLMBackend):
         answer = self._request("POST", "chat/completions", json_body=body, model=model)
         choices = answer.get("choices")
         if not isinstance(choices, list) or not choices:
-            raise BackendResponseError(f"/chat/completions answered without choices: {str(answer)[:200]}")
+            raise LLMBadResponse(f"/chat/completions answered without choices: {str(answer)[:200]}")
         choice = choices[0]
         message = choice.get("message") or {}
         return ChatResult(

@@ -23,22 +23,6 @@ from indexing.services.scanning import ProgressCallback, ScanReport, collection_
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
 
 
-class CollectionError(errors.InvalidCollection):
-    """A collection request that cannot be carried out; the message says why."""
-
-
-class CollectionPathRefused(errors.CollectionPathRefused, CollectionError):
-    """A folder that may not become a collection for this caller (see `collection_root_check`)."""
-
-
-class CollectionNotFound(errors.CollectionNotFound, CollectionError):
-    """No collection of that name (404 on the API); a CollectionError for callers that catch those."""
-
-
-class CollectionExists(errors.CollectionExists, CollectionError):
-    """The name is taken (409 on the API); each face adds how to choose another."""
-
-
 def collection_root_check(*, path: str | Path, allowed_roots: list[Path] | None, access: Access | None = None,
                           moving: Collection | None = None) -> Path:
     """The resolved, existing folder if this caller may make it a collection (or move `moving`
@@ -56,25 +40,25 @@ def collection_root_check(*, path: str | Path, allowed_roots: list[Path] | None,
     typed = Path(path).expanduser()
     roots = None if allowed_roots is None else [Path(os.path.realpath(Path(r).expanduser())) for r in allowed_roots]
     if roots == []:
-        raise CollectionPathRefused(
+        raise errors.CollectionPathRefused(
             f"{typed}: collections cannot be added here because PMD_COLLECTION_ROOTS is empty; "
             "the server's administrator sets it to the folders that may hold collections"
         )
     root = Path(os.path.realpath(typed))
     allowed = "" if roots is None else (
         f" inside the folders allowed for collections (PMD_COLLECTION_ROOTS: {', '.join(str(r) for r in roots)})")
-    refused = CollectionPathRefused(f"{typed} cannot be a collection: choose an existing folder{allowed} that is "
+    refused = errors.CollectionPathRefused(f"{typed} cannot be a collection: choose an existing folder{allowed} that is "
                                     "not the folder of a collection you do not see, nor inside or around one")
     if access is not None and _overlaps_hidden_collection([Path(os.path.abspath(typed)), root], access, moving):
         raise refused  # first: nothing below may tell what lies in a hidden collection's folder
     refusal = collection_folder_refusal(root)
     if refusal:
-        raise CollectionPathRefused(refusal)
+        raise errors.CollectionPathRefused(refusal)
     if roots is None:
         if not root.exists():
-            raise CollectionError(f"folder {typed} does not exist")
+            raise errors.InvalidCollection(f"folder {typed} does not exist")
         if not root.is_dir():
-            raise CollectionError(f"{typed} is not a folder")
+            raise errors.InvalidCollection(f"{typed} is not a folder")
         return root
     if not any(is_within(root, allowed) for allowed in roots) or not root.is_dir():
         raise refused
@@ -93,18 +77,18 @@ def _overlaps_hidden_collection(folders: list[Path], access: Access, moving: Col
     return False
 
 
-def _name_taken(name: str, access: Access | None) -> CollectionExists:
+def _name_taken(name: str, access: Access | None) -> errors.CollectionExists:
     """The local user hears that the collection exists; every other caller the same words whether
     or not they see the collection holding the name, so a hidden one is not confirmed."""
     if access is None or access.local:
-        return CollectionExists(name=name)
-    return CollectionExists(f"the collection name '{name}' is not available: choose another", name=name)
+        return errors.CollectionExists(name=name)
+    return errors.CollectionExists(f"the collection name '{name}' is not available: choose another", name=name)
 
 
 def _check_name(name: str) -> str:
     name = name.strip()
     if not _NAME_RE.match(name):
-        raise CollectionError(
+        raise errors.InvalidCollection(
             f"'{name}' is not a valid collection name: use letters, digits, '.', '-' and '_' (no '/')"
         )
     return name
@@ -162,7 +146,7 @@ def collection_get(name: str) -> Collection:
     try:
         return Collection.objects.get(name=name)
     except Collection.DoesNotExist:
-        raise CollectionNotFound(name=name, suggestions=collection_suggestions(name, Access.local_user())) from None
+        raise errors.CollectionNotFound(name=name, suggestions=collection_suggestions(name, Access.local_user())) from None
 
 
 def collection_rename(*, name: str, new_name: str, access: Access) -> Collection:

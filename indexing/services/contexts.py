@@ -12,16 +12,8 @@ from indexing.access import (
     visible_collections,
 )
 from indexing.models import Collection, PathContext
-from indexing.paths import InvalidPath, normalize_relative, parse_virtual
+from indexing.paths import normalize_relative, parse_virtual
 from indexing.services.audit import audit_record
-
-
-class ContextError(errors.InvalidContext):
-    """A context request that cannot be carried out; the message says why."""
-
-
-class ContextNotFound(errors.ContextNotFound, ContextError):
-    """No context at that target (404 on the API); a ContextError for callers that catch those."""
 
 
 def resolve_context_target(target: str, access: Access) -> tuple[Collection | None, str]:
@@ -34,8 +26,8 @@ def resolve_context_target(target: str, access: Access) -> tuple[Collection | No
         if target.startswith("pmd://"):
             name, prefix = parse_virtual(target)
             return collection_visible(name, access), prefix
-    except InvalidPath as exc:
-        raise ContextError(str(exc)) from None
+    except errors.InvalidPath as exc:
+        raise errors.InvalidContext(str(exc)) from None
     fs_path = Path(target).expanduser()
     if fs_path.is_absolute() or fs_path.exists():
         resolved = fs_path.resolve()
@@ -43,19 +35,19 @@ def resolve_context_target(target: str, access: Access) -> tuple[Collection | No
             root = Path(collection.root_path)
             if resolved == root or root in resolved.parents:
                 return collection, resolved.relative_to(root).as_posix().strip(".")
-        raise ContextError(f"{fs_path} is not inside any collection")
+        raise errors.InvalidContext(f"{fs_path} is not inside any collection")
     name, _, prefix = target.partition("/")
     try:
         return collection_visible(name, access), normalize_relative(prefix)
-    except InvalidPath as exc:
-        raise ContextError(str(exc)) from None
+    except errors.InvalidPath as exc:
+        raise errors.InvalidContext(str(exc)) from None
 
 
 def context_set(*, target: str, text: str, access: Access) -> PathContext:
     require_write(access)
     text = text.strip()
     if not text:
-        raise ContextError("context text is empty")
+        raise errors.InvalidContext("context text is empty")
     collection, prefix = resolve_context_target(target, access)
     context, created = PathContext.objects.update_or_create(
         collection=collection, path_prefix=prefix.strip("/"), defaults={"text": text}
@@ -71,6 +63,6 @@ def context_remove(*, target: str, access: Access) -> int:
     found = contexts.select_related("collection").first()
     deleted, _ = contexts.delete()
     if not deleted:
-        raise ContextNotFound(f"no context at {target}")
+        raise errors.ContextNotFound(f"no context at {target}")
     audit_record(access, "context.remove", found.target)
     return deleted

@@ -28,7 +28,8 @@ from indexing.locks import EMBEDDING_QUEUE, advisory_lock
 from indexing.models import Job
 from indexing.services.embedding import embed_pending, embedding_config
 from indexing.services.jobs import job_finish, job_release
-from indexing.llm import BackendError, get_backend
+from indexing.errors import LLMBackendError
+from indexing.llm import get_backend
 
 logger = logging.getLogger(__name__)
 
@@ -50,7 +51,7 @@ def embedding_job_run(*, job: Job, collections: list[str] | None = None, force: 
             return _wait(job, collections=collections, force=force, problem=problem)
     try:  # waits its turn if another run embeds right now
         report = embed_pending(collections=collections, force=force, job=job)
-    except BackendError as exc:
+    except LLMBackendError as exc:
         return _wait(job, collections=collections, force=force, problem=str(exc))
     with advisory_lock(key=EMBEDDING_QUEUE):
         others = list(embedding_waiting().exclude(pk=job.pk).order_by("created_at"))
@@ -72,7 +73,7 @@ def _backend_problem() -> str | None:
     """Why the backend cannot embed now (None if it can), asked once and quietly."""
     try:
         get_backend(retries=0).embedding_dims(embedding_config().model)
-    except BackendError as exc:
+    except LLMBackendError as exc:
         return str(exc)
     return None
 

@@ -15,13 +15,13 @@ from typing import Callable, Literal
 
 from django.db import close_old_connections, connection
 
+from indexing import errors
 from indexing.access import Access, collection_visible, require_write
 from indexing.models import Collection, Job
 from indexing.services.audit import audit_record
 from indexing.services.background import NoWorker, embedding_request, index_request
 from indexing.services.history import HistoryReport, history_index
 from indexing.services.collections import (
-    CollectionError,
     PullResult,
     collection_create,
     collection_get,
@@ -81,7 +81,7 @@ def collection_refresh(*, collection: Collection, pull: bool = False, job: Job |
 def collections_refresh(*, names: list[str] | None = None, pull: bool = False,
                         progress_for: Callable[[Collection], ProgressCallback | None] | None = None,
                         no_worker: NoWorker = "queue") -> tuple[list[Refreshed], Job | None]:
-    """Refresh several collections (all by default; CollectionError for an unknown name), then
+    """Refresh several collections (all by default; InvalidCollection for an unknown name), then
     ask once for the embedding of what changed in any of them."""
     results = [collection_refresh(collection=c, pull=pull, embed=False,
                                   progress=progress_for(c) if progress_for else None)
@@ -123,7 +123,7 @@ def collection_add(*, path: str | Path, name: str | None = None, mask: str | Non
     The member who adds it (not the local user) owns it: they see it whatever its visibility."""
     require_write(access)
     if visibility not in Collection.Visibility.values:
-        raise CollectionError(f"unknown visibility '{visibility}': use one of "
+        raise errors.InvalidCollection(f"unknown visibility '{visibility}': use one of "
                               f"{', '.join(Collection.Visibility.values)}")
     owner = None if access.local else access.user
     collection = collection_create(path=path, name=name, mask=mask, ignore_patterns=ignore_patterns,
@@ -157,7 +157,7 @@ def reindex(names: list[str] | None, *, pull: bool = False) -> dict:
     for name in names or []:
         try:
             collection = collection_get(name)
-        except CollectionError:  # removed after the check above
+        except errors.CollectionNotFound:  # removed after the check above
             skipped.append(name)
         else:
             results.append(collection_refresh(collection=collection, pull=pull, embed=False))

@@ -41,12 +41,6 @@ ProgressCallback = Callable[[int, int, str], None]
 FLUSH_EVERY = 500
 
 
-class CollectionPathMissing(errors.NotFound, FileNotFoundError):
-    """The collection's folder is gone; refreshing reports it per collection (a FileNotFoundError too)."""
-
-    code = "collection_path_missing"
-
-
 @dataclass
 class FileIssue:
     path: str
@@ -123,7 +117,7 @@ def collection_files(collection: Collection, issues: list[FileIssue]) -> Iterato
     """
     root = Path(collection.root_path)
     if not root.is_dir():
-        raise CollectionPathMissing(
+        raise errors.CollectionPathMissing(
             f"collection '{collection.name}': folder {root} does not exist or is not a directory"
         )
     real_root = os.path.realpath(root)

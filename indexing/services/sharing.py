@@ -19,24 +19,12 @@ from indexing.services.audit import audit_record
 Visibility = Collection.Visibility
 
 
-class SharingError(errors.InvalidRequest):
-    code = "invalid_sharing"
-
-
-class GroupNotFound(errors.NotFound):
-    code = "group_not_found"
-
-
-class UserNotFound(errors.NotFound):
-    code = "user_not_found"
-
-
 def _users(names: list[str]) -> list:
     User = get_user_model()
     found = {u.get_username(): u for u in User.objects.filter(**{f"{User.USERNAME_FIELD}__in": names})}
     missing = [n for n in names if n not in found]
     if missing:
-        raise UserNotFound(f"no user named '{missing[0]}'")
+        raise errors.UserNotFound(f"no user named '{missing[0]}'")
     return [found[n] for n in names]
 
 
@@ -44,7 +32,7 @@ def _groups(names: list[str]) -> list[Group]:
     found = {g.name: g for g in Group.objects.filter(name__in=names)}
     missing = [n for n in names if n not in found]
     if missing:
-        raise GroupNotFound(f"no group named '{missing[0]}'", [g for g in Group.objects.values_list("name", flat=True)
+        raise errors.GroupNotFound(f"no group named '{missing[0]}'", [g for g in Group.objects.values_list("name", flat=True)
                                                                  if g.lower() == missing[0].lower()])
     return [found[n] for n in names]
 
@@ -64,13 +52,13 @@ def collection_share(*, name: str, access: Access, visibility: str, users: list[
     require_write(access, "sharing a collection")
     collection = collection_visible(name, access)
     if visibility not in Visibility.values:
-        raise SharingError(f"unknown visibility '{visibility}': use one of {', '.join(Visibility.values)}")
+        raise errors.InvalidSharing(f"unknown visibility '{visibility}': use one of {', '.join(Visibility.values)}")
     user_names = list(dict.fromkeys(u.strip() for u in users or () if u.strip()))
     group_names = list(dict.fromkeys(g.strip() for g in groups or () if g.strip()))
     if visibility == Visibility.SHARED and not (user_names or group_names):
-        raise SharingError("sharing with chosen groups and people needs at least one group or person")
+        raise errors.InvalidSharing("sharing with chosen groups and people needs at least one group or person")
     if visibility != Visibility.SHARED and (user_names or group_names):
-        raise SharingError(f"'{visibility}' takes no groups or people: they apply to shared collections only")
+        raise errors.InvalidSharing(f"'{visibility}' takes no groups or people: they apply to shared collections only")
     chosen_users, chosen_groups = _users(user_names), _groups(group_names)
     with transaction.atomic():
         collection.visibility = visibility
@@ -96,7 +84,7 @@ def group_create(*, name: str, access: Access) -> Group:
     require_write(access, "managing groups")
     name = name.strip()
     if not name or len(name) > 150:
-        raise SharingError("a group name needs 1 to 150 characters")
+        raise errors.InvalidSharing("a group name needs 1 to 150 characters")
     group, created = Group.objects.get_or_create(name=name)
     if not created:
         raise errors.Conflict(f"a group named '{name}' already exists")
@@ -120,7 +108,7 @@ def group_members_change(*, name: str, users: list[str], access: Access, add: bo
     group = _groups([name])[0]
     people = _users(list(dict.fromkeys(u.strip() for u in users if u.strip())))
     if not people:
-        raise SharingError("name at least one user")
+        raise errors.InvalidSharing("name at least one user")
     members = set(group.user_set.values_list("pk", flat=True))
     changed = [u for u in people if (u.pk in members) != add]  # only who actually joins or leaves
     if changed:

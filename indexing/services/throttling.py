@@ -17,20 +17,8 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
-from indexing.errors import PmdError
+from indexing.errors import TokenThrottled
 from indexing.models import TokenFailure
-
-
-class TokenThrottled(PmdError):
-    """Too many failed tokens from this address; `retry_after` is in whole seconds (a face sends it
-    as Retry-After)."""
-
-    code = "throttled"
-    http_status = 429
-
-    def __init__(self, retry_after: int):
-        self.retry_after = max(1, retry_after)
-        super().__init__(f"too many failed API token attempts from your address: retry in {self.retry_after} s")
 
 
 def _enabled() -> bool:

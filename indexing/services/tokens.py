@@ -16,18 +16,14 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from indexing.access import Access, AccessDenied, collection_visible
-from indexing.errors import CollectionNotFound, InvalidToken
+from indexing.access import Access, collection_visible
+from indexing.errors import AccessDenied, CollectionNotFound, InvalidToken, TokenNotFound, UserNotFound
 from indexing.services.audit import audit_record
 from indexing.models import ApiToken
-from indexing.services.throttling import TokenThrottled, check_token_block, record_token_failure  # noqa: F401 (re-exported)
+from indexing.services.throttling import check_token_block, record_token_failure
 
 TOKEN_PREFIX = "pmd_"
 _LAST_USED_RESOLUTION = timedelta(minutes=1)  # write last_used at most once a minute per token
-
-
-class TokenError(InvalidToken):
-    """A token request that cannot be carried out; the message says why."""
 
 
 @dataclass
@@ -47,14 +43,14 @@ def _user_for(user) -> object:
     try:
         return User.objects.get(**{User.USERNAME_FIELD: user})
     except User.DoesNotExist:
-        raise TokenError(f"no user named '{user}' (create one with `python manage.py createsuperuser` or in the admin)") from None
+        raise UserNotFound(name=user) from None
 
 
 _EXPIRY_UNITS = {"m": 60, "h": 3600, "d": 86400, "w": 7 * 86400, "y": 365 * 86400}
 
 
 def parse_expiry(text: str | None) -> timedelta | None:
-    """`30d`, `12h`, `2w`, `1y`, `90m` (or empty / `never`) → a duration; TokenError otherwise."""
+    """`30d`, `12h`, `2w`, `1y`, `90m` (or empty / `never`) → a duration; InvalidToken otherwise."""
     text = (text or "").strip().lower()
     if text in {"", "never", "none", "0"}:
         return None
@@ -62,11 +58,11 @@ def parse_expiry(text: str | None) -> timedelta | None:
     if unit.isdigit():
         number, unit = text, "d"
     if not number.isdigit() or unit not in _EXPIRY_UNITS or int(number) < 1:
-        raise TokenError(f"'{text}' is not an expiry: use a number of minutes, hours, days, weeks or years "
+        raise InvalidToken(f"'{text}' is not an expiry: use a number of minutes, hours, days, weeks or years "
                          "such as 90m, 12h, 30d, 2w, 1y (or never)")
     seconds = int(number) * _EXPIRY_UNITS[unit]
     if seconds > 10 * 365 * 86400:
-        raise TokenError("an expiry is at most 10 years")
+        raise InvalidToken("an expiry is at most 10 years")
     return timedelta(seconds=seconds)
 
 
@@ -89,7 +85,7 @@ def token_create(*, user, name: str = "", access: Access, can_write: bool = Fals
     if not _may_manage_tokens_of(access, owner.pk):
         raise AccessDenied("making a token for another user needs a superuser account")
     if not owner.is_active:
-        raise TokenError(f"user '{owner}' is inactive")
+        raise InvalidToken(f"user '{owner}' is inactive")
     if access.token is not None:
         raise AccessDenied("tokens are made in the web UI, the admin or with the CLI, not with another token")
     names = list(dict.fromkeys(c.strip() for c in collections or () if c.strip()))
@@ -99,7 +95,7 @@ def token_create(*, user, name: str = "", access: Access, can_write: bool = Fals
         try:
             limited.append(collection_visible(collection_name, owner_access))
         except CollectionNotFound:  # the same words for hidden and never created
-            raise TokenError(f"{owner.get_username()} sees no collection named '{collection_name}'") from None
+            raise InvalidToken(f"{owner.get_username()} sees no collection named '{collection_name}'") from None
     if isinstance(expires_in, str):
         expires_in = parse_expiry(expires_in)
     raw = TOKEN_PREFIX + secrets.token_urlsafe(30)
@@ -147,9 +143,9 @@ def token_revoke(*, token: str | int, access: Access, user=None) -> ApiToken:
     else:
         matches = list(qs.filter(Q(digest=token_digest(text)) | Q(prefix=text.rstrip("…"))))
     if not matches:
-        raise TokenError(f"no token matches '{text}' (see `pmd token list`)")
+        raise TokenNotFound(f"no token matches '{text}'")
     if len(matches) > 1:
-        raise TokenError(f"'{text}' matches {len(matches)} tokens: revoke by id (see `pmd token list`)")
+        raise InvalidToken(f"'{text}' matches {len(matches)} tokens: revoke by id")
     found = matches[0]
     if found.revoked is None:
         found.revoked = timezone.now()

@@ -18,7 +18,7 @@ from django.db import transaction
 from django.db.models import Count, Q
 from django.utils.html import format_html
 
-from indexing.errors import PmdError
+from indexing.errors import InvalidCollection, PmdError
 from indexing.models import (
     AuditEvent,
     Collection,
@@ -33,7 +33,6 @@ from indexing.selectors import jobs_visible_to
 from indexing.services.audit import audit_record
 from indexing.services.background import embedding_request, index_request
 from indexing.services.collections import (
-    CollectionError,
     collection_remove,
     collection_rename,
     collection_root_check,
@@ -76,7 +75,7 @@ class CollectionAdminForm(forms.ModelForm):
         try:  # the rules of adding one: a move over a hidden collection's folder would show it too
             root = collection_root_check(path=value, allowed_roots=settings.PMD_COLLECTION_ROOTS,
                                          access=self.access, moving=self.instance)
-        except CollectionError as exc:
+        except InvalidCollection as exc:
             raise forms.ValidationError(exc.message) from None
         return str(root)
 

@@ -1,7 +1,7 @@
 """Every error the API answers with: `{"message": ..., "suggestions": [...], "code": ...}`.
 
 Mapped here once, for the whole API: a service's PmdError (indexing.errors) brings its own
-status and code (TokenThrottled adds Retry-After); ninja's HttpError (the API's own 401 and 403,
+status, code and headers (TokenThrottled: Retry-After) and the API's hint from API_HINTS; ninja's HttpError (the API's own 401 and 403,
 a failed CSRF check) and its validation errors (422) get a stable code from their status.
 Input is checked once here too: text the database cannot store (a NUL byte) in any validated
 parameter is a 422 `invalid_text` before an endpoint runs, and a DataError the database still
@@ -26,6 +26,12 @@ HTTP_CODES = {
     405: "method_not_allowed",
     422: "invalid_input",
     429: "throttled",
+}
+
+# What the API adds to a service error's message, in its own terms (endpoints), by code
+# (indexing.errors.PmdError.hint_from): the services' messages name no face's syntax.
+API_HINTS = {
+    "not_embedded": "staff start embedding with POST /api/collections/<name>/embed",
 }
 
 AUTHENTICATION_REQUIRED = (
@@ -57,11 +63,12 @@ def install_error_handlers(api: NinjaAPI) -> None:
         return response
 
     def on_pmd_error(request, exc: PmdError):
-        """Every service error, by the status and code it carries (see indexing.errors)."""
-        response = error(request, exc.http_status, exc.detail, exc.code, exc.suggestions)
-        retry_after = getattr(exc, "retry_after", None)  # TokenThrottled: a blocked address (indexing.services.throttling)
-        if retry_after is not None:
-            response["Retry-After"] = str(retry_after)
+        """Every service error, by the status, code and headers it carries (see indexing.errors)."""
+        hint = exc.hint_from(API_HINTS)
+        message = f"{exc.detail}: {hint}" if hint else exc.detail
+        response = error(request, exc.http_status, message, exc.code, exc.suggestions)
+        for header, value in exc.headers.items():  # Retry-After of a blocked address (TokenThrottled)
+            response[header] = value
         return response
 
     def on_http_error(request, exc: HttpError):

@@ -31,7 +31,8 @@ from pathlib import Path
 
 from django.db import connection
 
-from pmd_site.bench.quality import BenchError, BenchOptions, BenchReport, percentile
+from indexing.errors import BenchmarkError
+from pmd_site.bench.quality import BenchOptions, BenchReport, percentile
 
 SEED = 15
 DIMS = 384
@@ -200,7 +201,7 @@ def bench_filtered(dataset_dir: str, options: BenchOptions) -> BenchReport:
 
     docs = int(options.docs or 100_000)
     if docs < 1000:
-        raise BenchError("--docs: at least 1000 notes")
+        raise BenchmarkError("--docs: at least 1000 notes")
     folder = Path(dataset_dir).expanduser().resolve()
     folder.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()

@@ -15,7 +15,8 @@ import statistics
 import time
 from pathlib import Path
 
-from pmd_site.bench.quality import BenchError, BenchOptions, BenchReport
+from indexing.errors import BenchmarkError
+from pmd_site.bench.quality import BenchOptions, BenchReport
 
 QUERY_EVERY = 50
 _WORD = re.compile(r"[A-Za-z]{4,}")
@@ -39,10 +40,10 @@ def bench_history(repo_dir: str, options: BenchOptions) -> BenchReport:
     commits = options.commits
     root = Path(repo_dir).expanduser().resolve()
     if not root.is_dir():
-        raise BenchError(f"{root} is not a folder")
+        raise BenchmarkError(f"{root} is not a folder")
     head = git_run(str(root), "log", "-1", "--no-show-signature", "--format=%H %cI", text=True, timeout=60)
     if head.returncode != 0:
-        raise BenchError(f"{root} is not a git work tree")
+        raise BenchmarkError(f"{root} is not a git work tree")
     name = options.collection or f"bench-history-{root.name}"
     existing = Collection.objects.filter(name=name).first()
     if existing is not None and (options.fresh or existing.root_path != str(root)):
@@ -65,7 +66,7 @@ def bench_history(repo_dir: str, options: BenchOptions) -> BenchReport:
         if len(words) >= 2:
             queries.append((" ".join(words[:2]).lower(), author, paths[0] if paths else ""))
     if not queries:
-        raise BenchError("no commit titles to make queries from")
+        raise BenchmarkError("no commit titles to make queries from")
     access = Access.local_user
 
     def timed(mode: str, **filters) -> tuple[list[float], int]:

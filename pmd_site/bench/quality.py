@@ -42,10 +42,6 @@ SPLITS = ("all", "odd", "even")
 SPLIT_RULE = "1-based position in queries.tsv: odd = 1st, 3rd, 5th…; even = 2nd, 4th, 6th…"
 
 
-class BenchError(BenchmarkError):
-    pass
-
-
 @dataclass
 class BenchOptions:
     collection: str | None = None  # default: bench-<dataset folder name>
@@ -78,9 +74,9 @@ def _access_factory(options: BenchOptions, collection) -> Callable:
     User = get_user_model()
     user = User.objects.filter(**{User.USERNAME_FIELD: options.as_user}).first()
     if user is None:
-        raise BenchError(f"no user named '{options.as_user}'")
+        raise BenchmarkError(f"no user named '{options.as_user}'")
     if not visible_collections(Access.for_user(user)).filter(pk=collection.pk).exists():
-        raise BenchError(f"{options.as_user} cannot see collection {collection.name}: share it with them first "
+        raise BenchmarkError(f"{options.as_user} cannot see collection {collection.name}: share it with them first "
                          f"(pmd collection share {collection.name} --user {options.as_user})")
     return lambda: Access.for_user(user)
 
@@ -145,7 +141,7 @@ def split_queries(queries: list, split: str) -> list:
         return list(queries[0::2])
     if split == "even":
         return list(queries[1::2])
-    raise BenchError(f"unknown split {split!r}: use one of {', '.join(SPLITS)}")
+    raise BenchmarkError(f"unknown split {split!r}: use one of {', '.join(SPLITS)}")
 
 
 def bench_queries(root: Path, options: BenchOptions) -> list[tuple[str, str]]:
@@ -190,7 +186,7 @@ def read_qrels(path: Path) -> dict[str, dict[str, int]]:
 def _dataset(dataset_dir: str) -> Path:
     root = Path(dataset_dir).expanduser().resolve()
     if not (root / "docs").is_dir():
-        raise BenchError(f"{root} has no docs/ folder (expected docs/**/*.md, queries.tsv, qrels.tsv)")
+        raise BenchmarkError(f"{root} has no docs/ folder (expected docs/**/*.md, queries.tsv, qrels.tsv)")
     return root
 
 
@@ -258,12 +254,12 @@ def bench_retrieval(dataset_dir: str, options: BenchOptions, *, service_fn: Call
     root = _dataset(dataset_dir)
     for needed in ("queries.tsv", "qrels.tsv"):
         if not (root / needed).is_file():
-            raise BenchError(f"{root} has no {needed}")
+            raise BenchmarkError(f"{root} has no {needed}")
     total_queries = len(read_queries(root / "queries.tsv"))
     queries = bench_queries(root, options)
     qrels = read_qrels(root / "qrels.tsv")
     if not queries:
-        raise BenchError(f"{root / 'queries.tsv'} has no queries (split {options.split})")
+        raise BenchmarkError(f"{root / 'queries.tsv'} has no queries (split {options.split})")
     index_started = time.perf_counter()
     collection, scan = _bench_collection(root, options, fresh=options.fresh)
     index_s = time.perf_counter() - index_started

@@ -22,8 +22,8 @@ import time
 from django.conf import settings
 from django.db import connection, transaction
 
+from indexing.errors import BenchmarkError
 from pmd_site.bench.quality import (
-    BenchError,
     BenchOptions,
     BenchReport,
     _bench_collection,
@@ -32,7 +32,8 @@ from pmd_site.bench.quality import (
     bench_retrieval,
     percentile,
 )
-from indexing.llm import BackendError, embedding_prompts, get_backend
+from indexing.errors import LLMBackendError
+from indexing.llm import embedding_prompts, get_backend
 from search.request import Mode
 
 # Models, services and retrieval are imported inside the functions: `pmd` imports this module
@@ -96,8 +97,8 @@ def bench_vsearch(dataset_dir: str, options: BenchOptions) -> BenchReport:
     try:
         embedded = embed_pending(collections=[collection.name], force=options.fresh, record_batches=True,
                                  progress=options.progress)
-    except BackendError as exc:
-        raise BenchError(str(exc)) from None
+    except LLMBackendError as exc:
+        raise BenchmarkError(str(exc)) from None
     report = BenchReport(f"vsearch {root.name}")
     data: dict = {"embedding": embedded.as_dict()}
     report.lines.append(("model", f"{embedded.model} ({embedded.dims}d), "
@@ -175,7 +176,7 @@ def bench_vsearch_scale(dataset_dir: str, options: BenchOptions) -> BenchReport:
     root = _dataset(dataset_dir)
     source = fingerprint_configured()
     if source is None or not Chunk.objects.filter(fingerprint=source).exists():
-        raise BenchError("nothing is embedded with the configured model: run `pmd bench DATASET --mode vsearch` first")
+        raise BenchmarkError("nothing is embedded with the configured model: run `pmd bench DATASET --mode vsearch` first")
     queries = bench_queries(root, options)[:100]
     vectors = _query_vectors(queries)
     real = Chunk.objects.filter(fingerprint=source).count()

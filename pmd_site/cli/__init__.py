@@ -43,25 +43,24 @@ COMMANDS_BY_MODULE = {
 MODULE_OF_COMMAND = {command: module for module, commands in COMMANDS_BY_MODULE.items() for command in commands}
 
 
-class CommandError(PmdError):
-    """A failure of the command line's own input the user can act on: printed as one line, exit status 1."""
-
-    code = "command_error"
-
-
-# What the command line adds to a service error, in its own syntax (flags, commands), by code.
+# What the command line adds to a service error, in its own syntax (flags, commands), by code
+# (indexing.errors.PmdError.hint_from): the services' messages name no face's syntax.
 CLI_HINTS = {
     "collection_exists": "choose another with --name, or `pmd collection remove {name}`",
     "collection_not_found": "see `pmd collection list`",
+    "not_embedded": "run `pmd embed`",
+    "llm_model_missing": lambda exc: None if exc.backend == "openai" else "pull it with `pmd models pull`",
+    "user_not_found": "create one with `pmd user create {name}`",
+    "token_not_found": "see `pmd token list`",
 }
 
 
 def error_text(exc: PmdError) -> str:
     """A service error as the CLI prints it: the message, the CLI's hint, then any suggestions."""
     text = exc.message
-    hint = CLI_HINTS.get(exc.code)
+    hint = exc.hint_from(CLI_HINTS)
     if hint:
-        text += ": " + hint.format(name=getattr(exc, "name", None) or "NAME")
+        text += ": " + hint
     if exc.suggestions:
         text += "\n  did you mean:\n" + "\n".join(f"    {s}" for s in exc.suggestions)
     return text

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pmd_site.cli import CommandError
+from indexing.errors import CommandError
 from pmd_site.cli.output import print_json, stdout_console
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import time
 
-from pmd_site.cli import CommandError
+from indexing.errors import CommandError
 from pmd_site.cli.output import escape, print_json, progress_bar, stdout_console, warn
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 
-from pmd_site.cli import CommandError
+from indexing.errors import CommandError
 from pmd_site.cli.output import local_access, print_markup, warn, write_text
 
 FORMATS = (("json", "JSON"), ("csv", "CSV"), ("md", "markdown"), ("xml", "XML"),

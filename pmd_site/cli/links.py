@@ -30,7 +30,7 @@ def register(sub) -> None:
 
 def _read(args):
     from indexing.links import document_links
-    from pmd_site.cli import CommandError
+    from indexing.errors import CommandError
 
     if args.limit is not None and args.limit < 1:
         raise CommandError("-n must be at least 1")

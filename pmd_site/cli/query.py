@@ -8,7 +8,7 @@ in `scores`; `explain` and `timings_ms` hold the rest).
 
 from __future__ import annotations
 
-from pmd_site.cli import CommandError
+from indexing.errors import CommandError
 
 
 def register(sub) -> None:

@@ -18,7 +18,7 @@ def register(sub) -> None:
 
 
 def cmd_related(args) -> int:
-    from pmd_site.cli import CommandError
+    from indexing.errors import CommandError
     from search.formatters import render
     from search.retrieval.related import related_notes
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import sys
 
-from pmd_site.cli import CommandError
+from indexing.errors import CommandError
 
 
 def add_search_options(parser) -> None:

@@ -20,7 +20,7 @@ import signal
 import sys
 import threading
 
-from pmd_site.cli import CommandError
+from indexing.errors import CommandError
 from pmd_site.cli.output import (
     color_enabled,
     escape,
@@ -153,7 +153,8 @@ def cmd_beat(args) -> int:
     from pathlib import Path
 
     from pmd_site.pgserver import run_dir_for
-    from pmd_site.serverfiles import ServerSetupError, hold_lock, private_dir
+    from indexing.errors import ServerSetupError
+    from pmd_site.serverfiles import hold_lock, private_dir
 
     # Beat loads this file (a shelve, i.e. pickles): it must live where nobody else can write.
     scratch = None
@@ -394,7 +395,8 @@ def _one_pmd_up(url: str):
     two would share its schedule file); a second one is refused, naming the first."""
     from django.conf import settings
 
-    from pmd_site.serverfiles import ServerSetupError, hold_lock, private_dir, run_dir_for
+    from indexing.errors import ServerSetupError
+    from pmd_site.serverfiles import hold_lock, private_dir, run_dir_for
 
     home = settings.PMD_HOME
     try:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import getpass
 import sys
 
-from pmd_site.cli import CommandError
+from indexing.errors import CommandError
 from pmd_site.cli.output import escape, print_json, stdout_console
 
 

@@ -30,10 +30,21 @@ def mcp_access(ctx) -> Access:
     return getattr(request, "scope", {}).get("pmd_access") or Access()
 
 
+# What MCP adds to a service error, in its own terms (its tools), by code
+# (indexing.errors.PmdError.hint_from): the services' messages name no face's syntax.
+MCP_HINTS = {
+    "not_embedded": "semantic search needs embeddings, which the server's operator starts; "
+                    "pmd_search (keywords) works meanwhile",
+}
+
+
 def error_text(exc: PmdError) -> str:
-    """A service error as a tool (or resource) error: what went wrong, then what the caller may have meant."""
-    hint = f". Did you mean: {', '.join(exc.suggestions)}?" if exc.suggestions else ""
-    return f"{exc.detail}{hint}"
+    """A service error as a tool (or resource) error: what went wrong, MCP's hint, then what the
+    caller may have meant."""
+    hint = exc.hint_from(MCP_HINTS)
+    text = f"{exc.detail}: {hint}" if hint else exc.detail
+    suggestions = f". Did you mean: {', '.join(exc.suggestions)}?" if exc.suggestions else ""
+    return f"{text}{suggestions}"
 
 
 def tool_call(fn):

@@ -5,7 +5,8 @@ from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ResourceError
 
 from indexing.access import Access
-from indexing.selectors import DocumentNotFound, document_lines, document_resolve
+from indexing.errors import CollectionNotFound, DocumentNotFound
+from indexing.selectors import document_lines, document_resolve
 from pmd_site.mcp.errors import error_text, mcp_access, tool_call
 
 
@@ -28,7 +29,7 @@ def _resource_text(collection: str, path: str, start, lines, *, access: Access) 
         raise ResourceError("start and lines must be whole numbers") from None
     try:
         resolved = document_resolve(f"pmd://{collection}/{path}", access=access)
-    except DocumentNotFound as exc:
+    except (DocumentNotFound, CollectionNotFound) as exc:
         raise ResourceError(error_text(exc)) from None
     if start is None and lines is None:
         return resolved.document.content.body

@@ -21,7 +21,7 @@ import json
 import re
 from collections.abc import Callable
 
-from indexing.errors import InvalidRequest
+from indexing.errors import UnknownFormat
 
 FORMATS = ("cli", "json", "csv", "md", "xml", "files")  # what the CLI offers (`--json`, `--csv`…)
 MCP = "mcp"
@@ -38,12 +38,6 @@ _FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 # --- the registry -------------------------------------------------------------------------------
 
 RENDERERS: dict[tuple[str, str], Callable[..., str]] = {}
-
-
-class UnknownFormat(InvalidRequest):
-    """No output format of that name (a ValueError too)."""
-
-    code = "unknown_format"
 
 
 def renders(kind: str, *formats: str):

@@ -13,7 +13,8 @@ import time
 from dataclasses import replace
 from datetime import datetime
 
-from search.filters import SORT_DATE, SORTS, FilterError, SearchFilters, parse_filters
+from indexing.errors import InvalidSearchInput
+from search.filters import SORT_DATE, SORTS, SearchFilters, parse_filters
 from search.request import Mode, SearchRequest, mode_normalize
 from search.results import SearchResponse, SearchResult
 from search.retrieval.common import collection_ids_for, request_access
@@ -39,7 +40,7 @@ def mode_service(mode: Mode):
 def sort_normalize(name: str | None) -> str:
     text = (name or "relevance").strip().lower()
     if text not in SORTS:
-        raise FilterError(f"unknown sort '{text}': use relevance or date")
+        raise InvalidSearchInput(f"unknown sort '{text}': use relevance or date")
     return text
 
 

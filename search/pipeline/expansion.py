@@ -80,10 +80,6 @@ Stay on the topic of the query; do not repeat the query verbatim; do not invent 
 Answer as JSON: {{"variants": [{{"type": "lex", "text": "..."}}, {{"type": "vec", "text": "..."}}, {{"type": "hyde", "text": "..."}}]}}"""
 
 
-class ExpansionError(InvalidSearchInput):
-    """A structured query document the user wrote cannot be used (message says why)."""
-
-
 @dataclass(frozen=True)
 class QueryVariant:
     kind: str  # lex | vec | hyde
@@ -352,5 +348,5 @@ def user_plan(original: str | None, raw: list[tuple[str, str]], *, intent: str |
             f"{LIMITS[LEX]} lex / {LIMITS[VEC]} vec / {LIMITS[HYDE]} hyde)"
         )
     if not original and not variants:
-        raise ExpansionError("the structured query has no text to search for: add a plain line or lex:/vec:/hyde: lines")
+        raise InvalidSearchInput("the structured query has no text to search for: add a plain line or lex:/vec:/hyde: lines")
     return QueryPlan(original=original, variants=variants, intent=intent, source="user", warnings=warnings)

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import time
 
-from indexing.llm import BackendError
+from indexing.errors import InvalidSearchInput, LLMBackendError, NotEmbedded
 from search.pipeline.fusion import KEYWORD, ORIGINAL_WEIGHT, VECTOR, RankedList, fuse
-from search.retrieval.common import SearchError
 from search.retrieval.history import (
     HISTORY_MODES,
     HistoryRequest,
@@ -32,21 +31,21 @@ def history_search(request: HistoryRequest) -> HistoryResponse:
     """Commits matching `request`, best first (newest first for filters without words)."""
     mode = (request.mode or "hybrid").strip().lower()
     if mode not in HISTORY_MODES:
-        raise SearchError(f"unknown history search mode '{mode}': use one of {', '.join(HISTORY_MODES)}")
+        raise InvalidSearchInput(f"unknown history search mode '{mode}': use one of {', '.join(HISTORY_MODES)}")
     response = HistoryResponse(query=request.query, mode=mode)
     started = time.perf_counter()
     scope = history_scope(request)
     limit = max(1, min(1000, int(request.limit or 10)))
     words = query_words(request.query)
     if mode == "vector" and not request.query.strip():
-        raise SearchError("empty query")
+        raise InvalidSearchInput("empty query")
     if mode == "keyword" or not words:
         rows = history_keyword(request, scope, k=limit)
         response.timings["keyword"] = (time.perf_counter() - started) * 1000
         scored = [(pk, score, {"keyword": round(score, 6)}) for pk, score in rows]
     elif mode == "vector":
         if history_embedded_fingerprint() is None:
-            raise SearchError("no commit is embedded yet: run `pmd embed`")
+            raise NotEmbedded("no commit is embedded yet")
         rows = history_vector(request, scope, k=limit, timings=response.timings)
         scored = [(pk, score, {"cosine": round(score, 6)}) for pk, score in rows]
     else:
@@ -68,7 +67,7 @@ def _hybrid(request: HistoryRequest, scope, limit: int, response: HistoryRespons
     else:
         try:
             vector = history_vector(request, scope, k=depth, timings=response.timings)
-        except BackendError as exc:
+        except LLMBackendError as exc:
             response.warnings.append(f"vector search unavailable ({exc}): keyword results only")
     if not vector:
         return [(pk, score, {"keyword": round(score, 6)}) for pk, score in keyword[:limit]]

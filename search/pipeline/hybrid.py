@@ -33,13 +33,13 @@ from indexing.chunking import chunk_markdown
 from indexing.markdown import searchable_text
 from indexing.models import Document
 from indexing.services.embedding import chunk_params_from_settings
-from indexing.llm import BackendTimeout, BackendUnavailable, get_backend, rerank_backend
+from indexing.errors import InvalidSearchInput, LLMBackendTimeout, LLMBackendUnavailable
+from indexing.llm import get_backend, rerank_backend
 from search.pipeline.deadline import run_concurrently
 from search.pipeline.expansion import (
     HYDE,
     LEX,
     VEC,
-    ExpansionError,
     QueryPlan,
     QueryVariant,
     cached_expansion,
@@ -66,7 +66,6 @@ from search.pipeline.signals import apply_signals, signal_weights
 from search.request import Mode, SearchRequest
 from search.results import SearchResponse, SearchResult
 from search.retrieval.common import (
-    SearchError,
     collection_ids_for,
     complete_snippets,
     request_access,
@@ -223,15 +222,12 @@ def strong_signal(results: list[SearchResult]) -> bool:
 def _plan(run: _Run) -> QueryPlan:
     text = run.request.query.strip()
     if not text and not run.request.searches:
-        raise SearchError("empty query")
+        raise InvalidSearchInput("empty query")
     collection_ids_for(run.request.collections, request_access(run.request))  # unknown names: a clear error before any work
-    try:
-        if run.request.searches:  # typed searches: no text to parse
-            plan = user_plan(" ".join(text.split()), [(kind.lower(), value) for kind, value in run.request.searches])
-        else:
-            plan = parse_query_document(text)
-    except ExpansionError as exc:
-        raise SearchError(str(exc)) from None
+    if run.request.searches:  # typed searches: no text to parse
+        plan = user_plan(" ".join(text.split()), [(kind.lower(), value) for kind, value in run.request.searches])
+    else:
+        plan = parse_query_document(text)
     if plan is None:
         return QueryPlan(original=text)
     for message in plan.warnings:
@@ -258,7 +254,7 @@ def _expand(run: _Run, query: str, intent: str | None) -> tuple[list[QueryVarian
     )
     run.timed("expand", since)
     error = outcome.errors.get("expand")
-    if outcome.timed_out or isinstance(error, BackendTimeout):
+    if outcome.timed_out or isinstance(error, LLMBackendTimeout):
         run.warn(f"query expansion by {model} took longer than {timeout:g}s and was skipped")
         return [], "none"
     if error is not None:
@@ -275,7 +271,7 @@ def _expand(run: _Run, query: str, intent: str | None) -> tuple[list[QueryVarian
 
 def _note_llm_error(run: _Run, error: BaseException) -> bool:
     """Remember (and say once) that the LLM server is unreachable: later stages skip it."""
-    if isinstance(error, BackendUnavailable):
+    if isinstance(error, LLMBackendUnavailable):
         if not run.llm_down:
             run.llm_down = str(error)
             run.warn(f"{error}: keyword results only (no expansion, vector search or re-ranking)")
@@ -340,7 +336,7 @@ def _retrieve(run: _Run, plan: QueryPlan, depth: int, lists: list[RankedList],
             if retriever == VECTOR:
                 if not _note_llm_error(run, error):
                     vector_failed.append(str(error) or type(error).__name__)
-            elif isinstance(error, SearchError):  # a variant the keyword parser rejects
+            elif isinstance(error, InvalidSearchInput):  # a variant the keyword parser rejects
                 run.warn(f"{name} skipped: {error}")
             else:
                 run.warn(f"{name} search failed: {type(error).__name__}: {error}")

@@ -32,7 +32,8 @@ import threading
 from dataclasses import dataclass, field
 
 from indexing.models import LLMCache
-from indexing.llm import BackendError, BackendTimeout, EndpointMissing, TokenLogprob
+from indexing.errors import LLMBackendError, LLMBackendTimeout, LLMEndpointMissing
+from indexing.llm import TokenLogprob
 from search.pipeline.deadline import run_concurrently
 
 LOGPROBS, RATING = "logprobs", "rating"
@@ -222,7 +223,7 @@ def _remember_method(backend, model: str, method: str) -> None:
 def judge(*, backend, model: str, query: str, document: str, intent: str | None = None) -> tuple[float, str]:
     """One relevance judgement → (confidence 0..1, method). HTTP only: safe in a thread.
 
-    Raises BackendError when the backend fails, ValueError when the answer is unusable.
+    Raises LLMBackendError when the backend fails, ValueError when the answer is unusable.
     """
     method = known_method(backend, model)
     if method != RATING:
@@ -283,14 +284,14 @@ def score_batch(*, backend, model: str, query: str, documents: list[str], method
                 api: str = "auto") -> tuple[list[float], str]:
     """Scores of a batch from a rerank endpoint (or the local cross-encoder) → (scores, method).
 
-    In `auto` mode a server without `/v1/rerank` is asked TEI's `/rerank`; EndpointMissing
+    In `auto` mode a server without `/v1/rerank` is asked TEI's `/rerank`; LLMEndpointMissing
     from both means the server only chats (the caller falls back to judging one by one)."""
     documents = [d[:MAX_DOCUMENT_CHARS] for d in documents]
     order = [method] + ([TEI] if api == "auto" and method == RERANK_API else [])
     for index, candidate in enumerate(order):
         try:
             scores = backend.rerank(query, documents, model=model, api=candidate)
-        except EndpointMissing:
+        except LLMEndpointMissing:
             if index + 1 < len(order):
                 continue
             raise
@@ -302,7 +303,7 @@ def score_batch(*, backend, model: str, query: str, documents: list[str], method
 def _fatal(_name: str, error: BaseException) -> bool:
     """Errors that every further judgement would repeat (down, model missing, no such
     endpoint): stop at the first. A timeout or an unusable answer concerns one item."""
-    return isinstance(error, BackendError) and not isinstance(error, BackendTimeout)
+    return isinstance(error, LLMBackendError) and not isinstance(error, LLMBackendTimeout)
 
 
 def rerank(
@@ -386,7 +387,7 @@ def _tell(outcome: RerankOutcome, result, *, method: str, failed: int, unjudged:
         outcome.error = str(fatal)  # no point listing the other symptoms
     elif result.errors:
         first = next(iter(result.errors.values()))
-        reason = str(first) if isinstance(first, (BackendError, ValueError)) else f"{type(first).__name__}: {first}"
+        reason = str(first) if isinstance(first, (LLMBackendError, ValueError)) else f"{type(first).__name__}: {first}"
         outcome.warnings.append(f"re-ranking failed for {failed} of {total} candidates ({reason})")
     if result.timed_out and fatal is None:
         outcome.warnings.append(
@@ -407,7 +408,7 @@ def _rerank_in_batches(outcome: RerankOutcome, *, backend, model, query, intent,
     }
     result = run_concurrently(calls, timeout=timeout, workers=concurrency, stop_on=_fatal)
     if api == "auto" and method == RERANK_API and not result.results and result.errors \
-            and all(isinstance(e, EndpointMissing) for e in result.errors.values()):
+            and all(isinstance(e, LLMEndpointMissing) for e in result.errors.values()):
         _remember_method(backend, model, LOGPROBS)
         return True
     fresh = []

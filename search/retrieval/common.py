@@ -1,22 +1,14 @@
-"""Small pieces every search mode shares: the user-facing error, collection filters, snippet cuts."""
+"""Small pieces every search mode shares: collection filters, snippet cuts."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
 from indexing.access import Access, collection_suggestions
-from indexing.errors import CollectionNotFound, InvalidSearchInput
+from indexing.errors import CollectionNotFound
 from indexing.models import Collection
 
 SNIPPET_CHARS = 300  # longest snippet piece cut from one long line
-
-
-class SearchError(InvalidSearchInput):
-    """Bad search input the user can fix (unknown collection, ...): shown as one line."""
-
-
-class SearchCollectionNotFound(CollectionNotFound, SearchError):
-    """A search restricted to a collection that does not exist: collection_not_found (404 on the API)."""
 
 
 def collection_ids_for(names: list[str] | None, access: Access) -> list[int] | None:
@@ -33,7 +25,7 @@ def collection_ids_for(names: list[str] | None, access: Access) -> list[int] | N
              if visible is None or pk in visible}
     missing = [n for n in wanted if n not in found]
     if missing:
-        raise SearchCollectionNotFound(name=missing[0], suggestions=collection_suggestions(missing[0], access))
+        raise CollectionNotFound(name=missing[0], suggestions=collection_suggestions(missing[0], access))
     return [found[n] for n in wanted]
 
 

@@ -22,13 +22,14 @@ from dataclasses import dataclass, field
 
 from django.db import connection, transaction
 
+from indexing.errors import InvalidSearchInput
 from indexing.access import Access
 from indexing.models import Commit, Document
 from indexing.paths import Selection
 from indexing.services.embedding import embedding_config, fingerprint_configured
 from search.filters import clean_glob, date_boundary, glob_to_regex
 from indexing.keyword import WORD, prepare_text
-from search.retrieval.common import SearchError, collection_ids_for
+from search.retrieval.common import collection_ids_for
 from search.retrieval.vector import planner_settings, query_embedding
 
 HISTORY_MODES = ("keyword", "vector", "hybrid")
@@ -245,7 +246,7 @@ def history_vector(request: HistoryRequest, scope: HistoryScope, *, k: int,
         timings["embed_query"] = (time.perf_counter() - started) * 1000
     dims, fp = int(fingerprint.dims), int(fingerprint.pk)
     if len(vector) != dims:
-        raise SearchError(f"query vector has {len(vector)} dimensions, the index {dims}")
+        raise InvalidSearchInput(f"query vector has {len(vector)} dimensions, the index {dims}")
     literal = "[" + ",".join(repr(float(x)) for x in vector) + "]"
     wanted = min(10_000, max(40, k * 4))
     filtered = any(key in scope.params for key in ("author", "after", "before", "paths"))

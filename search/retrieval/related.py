@@ -26,11 +26,11 @@ from dataclasses import dataclass, field
 
 from django.db import DatabaseError
 
+from indexing.errors import InvalidSearchInput
 from indexing.access import Access
 from indexing.models import Chunk, Document, DocumentLink
 from indexing.selectors import _visible_documents, document_resolve
 from indexing.services.embedding import embedding_config, fingerprint_configured
-from search.retrieval.common import SearchError
 from search.retrieval.vector import nearest_chunks
 
 LINK_BONUS = 0.5       # per direction: the note links to it / it links to the note
@@ -176,7 +176,7 @@ def _nearest(doc: Document, access: Access, *, want: int) -> tuple[dict[int, flo
     try:
         rows = nearest_chunks(fingerprint, mean, k=min(10_000, own_chunks + max(40, want * 4)),
                               collection_ids=access.collection_ids())
-    except (SearchError, DatabaseError) as exc:
+    except (InvalidSearchInput, DatabaseError) as exc:
         return {}, f"vector search is unavailable ({exc}): showing links and tags only"
     best: dict[int, float] = {}
     for row in rows:

@@ -47,7 +47,6 @@ from search.request import Mode, SearchRequest
 from search.results import SearchResponse, SearchResult
 from search.retrieval.common import (
     SNIPPET_CHARS,
-    SearchError,
     collection_ids_for,
     request_access,
     defer_snippet,
@@ -63,17 +62,13 @@ EXACT_FILTER_DOCUMENTS = 5000
 SNIPPET_LINES = 4
 
 
-class NotEmbedded(SearchError, errors.NotEmbedded):
-    """No vectors for the configured model: `pmd embed` first."""
-
-
 def vector_search(request: SearchRequest, *, exact: bool = False, snippets: bool = True) -> SearchResponse:
     """The `vsearch` service: one SearchRequest in, one SearchResponse out. `snippets=False`
     leaves snippets, lines and highlights to `complete_snippets` (hybrid search shows a few
     of the hits it fetches)."""
     query = request.query.strip()
     if not query:
-        raise SearchError("empty query")
+        raise errors.InvalidSearchInput("empty query")
     collection_ids = collection_ids_for(request.collections, request_access(request))
     config = embedding_config()
     response = SearchResponse(query=request.query, mode=Mode.VECTOR)
@@ -81,7 +76,7 @@ def vector_search(request: SearchRequest, *, exact: bool = False, snippets: bool
         raise _not_embedded(config.model)
 
     started = time.perf_counter()
-    # Backend errors (down, model missing) propagate as BackendError: adapters show them.
+    # Backend errors (down, model missing) propagate as LLMBackendError: adapters show them.
     vector, cached = query_embedding(query, model=config.model)
     fingerprint = fingerprint_configured(config, dims=len(vector))
     if fingerprint is None and cached:  # the model changed size since: ask it again
@@ -150,16 +145,15 @@ def query_embedding(query: str, *, model: str, use_cache: bool = True) -> tuple[
     return vector, False
 
 
-def _not_embedded(model: str, *, dims: int | None = None) -> NotEmbedded:
+def _not_embedded(model: str, *, dims: int | None = None) -> errors.NotEmbedded:
     """Nothing to search for this model: say whether other vectors are in the way."""
     held = [str(f) for f in EmbeddingFingerprint.objects.all()]
     if held:
-        return NotEmbedded(
+        return errors.NotEmbedded(
             f"the index holds embeddings from {', '.join(held)}, not from {model}{f' ({dims}d)' if dims else ''} "
-            "with the current chunk settings: run `pmd embed` to re-embed; "
-            "vector search never mixes models"
-        )
-    return NotEmbedded(f"nothing is embedded with {model} yet: run `pmd embed`")
+            "with the current chunk settings: the notes need embedding again; vector search never mixes models",
+            model=model)
+    return errors.NotEmbedded(f"nothing is embedded with {model} yet", model=model)
 
 
 def nearest_chunks(fingerprint: EmbeddingFingerprint, vector: list[float], *, k: int,
@@ -187,7 +181,7 @@ def _run_nearest(fingerprint: EmbeddingFingerprint, vector: list[float], *, k: i
                  ef_search: int | None = None, filters=None) -> list[tuple]:
     dims, fp = int(fingerprint.dims), int(fingerprint.pk)
     if len(vector) != dims:
-        raise SearchError(f"query vector has {len(vector)} dimensions, the index {dims}")
+        raise errors.InvalidSearchInput(f"query vector has {len(vector)} dimensions, the index {dims}")
     literal = "[" + ",".join(repr(float(x)) for x in vector) + "]"
     # `+ 0` keeps the planner off the collection_id index: a collection added since the
     # last ANALYZE is estimated at one row, and the plan then rescans the whole collection

@@ -43,7 +43,6 @@ from indexing.services.embedding.config import (
     fingerprint_configured,
     fingerprint_ensure,
 )
-from indexing.services.embedding.errors import EmbeddingError
 from indexing.services.embedding.hnsw import (
     HNSW_EF_CONSTRUCTION,
     HNSW_M,
@@ -71,7 +70,6 @@ __all__ = [
     "HNSW_M",
     "EmbedReport",
     "EmbeddingConfig",
-    "EmbeddingError",
     "ProgressCallback",
     "chunk_params_from_settings",
     "embed_pending",

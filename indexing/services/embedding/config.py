@@ -10,7 +10,7 @@ from django.conf import settings
 
 from indexing.chunking import ChunkParams
 from indexing.models import EmbeddingFingerprint
-from indexing.services.embedding.errors import EmbeddingError
+from indexing.errors import EmbeddingError
 from indexing.llm import EmbedPrompts, LLMBackend, embedding_prompts, get_backend
 
 

@@ -27,7 +27,7 @@ from indexing.services.embedding.config import (
     embedding_config,
     fingerprint_ensure,
 )
-from indexing.services.embedding.errors import EmbeddingError
+from indexing.errors import EmbeddingError
 from indexing.services.embedding.hnsw import hnsw_index_ensure, hnsw_index_exists
 from indexing.services.embedding.lock import (
     run_lock_release,
@@ -47,7 +47,8 @@ from indexing.services.jobs import (
     job_wait,
     jobs_recover,
 )
-from indexing.llm import BackendError, LLMBackend, get_backend
+from indexing.errors import LLMBackendError
+from indexing.llm import LLMBackend, get_backend
 
 ProgressCallback = Callable[[int, int, str], None]
 CONTENTS_PER_ROUND = 64  # contents loaded and chunked at a time
@@ -105,7 +106,7 @@ def embed_pending(
     backend = backend or get_backend()
     try:
         fingerprint = fingerprint_ensure(config=config, backend=backend)
-    except BackendError as exc:
+    except LLMBackendError as exc:
         if job is not None:
             job_fail(job, message=str(exc))
         raise
@@ -196,7 +197,7 @@ def _run(config: EmbeddingConfig, fingerprint: EmbeddingFingerprint, backend: LL
                     raise EmbeddingError(
                         f"model {fingerprint.model} returned {len(vector)}-dimensional vectors but reported "
                         f"{fingerprint.dims} dimensions: the server's copy looks broken or was replaced "
-                        f"while embedding; pull it again (`pmd models pull {fingerprint.model}`) and re-run `pmd embed`"
+                        f"while embedding; pull it again, then embed again"
                     )
             finished = _store(fingerprint, batch, vectors, remaining, stored)
             report.chunks += len(batch)
