@@ -101,6 +101,7 @@ class CollectionAdminForm(forms.ModelForm):
                     path=cleaned["root_path"], name=cleaned["name"], mask=cleaned.get("mask") or None,
                     ignore_patterns=cleaned.get("ignore_patterns") or None,
                     text_search_config=cleaned.get("text_search_config") or None,
+                    title_from=cleaned.get("title_from") or None,
                     allowed_roots=settings.PMD_COLLECTION_ROOTS, index="no", access=self.access,
                     visibility=visibility,
                 )
@@ -142,10 +143,10 @@ class CollectionAdmin(StaffAdmin):
     list_display = ("name", "visibility", "owner", "root_path", "mask", "active_documents", "last_indexed_at")
     list_filter = ("visibility",)
     search_fields = ("name", "root_path")
-    readonly_fields = ("owner", "created_at", "updated_at", "last_indexed_at")
+    readonly_fields = ("owner", "created_at", "updated_at", "last_indexed_at", "reading")
     filter_horizontal = ("shared_users", "shared_groups")
     fieldsets = (
-        (None, {"fields": ("name", "root_path", "mask", "ignore_patterns", "text_search_config")}),
+        (None, {"fields": ("name", "root_path", "mask", "ignore_patterns", "text_search_config", "title_from")}),
         ("Who sees it", {"fields": ("visibility", "owner", "shared_users", "shared_groups"),
                          "description": "Everyone signed in, the chosen groups and people, or only its owner "
                                         "(superusers see every collection)."}),
