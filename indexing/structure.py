@@ -192,7 +192,7 @@ def frontmatter_tags(frontmatter: dict) -> list[str]:
 # first character that ends it, so none rescans what another start already read.
 _NOT_TAG_RES = (
     re.compile(r"\]\([^)\n]*\)?"),
-    re.compile(r"^ {0,3}\[[^\]\n]+\]:[^\n]*", re.MULTILINE),
+    re.compile(r"^ {0,3}\[(?:[^\[\]\n]|\[[^\[\]\n]*\])+\]:[^\n]*", re.MULTILINE),
     re.compile(r"\b(?:[A-Za-z][A-Za-z0-9+.-]{1,31}://|www\.|mailto:)[^\s<>]*"),
     re.compile(r"</?[A-Za-z][A-Za-z0-9-]*(?:\s[^<>]*)?/?>|<[A-Za-z][A-Za-z0-9+.-]{1,31}:[^<>\s]*>"),
     re.compile(r"\{[ \t]*[#.][^{}\n]*\}[ \t]*$", re.MULTILINE),

@@ -279,7 +279,7 @@ def plain_title(heading: str) -> str:
     text = _ESCAPE_RE.sub(r"\1", text)
     text = re.sub("\x00(\\d+)\x00", lambda m: codes[int(m.group(1))], text)
     text = html.unescape(text)
-    return " ".join(text.split())[:TITLE_MAX]
+    return " ".join(text.split())[:TITLE_MAX].rstrip()
 
 
 def parse_markdown(raw: bytes, path: str, *, title_from: str = TITLE_FROM_HEADING) -> ParsedMarkdown:
