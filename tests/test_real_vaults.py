@@ -155,3 +155,19 @@ def test_tag_facets_are_short_with_a_more_control_and_a_filter_box(vaults):
     assert "section-" not in nav and "api-" not in nav
     titles = re.findall(r'<a class="title"[^>]*>([^<]*)</a>', page)
     assert titles and all(re.fullmatch(r"package-\d|queue-microtask", t) for t in titles)
+
+
+@pytest.mark.django_db
+def test_a_snippet_never_starts_in_the_frontmatter(vaults):
+    from indexing.access import Access
+    from search.request import SearchRequest
+    from search.retrieval.common import complete_snippets
+    from search.retrieval.keyword import keyword_search
+
+    collection_index(collection_create(path=vaults / "notes", name="notes"))
+    for snippets in (True, False):  # shown at once, or filled in later (hybrid's deferred snippets)
+        response = keyword_search(SearchRequest(query="draft setext", access=Access.local_user()), snippets=snippets)
+        [hit] = [r for r in response.results if r.path == "setext.md"]
+        complete_snippets([hit])
+        assert hit.line >= 5, (hit.snippet, hit.line)
+        assert "status:" not in hit.snippet and "aliases" not in hit.snippet
