@@ -66,6 +66,15 @@ class CollectionAdminForm(forms.ModelForm):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.saved_name = self.instance.name if self.instance.pk else None
+        if "title_from" in self.fields:  # left empty when adding: chosen by the folder (an Obsidian vault: file names)
+            self.fields["title_from"].required = False
+            if not self.instance.pk:
+                self.fields["title_from"].choices = [("", "automatic: the file name in an Obsidian vault, else headings"),
+                                                     *Collection.TitleFrom.choices]
+                self.initial["title_from"] = ""
+
+    def clean_title_from(self):
+        return self.cleaned_data.get("title_from") or (self.instance.title_from if self.instance.pk else "")
 
     def clean_root_path(self):
         value = self.cleaned_data["root_path"]
@@ -113,6 +122,7 @@ class CollectionAdminForm(forms.ModelForm):
             return cleaned
         self.instance = added.collection
         cleaned["root_path"] = added.collection.root_path  # the resolved folder, as the service stored it
+        cleaned["title_from"] = added.collection.title_from  # as the service chose it
         return cleaned
 
     def _post_clean(self):
