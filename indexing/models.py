@@ -25,6 +25,12 @@ class Collection(models.Model):
         SHARED = "shared", "chosen groups and people"
         PRIVATE = "private", "only its owner"
 
+    class TitleFrom(models.TextChoices):
+        """Where a note's title comes from (indexing.text.extract_title)."""
+
+        HEADING = "heading", "frontmatter title, else the first level-1 heading, else the file name"
+        FILENAME = "filename", "the file name (Obsidian's convention)"
+
     name = models.CharField(max_length=200, unique=True)
     root_path = models.CharField(max_length=4096)
     mask = models.CharField(max_length=500, default="**/*.md")
@@ -33,6 +39,13 @@ class Collection(models.Model):
         max_length=63, default="english",
         help_text="PostgreSQL text search configuration for stemming and stop words (english, simple, ...).",
     )
+    title_from = models.CharField(
+        max_length=10, choices=TitleFrom.choices, default=TitleFrom.HEADING,
+        help_text="where notes' titles come from; 'filename' is chosen for a folder holding .obsidian/",
+    )
+    # How the stored titles, tags and links were read (indexing.text.note_reading): when it is not
+    # how this pmd reads them, the next scan reads every note again, changed or not.
+    reading = models.CharField(max_length=40, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     last_indexed_at = models.DateTimeField(null=True, blank=True)

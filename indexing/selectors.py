@@ -223,6 +223,7 @@ def collections_overview(*, access: Access, only: Collection | None = None) -> l
             "name": c.name,
             "path": c.root_path,
             "mask": c.mask,
+            "title_from": c.title_from,
             "documents": c.active_documents,
             "inactive": c.inactive_documents,
             "problems": problems.get(c.id, 0),

@@ -6,8 +6,8 @@ are JSON-able: YAML dates arrive as ISO strings), the path and the mtime; no dat
 indexing.services.links resolves the links' targets within the collection.
 
 - tags: frontmatter `tags`/`tag` (a list, or a comma/space separated string) and inline `#tags`
-  in the body (not in code, comments or the frontmatter, not URL fragments, not `#123`), lower
-  case, without '#', unique and sorted;
+  in the body (not in code, math, comments, the frontmatter, link targets, URLs, HTML tags or a
+  heading's `{#id}`), holding a letter (not `#2024`), lower case, without '#', unique and sorted;
 - date: frontmatter `date`, else `created`, else a date in the file name (2025-03-14, 20250314,
   2025_03_14, 2025-03), else the file's mtime; an aware UTC datetime with where it came from
   (naive dates and times are read as UTC);
@@ -184,9 +184,35 @@ def frontmatter_tags(frontmatter: dict) -> list[str]:
                 continue
             for part in _TAG_SPLIT_RE.split(str(item)):
                 tag = _clean_tag(part)
-                if tag:
+                if tag and _is_tag(tag):
                     out.append(tag)
     return out
+
+
+# Where a '#' is not a tag though a blank may come before it: a link's target `[x]( #a)` and a
+# reference definition `[x]: #anchor` (tables of contents), URLs, autolinks and HTML tags (their
+# attributes), a heading's `{#id .class}`, and math `$…$`, `$$…$$`. Each pattern stops at the
+# first character that ends it, so none rescans what another start already read.
+_NOT_TAG_RES = (
+    re.compile(r"\]\([^)\n]*\)?"),
+    re.compile(r"^ {0,3}\[(?:[^\[\]\n]|\[[^\[\]\n]*\])+\]:[^\n]*", re.MULTILINE),
+    re.compile(r"\b(?:[A-Za-z][A-Za-z0-9+.-]{1,31}://|www\.|mailto:)[^\s<>]*"),
+    re.compile(r"</?[A-Za-z][A-Za-z0-9-]*(?:\s[^<>]*)?/?>|<[A-Za-z][A-Za-z0-9+.-]{1,31}:[^<>\s]*>"),
+    re.compile(r"\{[ \t]*[#.][^{}\n]*\}[ \t]*$", re.MULTILINE),
+    re.compile(r"\$\$[^$]*(?:\$(?!\$)[^$]*)*\$\$"),
+    re.compile(r"\$(?=[^\s$])[^$\n]*(?<=[^\s$])\$(?!\d)"),
+)
+
+
+def _tagless(body: str) -> str:
+    """`body` (already masked) with what holds no tags blanked out as well (same offsets)."""
+    spans = [m.span() for regex in _NOT_TAG_RES for m in regex.finditer(body)]
+    return _apply(body, spans)
+
+
+def _is_tag(tag: str) -> bool:
+    """Obsidian's rule: a tag is not only digits (`#2024`); here it holds a letter (not `#1-2`)."""
+    return bool(_LETTER_RE.search(tag))
 
 
 def inline_tags(text: str, *, mask: str | None = None) -> list[str]:
@@ -194,11 +220,12 @@ def inline_tags(text: str, *, mask: str | None = None) -> list[str]:
     body = mask if mask is not None else masked(text)
     if "#" not in body:
         return []
+    body = _tagless(body)
     out = []
     for m in _INLINE_TAG_RE.finditer(body):
         if m.start() and not body[m.start() - 1].isspace():
             continue
-        if not _LETTER_RE.search(m.group(1)):
+        if not _is_tag(m.group(1)):
             continue
         tag = _clean_tag(m.group(1))
         if tag:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import hashlib
+import html
 import re
 import time
 import tomllib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import date, datetime
 
@@ -15,10 +17,6 @@ _FRONTMATTER_RE = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n(?:---|\.\.\.)[ \t]*(?:
 # TOML frontmatter (Hugo, Zola, mdBook): `+++` lines around it.
 _TOML_FRONTMATTER_RE = re.compile(r"\A\+\+\+[ \t]*\r?\n(.*?)\r?\n\+\+\+[ \t]*(?:\r?\n|\Z)", re.S)
 FRONTMATTER_OPENINGS = ("---", "+++")
-# The heading's text is taken whole and its closing `#`s and blanks stripped in Python: a lazy
-# `(.+?)[ \t#]*$` retries the tail at every character (quadratic on a line of spaces).
-_ATX_HEADING_RE = re.compile(r"^ {0,3}#{1,6}[ \t]+(.+)$", re.M)
-_SETEXT_RE = re.compile(r"^(?! {4})(\S.*)\r?\n {0,3}(=+|-+)[ \t]*$", re.M)
 BINARY_SNIFF_BYTES = 8192
 
 
@@ -174,33 +172,164 @@ def strip_frontmatter(text: str) -> str:
     return text[match.end():] if match else text
 
 
-def extract_title(text: str, frontmatter: dict, fallback: str) -> str:
-    """Frontmatter `title`, else the first heading, else the file name."""
-    title = frontmatter.get("title")
-    if isinstance(title, (str, int, float)) and str(title).strip():
-        return str(title).strip()[:1000]
-    body = strip_frontmatter(text)
-    in_fence = False
-    for line in body.splitlines():
-        stripped = line.lstrip()
-        if stripped.startswith("```") or stripped.startswith("~~~"):
-            in_fence = not in_fence
-            continue
-        if in_fence:
-            continue
-        match = _ATX_HEADING_RE.match(line)
-        if match:
-            heading = match.group(1)
-            return (heading.rstrip(" \t#") or heading[0]).strip()[:1000]
-    setext = _SETEXT_RE.search(body)
-    if setext and setext.group(2).startswith("="):
-        return setext.group(1).strip()[:1000]
+# How notes are read (titles, tags, links): a change here that alters what is stored for an
+# unchanged note bumps it, so each collection's next scan reads every note again.
+NOTE_READING_VERSION = 3  # 3: the dialects (comments, callout markers, TOML frontmatter)
+
+
+def note_reading(title_from: str) -> str:
+    """What a collection's stored titles, tags and links were read with (Collection.reading)."""
+    return f"{NOTE_READING_VERSION}:{title_from}"
+
+
+TITLE_FROM_HEADING = "heading"
+TITLE_FROM_FILENAME = "filename"
+TITLE_MAX = 1000
+
+_H1_ATX_RE = re.compile(r" {0,3}#(?:[ \t]+(.*))?$")  # with .match on one line: `#` then a blank or nothing
+_SETEXT_H1_RE = re.compile(r" {0,3}=+[ \t]*$")
+_FENCE_LINE_RE = re.compile(r" {0,3}(`{3,}|~{3,})")
+_HTML_H1_OPEN_RE = re.compile(r"<h1(?:\s[^<>]*)?>", re.I)
+_HTML_H1_CLOSE = "</h1>"
+_PARAGRAPH_BREAK_RE = re.compile(r" {0,3}(?:[-*+>|]|#{1,6}(?:[ \t]|$)|\d{1,9}[.)]|<)")  # a line no setext text can be
+
+
+def extract_title(text: str, frontmatter: dict, fallback: str, *, title_from: str = TITLE_FROM_HEADING) -> str:
+    """Frontmatter `title`, else the first level-1 heading without its markup, else the file name;
+    with `title_from="filename"` (an Obsidian vault, where the file name is the title) the file name."""
     name = fallback.rsplit("/", 1)[-1]
-    return (name.rsplit(".", 1)[0] if "." in name else name)[:1000]
+    name = (name.rsplit(".", 1)[0] if "." in name else name)[:TITLE_MAX]
+    if title_from == TITLE_FROM_FILENAME:
+        return name
+    title = frontmatter.get("title")
+    if isinstance(title, (str, int, float)) and not isinstance(title, bool) and str(title).strip():
+        return str(title).strip()[:TITLE_MAX]
+    for heading in level1_headings(strip_frontmatter(text)):
+        plain = plain_title(heading)
+        if plain:  # a heading of badges only says nothing: the next one may
+            return plain
+    return name
 
 
-def parse_markdown(raw: bytes, path: str) -> ParsedMarkdown:
+def level1_headings(body: str) -> Iterator[str]:
+    """The body's level-1 headings (ATX `# x`, setext `x` over `===`, `<h1>x</h1>`) as written,
+    in order. Fenced code is skipped."""
+    fence = ""
+    paragraph: list[str] = []  # the lines a setext underline would make a heading
+    lines = body.splitlines()
+    for i, line in enumerate(lines):
+        opened = _FENCE_LINE_RE.match(line)
+        if fence:
+            if opened and opened.group(1)[0] == fence[0] and len(opened.group(1)) >= len(fence) \
+                    and not line[opened.end():].strip():
+                fence = ""
+            continue
+        if opened:
+            fence, paragraph = opened.group(1), []
+            continue
+        if paragraph and _SETEXT_H1_RE.match(line):
+            yield " ".join(paragraph)
+            paragraph = []
+            continue
+        atx = _H1_ATX_RE.match(line)
+        if atx:
+            yield _atx_text(atx.group(1) or "")
+        elif "<h1" in line[:_HTML_H1_MAX_CHARS].lower():
+            inner = _html_h1(lines, i)
+            if inner is not None:
+                yield inner
+        stripped = line.strip()
+        if not stripped or _PARAGRAPH_BREAK_RE.match(line) or (line.startswith("    ") and not paragraph):
+            paragraph = []
+        elif len(paragraph) < 5:
+            paragraph.append(stripped[:_HTML_H1_MAX_CHARS])
+
+
+def _atx_text(raw: str) -> str:
+    """An ATX heading's text: its closing `#`s (after a blank) and blanks stripped (`# C#` keeps its `#`)."""
+    kept = raw.strip(" \t")
+    if kept.endswith("#"):
+        before = kept.rstrip("#")
+        if not before or before.endswith((" ", "\t")):
+            kept = before.rstrip(" \t")
+    return kept
+
+
+_HTML_H1_MAX_LINES = 20
+_HTML_H1_MAX_CHARS = 4000
+
+
+def _html_h1(lines: list[str], i: int) -> str | None:
+    """`<h1 …>…</h1>` starting on line i (it may run over a few lines), its inner HTML; None if not one.
+    Only the next few lines, and a few thousand characters of them, are looked at."""
+    taken, size = [], 0
+    for line in lines[i:i + _HTML_H1_MAX_LINES]:
+        taken.append(line[:_HTML_H1_MAX_CHARS])
+        size += len(taken[-1])
+        if size > _HTML_H1_MAX_CHARS:
+            break
+    chunk = "\n".join(taken)
+    opening = _HTML_H1_OPEN_RE.search(chunk)
+    if opening is None or "\n" in chunk[:opening.start()]:
+        return None
+    close = chunk.lower().find(_HTML_H1_CLOSE, opening.end())
+    if close == -1:
+        return None
+    return chunk[opening.end():close]
+
+
+# --- a title without its markup ------------------------------------------------------------------
+
+_IMAGE_RE = re.compile(r"!\[[^\[\]\n]*\](?:\([^()\n]*(?:\([^()\n]*\)[^()\n]*)*\)|\[[^\[\]\n]*\])?")
+_LINK_RE = re.compile(r"\[([^\[\]\n]*)\](?:\([^()\n]*(?:\([^()\n]*\)[^()\n]*)*\)|\[[^\[\]\n]*\])")
+_WIKILINK_TITLE_RE = re.compile(r"!?\[\[([^\[\]\n|]*)(?:\|([^\[\]\n]*))?\]\]")
+_IMG_TAG_RE = re.compile(r"<(?:img|picture|source|svg|video)\b[^<>]*>", re.I)
+_HTML_TAG_RE = re.compile(r"</?[A-Za-z][A-Za-z0-9-]*(?:\s[^<>]*)?/?>")
+_AUTOLINK_RE = re.compile(r"<([A-Za-z][A-Za-z0-9+.-]{1,31}:[^<>\s]*)>")
+_HEADING_ID_RE = re.compile(r"\s*\{[#.][^{}\n]*\}\s*$")
+_EMPHASIS_RE = re.compile(r"(\*{1,3}|~~|==)(?=\S)(.+?)(?<=\S)\1")
+_UNDERSCORES_RE = re.compile(r"(?<![^\W_])(_{1,3})(?=\S)(.+?)(?<=\S)\1(?![^\W_])")  # not in snake_case
+_CODE_RE = re.compile(r"(`+)(.+?)\1")
+_ESCAPE_RE = re.compile(r"\\([!-/:-@\[-`{-~])")
+
+
+_TITLE_SOURCE_MAX = 4 * TITLE_MAX  # of a heading's markup: a title keeps TITLE_MAX characters
+
+
+def plain_title(heading: str) -> str:
+    """A heading as a person reads it: images and badges dropped, links reduced to their text,
+    emphasis and code marks removed, HTML tags removed and entities decoded, blanks collapsed."""
+    text = _HEADING_ID_RE.sub("", heading[:_TITLE_SOURCE_MAX])
+    codes: list[str] = []
+
+    def keep_code(m: re.Match) -> str:  # code is shown as written, without its backticks
+        codes.append(m.group(2).strip())
+        return f"\x00{len(codes) - 1}\x00"
+
+    text = _CODE_RE.sub(keep_code, text)
+    text = _IMG_TAG_RE.sub("", text)
+    text = _AUTOLINK_RE.sub(r"\1", text)
+    text = _HTML_TAG_RE.sub("", text)
+    for _ in range(3):  # a badge is an image inside a link: the image first, then the emptied link
+        before = text
+        text = _IMAGE_RE.sub("", text)
+        text = _LINK_RE.sub(r"\1", text)
+        if text == before:
+            break
+    text = _WIKILINK_TITLE_RE.sub(lambda m: m.group(2) or m.group(1).split("#")[0], text)
+    for _ in range(3):  # ***both*** and nested marks
+        before = text
+        text = _UNDERSCORES_RE.sub(r"\2", _EMPHASIS_RE.sub(r"\2", text))
+        if text == before:
+            break
+    text = _ESCAPE_RE.sub(r"\1", text)
+    text = re.sub("\x00(\\d+)\x00", lambda m: codes[int(m.group(1))], text)
+    text = html.unescape(text)
+    return " ".join(text.split())[:TITLE_MAX].rstrip()
+
+
+def parse_markdown(raw: bytes, path: str, *, title_from: str = TITLE_FROM_HEADING) -> ParsedMarkdown:
     text, warnings = decode(raw)
     frontmatter, fm_warnings = parse_frontmatter(text)
-    title = extract_title(text, frontmatter, path)
+    title = extract_title(text, frontmatter, path, title_from=title_from)
     return ParsedMarkdown(body=text, title=title, frontmatter=frontmatter, warnings=warnings + fm_warnings)

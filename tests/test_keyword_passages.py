@@ -33,15 +33,18 @@ def test_sections_at_headings_outside_fences():
     body = ("---\ntitle: Notes\n---\n\n# Notes\n\n## Alpha\n\nalpha text\n\n"
             "## Beta\n\n```sh\n# a comment, not a heading\n```\nbeta text\n")
     passages = split_passages("Notes", body)
-    assert [p.head for p in passages] == ["Notes", "Notes\nAlpha", "Notes\nBeta"]
-    assert "alpha text" in passages[1].body and "Alpha" not in passages[1].body  # headings go to the title field
-    assert "# a comment" in passages[2].body
+    # The frontmatter is no passage of its own (its snippet would be raw YAML): it joins the first
+    # section; "# Notes" has no text of its own either: it joins "## Alpha".
+    assert [p.head for p in passages] == ["Notes\nAlpha", "Notes\nBeta"]
+    assert "alpha text" in passages[0].body and "Alpha" not in passages[0].body  # headings go to the title field
+    assert "title: Notes" in passages[0].body
+    assert "# a comment" in passages[1].body
     lines = body.splitlines(keepends=True)
     for p in passages:  # ranges cover the body, in order, and agree with each other
         assert body[p.start_char:p.end_char] == "".join(lines[p.start_line - 1:p.end_line])
     assert passages[0].start_char == 0 and passages[-1].end_char == len(body)
-    assert [p.ordinal for p in passages] == [0, 1, 2]
-    assert passages[1].start_line == 5  # "# Notes" has no text of its own: it joins "## Alpha"
+    assert [p.ordinal for p in passages] == [0, 1]
+    assert passages[0].start_line == 1 and passages[1].start_line == 11
 
 
 def test_the_title_is_not_repeated_and_short_notes_are_one_passage():

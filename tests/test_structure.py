@@ -680,10 +680,13 @@ def test_frontmatter_too_long_or_too_deep_is_refused():
 
 
 def test_a_heading_of_spaces_gives_its_title():
-    assert extract_title("# a" + " " * 200_000 + "b ##\n", {}, "f.md") == "a" + " " * 999  # titles keep 1000 characters
+    # Blanks in a title are collapsed, and only its first few thousand characters are read.
+    assert extract_title("# a" + " " * 200_000 + "b ##\n", {}, "f.md") == "a"
+    assert extract_title("# a " + "b " * 200_000 + "##\n", {}, "f.md") == ("a " + "b " * 499)[:1000].rstrip()  # titles keep 1000 characters
     assert extract_title("#  a" + " " * 200_000 + "##\n", {}, "f.md") == "a"
-    assert extract_title("# C#\n", {}, "f.md") == "C"
-    assert extract_title("## Title ##  \n", {}, "f.md") == "Title"
+    assert extract_title("# C#\n", {}, "f.md") == "C#"  # CommonMark: a closing '#' follows a blank
+    assert extract_title("# Title ##  \n", {}, "f.md") == "Title"
+    assert extract_title("## Title ##  \n", {}, "f.md") == "f"  # level 2 is not a title
 
 
 def test_a_line_of_100k_links_keeps_the_first_ones_each_with_its_sentence():

@@ -41,6 +41,7 @@ as its best passage, in one SQL statement.
 
 from __future__ import annotations
 
+import bisect
 import math
 import re
 from typing import NamedTuple
@@ -51,6 +52,7 @@ from indexing.locks import KEYWORD_INDEX, advisory_lock_wait
 from indexing.models import Document
 from indexing.keyword.analysis import prepare_text
 from indexing.markdown import searchable_text
+from indexing.text import strip_frontmatter
 
 # The heading's text is taken whole and its closing " ##" cut in Python (_heading): a lazy
 # `(.+?)(?:[ \t]+#+)?[ \t]*$` retries its tail at every character, quadratic on a line of spaces.
@@ -90,8 +92,10 @@ def _heading(line: str) -> str | None:
     return kept
 
 
-def _sections(lines: list[str]) -> tuple[list[tuple[int, int, list[str]]], set[int]]:
-    """([first line, end line (exclusive), headings] per section, indexes of the heading lines)."""
+def _sections(lines: list[str], skip: int = 0) -> tuple[list[tuple[int, int, list[str]]], set[int]]:
+    """([first line, end line (exclusive), headings] per section, indexes of the heading lines).
+    The first `skip` lines (the frontmatter) join the first section: a passage of frontmatter
+    alone would give a snippet of raw YAML."""
     sections: list[tuple[int, int, list[str]]] = []
     heading_lines: set[int] = set()
     heads: list[str] = []
@@ -100,7 +104,7 @@ def _sections(lines: list[str]) -> tuple[list[tuple[int, int, list[str]]], set[i
     for i, line in enumerate(lines):
         text = line.rstrip(_LINE_ENDS)
         stripped = text.lstrip()
-        if not stripped:
+        if not stripped or i < skip:
             continue
         if stripped.startswith(_FENCES):
             marker, rest = _FENCE.match(stripped).groups()
@@ -148,7 +152,8 @@ def split_passages(title: str, body: str) -> list[Passage]:
     offsets = [0]
     for line in lines:
         offsets.append(offsets[-1] + len(line))
-    sections, heading_lines = _sections(lines)
+    frontmatter = len(body) - len(strip_frontmatter(body))
+    sections, heading_lines = _sections(lines, bisect.bisect_right(offsets, frontmatter) - 1 if frontmatter else 0)
     title = (title or "").strip()
     passages = []
     for start, end, heads in sections:

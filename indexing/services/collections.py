@@ -106,6 +106,7 @@ def collection_create(
     mask: str | None = None,
     ignore_patterns: list[str] | None = None,
     text_search_config: str | None = None,
+    title_from: str | None = None,
     allowed_roots: list[Path] | None = None,
     owner=None,
     visibility: str = Collection.Visibility.EVERYONE,
@@ -115,9 +116,11 @@ def collection_create(
 
     `allowed_roots`: None for the local CLI; the web UI, API and admin pass
     settings.PMD_COLLECTION_ROOTS. `access`: who asks (None: the local user); see
-    `collection_root_check` for the folders each may use.
+    `collection_root_check` for the folders each may use. `title_from`: None chooses (see
+    `title_from_for`).
     """
     root = collection_root_check(path=path, allowed_roots=allowed_roots, access=access)
+    title_from = title_from_for(root, title_from)
     name = _check_name(name or default_name_for(root))
     for glob in [mask or settings.PMD_DEFAULT_MASK, *(ignore_patterns or [])]:
         glob_regex(glob.strip())  # InvalidGlob now, not at every scan of the folder
@@ -133,11 +136,24 @@ def collection_create(
                 mask=(mask or settings.PMD_DEFAULT_MASK).strip(),
                 ignore_patterns=list(ignore_patterns or []),
                 text_search_config=text_search_config or settings.PMD_TEXT_SEARCH_CONFIG,
+                title_from=title_from,
                 owner=owner,
                 visibility=visibility,
             )
     except IntegrityError:
         raise _name_taken(name, access) from None
+
+
+def title_from_for(root: Path, asked: str | None) -> str:
+    """Where the titles of a new collection's notes come from: as asked, else from file names in an
+    Obsidian vault (a folder holding .obsidian/, where the file name is the note's title), else
+    from headings."""
+    if asked:
+        asked = asked.strip().lower()
+        if asked not in Collection.TitleFrom.values:
+            raise CollectionError(f"unknown title source '{asked}': use one of {', '.join(Collection.TitleFrom.values)}")
+        return asked
+    return Collection.TitleFrom.FILENAME if (root / ".obsidian").is_dir() else Collection.TitleFrom.HEADING
 
 
 def collection_get(name: str) -> Collection:

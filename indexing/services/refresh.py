@@ -112,7 +112,8 @@ class CollectionAdded:
 
 def collection_add(*, path: str | Path, name: str | None = None, mask: str | None = None,
                    ignore_patterns: list[str] | None = None, text_search_config: str | None = None,
-                   allowed_roots: list[Path] | None = None, index: Literal["now", "job", "no"] = "now",
+                   title_from: str | None = None, allowed_roots: list[Path] | None = None,
+                   index: Literal["now", "job", "no"] = "now",
                    progress: ProgressCallback | None = None, access: Access,
                    visibility: str = Collection.Visibility.EVERYONE) -> CollectionAdded:
     """Register a folder as a collection, then index it and ask for its embedding.
@@ -120,6 +121,7 @@ def collection_add(*, path: str | Path, name: str | None = None, mask: str | Non
     `index="now"` scans here (the CLI and `pmd up`, which show the report); `"job"` starts an
     index job (a worker, or a thread here) to follow (web UI, API); `"no"` only registers it.
     `allowed_roots`: None for the local CLI; the other faces pass PMD_COLLECTION_ROOTS.
+    `title_from`: "heading", "filename", or None to choose by the folder (an Obsidian vault: file names).
     The member who adds it (not the local user) owns it: they see it whatever its visibility."""
     require_write(access)
     if visibility not in Collection.Visibility.values:
@@ -127,7 +129,8 @@ def collection_add(*, path: str | Path, name: str | None = None, mask: str | Non
                               f"{', '.join(Collection.Visibility.values)}")
     owner = None if access.local else access.user
     collection = collection_create(path=path, name=name, mask=mask, ignore_patterns=ignore_patterns,
-                                   text_search_config=text_search_config, allowed_roots=allowed_roots,
+                                   text_search_config=text_search_config, title_from=title_from,
+                                   allowed_roots=allowed_roots,
                                    owner=owner, visibility=visibility, access=access)
     audit_record(access, "collection.add", collection.name, path=collection.root_path, visibility=visibility)
     added = CollectionAdded(collection)

@@ -34,7 +34,7 @@ from indexing.services.links import (
     links_store,
 )
 from indexing.structure import DATE_MTIME, Link, NoteStructure, frontmatter_names, note_date, note_structure
-from indexing.text import BinaryFile, parse_markdown
+from indexing.text import BinaryFile, note_reading, parse_markdown
 from indexing.keyword import keyword_index_update  # the BM25 index follows every scan
 
 ProgressCallback = Callable[[int, int, str], None]
@@ -280,6 +280,9 @@ def _collection_scan(
     }
     seen: set[str] = set()
     batch = _Batch(collection)
+    # Notes read by another pmd, or with another title setting: each is read again, changed or not.
+    reading = note_reading(collection.title_from)
+    reread = collection.reading != reading
 
     for done, (rel, abspath) in enumerate(files, start=1):
         if progress and (done % 50 == 0 or done == total):
@@ -298,7 +301,7 @@ def _collection_scan(
         if not stat_module.S_ISREG(st.st_mode):
             continue
         seen.add(rel)
-        if known and known[1] == st.st_mtime and known[2] == st.st_size:
+        if known and not reread and known[1] == st.st_mtime and known[2] == st.st_size:
             if known[4]:
                 report.unchanged += 1
             else:
@@ -322,7 +325,7 @@ def _collection_scan(
             report.issues.append(FileIssue(rel, f"cannot read: {exc.strerror}", "error"))
             continue
         try:
-            parsed = parse_markdown(raw, rel)
+            parsed = parse_markdown(raw, rel, title_from=collection.title_from)
         except BinaryFile as exc:
             report.skipped += 1
             report.issues.append(FileIssue(rel, str(exc)))
@@ -335,7 +338,7 @@ def _collection_scan(
         for warning in parsed.warnings:
             report.issues.append(FileIssue(rel, warning))
         digest = parsed.hash
-        if known and known[3] == digest:
+        if known and not reread and known[3] == digest:
             batch.touch(known[0], rel, st.st_mtime, st.st_size, reactivate=not known[4],
                         dated_by_mtime=known[5] == DATE_MTIME)
             if known[4]:
@@ -363,6 +366,9 @@ def _collection_scan(
     batch.deactivate = missing
     report.removed = len(missing)
     batch.flush(report, final=True)
+    if reread:
+        Collection.objects.filter(pk=collection.pk).update(reading=reading)
+        collection.reading = reading
     keyword_index_update(changed_document_ids=report.changed_document_ids,
                          removed_document_ids=report.removed_document_ids)
     report.elapsed = time.perf_counter() - started

@@ -65,6 +65,15 @@ class CollectionAdminForm(forms.ModelForm):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.saved_name = self.instance.name if self.instance.pk else None
+        if "title_from" in self.fields:  # left empty when adding: chosen by the folder (an Obsidian vault: file names)
+            self.fields["title_from"].required = False
+            if not self.instance.pk:
+                self.fields["title_from"].choices = [("", "automatic: the file name in an Obsidian vault, else headings"),
+                                                     *Collection.TitleFrom.choices]
+                self.initial["title_from"] = ""
+
+    def clean_title_from(self):
+        return self.cleaned_data.get("title_from") or (self.instance.title_from if self.instance.pk else "")
 
     def clean_root_path(self):
         value = self.cleaned_data["root_path"]
@@ -100,6 +109,7 @@ class CollectionAdminForm(forms.ModelForm):
                     path=cleaned["root_path"], name=cleaned["name"], mask=cleaned.get("mask") or None,
                     ignore_patterns=cleaned.get("ignore_patterns") or None,
                     text_search_config=cleaned.get("text_search_config") or None,
+                    title_from=cleaned.get("title_from") or None,
                     allowed_roots=settings.PMD_COLLECTION_ROOTS, index="no", access=self.access,
                     visibility=visibility,
                 )
@@ -111,6 +121,7 @@ class CollectionAdminForm(forms.ModelForm):
             return cleaned
         self.instance = added.collection
         cleaned["root_path"] = added.collection.root_path  # the resolved folder, as the service stored it
+        cleaned["title_from"] = added.collection.title_from  # as the service chose it
         return cleaned
 
     def _post_clean(self):
@@ -141,10 +152,10 @@ class CollectionAdmin(StaffAdmin):
     list_display = ("name", "visibility", "owner", "root_path", "mask", "active_documents", "last_indexed_at")
     list_filter = ("visibility",)
     search_fields = ("name", "root_path")
-    readonly_fields = ("owner", "created_at", "updated_at", "last_indexed_at")
+    readonly_fields = ("owner", "created_at", "updated_at", "last_indexed_at", "reading")
     filter_horizontal = ("shared_users", "shared_groups")
     fieldsets = (
-        (None, {"fields": ("name", "root_path", "mask", "ignore_patterns", "text_search_config")}),
+        (None, {"fields": ("name", "root_path", "mask", "ignore_patterns", "text_search_config", "title_from")}),
         ("Who sees it", {"fields": ("visibility", "owner", "shared_users", "shared_groups"),
                          "description": "Everyone signed in, the chosen groups and people, or only its owner "
                                         "(superusers see every collection)."}),

@@ -23,6 +23,7 @@ class CollectionOut(Schema):
     uri: str
     path: str | None = Field(None, description="the folder on the server (staff only)")
     mask: str
+    title_from: str = Field(..., description="heading (frontmatter title, first level-1 heading, file name) or filename")
     documents: int
     inactive: int
     problems: int
@@ -36,7 +37,7 @@ class CollectionOut(Schema):
 def _collection_row(row: dict, *, staff: bool) -> dict:
     """Where a collection lives and whom it is shared with are for staff: members see its name and counts."""
     return {"name": row["name"], "uri": f"pmd://{row['name']}/", "path": row["path"] if staff else None,
-            "mask": row["mask"],
+            "mask": row["mask"], "title_from": row["title_from"],
             "documents": row["documents"], "inactive": row["inactive"], "problems": row["problems"],
             "last_indexed_at": row["last_indexed_at"].isoformat() if row["last_indexed_at"] else None,
             "visibility": row["visibility"], "owner": row["owner"],
@@ -63,6 +64,8 @@ class CollectionIn(Schema):
     ignore: list[str] = []
     index: bool = Field(True, description="index it right away (a job)")
     visibility: str = Field("everyone", description="everyone, shared or private (share it afterwards)")
+    title_from: str | None = Field(None, description="heading or filename; default: filename for an Obsidian "
+                                                     "vault (a folder holding .obsidian/), else heading")
 
 
 class CollectionCreatedOut(Schema):
@@ -80,7 +83,7 @@ def _started(job) -> dict:
 def collection_add(request, body: CollectionIn):
     added = add_collection(path=body.path, name=body.name, mask=body.mask, ignore_patterns=body.ignore,
                            allowed_roots=settings.PMD_COLLECTION_ROOTS, index="job" if body.index else "no",
-                           access=request.auth, visibility=body.visibility)
+                           access=request.auth, visibility=body.visibility, title_from=body.title_from)
     return Status(201, {"collection": _collection_overview(request, added.collection.name),
                         "job": _started(added.job) if added.job else None})
 

@@ -23,6 +23,9 @@ def register(sub) -> None:
     add.add_argument("--mask", help="glob of files to index (default: **/*.md)")
     add.add_argument("--ignore", action="append", default=[], metavar="GLOB", help="ignore pattern (repeatable)")
     add.add_argument("--config", dest="text_search_config", help="text search configuration (english, simple, ...)")
+    add.add_argument("--title-from", choices=["heading", "filename"],
+                     help="where titles come from: the frontmatter title or first level-1 heading, or the file "
+                          "name (default: filename for an Obsidian vault, a folder holding .obsidian/; else heading)")
     add.add_argument("--no-index", action="store_true", help="register only; index later with `pmd update`")
     add.add_argument("--json", action="store_true")
     add.set_defaults(func=cmd_add)
@@ -105,7 +108,8 @@ def cmd_add(args) -> int:
     label = f"indexing {args.name or Path(args.path).expanduser().name}"
     with progress_bar(label, enabled=not args.json and not args.no_index) as progress:
         added = collection_add(path=args.path, name=args.name, mask=args.mask, ignore_patterns=args.ignore,
-                               text_search_config=args.text_search_config, index="no" if args.no_index else "now",
+                               text_search_config=args.text_search_config, title_from=args.title_from,
+                               index="no" if args.no_index else "now",
                                progress=progress, access=local_access())
     collection = added.collection
     if args.no_index:
@@ -118,7 +122,7 @@ def cmd_add(args) -> int:
         print_json(refreshed.report.as_dict())
     else:
         console.print(f"added collection [bold]{escape(collection.name)}[/] → {escape(collection.root_path)} "
-                      f"(mask {escape(collection.mask)})")
+                      f"(mask {escape(collection.mask)}, titles from {collection.title_from})")
         _print_report(refreshed.report, console=console)
         print_embedding(refreshed.report.changed_document_ids, refreshed.embedding, console=console)
     return 0
@@ -239,7 +243,7 @@ def cmd_show(args) -> int:
         print_json(data)
         return 0
     console = stdout_console()
-    for key in ("name", "path", "mask", "documents", "inactive", "last_indexed_at"):
+    for key in ("name", "path", "mask", "title_from", "documents", "inactive", "last_indexed_at"):
         console.print(f"[bold]{key}[/]: {escape(str(data[key]))}")
 
     console.print(f"[bold]visibility[/]: {escape(sharing_text(data))}")

@@ -56,6 +56,11 @@ class CollectionAddForm(forms.Form):
         help_text="Glob of files to index.",
         widget=forms.TextInput(attrs={"placeholder": "**/*.md", "autocomplete": "off"}),
     )
+    title_from = forms.ChoiceField(
+        label="Titles", required=False, initial="",
+        choices=[("", "Automatic"), ("heading", "From the first heading"), ("filename", "From the file name")],
+        help_text="Automatic: file names in an Obsidian vault (a folder holding .obsidian/), else headings.",
+    )
     # Sharing with chosen groups and people is done on the collection's row once it exists.
     visibility = forms.ChoiceField(
         label="Who sees it", initial=Visibility.EVERYONE, required=False,

@@ -46,6 +46,7 @@ from django.db import connection
 
 from indexing.markdown import without_comments
 from indexing.models import Collection, PathContext
+from indexing.text import strip_frontmatter
 from indexing.selectors import contexts_for
 from indexing.keyword import WORD, has_cjk, prepare_text
 from search.request import Mode, SearchRequest
@@ -287,9 +288,9 @@ def keyword_search(request: SearchRequest, *, snippets: bool = True) -> SearchRe
          date_source) in rows:
         text = without_comments(text or "")  # `%%…%%` is neither searched nor shown
         if doc_id in segments:
-            segments[doc_id].append((start_line, text))
+            segments[doc_id].append(_after_frontmatter(start_line, text))
             continue
-        segments[doc_id] = [(start_line, text)]
+        segments[doc_id] = [_after_frontmatter(start_line, text)]
         collection = collections.get(collection_id) or Collection.objects.get(id=collection_id)
         score = normalise(float(cover or 0.0), ideals.get(collection.text_search_config, fallback))
         if score >= request.min_score:
@@ -360,6 +361,15 @@ def _has_lexemes(parsed: ParsedQuery, configs: list[str]) -> bool:
 
 
 # --- snippets --------------------------------------------------------------------------
+
+def _after_frontmatter(first_line: int, text: str) -> tuple[int, str]:
+    """A passage without the note's frontmatter (the first passage holds it): its words are
+    searched, but a snippet never starts in raw YAML."""
+    if first_line != 1 or not text.startswith("---"):
+        return first_line, text
+    body = strip_frontmatter(text)
+    return first_line + text[:len(text) - len(body)].count("\n"), body
+
 
 _WORD_CACHE: dict[tuple[str, str], tuple[str, ...]] = {}
 _WORD_CACHE_MAX = 200_000

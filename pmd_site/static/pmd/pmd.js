@@ -90,6 +90,19 @@
     }
   });
 
+  // Tag facets behind "more": data-filter-tags="<selector of the list>" keeps the tags holding what is typed.
+  document.addEventListener("input", function (event) {
+    var box = event.target.closest && event.target.closest("[data-filter-tags]");
+    if (!box) return;
+    var list = document.querySelector(box.dataset.filterTags);
+    if (!list) return;
+    var wanted = box.value.trim().toLowerCase().replace(/^#/, "");
+    list.querySelectorAll("li").forEach(function (item) {
+      var link = item.querySelector("[data-tag]");
+      item.hidden = !!wanted && (!link || link.dataset.tag.toLowerCase().indexOf(wanted) === -1);
+    });
+  });
+
   // Forms that undo something ask first: data-confirm="<question>" (no inline handlers under the CSP).
   document.addEventListener("submit", function (event) {
     var form = event.target.closest && event.target.closest("form[data-confirm]");

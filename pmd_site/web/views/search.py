@@ -31,7 +31,8 @@ from pmd_site.web.rendering import highlight_snippet
 
 log = logging.getLogger(__name__)
 
-FACETS_SHOWN = 30  # tag facets on a results page; the rest is counted ("and N more tags")
+FACETS_FIRST = 10  # tag facets in view on a results page; the others behind "more", with a filter box
+FACETS_SHOWN = 100  # tag facets on a results page in all; the rest is counted ("and N more tags")
 CARD_TAGS_SHOWN = 12  # tags on one result card; the rest is counted
 
 
@@ -92,6 +93,16 @@ class TagFacets:
 
     shown: list[TagLink] = field(default_factory=list)
     more: int = 0
+
+    @property
+    def first(self) -> list[TagLink]:
+        """In view: the most frequent, and those the query filters by."""
+        return [t for i, t in enumerate(self.shown) if i < FACETS_FIRST or t.active]
+
+    @property
+    def rest(self) -> list[TagLink]:
+        """Behind the "more" control."""
+        return [t for i, t in enumerate(self.shown) if i >= FACETS_FIRST and not t.active]
 
     def __bool__(self) -> bool:
         return bool(self.shown)
