@@ -62,7 +62,8 @@ def dialects(db, tmp_path):
 
     target = tmp_path / "dialects"
     shutil.copytree(FIXTURE, target)
-    collection_add(path=target, name="dialects", access=Access.local_user())
+    # The fixture holds `.obsidian/`, where file names are titles; frontmatter titles are read here.
+    collection_add(path=target, name="dialects", access=Access.local_user(), title_from="heading")
     return Collection.objects.get(name="dialects")
 
 

@@ -14,7 +14,8 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 
 from indexing.models import Collection, Document
-from indexing.services.collections import CollectionError, collection_create
+from indexing.errors import InvalidCollection
+from indexing.services.collections import collection_create
 from indexing.services.scanning import collection_index
 from indexing.structure import note_structure
 from indexing.text import extract_title, parse_markdown, plain_title
@@ -107,7 +108,7 @@ def test_an_obsidian_vault_is_titled_by_file_names(vaults):
     collection_index(vault)
     titles = dict(Document.objects.filter(collection=vault).values_list("path", "title"))
     assert titles == {"Create a new base.md": "Create a new base", "Daily/Daily review.md": "Daily review"}
-    with pytest.raises(CollectionError, match="unknown title source"):
+    with pytest.raises(InvalidCollection, match="unknown title source"):
         collection_create(path=vaults / "readme", name="readme", title_from="h1")
     assert collection_create(path=vaults / "readme", name="readme", title_from="filename").title_from == "filename"
 

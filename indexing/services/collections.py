@@ -151,7 +151,7 @@ def title_from_for(root: Path, asked: str | None) -> str:
     if asked:
         asked = asked.strip().lower()
         if asked not in Collection.TitleFrom.values:
-            raise CollectionError(f"unknown title source '{asked}': use one of {', '.join(Collection.TitleFrom.values)}")
+            raise errors.InvalidCollection(f"unknown title source '{asked}': use one of {', '.join(Collection.TitleFrom.values)}")
         return asked
     return Collection.TitleFrom.FILENAME if (root / ".obsidian").is_dir() else Collection.TitleFrom.HEADING
 
