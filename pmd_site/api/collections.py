@@ -10,7 +10,7 @@ from indexing.selectors import collections_overview
 from indexing.services.collections import collection_remove
 from indexing.services.collections import collection_rename as rename
 from indexing.services.refresh import collection_add as add_collection
-from indexing.services.refresh import collection_embed_job, collection_index_job
+from indexing.services.refresh import collection_embed_job, collections_refresh
 from indexing.services.sharing import collection_share
 from pmd_site.api.auth import is_staff
 from pmd_site.api.schemas import ErrorOut, JobOut, job_row
@@ -129,7 +129,7 @@ def collection_delete(request, name: str):
 @router.post("/{name}/reindex", response={202: JobOut, 403: ErrorOut, 404: ErrorOut},
              summary="Re-scan the folder (staff); returns a job to follow at /api/jobs/{id}")
 def collection_reindex(request, name: str):
-    return Status(202, _started(collection_index_job(name=name, access=request.auth)))
+    return Status(202, _started(collections_refresh(names=[name], in_job=True, access=request.auth).job))
 
 
 @router.post("/{name}/embed", response={202: JobOut, 403: ErrorOut, 404: ErrorOut},

@@ -120,7 +120,7 @@ def cmd_add(args) -> int:
         console.print(f"added collection [bold]{escape(collection.name)}[/] → {escape(collection.root_path)} "
                       f"(mask {escape(collection.mask)})")
         _print_report(refreshed.report, console=console)
-        print_embedding(refreshed.report.changed_document_ids, refreshed.embedding, console=console)
+        print_embedding(refreshed.report.changed_document_ids, added.refresh.embedding, console=console)
     return 0
 
 
@@ -283,10 +283,11 @@ def cmd_update(args) -> int:
         def progress_for(collection):
             return stack.enter_context(progress_bar(f"indexing {collection.name}", enabled=not args.json))
 
-        results, embedding = collections_refresh(names=args.collections, pull=args.pull, progress_for=progress_for)
+        refreshed_all = collections_refresh(names=args.collections, pull=args.pull, progress_for=progress_for,
+                                            access=local_access())
     failed = 0
     out = []
-    for refreshed in results:
+    for refreshed in refreshed_all.collections:
         report, pulled, problem = refreshed.report, refreshed.pulled, refreshed.problem
         if pulled and pulled.ran and not args.json:
             style = "green" if pulled.ok else "red"
@@ -306,9 +307,8 @@ def cmd_update(args) -> int:
             _print_history(history, console=console)
     if args.json:
         print_json(out)
-    elif not results:
+    elif not refreshed_all.collections:
         console.print("no collections yet: `pmd collection add PATH`")
     else:
-        changed = any(r.changed for r in results)
-        print_embedding(changed, embedding, console=console)
+        print_embedding(refreshed_all.changed, refreshed_all.embedding, console=console)
     return 1 if failed else 0

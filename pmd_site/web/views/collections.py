@@ -23,7 +23,7 @@ from indexing.services.background import embedding_request
 from indexing.services.embedding import embedding_status
 from indexing.services.jobs import jobs_recover
 from indexing.services.refresh import collection_add as add_collection
-from indexing.services.refresh import collection_embed_job, collection_index_job
+from indexing.services.refresh import collection_embed_job, collections_refresh
 from indexing.services.sharing import collection_share as share_collection
 from pmd_site.web.errors import form_problems
 from pmd_site.web.forms import CollectionAddForm, CollectionShareForm
@@ -158,7 +158,7 @@ def _back_to_collections(request) -> HttpResponse:
 @staff_required
 @require_POST
 def collection_action(request, name: str, action: str):
-    start = {"reindex": collection_index_job, "embed": collection_embed_job}.get(action)
+    start = {"reindex": _reindex_job, "embed": collection_embed_job}.get(action)
     if start is None:
         raise Http404("unknown action")
     job = start(name=name, access=access_of(request))  # a collection they do not see: 404
@@ -167,6 +167,10 @@ def collection_action(request, name: str, action: str):
         return _job_fragment(request, job)
     messages.success(request, f"{action.capitalize()} of {collection.name} started.")
     return redirect("search:collections")
+
+
+def _reindex_job(*, name: str, access) -> Job:
+    return collections_refresh(names=[name], in_job=True, access=access).job
 
 
 def _job_fragment(request, job: Job) -> HttpResponse:
