@@ -69,6 +69,15 @@ class InvalidSearchInput(InvalidRequest):
     http_status = 422
 
 
+class EmptyQuery(InvalidSearchInput):
+    """A search with neither words nor a filter: refused once, in `search_run`, for every face."""
+
+    code = "empty_query"
+
+    def __init__(self, message: str = "empty query: a search needs words or a filter", suggestions=None):
+        super().__init__(message, suggestions)
+
+
 class NotEmbedded(InvalidSearchInput):
     """Vector search before anything is embedded with the configured model."""
 
