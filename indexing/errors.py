@@ -119,6 +119,12 @@ class InputRefused(InvalidRequest):
         return cls(f"the database refused this input: {first}" if first else "the database refused this input")
 
 
+class InvalidAccount(InvalidRequest):
+    """An account request that cannot be carried out (a name or password the rules refuse)."""
+
+    code = "invalid_account"
+
+
 class InvalidToken(InvalidRequest):
     code = "invalid_token"
 
@@ -173,6 +179,16 @@ class CollectionExists(Conflict):
     def __init__(self, message: str = "", suggestions: list[str] | None = None, *, name: str | None = None):
         if name is not None and not message:
             message = f"a collection named '{name}' already exists"
+        super().__init__(message, suggestions)
+        self.name = name
+
+
+class AccountExists(Conflict):
+    code = "account_exists"
+
+    def __init__(self, message: str = "", suggestions: list[str] | None = None, *, name: str | None = None):
+        if name is not None and not message:
+            message = f"an account named '{name}' already exists"
         super().__init__(message, suggestions)
         self.name = name
 

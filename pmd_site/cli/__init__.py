@@ -53,6 +53,8 @@ class CommandError(PmdError):
 CLI_HINTS = {
     "collection_exists": "choose another with --name, or `pmd collection remove {name}`",
     "collection_not_found": "see `pmd collection list`",
+    "account_exists": "`pmd user password {name}` sets a new password",
+    "user_not_found": "see `pmd user list`",
 }
 
 
