@@ -4,8 +4,7 @@ from django.conf import settings
 from ninja import Field, Router, Schema, Status
 from ninja.pagination import LimitOffsetPagination, paginate
 
-from indexing.access import collection_visible
-from indexing.selectors import collection_detail as collection_counts
+from indexing.selectors import collection_detail as detail_of
 from indexing.selectors import collections_overview
 from indexing.services.collections import collection_remove
 from indexing.services.collections import collection_rename as rename
@@ -33,8 +32,9 @@ class CollectionOut(Schema):
     shared_groups: list[str] = Field(default_factory=list, description="staff only")
 
 
-def _collection_row(row: dict, *, staff: bool) -> dict:
+def _collection_row(row, *, staff: bool) -> dict:
     """Where a collection lives and whom it is shared with are for staff: members see its name and counts."""
+    row = row.as_dict()
     return {"name": row["name"], "uri": f"pmd://{row['name']}/", "path": row["path"] if staff else None,
             "mask": row["mask"],
             "documents": row["documents"], "inactive": row["inactive"], "problems": row["problems"],
@@ -45,15 +45,14 @@ def _collection_row(row: dict, *, staff: bool) -> dict:
 
 def _collection_overview(request, name: str) -> dict:
     access = request.auth  # a collection the caller does not see: 404, as if it never existed
-    return _collection_row(collection_counts(collection_visible(name, access), access=access), staff=access.is_staff)
+    return _collection_row(detail_of(name=name, access=access), staff=access.is_staff)
 
 
 @router.get("", response=list[CollectionOut], summary="Collections you can see, with document counts")
 @paginate(LimitOffsetPagination)
 def collections_list(request):
     staff = is_staff(request)
-    rows = collections_overview(access=request.auth)
-    return [_collection_row(r, staff=staff) for r in sorted(rows, key=lambda r: r["name"])]
+    return [_collection_row(r, staff=staff) for r in collections_overview(access=request.auth)]  # by name
 
 
 class CollectionIn(Schema):

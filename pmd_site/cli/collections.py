@@ -135,9 +135,9 @@ def print_embedding(changed, job, *, console) -> None:
 def cmd_list(args) -> int:
     from indexing.selectors import collections_overview
 
-    rows = collections_overview(access=local_access())
+    rows = [r.as_dict() for r in collections_overview(access=local_access())]
     if args.json:
-        print_json([{k: v for k, v in r.items() if k != "collection"} for r in rows])
+        print_json(rows)
         return 0
     console = stdout_console()
     if not rows:
@@ -225,16 +225,11 @@ def cmd_share(args) -> int:
 
 def cmd_show(args) -> int:
     from indexing.selectors import collection_detail
-    from indexing.services.collections import collection_get
-    from indexing.services.history import history_status
 
-    collection = collection_get(args.name)
-    row = collection_detail(collection, access=local_access())
-    problems = list(collection.problems.values("path", "severity", "message"))
-    contexts = list(collection.contexts.values("path_prefix", "text"))
-    data = {k: v for k, v in row.items() if k != "collection"}
-    data.update(ignore=collection.ignore_patterns, text_search_config=collection.text_search_config,
-                contexts=contexts, problems=problems, history=history_status(collection))
+    detail = collection_detail(name=args.name, access=local_access())
+    contexts = detail.contexts
+    data = detail.as_dict() | {"ignore": detail.ignore, "text_search_config": detail.text_search_config,
+                               "contexts": contexts, "problems": detail.problem_list, "history": detail.history}
     if args.json:
         print_json(data)
         return 0
@@ -244,15 +239,15 @@ def cmd_show(args) -> int:
 
     console.print(f"[bold]visibility[/]: {escape(sharing_text(data))}")
     console.print(f"[bold]owner[/]: {escape(owner_text(data))}")
-    console.print(f"[bold]ignore[/]: {escape(', '.join(collection.ignore_patterns) or '-')}")
-    console.print(f"[bold]text search config[/]: {escape(collection.text_search_config)}")
+    console.print(f"[bold]ignore[/]: {escape(', '.join(detail.ignore) or '-')}")
+    console.print(f"[bold]text search config[/]: {escape(detail.text_search_config)}")
     history = data["history"]
     console.print(f"[bold]history[/]: {history['state']}, {history['commits']} commits"
                   + (f" ({escape(history['message'])})" if history["message"] else ""), highlight=False)
     for ctx in contexts:
-        uri = f"pmd://{collection.name}/{ctx['path_prefix']}"
+        uri = f"pmd://{detail.name}/{ctx['path_prefix']}"
         console.print(f"[bold]context[/] {escape(uri)}: {escape(ctx['text'])}")
-    for p in problems:
+    for p in detail.problem_list:
         console.print(f"[yellow]{p['severity']}[/] {escape(p['path'])}: {escape(p['message'])}")
     return 0
 
