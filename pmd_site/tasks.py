@@ -14,11 +14,11 @@ from celery import shared_task
 from celery.signals import worker_ready
 from django.conf import settings
 
+from indexing.access import Access
 from indexing.models import Collection, Job
 from indexing.services.background import task_register, workers_register
 from indexing.services.embedding_queue import embedding_job_run
 from indexing.services.jobs import job_create, jobs_recover
-from indexing.access import Access
 from indexing.services.refresh import collections_refresh
 
 from pmd_site.celery import broker_reachable, workers_available

@@ -1,7 +1,8 @@
 """Adding and refreshing collections: scan, then ask for the embedding of what changed.
 
 One path for every face: the CLI (`pmd collection add`, `pmd update`), `pmd up`'s folders,
-the web UI, the API, the admin actions, the index task and the watcher all end here, so
+the web UI, the API, the admin actions, the index and reconcile tasks and the watcher all call
+`collections_refresh` (or `collection_add`, which ends in it) and get one `RefreshResult`, so
 each leaves the same trace: documents indexed, and an embedding request for what changed.
 """
 
