@@ -67,7 +67,7 @@ def test_every_face_reaches_the_one_refresh_service(indexed_collection, refreshe
                                                     ollama):
     from indexing.services.tokens import token_create
     from pmd_site.tasks import reconcile
-    from pmd_site.watcher.loop import _reindex
+    from pmd_site.watcher.loop import _refresh
 
     name = indexed_collection.name
     seen: dict[str, list] = {}
@@ -78,7 +78,7 @@ def test_every_face_reaches_the_one_refresh_service(indexed_collection, refreshe
         seen[label] = list(refreshes)
 
     face("cli", lambda: run_cli("update"))
-    face("watcher", lambda: _reindex([name], {}))
+    face("watcher", lambda: _refresh([name], {}))
     face("beat", reconcile)
     api = Client(HTTP_AUTHORIZATION="Bearer " + token_create(user=boss, name="t", access=Access.local_user(),
                                                              can_write=True).raw)

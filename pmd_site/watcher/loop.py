@@ -162,7 +162,7 @@ def collections_for_changes(changes, targets: list[WatchTarget]) -> set[str]:
     return names
 
 
-def _reindex(names: list[str], state: dict) -> None:
+def _refresh(names: list[str], state: dict) -> None:
     try:
         summary = collections_refresh(names=names, missing="skip", access=Access.local_user()).logged_summary()
     except Exception:  # noqa: BLE001 - keep watching; the next event or reconcile retries
@@ -231,7 +231,7 @@ def run_watcher(
                 pending = set()
                 if names:
                     state["last_change_at"] = time.time()
-                    _reindex(sorted(names), state)
+                    _refresh(sorted(names), state)
                 if changes and new_folders(changes, targets, watched):
                     # Scanned again once the new folder is watched: files written into it meanwhile count.
                     pending = set(names)
