@@ -100,6 +100,15 @@ class InvalidSearchInput(InvalidRequest):
     http_status = 422
 
 
+class EmptyQuery(InvalidSearchInput):
+    """A search with neither words nor a filter: refused once, in `search_run`, for every face."""
+
+    code = "empty_query"
+
+    def __init__(self, message: str = "empty query: a search needs words or a filter", suggestions=None):
+        super().__init__(message, suggestions)
+
+
 class NotEmbedded(InvalidSearchInput):
     """Vector search before anything (or any commit) is embedded with the configured `model`."""
 
@@ -155,6 +164,12 @@ class InputRefused(InvalidRequest):
     def from_database(cls, exc: Exception) -> InputRefused:
         first = (str(exc).strip().splitlines() or [""])[0]
         return cls(f"the database refused this input: {first}" if first else "the database refused this input")
+
+
+class InvalidAccount(InvalidRequest):
+    """An account request that cannot be carried out (a name or password the rules refuse)."""
+
+    code = "invalid_account"
 
 
 class InvalidToken(InvalidRequest):
@@ -275,6 +290,16 @@ class CollectionExists(Conflict):
     def __init__(self, message: str = "", suggestions: list[str] | None = None, *, name: str | None = None):
         if name is not None and not message:
             message = f"a collection named '{name}' already exists"
+        super().__init__(message, suggestions)
+        self.name = name
+
+
+class AccountExists(Conflict):
+    code = "account_exists"
+
+    def __init__(self, message: str = "", suggestions: list[str] | None = None, *, name: str | None = None):
+        if name is not None and not message:
+            message = f"an account named '{name}' already exists"
         super().__init__(message, suggestions)
         self.name = name
 

@@ -204,32 +204,60 @@ def documents_list(target: str | None = None, *, access: Access, limit: int | No
     return list(qs[:limit] if limit else qs)
 
 
-def collections_overview(*, access: Access, only: Collection | None = None) -> list[dict]:
-    """Every collection `access` sees (or `only` that one) with its counts: the rows of `ls`,
-    `collection list|show`, the API's collections and the status report."""
+@dataclass
+class CollectionDetail:
+    """One collection as every face shows it: its counts and who sees it; with `collection_detail`
+    also its ignore patterns, contexts, file problems and git history. Faces shape it."""
+
+    collection: Collection
+    name: str
+    path: str
+    mask: str
+    title_from: str
+    documents: int
+    inactive: int
+    problems: int
+    last_indexed_at: object  # datetime | None
+    visibility: str
+    owner: str | None
+    shared_users: list[str]
+    shared_groups: list[str]
+    ignore: list[str]
+    text_search_config: str
+    contexts: list[dict] | None = None  # collection_detail only: [{path_prefix, text}]
+    problem_list: list[dict] | None = None  # collection_detail only: [{path, severity, message}]
+    history: dict | None = None  # collection_detail only: services.history.history_status
+
+    def as_dict(self) -> dict:
+        """The overview's fields (`collection list --json`, the faces' rows)."""
+        return {k: getattr(self, k) for k in OVERVIEW_FIELDS}
+
+
+OVERVIEW_FIELDS = ("name", "path", "mask", "title_from", "documents", "inactive", "problems", "last_indexed_at", "visibility",
+                   "owner", "shared_users", "shared_groups")
+
+
+def collections_overview(*, access: Access) -> list[CollectionDetail]:
+    """Every collection `access` sees with its counts: the rows of `ls`, `collection list`, the
+    API's and the web UI's collections, MCP's instructions and the status report."""
+    return _overview(visible_collections(access))
+
+
+def _overview(collections) -> list[CollectionDetail]:
     # Ordered here: Meta.ordering does not apply to a query that aggregates.
-    visible = (visible_collections(access).prefetch_related("shared_users", "shared_groups")
-               .select_related("owner").order_by("name"))
-    rows = (visible.filter(pk=only.pk) if only is not None else visible).annotate(
+    rows = collections.prefetch_related("shared_users", "shared_groups").select_related("owner").order_by("name").annotate(
         active_documents=Count("documents", filter=Q(documents__active=True)),
         inactive_documents=Count("documents", filter=Q(documents__active=False)),
     )
     problems = dict(
-        FileProblem.objects.values("collection").annotate(n=Count("id")).values_list("collection", "n")
+        FileProblem.objects.filter(collection__in=collections).values("collection").annotate(n=Count("id")).values_list("collection", "n")
     )
     return [
-        {
-            "collection": c,
-            "name": c.name,
-            "path": c.root_path,
-            "mask": c.mask,
-            "title_from": c.title_from,
-            "documents": c.active_documents,
-            "inactive": c.inactive_documents,
-            "problems": problems.get(c.id, 0),
-            "last_indexed_at": c.last_indexed_at,
-            **collection_sharing(c),
-        }
+        CollectionDetail(
+            collection=c, name=c.name, path=c.root_path, mask=c.mask, title_from=c.title_from, documents=c.active_documents,
+            inactive=c.inactive_documents, problems=problems.get(c.id, 0), last_indexed_at=c.last_indexed_at,
+            ignore=list(c.ignore_patterns or []), text_search_config=c.text_search_config, **collection_sharing(c),
+        )
         for c in rows
     ]
 
@@ -244,13 +272,22 @@ def collection_sharing(collection: Collection) -> dict:
     }
 
 
-def collection_detail(collection: Collection, *, access: Access) -> dict:
-    """One collection's overview row (`pmd collection show`, GET /api/collections/NAME)."""
-    rows = collections_overview(access=access, only=collection)
+def collection_detail(*, name: str, access: Access, problems_limit: int | None = None) -> CollectionDetail:
+    """One collection with everything a face shows of it (`pmd collection show`, GET
+    /api/collections/NAME, the web UI's row); a collection `access` does not see is the
+    CollectionNotFound of a name never created."""
+    from indexing.services.history import history_status
+
+    rows = _overview(visible_collections(access).filter(name=name))
     if not rows:
-        raise errors.CollectionNotFound(name=collection.name,
-                                        suggestions=collection_suggestions(collection.name, access))
-    return rows[0]
+        raise errors.CollectionNotFound(name=name, suggestions=collection_suggestions(name, access))
+    detail = rows[0]
+    collection = detail.collection
+    problems = collection.problems.values("path", "severity", "message")
+    detail.problem_list = list(problems[:problems_limit] if problems_limit else problems)
+    detail.contexts = list(collection.contexts.values("path_prefix", "text"))
+    detail.history = history_status(collection)
+    return detail
 
 
 DEFAULT_MULTI_GET_MAX_BYTES = 10 * 1024  # per document, unless the caller asks for another bound

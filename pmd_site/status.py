@@ -46,7 +46,7 @@ def _index(access) -> dict:
     counts["by_collection"] = [
         {"name": r["name"], "documents": r["documents"], "path": r["path"], "problems": r["problems"],
          "last_indexed_at": r["last_indexed_at"].isoformat() if r["last_indexed_at"] else None}
-        for r in collections_overview(access=access)
+        for r in (d.as_dict() for d in collections_overview(access=access))
     ]
     return {"ok": True, **counts}
 

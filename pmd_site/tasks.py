@@ -14,11 +14,12 @@ from celery import shared_task
 from celery.signals import worker_ready
 from django.conf import settings
 
+from indexing.access import Access
 from indexing.models import Collection, Job
 from indexing.services.background import task_register, workers_register
 from indexing.services.embedding_queue import embedding_job_run
 from indexing.services.jobs import job_create, jobs_recover
-from indexing.services.refresh import collection_refresh, reindex
+from indexing.services.refresh import collections_refresh
 
 from pmd_site.celery import broker_reachable, workers_available
 
@@ -64,7 +65,8 @@ def collection_index_task(collection_pk: int, job_id: str | None = None) -> dict
     collection = Collection.objects.filter(pk=collection_pk).first()
     if collection is None:
         return {"skipped": f"collection {collection_pk} no longer exists"}
-    refreshed = collection_refresh(collection=collection, job=_job(job_id, kind=Job.Kind.INDEX, collection=collection))
+    [refreshed] = collections_refresh(names=[collection.name], job=_job(job_id, kind=Job.Kind.INDEX, collection=collection),
+                                      access=Access.local_user()).collections
     return {"error": refreshed.problem} if refreshed.problem else refreshed.report.as_dict()
 
 
@@ -88,4 +90,4 @@ def _recover_jobs_at_start(**_) -> None:
 @shared_task(name="pmd_site.tasks.reconcile")
 def reconcile() -> dict:
     """Periodic safety net (PMD_RECONCILE_INTERVAL): re-index everything, embed what changed."""
-    return reindex(None, pull=settings.PMD_PULL_ON_RECONCILE)
+    return collections_refresh(pull=settings.PMD_PULL_ON_RECONCILE, access=Access.local_user()).logged_summary()

@@ -22,8 +22,8 @@ from indexing.errors import CollectionPathRefused, DocumentNotFound
 from indexing.selectors import document_resolve
 from indexing.services.collections import (
     collection_create,
-    collections_update,
 )
+from indexing.services.refresh import collections_refresh
 from indexing.services.scanning import collection_file_open, collection_files, collection_index
 from indexing.services.tokens import token_create
 from indexing.access import Access
@@ -147,7 +147,8 @@ def test_symlink_planted_by_git_pull_after_the_first_index_is_not_indexed(tmp_pa
     (origin / "linked").symlink_to(outside)
     subprocess.run([*git, "-C", str(origin), "add", "."], check=True)
     subprocess.run([*git, "-C", str(origin), "commit", "-qm", "plant links"], check=True)
-    [(report, pulled, error)] = collections_update(names=["repo"], pull=True)
+    [refreshed] = collections_refresh(names=["repo"], pull=True, access=Access.local_user()).collections
+    pulled, error = refreshed.pulled, refreshed.problem
 
     assert pulled.ok and (clone / "shadow.md").is_symlink() and error is None
     assert _paths(collection) == {"readme.md"}
@@ -178,11 +179,13 @@ def test_git_pull_runs_no_hook_and_pulls_only_a_checkout_s_top_folder(tmp_path):
     subprocess.run([*git, "-C", str(origin), "add", "."], check=True)
     subprocess.run([*git, "-C", str(origin), "commit", "-qm", "second"], check=True)
 
-    [(_, pulled, error)] = collections_update(names=["docs"], pull=True)
+    [refreshed] = collections_refresh(names=["docs"], pull=True, access=Access.local_user()).collections
+    pulled, error = refreshed.pulled, refreshed.problem
     assert error is None and not pulled.ran and "not its top" in pulled.output
     assert not (clone / "new.md").exists() and not (clone / "docs" / "more.md").exists()
 
-    [(_, pulled, error)] = collections_update(names=["repo"], pull=True)
+    [refreshed] = collections_refresh(names=["repo"], pull=True, access=Access.local_user()).collections
+    pulled, error = refreshed.pulled, refreshed.problem
     assert error is None and pulled.ran and pulled.ok, pulled.output
     assert (clone / "new.md").exists()
     assert not marker.exists()

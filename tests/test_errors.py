@@ -138,8 +138,8 @@ def test_api_answers_401_403_422_with_a_stable_code(db, staff, django_user_model
     assert invalid.status_code == 422 and body["code"] == "invalid_input"
     assert body["message"].startswith("invalid request: limit:") and body["errors"]
     empty = member_api.post("/api/search", {"query": "   "}, content_type="application/json")
-    assert empty.status_code == 422 and empty.json() == {"message": "query is empty", "suggestions": [],
-                                                         "code": "invalid_input"}
+    assert empty.status_code == 422 and empty.json() == {"message": "empty query: a search needs words or a filter",
+                                                         "suggestions": [], "code": "empty_query"}
 
 
 def test_token_throttled_is_a_pmd_error_the_api_answers_429_with_retry_after(db, staff, settings):

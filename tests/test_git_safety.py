@@ -133,7 +133,8 @@ def _pull_world(tmp_path):
 
 def test_pull_runs_nothing_the_repositorys_config_names(tmp_path):
     from indexing.models import Commit
-    from indexing.services.refresh import collection_refresh
+    from indexing.access import Access
+    from indexing.services.refresh import collections_refresh
 
     collection, notes, _, new = _pull_world(tmp_path)
     marker = tmp_path / "ran.log"
@@ -142,7 +143,7 @@ def test_pull_runs_nothing_the_repositorys_config_names(tmp_path):
     git(notes, "config", "remote.origin.uploadpack", programs["uploadpack"])
     git(notes, "remote", "add", "other", str(tmp_path / "remote.git"))
     git(notes, "config", "remote.other.uploadpack", programs["uploadpack"])
-    refreshed = collection_refresh(collection=collection, pull=True, embed=False)
+    [refreshed] = collections_refresh(names=[collection.name], pull=True, access=Access.local_user()).collections
     assert refreshed.pulled.ran and refreshed.pulled.ok, refreshed.pulled.output
     assert (notes / "pulled.md").read_text().startswith("# Pulled")  # no smudge filter: the file as committed
     assert Commit.objects.filter(collection=collection, sha=new).exists()
@@ -160,7 +161,8 @@ def _alive(pid: int) -> bool:
 def test_a_pull_that_hangs_is_killed_with_everything_it_started(tmp_path, settings, monkeypatch):
     """The remote never answers (an ssh that sleeps): after PMD_GIT_PULL_TIMEOUT, git and its
     children are gone, and the refresh reports the timeout."""
-    from indexing.services.refresh import collection_refresh
+    from indexing.access import Access
+    from indexing.services.refresh import collections_refresh
 
     collection, notes, _, _ = _pull_world(tmp_path)
     git(notes, "remote", "set-url", "origin", "ssh://git@unreachable.invalid/notes.git")
@@ -171,7 +173,7 @@ def test_a_pull_that_hangs_is_killed_with_everything_it_started(tmp_path, settin
     (fake / "ssh").chmod(0o755)
     monkeypatch.setenv("PATH", f"{fake}{os.pathsep}{os.environ['PATH']}")
     settings.PMD_GIT_PULL_TIMEOUT = 3
-    refreshed = collection_refresh(collection=collection, pull=True, embed=False)
+    [refreshed] = collections_refresh(names=[collection.name], pull=True, access=Access.local_user()).collections
     assert refreshed.pulled.ran and not refreshed.pulled.ok
     assert "timed out" in refreshed.pulled.output
     started = [int(p) for p in pids.read_text().split()]

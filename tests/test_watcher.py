@@ -8,7 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from pmd_site.watcher import WatchTarget, collections_for_changes, reindex
+from indexing.access import Access
+from indexing.services.refresh import collections_refresh
+from pmd_site.watcher import WatchTarget, collections_for_changes
+
+
+def reindex(names):
+    """What the watcher asks of the one refresh service for a batch of file events."""
+    return collections_refresh(names=names, missing="skip", access=Access.local_user()).logged_summary()
 
 
 def test_changes_map_to_the_collections_that_contain_them(tmp_path):

@@ -12,8 +12,14 @@ from django.db import connection
 
 from indexing.models import Document
 from indexing.services.collections import collection_create, collection_remove
-from pmd_site.watcher import reindex, run_watcher
 from indexing.access import Access
+from indexing.services.refresh import collections_refresh
+from pmd_site.watcher import run_watcher
+
+
+def reindex(names):
+    """What the watcher asks of the one refresh service for a batch of file events."""
+    return collections_refresh(names=names, missing="skip", access=Access.local_user()).logged_summary()
 
 SUMMARY_KEYS = {"collections", "changed", "removed", "embedding_task", "seconds", "reports", "skipped", "commits"}
 

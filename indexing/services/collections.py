@@ -1,4 +1,4 @@
-"""Creating, renaming, removing and refreshing collections."""
+"""Creating, renaming and removing collections (refreshing them: services/refresh.py)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,6 @@ from indexing.git import GitTimedOut, git_run
 from indexing.models import Collection
 from indexing.paths import glob_regex
 from indexing.services.audit import audit_record
-from indexing.services.scanning import ProgressCallback, ScanReport, collection_index
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
 
@@ -230,22 +229,3 @@ def collection_git_pull(collection: Collection, *, timeout: float | None = None)
         return PullResult(collection.name, ran=True, ok=False, output=f"git pull could not run: {exc}")
     return PullResult(collection.name, ran=True, ok=result.returncode == 0,
                       output=(result.stdout + result.stderr).strip())
-
-
-def collections_update(
-    *,
-    names: list[str] | None = None,
-    pull: bool = False,
-    progress_for: "callable | None" = None,
-) -> list[tuple[ScanReport | None, PullResult | None, str | None]]:
-    """Re-index collections (all by default); each entry is (report, pull result, error)."""
-    collections = [collection_get(n) for n in names] if names else list(Collection.objects.all())
-    results = []
-    for collection in collections:
-        pulled = collection_git_pull(collection) if pull else None
-        progress: ProgressCallback | None = progress_for(collection) if progress_for else None
-        try:
-            results.append((collection_index(collection, progress=progress), pulled, None))
-        except FileNotFoundError as exc:
-            results.append((None, pulled, str(exc)))
-    return results

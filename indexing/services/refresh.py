@@ -1,7 +1,8 @@
 """Adding and refreshing collections: scan, then ask for the embedding of what changed.
 
 One path for every face: the CLI (`pmd collection add`, `pmd update`), `pmd up`'s folders,
-the web UI, the API, the admin actions, the index task and the watcher all end here, so
+the web UI, the API, the admin actions, the index and reconcile tasks and the watcher all call
+`collections_refresh` (or `collection_add`, which ends in it) and get one `RefreshResult`, so
 each leaves the same trace: documents indexed, and an embedding request for what changed.
 """
 
@@ -9,14 +10,14 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Literal
 
 from django.db import close_old_connections, connection
 
 from indexing import errors
-from indexing.access import Access, collection_visible, require_write
+from indexing.access import Access, collection_visible, require_write, visible_collections
 from indexing.models import Collection, Job
 from indexing.services.audit import audit_record
 from indexing.services.background import NoWorker, embedding_request, index_request
@@ -24,7 +25,6 @@ from indexing.services.history import HistoryReport, history_index
 from indexing.services.collections import (
     PullResult,
     collection_create,
-    collection_get,
     collection_git_pull,
 )
 from indexing.services.jobs import JobProgress, job_fail, job_finish, job_start
@@ -35,15 +35,13 @@ log = logging.getLogger("pmd.watcher")
 
 @dataclass
 class Refreshed:
-    """What one refresh did: the scan's report (None if the folder is gone), the git pull, the
-    problem that stopped the scan, and the embedding request it made (None: nothing to embed,
-    or nothing could take the request)."""
+    """One collection's part of a refresh: the scan's report (None if the folder is gone), the
+    git pull, the problem that stopped the scan, and the commits read after it."""
 
     collection: str
     report: ScanReport | None
     pulled: PullResult | None = None
     problem: str | None = None
-    embedding: Job | None = None
     history: HistoryReport | None = None  # the commits read after the scan (collections in a git work tree)
 
     @property
@@ -52,13 +50,9 @@ class Refreshed:
         return bool((self.report and self.report.changed_document_ids) or (self.history and self.history.added))
 
 
-def collection_refresh(*, collection: Collection, pull: bool = False, job: Job | None = None,
-                       progress: ProgressCallback | None = None, embed: bool = True,
-                       no_worker: NoWorker = "queue") -> Refreshed:
-    """Scan one collection (after `git pull` with `pull`), then ask for embedding if anything changed.
-
-    With `job`, the scan is recorded in it (the index task's job). `embed=False` leaves the
-    embedding request to a caller that refreshes several collections (`collections_refresh`)."""
+def _collection_scan(collection: Collection, *, pull: bool, progress: ProgressCallback | None,
+                     job: Job | None = None) -> Refreshed:
+    """Scan one collection (after `git pull` with `pull`); with `job`, the scan is recorded in it."""
     pulled = collection_git_pull(collection) if pull else None
     if job is not None:
         job_start(job)
@@ -72,22 +66,90 @@ def collection_refresh(*, collection: Collection, pull: bool = False, job: Job |
     if job is not None:
         job_finish(job, result=report.as_dict(), message=f"{report.added} added, {report.updated} updated, "
                                                          f"{report.removed} removed, {report.errors} errors")
-    refreshed = Refreshed(collection.name, report, pulled, history=_history(collection, progress))
-    if embed and refreshed.changed:
-        refreshed.embedding = embedding_request(no_worker=no_worker)
-    return refreshed
+    return Refreshed(collection.name, report, pulled, history=_history(collection, progress))
 
 
-def collections_refresh(*, names: list[str] | None = None, pull: bool = False,
+@dataclass
+class RefreshResult:
+    """What a refresh did, whichever face asked: each collection scanned here, the names skipped
+    (removed before their scan), the one embedding request for what changed, and the index job
+    started instead of scanning here (`in_job`)."""
+
+    collections: list[Refreshed] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    embedding: Job | None = None
+    job: Job | None = None
+    seconds: float = 0.0
+
+    @property
+    def changed(self) -> bool:
+        return any(r.changed for r in self.collections)
+
+    def logged_summary(self) -> dict:
+        """The numbers of a refresh nobody watches (the watcher, the reconcile task, the heartbeat),
+        after logging its problems: a missing folder, a failed git pull, skipped collections."""
+        for refreshed in self.collections:
+            pulled = refreshed.pulled
+            if refreshed.problem:
+                log.warning("%s", refreshed.problem)
+            elif pulled is not None and pulled.ran and not pulled.ok:
+                log.warning("git pull %s failed: %s", pulled.collection, pulled.output)
+        if self.skipped:
+            log.info("skipped: collection %s no longer exists", ", ".join(self.skipped))
+        done = [r for r in self.collections if not r.problem]
+        reports = [r.report.as_dict() | ({"history": r.history.as_dict()} if r.history else {}) for r in done]
+        return {
+            "collections": [r.collection for r in done],
+            "changed": sum(len(r.report.changed_document_ids) for r in done),
+            "removed": sum(len(r.report.removed_document_ids) for r in done),
+            "commits": sum(r.history.added for r in done if r.history),
+            "embedding_task": str(self.embedding.pk) if self.embedding else None,
+            "seconds": round(self.seconds, 3),
+            "reports": reports,
+            "skipped": list(self.skipped),
+        }
+
+
+def collections_refresh(*, access: Access, names: list[str] | None = None, pull: bool = False,
+                        in_job: bool = False, job: Job | None = None, missing: Literal["error", "skip"] = "error",
                         progress_for: Callable[[Collection], ProgressCallback | None] | None = None,
-                        no_worker: NoWorker = "queue") -> tuple[list[Refreshed], Job | None]:
-    """Refresh several collections (all by default; InvalidCollection for an unknown name), then
-    ask once for the embedding of what changed in any of them."""
-    results = [collection_refresh(collection=c, pull=pull, embed=False,
-                                  progress=progress_for(c) if progress_for else None)
-               for c in _collections(names)]
-    changed = any(r.changed for r in results)
-    return results, (embedding_request(no_worker=no_worker) if changed else None)
+                        no_worker: NoWorker = "queue") -> RefreshResult:
+    """Refresh collections (all `access` sees by default): scan what changed, then ask once for
+    the embedding of it.
+
+    The one refresh of every face: `pmd update`, `pmd up`, the watcher, the reconcile and index
+    tasks, and, with `in_job` (staff start an index job to follow; its task calls this again
+    with the `job` to record the scan in), the web UI, the API and the admin. `missing="skip"`:
+    a collection removed between a file event and its scan is listed in `skipped`, not an error."""
+    if in_job:
+        require_write(access)
+        [name] = names  # one collection per job
+        return _refresh(collection_visible(name, access), access=access, in_job=True)
+    skipped: list[str] = []
+    collections = _collections(names, access, missing, skipped)
+    return _refresh(*collections, access=access, pull=pull, job=job, progress_for=progress_for,
+                    no_worker=no_worker, skipped=skipped)
+
+
+def _refresh(*collections: Collection, access: Access, in_job: bool = False, pull: bool = False,
+             job: Job | None = None, progress_for=None, no_worker: NoWorker = "queue",
+             skipped: list[str] | None = None) -> RefreshResult:
+    """`collections_refresh` once the collections are known (`collection_add` starts here: a
+    collection just added may lie outside what a token names)."""
+    if in_job:
+        [collection] = collections
+        return RefreshResult(job=index_request(collection=collection, created_by=None if access.local else access.user))
+    started = time.perf_counter()
+    if not connection.in_atomic_block:  # a long-running loop must not reuse a dropped connection
+        close_old_connections()
+    result = RefreshResult(skipped=list(skipped or []))
+    for collection in collections:
+        result.collections.append(_collection_scan(collection, pull=pull, job=job,
+                                                   progress=progress_for(collection) if progress_for else None))
+    if result.changed:
+        result.embedding = embedding_request(no_worker=no_worker)
+    result.seconds = time.perf_counter() - started
+    return result
 
 
 def _history(collection: Collection, progress: ProgressCallback | None) -> HistoryReport | None:
@@ -99,15 +161,32 @@ def _history(collection: Collection, progress: ProgressCallback | None) -> Histo
         return None
 
 
-def _collections(names: list[str] | None) -> list[Collection]:
-    return [collection_get(n) for n in names] if names else list(Collection.objects.all())
+def _collections(names: list[str] | None, access: Access, missing: str, skipped: list[str]) -> list[Collection]:
+    if names is None:
+        return list(visible_collections(access).order_by("name"))
+    found = []
+    for name in names:
+        try:
+            found.append(collection_visible(name, access))
+        except errors.CollectionNotFound:
+            if missing != "skip":
+                raise
+            skipped.append(name)
+    return found
 
 
 @dataclass
 class CollectionAdded:
     collection: Collection
-    refreshed: Refreshed | None = None  # index="now"
-    job: Job | None = None  # index="job"
+    refresh: RefreshResult | None = None  # index="now": the scan here; index="job": the job started
+
+    @property
+    def refreshed(self) -> Refreshed | None:
+        return self.refresh.collections[0] if self.refresh and self.refresh.collections else None
+
+    @property
+    def job(self) -> Job | None:
+        return self.refresh.job if self.refresh else None
 
 
 def collection_add(*, path: str | Path, name: str | None = None, mask: str | None = None,
@@ -134,74 +213,13 @@ def collection_add(*, path: str | Path, name: str | None = None, mask: str | Non
                                    owner=owner, visibility=visibility, access=access)
     audit_record(access, "collection.add", collection.name, path=collection.root_path, visibility=visibility)
     added = CollectionAdded(collection)
-    if index == "now":
-        added.refreshed = collection_refresh(collection=collection, progress=progress)
-    elif index == "job":
-        added.job = index_request(collection=collection, created_by=owner)
+    if index != "no":
+        added.refresh = _refresh(collection, access=access, in_job=index == "job", progress_for=lambda _: progress)
     return added
 
 
-def reindex(names: list[str] | None, *, pull: bool = False) -> dict:
-    """Re-index some collections (all with None), then queue embedding; a summary for logs.
-
-    The watcher's and the reconcile task's service. A collection removed between the file
-    event and the scan is skipped (and listed under `skipped`); the others are still
-    indexed. The summary has the same keys either way."""
-    if not connection.in_atomic_block:  # a long-running loop must not reuse a dropped connection
-        close_old_connections()
-    started = time.perf_counter()
-    skipped: list[str] = []
-    if names is not None:
-        existing = set(Collection.objects.filter(name__in=names).values_list("name", flat=True))
-        skipped = [n for n in names if n not in existing]
-        names = [n for n in names if n in existing]
-    results = [collection_refresh(collection=c, pull=pull, embed=False)
-               for c in (Collection.objects.all() if names is None else [])]
-    for name in names or []:
-        try:
-            collection = collection_get(name)
-        except errors.CollectionNotFound:  # removed after the check above
-            skipped.append(name)
-        else:
-            results.append(collection_refresh(collection=collection, pull=pull, embed=False))
-    if skipped:
-        log.info("skipped: collection %s no longer exists", ", ".join(skipped))
-    changed = removed = commits = 0
-    summary = []
-    for refreshed in results:
-        if refreshed.problem:
-            log.warning("%s", refreshed.problem)
-            continue
-        pulled = refreshed.pulled
-        if pulled is not None and pulled.ran and not pulled.ok:
-            log.warning("git pull %s failed: %s", pulled.collection, pulled.output)
-        changed += len(refreshed.report.changed_document_ids)
-        removed += len(refreshed.report.removed_document_ids)
-        commits += refreshed.history.added if refreshed.history else 0
-        summary.append(refreshed.report.as_dict() | (
-            {"history": refreshed.history.as_dict()} if refreshed.history else {}))
-    job = embedding_request(no_worker="queue") if changed or commits else None
-    return {
-        "collections": [s["collection"] for s in summary],
-        "changed": changed,
-        "removed": removed,
-        "commits": commits,
-        "embedding_task": str(job.pk) if job else None,
-        "seconds": round(time.perf_counter() - started, 3),
-        "reports": summary,
-        "skipped": skipped,
-    }
-
-
-def collection_index_job(*, name: str, access: Access) -> Job:
-    """Re-scan a collection in a job to follow (web UI, API): staff with write access to it."""
-    require_write(access)
-    collection = collection_visible(name, access)
-    return index_request(collection=collection, created_by=None if access.local else access.user)
-
-
 def collection_embed_job(*, name: str, access: Access, force: bool = False) -> Job:
-    """Compute a collection's missing embeddings in a job (web UI, API): as `collection_index_job`."""
+    """Compute a collection's missing embeddings in a job (web UI, API): staff with write access to it."""
     require_write(access)
     collection = collection_visible(name, access)
     return embedding_request(collection=collection, force=force, created_by=None if access.local else access.user)

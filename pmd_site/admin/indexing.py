@@ -31,13 +31,13 @@ from indexing.models import (
 )
 from indexing.selectors import jobs_visible_to
 from indexing.services.audit import audit_record
-from indexing.services.background import embedding_request, index_request
+from indexing.services.background import embedding_request
 from indexing.services.collections import (
     collection_remove,
     collection_rename,
     collection_root_check,
 )
-from indexing.services.refresh import collection_add
+from indexing.services.refresh import collection_add, collections_refresh
 from indexing.services.sharing import collection_share
 from pmd_site.admin.base import StaffAdmin, SuperuserOnlyAdmin, admin_access
 
@@ -178,7 +178,7 @@ class CollectionAdmin(StaffAdmin):
         # Registered by the form through collection_add; its index job (as the web UI's and the API's
         # index="job") is asked for when the admin's transaction commits: a worker or a background
         # thread asked earlier would not see the collection yet.
-        transaction.on_commit(partial(index_request, collection=obj, created_by=request.user))
+        transaction.on_commit(partial(collections_refresh, names=[obj.name], in_job=True, access=admin_access(request)))
         messages.info(request, f"indexing of {obj.name} started; see Jobs")
 
     def get_deleted_objects(self, objs, request):
@@ -200,7 +200,7 @@ class CollectionAdmin(StaffAdmin):
     @admin.action(description="Reindex selected collections")
     def reindex(self, request, queryset):
         for collection in queryset:
-            index_request(collection=collection, created_by=request.user)
+            collections_refresh(names=[collection.name], in_job=True, access=admin_access(request))
         self.message_user(request, f"indexing started for {queryset.count()} collection(s); see Jobs", messages.SUCCESS)
 
     @admin.action(description="Embed selected collections")

@@ -4,13 +4,12 @@ from django.conf import settings
 from ninja import Field, Router, Schema, Status
 from ninja.pagination import LimitOffsetPagination, paginate
 
-from indexing.access import collection_visible
-from indexing.selectors import collection_detail as collection_counts
+from indexing.selectors import collection_detail as detail_of
 from indexing.selectors import collections_overview
 from indexing.services.collections import collection_remove
 from indexing.services.collections import collection_rename as rename
 from indexing.services.refresh import collection_add as add_collection
-from indexing.services.refresh import collection_embed_job, collection_index_job
+from indexing.services.refresh import collection_embed_job, collections_refresh
 from indexing.services.sharing import collection_share
 from pmd_site.api.auth import is_staff
 from pmd_site.api.schemas import ErrorOut, JobOut, job_row
@@ -34,8 +33,9 @@ class CollectionOut(Schema):
     shared_groups: list[str] = Field(default_factory=list, description="staff only")
 
 
-def _collection_row(row: dict, *, staff: bool) -> dict:
+def _collection_row(row, *, staff: bool) -> dict:
     """Where a collection lives and whom it is shared with are for staff: members see its name and counts."""
+    row = row.as_dict()
     return {"name": row["name"], "uri": f"pmd://{row['name']}/", "path": row["path"] if staff else None,
             "mask": row["mask"], "title_from": row["title_from"],
             "documents": row["documents"], "inactive": row["inactive"], "problems": row["problems"],
@@ -46,15 +46,14 @@ def _collection_row(row: dict, *, staff: bool) -> dict:
 
 def _collection_overview(request, name: str) -> dict:
     access = request.auth  # a collection the caller does not see: 404, as if it never existed
-    return _collection_row(collection_counts(collection_visible(name, access), access=access), staff=access.is_staff)
+    return _collection_row(detail_of(name=name, access=access), staff=access.is_staff)
 
 
 @router.get("", response=list[CollectionOut], summary="Collections you can see, with document counts")
 @paginate(LimitOffsetPagination)
 def collections_list(request):
     staff = is_staff(request)
-    rows = collections_overview(access=request.auth)
-    return [_collection_row(r, staff=staff) for r in sorted(rows, key=lambda r: r["name"])]
+    return [_collection_row(r, staff=staff) for r in collections_overview(access=request.auth)]  # by name
 
 
 class CollectionIn(Schema):
@@ -132,7 +131,7 @@ def collection_delete(request, name: str):
 @router.post("/{name}/reindex", response={202: JobOut, 403: ErrorOut, 404: ErrorOut},
              summary="Re-scan the folder (staff); returns a job to follow at /api/jobs/{id}")
 def collection_reindex(request, name: str):
-    return Status(202, _started(collection_index_job(name=name, access=request.auth)))
+    return Status(202, _started(collections_refresh(names=[name], in_job=True, access=request.auth).job))
 
 
 @router.post("/{name}/embed", response={202: JobOut, 403: ErrorOut, 404: ErrorOut},

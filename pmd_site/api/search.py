@@ -3,7 +3,6 @@
 from typing import Literal
 
 from ninja import Field, Query, Router, Schema
-from ninja.errors import HttpError
 
 from pmd_site.api.schemas import ErrorOut
 from search.filters import SearchFilters, filters_from_options
@@ -84,8 +83,6 @@ def search_request_from(data: _SearchBase, *, access, mode: str | None = None) -
 
 def _search(request, data: SearchIn, mode: str | None = None) -> dict:
     request = search_request_from(data, access=request.auth, mode=mode)
-    if not request.query and (request.filters is None or request.filters.empty):
-        raise HttpError(422, "query is empty")
     return search_run(request).as_dict()
 
 

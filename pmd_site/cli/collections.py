@@ -124,7 +124,7 @@ def cmd_add(args) -> int:
         console.print(f"added collection [bold]{escape(collection.name)}[/] → {escape(collection.root_path)} "
                       f"(mask {escape(collection.mask)}, titles from {collection.title_from})")
         _print_report(refreshed.report, console=console)
-        print_embedding(refreshed.report.changed_document_ids, refreshed.embedding, console=console)
+        print_embedding(refreshed.report.changed_document_ids, added.refresh.embedding, console=console)
     return 0
 
 
@@ -139,9 +139,9 @@ def print_embedding(changed, job, *, console) -> None:
 def cmd_list(args) -> int:
     from indexing.selectors import collections_overview
 
-    rows = collections_overview(access=local_access())
+    rows = [r.as_dict() for r in collections_overview(access=local_access())]
     if args.json:
-        print_json([{k: v for k, v in r.items() if k != "collection"} for r in rows])
+        print_json(rows)
         return 0
     console = stdout_console()
     if not rows:
@@ -229,16 +229,11 @@ def cmd_share(args) -> int:
 
 def cmd_show(args) -> int:
     from indexing.selectors import collection_detail
-    from indexing.services.collections import collection_get
-    from indexing.services.history import history_status
 
-    collection = collection_get(args.name)
-    row = collection_detail(collection, access=local_access())
-    problems = list(collection.problems.values("path", "severity", "message"))
-    contexts = list(collection.contexts.values("path_prefix", "text"))
-    data = {k: v for k, v in row.items() if k != "collection"}
-    data.update(ignore=collection.ignore_patterns, text_search_config=collection.text_search_config,
-                contexts=contexts, problems=problems, history=history_status(collection))
+    detail = collection_detail(name=args.name, access=local_access())
+    contexts = detail.contexts
+    data = detail.as_dict() | {"ignore": detail.ignore, "text_search_config": detail.text_search_config,
+                               "contexts": contexts, "problems": detail.problem_list, "history": detail.history}
     if args.json:
         print_json(data)
         return 0
@@ -248,15 +243,15 @@ def cmd_show(args) -> int:
 
     console.print(f"[bold]visibility[/]: {escape(sharing_text(data))}")
     console.print(f"[bold]owner[/]: {escape(owner_text(data))}")
-    console.print(f"[bold]ignore[/]: {escape(', '.join(collection.ignore_patterns) or '-')}")
-    console.print(f"[bold]text search config[/]: {escape(collection.text_search_config)}")
+    console.print(f"[bold]ignore[/]: {escape(', '.join(detail.ignore) or '-')}")
+    console.print(f"[bold]text search config[/]: {escape(detail.text_search_config)}")
     history = data["history"]
     console.print(f"[bold]history[/]: {history['state']}, {history['commits']} commits"
                   + (f" ({escape(history['message'])})" if history["message"] else ""), highlight=False)
     for ctx in contexts:
-        uri = f"pmd://{collection.name}/{ctx['path_prefix']}"
+        uri = f"pmd://{detail.name}/{ctx['path_prefix']}"
         console.print(f"[bold]context[/] {escape(uri)}: {escape(ctx['text'])}")
-    for p in problems:
+    for p in detail.problem_list:
         console.print(f"[yellow]{p['severity']}[/] {escape(p['path'])}: {escape(p['message'])}")
     return 0
 
@@ -287,10 +282,11 @@ def cmd_update(args) -> int:
         def progress_for(collection):
             return stack.enter_context(progress_bar(f"indexing {collection.name}", enabled=not args.json))
 
-        results, embedding = collections_refresh(names=args.collections, pull=args.pull, progress_for=progress_for)
+        refreshed_all = collections_refresh(names=args.collections, pull=args.pull, progress_for=progress_for,
+                                            access=local_access())
     failed = 0
     out = []
-    for refreshed in results:
+    for refreshed in refreshed_all.collections:
         report, pulled, problem = refreshed.report, refreshed.pulled, refreshed.problem
         if pulled and pulled.ran and not args.json:
             style = "green" if pulled.ok else "red"
@@ -310,9 +306,8 @@ def cmd_update(args) -> int:
             _print_history(history, console=console)
     if args.json:
         print_json(out)
-    elif not results:
+    elif not refreshed_all.collections:
         console.print("no collections yet: `pmd collection add PATH`")
     else:
-        changed = any(r.changed for r in results)
-        print_embedding(changed, embedding, console=console)
+        print_embedding(refreshed_all.changed, refreshed_all.embedding, console=console)
     return 1 if failed else 0

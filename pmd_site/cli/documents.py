@@ -78,7 +78,7 @@ def cmd_ls(args) -> int:
 
     console = stdout_console()
     if not args.target:
-        rows = collections_overview(access=local_access())
+        rows = [r.as_dict() for r in collections_overview(access=local_access())]
         if args.json:
             print_json([{"name": r["name"], "documents": r["documents"], "path": r["path"]} for r in rows])
         elif not rows:

@@ -94,8 +94,6 @@ def search_and_print(args, *, mode: str, **overrides):
     from search.pipeline.dispatch import search_run
 
     request = search_request_from_args(args, mode=mode, **overrides)
-    if not request.query.strip() and (request.filters is None or request.filters.empty):
-        raise CommandError("empty query")
     response = search_run(request)
     for message in response.warnings:
         warn(message)

@@ -15,7 +15,6 @@ are what `pmd up` runs and what the docker compose services run.
 from __future__ import annotations
 
 import os
-import secrets
 import signal
 import sys
 import threading
@@ -242,21 +241,10 @@ def cmd_migrate(args) -> int:
 
 def _ensure_admin(*, reset: bool) -> tuple[str, str | None]:
     """The admin account's name, and its password when we just generated one (shown once)."""
-    from django.contrib.auth import get_user_model
+    from indexing.services.accounts import admin_ensure
 
-    User = get_user_model()
-    user = User.objects.filter(username=ADMIN_USERNAME).first()
-    if user is None and User.objects.filter(is_superuser=True).exists() and not reset:
-        return User.objects.filter(is_superuser=True).order_by("pk").first().get_username(), None
-    if user is not None and not reset:
-        return ADMIN_USERNAME, None
-    password = secrets.token_urlsafe(12)
-    if user is None:
-        User.objects.create_superuser(ADMIN_USERNAME, email="", password=password)
-    else:
-        user.set_password(password)
-        user.save(update_fields=["password"])
-    return ADMIN_USERNAME, password
+    admin = admin_ensure(username=ADMIN_USERNAME, reset=reset, access=local_access())
+    return admin.username, admin.password
 
 
 def _add_folders(dirs: list[str], console) -> list[str]:
@@ -265,7 +253,7 @@ def _add_folders(dirs: list[str], console) -> list[str]:
 
     from indexing.models import Collection
     from indexing.services.collections import default_name_for
-    from indexing.services.refresh import collection_add, collection_refresh
+    from indexing.services.refresh import collection_add, collections_refresh
     from pmd_site.cli.collections import _print_report
 
     names = []
@@ -284,7 +272,7 @@ def _add_folders(dirs: list[str], console) -> list[str]:
             refreshed = collection_add(path=folder, name=name, access=local_access()).refreshed
             console.print(f"added collection [bold]{escape(refreshed.collection)}[/] → {escape(folder)}")
         else:
-            refreshed = collection_refresh(collection=collection)
+            [refreshed] = collections_refresh(names=[collection.name], access=local_access()).collections
         if refreshed.problem:
             raise CommandError(refreshed.problem)
         _print_report(refreshed.report, console=console)

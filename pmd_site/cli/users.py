@@ -6,7 +6,7 @@ import getpass
 import sys
 
 from indexing.errors import CommandError
-from pmd_site.cli.output import escape, print_json, stdout_console
+from pmd_site.cli.output import escape, local_access, print_json, stdout_console
 
 
 def _ip_address(value: str) -> str:
@@ -19,18 +19,6 @@ def _ip_address(value: str) -> str:
     if address is None:
         raise argparse.ArgumentTypeError(f"not an IP address: {value!r} (e.g. 198.51.100.7 or 2001:db8::1)")
     return address
-
-
-def _check_username(User, username: str) -> None:
-    """The rules the admin and the sign-in form apply (letters, digits and @ . + - _), not only
-    the database's: a name the web cannot take is refused here too."""
-    from django.core.exceptions import ValidationError
-
-    field = User._meta.get_field(User.USERNAME_FIELD)
-    try:
-        field.run_validators(username)
-    except ValidationError as e:
-        raise CommandError(f"{username!r} cannot be a username: {' '.join(e.messages)}") from None
 
 
 def register(sub) -> None:
@@ -76,67 +64,29 @@ def _read_password(args, username: str) -> str:
     return password
 
 
-def _validated(password: str, user) -> str:
-    from django.contrib.auth.password_validation import validate_password
-    from django.core.exceptions import ValidationError
-
-    try:
-        validate_password(password, user)
-    except ValidationError as exc:
-        raise CommandError("password rejected: " + " ".join(exc.messages)) from None
-    return password
-
-
 def cmd_create(args) -> int:
-    from django.contrib.auth import get_user_model
+    from indexing.services.accounts import user_create, user_role, username_available
 
-    User = get_user_model()
-    username = args.username.strip()
-    if not username:
-        raise CommandError("the username is empty")
-    _check_username(User, username)
-    if User.objects.filter(username=username).exists():
-        raise CommandError(f"an account named '{username}' already exists (`pmd user password {username}` sets a new password)")
-    candidate = User(username=username, email=args.email)
-    password = _validated(_read_password(args, username), candidate)
-    if args.superuser:
-        user = User.objects.create_superuser(username=username, email=args.email, password=password)
-    else:
-        user = User.objects.create_user(username=username, email=args.email, password=password, is_staff=args.staff)
-    role = "superuser" if user.is_superuser else "staff" if user.is_staff else "member"
-    stdout_console().print(f"created {role} account [bold]{escape(user.username)}[/]")
+    username = username_available(username=args.username)  # before asking for a password in vain
+    user = user_create(username=username, password=_read_password(args, username), email=args.email,
+                       staff=args.staff, superuser=args.superuser, access=local_access())
+    stdout_console().print(f"created {user_role(user)} account [bold]{escape(user.username)}[/]")
     return 0
 
 
 def cmd_password(args) -> int:
-    from django.contrib.auth import get_user_model
+    from indexing.services.accounts import user_password_set
 
-    User = get_user_model()
-    try:
-        user = User.objects.get(username=args.username)
-    except User.DoesNotExist:
-        raise CommandError(f"no account named '{args.username}' (`pmd user list`)") from None
-    user.set_password(_validated(_read_password(args, user.username), user))
-    user.save(update_fields=["password"])
-    _clear_login_failures(user.username)
+    user = user_password_set(username=args.username, password=_read_password(args, args.username),
+                             access=local_access())
     stdout_console().print(f"password of [bold]{escape(user.username)}[/] changed")
     return 0
 
 
-def _clear_login_failures(username: str, addresses: tuple[str, ...] = ()) -> int:
-    """Forget failed logins of `username` (and of `addresses`), which lifts their lockout."""
-    from axes.utils import reset
-
-    from indexing.services.throttling import reset_token_failures
-
-    cleared = reset(username=username)
-    for address in addresses:
-        cleared += reset(ip=address) + reset_token_failures(address)
-    return cleared
-
-
 def cmd_unlock(args) -> int:
-    cleared = _clear_login_failures(args.username, tuple(args.address))
+    from indexing.services.accounts import user_unlock
+
+    cleared = user_unlock(username=args.username, addresses=tuple(args.address), access=local_access())
     what = " and ".join([f"[bold]{escape(args.username)}[/]", *map(escape, args.address)])
     stdout_console().print(f"unlocked {what} ({cleared} failure record{'s' if cleared != 1 else ''} removed)")
     return 0

@@ -46,12 +46,12 @@ def _key(access: Access) -> tuple | None:
 def build_instructions(access: Access) -> str:
     """The base text plus what `access` sees in the index right now (collections, counts, contexts)."""
     lines = [BASE_INSTRUCTIONS, "", "Collections:"]
-    overview = sorted(collections_overview(access=access), key=lambda r: r["name"])
+    overview = collections_overview(access=access)  # by name
     contexts = context_list(access=access)
     for row in overview:
-        lines.append(f"- pmd://{row['name']}/ ({row['documents']} documents)")
+        lines.append(f"- pmd://{row.name}/ ({row.documents} documents)")
         for c in contexts:
-            if c.collection_id == row["collection"].id:
+            if c.collection_id == row.collection.id:
                 lines.append(f"    {c.target}: {c.text}")
     if not overview:
         lines.append("- (none yet: the index is empty)")

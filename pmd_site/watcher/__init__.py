@@ -4,8 +4,8 @@ The watcher only decides *which* collections to look at; the incremental scan de
 what changed, so deletions, renames and editors that save three times in a row all come
 out right. A file whose mtime moved but whose content did not costs one small UPDATE and
 no re-embedding (embeddings are keyed by content hash). After a scan the embedding task is
-queued for whatever became stale: both through `reindex` (indexing/services/refresh.py),
-the service the reconcile task uses too.
+queued for whatever became stale: both through `collections_refresh` (indexing/services/refresh.py),
+the service every face uses.
 
 Inotify (via `watchfiles`) by default; `PMD_WATCH_POLLING=true` switches to polling for
 network filesystems, Docker Desktop bind mounts and other places where events are lost.
@@ -15,7 +15,6 @@ Periodic reconciliation (celery beat) catches anything the watcher missed.
 * heartbeat.py: the watcher's liveness record (Redis and a file) and the status section.
 """
 
-from indexing.services.refresh import reindex
 from pmd_site.watcher.heartbeat import (
     HEARTBEAT_TTL,
     clear_heartbeat,
@@ -34,5 +33,5 @@ from pmd_site.celery import broker_url
 
 __all__ = [
     "HEARTBEAT_TTL", "REFRESH_SECONDS", "WatchTarget", "broker_url", "clear_heartbeat", "collections_for_changes",
-    "read_heartbeat", "reindex", "run_watcher", "watch_targets", "watcher_health", "write_heartbeat",
+    "read_heartbeat", "run_watcher", "watch_targets", "watcher_health", "write_heartbeat",
 ]

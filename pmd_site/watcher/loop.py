@@ -1,5 +1,5 @@
 """The watcher's loop: which folders to watch, which collections a batch of file events
-touches; each batch goes to `reindex` (indexing/services/refresh.py), which scans them and
+touches; each batch goes to `collections_refresh` (indexing/services/refresh.py), which scans them and
 queues embedding of what changed. See pmd_site/watcher/__init__.py.
 """
 
@@ -20,7 +20,8 @@ from indexing.folders import collection_folder_refusal
 from indexing.models import Collection
 from indexing.paths import glob_match
 from indexing.services.background import embedding_request
-from indexing.services.refresh import reindex
+from indexing.access import Access
+from indexing.services.refresh import collections_refresh
 from pmd_site.watcher.heartbeat import clear_heartbeat, write_heartbeat
 
 log = logging.getLogger("pmd.watcher")
@@ -161,9 +162,9 @@ def collections_for_changes(changes, targets: list[WatchTarget]) -> set[str]:
     return names
 
 
-def _reindex(names: list[str], state: dict) -> None:
+def _refresh(names: list[str], state: dict) -> None:
     try:
-        summary = reindex(names)
+        summary = collections_refresh(names=names, missing="skip", access=Access.local_user()).logged_summary()
     except Exception:  # noqa: BLE001 - keep watching; the next event or reconcile retries
         log.exception("re-indexing %s failed", ", ".join(names))
     else:
@@ -192,7 +193,7 @@ def run_watcher(
     state: dict = {"mode": mode, "collections": [], "last_change_at": None, "last_reindex": None}
 
     if catch_up:
-        summary = reindex(None)
+        summary = collections_refresh(access=Access.local_user()).logged_summary()
         state["last_reindex"] = {k: v for k, v in summary.items() if k != "reports"}
         log.info("catch-up scan: %s changed, %s removed in %ss",
                  summary["changed"], summary["removed"], summary.get("seconds"))
@@ -230,7 +231,7 @@ def run_watcher(
                 pending = set()
                 if names:
                     state["last_change_at"] = time.time()
-                    _reindex(sorted(names), state)
+                    _refresh(sorted(names), state)
                 if changes and new_folders(changes, targets, watched):
                     # Scanned again once the new folder is watched: files written into it meanwhile count.
                     pending = set(names)

@@ -13,7 +13,7 @@ import time
 from dataclasses import replace
 from datetime import datetime
 
-from indexing.errors import InvalidSearchInput
+from indexing.errors import EmptyQuery, InvalidSearchInput
 from search.filters import SORT_DATE, SORTS, SearchFilters, parse_filters
 from search.request import Mode, SearchRequest, mode_normalize
 from search.results import SearchResponse, SearchResult
@@ -45,7 +45,8 @@ def sort_normalize(name: str | None) -> str:
 
 
 def search_run(request: SearchRequest) -> SearchResponse:
-    """Run the request through its mode's service (the one place adapters call)."""
+    """Run the request through its mode's service (the one place adapters call). A request with
+    neither words nor a filter is EmptyQuery here, whatever the mode and the face."""
     access = request_access(request)  # who is asking decides what is read: no request goes without it
     request = replace(request, mode=mode_normalize(request.mode), sort=sort_normalize(request.sort))
     started = time.perf_counter()
@@ -70,6 +71,8 @@ def search_run(request: SearchRequest) -> SearchResponse:
         else:
             filters = None
     request.filters = filters if filters is not None and not filters.empty else None
+    if not request.query.strip() and request.filters is None and not request.searches:
+        raise EmptyQuery()
     filter_ms = (time.perf_counter() - started) * 1000
     if request.filters is not None and not request.query.strip() and not request.searches:
         response = filtered_notes(request, request.filters)

@@ -10,6 +10,8 @@ from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import Group
+from django.db.models import F, Window
+from django.db.models.functions import RowNumber
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.urls import reverse
@@ -23,7 +25,7 @@ from indexing.services.background import embedding_request
 from indexing.services.embedding import embedding_status
 from indexing.services.jobs import jobs_recover
 from indexing.services.refresh import collection_add as add_collection
-from indexing.services.refresh import collection_embed_job, collection_index_job
+from indexing.services.refresh import collection_embed_job, collections_refresh
 from indexing.services.sharing import collection_share as share_collection
 from pmd_site.web.errors import form_problems
 from pmd_site.web.forms import CollectionAddForm, CollectionShareForm
@@ -32,18 +34,27 @@ from pmd_site.web.pages import access_of, page, staff_required, wants_fragment
 log = logging.getLogger(__name__)
 
 
+def _row(detail) -> dict:
+    """A collection as the page's templates read it: the selector's fields, then the page's own."""
+    return detail.as_dict() | {"collection": detail.collection}
+
+
 def _collection_rows(access) -> list[dict]:
-    rows = collections_overview(access=access)
+    rows = [_row(detail) for detail in collections_overview(access=access)]
     latest: dict[int, Job] = {}
     for job in jobs_visible_to(access).filter(collection__isnull=False).order_by("-created_at")[:200]:
         latest.setdefault(job.collection_id, job)
     for row in rows:
         row["job"] = latest.get(row["collection"].id)
         row["embedded"] = row["stale"] = None
-        row["file_problems"] = (
-            list(FileProblem.objects.filter(collection=row["collection"])[:50])
-            if row["problems"] and row["job"] and row["job"].finished else []
-        )
+    shown = [row["collection"].id for row in rows if row["problems"] and row["job"] and row["job"].finished]
+    problems: dict[int, list[FileProblem]] = {}
+    first = Window(RowNumber(), partition_by=[F("collection_id")], order_by=[F("path").asc()])
+    for problem in (FileProblem.objects.filter(collection_id__in=shown).annotate(n=first)
+                    .filter(n__lte=50)):  # one query for every row: the first 50 of each
+        problems.setdefault(problem.collection_id, []).append(problem)
+    for row in rows:
+        row["file_problems"] = problems.get(row["collection"].id, [])
     for row in rows:
         try:
             status = embedding_status(collections=[row["name"]])
@@ -135,7 +146,7 @@ def collection_share(request, name: str):
             share_collection(name=collection.name, access=access, visibility=form.cleaned_data["visibility"],
                              users=form.cleaned_data["users"], groups=form.cleaned_data["groups"])
     try:  # asked afresh: the change may have taken the collection out of what this member sees
-        row = collection_detail(collection, access=access_of(request))
+        row = _row(collection_detail(name=collection.name, access=access_of(request)))
     except CollectionNotFound:  # made private to someone else: gone from this member's page
         messages.info(request, "Sharing saved; you no longer see that collection.")
         return _back_to_collections(request)
@@ -159,7 +170,7 @@ def _back_to_collections(request) -> HttpResponse:
 @staff_required
 @require_POST
 def collection_action(request, name: str, action: str):
-    start = {"reindex": collection_index_job, "embed": collection_embed_job}.get(action)
+    start = {"reindex": _reindex_job, "embed": collection_embed_job}.get(action)
     if start is None:
         raise Http404("unknown action")
     job = start(name=name, access=access_of(request))  # a collection they do not see: 404
@@ -168,6 +179,10 @@ def collection_action(request, name: str, action: str):
         return _job_fragment(request, job)
     messages.success(request, f"{action.capitalize()} of {collection.name} started.")
     return redirect("search:collections")
+
+
+def _reindex_job(*, name: str, access) -> Job:
+    return collections_refresh(names=[name], in_job=True, access=access).job
 
 
 def _job_fragment(request, job: Job) -> HttpResponse:

@@ -17,7 +17,7 @@ from django.views.decorators.http import require_GET
 from django.db.models import Q
 
 from indexing.access import visible_collection_names
-from indexing.errors import InvalidSearchInput
+from indexing.errors import EmptyQuery, InvalidSearchInput
 from indexing.selectors import _visible_documents
 from search.filters import filters_from_options
 from search.formatters import shows_dates
@@ -185,6 +185,8 @@ def _run_search(*, query: str, mode: str, collection: str, access, sort: str = "
             collections=[collection] if collection else [], access=access, sort=sort, filters=filters,
         )
         response = search_run(search_request)
+    except EmptyQuery:  # nothing asked yet (or the query was cleared): the page's empty state
+        return {"searched": False}
     except Exception as exc:  # noqa: BLE001 - every failure becomes a state the page explains
         log.info("web search failed (%s): %s", mode, exc, exc_info=not isinstance(exc, ValueError))
         return {"problem": problem_for(exc, search=True), "elapsed_ms": (time.perf_counter() - started) * 1000}
@@ -217,11 +219,10 @@ def search_page(request):
         context.update(query=form.cleaned_data["q"], mode=form.cleaned_data["mode"],
                        collection=form.cleaned_data["collection"], sort=form.cleaned_data["sort"],
                        after=form.cleaned_data["after"], before=form.cleaned_data["before"])
-        if context["query"] or context["after"] or context["before"]:
-            context["searched"] = True
-            context.update(_run_search(query=context["query"], mode=context["mode"],
-                                       collection=context["collection"], access=access_of(request),
-                                       sort=context["sort"], after=context["after"], before=context["before"]))
+        context["searched"] = True
+        context.update(_run_search(query=context["query"], mode=context["mode"],
+                                   collection=context["collection"], access=access_of(request),
+                                   sort=context["sort"], after=context["after"], before=context["before"]))
     else:
         context["mode"] = request.GET.get("mode") if request.GET.get("mode") in MODE_LABELS else "keyword"
         context["query"] = request.GET.get("q", "")[:1000]
