@@ -50,7 +50,7 @@ CLI_HINTS = {
     "collection_not_found": "see `pmd collection list`",
     "not_embedded": "run `pmd embed`",
     "llm_model_missing": lambda exc: None if exc.backend == "openai" else "pull it with `pmd models pull`",
-    "user_not_found": "see `pmd user list`",
+    "user_not_found": "create one with `pmd user create {name}`",
     "token_not_found": "see `pmd token list`",
     "account_exists": "`pmd user password {name}` sets a new password",
 }
