@@ -14,6 +14,7 @@ from django.db.models import Count, Q
 
 from indexing import errors
 from indexing.access import Access, collection_suggestions, visible_collections
+from indexing.language import language_label
 from indexing.models import Collection, Content, Document, FileProblem, Job, PathContext
 from indexing.paths import (
     InvalidPath,
@@ -232,6 +233,8 @@ def collections_overview(*, access: Access, only: Collection | None = None) -> l
             "name": c.name,
             "path": c.root_path,
             "mask": c.mask,
+            "language": language_label(c.text_search_config),
+            "text_search_config": c.text_search_config,
             "documents": c.active_documents,
             "inactive": c.inactive_documents,
             "problems": problems.get(c.id, 0),

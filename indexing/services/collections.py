@@ -6,6 +6,7 @@ import os
 import re
 import subprocess
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
 
 from django.conf import settings
@@ -15,11 +16,13 @@ from indexing import errors
 from indexing.access import Access, collection_suggestions, collection_visible, require_write, visible_collections
 from indexing.folders import collection_folder_refusal, is_within
 from indexing.git import GitTimedOut, git_run
+from indexing.language import AUTO, LANGUAGES, LanguageChoice, language_choice, sample_texts
 from indexing.models import Collection
 from indexing.paths import glob_regex
 from indexing.services.audit import audit_record
-from indexing.services.scanning import ProgressCallback, ScanReport, collection_index
+from indexing.services.scanning import ProgressCallback, ScanReport, collection_files, collection_index
 
+LANGUAGE_SAMPLE_LISTED = 2000  # files listed to pick the language sample from (`auto`)
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
 
 
@@ -122,6 +125,7 @@ def collection_create(
     mask: str | None = None,
     ignore_patterns: list[str] | None = None,
     text_search_config: str | None = None,
+    language: str | None = None,
     allowed_roots: list[Path] | None = None,
     owner=None,
     visibility: str = Collection.Visibility.EVERYONE,
@@ -131,7 +135,10 @@ def collection_create(
 
     `allowed_roots`: None for the local CLI; the web UI, API and admin pass
     settings.PMD_COLLECTION_ROOTS. `access`: who asks (None: the local user); see
-    `collection_root_check` for the folders each may use.
+    `collection_root_check` for the folders each may use. `language`: a code (`de`), a name
+    (`german`) or `auto` (PMD_LANGUAGE, the default: detected from a sample of the notes);
+    `text_search_config` names PostgreSQL's configuration directly and wins. The returned
+    collection carries `language_choice` (indexing.language.LanguageChoice) to say what was chosen.
     """
     root = collection_root_check(path=path, allowed_roots=allowed_roots, access=access)
     name = _check_name(name or default_name_for(root))
@@ -141,19 +148,32 @@ def collection_create(
         raise _name_taken(name, access)
     if access is not None:
         access.forget_collections()  # asked above, before this collection existed
+    collection = Collection(name=name, root_path=str(root), mask=(mask or settings.PMD_DEFAULT_MASK).strip(),
+                            ignore_patterns=list(ignore_patterns or []), owner=owner, visibility=visibility)
+    choice = _language_choice(collection, language=language, config=text_search_config)
+    collection.text_search_config = choice.config
     try:
         with transaction.atomic():
-            return Collection.objects.create(
-                name=name,
-                root_path=str(root),
-                mask=(mask or settings.PMD_DEFAULT_MASK).strip(),
-                ignore_patterns=list(ignore_patterns or []),
-                text_search_config=text_search_config or settings.PMD_TEXT_SEARCH_CONFIG,
-                owner=owner,
-                visibility=visibility,
-            )
+            collection.save(force_insert=True)
     except IntegrityError:
         raise _name_taken(name, access) from None
+    collection.language_choice = choice
+    return collection
+
+
+def _language_choice(collection: Collection, *, language: str | None, config: str | None) -> LanguageChoice:
+    """The text search configuration of a new collection (see indexing.language)."""
+    language = language or settings.PMD_LANGUAGE
+    sample = None
+    if not config and language.strip().lower() == AUTO:
+        paths = [absolute for _, absolute in islice(collection_files(collection, []), LANGUAGE_SAMPLE_LISTED)]
+        sample = sample_texts(paths)
+    try:
+        return language_choice(language=language, config=config, sample=sample,
+                               fallback_config=settings.PMD_TEXT_SEARCH_CONFIG)
+    except ValueError:
+        raise CollectionError(f"unknown language '{language}': use auto or one of "
+                              f"{', '.join(c for c in LANGUAGES)}") from None
 
 
 def collection_get(name: str) -> Collection:

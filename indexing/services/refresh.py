@@ -112,7 +112,7 @@ class CollectionAdded:
 
 def collection_add(*, path: str | Path, name: str | None = None, mask: str | None = None,
                    ignore_patterns: list[str] | None = None, text_search_config: str | None = None,
-                   allowed_roots: list[Path] | None = None, index: Literal["now", "job", "no"] = "now",
+                   language: str | None = None, allowed_roots: list[Path] | None = None, index: Literal["now", "job", "no"] = "now",
                    progress: ProgressCallback | None = None, access: Access,
                    visibility: str = Collection.Visibility.EVERYONE) -> CollectionAdded:
     """Register a folder as a collection, then index it and ask for its embedding.
@@ -127,9 +127,11 @@ def collection_add(*, path: str | Path, name: str | None = None, mask: str | Non
                               f"{', '.join(Collection.Visibility.values)}")
     owner = None if access.local else access.user
     collection = collection_create(path=path, name=name, mask=mask, ignore_patterns=ignore_patterns,
-                                   text_search_config=text_search_config, allowed_roots=allowed_roots,
+                                   text_search_config=text_search_config, language=language,
+                                   allowed_roots=allowed_roots,
                                    owner=owner, visibility=visibility, access=access)
-    audit_record(access, "collection.add", collection.name, path=collection.root_path, visibility=visibility)
+    audit_record(access, "collection.add", collection.name, path=collection.root_path, visibility=visibility,
+                 language=collection.language_choice.label, text_search_config=collection.text_search_config)
     added = CollectionAdded(collection)
     if index == "now":
         added.refreshed = collection_refresh(collection=collection, progress=progress)

@@ -22,7 +22,10 @@ def register(sub) -> None:
     add.add_argument("--name", help="collection name (default: the folder's name)")
     add.add_argument("--mask", help="glob of files to index (default: **/*.md)")
     add.add_argument("--ignore", action="append", default=[], metavar="GLOB", help="ignore pattern (repeatable)")
-    add.add_argument("--config", dest="text_search_config", help="text search configuration (english, simple, ...)")
+    add.add_argument("--language", help="language of the notes, for stemming and stop words: auto (the default: "
+                                        "detected from the notes), en, de, fr, es, ru, zh, ja, ... or none")
+    add.add_argument("--config", dest="text_search_config",
+                     help="expert form of --language: a PostgreSQL text search configuration (english, simple, ...)")
     add.add_argument("--no-index", action="store_true", help="register only; index later with `pmd update`")
     add.add_argument("--json", action="store_true")
     add.set_defaults(func=cmd_add)
@@ -105,9 +108,12 @@ def cmd_add(args) -> int:
     label = f"indexing {args.name or Path(args.path).expanduser().name}"
     with progress_bar(label, enabled=not args.json and not args.no_index) as progress:
         added = collection_add(path=args.path, name=args.name, mask=args.mask, ignore_patterns=args.ignore,
-                               text_search_config=args.text_search_config, index="no" if args.no_index else "now",
+                               text_search_config=args.text_search_config, language=args.language, index="no" if args.no_index else "now",
                                progress=progress, access=local_access())
     collection = added.collection
+    if not args.json:
+        console.print(f"language: {escape(collection.language_choice.label)} "
+                      f"[dim](text search configuration {escape(collection.text_search_config)})[/]")
     if args.no_index:
         console.print(f"added collection [bold]{escape(collection.name)}[/] → {escape(collection.root_path)} (not indexed yet)")
         return 0
@@ -224,6 +230,7 @@ def cmd_share(args) -> int:
 
 
 def cmd_show(args) -> int:
+    from indexing.language import language_label
     from indexing.selectors import collection_detail
     from indexing.services.collections import collection_get
     from indexing.services.history import history_status
@@ -245,7 +252,8 @@ def cmd_show(args) -> int:
     console.print(f"[bold]visibility[/]: {escape(sharing_text(data))}")
     console.print(f"[bold]owner[/]: {escape(owner_text(data))}")
     console.print(f"[bold]ignore[/]: {escape(', '.join(collection.ignore_patterns) or '-')}")
-    console.print(f"[bold]text search config[/]: {escape(collection.text_search_config)}")
+    console.print(f"[bold]language[/]: {escape(language_label(collection.text_search_config))} "
+                  f"(text search config {escape(collection.text_search_config)})")
     history = data["history"]
     console.print(f"[bold]history[/]: {history['state']}, {history['commits']} commits"
                   + (f" ({escape(history['message'])})" if history["message"] else ""), highlight=False)

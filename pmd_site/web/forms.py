@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django import forms
 
+from indexing.language import LANGUAGES
 from indexing.models import Collection
 
 Visibility = Collection.Visibility
@@ -55,6 +56,12 @@ class CollectionAddForm(forms.Form):
         max_length=500, required=False, label="Files",
         help_text="Glob of files to index.",
         widget=forms.TextInput(attrs={"placeholder": "**/*.md", "autocomplete": "off"}),
+    )
+    language = forms.ChoiceField(
+        label="Language", initial="auto", required=False,
+        choices=[("auto", "Detect from the notes")] + [(code, name) for code, (name, _) in LANGUAGES.items()
+                                                         if code != "mixed"],
+        help_text="For stemming and stop words in keyword search.",
     )
     # Sharing with chosen groups and people is done on the collection's row once it exists.
     visibility = forms.ChoiceField(

@@ -1,0 +1,105 @@
+"""A collection's language picks PostgreSQL's text search configuration (stemming, stop words)."""
+
+from __future__ import annotations
+
+import pytest
+
+from indexing.language import detect_language, detect_notes_language, language_choice
+
+GERMAN = ("# Archive\n\nErstelle ein Archiv von Dateien und entpacke es in das Verzeichnis, wenn die "
+          "Dateien nicht mehr gebraucht werden. Das ist mit dem Befehl `tar xf datei.tar` möglich.\n")
+JAPANESE = "# tar\n\nアーカイブを作成し、それをファイルに書き込む。gzip や bzip2 などの圧縮方法と組み合わせることが多いです。\n"
+CHINESE = "# tar\n\n归档实用工具。通常与压缩方法结合使用，例如 gzip 或 bzip2。创建一个归档并写入文件。\n"
+ENGLISH = "# tar\n\nArchiving utility. Often combined with a compression method, such as gzip or bzip2, for the files you have.\n"
+
+
+@pytest.mark.parametrize("text, code", [(GERMAN, "de"), (JAPANESE, "ja"), (CHINESE, "zh"), (ENGLISH, "en"),
+                                        ("Привет, мир: это заметка о поиске по тексту.", "ru")])
+def test_detect_language_by_script_then_common_words(text, code):
+    assert detect_language(text) == code
+
+
+def test_code_and_links_do_not_vote():
+    """A Chinese page full of English commands is still Chinese."""
+    text = CHINESE + "\n".join(f"`docker container run --name {{{{name}}}} --rm image{i}`" for i in range(20))
+    assert detect_language(text) == "zh"
+
+
+def test_too_little_text_is_no_answer_and_mixed_notes_are_mixed():
+    assert detect_language("ok") is None
+    assert detect_notes_language([GERMAN] * 9 + [ENGLISH]) == "de"
+    assert detect_notes_language([GERMAN, ENGLISH * 2, JAPANESE * 3, CHINESE * 3]) == "mixed"
+
+
+def test_choice_config_wins_then_language_then_detection_then_fallback():
+    assert language_choice(language="de", config="simple", sample=None, fallback_config="english").config == "simple"
+    assert language_choice(language="de", config=None, sample=None, fallback_config="english").config == "german"
+    assert language_choice(language="German", config=None, sample=None, fallback_config="english").code == "de"
+    detected = language_choice(language="auto", config=None, sample=[JAPANESE], fallback_config="english")
+    assert (detected.code, detected.config, detected.detected) == ("ja", "simple", True)
+    assert detected.label == "Japanese (detected)"
+    assert language_choice(language=None, config=None, sample=[], fallback_config="english").config == "english"
+    with pytest.raises(ValueError):
+        language_choice(language="klingon", config=None, sample=None, fallback_config="english")
+
+
+def test_snowball_configurations_exist_on_the_server(db):
+    from django.db import connection
+
+    from indexing.language import LANGUAGES
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT cfgname FROM pg_ts_config")
+        shipped = {row[0] for row in cursor.fetchall()}
+    assert {config for _, config in LANGUAGES.values()} <= shipped
+
+
+def test_collection_add_detects_german_and_stems_it(db, tmp_path, run_cli):
+    from indexing.models import Collection
+    from indexing.services.refresh import collection_add
+    from indexing.access import Access
+
+    folder = tmp_path / "archiv"
+    folder.mkdir()
+    (folder / "tar.md").write_text(GERMAN, encoding="utf-8")
+    (folder / "zip.md").write_text("# zip\n\nKomprimiere Dateien in ein Archiv, das man auf anderen Rechnern "
+                                   "entpacken kann. Die Dateien bleiben erhalten.\n", encoding="utf-8")
+    code, out, _ = run_cli("collection", "add", str(folder), "--name", "archiv")
+    assert code == 0 and "language: German (detected)" in out
+    assert Collection.objects.get(name="archiv").text_search_config == "german"
+    code, out, _ = run_cli("search", "Archive", "-c", "archiv", "--json")  # German stemming: Archive → archiv
+    assert code == 0 and "tar.md" in out
+
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "a.md").write_text(ENGLISH, encoding="utf-8")
+    added = collection_add(path=other, name="other", language="fr", index="no", access=Access.local_user())
+    assert added.collection.text_search_config == "french"
+    code, out, _ = run_cli("collection", "show", "other")
+    assert "French" in out
+
+
+def test_unknown_language_is_refused(db, tmp_path, run_cli):
+    (tmp_path / "a.md").write_text(ENGLISH, encoding="utf-8")
+    code, out, err = run_cli("collection", "add", str(tmp_path), "--language", "klingon", "--no-index")
+    assert code != 0 and "unknown language 'klingon'" in (out + err)
+
+
+def test_api_add_takes_a_language_and_lists_it(db, tmp_path, settings):
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+
+    settings.PMD_COLLECTION_ROOTS = [tmp_path]
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "a.md").write_text(JAPANESE, encoding="utf-8")
+    admin = get_user_model().objects.create_superuser("root", password="x" * 12)
+    client = Client()
+    client.force_login(admin)
+    response = client.post("/api/collections", {"path": str(tmp_path / "notes"), "index": False},
+                           content_type="application/json")
+    assert response.status_code == 201, response.content
+    assert response.json()["collection"]["language"] == "simple"
+    assert response.json()["collection"]["text_search_config"] == "simple"
+    response = client.post("/api/collections", {"path": str(tmp_path / "notes"), "name": "n2", "language": "es",
+                                                "index": False}, content_type="application/json")
+    assert response.json()["collection"]["language"] == "Spanish"
