@@ -55,7 +55,8 @@ _NOT_PROSE = re.compile(r"```.*?(?:```|\Z)|`[^`\n]*`|\{\{.*?\}\}|<[^>\n]*>|https
 
 # A few dozen of the commonest short words of each Latin-script language (function words only).
 _STOP = {
-    "en": "the of and to in is that for it with as on are this be by or from at an not you can your have",
+    "en": "the of and to in is that for it with as on are this be by or from at an not you can your have how "
+          "do does what which why my all",
     "de": "der die das und ist nicht ein eine mit den von zu im auf für dem des sich auch wird oder werden wenn "
           "bei aus einer einem nach sind wie",
     "fr": "le la les et des est une pour que dans du en qui pas sur avec ce sont par au aux plus vous",
@@ -102,6 +103,33 @@ def language_label(config: str) -> str:
     """How a stored configuration is shown: the language's name, or the configuration's."""
     code = language_of_config(config)
     return LANGUAGES[code][0] if code else config
+
+
+_HINTS = {"de": "äöüß", "fr": "éèêàçœ", "es": "ñ¿¡", "pt": "ãõ", "sv": "å", "tr": "ğış"}
+
+
+def query_language(text: str) -> str | None:
+    """The language of a short query, or None when its words do not say (a query of names,
+    commands or codes): its script, else one of its words being a common word or holding a
+    letter of one language only."""
+    text = _NOT_PROSE.sub(" ", text)
+    for code, pattern in _SCRIPTS:
+        if pattern.search(text):
+            scripts = {c: len(p.findall(text)) for c, p in _SCRIPTS}
+            if scripts["ja"]:
+                return "ja"
+            best = max(scripts, key=scripts.get)
+            if scripts[best] * (3 if best in CJK_LANGUAGES else 1) >= len(_LATIN.findall(text)):
+                return best
+            break
+    words = _WORD.findall(text.lower())
+    hits = {lang: sum(w in stop for w in words) for lang, stop in _STOP_SETS.items()}
+    for lang, letters in _HINTS.items():
+        hits[lang] = hits.get(lang, 0) + sum(any(ch in letters for ch in w) for w in words)
+    best = max(hits, key=hits.get)
+    if not hits[best] or list(hits.values()).count(hits[best]) > 1:
+        return None
+    return best
 
 
 def detect_language(text: str) -> str | None:

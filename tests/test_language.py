@@ -103,3 +103,37 @@ def test_api_add_takes_a_language_and_lists_it(db, tmp_path, settings):
     response = client.post("/api/collections", {"path": str(tmp_path / "notes"), "name": "n2", "language": "es",
                                                 "index": False}, content_type="application/json")
     assert response.json()["collection"]["language"] == "Spanish"
+
+
+@pytest.mark.parametrize("query, code", [("如何查看容器的日志", "zh"), ("過去に実行したコマンドを見るには？", "ja"),
+                                         ("Wie öffne ich eine SQLite-Datenbank?", "de"),
+                                         ("how do I remove a stopped docker container", "en"),
+                                         ("kubectl port-forward", None)])
+def test_query_language(query, code):
+    from indexing.language import query_language
+
+    assert query_language(query) == code
+
+
+def test_english_only_models_are_known():
+    from indexing.llm.prompts import model_is_english_only
+
+    assert model_is_english_only("all-minilm") and model_is_english_only("sentence-transformers/all-MiniLM-L6-v2")
+    assert not model_is_english_only("multilingual-e5-small") and not model_is_english_only("embeddinggemma")
+    assert not model_is_english_only("bge-m3") and not model_is_english_only("some-unknown-model")
+
+
+def test_fusion_silences_an_english_model_on_a_japanese_query():
+    """The vector list of an English-only model on a Japanese query has no say: keyword order stays."""
+    from search.pipeline.fusion import RankedList, fuse, vector_trust
+
+    keyword = RankedList("original/keyword", ["a", "b", "c"], scores=[0.9, 0.5, 0.4], values=[9.0, 5.0, 4.0])
+    vector = RankedList("original/vector", ["c", "b", "x"], scores=[0.9, 0.3, 0.2])
+    trust = vector_trust("ja", english_only_model=True)
+    assert trust == 0.0
+    fused = fuse([keyword, vector], trust=trust)
+    assert [c.key for c in fused.candidates][:3] == ["a", "b", "c"] and fused.weights["vector"] == 0.0
+    assert fused.explain()["vector_trust"] == 0.0
+    assert vector_trust("ja", english_only_model=False) == 1.0 and vector_trust(None, english_only_model=True) == 1.0
+    assert 0.0 < vector_trust("de", english_only_model=True) < 1.0
+    assert [c.key for c in fuse([keyword, vector]).candidates][0] == "c"  # full trust: the vector's #1 can lead
