@@ -108,6 +108,15 @@ def language_label(config: str) -> str:
 _HINTS = {"de": "äöüß", "fr": "éèêàçœ", "es": "ñ¿¡", "pt": "ãõ", "sv": "å", "tr": "ğış"}
 
 
+def latin_share(text: str) -> float:
+    """Share of a text's letters in Latin script (a Han or kana character weighing as ~3
+    letters): what an English-only model can read of it. 1.0 for a text without letters."""
+    text = _NOT_PROSE.sub(" ", text)
+    latin = len(_LATIN.findall(text))
+    other = sum(len(p.findall(text)) * (3 if code in CJK_LANGUAGES else 1) for code, p in _SCRIPTS)
+    return latin / (latin + other) if latin + other else 1.0
+
+
 def query_language(text: str) -> str | None:
     """The language of a short query, or None when its words do not say (a query of names,
     commands or codes): its script, else one of its words being a common word or holding a

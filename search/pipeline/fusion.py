@@ -36,7 +36,8 @@ weighs the two kinds of evidence per query by how much signal each list carries:
    (all-MiniLM-L6-v2) returns noise for a Chinese or Japanese query, and little for a German
    one, yet its list has a spread like any other and NQC gives it a say. The query's language
    (indexing.language.query_language) against the model's languages scales the vector weight
-   by `vector_trust`: NON_LATIN_TRUST for another script, FOREIGN_LATIN_TRUST for another
+   by `vector_trust`: NON_LATIN_TRUST for another script (raised by the share of the query's
+   letters in Latin script, which the model can read), FOREIGN_LATIN_TRUST for another
    Latin-script language; an English query, a multilingual model, or a query whose words do
    not tell its language keeps the weights above.
 
@@ -70,7 +71,7 @@ VARIANT_WEIGHT = 1.0
 DEGENERATE_Z = 1.0  # a hit of a list without spread: one sd above an average hit
 DEFAULT_CANDIDATE_LIMIT = 40
 NON_LATIN_TRUST = 0.0  # English-only model, query in another script (Han, kana, Cyrillic…)
-FOREIGN_LATIN_TRUST = 0.5  # English-only model, query in another Latin-script language
+FOREIGN_LATIN_TRUST = 0.75  # English-only model, query in another Latin-script language
 
 
 @dataclass
@@ -156,13 +157,17 @@ def nqc(values: list[float], top: int = NQC_TOP) -> float:
     return statistics.pstdev(head) / mean if mean > 1e-12 else 0.0
 
 
-def vector_trust(query_language: str | None, *, english_only_model: bool) -> float:
+def vector_trust(query_language: str | None, *, english_only_model: bool, latin_share: float = 0.0) -> float:
     """How far the vector list can be believed for this query (1: fully), from the query's
-    language and whether the embedding model knows only English (see 5. above)."""
+    language and whether the embedding model knows only English (see 5. above). A query in
+    another script keeps the say of its Latin-script words (`latin_share` of its letters:
+    `如何切换 Node.js 版本` is partly readable to an English model)."""
     if not english_only_model or query_language in (None, "en"):
         return 1.0
     latin = query_language not in ("zh", "ja", "ko", "ru", "el", "ar", "hy", "hi", "ta", "yi")
-    return FOREIGN_LATIN_TRUST if latin else NON_LATIN_TRUST
+    if latin:
+        return FOREIGN_LATIN_TRUST
+    return NON_LATIN_TRUST + (1.0 - NON_LATIN_TRUST) * max(0.0, min(1.0, latin_share))
 
 
 def adaptive_weights(nqc_by_kind: dict[str, float | None], trust: float = 1.0) -> dict[str, float]:

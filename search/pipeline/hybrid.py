@@ -30,7 +30,7 @@ from django.conf import settings
 from django.db.models import Q
 
 from indexing.chunking import chunk_markdown
-from indexing.language import query_language
+from indexing.language import latin_share, query_language
 from indexing.llm.prompts import model_is_english_only
 from indexing.models import Document
 from indexing.services.embedding import chunk_params_from_settings
@@ -178,7 +178,8 @@ def hybrid_search(request: SearchRequest) -> SearchResponse:
     pin = None
     if explain_plan["strong_signal"] and keyword_first is not None and keyword_first.results:
         pin = keyword_first.results[0].uri  # keyword alone was convincing: its #1 stays first
-    trust = vector_trust(query_language(plan.original or request.query),
+    own_words = plan.original or request.query
+    trust = vector_trust(query_language(own_words), latin_share=latin_share(own_words),
                          english_only_model=model_is_english_only(settings.PMD_EMBED_MODEL))
     fusion = fuse(lists, limit=None, pin=pin, trust=trust)
     link_weight, recency_weight = signal_weights(request)
