@@ -137,3 +137,16 @@ def test_fusion_silences_an_english_model_on_a_japanese_query():
     assert vector_trust("ja", english_only_model=False) == 1.0 and vector_trust(None, english_only_model=True) == 1.0
     assert 0.0 < vector_trust("de", english_only_model=True) < 1.0
     assert [c.key for c in fuse([keyword, vector]).candidates][0] == "c"  # full trust: the vector's #1 can lead
+
+
+def test_bench_reports_by_query_group_and_finds_the_shipped_set():
+    from pmd_site.bench.quality import _dataset, evaluate_groups, read_groups
+
+    root = _dataset("tldr-multi")
+    groups = read_groups(root / "query_groups.tsv")
+    assert len(groups) == 80 and groups["ja-02"] == ["ja", "question"]
+    run = {"q1": ["x", "a"], "q2": ["b"], "q3": ["z"]}
+    qrels = {"q1": {"a": 1}, "q2": {"b": 1}, "q3": {"c": 1}}
+    by = evaluate_groups(run, qrels, {"q1": ["de"], "q2": ["de"], "q3": ["ja"]})
+    assert by["de"]["ranks"] == {"q1": 2, "q2": 1} and by["de"]["top1"] == 1 and by["de"]["median_rank"] == 1.5
+    assert by["ja"]["missing"] == 1 and by["ja"]["nDCG@10"] == 0.0
