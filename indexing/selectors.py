@@ -14,6 +14,7 @@ from django.db.models import Count, Q
 
 from indexing import errors
 from indexing.access import Access, collection_suggestions, visible_collections
+from indexing.language import language_label
 from indexing.models import Collection, Content, Document, FileProblem, Job, PathContext
 from indexing.paths import (
     absolute_path,
@@ -224,6 +225,7 @@ class CollectionDetail:
     shared_groups: list[str]
     ignore: list[str]
     text_search_config: str
+    language: str  # what its text search configuration stems: German, mixed (not stemmed)…
     contexts: list[dict] | None = None  # collection_detail only: [{path_prefix, text}]
     problem_list: list[dict] | None = None  # collection_detail only: [{path, severity, message}]
     history: dict | None = None  # collection_detail only: services.history.history_status
@@ -233,7 +235,7 @@ class CollectionDetail:
         return {k: getattr(self, k) for k in OVERVIEW_FIELDS}
 
 
-OVERVIEW_FIELDS = ("name", "path", "mask", "title_from", "documents", "inactive", "problems", "last_indexed_at", "visibility",
+OVERVIEW_FIELDS = ("name", "path", "mask", "title_from", "language", "text_search_config", "documents", "inactive", "problems", "last_indexed_at", "visibility",
                    "owner", "shared_users", "shared_groups")
 
 
@@ -256,7 +258,8 @@ def _overview(collections) -> list[CollectionDetail]:
         CollectionDetail(
             collection=c, name=c.name, path=c.root_path, mask=c.mask, title_from=c.title_from, documents=c.active_documents,
             inactive=c.inactive_documents, problems=problems.get(c.id, 0), last_indexed_at=c.last_indexed_at,
-            ignore=list(c.ignore_patterns or []), text_search_config=c.text_search_config, **collection_sharing(c),
+            ignore=list(c.ignore_patterns or []), text_search_config=c.text_search_config,
+            language=language_label(c.text_search_config), **collection_sharing(c),
         )
         for c in rows
     ]

@@ -238,6 +238,8 @@ PMD_WATCH_DEBOUNCE_MS = env.get_int("PMD_WATCH_DEBOUNCE_MS", 300, minimum=10)
 PMD_MAX_FILE_BYTES = env.get_int("PMD_MAX_FILE_BYTES", 5 * 1024 * 1024, minimum=1)
 PMD_DEFAULT_MASK = env.get_str("PMD_DEFAULT_MASK", "**/*.md")
 PMD_TEXT_SEARCH_CONFIG = env.get_str("PMD_TEXT_SEARCH_CONFIG", "english")
+# Language of new collections: auto (detected from a sample of the notes), or a code such as de.
+PMD_LANGUAGE = env.get_str("PMD_LANGUAGE", "auto")
 # Folders under which staff may add collections from the web UI, API and admin (the CLI is not limited).
 PMD_COLLECTION_ROOTS = [Path(p).expanduser() for p in env.get_list("PMD_COLLECTION_ROOTS")]
 # multi-get answers (CLI, API, MCP) hold at most this much text: documents plus what was left out.

@@ -58,3 +58,21 @@ def prompts_for(model: str, *, query_override: str = "", document_override: str 
             prompts = known
             break
     return EmbedPrompts(query_override or prompts.query, document_override or prompts.document)
+
+
+# Embedding models trained on English text only (matched like the prompts above): on a query in
+# another language their vector is close to noise. Unknown models are taken as multilingual.
+_ENGLISH_ONLY = ("all-minilm", "all-mpnet", "paraphrase-minilm", "paraphrase-mpnet", "msmarco-", "multi-qa-",
+                 "bge-small-en", "bge-base-en", "bge-large-en", "gte-small", "gte-base", "gte-large",
+                 "nomic-embed-text", "mxbai-embed-large", "snowflake-arctic-embed-", "e5-small", "e5-base",
+                 "e5-large")
+_MULTILINGUAL = ("multilingual", "bge-m3", "embeddinggemma", "qwen3-embedding", "labse", "jina-embeddings-v3",
+                 "arctic-embed2", "granite-embedding", "nomic-embed-text-v2", "paraphrase-multilingual")
+
+
+def model_is_english_only(model: str) -> bool:
+    """Whether an embedding model knows English only (all-MiniLM-L6-v2: yes; multilingual-e5: no)."""
+    base = _base_name(model)
+    if any(needle in base for needle in _MULTILINGUAL):
+        return False
+    return any(base.startswith(needle) or needle in base for needle in _ENGLISH_ONLY)

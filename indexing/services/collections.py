@@ -6,6 +6,7 @@ import os
 import re
 import subprocess
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
 
 from django.conf import settings
@@ -15,10 +16,13 @@ from indexing import errors
 from indexing.access import Access, collection_suggestions, collection_visible, require_write, visible_collections
 from indexing.folders import collection_folder_refusal, is_within
 from indexing.git import GitTimedOut, git_run
+from indexing.language import AUTO, LANGUAGES, LanguageChoice, language_choice, sample_texts
 from indexing.models import Collection
 from indexing.paths import glob_regex
 from indexing.services.audit import audit_record
+from indexing.services.scanning import collection_files
 
+LANGUAGE_SAMPLE_LISTED = 2000  # files listed to pick the language sample from (`auto`)
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
 
 
@@ -106,6 +110,7 @@ def collection_create(
     ignore_patterns: list[str] | None = None,
     text_search_config: str | None = None,
     title_from: str | None = None,
+    language: str | None = None,
     allowed_roots: list[Path] | None = None,
     owner=None,
     visibility: str = Collection.Visibility.EVERYONE,
@@ -117,6 +122,10 @@ def collection_create(
     settings.PMD_COLLECTION_ROOTS. `access`: who asks (None: the local user); see
     `collection_root_check` for the folders each may use. `title_from`: None chooses (see
     `title_from_for`).
+    `language`: a code (`de`), a name
+    (`german`) or `auto` (PMD_LANGUAGE, the default: detected from a sample of the notes);
+    `text_search_config` names PostgreSQL's configuration directly and wins. The returned
+    collection carries `language_choice` (indexing.language.LanguageChoice) to say what was chosen.
     """
     root = collection_root_check(path=path, allowed_roots=allowed_roots, access=access)
     title_from = title_from_for(root, title_from)
@@ -127,20 +136,33 @@ def collection_create(
         raise _name_taken(name, access)
     if access is not None:
         access.forget_collections()  # asked above, before this collection existed
+    collection = Collection(name=name, root_path=str(root), mask=(mask or settings.PMD_DEFAULT_MASK).strip(),
+                            ignore_patterns=list(ignore_patterns or []), title_from=title_from, owner=owner,
+                            visibility=visibility)
+    choice = _language_choice(collection, language=language, config=text_search_config)
+    collection.text_search_config = choice.config
     try:
         with transaction.atomic():
-            return Collection.objects.create(
-                name=name,
-                root_path=str(root),
-                mask=(mask or settings.PMD_DEFAULT_MASK).strip(),
-                ignore_patterns=list(ignore_patterns or []),
-                text_search_config=text_search_config or settings.PMD_TEXT_SEARCH_CONFIG,
-                title_from=title_from,
-                owner=owner,
-                visibility=visibility,
-            )
+            collection.save(force_insert=True)
     except IntegrityError:
         raise _name_taken(name, access) from None
+    collection.language_choice = choice
+    return collection
+
+
+def _language_choice(collection: Collection, *, language: str | None, config: str | None) -> LanguageChoice:
+    """The text search configuration of a new collection (see indexing.language)."""
+    language = language or settings.PMD_LANGUAGE
+    sample = None
+    if not config and language.strip().lower() == AUTO:
+        paths = [absolute for _, absolute in islice(collection_files(collection, []), LANGUAGE_SAMPLE_LISTED)]
+        sample = sample_texts(paths)
+    try:
+        return language_choice(language=language, config=config, sample=sample,
+                               fallback_config=settings.PMD_TEXT_SEARCH_CONFIG)
+    except ValueError:
+        raise errors.InvalidCollection(f"unknown language '{language}': use auto or one of "
+                              f"{', '.join(c for c in LANGUAGES)}") from None
 
 
 def title_from_for(root: Path, asked: str | None) -> str:

@@ -23,6 +23,8 @@ class CollectionOut(Schema):
     path: str | None = Field(None, description="the folder on the server (staff only)")
     mask: str
     title_from: str = Field(..., description="heading (frontmatter title, first level-1 heading, file name) or filename")
+    language: str = Field("", description="language of its notes (stemming and stop words)")
+    text_search_config: str = Field("", description="PostgreSQL text search configuration it uses")
     documents: int
     inactive: int
     problems: int
@@ -37,7 +39,8 @@ def _collection_row(row, *, staff: bool) -> dict:
     """Where a collection lives and whom it is shared with are for staff: members see its name and counts."""
     row = row.as_dict()
     return {"name": row["name"], "uri": f"pmd://{row['name']}/", "path": row["path"] if staff else None,
-            "mask": row["mask"], "title_from": row["title_from"],
+            "mask": row["mask"], "title_from": row["title_from"], "language": row["language"],
+            "text_search_config": row["text_search_config"],
             "documents": row["documents"], "inactive": row["inactive"], "problems": row["problems"],
             "last_indexed_at": row["last_indexed_at"].isoformat() if row["last_indexed_at"] else None,
             "visibility": row["visibility"], "owner": row["owner"],
@@ -61,6 +64,10 @@ class CollectionIn(Schema):
     name: str | None = Field(None, max_length=200)
     mask: str | None = Field(None, max_length=500)
     ignore: list[str] = []
+    language: str | None = Field(None, max_length=63, description="auto (default: detected from the notes), "
+                                                                    "a code such as de, or none")
+    config: str | None = Field(None, max_length=63, description="expert form of language: a PostgreSQL text "
+                                                                  "search configuration")
     index: bool = Field(True, description="index it right away (a job)")
     visibility: str = Field("everyone", description="everyone, shared or private (share it afterwards)")
     title_from: str | None = Field(None, description="heading or filename; default: filename for an Obsidian "
@@ -81,6 +88,7 @@ def _started(job) -> dict:
              summary="Add a folder as a collection (staff)")
 def collection_add(request, body: CollectionIn):
     added = add_collection(path=body.path, name=body.name, mask=body.mask, ignore_patterns=body.ignore,
+                           language=body.language, text_search_config=body.config,
                            allowed_roots=settings.PMD_COLLECTION_ROOTS, index="job" if body.index else "no",
                            access=request.auth, visibility=body.visibility, title_from=body.title_from)
     return Status(201, {"collection": _collection_overview(request, added.collection.name),

@@ -53,6 +53,7 @@ class BenchOptions:
     as_user: str | None = None  # search as this member (access control on), not as the local user
     commits: int | None = None  # --mode history: index the newest N commits (default PMD_HISTORY_MAX_COMMITS)
     docs: int | None = None  # --mode filtered: notes in the synthetic vault (default 100,000)
+    language: str | None = None  # language of a new bench collection (default PMD_LANGUAGE: auto)
 
 
 @dataclass
@@ -114,6 +115,45 @@ def evaluate(run: dict[str, list[str]], qrels: dict[str, dict[str, int]]) -> dic
         totals["Recall@100"] += recall_at(ranked, grades, 100)
         totals["MRR@10"] += mrr_at(ranked, grades)
     return {k: (v / len(queries) if queries else 0.0) for k, v in totals.items()}
+
+
+def known_rank(ranked: list[str], grades: dict[str, int]) -> int | None:
+    """1-based rank of the first relevant document (None: not in the run)."""
+    for i, d in enumerate(ranked):
+        if grades.get(d, 0) > 0:
+            return i + 1
+    return None
+
+
+def read_groups(path: Path) -> dict[str, list[str]]:
+    """query_groups.tsv: query_id<TAB>group<TAB>group…  (e.g. language and kind of query)."""
+    if not path.is_file():
+        return {}
+    groups = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        cols = [c.strip() for c in line.split("\t")]
+        if len(cols) >= 2 and cols[0]:
+            groups[cols[0]] = [c for c in cols[1:] if c]
+    return groups
+
+
+def evaluate_groups(run: dict[str, list[str]], qrels: dict[str, dict[str, int]],
+                    groups: dict[str, list[str]]) -> dict[str, dict]:
+    """Metrics for each group of queries, with the ranks of the known items (the first relevant)."""
+    members: dict[str, list[str]] = {}
+    for qid in qrels:
+        for group in groups.get(qid, []):
+            members.setdefault(group, []).append(qid)
+    out = {}
+    for group, qids in sorted(members.items()):
+        metrics = evaluate(run, {q: qrels[q] for q in qids})
+        ranks = [known_rank(list(dict.fromkeys(run.get(q, []))), qrels[q]) for q in qids]
+        found = sorted(r for r in ranks if r is not None)
+        metrics.update(queries=len(qids), top1=sum(r == 1 for r in found), top10=sum(r <= 10 for r in found),
+                       missing=len(ranks) - len(found), median_rank=statistics.median(found) if found else None,
+                       ranks=dict(zip(qids, ranks)))
+        out[group] = metrics
+    return out
 
 
 def percentile(values: list[float], p: float) -> float:
@@ -183,8 +223,13 @@ def read_qrels(path: Path) -> dict[str, dict[str, int]]:
     return qrels
 
 
+BUILT_IN = Path(__file__).parent / "data"  # datasets shipped with pmd, usable by name (`tldr-multi`)
+
+
 def _dataset(dataset_dir: str) -> Path:
     root = Path(dataset_dir).expanduser().resolve()
+    if not root.is_dir() and (BUILT_IN / dataset_dir).is_dir():
+        root = BUILT_IN / dataset_dir
     if not (root / "docs").is_dir():
         raise BenchmarkError(f"{root} has no docs/ folder (expected docs/**/*.md, queries.tsv, qrels.tsv)")
     return root
@@ -202,7 +247,7 @@ def _bench_collection(root: Path, options: BenchOptions, *, fresh: bool):
     if existing and (fresh or existing.root_path != str(root / "docs")):
         existing.delete()
         existing = None
-    collection = existing or collection_create(path=root / "docs", name=name)
+    collection = existing or collection_create(path=root / "docs", name=name, language=options.language)
     report = collection_index(collection, progress=options.progress)
     keyword_index_maintain()
     return collection, report
@@ -302,7 +347,8 @@ def bench_retrieval(dataset_dir: str, options: BenchOptions, *, service_fn: Call
     title = f"{mode_verb(mode)} {root.name}" + ("" if options.split == "all" else f", {options.split} queries")
     report = BenchReport(title)
     docs = scan.files_seen if scan else 0
-    report.lines.append(("documents", f"{docs:,} (collection {collection.name}, index/refresh {index_s:.1f} s)"))
+    report.lines.append(("documents", f"{docs:,} (collection {collection.name}, index/refresh {index_s:.1f} s, "
+                                      f"text search configuration {collection.text_search_config})"))
     report.lines.append(("split", split_label(options.split, len(queries), total_queries)))
     report.lines.append(("queries", f"{len(queries)} ({len(judged)} judged)"))
     for key, value in metrics.items():
@@ -312,6 +358,13 @@ def bench_retrieval(dataset_dir: str, options: BenchOptions, *, service_fn: Call
         f"n{DEPTH}_p50": percentile(deep_ms, 50), f"n{DEPTH}_p95": percentile(deep_ms, 95),
         f"first_pass_n{DEPTH}_p50": percentile(first_ms, 50), f"first_pass_n{DEPTH}_p95": percentile(first_ms, 95),
     }
+    groups = evaluate_groups(run, judged, read_groups(root / "query_groups.tsv"))
+    for group, values in groups.items():
+        median = "—" if values["median_rank"] is None else f"{values['median_rank']:g}"
+        report.lines.append((f"group {group}", f"nDCG@10 {values['nDCG@10']:.4f}  MRR@10 {values['MRR@10']:.4f}  "
+                                               f"known item: #1 {values['top1']}/{values['queries']}, "
+                                               f"top 10 {values['top10']}/{values['queries']}, median rank {median}, "
+                                               f"not found {values['missing']}"))
     report.lines.append(("latency n=10", f"p50 {latency['n10_p50']:.1f} ms  p95 {latency['n10_p95']:.1f} ms  (warm)"))
     report.lines.append((f"latency n={DEPTH}", f"p50 {latency[f'n{DEPTH}_p50']:.1f} ms  "
                                               f"p95 {latency[f'n{DEPTH}_p95']:.1f} ms  (warm)"))
@@ -327,7 +380,7 @@ def bench_retrieval(dataset_dir: str, options: BenchOptions, *, service_fn: Call
                    "latency_method": "second pass over the queries; the first (n=100) warmed the query-vector cache",
                    "split": {"name": options.split, "queries": len(queries), "of": total_queries,
                              "rule": SPLIT_RULE},
-                   "documents": docs, "queries": len(queries), "judged": len(judged)}
+                   "documents": docs, "queries": len(queries), "judged": len(judged), "groups": groups}
     return report
 
 

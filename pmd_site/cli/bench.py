@@ -10,7 +10,9 @@ def register(sub) -> None:
     from pmd_site.bench.quality import SPLITS
 
     parser = sub.add_parser("bench", help="benchmark retrieval quality/latency or indexing on a test collection")
-    parser.add_argument("dataset", metavar="DATASET_DIR", help="folder with docs/ (sub-folders allowed; doc id = file name without .md), queries.tsv, qrels.tsv")
+    parser.add_argument("dataset", metavar="DATASET_DIR", help="folder with docs/ (sub-folders allowed; doc id = file name without .md), queries.tsv, qrels.tsv "
+                        "and optionally query_groups.tsv (query_id, groups…: metrics by group); or the name of a set "
+                        "shipped in pmd_site/bench/data (tldr-multi)")
     parser.add_argument("--mode", default="search", choices=sorted(MODES), help="what to measure (default search)")
     parser.add_argument("--run", dest="run_file", metavar="FILE", help="write the run as query_id<TAB>rank<TAB>doc_id")
     parser.add_argument("--collection", metavar="NAME", help="collection to use (default bench-<dataset>)")
@@ -25,6 +27,8 @@ def register(sub) -> None:
                         help="--mode history (DATASET_DIR is a git work tree): index the newest N commits")
     parser.add_argument("--docs", type=int, metavar="N",
                         help="--mode filtered: notes in the synthetic vault written to DATASET_DIR (default 100000)")
+    parser.add_argument("--language", help="language of the bench collection when it is created (default auto; "
+                                           "with --fresh to change it)")
     parser.add_argument("--json", action="store_true")
     parser.set_defaults(func=cmd_bench)
 
@@ -36,7 +40,7 @@ def cmd_bench(args) -> int:
     with progress_bar(f"bench {args.mode}", enabled=not args.json) as progress:
         options = BenchOptions(collection=args.collection, fresh=args.fresh, run_file=args.run_file,
                                limit=args.limit, split=args.split, progress=progress, as_user=args.as_user,
-                               commits=args.commits, docs=args.docs)
+                               commits=args.commits, docs=args.docs, language=args.language)
         report = MODES[args.mode](args.dataset, options)
     if args.json:
         print_json({"title": report.title, **report.data})

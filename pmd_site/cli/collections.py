@@ -22,7 +22,10 @@ def register(sub) -> None:
     add.add_argument("--name", help="collection name (default: the folder's name)")
     add.add_argument("--mask", help="glob of files to index (default: **/*.md)")
     add.add_argument("--ignore", action="append", default=[], metavar="GLOB", help="ignore pattern (repeatable)")
-    add.add_argument("--config", dest="text_search_config", help="text search configuration (english, simple, ...)")
+    add.add_argument("--language", help="language of the notes, for stemming and stop words: auto (the default: "
+                                        "detected from the notes), en, de, fr, es, ru, zh, ja, ... or none")
+    add.add_argument("--config", dest="text_search_config",
+                     help="expert form of --language: a PostgreSQL text search configuration (english, simple, ...)")
     add.add_argument("--title-from", choices=["heading", "filename"],
                      help="where titles come from: the frontmatter title or first level-1 heading, or the file "
                           "name (default: filename for an Obsidian vault, a folder holding .obsidian/; else heading)")
@@ -109,9 +112,12 @@ def cmd_add(args) -> int:
     with progress_bar(label, enabled=not args.json and not args.no_index) as progress:
         added = collection_add(path=args.path, name=args.name, mask=args.mask, ignore_patterns=args.ignore,
                                text_search_config=args.text_search_config, title_from=args.title_from,
-                               index="no" if args.no_index else "now",
+                               language=args.language, index="no" if args.no_index else "now",
                                progress=progress, access=local_access())
     collection = added.collection
+    if not args.json:
+        console.print(f"language: {escape(collection.language_choice.label)} "
+                      f"[dim](text search configuration {escape(collection.text_search_config)})[/]")
     if args.no_index:
         console.print(f"added collection [bold]{escape(collection.name)}[/] → {escape(collection.root_path)} (not indexed yet)")
         return 0
@@ -228,6 +234,7 @@ def cmd_share(args) -> int:
 
 
 def cmd_show(args) -> int:
+    from indexing.language import language_label
     from indexing.selectors import collection_detail
 
     detail = collection_detail(name=args.name, access=local_access())
@@ -244,7 +251,8 @@ def cmd_show(args) -> int:
     console.print(f"[bold]visibility[/]: {escape(sharing_text(data))}")
     console.print(f"[bold]owner[/]: {escape(owner_text(data))}")
     console.print(f"[bold]ignore[/]: {escape(', '.join(detail.ignore) or '-')}")
-    console.print(f"[bold]text search config[/]: {escape(detail.text_search_config)}")
+    console.print(f"[bold]language[/]: {escape(language_label(detail.text_search_config))} "
+                  f"(text search config {escape(detail.text_search_config)})")
     history = data["history"]
     console.print(f"[bold]history[/]: {history['state']}, {history['commits']} commits"
                   + (f" ({escape(history['message'])})" if history["message"] else ""), highlight=False)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django import forms
 
+from indexing.language import LANGUAGES
 from indexing.models import Collection
 
 Visibility = Collection.Visibility
@@ -60,6 +61,12 @@ class CollectionAddForm(forms.Form):
         label="Titles", required=False, initial="",
         choices=[("", "Automatic"), ("heading", "From the first heading"), ("filename", "From the file name")],
         help_text="Automatic: file names in an Obsidian vault (a folder holding .obsidian/), else headings.",
+    )
+    language = forms.ChoiceField(
+        label="Language", initial="auto", required=False,
+        choices=[("auto", "Detect from the notes")] + [(code, name) for code, (name, _) in LANGUAGES.items()
+                                                         if code != "mixed"],
+        help_text="For stemming and stop words in keyword search.",
     )
     # Sharing with chosen groups and people is done on the collection's row once it exists.
     visibility = forms.ChoiceField(

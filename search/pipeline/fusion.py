@@ -32,6 +32,15 @@ weighs the two kinds of evidence per query by how much signal each list carries:
    has no measurable NQC: a kind with no measurable list takes the other kind's NQC (the
    neutral prior w_v = σ(γ)).
 
+5. **A retriever with nothing to say.** An embedding model trained on English text only
+   (all-MiniLM-L6-v2) returns noise for a Chinese or Japanese query, and little for a German
+   one, yet its list has a spread like any other and NQC gives it a say. The query's language
+   (indexing.language.query_language) against the model's languages scales the vector weight
+   by `vector_trust`: NON_LATIN_TRUST for another script (raised by the share of the query's
+   letters in Latin script, which the model can read), FOREIGN_LATIN_TRUST for another
+   Latin-script language; an English query, a multilingual model, or a query whose words do
+   not tell its language keeps the weights above.
+
 Blending then mixes the retrieval score with a re-ranker's confidence, by fusion rank:
 near the top retrieval is strong evidence and the re-ranker only nudges (75/25); deeper
 down the re-ranker decides more (60/40 for ranks 4-10, 40/60 below).
@@ -61,6 +70,8 @@ ORIGINAL_WEIGHT = 2.0
 VARIANT_WEIGHT = 1.0
 DEGENERATE_Z = 1.0  # a hit of a list without spread: one sd above an average hit
 DEFAULT_CANDIDATE_LIMIT = 40
+NON_LATIN_TRUST = 0.0  # English-only model, query in another script (Han, kana, Cyrillic…)
+FOREIGN_LATIN_TRUST = 0.75  # English-only model, query in another Latin-script language
 
 
 @dataclass
@@ -113,6 +124,7 @@ class Fusion:
     nqc: dict[str, float | None]  # kind → NQC (None: no list of that kind)
     top_evidence: float = 0.0  # w_k·keyword + w_v·vector of the #1: its retrieval score
     floor: float = 0.0  # the lowest fused score (retrieval 0)
+    trust: float = 1.0  # vector_trust of the query
 
     def retrieval(self, candidate: Candidate) -> float:
         """The 0..1 retrieval score: the #1's evidence, scaled by place on the fused scale."""
@@ -127,6 +139,7 @@ class Fusion:
         return {"w_keyword": round(self.weights.get(KEYWORD, 0.0), 4),
                 "w_vector": round(self.weights.get(VECTOR, 0.0), 4),
                 "nqc": {k: None if v is None else round(v, 4) for k, v in self.nqc.items()},
+                "vector_trust": round(self.trust, 4),
                 "top_evidence": round(self.top_evidence, 4)}
 
 
@@ -144,8 +157,21 @@ def nqc(values: list[float], top: int = NQC_TOP) -> float:
     return statistics.pstdev(head) / mean if mean > 1e-12 else 0.0
 
 
-def adaptive_weights(nqc_by_kind: dict[str, float | None]) -> dict[str, float]:
-    """w_v = σ(β·(NQC_V − NQC_K) + γ); a kind without lists gets 0."""
+def vector_trust(query_language: str | None, *, english_only_model: bool, latin_share: float = 0.0) -> float:
+    """How far the vector list can be believed for this query (1: fully), from the query's
+    language and whether the embedding model knows only English (see 5. above). A query in
+    another script keeps the say of its Latin-script words (`latin_share` of its letters:
+    `如何切换 Node.js 版本` is partly readable to an English model)."""
+    if not english_only_model or query_language in (None, "en"):
+        return 1.0
+    latin = query_language not in ("zh", "ja", "ko", "ru", "el", "ar", "hy", "hi", "ta", "yi")
+    if latin:
+        return FOREIGN_LATIN_TRUST
+    return NON_LATIN_TRUST + (1.0 - NON_LATIN_TRUST) * max(0.0, min(1.0, latin_share))
+
+
+def adaptive_weights(nqc_by_kind: dict[str, float | None], trust: float = 1.0) -> dict[str, float]:
+    """w_v = trust·σ(β·(NQC_V − NQC_K) + γ); a kind without lists gets 0."""
     k, v = nqc_by_kind.get(KEYWORD), nqc_by_kind.get(VECTOR)
     if k is None and v is None:
         return {KEYWORD: 0.0, VECTOR: 0.0}
@@ -153,7 +179,7 @@ def adaptive_weights(nqc_by_kind: dict[str, float | None]) -> dict[str, float]:
         return {KEYWORD: 0.0, VECTOR: 1.0}
     if v is None:
         return {KEYWORD: 1.0, VECTOR: 0.0}
-    w_v = sigmoid(NQC_BETA * (v - k) + NQC_GAMMA)
+    w_v = trust * sigmoid(NQC_BETA * (v - k) + NQC_GAMMA)
     return {KEYWORD: 1.0 - w_v, VECTOR: w_v}
 
 
@@ -205,12 +231,12 @@ def _standardise(ranked: RankedList, depth: int, others: set[str]) -> tuple[_Sta
 
 
 def fuse(lists: list[RankedList], *, limit: int | None = DEFAULT_CANDIDATE_LIMIT,
-         depth: int = FUSION_DEPTH, pin: str | None = None) -> Fusion:
+         depth: int = FUSION_DEPTH, pin: str | None = None, trust: float = 1.0) -> Fusion:
     """Fuse ranked lists into candidates ordered by the query-adaptive weighted z-score sum.
 
     `pin`: a document that goes first whatever fusion says (hybrid pins the keyword #1 when
     the strong-signal rule fires: keyword search alone was convincing); it takes the best
-    fused score, so the retrieval scores stay in order."""
+    fused score, so the retrieval scores stay in order. `trust`: `vector_trust` of the query."""
     candidates: dict[str, Candidate] = {}
     by_kind: dict[str, list[tuple[RankedList, _Standardised]]] = {kind: [] for kind in KINDS}
     universe = {key for ranked in lists for key in ranked.keys}
@@ -246,7 +272,7 @@ def fuse(lists: list[RankedList], *, limit: int | None = DEFAULT_CANDIDATE_LIMIT
     for kind, other in ((KEYWORD, VECTOR), (VECTOR, KEYWORD)):
         if present[kind] and nqc_by_kind[kind] is None:
             nqc_by_kind[kind] = nqc_by_kind[other] if nqc_by_kind[other] is not None else 0.0
-    weights = adaptive_weights({kind: nqc_by_kind[kind] if present[kind] else None for kind in KINDS})
+    weights = adaptive_weights({kind: nqc_by_kind[kind] if present[kind] else None for kind in KINDS}, trust)
 
     for candidate in candidates.values():
         fused = 0.0
@@ -263,7 +289,7 @@ def fuse(lists: list[RankedList], *, limit: int | None = DEFAULT_CANDIDATE_LIMIT
         candidates[pin].fused = max(c.fused for c in candidates.values())
         candidates[pin].pinned = True
     ordered = sorted(candidates.values(), key=lambda c: (-c.fused, not c.pinned, c.best_rank, c.order))
-    result = Fusion(candidates=ordered, weights=weights, nqc=nqc_by_kind)
+    result = Fusion(candidates=ordered, weights=weights, nqc=nqc_by_kind, trust=trust)
     if ordered:
         top = ordered[0]
         result.top_evidence = sum(weights[kind] * top.evidence.get(kind, 0.0) for kind in KINDS)

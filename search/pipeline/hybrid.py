@@ -31,6 +31,8 @@ from django.db.models import Q
 
 from indexing.chunking import chunk_markdown
 from indexing.markdown import searchable_text
+from indexing.language import latin_share, query_language
+from indexing.llm.prompts import model_is_english_only
 from indexing.models import Document
 from indexing.services.embedding import chunk_params_from_settings
 from indexing.errors import InvalidSearchInput, LLMBackendTimeout, LLMBackendUnavailable
@@ -60,6 +62,7 @@ from search.pipeline.fusion import (
     RankedList,
     blend,
     fuse,
+    vector_trust,
 )
 from search.pipeline.rerank import RerankItem, rerank
 from search.pipeline.signals import apply_signals, signal_weights
@@ -175,7 +178,10 @@ def hybrid_search(request: SearchRequest) -> SearchResponse:
     pin = None
     if explain_plan["strong_signal"] and keyword_first is not None and keyword_first.results:
         pin = keyword_first.results[0].uri  # keyword alone was convincing: its #1 stays first
-    fusion = fuse(lists, limit=None, pin=pin)
+    own_words = plan.original or request.query
+    trust = vector_trust(query_language(own_words), latin_share=latin_share(own_words),
+                         english_only_model=model_is_english_only(settings.PMD_EMBED_MODEL))
+    fusion = fuse(lists, limit=None, pin=pin, trust=trust)
     link_weight, recency_weight = signal_weights(request)
     if link_weight or recency_weight:  # optional structure signals (search.pipeline.signals)
         boosted = apply_signals(fusion, hits, link_boost=link_weight, recency_boost=recency_weight)

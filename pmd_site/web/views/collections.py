@@ -120,13 +120,15 @@ def collection_add(request):
         with form_problems(form):
             collection = add_collection(
                 path=form.cleaned_data["path"], name=form.cleaned_data["name"] or None,
-                mask=form.cleaned_data["mask"] or None, allowed_roots=settings.PMD_COLLECTION_ROOTS,
+                mask=form.cleaned_data["mask"] or None, language=form.cleaned_data["language"] or None,
+                allowed_roots=settings.PMD_COLLECTION_ROOTS,
                 index="job", access=access_of(request), visibility=form.cleaned_data["visibility"],
                 title_from=form.cleaned_data["title_from"] or None,
             ).collection
     if form.errors:
         return page(request, "search/collections.html", _collections_context(request, form), status=400)
-    messages.success(request, f"Added collection {collection.name}; indexing started.")
+    messages.success(request, f"Added collection {collection.name} (language: {collection.language_choice.label}); "
+                              "indexing started.")
     return redirect("search:collections")
 
 
