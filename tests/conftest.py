@@ -1,4 +1,4 @@
-"""Shared fixtures. The embedded PostgreSQL for the session comes from `pmd_site.pytest_plugin`."""
+"""Shared fixtures. The embedded PostgreSQL for the session comes from `tests.plugin` (loaded with `-p tests.plugin`, see pyproject.toml)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-pytest_plugins = ["ollama_fixtures"]  # the Ollama-compatible test server (tests/ollama_server.py)
+pytest_plugins = ["tests.support.ollama_fixtures"]  # the Ollama-compatible test server (tests/support/ollama_server.py)
 
-FIXTURE_CORPUS = Path(__file__).parent / "fixtures" / "corpus"
+from tests.support.paths import FIXTURE_CORPUS
 
 
 @pytest.fixture

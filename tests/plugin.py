@@ -1,4 +1,4 @@
-"""pytest plugin (loaded with `-p pmd_site.pytest_plugin` before pytest-django).
+"""pytest plugin (loaded with `-p tests.plugin` before pytest-django).
 
 It points PMD_HOME at a throwaway folder *before* Django reads its settings, starts a
 real embedded PostgreSQL there for the session and stops it afterwards, also on

@@ -34,7 +34,7 @@ import pytest
 from django.test import Client
 
 from indexing.access import Access
-from mcp_client import serve_asgi
+from tests.support.mcp_client import serve_asgi
 
 pytestmark = pytest.mark.django_db
 
@@ -975,7 +975,7 @@ def test_audit_trail_records_sharing_and_tokens(world):
 
 @pytest.fixture(scope="module")
 def mcp_url(world, django_db_blocker):
-    """pmd_site.asgi.application under uvicorn on loopback, in a thread of this process (tests/mcp_client.py)."""
+    """pmd_site.asgi.application under uvicorn on loopback, in a thread of this process (tests/support/mcp_client.py)."""
     server = serve_asgi()
     base_url = server.__enter__()
     yield f"{base_url}/mcp"

@@ -1,7 +1,7 @@
 """An unreachable database is a 503 with Retry-After on every face, and requests recover by themselves.
 
 In-process: the test database's connections are pointed at a folder with no server socket in it
-(what a killed PostgreSQL leaves behind), then back. tests/test_up.py kills the real server under
+(what a killed PostgreSQL leaves behind), then back. tests/system/test_up.py kills the real server under
 `pmd up` for the whole story (restart, pooled connections replaced).
 """
 

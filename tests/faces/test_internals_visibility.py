@@ -14,7 +14,7 @@ import pytest
 from django.conf import settings as django_settings
 from django.contrib.auth import get_user_model
 from django.test import Client
-from test_mcp import _close_other_connections, _http_client, asgi_server  # noqa: F401 - fixtures
+from tests.support.mcp_client import http_client as _http_client
 
 from indexing.models import Job
 from indexing.services.jobs import job_create
@@ -193,7 +193,7 @@ mcp_db = pytest.mark.django_db(transaction=True, available_apps=[
 
 
 @mcp_db
-def test_mcp_status_tool_internals_only_for_staff_tokens(asgi_server, indexed_collection):  # noqa: F811
+def test_mcp_status_tool_internals_only_for_staff_tokens(asgi_server, indexed_collection):
     users = get_user_model().objects
     member_token = token_create(user=users.create_user("agent", password="pw-agent-123"), access=Access.local_user(), can_write=True).raw
     staff_token = token_create(user=users.create_user("ops", password="pw-ops-123", is_staff=True), access=Access.local_user(), can_write=True).raw

@@ -8,7 +8,7 @@ import json
 import anyio
 import pytest
 from django.test import Client
-from test_mcp import _close_other_connections, _http_client, asgi_server, token  # noqa: F401 - fixtures
+from tests.support.mcp_client import http_client as _http_client
 
 from indexing.services.tokens import token_create
 from indexing.access import Access
@@ -106,7 +106,7 @@ mcp_db = pytest.mark.django_db(transaction=True, available_apps=[
 
 
 @mcp_db
-def test_mcp_tool_refuses_huge_max_bytes_and_bounds_the_answer(asgi_server, token, indexed_collection,  # noqa: F811
+def test_mcp_tool_refuses_huge_max_bytes_and_bounds_the_answer(asgi_server, token, indexed_collection,
                                                              settings):
     async def run():
         async with _http_client(asgi_server, token) as client:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from ollama_server import embed_text
+from tests.support.ollama_server import embed_text
 
 from indexing.llm import (
     BackendError,

@@ -7,13 +7,13 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
 from indexing.chunking import chunk_markdown
 from indexing.models import Chunk, Content, Job
 from indexing.services.embedding import chunk_params_from_settings, embed_pending, embedding_running, embedding_status
+from tests.support.paths import ROOT
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -43,7 +43,7 @@ def test_killed_worker_mid_batch_is_resumed_without_duplicates(indexed_collectio
             worker["proc"].wait()
 
     ollama.on_embed = kill_during_third_batch
-    worker["proc"] = subprocess.Popen([sys.executable, "-c", WORKER], env=env, cwd=Path(__file__).parent.parent,
+    worker["proc"] = subprocess.Popen([sys.executable, "-c", WORKER], env=env, cwd=ROOT,
                                       stderr=subprocess.PIPE)
     worker["proc"].wait(timeout=120)
     assert worker["proc"].returncode == -signal.SIGKILL, worker["proc"].stderr.read().decode()[-2000:]

@@ -9,7 +9,6 @@ import sys
 import threading
 import time
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 from django.db import connection
@@ -25,7 +24,7 @@ from indexing.services.scanning import collection_index
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-ROOT = Path(__file__).parent.parent
+from tests.support.paths import ROOT
 
 
 def expected_chunks() -> int:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.history_repo import commit, git
+from tests.support.history_repo import commit, git
 
 pytestmark = pytest.mark.django_db
 

@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from tests.history_repo import BOB, build_notes_repo, commit, git
+from tests.support.history_repo import BOB, build_notes_repo, commit, git
 
 pytestmark = pytest.mark.django_db
 

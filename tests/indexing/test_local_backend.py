@@ -18,7 +18,7 @@ from search.pipeline import rerank as rerank_module
 from search.pipeline.rerank import RerankItem, rerank
 from search.request import Mode, SearchRequest
 
-pytest_plugins = ["tests.ollama_fixtures"]
+pytest_plugins = ["tests.support.ollama_fixtures"]
 
 DOCS = {
     "vacuum.md": "# Tuning PostgreSQL autovacuum\n\nLower autovacuum_vacuum_scale_factor so that vacuum runs "

@@ -212,7 +212,7 @@ def test_frontmatter_names_and_link_candidates():
 
 # --- indexing the fixture vault ------------------------------------------------------------------
 
-FIXTURE_VAULT = Path(__file__).parent / "fixtures" / "vault"
+from tests.support.paths import FIXTURE_VAULT
 NESTED_MTIME = utc(2024, 6, 1, 12).timestamp()
 
 
@@ -509,7 +509,7 @@ def test_api_links(vault, django_user_model):
 ])
 def test_mcp_pmd_links_over_http(vault, django_user_model):
     import anyio
-    from mcp_client import http_client, serve_asgi
+    from tests.support.mcp_client import http_client, serve_asgi
 
     from indexing.access import Access
     from indexing.services.tokens import token_create

@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from indexing.access import Access
-from mcp_client import call_tool, close_other_connections
+from tests.support.mcp_client import call_tool, close_other_connections
 from search.filters import (
     FilterError,
     SearchFilters,
@@ -191,7 +191,7 @@ def test_structured_filters_and_cli_options():
 # --- a small vault, indexed -------------------------------------------------------------------------
 
 # path: (text, tags, date, date source); the structure is also set explicitly after indexing, so
-# these tests do not depend on how indexing reads it (tests/test_structure.py covers that)
+# these tests do not depend on how indexing reads it (tests/indexing/test_structure.py covers that)
 VAULT = {
     "meetings/2025-01-10-standup.md": (
         ("---\ntags: [meeting, db]\ndate: 2025-01-10\nstatus: done\nauthor: ana\n---\n# Standup January\n\n"

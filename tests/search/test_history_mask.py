@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from indexing.access import Access
-from tests.history_repo import commit, git
+from tests.support.history_repo import commit, git
 
 pytestmark = pytest.mark.django_db
 

@@ -14,8 +14,8 @@ import pytest
 from django.test import Client
 
 from indexing.access import Access
-from mcp_client import close_other_connections, serve_asgi
-from tests.history_repo import build_notes_repo, commit, git
+from tests.support.mcp_client import close_other_connections, serve_asgi
+from tests.support.history_repo import build_notes_repo, commit, git
 
 TRANSACTIONAL = pytest.mark.django_db(transaction=True, available_apps=[
     "django.contrib.admin", "django.contrib.auth", "django.contrib.contenttypes", "django.contrib.sessions",
@@ -231,7 +231,7 @@ def test_vector_and_hybrid_search_embed_commits_like_notes(world, ollama, settin
 @pytest.mark.django_db
 def test_hybrid_falls_back_to_keyword_when_the_backend_is_down(world, ollama, settings):
     from indexing.services.embedding import embed_pending
-    from tests.ollama_fixtures import unused_url
+    from tests.support.ollama_fixtures import unused_url
 
     shas, _, _ = world
     embed_pending()

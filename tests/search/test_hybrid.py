@@ -15,7 +15,7 @@ from search.request import Mode, SearchRequest
 from search.results import SearchResult
 from indexing.access import Access
 
-pytest_plugins = ["tests.ollama_fixtures"]
+pytest_plugins = ["tests.support.ollama_fixtures"]
 # Retrieval runs in worker threads with their own database connections: they must see
 # committed data, so these tests use real transactions.
 pytestmark = pytest.mark.django_db(transaction=True)

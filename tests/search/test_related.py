@@ -14,7 +14,7 @@ import json
 import pytest
 
 from indexing.access import Access
-from mcp_client import call_tool, close_other_connections
+from tests.support.mcp_client import call_tool, close_other_connections
 from search.retrieval.related import LINK_BONUS, related_notes
 
 pytestmark = pytest.mark.django_db

@@ -13,7 +13,7 @@ from indexing.llm.base import rerank_scores
 from search.pipeline import rerank as rerank_module
 from search.pipeline.rerank import RerankItem, rerank
 
-pytest_plugins = ["tests.ollama_fixtures"]
+pytest_plugins = ["tests.support.ollama_fixtures"]
 pytestmark = pytest.mark.django_db
 
 MODEL = "bge-reranker-v2-m3"

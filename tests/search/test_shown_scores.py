@@ -7,7 +7,7 @@ from search.request import Mode, SearchRequest
 from search.retrieval.keyword import keyword_search
 from indexing.access import Access
 
-pytest_plugins = ["tests.ollama_fixtures"]
+pytest_plugins = ["tests.support.ollama_fixtures"]
 
 DOCS = {
     "contributing.md": "# Contributing guide\n\nHow do I make a pull request? Make a branch, install the tools, "

@@ -1,5 +1,5 @@
 """pytest fixtures around the Ollama-compatible test server (load with
-`pytest_plugins = ["ollama_fixtures"]` in tests/conftest.py).
+`pytest_plugins = ["tests.support.ollama_fixtures"]` in tests/conftest.py).
 
     def test_x(ollama):          # server reset, settings pointed at it
         ollama.fail_next(2)
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from ollama_server import OllamaTestServer, unused_url
+from tests.support.ollama_server import OllamaTestServer, unused_url
 
 
 @pytest.fixture(scope="session")

@@ -22,8 +22,7 @@ import pytest
 
 from pmd_site.cli.client import ClientModeError, answer_from_server, peer_uid, read_command, socket_path
 
-ROOT = Path(__file__).resolve().parent.parent
-FIXTURE_CORPUS = Path(__file__).parent / "fixtures" / "corpus"
+from tests.support.paths import FIXTURE_CORPUS, ROOT
 INDEX = "clientmode"
 
 pytestmark = pytest.mark.skipif(bool(os.environ.get("DATABASE_URL")), reason="the embedded server's PMD_HOME")

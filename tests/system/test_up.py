@@ -23,7 +23,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support.paths import ROOT
 START_TIMEOUT = 120.0
 CHANGE_TIMEOUT = 30.0
 

@@ -8,14 +8,13 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
 from indexing.models import Chunk, Job
 from pmd_site.redisserver import EmbeddedRedis
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support.paths import ROOT
 
 
 # --- embedded Redis ---------------------------------------------------------------------------

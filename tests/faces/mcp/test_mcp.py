@@ -5,17 +5,14 @@ from __future__ import annotations
 import json
 import os
 import sys
-from pathlib import Path
 
 import anyio
 import httpx
 import pytest
 
 from indexing.access import Access
-from mcp_client import close_other_connections as _close_other_connections  # noqa: F401 - imported by others
-from mcp_client import http_client as _http_client
-from mcp_client import serve_asgi
-from indexing.services.tokens import token_create
+from tests.support.mcp_client import http_client as _http_client
+from tests.support.paths import ROOT
 
 # available_apps makes the flush between tests TRUNCATE … CASCADE, which also empties the
 # keyword index tables that reference documents.
@@ -26,19 +23,6 @@ pytestmark = pytest.mark.django_db(transaction=True, available_apps=[
 
 TOOLS = {"pmd_search", "pmd_vector_search", "pmd_deep_search", "pmd_get", "pmd_multi_get", "pmd_status", "pmd_links", "pmd_related",
          "pmd_search_history"}
-
-
-@pytest.fixture
-def asgi_server(indexed_collection):
-    """pmd_site.asgi.application under uvicorn on loopback, in a thread of this process."""
-    with serve_asgi() as url:
-        yield url
-
-
-@pytest.fixture
-def token(django_user_model):
-    user = django_user_model.objects.create_user("agent", password="pw-agent-123")
-    return token_create(user=user, name="agent", access=Access.local_user(), can_write=True).raw
 
 
 async def _exercise(client, doc) -> dict:
@@ -172,7 +156,7 @@ def test_stdio_transport_end_to_end(indexed_collection, database_url):
 
     doc = indexed_collection.documents.filter(active=True).order_by("path").first()
     params = StdioServerParameters(command=sys.executable, args=["-m", "pmd_site.cli", "mcp"],
-                                   env=_child_env(database_url), cwd=str(Path(__file__).resolve().parent.parent))
+                                   env=_child_env(database_url), cwd=str(ROOT))
 
     async def run():
         async with Client(params) as client:

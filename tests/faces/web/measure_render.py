@@ -1,6 +1,6 @@
 """Page time and size on issue 25 item 10's cases (not a test: run it by name).
 
-    .venv/bin/python -m pytest -q -s -p no:cacheprovider tests/measure_render.py
+    .venv/bin/python -m pytest -q -s -p no:cacheprovider tests/faces/web/measure_render.py
 
 A note of 100k headings; 300 notes of 2,000 shared tags each (plus 100 of their own) searched
 with `tag:t1`; a note of 10,000 tags whose related notes are asked for. Prints one line per case.

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 import shutil
-from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
 import pytest
@@ -17,7 +16,7 @@ from indexing.models import Collection
 
 pytestmark = pytest.mark.django_db
 
-VAULT = Path(__file__).parent / "fixtures" / "vault"
+from tests.support.paths import FIXTURE_VAULT as VAULT
 HTMX = {"HTTP_HX_REQUEST": "true", "HTTP_HX_TARGET": "results"}
 
 

@@ -431,7 +431,7 @@ def test_the_audit_trail_in_the_admin_is_read_only_and_filtered(clients, collect
 
 
 def test_a_token_made_in_the_admin_carries_its_scope(clients, collections, people):
-    """A superuser makes mia's token (staff make only their own: tests/test_tokens.py)."""
+    """A superuser makes mia's token (staff make only their own: tests/indexing/test_tokens.py)."""
     soon = timezone.now() + timedelta(days=3)
     form = {"user": people["mia"].pk, "name": "mia's agent", "can_write": "on",
             "collections": [collections["handbook"].pk], "expires_0": soon.strftime("%Y-%m-%d"),
