@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.support.mcp_client import serve_asgi
+from tests.support.factories import make_user
 
 
 @pytest.fixture
@@ -20,5 +21,5 @@ def token(django_user_model):
     from indexing.access import Access
     from indexing.services.tokens import token_create
 
-    user = django_user_model.objects.create_user("agent", password="pw-agent-123")
+    user = make_user("agent")
     return token_create(user=user, name="agent", access=Access.local_user(), can_write=True).raw

@@ -35,6 +35,7 @@ from django.test import Client
 
 from indexing.access import Access
 from tests.support.mcp_client import serve_asgi
+from tests.support.factories import make_user, write_notes
 
 pytestmark = pytest.mark.django_db
 
@@ -139,10 +140,7 @@ class World:
 
 
 def _write_folder(folder: Path, files: dict[str, str]) -> None:
-    for rel, body in {**files, SHARED_PATH: SHARED_BODY}.items():
-        target = folder / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(body)
+    write_notes(folder, {**files, SHARED_PATH: SHARED_BODY})
 
 
 def _llm_settings(url: str) -> dict:
@@ -154,7 +152,6 @@ def _llm_settings(url: str) -> dict:
 
 
 def _build_world(root: Path) -> World:
-    from django.contrib.auth import get_user_model
     from django.contrib.auth.models import Group
     from django.utils import timezone
 
@@ -173,12 +170,11 @@ def _build_world(root: Path) -> World:
 
     local = Access.local_user()
     world = World(root=root)
-    users = get_user_model().objects
     world.users = {
-        "outsider": users.create_user("outsider", password="pw-outsider-123"),
-        "insider": users.create_user("insider", password="pw-insider-123"),
-        "staffer": users.create_user("staffer", password="pw-staffer-123", is_staff=True),
-        "root": users.create_superuser("root", password="pw-root-123", email="root@example.org"),
+        "outsider": make_user("outsider"),
+        "insider": make_user("insider"),
+        "staffer": make_user("staffer", staff=True),
+        "root": make_user("root", email="root@example.org", superuser=True),
     }
     _write_folder(root / "src-a", HANDBOOK_FILES)
     _write_folder(root / "src-b", HIDDEN_FILES)

@@ -20,6 +20,7 @@ from indexing.errors import InvalidGlob, InvalidText
 from indexing.paths import MAX_GLOB_LENGTH, glob_match, glob_regex_body
 from indexing.services.tokens import token_create
 from search.filters import glob_to_regex
+from tests.support.factories import make_user
 
 NUL = "\x00"
 
@@ -84,7 +85,7 @@ def test_every_glob_gives_a_regex_postgresql_accepts_and_reads_as_python_does():
 
 @pytest.fixture
 def api(django_user_model):
-    user = django_user_model.objects.create_user("root", password="pw-root-123", is_staff=True, is_superuser=True)
+    user = make_user("root", staff=True, is_superuser=True)
     raw = token_create(user=user, access=Access.local_user(), can_write=True).raw
     return Client(HTTP_AUTHORIZATION=f"Bearer {raw}", raise_request_exception=False)
 
@@ -169,7 +170,7 @@ def test_api_maps_a_database_data_error_to_400(api, indexed_collection, monkeypa
 
 @pytest.fixture
 def browser(django_user_model):
-    user = django_user_model.objects.create_user("ana", password="pw-ana-12345", is_staff=True, is_superuser=True)
+    user = make_user("ana", password="pw-ana-12345", staff=True, is_superuser=True)
     client = Client(raise_request_exception=False)
     client.force_login(user)
     return client

@@ -17,6 +17,7 @@ from django.test import Client
 
 from indexing.services.tokens import token_create
 from indexing.access import Access
+from tests.support.factories import api_client, make_user
 
 # The requests run on other threads (ASGI), so the data they read must be committed.
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -85,8 +86,8 @@ def _assert_web_503(page, *, reloads: bool) -> None:
 
 
 def test_api_and_web_answer_503_while_the_database_is_away_and_recover(django_user_model, database):
-    user = django_user_model.objects.create_user("reader", password="pw-reader-123", is_staff=True)
-    api = Client(HTTP_AUTHORIZATION=f"Bearer {token_create(user=user, access=Access.local_user(), can_write=True).raw}")
+    user = make_user("reader", staff=True)
+    api = api_client(user)
     web = Client()
     web.force_login(user)
     assert api.get("/api/collections").status_code == 200
@@ -117,7 +118,7 @@ def test_api_and_web_answer_503_while_the_database_is_away_and_recover(django_us
 def test_mcp_answers_json_503_while_the_database_is_away(django_user_model, database):
     from pmd_site.asgi import application
 
-    user = django_user_model.objects.create_user("agent", password="pw-agent-123")
+    user = make_user("agent")
     headers = {"Authorization": f"Bearer {token_create(user=user, access=Access.local_user(), can_write=True).raw}",
                "Accept": "application/json, text/event-stream", "Host": "127.0.0.1"}
 
@@ -186,7 +187,7 @@ def _until_200(path: str, headers: dict | None = None) -> list[int]:
 
 
 def test_pooled_connections_to_a_restarted_server_are_replaced_at_once(django_user_model, pooled_connections):
-    user = django_user_model.objects.create_user("reader", password="pw-reader-123")
+    user = make_user("reader")
     auth = {"Authorization": f"Bearer {token_create(user=user, access=Access.local_user(), can_write=True).raw}"}
     assert _asgi_get("/api/collections", auth) == 200
     pool = pooled_connections.pool

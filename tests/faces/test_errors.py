@@ -9,16 +9,17 @@ from indexing import errors
 from indexing.services.collections import CollectionError, collection_create
 from indexing.services.tokens import token_create
 from indexing.access import Access
+from tests.support.factories import api_client, make_user
 
 
 @pytest.fixture
 def staff(django_user_model):
-    return django_user_model.objects.create_user("root", password="pw-root-123", is_staff=True)
+    return make_user("root", staff=True)
 
 
 @pytest.fixture
 def admin_api(staff):
-    return Client(HTTP_AUTHORIZATION=f"Bearer {token_create(user=staff, access=Access.local_user(), can_write=True).raw}")
+    return api_client(staff)
 
 
 def test_service_errors_carry_code_status_and_stay_catchable_as_before():
@@ -122,8 +123,8 @@ def test_api_answers_401_403_422_with_a_stable_code(db, staff, django_user_model
     assert bad.status_code == 401 and bad.json()["code"] == "unauthorized"
     assert bad.json()["message"] == "invalid, expired or revoked API token"
 
-    member = django_user_model.objects.create_user("member", password="pw-member-123")
-    member_api = Client(HTTP_AUTHORIZATION=f"Bearer {token_create(user=member, access=Access.local_user(), can_write=True).raw}")
+    member = make_user("member")
+    member_api = api_client(member)
     refused = member_api.post("/api/collections/notes/reindex")
     assert refused.status_code == 403
     assert refused.json() == {"message": "managing collections and contexts needs a staff account",

@@ -12,7 +12,6 @@ import uuid
 import anyio
 import pytest
 from django.conf import settings as django_settings
-from django.contrib.auth import get_user_model
 from django.test import Client
 from tests.support.mcp_client import http_client as _http_client
 
@@ -20,6 +19,7 @@ from indexing.models import Job
 from indexing.services.jobs import job_create
 from indexing.services.tokens import token_create
 from indexing.access import Access
+from tests.support.factories import api_client, make_user
 
 
 def _internal_strings() -> list[str]:
@@ -41,22 +41,12 @@ def _leaks(text: str) -> list[str]:
 
 
 @pytest.fixture
-def member(db):
-    return get_user_model().objects.create_user("member", password="pw-member-123")
-
-
-@pytest.fixture
 def other(db):
-    return get_user_model().objects.create_user("other", password="pw-other-123")
-
-
-@pytest.fixture
-def staff(db):
-    return get_user_model().objects.create_user("boss", password="pw-boss-123", is_staff=True)
+    return make_user("other")
 
 
 def _api(user) -> Client:
-    return Client(HTTP_AUTHORIZATION=f"Bearer {token_create(user=user, access=Access.local_user(), can_write=True).raw}")
+    return api_client(user)
 
 
 def _browser(user) -> Client:
@@ -194,9 +184,8 @@ mcp_db = pytest.mark.django_db(transaction=True, available_apps=[
 
 @mcp_db
 def test_mcp_status_tool_internals_only_for_staff_tokens(asgi_server, indexed_collection):
-    users = get_user_model().objects
-    member_token = token_create(user=users.create_user("agent", password="pw-agent-123"), access=Access.local_user(), can_write=True).raw
-    staff_token = token_create(user=users.create_user("ops", password="pw-ops-123", is_staff=True), access=Access.local_user(), can_write=True).raw
+    member_token = token_create(user=make_user("agent"), access=Access.local_user(), can_write=True).raw
+    staff_token = token_create(user=make_user("ops", staff=True), access=Access.local_user(), can_write=True).raw
 
     async def status(token):
         async with _http_client(asgi_server, token) as client:

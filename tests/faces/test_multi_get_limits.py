@@ -7,19 +7,17 @@ import json
 
 import anyio
 import pytest
-from django.test import Client
 from tests.support.mcp_client import http_client as _http_client
 
-from indexing.services.tokens import token_create
-from indexing.access import Access
+from tests.support.factories import api_client, make_user
 
 HUGE = 1_000_000_000_000  # the request that returned the whole index
 
 
 @pytest.fixture
 def api(django_user_model):
-    member = django_user_model.objects.create_user("reader", password="pw-reader-123")
-    return Client(HTTP_AUTHORIZATION=f"Bearer {token_create(user=member, access=Access.local_user(), can_write=True).raw}")
+    member = make_user("reader")
+    return api_client(member)
 
 
 def _active(collection) -> list:

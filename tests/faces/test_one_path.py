@@ -7,15 +7,13 @@ from __future__ import annotations
 import shutil
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.test import Client
 from rich.console import Console
 
 from indexing.models import Collection, EmbeddingFingerprint, Job
 from indexing.services.embedding import pending_contents
 from pmd_site.cli.serve import _add_folders
-from indexing.services.tokens import token_create
-from indexing.access import Access
+from tests.support.factories import api_client
 
 
 def _effects(name: str) -> dict:
@@ -37,11 +35,6 @@ def _fresh() -> None:
     Job.objects.all().delete()
 
 
-@pytest.fixture
-def staff(db):
-    return get_user_model().objects.create_user("boss", password="pw-boss-123", is_staff=True)
-
-
 @pytest.mark.django_db
 def test_every_face_adds_a_collection_with_the_same_side_effects(corpus_dir, tmp_path, staff, run_cli,
                                                                   eager_tasks, ollama, settings):
@@ -59,7 +52,7 @@ def test_every_face_adds_a_collection_with_the_same_side_effects(corpus_dir, tmp
     effects["cli"] = _effects("cli")
     _fresh()
 
-    api = Client(HTTP_AUTHORIZATION=f"Bearer {token_create(user=staff, access=Access.local_user(), can_write=True).raw}")
+    api = api_client(staff)
     response = api.post("/api/collections", {"path": str(folders["api"]), "name": "api"},
                         content_type="application/json")
     assert response.status_code == 201, response.content

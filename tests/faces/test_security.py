@@ -10,13 +10,14 @@ import re
 from datetime import timedelta
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.core import mail
 from django.test import Client
 from django.utils import timezone
 
 from indexing.services.tokens import token_create
 from indexing.access import Access
+from tests.support.factories import make_user, web_client
+from tests.support.mcp_client import close_other_connections
 
 pytestmark = pytest.mark.django_db
 
@@ -25,7 +26,7 @@ PASSWORD = "correct horse battery"
 
 @pytest.fixture
 def alice(db):
-    return get_user_model().objects.create_user("alice", email="alice@example.org", password=PASSWORD)
+    return make_user("alice", email="alice@example.org", password=PASSWORD)
 
 
 @pytest.fixture
@@ -171,15 +172,6 @@ def test_unlock_names_what_it_unlocked_and_refuses_a_bad_address(alice, run_cli,
     assert "not an IP address: '[/x]'" in capsys.readouterr().err
 
 
-def _close_other_connections() -> None:
-    """The ASGI worker thread's connection would block the test database's teardown."""
-    from django.db import connection
-
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                       "WHERE datname = current_database() AND pid <> pg_backend_pid()")
-
-
 def _asgi_post(path: str, headers: dict[str, str], client: tuple[str, int]):
     """One HTTP request through pmd_site.asgi.application, in-process; returns (status, headers, body)."""
     from pmd_site.asgi import application
@@ -199,7 +191,7 @@ def _asgi_post(path: str, headers: dict[str, str], client: tuple[str, int]):
     try:
         asyncio.run(application(scope, receive, send))
     finally:
-        _close_other_connections()
+        close_other_connections()  # the ASGI worker thread's connection would block the teardown
     start = next(m for m in sent if m["type"] == "http.response.start")
     body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
     return start["status"], {k.decode(): v.decode() for k, v in start["headers"]}, body
@@ -229,9 +221,7 @@ def test_mcp_blocks_an_address_after_bad_tokens_with_json_429(alice, low_limits)
 
 @pytest.fixture
 def member_client(alice):
-    client = Client()
-    client.force_login(alice)
-    return client
+    return web_client(alice)
 
 
 @pytest.mark.parametrize("url", ["/", "/doc/notes/README.md", "/accounts/login/", "/admin/login/", "/api/docs"])

@@ -25,8 +25,8 @@ from indexing.services.collections import (
     collections_update,
 )
 from indexing.services.scanning import collection_file_open, collection_files, collection_index
-from indexing.services.tokens import token_create
 from indexing.access import Access
+from tests.support.factories import api_client, make_user
 
 pytestmark = pytest.mark.django_db
 
@@ -59,9 +59,7 @@ def notes(tmp_path) -> Path:
 
 
 def _api_client(*, staff: bool = False) -> Client:
-    user = get_user_model().objects.create_user("staffer" if staff else "member", password="pw-123-pw-123",
-                                                is_staff=staff)
-    return Client(HTTP_AUTHORIZATION=f"Bearer {token_create(user=user, access=Access.local_user(), can_write=True).raw}")
+    return api_client(make_user("staffer" if staff else "member", password="pw-123-pw-123", staff=staff))
 
 
 # --- symlinks inside a collection ------------------------------------------------------------
@@ -337,7 +335,7 @@ def test_web_and_api_add_collections_only_under_collection_roots(settings, tmp_p
 
 def test_admin_cannot_add_or_move_a_collection_outside_the_roots(settings, notes, outside):
     settings.PMD_COLLECTION_ROOTS = [notes]
-    admin_user = get_user_model().objects.create_superuser("root", password="correct horse battery")
+    admin_user = make_user("root", password="correct horse battery", superuser=True)
     client = Client()
     client.force_login(admin_user)
     form = {"name": "etc", "root_path": "/etc", "mask": "**/*.md", "ignore_patterns": "[]",
@@ -382,7 +380,6 @@ def test_pmd_up_allows_its_folders_for_the_web_ui(settings, tmp_path, notes):
 def hidden_world(settings, tmp_path):
     """Under the allowed folder: `hrvault` (private to olga) in team/hr, `handbook` (everyone) in
     handbook/; sam is staff without access to hrvault."""
-    User = get_user_model()
     allowed = tmp_path / "allowed"
     hr = allowed / "team" / "hr"
     (hr / "pay").mkdir(parents=True)
@@ -391,8 +388,8 @@ def hidden_world(settings, tmp_path):
     (allowed / "free").mkdir()
     (allowed / "shortcut").symlink_to(hr / "pay")  # a link that leads into the hidden folder
     settings.PMD_COLLECTION_ROOTS = [allowed]
-    olga = User.objects.create_user("olga", password="pw-123-pw-123", is_staff=True)
-    sam = User.objects.create_user("sam", password="pw-123-pw-123", is_staff=True)
+    olga = make_user("olga", password="pw-123-pw-123", staff=True)
+    sam = make_user("sam", password="pw-123-pw-123", staff=True)
     collection_create(path=hr, name="hrvault", owner=olga, visibility=Collection.Visibility.PRIVATE)
     collection_create(path=allowed / "handbook", name="handbook")
     (tmp_path / "elsewhere").mkdir()
@@ -400,7 +397,7 @@ def hidden_world(settings, tmp_path):
 
 
 def _api_as(user) -> Client:
-    return Client(HTTP_AUTHORIZATION=f"Bearer {token_create(user=user, access=Access.local_user(), can_write=True).raw}")
+    return api_client(user)
 
 
 def _web_as(user) -> Client:

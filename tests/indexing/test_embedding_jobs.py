@@ -25,6 +25,7 @@ from indexing.services.scanning import collection_index
 pytestmark = pytest.mark.django_db(transaction=True)
 
 from tests.support.paths import ROOT
+from tests.support.factories import make_user
 
 
 def expected_chunks() -> int:
@@ -131,7 +132,7 @@ def test_a_job_whose_worker_is_killed_is_marked_failed_worker_stopped(kind, db, 
     job.refresh_from_db()
     assert job.state == Job.State.RUNNING  # the dead worker could not say so
 
-    staff = django_user_model.objects.create_user("staff", password="pw", is_staff=True)
+    staff = make_user("staff", password="pw", staff=True)
     client.force_login(staff)
     shown = client.get(f"/api/jobs/{job.pk}").json()  # reading it is enough to find out
     assert shown["state"] == "failed"

@@ -213,6 +213,7 @@ def test_frontmatter_names_and_link_candidates():
 # --- indexing the fixture vault ------------------------------------------------------------------
 
 from tests.support.paths import FIXTURE_VAULT
+from tests.support.factories import api_client, make_user
 NESTED_MTIME = utc(2024, 6, 1, 12).timestamp()
 
 
@@ -418,7 +419,7 @@ def test_document_links_shows_only_what_access_sees(vault, django_user_model, tm
     from indexing.models import Collection, Content, Document, DocumentLink
     from indexing.selectors import DocumentNotFound
 
-    member = django_user_model.objects.create_user("member", password="pw-member-123")
+    member = make_user("member")
     secret = Collection.objects.create(name="secret", root_path=str(tmp_path), visibility=Collection.Visibility.PRIVATE)
     content = Content.objects.create(hash="f" * 64, body="[[alpha]]", size=9)
     hidden = Document.objects.create(collection=secret, path="hidden.md", title="Hidden", content=content, docid="ffffff")
@@ -482,12 +483,10 @@ def test_cli_links_and_backlinks_in_every_format(vault, run_cli):
 def test_api_links(vault, django_user_model):
     from django.test import Client
 
-    from indexing.access import Access
     from indexing.models import Collection
-    from indexing.services.tokens import token_create
 
-    reader = django_user_model.objects.create_user("reader", password="pw-reader-123")
-    client = Client(HTTP_AUTHORIZATION=f"Bearer {token_create(user=reader, access=Access.local_user()).raw}")
+    reader = make_user("reader")
+    client = api_client(reader, write=False)
     response = client.get("/api/links", {"ref": "projects/alpha.md"})
     assert response.status_code == 200, response.content
     data = response.json()
@@ -514,7 +513,7 @@ def test_mcp_pmd_links_over_http(vault, django_user_model):
     from indexing.access import Access
     from indexing.services.tokens import token_create
 
-    user = django_user_model.objects.create_user("agent", password="pw-agent-123")
+    user = make_user("agent")
     token = token_create(user=user, name="agent", access=Access.local_user()).raw
 
     async def run(url):

@@ -9,11 +9,12 @@ import pytest
 from indexing.models import ApiToken
 from indexing.services.tokens import TokenError, bearer_token, token_authenticate, token_create, token_revoke
 from indexing.access import Access
+from tests.support.factories import make_user
 
 
 @pytest.fixture
 def alice(django_user_model):
-    return django_user_model.objects.create_user("alice", password="pw-alice-123")
+    return make_user("alice")
 
 
 def test_token_is_stored_as_sha256_digest_only(alice):
@@ -76,9 +77,9 @@ def test_cli_create_list_revoke(alice, run_cli):
 @pytest.fixture
 def team(django_user_model):
     return {
-        "staff": django_user_model.objects.create_user("sam", password="pw-sam-123", is_staff=True),
-        "other": django_user_model.objects.create_user("olive", password="pw-olive-123", is_staff=True),
-        "root": django_user_model.objects.create_superuser("root", password="pw-root-123"),
+        "staff": make_user("sam", staff=True),
+        "other": make_user("olive", staff=True),
+        "root": make_user("root", superuser=True),
     }
 
 

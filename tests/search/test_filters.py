@@ -21,6 +21,7 @@ from search.filters import (
     parse_filters,
 )
 from search.request import Mode, SearchRequest
+from tests.support.factories import api_client, make_user
 
 NOW = datetime(2025, 6, 18, 15, 30, tzinfo=UTC)  # a Wednesday
 
@@ -419,8 +420,8 @@ def test_relative_dates_count_from_now(vault):
 def test_a_filter_never_shows_what_the_access_does_not_allow(vault, tmp_path, django_user_model):
     from indexing.models import Collection
 
-    owner = django_user_model.objects.create_user("owner", password="pw-owner-123")
-    member = django_user_model.objects.create_user("member", password="pw-member-123")
+    owner = make_user("owner")
+    member = make_user("member")
     _make_vault(tmp_path / "secret", {
         "plans.md": ("---\ntags: [db]\nclearance: top\n---\n# Secret plans\n\nPostgres secret plans.\n", ["db"],
                      "2030-01-01", "frontmatter:date"),
@@ -443,7 +444,7 @@ def test_a_filter_never_shows_what_the_access_does_not_allow(vault, tmp_path, dj
 def test_web_search_box_reads_filters(vault, django_user_model):
     from django.test import Client
 
-    user = django_user_model.objects.create_user("webber", password="pw-webber-123")
+    user = make_user("webber")
     client = Client()
     client.force_login(user)
     page = client.get("/", {"q": "postgres tag:db -tag:archive", "mode": "keyword"})
@@ -550,17 +551,15 @@ def test_hybrid_search_with_filters_in_every_sub_search(embedded_vault, ollama, 
 ])
 def test_cli_api_and_mcp_give_the_same_filtered_results(request, tmp_path, run_cli, django_user_model, query,
                                                         structured, cli_options):
-    from django.test import Client
 
-    from indexing.services.tokens import token_create
 
     request.addfinalizer(close_other_connections)  # the MCP tools ran in worker threads
     _make_vault(tmp_path / "vault", {**VAULT, **FILLERS}, "vault")
     code, out, err = run_cli("search", query, *cli_options, "-n", "10", "--json")  # one argument, as quoted
     assert code == 0, err
     cli = json.loads(out)
-    user = django_user_model.objects.create_user("reader", password="pw-reader-123")
-    api = Client(HTTP_AUTHORIZATION=f"Bearer {token_create(user=user, access=Access.local_user()).raw}")
+    user = make_user("reader")
+    api = api_client(user, write=False)
     body = {"query": query, "limit": 10, **({"filters": structured} if structured else {})}
     posted = api.post("/api/search", body, content_type="application/json")
     assert posted.status_code == 200, posted.content
@@ -607,12 +606,10 @@ def test_cli_options_sort_and_dates_in_text_output(vault, run_cli):
 
 
 def test_api_rejects_bad_filters_with_422(vault, django_user_model):
-    from django.test import Client
 
-    from indexing.services.tokens import token_create
 
-    user = django_user_model.objects.create_user("reader", password="pw-reader-123")
-    api = Client(HTTP_AUTHORIZATION=f"Bearer {token_create(user=user, access=Access.local_user()).raw}")
+    user = make_user("reader")
+    api = api_client(user, write=False)
     for body in [{"query": "x", "filters": {"after": "someday"}}, {"query": "x after:someday"},
                  {"query": "x", "sort": "alphabetical"}, {"filters": {}}, {"query": "", "filters": {"tags": "x"}}]:
         response = api.post("/api/search", body, content_type="application/json")

@@ -16,6 +16,7 @@ from django.test import Client
 from indexing.access import Access
 from tests.support.mcp_client import close_other_connections, serve_asgi
 from tests.support.history_repo import build_notes_repo, commit, git
+from tests.support.factories import api_client, make_user
 
 TRANSACTIONAL = pytest.mark.django_db(transaction=True, available_apps=[
     "django.contrib.admin", "django.contrib.auth", "django.contrib.contenttypes", "django.contrib.sessions",
@@ -36,8 +37,8 @@ def _world(tmp_path, django_user_model):
     git(secret, "init", "-q", "-b", "main")
     (secret / "salaries.md").write_text("# Salaries\n\nbands\n")
     commit(secret, f"Update the {SECRET_WORD} salary bands of the on-call rota", date="2025-03-02T09:00:00+00:00")
-    owner = django_user_model.objects.create_user("owner", password="pw-owner-123")
-    member = django_user_model.objects.create_user("member", password="pw-member-123")
+    owner = make_user("owner")
+    member = make_user("member")
     collection_add(path=tmp_path / "handbook", name="handbook", access=Access.local_user())
     added = collection_add(path=secret, name="hr-secret", access=Access.local_user(),
                            visibility=Collection.Visibility.PRIVATE)
@@ -139,10 +140,9 @@ def test_xml_stays_well_formed_with_control_characters_in_a_commit(tmp_path, run
 
 @pytest.mark.django_db
 def test_api_and_web_for_a_member(world):
-    from indexing.services.tokens import token_create
 
     shas, member, _ = world
-    api = Client(HTTP_AUTHORIZATION=f"Bearer {token_create(user=member, access=Access.local_user()).raw}")
+    api = api_client(member, write=False)
     got = api.get("/api/history", {"q": "rota", "author": "bob", "diff": "true"})
     assert got.status_code == 200, got.content
     assert got.json()["results"][0]["sha"] == shas["change"] and "+Bob" in got.json()["results"][0]["diff"]

@@ -14,6 +14,7 @@ from search.pipeline.hybrid import hybrid_search, strong_signal
 from search.request import Mode, SearchRequest
 from search.results import SearchResult
 from indexing.access import Access
+from tests.support.factories import api_client, make_user
 
 pytest_plugins = ["tests.support.ollama_fixtures"]
 # Retrieval runs in worker threads with their own database connections: they must see
@@ -336,9 +337,7 @@ def test_unreachable_vector_stage_within_the_overall_deadline(kb, settings):
 
 
 def test_cli_json_api_and_service_agree(kb, run_cli, django_user_model):
-    from django.test import Client
 
-    from indexing.services.tokens import token_create
 
     kb.chat_handler = judge_by_word("postgres")
     kb.generate_handler = lambda body: expansion_answer(("lex", "postgres"), ("vec", "database maintenance"))
@@ -351,8 +350,8 @@ def test_cli_json_api_and_service_agree(kb, run_cli, django_user_model):
     assert [r["score"] for r in cli["results"]] == pytest.approx([r.score for r in service.results])
     assert "fused" in cli["results"][0]["scores"] and "total" in cli["timings_ms"]
 
-    user = django_user_model.objects.create_user("reader", password="pw-reader-123")
-    client = Client(HTTP_AUTHORIZATION=f"Bearer {token_create(user=user, access=Access.local_user(), can_write=True).raw}")
+    user = make_user("reader")
+    client = api_client(user)
     answer = client.post("/api/query", {"query": "slow queries", "limit": 5}, content_type="application/json")
     assert answer.status_code == 200, answer.content
     assert [r["uri"] for r in answer.json()["results"]] == [r.uri for r in service.results]

@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from indexing.access import Access
 from search.request import Mode, SearchRequest
+from tests.support.factories import make_user, write_notes
 
 pytestmark = pytest.mark.django_db
 
@@ -41,8 +42,7 @@ def vault(tmp_path, ollama, settings):
 
     settings.PMD_GENERATE_MODEL = ""
     settings.PMD_RERANK_MODEL = ""
-    for path, text in VAULT.items():
-        (tmp_path / path).write_text(text)
+    write_notes(tmp_path, VAULT)
     collection = collection_index(collection_create(path=tmp_path, name="notes"))
     embed_pending()
     return collection
@@ -89,8 +89,8 @@ def test_a_boost_never_shows_a_note_the_member_cannot_see(vault, tmp_path, djang
     from indexing.services.embedding import embed_pending
     from indexing.services.scanning import collection_index
 
-    owner = django_user_model.objects.create_user("owner", password="pw-owner-123")
-    member = django_user_model.objects.create_user("member", password="pw-member-123")
+    owner = make_user("owner")
+    member = make_user("member")
     secret = tmp_path / "secret"
     secret.mkdir()
     (secret / "rollout-secrets.md").write_text(f"---\ndate: {RECENT}\n---\n# Rollout secrets\n\n"

@@ -16,6 +16,7 @@ import pytest
 from indexing.access import Access
 from tests.support.mcp_client import call_tool, close_other_connections
 from search.retrieval.related import LINK_BONUS, related_notes
+from tests.support.factories import api_client, make_user, make_vault
 
 pytestmark = pytest.mark.django_db
 
@@ -41,26 +42,15 @@ TRANSACTIONAL = pytest.mark.django_db(transaction=True, available_apps=[
 ])
 
 
-def _write(root, files):
-    for path, text in files.items():
-        target = root / path
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text)
-
-
 def _build(tmp_path, django_user_model, *, embed=True):
     from indexing.models import Collection
-    from indexing.services.collections import collection_create
     from indexing.services.embedding import embed_pending
-    from indexing.services.scanning import collection_index
 
-    _write(tmp_path / "vault", VAULT)
-    collection_index(collection_create(path=tmp_path / "vault", name="vault"))
-    owner = django_user_model.objects.create_user("owner", password="pw-owner-123")
-    member = django_user_model.objects.create_user("member", password="pw-member-123")
-    _write(tmp_path / "secret", {"f.md": F_TEXT})
-    collection_index(collection_create(path=tmp_path / "secret", name="secret", owner=owner,
-                                       visibility=Collection.Visibility.PRIVATE))
+    make_vault(tmp_path / "vault", VAULT, name="vault")
+    owner = make_user("owner")
+    member = make_user("member")
+    make_vault(tmp_path / "secret", {"f.md": F_TEXT}, name="secret", owner=owner,
+               visibility=Collection.Visibility.PRIVATE)
     if embed:
         embed_pending()
     return member
@@ -160,9 +150,7 @@ def test_unknown_note_is_not_found(vault):
 
 @TRANSACTIONAL
 def test_cli_api_and_mcp_give_the_same_list(request, tmp_path, ollama, settings, django_user_model, run_cli):
-    from django.test import Client
 
-    from indexing.services.tokens import token_create
 
     request.addfinalizer(close_other_connections)  # the MCP tools ran in worker threads
     settings.PMD_CHUNK_TOKENS = 40
@@ -173,7 +161,7 @@ def test_cli_api_and_mcp_give_the_same_list(request, tmp_path, ollama, settings,
     expected = [(r["uri"], r["reasons"], r["score"]) for r in cli["results"]]
     assert len(expected) == 5 and "pmd://secret/f.md" in {uri for uri, _, _ in expected}, "the local user sees F"
     reader = django_user_model.objects.get(username="owner")  # sees both collections, as the local user does
-    api = Client(HTTP_AUTHORIZATION=f"Bearer {token_create(user=reader, access=Access.local_user()).raw}")
+    api = api_client(reader, write=False)
     got = api.get("/api/related", {"ref": "vault/a.md", "limit": 5})
     assert got.status_code == 200, got.content
     assert [(r["uri"], r["reasons"], r["score"]) for r in got.json()["results"]] == expected
@@ -183,7 +171,7 @@ def test_cli_api_and_mcp_give_the_same_list(request, tmp_path, ollama, settings,
     code, text, _ = run_cli("related", "vault/a.md", "-n", "5")
     assert code == 0 and "links to it" in text and "pmd://vault/c.md" in text
     # a member's token: F is not there, and asking about it is "not found"
-    as_member = Client(HTTP_AUTHORIZATION=f"Bearer {token_create(user=member, access=Access.local_user()).raw}")
+    as_member = api_client(member, write=False)
     listed = as_member.get("/api/related", {"ref": "vault/a.md", "limit": 20}).json()["results"]
     assert listed and all(r["collection"] == "vault" for r in listed)
     assert as_member.get("/api/related", {"ref": "secret/f.md"}).status_code == 404

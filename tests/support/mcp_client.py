@@ -9,9 +9,9 @@ afterwards (`serve_asgi` does it itself).
 from __future__ import annotations
 
 import contextlib
-import socket
 import threading
 import time
+from tests.support.servers import free_port
 
 
 def close_other_connections() -> None:
@@ -38,12 +38,6 @@ def call_tool(tool: str, arguments: dict) -> dict:
             return result.structured_content
 
     return anyio.run(call)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @contextlib.contextmanager

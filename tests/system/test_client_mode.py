@@ -13,9 +13,6 @@ import socket
 import stat
 import subprocess
 import sys
-import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -23,18 +20,13 @@ import pytest
 from pmd_site.cli.client import ClientModeError, answer_from_server, peer_uid, read_command, socket_path
 
 from tests.support.paths import FIXTURE_CORPUS, ROOT
+from tests.support.servers import free_port, pmd_serve
 INDEX = "clientmode"
 
 pytestmark = pytest.mark.skipif(bool(os.environ.get("DATABASE_URL")), reason="the embedded server's PMD_HOME")
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-CLOSED_PORT = _free_port()  # no model server: one address, as the server's settings name it too
+CLOSED_PORT = free_port()  # no model server: one address, as the server's settings name it too
 
 
 def _env(**extra: str) -> dict[str, str]:
@@ -59,29 +51,9 @@ def served(tmp_path_factory):
     added = _pmd("collection", "add", str(corpus), "--name", "notes")
     assert added.returncode == 0, added.stderr.decode()
     assert _pmd("context", "add", "pmd://notes/guides", "How-to guides").returncode == 0
-    port = _free_port()
     log = corpus.parent / "serve.log"
-    with open(log, "w") as output:
-        proc = subprocess.Popen([sys.executable, "-m", "pmd_site.cli", "serve", "--port", str(port)],
-                                env=_env(), cwd=ROOT, stdout=output, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 90
-    while True:
-        assert proc.poll() is None, f"pmd serve exited:\n{log.read_text()}"
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as response:
-                if response.status == 200:
-                    break
-        except (urllib.error.URLError, OSError):
-            pass
-        assert time.monotonic() < deadline, f"pmd serve did not come up:\n{log.read_text()}"
-        time.sleep(0.2)
-    yield {"corpus": corpus, "log": log, "proc": proc}
-    proc.terminate()
-    try:
-        proc.wait(20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(10)
+    with pmd_serve(env=_env(), log=log, timeout=90) as (proc, port):
+        yield {"corpus": corpus, "log": log, "proc": proc}
 
 
 def _normalised(data: bytes) -> bytes:

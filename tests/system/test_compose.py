@@ -28,7 +28,6 @@ import secrets
 import shlex
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -44,6 +43,7 @@ import yaml
 from tests.support.ollama_server import OllamaTestServer
 
 from tests.support.paths import ROOT
+from tests.support.servers import free_port
 COMPOSE = ROOT / "compose.yaml"
 DOCKERFILE = ROOT / "Dockerfile"
 BIN = Path(sys.executable).parent  # the venv's bin: `pmd` is on the container's PATH
@@ -120,12 +120,6 @@ def image_user_ids() -> tuple[int, int]:
     gid = re.search(r"groupadd [^\n]*--gid (\d+)", text).group(1)
     assert re.search(r"chown \S+ /data", text), "the image's /data belongs to its user"
     return int(uid), int(gid)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class Rehearsal:

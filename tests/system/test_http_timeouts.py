@@ -11,10 +11,7 @@ import os
 import select
 import socket
 import subprocess
-import sys
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import psutil
@@ -26,16 +23,11 @@ from indexing.access import Access
 # The server is another process: what the test creates must be committed.
 pytestmark = pytest.mark.django_db(transaction=True)
 
-from tests.support.paths import ROOT
+from tests.support.factories import make_user
+from tests.support.servers import pmd_serve
 TIMEOUT = 1  # every PMD_HTTP_*_TIMEOUT of the server under test
 CLOSE_DEADLINE = 20.0  # generous: the server closes after about TIMEOUT
 BIG_FILE_BYTES = 32 * 1024 * 1024  # more than the kernel buffers between the server and a client
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class Server:
@@ -62,33 +54,12 @@ def server(database_url, tmp_path):
     static.mkdir()
     with open(static / "big.bin", "wb") as handle:
         handle.truncate(BIG_FILE_BYTES)
-    port = _free_port()
     env = dict(os.environ, DATABASE_URL=database_url, PYTHONUNBUFFERED="1", PMD_STATIC_ROOT=str(static),
                PMD_HTTP_HEADER_TIMEOUT=str(TIMEOUT), PMD_HTTP_IDLE_TIMEOUT=str(TIMEOUT),
                PMD_HTTP_KEEPALIVE_TIMEOUT=str(TIMEOUT), PMD_LOG_LEVEL="INFO")
     log = tmp_path / "serve.log"
-    with open(log, "w") as output:
-        proc = subprocess.Popen([sys.executable, "-m", "pmd_site.cli", "serve", "--port", str(port)],
-                                env=env, cwd=ROOT, stdout=output, stderr=subprocess.STDOUT)
-    running = Server(proc, port, log)
-    deadline = time.monotonic() + 60
-    while True:
-        assert proc.poll() is None, f"pmd serve exited:\n{log.read_text()}"
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as response:
-                if response.status == 200:
-                    break
-        except (urllib.error.URLError, OSError):
-            pass
-        assert time.monotonic() < deadline, f"pmd serve did not come up:\n{log.read_text()}"
-        time.sleep(0.2)
-    yield running
-    proc.terminate()
-    try:
-        proc.wait(20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(10)
+    with pmd_serve(env=env, log=log, timeout=60) as (proc, port):
+        yield Server(proc, port, log)
 
 
 def _read_until_closed(sock: socket.socket, server: Server) -> bytes:
@@ -144,7 +115,7 @@ def test_a_stalled_request_body_gets_408_and_is_closed(server):
 
 
 def test_get_mcp_opens_no_event_stream_and_idle_keep_alive_ends(server, django_user_model):
-    user = django_user_model.objects.create_user("agent", password="pw-agent-123")
+    user = make_user("agent")
     token = token_create(user=user, access=Access.local_user(), can_write=True).raw
     with server.connect() as client:
         client.sendall(f"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n"

@@ -11,7 +11,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -24,18 +23,13 @@ import psutil
 import pytest
 
 from tests.support.paths import ROOT
+from tests.support.servers import free_port
 START_TIMEOUT = 120.0
 CHANGE_TIMEOUT = 30.0
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _closed_port_url() -> str:
-    return f"http://127.0.0.1:{_free_port()}"
+    return f"http://127.0.0.1:{free_port()}"
 
 
 def _env(home: Path) -> dict[str, str]:
@@ -79,7 +73,7 @@ class Up:
 
     def __init__(self, home: Path, *dirs: Path, port: int | None = None):
         self.home = home
-        self.port = port or _free_port()
+        self.port = port or free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.log = home.parent / f"up-{self.port}.log"
         home.mkdir(parents=True, exist_ok=True)
@@ -198,7 +192,7 @@ def test_up_serves_the_ui_follows_the_folder_and_stops_without_orphans(tmp_path,
               "the rename", up.proc, up.log)
 
     # One pmd up per home and index (each runs the scheduler): a second one is refused and names the first.
-    second = _pmd(up.home, "up", "--port", str(_free_port()), timeout=60)
+    second = _pmd(up.home, "up", "--port", str(free_port()), timeout=60)
     assert second.returncode == 1, second.stdout + second.stderr
     assert f"pmd up is already running for {up.home}" in second.stderr
     assert f"pid {up.proc.pid}, http://127.0.0.1:{up.port}/" in second.stderr

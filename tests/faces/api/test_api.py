@@ -7,20 +7,21 @@ from django.test import Client
 
 from indexing.services.tokens import token_create, token_revoke
 from indexing.access import Access
+from tests.support.factories import api_client, make_user
 
 
 @pytest.fixture
 def staff(django_user_model):
-    return django_user_model.objects.create_user("root", password="pw-root-123", is_staff=True)
+    return make_user("root", staff=True)
 
 
 @pytest.fixture
 def reader(django_user_model):
-    return django_user_model.objects.create_user("reader", password="pw-reader-123")
+    return make_user("reader")
 
 
 def _client(user) -> Client:
-    return Client(HTTP_AUTHORIZATION=f"Bearer {token_create(user=user, access=Access.local_user(), can_write=True).raw}")
+    return api_client(user)
 
 
 @pytest.fixture(autouse=True)

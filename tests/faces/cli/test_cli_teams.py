@@ -12,14 +12,14 @@ from django.utils import timezone
 
 from indexing.models import AuditEvent, Collection
 from indexing.models import ApiToken
+from tests.support.factories import make_user
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
 def people(django_user_model):
-    return {name: django_user_model.objects.create_user(name, password=f"pw-{name}-123")
-            for name in ("alice", "bob", "carol")}
+    return {name: make_user(name) for name in ("alice", "bob", "carol")}
 
 
 def _show(run_cli, name: str = "notes") -> dict:

@@ -11,13 +11,11 @@ from __future__ import annotations
 import time
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.test import Client
 
-from indexing.access import Access
 from indexing.services.collections import collection_create
 from indexing.services.scanning import collection_index
-from indexing.services.tokens import token_create
+from tests.support.factories import api_client, make_user
 
 pytestmark = pytest.mark.django_db
 
@@ -48,10 +46,10 @@ def _measure(client, url: str, **headers) -> str:
 def test_measure(tmp_path):
     _vault(tmp_path / "vault")
     collection_index(collection_create(path=tmp_path / "vault", name="big"))
-    user = get_user_model().objects.create_user("m", password="correct horse battery")
+    user = make_user("m", password="correct horse battery")
     web = Client()
     web.force_login(user)
-    api = Client(HTTP_AUTHORIZATION=f"Bearer {token_create(user=user, access=Access.local_user()).raw}")
+    api = api_client(user, write=False)
     lines = [
         _measure(web, "/doc/big/headings.md"),
         _measure(web, "/doc/big/headings.md?view=source"),

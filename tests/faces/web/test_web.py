@@ -12,35 +12,12 @@ from django.test import Client
 
 from indexing.models import Collection, Document, Job
 from indexing.access import Access
+from tests.support.factories import make_user
 
 pytestmark = pytest.mark.django_db
 
 PAGES = ["/", "/collections/", "/status/", "/doc/notes/README.md", "/raw/notes/README.md"]
 HTMX = {"HTTP_HX_REQUEST": "true", "HTTP_HX_TARGET": "results"}
-
-
-@pytest.fixture
-def member(db):
-    return get_user_model().objects.create_user("member", password="correct horse battery")
-
-
-@pytest.fixture
-def staff(db):
-    return get_user_model().objects.create_user("boss", password="correct horse battery", is_staff=True)
-
-
-@pytest.fixture
-def member_client(member):
-    client = Client()
-    client.force_login(member)
-    return client
-
-
-@pytest.fixture
-def staff_client(staff):
-    client = Client()
-    client.force_login(staff)
-    return client
 
 
 def _wait_for_job(job_id, timeout: float = 30.0) -> Job:
@@ -265,7 +242,7 @@ def test_status_page_shows_each_section(member_client, indexed_collection):
 
 
 def test_admin_lists_documents_by_docid_with_read_only_body(indexed_collection):
-    admin_user = get_user_model().objects.create_superuser("root", password="correct horse battery")
+    admin_user = make_user("root", password="correct horse battery", superuser=True)
     client = Client()
     client.force_login(admin_user)
     doc = Document.objects.get(path="README.md")
@@ -279,7 +256,7 @@ def test_admin_lists_documents_by_docid_with_read_only_body(indexed_collection):
 
 @pytest.mark.django_db(transaction=True)
 def test_admin_reindex_action_starts_a_job(indexed_collection):
-    admin_user = get_user_model().objects.create_superuser("root", password="correct horse battery")
+    admin_user = make_user("root", password="correct horse battery", superuser=True)
     client = Client()
     client.force_login(admin_user)
     response = client.post("/admin/indexing/collection/", {
@@ -292,7 +269,7 @@ def test_admin_reindex_action_starts_a_job(indexed_collection):
 def test_admin_revoke_action_revokes_through_the_token_service(member):
     from indexing.services.tokens import token_authenticate, token_create
 
-    admin_user = get_user_model().objects.create_superuser("root", password="correct horse battery")
+    admin_user = make_user("root", password="correct horse battery", superuser=True)
     client = Client()
     client.force_login(admin_user)
     tokens = [token_create(user=member, name=n, access=Access.local_user(), can_write=True) for n in ("one", "two")]
@@ -336,7 +313,7 @@ def test_embed_button_and_admin_action_start_embedding_jobs(staff_client, indexe
     documents, embedded, stale = re.search(
         r'<td class="num">(\d+)</td>\s*<td class="num">(\d+)</td>\s*<td class="num">(\d+)</td>', page).groups()
     assert (documents, stale) == ("6", "0") and int(embedded) > 0
-    admin_user = get_user_model().objects.create_superuser("root", password="correct horse battery")
+    admin_user = make_user("root", password="correct horse battery", superuser=True)
     client = Client()
     client.force_login(admin_user)
     client.post("/admin/indexing/collection/", {"action": "embed", "_selected_action": [indexed_collection.pk]})

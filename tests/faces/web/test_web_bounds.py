@@ -7,9 +7,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.db import connection
-from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
 from indexing.access import Access
@@ -39,14 +37,6 @@ def vault(tmp_path):
     (folder / "short.md").write_text("---\ntags: [a, b]\n---\n# Short\n\nA normal note.\n\n## Part\n\nMore.\n")
     collection_index(collection_create(path=folder, name="big"))
     return folder
-
-
-@pytest.fixture
-def member_client(db):
-    user = get_user_model().objects.create_user("member", password="correct horse battery")
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def _anchors(html: str) -> list[int]:

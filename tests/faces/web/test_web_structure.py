@@ -8,7 +8,6 @@ import shutil
 from urllib.parse import parse_qs, urlparse
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.test import Client
 
 from indexing.access import Access
@@ -17,6 +16,7 @@ from indexing.models import Collection
 pytestmark = pytest.mark.django_db
 
 from tests.support.paths import FIXTURE_VAULT as VAULT
+from tests.support.factories import make_user
 HTMX = {"HTTP_HX_REQUEST": "true", "HTTP_HX_TARGET": "results"}
 
 
@@ -28,14 +28,6 @@ def vault(db, tmp_path):
     shutil.copytree(VAULT, target)
     collection_add(path=target, name="vault", access=Access.local_user())
     return Collection.objects.get(name="vault")
-
-
-@pytest.fixture
-def member_client(db):
-    user = get_user_model().objects.create_user("member", password="correct horse battery")
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def _facets(html: str) -> dict[str, int]:
@@ -126,7 +118,7 @@ def test_a_member_sees_no_facet_or_link_from_a_collection_they_cannot_see(member
     secret.mkdir()
     (secret / "alpha.md").write_text("---\ntags: [classified]\n---\n# Secret alpha\n\nAlpha, see [[plans]].\n")
     (secret / "plans.md").write_text("# Plans\n\nAlpha plans #hidden, back to [[alpha]].\n")
-    owner = get_user_model().objects.create_user("owner", password="x", is_staff=True)
+    owner = make_user("owner", password="x", staff=True)
     collection_add(path=secret, name="secret", access=Access.for_user(owner),
                    visibility=Collection.Visibility.PRIVATE)
     owner_client = Client()
@@ -196,7 +188,7 @@ def test_the_related_panel_never_shows_what_the_member_cannot_see(member_client,
     secret.mkdir()
     (secret / "copy.md").write_text("---\ntags: [db, search]\n---\n# Alpha again\n\n"
                                     "Alpha depends on beta and reports home. The details of alpha.\n")
-    owner = get_user_model().objects.create_user("owner", password="x", is_staff=True)
+    owner = make_user("owner", password="x", staff=True)
     collection_add(path=secret, name="secret", access=Access.for_user(owner),
                    visibility=Collection.Visibility.PRIVATE)
     embed_pending()

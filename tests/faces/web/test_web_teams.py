@@ -13,8 +13,6 @@ import shutil
 from datetime import timedelta
 
 import pytest
-from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Group
 from django.test import Client
 from django.utils import timezone
 
@@ -22,6 +20,7 @@ from indexing.access import Access, visible_collection_names
 from indexing.models import AuditEvent, Collection, Document, Job
 from indexing.services.tokens import token_create
 from indexing.models import ApiToken
+from tests.support.factories import make_group, make_user
 
 pytestmark = pytest.mark.django_db
 
@@ -52,12 +51,11 @@ def _same_as_never_created(client, url_template: str, method: str = "get", data=
 
 @pytest.fixture
 def people(db):
-    User = get_user_model()
     return {
-        "olga": User.objects.create_user("olga", password="correct horse battery", is_staff=True),
-        "bob": User.objects.create_user("bob", password="correct horse battery", is_staff=True),
-        "mia": User.objects.create_user("mia", password="correct horse battery"),
-        "root": User.objects.create_superuser("root", password="correct horse battery"),
+        "olga": make_user("olga", password="correct horse battery", staff=True),
+        "bob": make_user("bob", password="correct horse battery", staff=True),
+        "mia": make_user("mia", password="correct horse battery"),
+        "root": make_user("root", password="correct horse battery", superuser=True),
     }
 
 
@@ -196,8 +194,7 @@ def test_sharing_with_a_person_through_the_form_lets_them_see_it_everywhere(clie
 
 
 def test_sharing_with_a_group_by_htmx_answers_the_rows_fragment(clients, collections, people):
-    team = Group.objects.create(name="hr-team")
-    people["mia"].groups.add(team)
+    team = make_group("hr-team", people["mia"])
     response = clients["olga"].post(f"/collections/{SECRET_NAME}/share/",
                                     {"visibility": "shared", "groups": ["hr-team"]}, **HTMX)
     body = response.content.decode()
