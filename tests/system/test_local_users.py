@@ -37,7 +37,7 @@ def _home() -> Path:
 
 @pytest.fixture(scope="module")
 def running_postgres(django_db_setup, django_db_blocker):
-    """The session's embedded PostgreSQL (started by pmd_site.pytest_plugin)."""
+    """The session's embedded PostgreSQL (started by tests/plugin.py)."""
     server = EmbeddedPostgres(_home())
     assert server.status().running
     return server
