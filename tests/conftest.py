@@ -1,4 +1,4 @@
-"""Shared fixtures. The embedded PostgreSQL for the session comes from `pmd_site.pytest_plugin`."""
+"""Shared fixtures. The embedded PostgreSQL for the session comes from `tests.plugin` (loaded with `-p tests.plugin`, see pyproject.toml)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,36 @@ from pathlib import Path
 
 import pytest
 
-pytest_plugins = ["ollama_fixtures"]  # the Ollama-compatible test server (tests/ollama_server.py)
+from tests.support.factories import make_user, web_client
+from tests.support.paths import FIXTURE_CORPUS
 
-FIXTURE_CORPUS = Path(__file__).parent / "fixtures" / "corpus"
+pytest_plugins = ["tests.support.ollama_fixtures"]  # the Ollama-compatible test server (tests/support/ollama_server.py)
+
+PASSWORD = "correct horse battery"  # of the `member` and `staff` users
+
+
+@pytest.fixture
+def member(db):
+    """A member (not staff) named `member`; password PASSWORD."""
+    return make_user("member", password=PASSWORD)
+
+
+@pytest.fixture
+def staff(db):
+    """A staff user named `boss`; password PASSWORD."""
+    return make_user("boss", password=PASSWORD, staff=True)
+
+
+@pytest.fixture
+def member_client(member):
+    """The browser UI's client, logged in as `member`."""
+    return web_client(member)
+
+
+@pytest.fixture
+def staff_client(staff):
+    """The browser UI's client, logged in as `staff`."""
+    return web_client(staff)
 
 
 @pytest.fixture

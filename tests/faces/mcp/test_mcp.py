@@ -1,0 +1,182 @@
+"""MCP: the SDK's own client over stdio (`pmd mcp` subprocess) and Streamable HTTP (live ASGI server)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import anyio
+import httpx
+import pytest
+
+from indexing.access import Access
+from tests.support.mcp_client import http_client as _http_client
+from tests.support.paths import ROOT
+
+# available_apps makes the flush between tests TRUNCATE … CASCADE, which also empties the
+# keyword index tables that reference documents.
+pytestmark = pytest.mark.django_db(transaction=True, available_apps=[
+    "django.contrib.admin", "django.contrib.auth", "django.contrib.contenttypes", "django.contrib.sessions",
+    "django.contrib.messages", "django.contrib.staticfiles", "django_htmx", "indexing", "search",
+])
+
+TOOLS = {"pmd_search", "pmd_vector_search", "pmd_deep_search", "pmd_get", "pmd_multi_get", "pmd_status", "pmd_links", "pmd_related",
+         "pmd_search_history"}
+
+
+async def _exercise(client, doc) -> dict:
+    """initialize (by entering), list, call every tool, read a resource, get the prompt."""
+    seen = {}
+    tools = await client.list_tools()
+    seen["tools"] = {t.name: t for t in tools.tools}
+    seen["instructions"] = client.instructions
+    seen["status"] = await client.call_tool("pmd_status", {})
+    seen["get"] = await client.call_tool("pmd_get", {"ref": f"#{doc.docid}", "max_lines": 2, "line_numbers": True})
+    seen["get_missing"] = await client.call_tool("pmd_get", {"ref": f"pmd://notes/{doc.path[:-3]}x.md"})
+    seen["multi"] = await client.call_tool("pmd_multi_get", {"pattern": "notes/**", "max_bytes": 1_000_000})
+    for name in ("pmd_search", "pmd_vector_search", "pmd_deep_search"):
+        seen[name] = await client.call_tool(name, {"query": "postgres tuning", "limit": 3, "rerank": False}
+                                            if name == "pmd_deep_search" else {"query": "postgres tuning", "limit": 3})
+    seen["resource"] = await client.read_resource(f"pmd://notes/{doc.path}")
+    seen["resource_range"] = await client.read_resource(f"pmd://notes/{doc.path}?start=2&lines=1")
+    seen["prompts"] = await client.list_prompts()
+    seen["prompt"] = await client.get_prompt("research", {"question": "how do we tune postgres?"})
+    return seen
+
+
+def _check(seen: dict, collection) -> None:
+    doc = collection.documents.filter(active=True).order_by("path").first()
+    assert set(seen["tools"]) == TOOLS
+    for tool in seen["tools"].values():
+        assert tool.annotations.read_only_hint is True, tool.name
+        assert tool.output_schema, tool.name
+    assert "pmd://notes/" in seen["instructions"]
+
+    status = seen["status"]
+    assert not status.is_error
+    assert status.structured_content["documents"] == collection.documents.filter(active=True).count()
+    assert status.structured_content["collections"][0]["uri"] == "pmd://notes/"
+    vectors = status.structured_content["embeddings"]
+    assert vectors["embedded"] == 0 and vectors["pending"] > 0 and "pmd embed" in vectors["hint"]
+    assert "0 texts embedded" in status.content[0].text
+
+    got = seen["get"].structured_content
+    lines = doc.content.body.splitlines()
+    assert got["docid"] == doc.docid and got["from_line"] == 1 and got["to_line"] == 2
+    assert got["text"].splitlines()[0].endswith(lines[0]) and got["text"].startswith("1  ")
+    assert seen["get"].content[0].text.startswith(f"#{doc.docid} pmd://notes/{doc.path} lines 1-2")
+    missing = seen["get_missing"]
+    assert missing.is_error and f"pmd://notes/{doc.path}" in missing.content[0].text
+
+    uris = {d["uri"] for d in seen["multi"].structured_content["documents"]}
+    assert uris == {d.uri for d in collection.documents.filter(active=True)}
+
+    # Nothing is embedded: semantic search says what to run, deep search still answers from keywords.
+    for name, mode in (("pmd_search", "search"), ("pmd_deep_search", "query")):
+        result = seen[name]
+        assert not result.is_error, (name, result.content[0].text)
+        assert result.structured_content["mode"] == mode
+        assert {"docid", "uri", "line", "score", "snippet"} <= set(result.structured_content["results"][0])
+    vector = seen["pmd_vector_search"]
+    assert vector.is_error and "pmd_search" in vector.content[0].text and "pmd embed" not in vector.content[0].text
+
+    assert seen["resource"].contents[0].text == doc.content.body
+    assert seen["resource_range"].contents[0].text == lines[1]
+    assert [p.name for p in seen["prompts"].prompts] == ["research"]
+    assert "how do we tune postgres?" in seen["prompt"].messages[0].content.text
+
+
+def test_http_transport_end_to_end(asgi_server, token, indexed_collection):
+    doc = indexed_collection.documents.filter(active=True).order_by("path").first()
+
+    async def run():
+        async with _http_client(asgi_server, token) as client:
+            return await _exercise(client, doc)
+
+    _check(anyio.run(run), indexed_collection)
+
+
+def _initialize_body() -> dict:
+    return {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                       "clientInfo": {"name": "test", "version": "0"}}}
+
+
+def test_http_rejects_missing_invalid_revoked_token_and_foreign_origin(asgi_server, token):
+    from indexing.services.tokens import token_revoke
+
+    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    with httpx.Client(base_url=asgi_server, timeout=10) as http:
+        missing = http.post("/mcp", json=_initialize_body(), headers=headers)
+        assert missing.status_code == 401 and missing.headers["www-authenticate"].startswith("Bearer")
+        assert "token" in missing.json()["message"]
+        invalid = http.post("/mcp", json=_initialize_body(), headers={**headers, "Authorization": "Bearer pmd_nope"})
+        assert invalid.status_code == 401
+        auth = {**headers, "Authorization": f"Bearer {token}"}
+        ok = http.post("/mcp", json=_initialize_body(), headers=auth)
+        assert ok.status_code == 200 and ok.json()["result"]["serverInfo"]["name"] == "pmd"
+        foreign = http.post("/mcp", json=_initialize_body(), headers={**auth, "Origin": "https://evil.example"})
+        assert foreign.status_code == 403
+        local_origin = http.post("/mcp", json=_initialize_body(),
+                                 headers={**auth, "Origin": asgi_server.replace("127.0.0.1", "localhost")})
+        assert local_origin.status_code == 200
+        rebound = http.post("/mcp", json=_initialize_body(), headers={**auth, "Host": "attacker.example"})
+        assert rebound.status_code == 421
+        token_revoke(token=token, access=Access.local_user())
+        assert http.post("/mcp", json=_initialize_body(), headers=auth).status_code == 401
+        # Django still serves everything else from the same application.
+        assert http.get("/api/status", headers={"Authorization": "Bearer pmd_nope"}).status_code == 401
+
+
+def test_mcp_allowed_hosts_are_configurable(settings):
+    from pmd_site.asgi import transport_security
+
+    settings.PMD_MCP_ALLOWED_HOSTS = ["search.example.org"]
+    settings.PMD_MCP_ALLOWED_ORIGINS = ["https://search.example.org"]
+    security = transport_security()
+    assert security.enable_dns_rebinding_protection
+    assert security.allowed_hosts == ["search.example.org", "search.example.org:*"]
+    assert security.allowed_origins == ["https://search.example.org"]
+    settings.PMD_MCP_ALLOWED_HOSTS = ["*"]
+    assert transport_security().enable_dns_rebinding_protection is False
+
+
+def _child_env(database_url: str) -> dict:
+    """The test database, addressed by DATABASE_URL so `pmd mcp` neither starts nor stops a server."""
+    env = {k: v for k, v in os.environ.items() if k in {"PATH", "HOME", "LANG", "PMD_SECRET_KEY", "PMD_HOME"}}
+    env["DATABASE_URL"] = database_url
+    env["PMD_INDEX"] = "default"
+    return env
+
+
+def test_stdio_transport_end_to_end(indexed_collection, database_url):
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    doc = indexed_collection.documents.filter(active=True).order_by("path").first()
+    params = StdioServerParameters(command=sys.executable, args=["-m", "pmd_site.cli", "mcp"],
+                                   env=_child_env(database_url), cwd=str(ROOT))
+
+    async def run():
+        async with Client(params) as client:
+            return await _exercise(client, doc)
+
+    _check(anyio.run(run), indexed_collection)
+
+
+def test_same_ranking_through_cli_api_and_mcp(asgi_server, token, indexed_collection, run_cli):
+    query = "vector index notes"
+    code, out, err = run_cli("search", query, "--json", "-n", "5")
+    assert code == 0, err
+    cli = [r["docid"] for r in json.loads(out)["results"]]
+    assert len(cli) >= 2, "the fixture corpus should match the query in several documents"
+    with httpx.Client(base_url=asgi_server, headers={"Authorization": f"Bearer {token}"}) as http:
+        api = [r["docid"] for r in http.post("/api/search", json={"query": query, "limit": 5}).json()["results"]]
+
+    async def run():
+        async with _http_client(asgi_server, token) as client:
+            result = await client.call_tool("pmd_search", {"query": query, "limit": 5})
+            return [r["docid"] for r in result.structured_content["results"]]
+
+    assert cli == api == anyio.run(run)

