@@ -15,7 +15,7 @@ from django.test import RequestFactory
 
 from indexing import errors
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support.paths import ROOT  # noqa: E402 - the repository, wherever this file sits
 PACKAGES = ("indexing", "search", "pmd_site")
 # A face's syntax: a pmd command, a command-line flag, manage.py.
 FACE_SYNTAX = re.compile(r"`pmd |\bpmd (?:embed|update|models|token|user|collection|up)\b|manage\.py|createsuperuser"

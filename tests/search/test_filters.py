@@ -519,7 +519,12 @@ def test_vector_search_with_filters(embedded_vault, monkeypatch):
 
 
 @TRANSACTIONAL
-def test_hybrid_search_with_filters_in_every_sub_search(embedded_vault, ollama, settings):
+def test_hybrid_search_with_filters_in_every_sub_search(embedded_vault, ollama, settings, monkeypatch):
+    from search.pipeline import hybrid
+
+    # Expansion must run whatever keyword search scores first (a strong first hit skips it):
+    # this test is about the filters reaching every sub-search.
+    monkeypatch.setattr(hybrid, "STRONG_SCORE", 1.01)
     settings.PMD_GENERATE_MODEL = "qwen3:0.6b"
     settings.PMD_RERANK_MODEL = ""
     settings.PMD_QUERY_TIMEOUT = 20.0
