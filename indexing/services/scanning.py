@@ -35,6 +35,7 @@ from indexing.services.links import (
 )
 from indexing.structure import DATE_MTIME, Link, NoteStructure, frontmatter_names, note_date, note_structure
 from indexing.text import BinaryFile, note_reading, parse_markdown
+from indexing.userinput import unstorable_reason
 from indexing.keyword import keyword_index_update  # the BM25 index follows every scan
 
 ProgressCallback = Callable[[int, int, str], None]
@@ -161,7 +162,7 @@ def collection_files(collection: Collection, issues: list[FileIssue]) -> Iterato
                 if name.startswith("."):
                     continue
                 rel = f"{rel_dir}/{name}" if rel_dir else name
-                if not _storable(name):  # bytes that are not UTF-8: no database column holds the name
+                if unstorable_reason(name):  # bytes that are not UTF-8 arrive as lone surrogates
                     issues.append(FileIssue(_printable(rel), "the file name is not valid UTF-8: skipped"))
                     continue
                 path = os.path.join(real_dir, name)
@@ -192,14 +193,6 @@ def collection_files(collection: Collection, issues: list[FileIssue]) -> Iterato
     yield from walk("", real_root)
     while linked:
         yield from walk(*linked.pop(0))
-
-
-def _storable(name: str) -> bool:
-    try:
-        name.encode("utf-8")
-    except UnicodeEncodeError:  # os.scandir hands undecodable bytes over as lone surrogates
-        return False
-    return True
 
 
 def _printable(path: str) -> str:
