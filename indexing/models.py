@@ -43,6 +43,10 @@ class Collection(models.Model):
         max_length=10, choices=TitleFrom.choices, default=TitleFrom.HEADING,
         help_text="where notes' titles come from; 'filename' is chosen for a folder holding .obsidian/",
     )
+    transclude = models.BooleanField(
+        default=False,
+        help_text="a note that embeds another (![[Note#Section]]) is found by the embedded words too",
+    )
     # How the stored titles, tags and links were read (indexing.text.note_reading): when it is not
     # how this pmd reads them, the next scan reads every note again, changed or not.
     reading = models.CharField(max_length=40, blank=True, default="")

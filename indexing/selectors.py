@@ -215,6 +215,7 @@ class CollectionDetail:
     path: str
     mask: str
     title_from: str
+    transclude: bool
     documents: int
     inactive: int
     problems: int
@@ -235,7 +236,7 @@ class CollectionDetail:
         return {k: getattr(self, k) for k in OVERVIEW_FIELDS}
 
 
-OVERVIEW_FIELDS = ("name", "path", "mask", "title_from", "language", "text_search_config", "documents", "inactive", "problems", "last_indexed_at", "visibility",
+OVERVIEW_FIELDS = ("name", "path", "mask", "title_from", "transclude", "language", "text_search_config", "documents", "inactive", "problems", "last_indexed_at", "visibility",
                    "owner", "shared_users", "shared_groups")
 
 
@@ -256,7 +257,8 @@ def _overview(collections) -> list[CollectionDetail]:
     )
     return [
         CollectionDetail(
-            collection=c, name=c.name, path=c.root_path, mask=c.mask, title_from=c.title_from, documents=c.active_documents,
+            collection=c, name=c.name, path=c.root_path, mask=c.mask, title_from=c.title_from, transclude=c.transclude,
+            documents=c.active_documents,
             inactive=c.inactive_documents, problems=problems.get(c.id, 0), last_indexed_at=c.last_indexed_at,
             ignore=list(c.ignore_patterns or []), text_search_config=c.text_search_config,
             language=language_label(c.text_search_config), **collection_sharing(c),

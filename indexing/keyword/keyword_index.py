@@ -47,9 +47,10 @@ import re
 from typing import NamedTuple
 
 from django.db import DatabaseError, connection, transaction
+from django.db.models import F
 
 from indexing.locks import KEYWORD_INDEX, advisory_lock_wait
-from indexing.models import Document
+from indexing.models import Document, DocumentLink
 from indexing.keyword.analysis import prepare_text
 from indexing.markdown import searchable_text
 from indexing.text import strip_frontmatter
@@ -166,6 +167,78 @@ def split_passages(title: str, body: str) -> list[Passage]:
     return passages
 
 
+# --- transclusion: what `![[Note#Section]]` adds to the note that writes it ---------------------------
+
+EMBEDS_PER_NOTE = 20  # embeds of one note whose words it is found by (a bound on a note's index size)
+EMBED_CHARS = 20_000  # characters of one embedded note or section
+
+
+def _normal(heading: str) -> str:
+    return " ".join(heading.split()).casefold()
+
+
+def embedded_text(body: str, heading: str = "") -> str:
+    """The text an embed shows: the section under `heading` (to the next heading of its level or
+    higher), the block `^id` (its paragraph), or the note without its frontmatter; "" if none.
+    Comments are still in the text returned."""
+    text = strip_frontmatter(body)
+    if not heading:
+        return text[:EMBED_CHARS]
+    lines = text.splitlines(keepends=True)
+    if heading.startswith("^"):
+        marker = heading
+        for i, line in enumerate(lines):
+            if line.rstrip().endswith(marker) and (len(line.rstrip()) == len(marker) or line.rstrip()[-len(marker) - 1].isspace()):
+                first = i
+                if not line.strip()[: -len(marker)].strip():  # `^id` on a line of its own names the block above
+                    first = i - 1
+                    while first > 0 and lines[first].strip() and lines[first - 1].strip():
+                        first -= 1
+                    return "".join(lines[max(first, 0):i])[:EMBED_CHARS]
+                while first > 0 and lines[first - 1].strip():
+                    first -= 1
+                return "".join(lines[first:i + 1])[:EMBED_CHARS]
+        return ""
+    wanted, level, fence, kept = _normal(heading), 0, "", []
+    for line in lines:
+        stripped = line.strip()
+        if stripped.startswith(_FENCES):
+            marker = _FENCE.match(stripped).group(1)
+            fence = "" if fence and marker[0] == fence[0] else (fence or marker)
+        found = _heading(line.rstrip(_LINE_ENDS)) if not fence and stripped.startswith("#") else None
+        if found is not None:
+            depth = len(stripped) - len(stripped.lstrip("#"))
+            if level and depth <= level:
+                break
+            if not level and _normal(found) == wanted:
+                level = depth
+                continue
+        if level:
+            kept.append(line)
+    return "".join(kept)[:EMBED_CHARS]
+
+
+def _embed_passages(doc_ids: list[int]) -> dict[int, list[tuple[int, str, str]]]:
+    """Per document of a collection that transcludes: (line of the embed, head, text) of the notes and
+    sections it embeds (one level deep: what an embedded note embeds is not added)."""
+    found: dict[int, list[tuple[int, str, str]]] = {}
+    links = (DocumentLink.objects
+             .filter(source_id__in=doc_ids, source__collection__transclude=True, kind=DocumentLink.Kind.EMBED,
+                     target__isnull=False, target__active=True)
+             .exclude(target_id=F("source_id"))
+             .order_by("source_id", "line", "id")
+             .values_list("source_id", "line", "heading", "target__title", "target__content__body"))
+    for source, line, heading, title, body in links:
+        mine = found.setdefault(source, [])
+        if len(mine) >= EMBEDS_PER_NOTE:
+            continue
+        text = searchable_text(embedded_text(body or "", heading))
+        if text.strip():
+            section = "" if heading.startswith("^") else heading
+            mine.append((line, f"{title or ''}\n{section}".strip(), text))
+    return found
+
+
 # The tsvector of a passage: title/headings weight A, body weight D.
 _TSV = "setweight(to_tsvector(s.config::regconfig, s.head), 'A') || setweight(to_tsvector(s.config::regconfig, s.body), 'D')"
 _COLUMNS = "document_id, collection_id, ordinal, start_line, end_line, start_char, end_char"
@@ -246,13 +319,32 @@ def _batch_columns(ids: list[int]) -> tuple[list, ...]:
     cols: tuple[list, ...] = tuple([] for _ in range(10))
     rows = Document.objects.filter(id__in=ids, active=True).values_list(
         "id", "collection_id", "collection__text_search_config", "title", "content__body")
+    rows = list(rows)
+    embeds = _embed_passages([row[0] for row in rows])
     for pk, coll, config, title, body in rows:
-        for p in split_passages(title or "", searchable_text(body or "")):
+        body = searchable_text(body or "")
+        passages = split_passages(title or "", body)
+        if pk in embeds:
+            passages += _embedding_passages(body, embeds[pk], len(passages))
+        for p in passages:
             values = (pk, coll, p.ordinal, p.start_line, p.end_line, p.start_char, p.end_char, config or "simple",
                       prepare_text(p.head).replace("\x00", ""), prepare_text(p.body).replace("\x00", ""))
             for col, value in zip(cols, values):
                 col.append(value)
     return cols
+
+
+def _embedding_passages(body: str, embeds: list[tuple[int, str, str]], first: int) -> list[Passage]:
+    """A passage per embed: the embedded words, shown (and linked) at the line that embeds them."""
+    lines = body.splitlines(keepends=True) or [""]
+    offsets = [0]
+    for line in lines:
+        offsets.append(offsets[-1] + len(line))
+    passages = []
+    for line, head, text in embeds:
+        i = min(max(line, 1), len(lines)) - 1
+        passages.append(Passage(first + len(passages), i + 1, i + 1, offsets[i], offsets[i + 1], head, text))
+    return passages
 
 
 class _Analyser:

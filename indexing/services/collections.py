@@ -17,6 +17,7 @@ from indexing.access import Access, collection_suggestions, collection_visible, 
 from indexing.folders import collection_folder_refusal, is_within
 from indexing.git import GitTimedOut, git_run
 from indexing.language import AUTO, LANGUAGES, LanguageChoice, language_choice, sample_texts
+from indexing.keyword import keyword_index_rebuild
 from indexing.models import Collection
 from indexing.paths import glob_regex
 from indexing.services.audit import audit_record
@@ -111,6 +112,7 @@ def collection_create(
     text_search_config: str | None = None,
     title_from: str | None = None,
     language: str | None = None,
+    transclude: bool = False,
     allowed_roots: list[Path] | None = None,
     owner=None,
     visibility: str = Collection.Visibility.EVERYONE,
@@ -138,7 +140,7 @@ def collection_create(
         access.forget_collections()  # asked above, before this collection existed
     collection = Collection(name=name, root_path=str(root), mask=(mask or settings.PMD_DEFAULT_MASK).strip(),
                             ignore_patterns=list(ignore_patterns or []), title_from=title_from, owner=owner,
-                            visibility=visibility)
+                            visibility=visibility, transclude=bool(transclude))
     choice = _language_choice(collection, language=language, config=text_search_config)
     collection.text_search_config = choice.config
     try:
@@ -175,6 +177,31 @@ def title_from_for(root: Path, asked: str | None) -> str:
             raise errors.InvalidCollection(f"unknown title source '{asked}': use one of {', '.join(Collection.TitleFrom.values)}")
         return asked
     return Collection.TitleFrom.FILENAME if (root / ".obsidian").is_dir() else Collection.TitleFrom.HEADING
+
+
+def collection_configure(*, name: str, access: Access, transclude: bool | None = None,
+                         title_from: str | None = None) -> Collection:
+    """Change how a collection's notes are read. Transclusion takes effect at once (its keyword
+    passages are written again); a new title source at the next scan, which reads every note again."""
+    require_write(access)
+    collection = collection_visible(name, access)
+    changes: dict = {}
+    if transclude is not None and bool(transclude) != collection.transclude:
+        changes["transclude"] = bool(transclude)
+    if title_from is not None:
+        chosen = title_from_for(Path(collection.root_path), title_from)
+        if chosen != collection.title_from:
+            changes["title_from"] = chosen
+    if not changes:
+        return collection
+    with transaction.atomic():
+        for field, value in changes.items():
+            setattr(collection, field, value)
+        collection.save(update_fields=[*changes, "updated_at"])
+        audit_record(access, "collection.configure", collection.name, **changes)
+        if "transclude" in changes:
+            keyword_index_rebuild(collection_ids=[collection.pk])
+    return collection
 
 
 def collection_get(name: str) -> Collection:

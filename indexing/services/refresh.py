@@ -191,7 +191,7 @@ class CollectionAdded:
 
 def collection_add(*, path: str | Path, name: str | None = None, mask: str | None = None,
                    ignore_patterns: list[str] | None = None, text_search_config: str | None = None,
-                   title_from: str | None = None, language: str | None = None,
+                   title_from: str | None = None, language: str | None = None, transclude: bool = False,
                    allowed_roots: list[Path] | None = None, index: Literal["now", "job", "no"] = "now",
                    progress: ProgressCallback | None = None, access: Access,
                    visibility: str = Collection.Visibility.EVERYONE) -> CollectionAdded:
@@ -209,7 +209,7 @@ def collection_add(*, path: str | Path, name: str | None = None, mask: str | Non
     owner = None if access.local else access.user
     collection = collection_create(path=path, name=name, mask=mask, ignore_patterns=ignore_patterns,
                                    text_search_config=text_search_config, title_from=title_from, language=language,
-                                   allowed_roots=allowed_roots,
+                                   transclude=transclude, allowed_roots=allowed_roots,
                                    owner=owner, visibility=visibility, access=access)
     audit_record(access, "collection.add", collection.name, path=collection.root_path, visibility=visibility,
                  language=collection.language_choice.label, text_search_config=collection.text_search_config)

@@ -23,7 +23,7 @@ from django.utils import timezone
 from indexing import errors
 from indexing.folders import collection_folder_refusal, pseudo_mount_points
 from indexing.locks import advisory_lock, collection_lock_key
-from indexing.models import Collection, Content, Document, FileProblem
+from indexing.models import Collection, Content, Document, DocumentLink, FileProblem
 from indexing.paths import Selection
 from indexing.services.links import (
     FEW_TARGETS,
@@ -358,14 +358,27 @@ def _collection_scan(
     missing = [v[0] for path, v in existing.items() if v[4] and path not in seen]
     batch.deactivate = missing
     report.removed = len(missing)
+    transcluding = Collection.objects.filter(pk=collection.pk, transclude=True).exists()  # as stored now
+    embedding_missing = _embedders(collection, missing) if transcluding else []  # before their links move
     batch.flush(report, final=True)
     if reread:
         Collection.objects.filter(pk=collection.pk).update(reading=reading)
         collection.reading = reading
-    keyword_index_update(changed_document_ids=report.changed_document_ids,
-                         removed_document_ids=report.removed_document_ids)
+    changed = report.changed_document_ids
+    if transcluding:
+        changed = changed + embedding_missing + _embedders(collection, changed)
+    keyword_index_update(changed_document_ids=changed, removed_document_ids=report.removed_document_ids)
     report.elapsed = time.perf_counter() - started
     return report
+
+
+def _embedders(collection: Collection, document_ids: list[int]) -> list[int]:
+    """Active notes that embed one of `document_ids`: their keyword passages hold its words."""
+    if not document_ids:
+        return []
+    return list(DocumentLink.objects.filter(source__collection=collection, source__active=True,
+                                            kind=DocumentLink.Kind.EMBED, target_id__in=document_ids)
+                .values_list("source_id", flat=True).distinct())
 
 
 def _unparsable(rel: str, exc: Exception) -> FileIssue:

@@ -33,6 +33,7 @@ from indexing.selectors import jobs_visible_to
 from indexing.services.audit import audit_record
 from indexing.services.background import embedding_request
 from indexing.services.collections import (
+    collection_configure,
     collection_remove,
     collection_rename,
     collection_root_check,
@@ -109,7 +110,7 @@ class CollectionAdminForm(forms.ModelForm):
                     path=cleaned["root_path"], name=cleaned["name"], mask=cleaned.get("mask") or None,
                     ignore_patterns=cleaned.get("ignore_patterns") or None,
                     text_search_config=cleaned.get("text_search_config") or None,
-                    title_from=cleaned.get("title_from") or None,
+                    title_from=cleaned.get("title_from") or None, transclude=bool(cleaned.get("transclude")),
                     allowed_roots=settings.PMD_COLLECTION_ROOTS, index="no", access=self.access,
                     visibility=visibility,
                 )
@@ -155,7 +156,7 @@ class CollectionAdmin(StaffAdmin):
     readonly_fields = ("owner", "created_at", "updated_at", "last_indexed_at", "reading")
     filter_horizontal = ("shared_users", "shared_groups")
     fieldsets = (
-        (None, {"fields": ("name", "root_path", "mask", "ignore_patterns", "text_search_config", "title_from")}),
+        (None, {"fields": ("name", "root_path", "mask", "ignore_patterns", "text_search_config", "title_from", "transclude")}),
         ("Who sees it", {"fields": ("visibility", "owner", "shared_users", "shared_groups"),
                          "description": "Everyone signed in, the chosen groups and people, or only its owner "
                                         "(superusers see every collection)."}),
@@ -173,6 +174,8 @@ class CollectionAdmin(StaffAdmin):
 
     def save_model(self, request, obj, form, change):
         if change:
+            if "transclude" in form.changed_data:  # through the service: audited, keyword passages rewritten
+                collection_configure(name=obj.name, access=admin_access(request), transclude=obj.transclude)
             super().save_model(request, obj, form, change)
             return
         # Registered by the form through collection_add; its index job (as the web UI's and the API's

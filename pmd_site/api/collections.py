@@ -6,7 +6,7 @@ from ninja.pagination import LimitOffsetPagination, paginate
 
 from indexing.selectors import collection_detail as detail_of
 from indexing.selectors import collections_overview
-from indexing.services.collections import collection_remove
+from indexing.services.collections import collection_configure, collection_remove
 from indexing.services.collections import collection_rename as rename
 from indexing.services.refresh import collection_add as add_collection
 from indexing.services.refresh import collection_embed_job, collections_refresh
@@ -23,6 +23,7 @@ class CollectionOut(Schema):
     path: str | None = Field(None, description="the folder on the server (staff only)")
     mask: str
     title_from: str = Field(..., description="heading (frontmatter title, first level-1 heading, file name) or filename")
+    transclude: bool = Field(False, description="a note is found by the words of the notes and sections it embeds")
     language: str = Field("", description="language of its notes (stemming and stop words)")
     text_search_config: str = Field("", description="PostgreSQL text search configuration it uses")
     documents: int
@@ -39,7 +40,8 @@ def _collection_row(row, *, staff: bool) -> dict:
     """Where a collection lives and whom it is shared with are for staff: members see its name and counts."""
     row = row.as_dict()
     return {"name": row["name"], "uri": f"pmd://{row['name']}/", "path": row["path"] if staff else None,
-            "mask": row["mask"], "title_from": row["title_from"], "language": row["language"],
+            "mask": row["mask"], "title_from": row["title_from"], "transclude": row["transclude"],
+            "language": row["language"],
             "text_search_config": row["text_search_config"],
             "documents": row["documents"], "inactive": row["inactive"], "problems": row["problems"],
             "last_indexed_at": row["last_indexed_at"].isoformat() if row["last_indexed_at"] else None,
@@ -72,6 +74,7 @@ class CollectionIn(Schema):
     visibility: str = Field("everyone", description="everyone, shared or private (share it afterwards)")
     title_from: str | None = Field(None, description="heading or filename; default: filename for an Obsidian "
                                                      "vault (a folder holding .obsidian/), else heading")
+    transclude: bool = Field(False, description="find a note by the words of the notes and sections it embeds")
 
 
 class CollectionCreatedOut(Schema):
@@ -90,7 +93,8 @@ def collection_add(request, body: CollectionIn):
     added = add_collection(path=body.path, name=body.name, mask=body.mask, ignore_patterns=body.ignore,
                            language=body.language, text_search_config=body.config,
                            allowed_roots=settings.PMD_COLLECTION_ROOTS, index="job" if body.index else "no",
-                           access=request.auth, visibility=body.visibility, title_from=body.title_from)
+                           access=request.auth, visibility=body.visibility, title_from=body.title_from,
+                           transclude=body.transclude)
     return Status(201, {"collection": _collection_overview(request, added.collection.name),
                         "job": _started(added.job) if added.job else None})
 
@@ -101,14 +105,20 @@ def collection_detail(request, name: str):
 
 
 class CollectionPatch(Schema):
-    name: str = Field(..., min_length=1, max_length=200, description="the new name")
+    name: str | None = Field(None, min_length=1, max_length=200, description="the new name")
+    transclude: bool | None = Field(None, description="find a note by the words of what it embeds")
+    title_from: str | None = Field(None, description="heading or filename (read again at the next re-index)")
 
 
 @router.patch("/{name}", response={200: CollectionOut, 400: ErrorOut, 403: ErrorOut, 404: ErrorOut, 409: ErrorOut},
-              summary="Rename a collection (staff)")
+              summary="Rename a collection or change how its notes are read (staff)")
 def collection_rename(request, name: str, body: CollectionPatch):
-    renamed = rename(name=name, new_name=body.name, access=request.auth)
-    return _collection_overview(request, renamed.name)
+    if body.transclude is not None or body.title_from is not None:
+        name = collection_configure(name=name, access=request.auth, transclude=body.transclude,
+                                    title_from=body.title_from).name
+    if body.name is not None:
+        name = rename(name=name, new_name=body.name, access=request.auth).name
+    return _collection_overview(request, name)
 
 
 class ShareIn(Schema):

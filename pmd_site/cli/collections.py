@@ -29,6 +29,8 @@ def register(sub) -> None:
     add.add_argument("--title-from", choices=["heading", "filename"],
                      help="where titles come from: the frontmatter title or first level-1 heading, or the file "
                           "name (default: filename for an Obsidian vault, a folder holding .obsidian/; else heading)")
+    add.add_argument("--transclude", action="store_true",
+                     help="a note that embeds another (![[Note#Section]]) is found by the embedded words too")
     add.add_argument("--no-index", action="store_true", help="register only; index later with `pmd update`")
     add.add_argument("--json", action="store_true")
     add.set_defaults(func=cmd_add)
@@ -41,6 +43,16 @@ def register(sub) -> None:
     show.add_argument("name")
     show.add_argument("--json", action="store_true")
     show.set_defaults(func=cmd_show)
+
+    conf = csub.add_parser("set", help="change how a collection's notes are read (transclusion, titles)")
+    conf.add_argument("name")
+    conf.add_argument("--transclude", choices=["on", "off"],
+                      help="on: a note that embeds another (![[Note#Section]]) is found by the embedded words too")
+    conf.add_argument("--title-from", choices=["heading", "filename"],
+                      help="titles from the frontmatter title or first level-1 heading, or from file names "
+                           "(the notes are read again by this command)")
+    conf.add_argument("--json", action="store_true")
+    conf.set_defaults(func=cmd_set)
 
     share = csub.add_parser(
         "share", help="choose who sees a collection: everyone, chosen groups and people, or its owner only",
@@ -112,7 +124,8 @@ def cmd_add(args) -> int:
     with progress_bar(label, enabled=not args.json and not args.no_index) as progress:
         added = collection_add(path=args.path, name=args.name, mask=args.mask, ignore_patterns=args.ignore,
                                text_search_config=args.text_search_config, title_from=args.title_from,
-                               language=args.language, index="no" if args.no_index else "now",
+                               language=args.language, transclude=args.transclude,
+                               index="no" if args.no_index else "now",
                                progress=progress, access=local_access())
     collection = added.collection
     if not args.json:
@@ -245,7 +258,7 @@ def cmd_show(args) -> int:
         print_json(data)
         return 0
     console = stdout_console()
-    for key in ("name", "path", "mask", "title_from", "documents", "inactive", "last_indexed_at"):
+    for key in ("name", "path", "mask", "title_from", "transclude", "documents", "inactive", "last_indexed_at"):
         console.print(f"[bold]{key}[/]: {escape(str(data[key]))}")
 
     console.print(f"[bold]visibility[/]: {escape(sharing_text(data))}")
@@ -261,6 +274,28 @@ def cmd_show(args) -> int:
         console.print(f"[bold]context[/] {escape(uri)}: {escape(ctx['text'])}")
     for p in detail.problem_list:
         console.print(f"[yellow]{p['severity']}[/] {escape(p['path'])}: {escape(p['message'])}")
+    return 0
+
+
+def cmd_set(args) -> int:
+    from indexing.selectors import collection_detail
+    from indexing.services.collections import collection_configure
+    from indexing.services.refresh import collections_refresh
+
+    if args.transclude is None and args.title_from is None:
+        raise CommandError("nothing to change: give --transclude on|off and/or --title-from heading|filename")
+    before = collection_detail(name=args.name, access=local_access())
+    collection = collection_configure(name=args.name, access=local_access(),
+                                      transclude=None if args.transclude is None else args.transclude == "on",
+                                      title_from=args.title_from)
+    if collection.title_from != before.title_from:  # the titles are read again now, not at some later scan
+        collections_refresh(names=[collection.name], access=local_access())
+    row = collection_detail(name=collection.name, access=local_access()).as_dict()
+    if args.json:
+        print_json(row)
+        return 0
+    stdout_console().print(f"[bold]{escape(row['name'])}[/]: titles from {row['title_from']}, "
+                           f"transclusion {'on' if row['transclude'] else 'off'}")
     return 0
 
 

@@ -62,6 +62,10 @@ class CollectionAddForm(forms.Form):
         choices=[("", "Automatic"), ("heading", "From the first heading"), ("filename", "From the file name")],
         help_text="Automatic: file names in an Obsidian vault (a folder holding .obsidian/), else headings.",
     )
+    transclude = forms.BooleanField(
+        label="Find notes by what they embed", required=False,
+        help_text="A note that embeds another (![[Note#Section]]) is found by the embedded words too.",
+    )
     language = forms.ChoiceField(
         label="Language", initial="auto", required=False,
         choices=[("auto", "Detect from the notes")] + [(code, name) for code, (name, _) in LANGUAGES.items()

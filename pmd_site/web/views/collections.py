@@ -124,6 +124,7 @@ def collection_add(request):
                 allowed_roots=settings.PMD_COLLECTION_ROOTS,
                 index="job", access=access_of(request), visibility=form.cleaned_data["visibility"],
                 title_from=form.cleaned_data["title_from"] or None,
+                transclude=form.cleaned_data["transclude"],
             ).collection
     if form.errors:
         return page(request, "search/collections.html", _collections_context(request, form), status=400)
