@@ -127,9 +127,20 @@ def block_anchor(block_id: str) -> str:
     return "block-" + block_id
 
 
+_NOT_SLUG = re.compile(r"[^\w]+")
+
+
+def heading_anchor(heading: str) -> str:
+    """The element id of a heading in the document view (`[[Note#Heading]]` scrolls there): its
+    words in lower case joined by '-', whatever the script ("Größe & Maß" → "h-grösse-mass")."""
+    return "h-" + (_NOT_SLUG.sub("-", heading.casefold()).strip("-_")[:80] or "section")
+
+
 def link_fragment(heading: str) -> str:
-    """The `#fragment` of a link's heading part: only block ids have anchors."""
-    return "#" + block_anchor(heading[1:]) if heading.startswith("^") and len(heading) > 1 else ""
+    """The `#fragment` of a link's heading part: a block (`^id`) or a heading."""
+    if heading.startswith("^"):
+        return "#" + block_anchor(heading[1:]) if len(heading) > 1 else ""
+    return "#" + heading_anchor(heading) if heading.strip() else ""
 
 
 def is_image(target: str) -> bool:
@@ -304,6 +315,24 @@ def _block_ids(state: StateCore) -> None:
         token.children.insert(0, anchor)
 
 
+def _heading_anchors(state: StateCore) -> None:
+    """Each heading gets an anchor (heading_anchor) for links to it; of two alike, the first."""
+    seen: set[str] = set()
+    tokens = state.tokens
+    for i, token in enumerate(tokens[:-1]):
+        inline = tokens[i + 1]
+        if token.type != "heading_open" or inline.type != "inline" or inline.children is None:
+            continue
+        words = "".join(child.content for child in inline.children if child.type in ("text", "code_inline"))
+        anchor_id = heading_anchor(words or inline.content)
+        if anchor_id in seen:
+            continue
+        seen.add(anchor_id)
+        anchor = Token("heading_anchor", "span", 0)
+        anchor.meta = {"id": anchor_id}
+        inline.children.insert(0, anchor)
+
+
 def _escape(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
 
@@ -347,6 +376,10 @@ def _render_block_anchor(self, tokens, idx, options, env) -> str:
     return f'<span class="pmd-block" id="{_escape(block_anchor(tokens[idx].meta["id"]))}"></span>'
 
 
+def _render_heading_anchor(self, tokens, idx, options, env) -> str:
+    return f'<span class="pmd-anchor" id="{_escape(tokens[idx].meta["id"])}"></span>'
+
+
 @lru_cache(maxsize=1)
 def markdown_reader() -> MarkdownIt:
     """The markdown-it reader of notes: CommonMark, tables, strikethrough, HTML (sanitised by
@@ -359,7 +392,9 @@ def markdown_reader() -> MarkdownIt:
     md.inline.ruler.before("text", "pmd_include", _include)
     md.core.ruler.after("block", "pmd_callouts", _callouts)
     md.core.ruler.after("inline", "pmd_block_ids", _block_ids)
+    md.core.ruler.after("pmd_block_ids", "pmd_heading_anchors", _heading_anchors)
     md.add_render_rule("wikilink", _render_wikilink)
     md.add_render_rule("mdbook_include", _render_include)
     md.add_render_rule("block_anchor", _render_block_anchor)
+    md.add_render_rule("heading_anchor", _render_heading_anchor)
     return md

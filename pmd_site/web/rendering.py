@@ -37,13 +37,14 @@ _CODE_CLASS = re.compile(r"^language-[\w+#.-]{1,40}$")
 # The classes indexing.markdown's dialects produce (callouts, wikilinks, embeds…): pmd.css styles them.
 _PMD_CLASS = re.compile(r"^pmd-[a-z0-9-]{1,60}(?: pmd-[a-z0-9-]{1,60}){0,3}$")
 _BLOCK_ID = re.compile(r"^block-[A-Za-z0-9-]{1,64}$")
+_HEADING_ID = re.compile(r"^h-[\w-]{1,80}$")  # indexing.markdown.heading_anchor
 _ALIGN_STYLE = re.compile(r"^text-align:\s*(left|right|center)$")
 
 
 def _attribute_filter(element: str, attribute: str, value: str) -> str | None:
     """Keep only the attribute values our own renderer produces (no DOM clobbering, no styling)."""
     if attribute == "id":
-        return value if _LINE_ID.match(value) or _BLOCK_ID.match(value) else None
+        return value if _LINE_ID.match(value) or _BLOCK_ID.match(value) or _HEADING_ID.match(value) else None
     if attribute == "class":
         return value if _CODE_CLASS.match(value) or _PMD_CLASS.match(value) else None
     if attribute == "style":

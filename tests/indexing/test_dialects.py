@@ -146,7 +146,7 @@ def test_the_document_view_renders_callouts_highlights_and_embeds(member_client,
     assert "<mark>highlighted saffron</mark>" in html
     assert "xylophone" not in html and "narwhal" not in html and "%%" not in html
     assert '<span class="pmd-block" id="block-budget42"></span>' in html and "^budget42" not in html
-    assert re.search(r'<a class="pmd-embed" href="/doc/dialects/Glossary.md"[^>]*>Glossary › Terms</a>', html)
+    assert re.search(r'<a class="pmd-embed" href="/doc/dialects/Glossary.md#h-terms"[^>]*>Glossary › Terms</a>', html)
     img = re.search(r'<img class="pmd-embed" src="([^"]+)" alt="diagram.png" width="300">', html)
     assert img and img[1] == "/file/dialects/attachments/diagram.png"
     image = member_client.get(img[1])
@@ -160,6 +160,23 @@ def test_a_block_link_leads_to_the_block(member_client, dialects):
     html = _rendered(member_client, "Glossary.md")
     assert re.search(r'<a class="pmd-wikilink" href="/doc/dialects/Callouts.md#block-budget42"', html)
     assert re.search(r'<a class="pmd-wikilink" href="/doc/dialects/Callouts.md"[^>]*>Callouts</a>', html)
+
+
+@pytest.mark.django_db
+def test_a_section_link_or_embed_leads_to_the_heading(member_client, dialects):
+    callouts = _rendered(member_client, "Callouts.md")
+    assert re.search(r'<a class="pmd-embed" href="/doc/dialects/Glossary.md#h-terms"', callouts)
+    glossary = _rendered(member_client, "Glossary.md")
+    assert '<span class="pmd-anchor" id="h-terms"></span>Terms' in glossary
+
+
+@pytest.mark.django_db
+def test_a_note_is_found_by_what_it_embeds_only_with_transclusion_on(dialects):
+    from indexing.services.collections import collection_configure
+
+    assert "Callouts.md" not in _found("wombat")
+    collection_configure(name="dialects", access=Access.local_user(), transclude=True)
+    assert {"Glossary.md", "Callouts.md"} <= set(_found("wombat"))
 
 
 @pytest.mark.django_db
