@@ -29,6 +29,7 @@ from django.conf import settings
 from django.db import connection, transaction
 
 from indexing import errors
+from indexing.markdown import without_comments
 from indexing.models import (
     Collection,
     Document,
@@ -382,7 +383,7 @@ def chunk_snippet(body: str, char_start: int, char_end: int, terms: set[str]) ->
     """A few lines (or pieces of long lines, marked with …) from the chunk: the window
     with the most query words, else its first non-blank ones. Returns (snippet, line
     number of its first line, highlights)."""
-    units = list(_units(body, char_start, char_end))
+    units = list(_units(without_comments(body), char_start, char_end))  # `%%…%%` is never shown
     if not units:
         return "", 1, []
     weights = [sum(1 for w in _TERM.findall(text.lower()) if w in terms) for _, text, _, _ in units]

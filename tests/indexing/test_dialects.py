@@ -218,3 +218,12 @@ def test_images_are_served_only_within_the_collection_and_its_access(member_clie
     assert owner_client.get("/file/secret/pic.png").status_code == 200  # the test can fail
     assert member_client.get("/file/secret/pic.png").status_code == 404
     assert member_client.get("/file/dialects/attachments/diagram.png").status_code == 200
+
+
+def test_a_vector_hit_never_shows_a_comment():
+    from search.retrieval.vector import chunk_snippet
+
+    body = "The lighthouse log.\n%%the secret narwhal%%\nKeeper notes on the narwhal watch.\n"
+    snippet, line, _ = chunk_snippet(body, 0, len(body), {"narwhal"})
+    assert "secret" not in snippet and "%%" not in snippet
+    assert "Keeper notes on the narwhal watch." in snippet
