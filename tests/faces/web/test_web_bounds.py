@@ -23,9 +23,22 @@ pytestmark = pytest.mark.django_db
 HEADINGS = 100_000
 
 
-@pytest.fixture
-def vault(tmp_path):
-    folder = tmp_path / "vault"
+@pytest.fixture(scope="module")
+def vault(django_db_setup, django_db_blocker, tmp_path_factory):
+    """Indexed once for the module (100k headings take a while), committed, removed afterwards."""
+    with django_db_blocker.unblock():
+        folder = _write_vault(tmp_path_factory.mktemp("bounds") / "vault")
+        collection = collection_create(path=folder, name="big")
+        collection_index(collection)
+        yield folder
+        from indexing.models import Content
+
+        hashes = list(collection.documents.values_list("content_id", flat=True))
+        collection.delete()
+        Content.objects.filter(hash__in=hashes, documents__isnull=True).delete()
+
+
+def _write_vault(folder):
     folder.mkdir()
     (folder / "headings.md").write_text("".join(f"## Heading {i}\n\nText {i}.\n\n" for i in range(HEADINGS)))
     shared = ", ".join(f"t{i}" for i in range(1, 101))
@@ -35,7 +48,6 @@ def vault(tmp_path):
     many = ", ".join(f"t{i}" for i in range(1, 3001))
     (folder / "many-tags.md").write_text(f"---\ntags: [{many}]\nkeys: [{many}]\n---\n# Many tags\n\nWords.\n")
     (folder / "short.md").write_text("---\ntags: [a, b]\n---\n# Short\n\nA normal note.\n\n## Part\n\nMore.\n")
-    collection_index(collection_create(path=folder, name="big"))
     return folder
 
 
