@@ -188,12 +188,14 @@ def context_list(*, access: Access) -> list[PathContext]:
     return list(contexts)
 
 
-def documents_list(target: str | None = None, *, access: Access, limit: int | None = None) -> list[Document]:
-    """`pmd ls`: documents of `collection[/prefix]` (or `pmd://collection/prefix`)."""
+def documents_list(target: str | None = None, *, access: Access, limit: int | None = None,
+                   offset: int = 0) -> list[Document]:
+    """`pmd ls` (and MCP's paged resources/list): documents of `collection[/prefix]` (or
+    `pmd://collection/prefix`)."""
     qs = (_visible_documents(access).filter(active=True).select_related("collection")
-          .order_by("collection__name", "path"))
+          .order_by("collection__name", "path", "id"))
     if not target:
-        return list(qs[:limit] if limit else qs)
+        return list(qs[offset:offset + limit] if limit else qs[offset:])
     text = target[len("pmd://"):] if target.startswith("pmd://") else target
     name, _, prefix = text.partition("/")
     if not visible_collections(access).filter(name=name).exists():
@@ -202,7 +204,7 @@ def documents_list(target: str | None = None, *, access: Access, limit: int | No
     prefix = prefix.strip("/")
     if prefix:
         qs = qs.filter(Q(path=prefix) | Q(path__startswith=prefix + "/"))
-    return list(qs[:limit] if limit else qs)
+    return list(qs[offset:offset + limit] if limit else qs[offset:])
 
 
 @dataclass
