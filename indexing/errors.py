@@ -394,6 +394,20 @@ class ServerSetupError(SetupError):
     code = "server_setup_error"
 
 
+class IndexMissing(SetupError):
+    """A command that only reads an index (`pmd mcp`) found none where it looked; it creates none."""
+
+    code = "index_missing"
+
+    def __init__(self, *, home: str, home_from: str):
+        self.home = home
+        super().__init__(
+            f"no pmd index in {home} ({home_from}): set PMD_HOME to the folder `pmd up` uses (the "
+            "\"pmd_home\" that `pmd status --json` shows where pmd runs), e.g. \"env\": {\"PMD_HOME\": \"…\"} "
+            "in the MCP client's configuration, or DATABASE_URL for a PostgreSQL server; "
+            "or create an index here with: pmd up FOLDER")
+
+
 class ConfigError(SetupError, ValueError):
     """An environment variable holds a value pmd cannot use."""
 

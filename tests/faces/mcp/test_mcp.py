@@ -218,3 +218,17 @@ def test_same_ranking_through_cli_api_and_mcp(asgi_server, token, indexed_collec
             return [r["docid"] for r in result.structured_content["results"]]
 
     assert cli == api == anyio.run(run)
+
+
+def test_stdio_without_an_index_says_where_it_looked(tmp_path):
+    """A client config without PMD_HOME must not start a new, empty index at the default place."""
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if k in {"PATH", "LANG", "PMD_SECRET_KEY"}}
+    env.update(HOME=str(tmp_path), XDG_DATA_HOME=str(tmp_path / "data"))
+    done = subprocess.run([sys.executable, "-m", "pmd_site.cli", "mcp"], env=env, cwd=str(ROOT),
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and done.stdout == ""
+    assert str(tmp_path / "data" / "pmd") in done.stderr and "PMD_HOME is not set" in done.stderr
+    assert "pmd status" in done.stderr and "DATABASE_URL" in done.stderr
+    assert not (tmp_path / "data").exists()  # nothing created
