@@ -217,8 +217,8 @@ def strong_signal(results: list[SearchResult]) -> bool:
     """Keyword search alone is convincing: a clear, high-scoring winner."""
     if not results:
         return False
-    top = results[0].score
-    second = results[1].score if len(results) > 1 else 0.0
+    top = results[0].scores.get("share", results[0].score)
+    second = results[1].scores.get("share", results[1].score) if len(results) > 1 else 0.0
     return top >= STRONG_SCORE and top - second >= STRONG_GAP
 
 
@@ -410,7 +410,7 @@ def _add_list(lists, hits, name: str, response: SearchResponse, weight: float) -
     for result in response.results:
         key = result.uri
         keys.append(key)
-        scores.append(round(result.score, 6))
+        scores.append(round(result.scores.get("share", result.score), 6))  # keyword: the hit's own share
         by_key.setdefault(key, result)
     kind = VECTOR if name.endswith("/" + VECTOR) else KEYWORD
     # fusion standardises the retriever's own score: best-passage BM25 (its per-query
