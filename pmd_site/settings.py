@@ -309,4 +309,7 @@ LOGGING = {
     },
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": PMD_LOG_FORMAT}},
     "root": {"handlers": ["console"], "level": env.get_str("PMD_LOG_LEVEL", "WARNING")},
+    # One line per HTTP request (embedding batches, health checks every few seconds) drowns what
+    # happened: the clients log their requests only at PMD_HTTP_LOG_LEVEL (WARNING: failures only).
+    "loggers": {name: {"level": env.get_str("PMD_HTTP_LOG_LEVEL", "WARNING")} for name in ("httpx", "httpcore")},
 }
