@@ -273,6 +273,9 @@ PMD_EMBED_DOC_PROMPT = env.get_str("PMD_EMBED_DOC_PROMPT", "")
 PMD_EMBED_BATCH = env.get_int("PMD_EMBED_BATCH", 32, minimum=1)
 PMD_GENERATE_MODEL = env.get_str("PMD_GENERATE_MODEL", "" if _LOCAL else "qwen3:0.6b")
 PMD_RERANK_MODEL = env.get_str("PMD_RERANK_MODEL", "cross-encoder/ms-marco-MiniLM-L6-v2" if _LOCAL else "dengcao/Qwen3-Reranker-0.6B:Q8_0")
+# A model the server does not have (404) is not asked for again for this long (seconds): its stage is
+# skipped quietly meanwhile (search.pipeline.absent); 0 asks every query.
+PMD_MISSING_MODEL_RECHECK = env.get_float("PMD_MISSING_MODEL_RECHECK", 600.0)
 PMD_RERANK_API = env.get_str("PMD_RERANK_API", "auto").lower()
 if PMD_RERANK_API not in {"auto", "chat", "rerank", "tei"}:
     raise ConfigError(f"PMD_RERANK_API={PMD_RERANK_API!r}: use auto, chat, rerank or tei")
