@@ -93,6 +93,17 @@ class InvalidContext(InvalidRequest):
     code = "invalid_context"
 
 
+class LinePastEnd(InvalidRequest):
+    """A line asked for (`note.md:99`, a first line) after the document's last: an error, not an empty answer."""
+
+    code = "line_past_end"
+    http_status = 416
+
+    def __init__(self, *, uri: str, line: int, lines: int):
+        self.uri, self.line, self.lines = uri, line, lines
+        super().__init__(f"{uri} has {lines} line{'' if lines == 1 else 's'}: line {line} is past its end")
+
+
 class InvalidSearchInput(InvalidRequest):
     """Search input the user can fix (an empty query, a filter or a structured query pmd cannot read, ...)."""
 

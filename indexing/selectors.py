@@ -162,7 +162,10 @@ def document_page(reference: str, *, access: Access, from_line: int | None = Non
     resolved = document_resolve(reference, access=access, collections=collections or None)
     doc = resolved.document
     lines, first = document_lines(doc, from_line=from_line or resolved.line, max_lines=max_lines)
-    return DocumentPage(doc, lines, first, total_lines=len(doc.content.body.splitlines()))
+    total = len(doc.content.body.splitlines())
+    if first > max(total, 1):
+        raise errors.LinePastEnd(uri=doc.uri, line=first, lines=total)
+    return DocumentPage(doc, lines, first, total_lines=total)
 
 
 def contexts_for(collection: Collection | None, path: str = "", *, all_contexts: list[PathContext] | None = None) -> list[str]:

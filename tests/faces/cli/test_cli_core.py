@@ -48,6 +48,15 @@ def test_get_by_docid_with_line_window_and_numbers(run_cli, indexed_collection):
     assert out.startswith("PostgreSQL can rank")
 
 
+def test_get_past_the_last_line_is_an_error(run_cli, indexed_collection):
+    """Issue 33: `pmd get file.md:99` past the end printed nothing and exited 0."""
+    code, out, err = run_cli("get", "pmd://notes/guides/postgres-tuning.md:9999")
+    assert code == 1 and out == ""
+    assert "line 9999 is past its end" in err and "pmd://notes/guides/postgres-tuning.md has" in err
+    code, out, err = run_cli("get", "pmd://notes/guides/postgres-tuning.md", "--from", "9999")
+    assert code == 1 and "past its end" in err
+
+
 def test_get_miss_prints_suggestions_and_refuses_traversal(run_cli, indexed_collection):
     code, _, err = run_cli("get", "notes/guides/identifier.md")
     assert code == 1
