@@ -1176,7 +1176,7 @@ def multi_get_list(mcp, p, w):
 
 @mcp_op
 def resources_list(mcp, p, w):
-    """Documents are a resource template, never listed one by one: nothing to list, nothing to leak."""
+    """Documents are listed one by one (resources/list) to whoever sees them, and only to them: no leak."""
     texts = []
     for method in ("resources/list", "resources/templates/list", "prompts/list"):
         response = mcp.raw(method)
