@@ -211,6 +211,17 @@ def test_add_form_errors_are_shown(staff_client, tmp_path, settings):
     assert "choose an existing folder" in response.content.decode()
 
 
+def test_add_form_says_which_folders_may_be_added_and_who_changes_that(staff_client, member_client, tmp_path,
+                                                                       settings):
+    settings.PMD_COLLECTION_ROOTS = [tmp_path / "notes", tmp_path / "team"]
+    page = staff_client.get("/collections/").content.decode()
+    assert f"<code>{tmp_path / 'notes'}</code>, <code>{tmp_path / 'team'}</code>" in page
+    assert "PMD_COLLECTION_ROOTS" in page and "pmd up" in page
+    assert str(tmp_path) not in member_client.get("/collections/").content.decode()  # where pmd runs: staff only
+    settings.PMD_COLLECTION_ROOTS = []
+    assert "No folder may be added here yet" in staff_client.get("/collections/").content.decode()
+
+
 @pytest.mark.django_db(transaction=True)
 def test_staff_adds_a_collection_and_follows_its_job_to_completion(staff_client, corpus_dir, settings):
     settings.PMD_COLLECTION_ROOTS = [corpus_dir.parent]
