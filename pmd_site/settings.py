@@ -310,7 +310,10 @@ LOGGING = {
         "plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"},
         "json": {"()": "pmd_site.logformat.JsonFormatter"},
     },
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": PMD_LOG_FORMAT}},
+    # The process's own stderr, whatever sys.stderr is when logging is set up: in a server answering
+    # pmd clients, sys.stderr follows the client being answered, and the server's log is not theirs.
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": PMD_LOG_FORMAT,
+                             "stream": "ext://sys.__stderr__"}},
     "root": {"handlers": ["console"], "level": env.get_str("PMD_LOG_LEVEL", "WARNING")},
     # One line per HTTP request (embedding batches, health checks every few seconds) drowns what
     # happened: the clients log their requests only at PMD_HTTP_LOG_LEVEL (WARNING: failures only).

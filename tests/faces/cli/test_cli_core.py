@@ -164,3 +164,29 @@ def test_garbage_collection_resumes_after_start_up(run_cli, indexed_collection):
     assert gc.isenabled()
     assert run_cli("get", "notes/no-such-note.md")[0] == 1
     assert gc.isenabled() and gc.get_freeze_count() == 0  # nothing left out of collection either
+
+
+def test_server_log_lines_never_reach_a_client_s_stderr(monkeypatch):
+    """Issue 33: `INFO httpx: HTTP Request …` of the server reached `pmd` clients through the socket."""
+    import logging
+    import logging.config
+
+    from django.conf import settings
+
+    from pmd_site.cli.local_server import _stream
+    from pmd_site.cli.output import ClientTerminal, install_client_streams, printing_for
+
+    import sys
+
+    monkeypatch.setattr(sys, "stdout", sys.stdout)  # put back afterwards
+    monkeypatch.setattr(sys, "stderr", sys.stderr)
+    install_client_streams()  # as a server answering clients does, before or after logging is set up
+    logging.config.dictConfig(settings.LOGGING)
+    chunks: list = []
+    info = {"encoding": "utf-8", "errors": "strict", "tty": False}
+    terminal = ClientTerminal(stdout=_stream(b"1", chunks, info), stderr=_stream(b"2", chunks, info),
+                              environ={}, size=None, help_width=None)
+    with printing_for(terminal):
+        logging.getLogger("pmd.test").warning("a line for the server's log")
+        print("the command's own output")
+    assert chunks == [(b"1", b"the command's own output"), (b"1", b"\n")]
