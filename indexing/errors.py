@@ -93,6 +93,17 @@ class InvalidContext(InvalidRequest):
     code = "invalid_context"
 
 
+class LinePastEnd(InvalidRequest):
+    """A line asked for (`note.md:99`, a first line) after the document's last: an error, not an empty answer."""
+
+    code = "line_past_end"
+    http_status = 416
+
+    def __init__(self, *, uri: str, line: int, lines: int):
+        self.uri, self.line, self.lines = uri, line, lines
+        super().__init__(f"{uri} has {lines} line{'' if lines == 1 else 's'}: line {line} is past its end")
+
+
 class InvalidSearchInput(InvalidRequest):
     """Search input the user can fix (an empty query, a filter or a structured query pmd cannot read, ...)."""
 
@@ -392,6 +403,20 @@ class ServerSetupError(SetupError):
     """An embedded server (PostgreSQL, Redis) cannot be started safely; the message says what to change."""
 
     code = "server_setup_error"
+
+
+class IndexMissing(SetupError):
+    """A command that only reads an index (`pmd mcp`) found none where it looked; it creates none."""
+
+    code = "index_missing"
+
+    def __init__(self, *, home: str, home_from: str):
+        self.home = home
+        super().__init__(
+            f"no pmd index in {home} ({home_from}): set PMD_HOME to the folder `pmd up` uses (the "
+            "\"pmd_home\" that `pmd status --json` shows where pmd runs), e.g. \"env\": {\"PMD_HOME\": \"…\"} "
+            "in the MCP client's configuration, or DATABASE_URL for a PostgreSQL server; "
+            "or create an index here with: pmd up FOLDER")
 
 
 class ConfigError(SetupError, ValueError):

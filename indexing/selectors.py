@@ -162,7 +162,10 @@ def document_page(reference: str, *, access: Access, from_line: int | None = Non
     resolved = document_resolve(reference, access=access, collections=collections or None)
     doc = resolved.document
     lines, first = document_lines(doc, from_line=from_line or resolved.line, max_lines=max_lines)
-    return DocumentPage(doc, lines, first, total_lines=len(doc.content.body.splitlines()))
+    total = len(doc.content.body.splitlines())
+    if first > max(total, 1):
+        raise errors.LinePastEnd(uri=doc.uri, line=first, lines=total)
+    return DocumentPage(doc, lines, first, total_lines=total)
 
 
 def contexts_for(collection: Collection | None, path: str = "", *, all_contexts: list[PathContext] | None = None) -> list[str]:
@@ -188,12 +191,14 @@ def context_list(*, access: Access) -> list[PathContext]:
     return list(contexts)
 
 
-def documents_list(target: str | None = None, *, access: Access, limit: int | None = None) -> list[Document]:
-    """`pmd ls`: documents of `collection[/prefix]` (or `pmd://collection/prefix`)."""
+def documents_list(target: str | None = None, *, access: Access, limit: int | None = None,
+                   offset: int = 0) -> list[Document]:
+    """`pmd ls` (and MCP's paged resources/list): documents of `collection[/prefix]` (or
+    `pmd://collection/prefix`)."""
     qs = (_visible_documents(access).filter(active=True).select_related("collection")
-          .order_by("collection__name", "path"))
+          .order_by("collection__name", "path", "id"))
     if not target:
-        return list(qs[:limit] if limit else qs)
+        return list(qs[offset:offset + limit] if limit else qs[offset:])
     text = target[len("pmd://"):] if target.startswith("pmd://") else target
     name, _, prefix = text.partition("/")
     if not visible_collections(access).filter(name=name).exists():
@@ -202,7 +207,7 @@ def documents_list(target: str | None = None, *, access: Access, limit: int | No
     prefix = prefix.strip("/")
     if prefix:
         qs = qs.filter(Q(path=prefix) | Q(path__startswith=prefix + "/"))
-    return list(qs[:limit] if limit else qs)
+    return list(qs[offset:offset + limit] if limit else qs[offset:])
 
 
 @dataclass

@@ -3,7 +3,8 @@
 A small router in front of two applications in one process:
 
 - `/mcp` → the MCP Streamable HTTP app (stateless, JSON responses, so any number of web
-  workers can answer any request). A bearer API token is required; Host/Origin checks
+  workers can answer any request). A bearer API token is required (without one: a 403 whose
+  JSON-RPC error MCP clients show, not a 401 that sends them into OAuth); Host/Origin checks
   (DNS-rebinding protection) use PMD_MCP_ALLOWED_HOSTS / PMD_MCP_ALLOWED_ORIGINS, which
   default from PMD_ALLOWED_HOSTS.
 - everything else → Django (web UI, /api/, admin).
@@ -89,9 +90,34 @@ async def _json_response(send, status: int, data: dict, headers: list | None = N
     await send({"type": "http.response.body", "body": body})
 
 
-async def _error(send, status: int, code: str, message: str, headers: list | None = None) -> None:
-    """The /mcp router's own answers, in the API's error shape (message, suggestions, code)."""
-    await _json_response(send, status, {"message": message, "suggestions": [], "code": code}, headers)
+MCP_REFUSED = -32001  # a JSON-RPC error code in the range the spec leaves to servers
+
+
+async def _request_id(receive, limit: int = 1 << 20):
+    """The JSON-RPC id of the request being refused (None when there is none), so a client pairs
+    the refusal with its call and shows its message."""
+    body = b""
+    while len(body) <= limit:
+        message = await receive()
+        body += message.get("body", b"")
+        if not message.get("more_body"):
+            break
+    try:
+        request = json.loads(body)
+    except ValueError:
+        return None
+    return request.get("id") if isinstance(request, dict) else None
+
+
+async def _error(send, status: int, code: str, message: str, headers: list | None = None,
+                 request_id=None) -> None:
+    """The /mcp router's own answers: a JSON-RPC error (what MCP clients show their user) that also
+    carries the API's error shape (message, suggestions, code) for scripts."""
+    await _json_response(send, status, {
+        "jsonrpc": "2.0", "id": request_id,
+        "error": {"code": MCP_REFUSED, "message": message, "data": {"code": code, "http_status": status}},
+        "message": message, "suggestions": [], "code": code,
+    }, headers)
 
 
 class Router:
@@ -126,8 +152,12 @@ class Router:
                              [(b"retry-after", str(exc.retry_after).encode())])
                 return
             if access is None:
-                await _error(send, 401, "unauthorized", "a valid API token is required: Authorization: Bearer "
-                             "<token> (pmd token create --user NAME)", [(b"www-authenticate", b'Bearer realm="pmd"')])
+                # Not 401: to an MCP client a 401 means "sign in with OAuth" (it fetches the protected-resource
+                # metadata and starts a browser flow), and pmd's tokens are not OAuth tokens. A 403 without a
+                # challenge makes the client show this message instead (MCP authorization spec, 2025-06-18).
+                await _error(send, 403, "unauthorized", "a valid API token is required: send the header "
+                             "Authorization: Bearer <token> (create one with: pmd token create --user NAME)",
+                             request_id=await _request_id(receive) if scope.get("method") == "POST" else None)
                 return
             if scope.get("method") == "GET":
                 # Stateless MCP never sends anything on a server-to-client event stream, and an open one

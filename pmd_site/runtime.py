@@ -22,6 +22,21 @@ def setup_django() -> None:
     start_up_over()
 
 
+def require_existing_index() -> None:
+    """Refuse to start an empty embedded index where none is: for a command a client starts
+    (`pmd mcp`), whose environment may lack the PMD_HOME `pmd up` was given. Reads the
+    environment only, so it runs before the settings create anything under PMD_HOME."""
+    from indexing.errors import IndexMissing
+    from pmd_site import env
+
+    if os.environ.get("DATABASE_URL"):
+        return
+    home = env.pmd_home()
+    if not (EmbeddedPostgres(home).data_dir / "PG_VERSION").exists():
+        home_from = "from PMD_HOME" if os.environ.get("PMD_HOME") else "PMD_HOME is not set: the default for this user"
+        raise IndexMissing(home=str(home), home_from=home_from)
+
+
 def embedded_server():
     """The embedded server for the configured PMD_HOME, or None when DATABASE_URL is set."""
     from django.conf import settings

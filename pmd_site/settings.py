@@ -273,6 +273,9 @@ PMD_EMBED_DOC_PROMPT = env.get_str("PMD_EMBED_DOC_PROMPT", "")
 PMD_EMBED_BATCH = env.get_int("PMD_EMBED_BATCH", 32, minimum=1)
 PMD_GENERATE_MODEL = env.get_str("PMD_GENERATE_MODEL", "" if _LOCAL else "qwen3:0.6b")
 PMD_RERANK_MODEL = env.get_str("PMD_RERANK_MODEL", "cross-encoder/ms-marco-MiniLM-L6-v2" if _LOCAL else "dengcao/Qwen3-Reranker-0.6B:Q8_0")
+# A model the server does not have (404) is not asked for again for this long (seconds): its stage is
+# skipped quietly meanwhile (search.pipeline.absent); 0 asks every query.
+PMD_MISSING_MODEL_RECHECK = env.get_float("PMD_MISSING_MODEL_RECHECK", 600.0)
 PMD_RERANK_API = env.get_str("PMD_RERANK_API", "auto").lower()
 if PMD_RERANK_API not in {"auto", "chat", "rerank", "tei"}:
     raise ConfigError(f"PMD_RERANK_API={PMD_RERANK_API!r}: use auto, chat, rerank or tei")
@@ -307,6 +310,12 @@ LOGGING = {
         "plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"},
         "json": {"()": "pmd_site.logformat.JsonFormatter"},
     },
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": PMD_LOG_FORMAT}},
+    # The process's own stderr, whatever sys.stderr is when logging is set up: in a server answering
+    # pmd clients, sys.stderr follows the client being answered, and the server's log is not theirs.
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": PMD_LOG_FORMAT,
+                             "stream": "ext://sys.__stderr__"}},
     "root": {"handlers": ["console"], "level": env.get_str("PMD_LOG_LEVEL", "WARNING")},
+    # One line per HTTP request (embedding batches, health checks every few seconds) drowns what
+    # happened: the clients log their requests only at PMD_HTTP_LOG_LEVEL (WARNING: failures only).
+    "loggers": {name: {"level": env.get_str("PMD_HTTP_LOG_LEVEL", "WARNING")} for name in ("httpx", "httpcore")},
 }

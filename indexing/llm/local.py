@@ -74,6 +74,17 @@ def _read_json(path: Path) -> dict:
         return {}
 
 
+def model_setting(model: str, unknown: str = "PMD_EMBED_MODEL") -> str:
+    """The variable that names `model` (what a message tells the user to change): the re-ranker's
+    cross-encoder is PMD_RERANK_MODEL, not the embedding model's variable."""
+    from django.conf import settings
+
+    for name in ("PMD_RERANK_MODEL", "PMD_GENERATE_MODEL", "PMD_EMBED_MODEL"):
+        if model and getattr(settings, name, None) == model:
+            return name
+    return unknown
+
+
 @dataclass(frozen=True)
 class FolderConfig:
     """What the folder's config files say about running the model."""
@@ -237,7 +248,7 @@ class LocalBackend(LLMBackend):
         if is_path(model):
             folder = Path(model).expanduser()
             if not folder.is_dir():
-                raise LLMModelMissing(model, message=f"model folder {folder} does not exist: fix the path in PMD_EMBED_MODEL / PMD_RERANK_MODEL")
+                raise LLMModelMissing(model, message=f"model folder {folder} does not exist: fix the path in {model_setting(model, 'PMD_EMBED_MODEL / PMD_RERANK_MODEL')}")
             if onnx_file(folder) is None or not (folder / "tokenizer.json").is_file():
                 raise LLMModelMissing(
                     model, message=f"model folder {folder} needs model.onnx (or onnx/model.onnx) and tokenizer.json: "
@@ -248,12 +259,13 @@ class LocalBackend(LLMBackend):
             return folder
         if not (self.allow_download if download is None else download):
             raise LLMModelMissing(model, message=f"model {hub_name(model)} is not in {self.models_dir}")
-        self._download(hub_name(model), folder, progress)
+        self._download(hub_name(model), folder, progress, setting=model_setting(model))
         return folder
 
-    def _download(self, repo: str, folder: Path, progress: ProgressCallback | None) -> None:
+    def _download(self, repo: str, folder: Path, progress: ProgressCallback | None, *,
+                  setting: str = "PMD_EMBED_MODEL") -> None:
         advice = ("on a machine with internet pull the models, or copy the model's folder "
-                  f"(model.onnx, tokenizer.json, config.json…) there and set PMD_EMBED_MODEL=/path/to/folder")
+                  f"(model.onnx, tokenizer.json, config.json…) there and set {setting}=/path/to/folder")
         try:
             from huggingface_hub import HfApi, hf_hub_download
         except ImportError:

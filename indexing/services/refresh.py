@@ -28,7 +28,7 @@ from indexing.services.collections import (
     collection_git_pull,
 )
 from indexing.services.jobs import JobProgress, job_fail, job_finish, job_start
-from indexing.services.scanning import ProgressCallback, ScanReport, collection_index
+from indexing.services.scanning import ProgressCallback, ScanReport, collection_index, nested_collections
 
 log = logging.getLogger("pmd.watcher")
 
@@ -179,6 +179,8 @@ def _collections(names: list[str] | None, access: Access, missing: str, skipped:
 class CollectionAdded:
     collection: Collection
     refresh: RefreshResult | None = None  # index="now": the scan here; index="job": the job started
+    # Collections whose folder holds this one: its notes are now theirs no more (indexed once, here).
+    inside: list[str] = field(default_factory=list)
 
     @property
     def refreshed(self) -> Refreshed | None:
@@ -213,10 +215,18 @@ def collection_add(*, path: str | Path, name: str | None = None, mask: str | Non
                                    owner=owner, visibility=visibility, access=access)
     audit_record(access, "collection.add", collection.name, path=collection.root_path, visibility=visibility,
                  language=collection.language_choice.label, text_search_config=collection.text_search_config)
-    added = CollectionAdded(collection)
+    added = CollectionAdded(collection, inside=[outer.name for outer in _collections_around(collection)])
     if index != "no":
         added.refresh = _refresh(collection, access=access, in_job=index == "job", progress_for=lambda _: progress)
+        for outer in _collections_around(collection):  # their copies of its notes go (see nested_collections)
+            _refresh(outer, access=Access.local_user(), in_job=index == "job")
     return added
+
+
+def _collections_around(collection: Collection) -> list[Collection]:
+    """The other collections whose folder holds this one's (a nested collection)."""
+    return [outer for outer in Collection.objects.exclude(pk=collection.pk).order_by("name")
+            if collection.name in nested_collections(outer).values()]
 
 
 def collection_embed_job(*, name: str, access: Access, force: bool = False) -> Job:

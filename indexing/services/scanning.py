@@ -107,6 +107,18 @@ def collection_root_moved(collection: Collection) -> bool:
     return os.path.islink(root) or os.path.realpath(root) != os.path.normpath(root)
 
 
+def nested_collections(collection: Collection) -> dict[str, str]:
+    """Resolved folder → name of the other collections inside this one's folder: their notes
+    belong to them (hits and tag counts are not doubled), so this collection skips them."""
+    real_root = os.path.realpath(collection.root_path)
+    inner = {}
+    for name, stored in Collection.objects.exclude(pk=collection.pk).values_list("name", "root_path"):
+        folder = os.path.realpath(stored)
+        if folder != real_root and _inside(folder, real_root):
+            inner[folder] = name
+    return inner
+
+
 def collection_files(collection: Collection, issues: list[FileIssue]) -> Iterator[tuple[str, str]]:
     """(relative path, resolved absolute path) of every file the collection's mask selects.
 
@@ -130,6 +142,7 @@ def collection_files(collection: Collection, issues: list[FileIssue]) -> Iterato
         issues.append(FileIssue(".", f"{refusal}: not indexed", "error"))
         return
     pseudo_mounts = pseudo_mount_points()
+    nested = nested_collections(collection)
     selection = Selection.of(collection)
     walked: dict[tuple[int, int], str] = {}  # folder identity → where it was walked
     linked: list[tuple[str, str]] = []  # (relative path, resolved target) of links to folders
@@ -178,6 +191,9 @@ def collection_files(collection: Collection, issues: list[FileIssue]) -> Iterato
                         outside(rel)
                     elif target in pseudo_mounts:
                         issues.append(FileIssue(rel, "a pseudo file system (like /proc) is mounted here: skipped"))
+                    elif target in nested:  # a note is indexed once: by the collection nearest to it
+                        issues.append(FileIssue(rel, f"the folder of collection {nested[target]}: indexed there, "
+                                                     "skipped here"))
                     else:
                         (linked if is_link else subdirs).append((rel, target))
                     continue

@@ -1,7 +1,8 @@
 """The `pmd` command line: a thin adapter over the indexing and search services.
 
 Each area lives in its own module with a `register(subparsers)` function that adds
-commands and sets `func` (and `needs_db`, default True) on its parsers.
+commands and sets `func` (and `needs_db`, default True; `existing_index_only`: never create an index)
+on its parsers.
 
 The command modules import pmd's services inside their command functions, not at module
 top: that is deliberate (start-up cost: `pmd --help` and commands without a database
@@ -145,6 +146,10 @@ def run_command(args, *, prepare: bool = True) -> int:
         else:
             from pmd_site.runtime import setup_django
 
+            if getattr(args, "existing_index_only", False):
+                from pmd_site.runtime import require_existing_index
+
+                require_existing_index()
             setup_django()
             if getattr(args, "needs_db", True):
                 from pmd_site.runtime import database_lease, migrate_if_needed

@@ -144,6 +144,9 @@ def cmd_add(args) -> int:
                       f"(mask {escape(collection.mask)}, titles from {collection.title_from})")
         _print_report(refreshed.report, console=console)
         print_embedding(refreshed.report.changed_document_ids, added.refresh.embedding, console=console)
+        for outer in added.inside:
+            console.print(f"[yellow]inside collection {escape(outer)}: its notes are indexed here now, not in "
+                          f"{escape(outer)} as well (a note is indexed once)[/]")
     return 0
 
 

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 def register(sub) -> None:
     mcp = sub.add_parser("mcp", help="serve the MCP tools over stdio (for local agents)")
-    mcp.set_defaults(func=cmd_mcp)
+    # A client's config often lacks the PMD_HOME `pmd up` was given: say so instead of starting
+    # a new, empty index at the default place.
+    mcp.set_defaults(func=cmd_mcp, existing_index_only=True)
 
 
 def cmd_mcp(args) -> int:

@@ -24,7 +24,11 @@ def mcp_access(ctx) -> Access:
     """Who a tool call acts as: the bearer token's access over HTTP (set by the /mcp router), or
     the local OS user on stdio (`pmd mcp`), who can read the files anyway. An HTTP request
     without one sees nothing."""
-    request = ctx.request_context.request if ctx is not None else None
+    return request_access(ctx.request_context.request if ctx is not None else None)
+
+
+def request_access(request) -> Access:
+    """`mcp_access` for a low-level handler, which has the request but no Context."""
     if request is None:
         return Access.local_user()
     return getattr(request, "scope", {}).get("pmd_access") or Access()

@@ -45,6 +45,8 @@ def _cli(response, **_) -> str:
                      f"; variants: {variants}")
         if plan.get("intent"):
             lines.append(f"  intent: {plan['intent']}")
+        for off in plan.get("off") or []:
+            lines.append(f"  off: {off}")
         reranker = first.get("reranker") or {}
         if reranker.get("model"):
             lines.append(f"  reranker: {reranker['model']} ({reranker.get('method') or 'not used'}; "

@@ -35,8 +35,9 @@ from indexing.language import latin_share, query_language
 from indexing.llm.prompts import model_is_english_only
 from indexing.models import Document
 from indexing.services.embedding import chunk_params_from_settings
-from indexing.errors import InvalidSearchInput, LLMBackendTimeout, LLMBackendUnavailable
+from indexing.errors import InvalidSearchInput, LLMBackendTimeout, LLMBackendUnavailable, LLMModelMissing
 from indexing.llm import get_backend, rerank_backend
+from search.pipeline.absent import model_absent, remember_absent
 from search.pipeline.deadline import run_concurrently
 from search.pipeline.expansion import (
     HYDE,
@@ -113,6 +114,7 @@ class _Run:
     warnings: list[str] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
     llm_down: str = ""  # the error that showed the LLM server is unreachable
+    off: list[str] = field(default_factory=list)  # stages off by configuration: --explain only, no warning
 
     def remaining(self) -> float:
         return max(0.0, self.deadline - time.monotonic())
@@ -140,7 +142,7 @@ def hybrid_search(request: SearchRequest) -> SearchResponse:
     lists: list[RankedList] = []
     hits: dict[str, dict[str, SearchResult]] = {}  # list name → key → result (for display and explain)
     explain_plan: dict = {"source": plan.source, "variants": [v.as_dict() for v in plan.variants],
-                          "intent": intent, "strong_signal": False}
+                          "intent": intent, "strong_signal": False, "off": run.off}
 
     def after_keyword(response: SearchResponse) -> None:
         # 2. expansion, unless the user wrote the variants or keyword search already nailed it
@@ -156,7 +158,9 @@ def hybrid_search(request: SearchRequest) -> SearchResponse:
     # When no expansion can follow (the user wrote the variants, expansion is off or has no
     # model), nothing waits on it: it runs alongside the other retrievals.
     keyword_first = None
-    may_expand = plan.source == "none" and request.expand and generate_model() is not None
+    expander = generate_model()
+    may_expand = (plan.source == "none" and request.expand and expander is not None
+                  and model_absent("expansion", expander) is None)
     if plan.original and may_expand:
         since = time.monotonic()
         keyword_first = _keyword(_sub_request(request, plan.original, Mode.KEYWORD, depth))
@@ -217,8 +221,8 @@ def strong_signal(results: list[SearchResult]) -> bool:
     """Keyword search alone is convincing: a clear, high-scoring winner."""
     if not results:
         return False
-    top = results[0].score
-    second = results[1].score if len(results) > 1 else 0.0
+    top = results[0].scores.get("share", results[0].score)
+    second = results[1].scores.get("share", results[1].score) if len(results) > 1 else 0.0
     return top >= STRONG_SCORE and top - second >= STRONG_GAP
 
 
@@ -244,7 +248,11 @@ def _plan(run: _Run) -> QueryPlan:
 def _expand(run: _Run, query: str, intent: str | None) -> tuple[list[QueryVariant], str]:
     model = generate_model()
     if model is None:
-        run.warn("query expansion is off (PMD_GENERATE_MODEL is not set): searching the query as written")
+        run.off.append("query expansion: PMD_GENERATE_MODEL is not set")
+        return [], "none"
+    absent = model_absent("expansion", model)
+    if absent:
+        run.off.append(f"query expansion: {absent} (asked again after PMD_MISSING_MODEL_RECHECK)")
         return [], "none"
     since = time.monotonic()
     key = expansion_cache_key(query=query, intent=intent, model=model)
@@ -264,7 +272,11 @@ def _expand(run: _Run, query: str, intent: str | None) -> tuple[list[QueryVarian
         run.warn(f"query expansion by {model} took longer than {timeout:g}s and was skipped")
         return [], "none"
     if error is not None:
-        if not _note_llm_error(run, error):
+        if isinstance(error, LLMModelMissing):
+            remember_absent("expansion", model, str(error))
+            run.warn(f"query expansion skipped: {error} (not asked again for "
+                     f"{settings.PMD_MISSING_MODEL_RECHECK:g} s: PMD_MISSING_MODEL_RECHECK)")
+        elif not _note_llm_error(run, error):
             run.warn(f"query expansion skipped: {error}")
         return [], "none"
     variants = outcome.results["expand"]
@@ -358,9 +370,13 @@ def _rerank(run: _Run, plan: QueryPlan, candidates, hits) -> tuple[dict[str, flo
     model = rerank_model()
     info: dict = {"model": model, "method": None}
     if model is None:
-        run.warn("re-ranking is off (PMD_RERANK_MODEL is not set): results in fusion order")
+        run.off.append("re-ranking: PMD_RERANK_MODEL is not set (results in fusion order)")
         return {}, info
     if run.llm_down and not settings.PMD_RERANK_URL:  # a re-ranker of its own may still answer
+        return {}, info
+    absent = model_absent("rerank", model)
+    if absent:  # nothing prepared for a stage that will not run
+        run.off.append(f"re-ranking: {absent} (asked again after PMD_MISSING_MODEL_RECHECK)")
         return {}, info
     since = time.monotonic()
     items = _rerank_items(candidates, hits, plan.rerank_query)
@@ -380,7 +396,11 @@ def _rerank(run: _Run, plan: QueryPlan, candidates, hits) -> tuple[dict[str, flo
     info.update(method=outcome.method or None, cached=outcome.cached, judged=outcome.judged,
                 unjudged=outcome.unjudged, failed=outcome.failed)
     if outcome.error:
-        if not run.llm_down:
+        if outcome.model_missing:
+            remember_absent("rerank", model, outcome.error)
+            run.warn(f"re-ranking skipped: {outcome.error}: results in fusion order (not asked again for "
+                     f"{settings.PMD_MISSING_MODEL_RECHECK:g} s: PMD_MISSING_MODEL_RECHECK)")
+        elif not run.llm_down:
             run.warn(f"re-ranking skipped: {outcome.error}: results in fusion order")
         return {}, info
     for message in outcome.warnings:
@@ -410,7 +430,7 @@ def _add_list(lists, hits, name: str, response: SearchResponse, weight: float) -
     for result in response.results:
         key = result.uri
         keys.append(key)
-        scores.append(round(result.score, 6))
+        scores.append(round(result.scores.get("share", result.score), 6))  # keyword: the hit's own share
         by_key.setdefault(key, result)
     kind = VECTOR if name.endswith("/" + VECTOR) else KEYWORD
     # fusion standardises the retriever's own score: best-passage BM25 (its per-query

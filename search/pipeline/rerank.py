@@ -32,7 +32,7 @@ import threading
 from dataclasses import dataclass, field
 
 from indexing.models import LLMCache
-from indexing.errors import LLMBackendError, LLMBackendTimeout, LLMEndpointMissing
+from indexing.errors import LLMBackendError, LLMBackendTimeout, LLMEndpointMissing, LLMModelMissing
 from indexing.llm import TokenLogprob
 from search.pipeline.deadline import run_concurrently
 
@@ -77,6 +77,7 @@ class RerankOutcome:
     unjudged: int = 0  # left out by the deadline (or after a fatal error)
     method: str = ""
     error: str = ""  # fatal: server down, model missing
+    model_missing: bool = False  # the fatal error is that the server lacks the model
     warnings: list[str] = field(default_factory=list)
 
 
@@ -385,6 +386,7 @@ def _tell(outcome: RerankOutcome, result, *, method: str, failed: int, unjudged:
     fatal = next((e for e in result.errors.values() if _fatal("", e)), None)
     if fatal is not None:
         outcome.error = str(fatal)  # no point listing the other symptoms
+        outcome.model_missing = isinstance(fatal, LLMModelMissing)
     elif result.errors:
         first = next(iter(result.errors.values()))
         reason = str(first) if isinstance(first, (LLMBackendError, ValueError)) else f"{type(first).__name__}: {first}"

@@ -132,8 +132,10 @@ def history_scope(request: HistoryRequest) -> HistoryScope:
         parts.append("c.collection_id = ANY(%(collections)s)")
         params["collections"] = ids
     if request.author and request.author.strip():
-        needle = "%" + re.sub(r"([%_\\])", r"\\\1", request.author.strip()) + "%"
-        parts.append("(c.author_name ILIKE %(author)s OR c.author_email ILIKE %(author)s)")
+        # Whole words or names (\m, \M: where a word starts and ends), so `Ana` is not "Sumanapala"; in an
+        # address too (`ana` matches ana.lima@example.org, not banana@example.org).
+        needle = r"\m" + re.escape(" ".join(request.author.split())) + r"\M"
+        parts.append("(c.author_name ~* %(author)s OR c.author_email ~* %(author)s)")
         params["author"] = needle
     if request.after:
         parts.append("c.committed_at >= %(after)s")

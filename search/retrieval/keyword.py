@@ -30,9 +30,10 @@ configuration reads them (one entry per prefix; a word no searched passage holds
 the highest idf) and `cover` is the passage's BM25
 sum with each term's tf saturation capped at 1 (one occurrence in a passage of average
 length counts fully; more occurrences or a short passage earn no more, a long passage
-less). A hit holding all the query's rare words reads high, one matching only common
-words reads low, whatever its rank: lists are comparable and a weak top hit reads weak.
-Ranking stays by BM25, so a lower hit can show a higher share than the one above it.
+less). A top hit holding all the query's rare words reads high, one matching only common
+words reads low: lists are comparable and a weak top hit reads weak. Ranking is by BM25, and
+the shown score follows the order: each hit below the top shows the top's share times its
+BM25 relative to the top's (its own share stays in `scores["share"]`, which hybrid search uses).
 """
 
 from __future__ import annotations
@@ -233,6 +234,17 @@ def normalise(cover: float, ideal: float) -> float:
     return max(0.0, min(1.0, cover / ideal))
 
 
+def _shown_scores(hits: list[list]) -> list[list]:
+    """Scores that fall with the order: the top hit shows its share of the query; each hit below
+    shows that times its BM25 relative to the top's (the share itself stays in `scores["share"]`)."""
+    if not hits:
+        return hits
+    top_raw, top_share = hits[0][0], hits[0][1]
+    for hit in hits[1:]:
+        hit[1] = top_share * max(0.0, min(1.0, hit[0] / top_raw)) if top_raw > 0 else 0.0
+    return hits
+
+
 def keyword_search(request: SearchRequest, *, snippets: bool = True) -> SearchResponse:
     """BM25 keyword search: the service behind `pmd search`, the API, the web UI and MCP.
 
@@ -292,25 +304,25 @@ def keyword_search(request: SearchRequest, *, snippets: bool = True) -> SearchRe
             continue
         segments[doc_id] = [_after_frontmatter(start_line, text)]
         collection = collections.get(collection_id) or Collection.objects.get(id=collection_id)
-        score = normalise(float(cover or 0.0), ideals.get(collection.text_search_config, fallback))
-        if score >= request.min_score:
-            hits.append([float(raw), score, collection, docid, path, title, body, segments[doc_id],
-                         (note_date.isoformat() if note_date else None, date_source or "")])
+        share = normalise(float(cover or 0.0), ideals.get(collection.text_search_config, fallback))
+        hits.append([float(raw), share, collection, docid, path, title, body, segments[doc_id],
+                     (note_date.isoformat() if note_date else None, date_source or ""), share])
+    hits = [hit for hit in _shown_scores(hits) if hit[1] >= request.min_score]
     all_contexts = list(PathContext.objects.all())
     if not snippets and per_document == 1 and not request.full:
         fill = _snippet_filler(weights, parsed)
-        for raw, score, collection, docid, path, title, _, segments, (day, source) in hits:
+        for raw, score, collection, docid, path, title, _, segments, (day, source), share in hits:
             response.results.append(SearchResult(
                 docid=docid, collection=collection.name, path=path, title=title, score=round(score, 4),
                 context=contexts_for(collection, path, all_contexts=all_contexts),
-                scores={"bm25": round(raw, 4)}, date=day, date_source=source,
+                scores={"bm25": round(raw, 4), "share": round(share, 4)}, date=day, date_source=source,
             ))
             defer_snippet(response.results[-1], fill, (collection.text_search_config, segments))
         response.timings["total"] = (time.perf_counter() - started) * 1000
         return response
     matcher = _Matcher(weights, parsed)
     matcher.load((hit[2].text_search_config, text) for hit in hits for _, text in hit[7])
-    for raw, score, collection, docid, path, title, body, segments, (day, source) in hits:
+    for raw, score, collection, docid, path, title, body, segments, (day, source), share in hits:
         context = contexts_for(collection, path, all_contexts=all_contexts)
         passages = matcher.passages(segments, request.hits_per_document, collection.text_search_config)
         best = passages[0][0] if passages and passages[0][0] > 0 else 0.0
@@ -320,7 +332,8 @@ def keyword_search(request: SearchRequest, *, snippets: bool = True) -> SearchRe
                 docid=docid, collection=collection.name, path=path, title=title,
                 score=round(hit_score, 4), line=line, snippet=snippet, highlights=highlights, context=context,
                 body=body if request.full else None,
-                scores={"bm25": round(raw, 4), "passage": round(p_score, 4)}, date=day, date_source=source,
+                scores={"bm25": round(raw, 4), "passage": round(p_score, 4), "share": round(share, 4)},
+                date=day, date_source=source,
             ))
     response.timings["total"] = (time.perf_counter() - started) * 1000
     return response

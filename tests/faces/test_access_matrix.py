@@ -1176,7 +1176,7 @@ def multi_get_list(mcp, p, w):
 
 @mcp_op
 def resources_list(mcp, p, w):
-    """Documents are a resource template, never listed one by one: nothing to list, nothing to leak."""
+    """Documents are listed one by one (resources/list) to whoever sees them, and only to them: no leak."""
     texts = []
     for method in ("resources/list", "resources/templates/list", "prompts/list"):
         response = mcp.raw(method)
@@ -1239,7 +1239,7 @@ def test_mcp_instructions_follow_each_callers_access_in_turn(world, mcp_url):
 def test_mcp_refuses_expired_and_unknown_tokens(world, mcp_url):
     for raw in (world.expired, "pmd_" + "y" * 40):
         response = Mcp(mcp_url, raw).raw("tools/call", {"name": "pmd_search", "arguments": {"query": SECRET_WORD}})
-        assert response.status_code == 401 and response.json()["code"] == "unauthorized"
+        assert response.status_code == 403 and response.json()["code"] == "unauthorized"
         assert_no_leak(response.text)
 
 

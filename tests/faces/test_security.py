@@ -205,7 +205,7 @@ def test_mcp_blocks_an_address_after_bad_tokens_with_json_429(alice, low_limits)
     for _ in range(3):
         status, _, body = _asgi_post("/mcp", {"Authorization": "Bearer pmd_wrong", "Host": "localhost"},
                                      ("198.51.100.30", 5000))
-        assert status == 401 and json.loads(body)["code"] == "unauthorized"
+        assert status == 403 and json.loads(body)["code"] == "unauthorized"
     status, headers, body = _asgi_post("/mcp", {"Authorization": f"Bearer {good}", "Host": "localhost"},
                                        ("198.51.100.30", 5001))
     assert status == 429

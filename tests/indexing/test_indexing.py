@@ -268,3 +268,24 @@ def test_a_note_of_100k_links_on_one_line_keeps_the_first_5000_and_says_so(db, t
     assert links.filter(target__path="target.md").count() == LINKS_MAX
     assert FileProblem.objects.get(collection=collection, path="map.md").message == (
         "more than 5,000 links: only the first 5,000 are kept")
+
+
+def test_a_nested_collection_takes_its_notes_from_the_one_around_it(db, tmp_path):
+    """Issue 33: a collection inside another doubled hits and tag counts; a note is indexed once."""
+    from indexing.access import Access
+    from indexing.services.refresh import collection_add
+
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "top.md").write_text("# Top\n\nkiwi\n")
+    (tmp_path / "sub" / "inner.md").write_text("# Inner\n\nkiwi\n")
+    outer = collection_add(path=tmp_path, name="outer", access=Access.local_user()).collection
+    assert _paths(outer) == {"top.md", "sub/inner.md"}
+    added = collection_add(path=tmp_path / "sub", name="inner", access=Access.local_user())
+    assert added.inside == ["outer"]
+    assert _paths(outer) == {"top.md"} and _paths(added.collection) == {"inner.md"}
+    problems = FileProblem.objects.filter(collection=outer).values_list("path", "message")
+    assert ("sub", "the folder of collection inner: indexed there, skipped here") in set(problems)
+    # The collection around a nested one, added after it, skips it too.
+    around = collection_add(path=tmp_path.parent, name="around", mask=f"{tmp_path.name}/**/*.md",
+                            access=Access.local_user())
+    assert _paths(around.collection) == set()

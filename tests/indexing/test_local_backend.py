@@ -206,6 +206,27 @@ def test_offline_download_fails_at_once_with_advice(local, monkeypatch):
     assert "PMD_EMBED_MODEL=/path/to/folder" in message and "on a machine with internet pull the models" in message
 
 
+def test_offline_cross_encoder_advice_names_the_rerank_variable(local, monkeypatch, settings):
+    """Issue 33: the re-ranker's download advice named PMD_EMBED_MODEL."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    settings.PMD_RERANK_MODEL = "cross-encoder/ms-marco-MiniLM-L6-v2"
+    with pytest.raises(LLMBackendUnavailable) as caught:
+        get_backend().folder("cross-encoder/ms-marco-MiniLM-L6-v2", download=True)
+    assert "PMD_RERANK_MODEL=/path/to/folder" in str(caught.value)
+    assert "PMD_EMBED_MODEL" not in str(caught.value)
+
+
+def test_http_clients_log_no_line_per_request_at_info():
+    """`pmd up` runs at INFO: one httpx line per request was 330 of 840 log lines."""
+    import logging.config
+
+    from django.conf import settings as django_settings
+
+    assert django_settings.LOGGING["loggers"]["httpx"]["level"] == "WARNING"
+    logging.config.dictConfig({**django_settings.LOGGING, "root": {"handlers": ["console"], "level": "INFO"}})
+    assert not logging.getLogger("httpx").isEnabledFor(logging.INFO)
+
+
 def test_downloaded_models_are_listed_from_the_models_folder(local, minilm):
     from indexing.llm import models_dir
 

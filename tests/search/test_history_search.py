@@ -59,6 +59,17 @@ def _search(**fields):
 
 
 @pytest.mark.django_db
+def test_author_matches_whole_names_not_pieces_of_them(world):
+    """Issue 33: `author=Ana` matched "Sadika Sumanapala"."""
+    def authors(author):
+        return {h.author for h in _search(query="", author=author, limit=50).results}
+
+    assert authors("bob") == authors("Stone") == authors("bob@example.org") == authors("BOB  stone") == {"Bob Stone"}
+    assert authors("alice martin") == {"Alice Martin"}
+    assert authors("ob") == authors("tone") == authors("lice") == set()
+
+
+@pytest.mark.django_db
 def test_keyword_search_and_filters(world):
     shas, member, _ = world
     found = _search(query="on-call rota weekends", mode="keyword")

@@ -289,11 +289,29 @@ def test_reranker_missing_keeps_fusion_order(kb, settings):
 def test_models_switched_off_are_stated(kb, settings):
     settings.PMD_GENERATE_MODEL = "none"
     settings.PMD_RERANK_MODEL = "off"
-    response = hybrid_search(req("loaf"))
+    response = hybrid_search(req("loaf", explain=True))
     assert response.results
-    assert any("expansion is off" in w for w in response.warnings)
-    assert any("re-ranking is off" in w for w in response.warnings)
+    # A setting, not a failure: stated once in --explain, not as a warning on every query (issue 33).
+    assert not response.warnings
+    off = response.results[0].explain["plan"]["off"]
+    assert any("PMD_GENERATE_MODEL is not set" in line for line in off)
+    assert any("PMD_RERANK_MODEL is not set" in line for line in off)
     assert not kb.requests_to("/api/generate") and not kb.requests_to("/api/chat")
+
+
+def test_missing_models_are_asked_for_once_then_skipped_quietly(kb, settings):
+    """A server without the expansion and re-rank models: one warning, then quiet, no wasted work."""
+    settings.PMD_GENERATE_MODEL = "no-such-model"
+    settings.PMD_RERANK_MODEL = "no-such-reranker"
+    first = hybrid_search(req("home loaf", explain=True))
+    assert any("no-such-model" in w for w in first.warnings) and any("no-such-reranker" in w for w in first.warnings)
+    second = hybrid_search(req("weekend baking at home", explain=True))
+    assert not second.warnings
+    asked = kb.requests_to("/api/generate") + kb.requests_to("/api/chat")
+    assert asked and not [r for r in asked if "weekend" in json.dumps(r.body)]
+    assert "rerank_prepare" not in second.timings and "expand" not in second.timings
+    off = second.results[0].explain["plan"]["off"]
+    assert any("no-such-model" in line for line in off) and any("no-such-reranker" in line for line in off)
 
 
 def test_slow_reranker_times_out_and_keeps_fusion_order(kb, settings):

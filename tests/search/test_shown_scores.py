@@ -54,6 +54,18 @@ def test_scores_are_not_rescaled_to_the_top_hit(notes):
     assert strong[0].score > weak[0].score or weak[0].score < 1.0
 
 
+@pytest.mark.parametrize("query", ["make", "water make", "how do I make installs deterministic", "make tools"])
+def test_keyword_scores_fall_with_the_order(notes, query):
+    """Issue 33: `pmd search` showed 93 %, 100 %, 71 %, 73 %: a score above the hit ranked over it."""
+    results = search(query)
+    assert len(results) >= 2
+    scores = [r.score for r in results]
+    assert scores == sorted(scores, reverse=True)
+    # Only BM25 ties tie; a one-word query's hits do not all read 100 %.
+    assert all(a.score > b.score for a, b in zip(results, results[1:]) if a.scores["bm25"] > b.scores["bm25"])
+    assert results[0].scores["share"] == results[0].score  # the top still reads its share of the query
+
+
 @pytest.fixture
 def embedded_notes(notes, ollama, settings):
     from indexing.services.embedding import embed_pending
@@ -75,3 +87,20 @@ def test_hybrid_top_score_is_its_evidence_not_one(embedded_notes):
     strong = hybrid_search(SearchRequest(query="reproducible CI lockfile", mode=Mode.HYBRID,
                                          expand=False, rerank=False, limit=5, access=Access.local_user()))
     assert strong.results[0].path == "ci.md" and strong.results[0].score > top.score
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("query", ["make", "reproducible CI lockfile", "how do I make installs deterministic"])
+def test_hybrid_and_vector_scores_fall_with_the_order(embedded_notes, query):
+    for mode in (Mode.HYBRID, Mode.VECTOR):
+        request = SearchRequest(query=query, mode=mode, expand=False, rerank=False, limit=10,
+                                access=Access.local_user())
+        response = hybrid_search(request) if mode == Mode.HYBRID else _vector(request)
+        scores = [r.score for r in response.results]
+        assert len(scores) >= 2 and scores == sorted(scores, reverse=True), (mode, query, scores)
+
+
+def _vector(request):
+    from search.retrieval.vector import vector_search
+
+    return vector_search(request)

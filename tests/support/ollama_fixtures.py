@@ -24,7 +24,10 @@ def ollama_server():
 def ollama(ollama_server, settings):
     """The test server, reset, with Django settings aimed at it (Ollama backend,
     embeddinggemma, fast retries)."""
+    from search.pipeline.absent import forget_absent
+
     ollama_server.reset()
+    forget_absent()  # a model missing from an earlier test's server is asked for again
     if ollama_server.port is None or ollama_server._httpd is None:
         ollama_server.start(ollama_server.port or 0)
     settings.PMD_LLM_BACKEND = "ollama"

@@ -94,6 +94,7 @@ def _collections_context(request, form: CollectionAddForm, shared: tuple[str, Co
     return {
         "rows": rows,
         "form": form,
+        "collection_roots": [str(root) for root in settings.PMD_COLLECTION_ROOTS] if request.user.is_staff else [],
         "general_jobs": [j for j in general if not j.finished or str(j.pk) == request.GET.get("job")],
     }
 

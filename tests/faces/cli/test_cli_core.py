@@ -48,6 +48,15 @@ def test_get_by_docid_with_line_window_and_numbers(run_cli, indexed_collection):
     assert out.startswith("PostgreSQL can rank")
 
 
+def test_get_past_the_last_line_is_an_error(run_cli, indexed_collection):
+    """Issue 33: `pmd get file.md:99` past the end printed nothing and exited 0."""
+    code, out, err = run_cli("get", "pmd://notes/guides/postgres-tuning.md:9999")
+    assert code == 1 and out == ""
+    assert "line 9999 is past its end" in err and "pmd://notes/guides/postgres-tuning.md has" in err
+    code, out, err = run_cli("get", "pmd://notes/guides/postgres-tuning.md", "--from", "9999")
+    assert code == 1 and "past its end" in err
+
+
 def test_get_miss_prints_suggestions_and_refuses_traversal(run_cli, indexed_collection):
     code, _, err = run_cli("get", "notes/guides/identifier.md")
     assert code == 1
@@ -155,3 +164,29 @@ def test_garbage_collection_resumes_after_start_up(run_cli, indexed_collection):
     assert gc.isenabled()
     assert run_cli("get", "notes/no-such-note.md")[0] == 1
     assert gc.isenabled() and gc.get_freeze_count() == 0  # nothing left out of collection either
+
+
+def test_server_log_lines_never_reach_a_client_s_stderr(monkeypatch):
+    """Issue 33: `INFO httpx: HTTP Request …` of the server reached `pmd` clients through the socket."""
+    import logging
+    import logging.config
+
+    from django.conf import settings
+
+    from pmd_site.cli.local_server import _stream
+    from pmd_site.cli.output import ClientTerminal, install_client_streams, printing_for
+
+    import sys
+
+    monkeypatch.setattr(sys, "stdout", sys.stdout)  # put back afterwards
+    monkeypatch.setattr(sys, "stderr", sys.stderr)
+    install_client_streams()  # as a server answering clients does, before or after logging is set up
+    logging.config.dictConfig(settings.LOGGING)
+    chunks: list = []
+    info = {"encoding": "utf-8", "errors": "strict", "tty": False}
+    terminal = ClientTerminal(stdout=_stream(b"1", chunks, info), stderr=_stream(b"2", chunks, info),
+                              environ={}, size=None, help_width=None)
+    with printing_for(terminal):
+        logging.getLogger("pmd.test").warning("a line for the server's log")
+        print("the command's own output")
+    assert chunks == [(b"1", b"the command's own output"), (b"1", b"\n")]

@@ -38,6 +38,7 @@ async def _exercise(client, doc) -> dict:
     for name in ("pmd_search", "pmd_vector_search", "pmd_deep_search"):
         seen[name] = await client.call_tool(name, {"query": "postgres tuning", "limit": 3, "rerank": False}
                                             if name == "pmd_deep_search" else {"query": "postgres tuning", "limit": 3})
+    seen["resources"] = await client.list_resources()
     seen["resource"] = await client.read_resource(f"pmd://notes/{doc.path}")
     seen["resource_range"] = await client.read_resource(f"pmd://notes/{doc.path}?start=2&lines=1")
     seen["prompts"] = await client.list_prompts()
@@ -81,6 +82,9 @@ def _check(seen: dict, collection) -> None:
     vector = seen["pmd_vector_search"]
     assert vector.is_error and "pmd_search" in vector.content[0].text and "pmd embed" not in vector.content[0].text
 
+    listed = seen["resources"]
+    assert {r.uri for r in listed.resources} == {d.uri for d in collection.documents.filter(active=True)}
+    assert listed.next_cursor is None
     assert seen["resource"].contents[0].text == doc.content.body
     assert seen["resource_range"].contents[0].text == lines[1]
     assert [p.name for p in seen["prompts"].prompts] == ["research"]
@@ -108,11 +112,13 @@ def test_http_rejects_missing_invalid_revoked_token_and_foreign_origin(asgi_serv
 
     headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
     with httpx.Client(base_url=asgi_server, timeout=10) as http:
+        # Not a 401 challenge: an MCP client answers that with OAuth discovery, which pmd does not offer.
         missing = http.post("/mcp", json=_initialize_body(), headers=headers)
-        assert missing.status_code == 401 and missing.headers["www-authenticate"].startswith("Bearer")
-        assert "token" in missing.json()["message"]
+        assert missing.status_code == 403 and "www-authenticate" not in missing.headers
+        assert missing.json()["id"] == 1 and "pmd token create" in missing.json()["error"]["message"]
+        assert "token" in missing.json()["message"] and missing.json()["code"] == "unauthorized"
         invalid = http.post("/mcp", json=_initialize_body(), headers={**headers, "Authorization": "Bearer pmd_nope"})
-        assert invalid.status_code == 401
+        assert invalid.status_code == 403
         auth = {**headers, "Authorization": f"Bearer {token}"}
         ok = http.post("/mcp", json=_initialize_body(), headers=auth)
         assert ok.status_code == 200 and ok.json()["result"]["serverInfo"]["name"] == "pmd"
@@ -124,9 +130,41 @@ def test_http_rejects_missing_invalid_revoked_token_and_foreign_origin(asgi_serv
         rebound = http.post("/mcp", json=_initialize_body(), headers={**auth, "Host": "attacker.example"})
         assert rebound.status_code == 421
         token_revoke(token=token, access=Access.local_user())
-        assert http.post("/mcp", json=_initialize_body(), headers=auth).status_code == 401
+        assert http.post("/mcp", json=_initialize_body(), headers=auth).status_code == 403
         # Django still serves everything else from the same application.
         assert http.get("/api/status", headers={"Authorization": "Bearer pmd_nope"}).status_code == 401
+
+
+def test_sdk_client_without_token_shows_how_to_get_one(asgi_server):
+    """What a real client shows its user: pmd's message, not an OAuth attempt."""
+    from mcp.shared.exceptions import MCPError
+
+    async def run():
+        async with _http_client(asgi_server, None) as client:
+            await client.list_tools()
+
+    with pytest.raises(BaseException) as raised:
+        anyio.run(run)
+    error = raised.value
+    while isinstance(error, BaseExceptionGroup):
+        error = error.exceptions[0]
+    assert isinstance(error, MCPError) and "pmd token create" in str(error)
+
+
+def test_resources_list_is_paged(indexed_collection, monkeypatch):
+    from pmd_site.mcp import resources
+
+    monkeypatch.setattr(resources, "RESOURCES_PAGE", 2)
+    every, cursor = [], None
+    while True:
+        page = resources._resource_page(cursor, access=Access.local_user())
+        assert len(page.resources) <= 2
+        every += [r.uri for r in page.resources]
+        if page.next_cursor is None:
+            break
+        cursor = page.next_cursor
+    assert every == sorted(d.uri for d in indexed_collection.documents.filter(active=True))
+    assert len(every) > 2
 
 
 def test_mcp_allowed_hosts_are_configurable(settings):
@@ -180,3 +218,17 @@ def test_same_ranking_through_cli_api_and_mcp(asgi_server, token, indexed_collec
             return [r["docid"] for r in result.structured_content["results"]]
 
     assert cli == api == anyio.run(run)
+
+
+def test_stdio_without_an_index_says_where_it_looked(tmp_path):
+    """A client config without PMD_HOME must not start a new, empty index at the default place."""
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if k in {"PATH", "LANG", "PMD_SECRET_KEY"}}
+    env.update(HOME=str(tmp_path), XDG_DATA_HOME=str(tmp_path / "data"))
+    done = subprocess.run([sys.executable, "-m", "pmd_site.cli", "mcp"], env=env, cwd=str(ROOT),
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and done.stdout == ""
+    assert str(tmp_path / "data" / "pmd") in done.stderr and "PMD_HOME is not set" in done.stderr
+    assert "pmd status" in done.stderr and "DATABASE_URL" in done.stderr
+    assert not (tmp_path / "data").exists()  # nothing created

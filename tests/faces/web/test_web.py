@@ -122,6 +122,28 @@ def test_empty_index_tells_staff_to_add_a_collection(staff_client):
     assert "Nothing indexed yet" in html and "Add a collection" in html
 
 
+def test_pages_name_their_icon_and_status_colours_are_readable(staff_client):
+    """Issue 33: a favicon 404 on every page; axe-core: `.ok` 3.96:1, `.warn` 3.3:1 (AA needs 4.5:1)."""
+    import re
+
+    from tests.support.paths import ROOT
+
+    assert 'rel="icon"' in staff_client.get("/").content.decode()
+    assert (ROOT / "pmd_site/static/pmd/favicon.svg").is_file()
+    css = (ROOT / "pmd_site/static/pmd/pmd.css").read_text()
+    light = dict(re.findall(r"--([a-z-]+): (#[0-9a-f]{6})", css.split("@media")[0]))
+
+    def luminance(colour):
+        channels = [int(colour[i:i + 2], 16) / 255 for i in (1, 3, 5)]
+        r, g, b = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
+        return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+    for fg in ("ok", "warn", "bad", "muted"):
+        for bg in ("bg", "surface", "code-bg"):
+            high, low = sorted([luminance(light[fg]), luminance(light[bg])], reverse=True)
+            assert (high + 0.05) / (low + 0.05) >= 4.5, (fg, bg)
+
+
 # --- documents -----------------------------------------------------------------------------
 
 
@@ -209,6 +231,17 @@ def test_add_form_errors_are_shown(staff_client, tmp_path, settings):
     response = staff_client.post("/collections/add/", {"path": str(tmp_path / "missing"), "name": "gone"})
     assert response.status_code == 400
     assert "choose an existing folder" in response.content.decode()
+
+
+def test_add_form_says_which_folders_may_be_added_and_who_changes_that(staff_client, member_client, tmp_path,
+                                                                       settings):
+    settings.PMD_COLLECTION_ROOTS = [tmp_path / "notes", tmp_path / "team"]
+    page = staff_client.get("/collections/").content.decode()
+    assert f"<code>{tmp_path / 'notes'}</code>, <code>{tmp_path / 'team'}</code>" in page
+    assert "PMD_COLLECTION_ROOTS" in page and "pmd up" in page
+    assert str(tmp_path) not in member_client.get("/collections/").content.decode()  # where pmd runs: staff only
+    settings.PMD_COLLECTION_ROOTS = []
+    assert "No folder may be added here yet" in staff_client.get("/collections/").content.decode()
 
 
 @pytest.mark.django_db(transaction=True)
