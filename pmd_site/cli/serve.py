@@ -58,6 +58,9 @@ def register(sub) -> None:
 
     worker = sub.add_parser("worker", help="run only a celery worker (embedding and indexing tasks)")
     worker.add_argument("--concurrency", type=int, default=None, help="task processes (default: celery's)")
+    worker.add_argument("--queues", choices=["all", "index", "embed"], default="all",
+                        help="which work it takes: indexing, embedding, or both (default; `pmd up` runs one of each "
+                             "so that indexing never waits behind embedding)")
     worker.set_defaults(func=cmd_worker, needs_db=False)
 
     beat = sub.add_parser("beat", help="run only the scheduler (periodic reconciliation)")
@@ -134,7 +137,12 @@ def cmd_worker(args) -> int:
     from pmd_site.runtime import database_lease
 
     app = _celery_app()
-    argv = ["worker", "--loglevel=INFO", "--hostname=pmd-worker@%h"]
+    from pmd_site.celery import DEFAULT_QUEUE, EMBED_QUEUE
+
+    which = getattr(args, "queues", "all")
+    queues = {"all": [DEFAULT_QUEUE, EMBED_QUEUE], "index": [DEFAULT_QUEUE], "embed": [EMBED_QUEUE]}[which]
+    name = "pmd-worker" if which == "all" else f"pmd-{which}"
+    argv = ["worker", "--loglevel=INFO", f"--hostname={name}@%h", f"--queues={','.join(queues)}"]
     if args.concurrency:
         argv.append(f"--concurrency={args.concurrency}")
     with database_lease():
@@ -464,7 +472,8 @@ def cmd_up(args) -> int:
             supervisor.keep("redis", redis_server)
         supervisor.add("web", "serve", "--host", args.host, "--port", str(args.port))
         if broker_url:
-            supervisor.add("worker", "worker", "--concurrency", "1")
+            supervisor.add("worker", "worker", "--concurrency", "1", "--queues", "index")
+            supervisor.add("embedder", "worker", "--concurrency", "1", "--queues", "embed")
             supervisor.add("beat", "beat")
         if not args.no_watch and settings.PMD_WATCH:
             supervisor.add("watcher", "watch")
