@@ -138,7 +138,7 @@ def test_pmd_embed_hands_the_work_to_a_running_worker(indexed_collection, ollama
     )
     redis_server.start()
     worker = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "pmd_site.celery", "worker", "--pool=solo", "--loglevel=WARNING",
+        [sys.executable, "-m", "celery", "-A", "pmd_site.celery", "worker", "--pool=solo", "--loglevel=WARNING", "--queues=pmd,pmd-embed",
          "--hostname=test-worker@%h"],
         env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )
