@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from django.conf import settings
 
 from indexing.errors import InvalidSetting, ReplacesVectors
-from indexing.models import Chunk, IndexSetting
+from indexing.models import Chunk, EmbeddingFingerprint, IndexSetting
 
 log = logging.getLogger(__name__)
 
@@ -99,13 +99,11 @@ def index_config_set(*, values: dict[str, str], replace_vectors: bool = False, o
     reembed = {name for name in change.changed if name in VECTOR_SETTINGS
                and change.changed[name][1] != (change.changed[name][0] or str(getattr(settings, name, "") or ""))}
     if reembed and Chunk.objects.exists():
-        from indexing.services.embedding import embedding_status
-
-        status = embedding_status()
+        held = ", ".join(f"{fp.model} ({fp.chunks.count()} chunks)" for fp in EmbeddingFingerprint.objects.all())
         described = ", ".join(f"{n}: {change.changed[n][0] or getattr(settings, n, '')} → {change.changed[n][1]}"
                               for n in sorted(reembed))
         change.replaces_vectors = (f"{described}: every note and commit is embedded again, and the vectors of "
-                                   f"{status['model']} ({status['embedded']} embedded) are removed once the new "
+                                   f"{held} are removed once the new "
                                    "ones cover the index; until then vector search finds only what is done")
         if not replace_vectors:
             raise ReplacesVectors(change.replaces_vectors + " (confirm with --yes)")

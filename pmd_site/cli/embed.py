@@ -32,10 +32,10 @@ def register(sub) -> None:
     msub = models.add_subparsers(dest="models_command", metavar="ACTION", required=True)
     ls = msub.add_parser("list", help="models on the server, and which ones pmd is configured to use")
     ls.add_argument("--json", action="store_true")
-    ls.set_defaults(func=cmd_models_list)
+    ls.set_defaults(func=cmd_models_list, needs_db=False)
     pull = msub.add_parser("pull", help="download models (default: the configured ones that are missing)")
     pull.add_argument("models", nargs="*", metavar="MODEL")
-    pull.set_defaults(func=cmd_models_pull)  # the database: the index's backend and models
+    pull.set_defaults(func=cmd_models_pull, needs_db=False)
 
 
 # --- embed --------------------------------------------------------------------------------
@@ -156,6 +156,7 @@ def _methods(backend) -> dict[str, str]:
 
 
 def cmd_models_list(args) -> int:
+    _use_index_config()
     from indexing.llm import backend_url, get_backend
     from indexing.llm.base import normalize_model_name
 
@@ -203,8 +204,21 @@ def cmd_models_list(args) -> int:
     return 0
 
 
+def _use_index_config() -> None:
+    """The index's backend and models, when its database answers (none is started for this): its
+    first connection applies them (indexing/services/index_config.py)."""
+    try:
+        from pmd_site.runtime import database_answers
+
+        database_answers()
+    except Exception:  # noqa: BLE001 - no index to ask: this process's environment
+        pass
+
+
 def cmd_models_pull(args) -> int:
     import sys
+
+    _use_index_config()
 
     from indexing.llm import get_backend
 
