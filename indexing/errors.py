@@ -125,9 +125,11 @@ class NotEmbedded(InvalidSearchInput):
 
     code = "not_embedded"
 
-    def __init__(self, message: str = "", suggestions: list[str] | None = None, *, model: str | None = None):
+    def __init__(self, message: str = "", suggestions: list[str] | None = None, *, model: str | None = None,
+                 held: list[str] | None = None):
         super().__init__(message, suggestions)
         self.model = model
+        self.held = held or []  # other models' vectors in the index: no advice to re-embed blindly
 
 
 class MultiGetRefused(InvalidRequest):
@@ -423,3 +425,18 @@ class ConfigError(SetupError, ValueError):
     """An environment variable holds a value pmd cannot use."""
 
     code = "config_error"
+
+
+class InvalidSetting(InvalidRequest):
+    """`pmd config set` (or the web) with a setting the index does not keep, or a value it cannot read."""
+
+    code = "invalid_setting"
+    http_status = 422
+
+
+class ReplacesVectors(InvalidRequest):
+    """A configuration change that means embedding everything again: it says what it replaces,
+    and needs the caller's confirmation (`--yes`)."""
+
+    code = "replaces_vectors"
+    http_status = 409

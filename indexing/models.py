@@ -540,3 +540,16 @@ class KeywordStats(models.Model):
 
     class Meta:
         db_table = "search_keyword_stats"
+
+
+class IndexSetting(models.Model):
+    """The index's own configuration (backend, URLs, models, chunking), one row a setting named
+    like its environment variable: every process using the index reads it, so they agree
+    whatever environment started them (indexing/services/index_config.py)."""
+
+    name = models.CharField(max_length=64, primary_key=True)
+    value = models.TextField(blank=True, default="")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"{self.name}={self.value}"

@@ -15,6 +15,20 @@ class PmdSiteConfig(AppConfig):
 
         background.task_loader(_import_tasks)
 
+        # Every process uses the index's own configuration (backend, models, chunking), read
+        # when it first reaches the database (indexing/services/index_config.py).
+        from django.db.backends.signals import connection_created
+
+        connection_created.connect(_index_config, dispatch_uid="pmd-index-config")
+
+
+def _index_config(sender, connection, **_) -> None:
+    if connection.alias != "default":
+        return
+    from indexing.services.index_config import index_config_apply_once
+
+    index_config_apply_once(connection)
+
 
 def _import_tasks() -> None:
     from pmd_site import tasks  # noqa: F401 - importing registers them

@@ -13,6 +13,12 @@ from pmd_site.redisserver import EmbeddedRedis, redis_client
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "pmd_site.settings")
 
+# Two queues, so that indexing never waits behind bulk embedding: `pmd up` runs one worker for
+# each (`pmd worker` alone takes both).
+DEFAULT_QUEUE = "pmd"
+EMBED_QUEUE = "pmd-embed"
+EMBED_TASKS = ("pmd_site.tasks.embed_pending", "pmd_site.tasks.embed_collection_task", "pmd_site.tasks.embedding_check")
+
 app = Celery("pmd")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 
@@ -27,6 +33,8 @@ def _configure() -> None:
     # Jobs of workers that died are marked failed, not left `running` (indexing/services/jobs.py).
     schedule["recover_jobs"] = {"task": "pmd_site.tasks.recover_jobs",
                                 "schedule": float(max(30, settings.PMD_JOB_STALE_SECONDS // 2))}
+    # Waiting embedding requests check the LLM backend even when a delayed message is lost.
+    schedule["embedding_check"] = {"task": "pmd_site.tasks.embedding_check", "schedule": 20.0}
     app.conf.update(
         broker_url=broker,
         result_backend=settings.CELERY_RESULT_BACKEND or None,
@@ -38,7 +46,8 @@ def _configure() -> None:
         worker_prefetch_multiplier=1,
         broker_connection_retry_on_startup=True,
         broker_transport_options={"visibility_timeout": 6 * 3600},
-        task_default_queue="pmd",
+        task_default_queue=DEFAULT_QUEUE,
+        task_routes={name: {"queue": EMBED_QUEUE} for name in EMBED_TASKS},
         beat_schedule=schedule,
         timezone=settings.TIME_ZONE,
     )

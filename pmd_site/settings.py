@@ -261,8 +261,16 @@ OLLAMA_URL = env.get_str("OLLAMA_URL", "http://127.0.0.1:11434")
 PMD_LLM_BACKEND = env.get_str("PMD_LLM_BACKEND", "ollama")
 PMD_OPENAI_BASE_URL = env.get_str("PMD_OPENAI_BASE_URL", "http://127.0.0.1:8080/v1")
 PMD_OPENAI_API_KEY = env.get_str("PMD_OPENAI_API_KEY", "")
-_LOCAL = PMD_LLM_BACKEND == "local"  # in-process models (indexing/llm/local.py) have their own defaults
-PMD_EMBED_MODEL = env.get_str("PMD_EMBED_MODEL", "sentence-transformers/all-MiniLM-L6-v2" if _LOCAL else "embeddinggemma")
+# Each backend's default models (in-process models, indexing/llm/local.py, have their own); also
+# used when the index's configuration chooses the backend (indexing/services/index_config.py).
+PMD_MODEL_DEFAULTS = {
+    "local": {"PMD_EMBED_MODEL": "sentence-transformers/all-MiniLM-L6-v2", "PMD_GENERATE_MODEL": "",
+              "PMD_RERANK_MODEL": "cross-encoder/ms-marco-MiniLM-L6-v2"},
+    "ollama": {"PMD_EMBED_MODEL": "embeddinggemma", "PMD_GENERATE_MODEL": "qwen3:0.6b",
+               "PMD_RERANK_MODEL": "dengcao/Qwen3-Reranker-0.6B:Q8_0"},
+}
+_DEFAULTS = PMD_MODEL_DEFAULTS["local" if PMD_LLM_BACKEND == "local" else "ollama"]
+PMD_EMBED_MODEL = env.get_str("PMD_EMBED_MODEL", _DEFAULTS["PMD_EMBED_MODEL"])
 PMD_CHUNK_TOKENS = env.get_int("PMD_CHUNK_TOKENS", 900, minimum=32)
 # Unset: the local backend sizes chunks to its model's window (all-MiniLM: 256 word pieces).
 PMD_CHUNK_TOKENS_FROM_MODEL = env.get_str("PMD_CHUNK_TOKENS") == ""
@@ -271,8 +279,8 @@ PMD_CHUNK_WINDOW = env.get_int("PMD_CHUNK_WINDOW", 200, minimum=1)
 PMD_EMBED_QUERY_PROMPT = env.get_str("PMD_EMBED_QUERY_PROMPT", "")
 PMD_EMBED_DOC_PROMPT = env.get_str("PMD_EMBED_DOC_PROMPT", "")
 PMD_EMBED_BATCH = env.get_int("PMD_EMBED_BATCH", 32, minimum=1)
-PMD_GENERATE_MODEL = env.get_str("PMD_GENERATE_MODEL", "" if _LOCAL else "qwen3:0.6b")
-PMD_RERANK_MODEL = env.get_str("PMD_RERANK_MODEL", "cross-encoder/ms-marco-MiniLM-L6-v2" if _LOCAL else "dengcao/Qwen3-Reranker-0.6B:Q8_0")
+PMD_GENERATE_MODEL = env.get_str("PMD_GENERATE_MODEL", _DEFAULTS["PMD_GENERATE_MODEL"])
+PMD_RERANK_MODEL = env.get_str("PMD_RERANK_MODEL", _DEFAULTS["PMD_RERANK_MODEL"])
 # A model the server does not have (404) is not asked for again for this long (seconds): its stage is
 # skipped quietly meanwhile (search.pipeline.absent); 0 asks every query.
 PMD_MISSING_MODEL_RECHECK = env.get_float("PMD_MISSING_MODEL_RECHECK", 600.0)

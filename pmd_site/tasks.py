@@ -17,11 +17,11 @@ from django.conf import settings
 from indexing.access import Access
 from indexing.models import Collection, Job
 from indexing.services.background import task_register, workers_register
-from indexing.services.embedding_queue import embedding_job_run
+from indexing.services.embedding_queue import embedding_check_due, embedding_job_run, embedding_jobs_tidy
 from indexing.services.jobs import job_create, jobs_recover
 from indexing.services.refresh import collections_refresh
 
-from pmd_site.celery import broker_reachable, workers_available
+from pmd_site.celery import EMBED_QUEUE, broker_reachable, workers_available
 
 log = logging.getLogger(__name__)
 workers_register(broker_reachable=broker_reachable, workers_available=workers_available)
@@ -34,15 +34,17 @@ def _job(job_id: str | None, *, kind: str, collection: Collection | None = None)
 
 @task_register
 @shared_task(name="pmd_site.tasks.embed_pending", acks_late=True)
-def embed_pending(collections: list[str] | None = None, force: bool = False, job_id: str | None = None) -> dict:
+def embed_pending(collections: list[str] | None = None, force: bool = False, job_id: str | None = None,
+                  check: int | None = None) -> dict:
     """Embed whatever has no vectors yet (a duplicate delivery finds nothing to do). While the
     LLM backend is away the request waits (indexing/services/embedding_queue.py); the one
     request chosen to check again is re-queued here."""
     job = _job(job_id, kind=Job.Kind.EMBED)
-    outcome = embedding_job_run(job=job, collections=collections, force=force)
+    outcome = embedding_job_run(job=job, collections=collections, force=force, check=check)
     if outcome.get("check_again_in") and not settings.CELERY_TASK_ALWAYS_EAGER:  # eager would not wait
         try:
-            embed_pending.apply_async(kwargs={"collections": collections, "force": force, "job_id": str(job.pk)},
+            embed_pending.apply_async(kwargs={"collections": collections, "force": force, "job_id": str(job.pk),
+                                              "check": outcome.get("check")},
                                       countdown=outcome["check_again_in"], retry=False)
         except Exception as exc:  # noqa: BLE001 - the next request or `pmd up` resumes it instead
             log.warning("could not re-queue the waiting embedding request: %s", exc)
@@ -84,6 +86,38 @@ def _recover_jobs_at_start(**_) -> None:
         jobs_recover()
     except Exception:  # noqa: BLE001 - the periodic task tries again; the worker must start
         log.warning("could not recover the jobs of stopped workers", exc_info=True)
+
+
+@task_register
+@shared_task(name="pmd_site.tasks.embedding_check")
+def embedding_check() -> dict:
+    """Periodic: a waiting embedding request whose check of the LLM backend is overdue (its
+    delayed message was lost) checks now; the checks never stop while requests wait."""
+    due = embedding_check_due()
+    if due is None:
+        return {"skipped": "no check due"}
+    job, check = due
+    marker = job.result["waiting"]
+    return embed_pending(collections=marker.get("collections"), force=bool(marker.get("force")),
+                         job_id=str(job.pk), check=check)
+
+
+@worker_ready.connect
+def _embedding_at_start(sender=None, **_) -> None:
+    """The worker that embeds, starting: what an earlier run left queued is merged, and what is
+    pending is queued (a collection indexed by `pmd up` before any worker ran has no request)."""
+    try:
+        queues = {queue.name for queue in sender.task_consumer.queues} if sender is not None else {EMBED_QUEUE}
+    except Exception:  # noqa: BLE001 - cannot tell: assume it embeds
+        queues = {EMBED_QUEUE}
+    if EMBED_QUEUE not in queues:
+        return
+    try:
+        job = embedding_jobs_tidy()
+        if job is not None:
+            embed_pending.apply_async(kwargs={"job_id": str(job.pk)}, retry=False)
+    except Exception:  # noqa: BLE001 - the periodic reconcile queues it later; the worker must start
+        log.warning("could not queue the pending embedding at start", exc_info=True)
 
 
 @task_register

@@ -31,6 +31,7 @@ COMMANDS_BY_MODULE = {
     "pmd_site.cli.query": ("query",),
     "pmd_site.cli.embed": ("embed", "vsearch", "models"),
     "pmd_site.cli.status": ("status", "cleanup"),
+    "pmd_site.cli.config": ("config",),
     "pmd_site.cli.users": ("user",),
     "pmd_site.cli.db": ("db",),
     "pmd_site.cli.bench": ("bench",),
@@ -49,7 +50,7 @@ MODULE_OF_COMMAND = {command: module for module, commands in COMMANDS_BY_MODULE.
 CLI_HINTS = {
     "collection_exists": "choose another with --name, or `pmd collection remove {name}`",
     "collection_not_found": "see `pmd collection list`",
-    "not_embedded": "run `pmd embed`",
+    "not_embedded": lambda exc: None if getattr(exc, "held", None) else "run `pmd embed`",
     "llm_model_missing": lambda exc: None if exc.backend == "openai" else "pull it with `pmd models pull`",
     "user_not_found": "create one with `pmd user create {name}`",
     "token_not_found": "see `pmd token list`",

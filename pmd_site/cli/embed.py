@@ -19,6 +19,8 @@ def register(sub) -> None:
                       help="follow the work until it is done (default)")
     wait.add_argument("--no-wait", dest="wait", action="store_false",
                       help="queue it for a worker and return at once")
+    embed.add_argument("--yes", action="store_true",
+                       help="confirm embedding with another model or chunking than the index's vectors (replaces them)")
     embed.add_argument("--json", action="store_true")
     embed.set_defaults(func=cmd_embed)
 
@@ -61,6 +63,7 @@ def cmd_embed(args) -> int:
     collections = [collection_get(name) for name in args.collections]
     names = [c.name for c in collections] or None
     console = stdout_console()
+    _confirm_replacing(args)
     job, queued = embedding_request_here(collections=names, force=args.force,
                                          collection=collections[0] if len(collections) == 1 else None)
     if queued:
@@ -85,6 +88,28 @@ def cmd_embed(args) -> int:
     else:
         console.print(_summary(result), markup=False)  # model names may be folder paths
     return 0
+
+
+def _confirm_replacing(args) -> None:
+    """Embedding with another setup than the index's vectors replaces them all: say so, and ask (or --yes)."""
+    import sys
+
+    from indexing.errors import ReplacesVectors
+    from indexing.services.embedding import embedding_status
+
+    status = embedding_status()
+    if not status["mismatch"] or args.yes:
+        return
+    held = ", ".join(sorted({f"{o['model']} ({o['chunks']} chunks)" for o in status["stale_fingerprints"]}))
+    question = (f"embedding with {status['model']} ({status['chunking']}) replaces the index's vectors of {held}: "
+                "every note and commit is embedded again")
+    if status.get("hint"):
+        question += f"; {status['hint']}"
+    if args.json or not sys.stdin.isatty():
+        raise ReplacesVectors(question + " (confirm with --yes)")
+    print(question)
+    if input("embed everything again? [y/N] ").strip().lower() not in {"y", "yes"}:
+        raise ReplacesVectors("nothing embedded")
 
 
 def _follow(job, *, json_output: bool):
@@ -131,6 +156,7 @@ def _methods(backend) -> dict[str, str]:
 
 
 def cmd_models_list(args) -> int:
+    _use_index_config()
     from indexing.llm import backend_url, get_backend
     from indexing.llm.base import normalize_model_name
 
@@ -178,8 +204,21 @@ def cmd_models_list(args) -> int:
     return 0
 
 
+def _use_index_config() -> None:
+    """The index's backend and models, when its database answers (none is started for this): its
+    first connection applies them (indexing/services/index_config.py)."""
+    try:
+        from pmd_site.runtime import database_answers
+
+        database_answers()
+    except Exception:  # noqa: BLE001 - no index to ask: this process's environment
+        pass
+
+
 def cmd_models_pull(args) -> int:
     import sys
+
+    _use_index_config()
 
     from indexing.llm import get_backend
 

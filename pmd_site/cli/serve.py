@@ -58,6 +58,9 @@ def register(sub) -> None:
 
     worker = sub.add_parser("worker", help="run only a celery worker (embedding and indexing tasks)")
     worker.add_argument("--concurrency", type=int, default=None, help="task processes (default: celery's)")
+    worker.add_argument("--queues", choices=["all", "index", "embed"], default="all",
+                        help="which work it takes: indexing, embedding, or both (default; `pmd up` runs one of each "
+                             "so that indexing never waits behind embedding)")
     worker.set_defaults(func=cmd_worker, needs_db=False)
 
     beat = sub.add_parser("beat", help="run only the scheduler (periodic reconciliation)")
@@ -134,7 +137,12 @@ def cmd_worker(args) -> int:
     from pmd_site.runtime import database_lease
 
     app = _celery_app()
-    argv = ["worker", "--loglevel=INFO", "--hostname=pmd-worker@%h"]
+    from pmd_site.celery import DEFAULT_QUEUE, EMBED_QUEUE
+
+    which = getattr(args, "queues", "all")
+    queues = {"all": [DEFAULT_QUEUE, EMBED_QUEUE], "index": [DEFAULT_QUEUE], "embed": [EMBED_QUEUE]}[which]
+    name = "pmd-worker" if which == "all" else f"pmd-{which}"
+    argv = ["worker", "--loglevel=INFO", f"--hostname={name}@%h", f"--queues={','.join(queues)}"]
     if args.concurrency:
         argv.append(f"--concurrency={args.concurrency}")
     with database_lease():
@@ -378,6 +386,40 @@ def choose_llm_backend() -> tuple[str | None, str]:
                   "(pip install 'pmd[local]'): keyword search only")
 
 
+def _index_config_from_up(env: dict, chosen_backend: str | None) -> None:
+    """`pmd up` writes the index's configuration, which every process then uses (whatever shell
+    starts it): on the first run all it uses, later what its environment sets. A change of model,
+    backend or chunking that would embed everything again is not made here (`pmd config set … --yes`
+    makes it): this run and its processes keep the index's."""
+    from django.conf import settings
+
+    from indexing.errors import ReplacesVectors
+    from indexing.services.index_config import INDEX_SETTINGS, VECTOR_SETTINGS, index_config_get, index_config_set
+
+    stored = index_config_get()
+    given = {name: os.environ[name].strip() for name in INDEX_SETTINGS if os.environ.get(name, "").strip()}
+    values: dict[str, str] = {}
+    if not stored:
+        values = {name: str(getattr(settings, name, "") or "") for name in INDEX_SETTINGS}
+        if settings.PMD_CHUNK_TOKENS_FROM_MODEL:
+            values.pop("PMD_CHUNK_TOKENS")  # the local backend sizes chunks to its model
+        if chosen_backend:
+            values["PMD_LLM_BACKEND"] = chosen_backend
+            values.update(settings.PMD_MODEL_DEFAULTS.get(chosen_backend, {}))
+    elif chosen_backend and "PMD_LLM_BACKEND" not in stored:
+        values["PMD_LLM_BACKEND"] = chosen_backend
+    values.update(given)
+    try:
+        index_config_set(values=values)
+    except ReplacesVectors as exc:
+        kept = sorted(name for name in given if name in VECTOR_SETTINGS)
+        warn(f"{', '.join(kept)} from this environment not used: {exc}. This run keeps the index's "
+             "configuration; `pmd config set NAME=VALUE --yes` changes it")
+        for name in kept:
+            env.pop(name, None)
+        index_config_set(values={k: v for k, v in values.items() if k not in VECTOR_SETTINGS})
+
+
 def _one_pmd_up(url: str):
     """Hold the lock that lets one `pmd up` run per PMD_HOME and index (each runs a scheduler, and
     two would share its schedule file); a second one is refused, naming the first."""
@@ -444,9 +486,9 @@ def cmd_up(args) -> int:
             env["PMD_COLLECTION_ROOTS"] = collection_roots_env(args.dirs)
         env = absolute_paths_env(env)
         backend, why = choose_llm_backend()
-        if backend:
-            env["PMD_LLM_BACKEND"] = backend
         console.print(escape(why))
+        _index_config_from_up(env, backend)
+        connections.close_all()
         if broker_url:
             env["CELERY_BROKER_URL"] = broker_url
             console.print(f"broker: {'embedded Redis' if not settings.CELERY_BROKER_URL else 'CELERY_BROKER_URL'}"
@@ -464,7 +506,8 @@ def cmd_up(args) -> int:
             supervisor.keep("redis", redis_server)
         supervisor.add("web", "serve", "--host", args.host, "--port", str(args.port))
         if broker_url:
-            supervisor.add("worker", "worker", "--concurrency", "1")
+            supervisor.add("worker", "worker", "--concurrency", "1", "--queues", "index")
+            supervisor.add("embedder", "worker", "--concurrency", "1", "--queues", "embed")
             supervisor.add("beat", "beat")
         if not args.no_watch and settings.PMD_WATCH:
             supervisor.add("watcher", "watch")

@@ -150,10 +150,16 @@ def _not_embedded(model: str, *, dims: int | None = None) -> errors.NotEmbedded:
     """Nothing to search for this model: say whether other vectors are in the way."""
     held = [str(f) for f in EmbeddingFingerprint.objects.all()]
     if held:
+        from indexing.services.index_config import index_config_effective
+
+        overridden = [f"{r['name']}={r['value']} (the index is configured with {r['index']})"
+                      for r in index_config_effective() if r["mismatch"]]
+        why = (f"this process's environment sets {', '.join(overridden)}: unset it to search the index's vectors"
+               if overridden else "replacing them means embedding everything again (`pmd config set` with --yes)")
         return errors.NotEmbedded(
             f"the index holds embeddings from {', '.join(held)}, not from {model}{f' ({dims}d)' if dims else ''} "
-            "with the current chunk settings: the notes need embedding again; vector search never mixes models",
-            model=model)
+            f"with the current chunk settings; vector search never mixes models: {why}",
+            model=model, held=held)
     return errors.NotEmbedded(f"nothing is embedded with {model} yet", model=model)
 
 

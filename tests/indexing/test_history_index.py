@@ -136,3 +136,17 @@ def test_the_commit_cap_keeps_the_newest(notes_repo, settings):
     assert Commit.objects.filter(collection=added.collection).count() == 3
     assert CollectionHistory.objects.get(collection=added.collection).capped
     assert "PMD_HISTORY_MAX_COMMITS" in added.refreshed.history.message
+
+
+def test_notes_are_embedded_before_commits(history_collection, ollama):
+    """Semantic search over the notes should not wait for a long history."""
+    from indexing.models import Commit, Document
+    from indexing.services.embedding import fingerprint_ensure
+    from indexing.services.embedding.run import _notes_first
+
+    collection, *_ = history_collection
+    order = _notes_first(fingerprint_ensure(), None)
+    notes = set(Document.objects.filter(active=True).values_list("content_id", flat=True))
+    commits = set(Commit.objects.values_list("content_id", flat=True)) - notes
+    assert notes and commits
+    assert set(order[:len(notes)]) == notes and set(order[len(notes):]) == commits

@@ -128,7 +128,7 @@ def embed_pending(
         report.interrupted_jobs = jobs_recover(exclude=job, embedding_run_held=True)
         if force:
             _forget(fingerprint, collections)
-        pending = list(pending_contents(fingerprint, collections=collections))
+        pending = _notes_first(fingerprint, collections)
         report.pending_before = len(pending)
         if job is not None:
             job_start(job, total=len(pending))
@@ -160,6 +160,14 @@ def embed_pending(
         raise
     finally:
         run_lock_release()
+
+
+def _notes_first(fingerprint: EmbeddingFingerprint, collections: list[str] | None) -> list[str]:
+    """What is pending, the notes' content before the commits': semantic search over the notes
+    works long before a large history is embedded."""
+    notes = list(pending_contents(fingerprint, collections=collections, history=False))
+    seen = set(notes)
+    return notes + [c for c in pending_contents(fingerprint, collections=collections) if c not in seen]
 
 
 def _finished_meanwhile(job: Job) -> bool:

@@ -51,8 +51,15 @@ def embedding_status(*, collections: list[str] | None = None) -> dict:
     status["mismatch"] = bool(status["stale_fingerprints"]) and (fingerprint is None or status["pending"] > 0)
     status["ok"] = not status["mismatch"]
     if status["mismatch"]:
-        status["hint"] = (f"the index holds vectors of another model or chunking than {config.model}: "
-                          "run `pmd embed` (vector search refuses to mix them)")
+        held = ", ".join(sorted({o["model"] for o in status["stale_fingerprints"]}))
+        from indexing.services.index_config import index_config_effective
+
+        overridden = [f"{r['name']}={r['value']} (the index says {r['index']})"
+                      for r in index_config_effective() if r["mismatch"]]
+        status["hint"] = (f"the index holds vectors of {held}; this process asks for {config.model}"
+                          + (f" because its environment sets {', '.join(overridden)}" if overridden else "")
+                          + (": unset it to use the index's" if overridden else
+                             ": embedding with the new setup replaces them (`pmd embed --yes`)"))
     elif status["pending"]:
         status["hint"] = f"{status['pending']} note(s) or commit(s) without embeddings: run `pmd embed`"
     job = Job.objects.filter(kind=Job.Kind.EMBED).order_by("-created_at").first()

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('indexing', '0012_collection_title_from'),
+        ('indexing', '0013_index_settings'),
     ]
 
     operations = [

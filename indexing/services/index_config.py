@@ -1,0 +1,182 @@
+"""The index's own configuration: backend, URLs, models, chunking (issue 33).
+
+Each process used to take these from the environment that started it, so a shell without
+`pmd up`'s variables searched with another model and advised re-embedding everything. Now the
+values live with the index (table `IndexSetting`), written by `pmd up`, `pmd config set` and the
+web (staff), and every process applies them when it first reaches the database
+(`index_config_apply`, wired in pmd_site/apps.py). An environment variable still wins for its own
+process, with a warning naming both values, never advice to re-embed.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from dataclasses import dataclass, field
+
+from django.conf import settings
+
+from indexing.errors import InvalidSetting, ReplacesVectors
+from indexing.models import Chunk, EmbeddingFingerprint, IndexSetting
+
+log = logging.getLogger(__name__)
+
+# The settings an index keeps, each with how its value is read. VECTOR_SETTINGS change what an
+# embedding is: changing one replaces every vector.
+INDEX_SETTINGS: dict[str, type] = {
+    "PMD_LLM_BACKEND": str,
+    "OLLAMA_URL": str,
+    "PMD_OPENAI_BASE_URL": str,
+    "PMD_EMBED_MODEL": str,
+    "PMD_GENERATE_MODEL": str,
+    "PMD_RERANK_MODEL": str,
+    "PMD_RERANK_URL": str,
+    "PMD_CHUNK_TOKENS": int,
+    "PMD_CHUNK_OVERLAP": float,
+    "PMD_CHUNK_WINDOW": int,
+    "PMD_EMBED_QUERY_PROMPT": str,
+    "PMD_EMBED_DOC_PROMPT": str,
+}
+VECTOR_SETTINGS = {"PMD_LLM_BACKEND", "PMD_EMBED_MODEL", "PMD_CHUNK_TOKENS", "PMD_CHUNK_OVERLAP",
+                   "PMD_CHUNK_WINDOW", "PMD_EMBED_DOC_PROMPT"}
+BACKENDS = {"ollama", "openai", "local"}
+
+
+@dataclass
+class ConfigChange:
+    changed: dict[str, tuple[str | None, str]] = field(default_factory=dict)  # name -> (before, after)
+    replaces_vectors: str = ""  # what embedding again replaces, when it does
+
+
+def index_config_get() -> dict[str, str]:
+    """What the index keeps (name -> value as written)."""
+    return dict(IndexSetting.objects.filter(name__in=list(INDEX_SETTINGS)).values_list("name", "value"))
+
+
+def index_config_effective() -> list[dict]:
+    """Every index setting: the value this process uses, the index's, and where the used one comes from."""
+    stored = index_config_get()
+    rows = []
+    for name in INDEX_SETTINGS:
+        used = str(getattr(settings, name, "") or "")
+        given = os.environ.get(name, "").strip()
+        source = "environment" if given else ("index" if name in stored else "default")
+        rows.append({"name": name, "value": used, "index": stored.get(name), "source": source,
+                     "mismatch": bool(given and name in stored and given != stored[name])})
+    return rows
+
+
+def _parse(name: str, value: str):
+    if name not in INDEX_SETTINGS:
+        raise InvalidSetting(f"{name}: not a setting the index keeps (one of {', '.join(INDEX_SETTINGS)})")
+    kind = INDEX_SETTINGS[name]
+    try:
+        parsed = kind(value.strip()) if kind is not str else value.strip()
+    except ValueError:
+        raise InvalidSetting(f"{name}={value!r}: expected {'a whole number' if kind is int else 'a number'}") from None
+    if name == "PMD_LLM_BACKEND" and parsed not in BACKENDS:
+        raise InvalidSetting(f"PMD_LLM_BACKEND={value!r}: one of {', '.join(sorted(BACKENDS))}")
+    return parsed
+
+
+def index_config_set(*, values: dict[str, str], replace_vectors: bool = False, only_new: bool = False) -> ConfigChange:
+    """Write settings into the index (and apply them here). A change of what an embedding is
+    (model, backend, chunking, document prompt) while vectors exist raises ReplacesVectors saying
+    what would be replaced, unless `replace_vectors`. `only_new`: keep what the index already has."""
+    for name, value in values.items():
+        _parse(name, value)
+    stored = index_config_get()
+    change = ConfigChange()
+    for name, value in values.items():
+        value = value.strip()
+        if only_new and name in stored:
+            continue
+        before = stored.get(name, None)
+        current = before if before is not None else str(getattr(settings, name, "") or "")
+        if value != current or before is None:
+            change.changed[name] = (before, value)
+    reembed = {name for name in change.changed if name in VECTOR_SETTINGS
+               and change.changed[name][1] != (change.changed[name][0] or str(getattr(settings, name, "") or ""))}
+    if reembed and Chunk.objects.exists():
+        held = ", ".join(f"{fp.model} ({fp.chunks.count()} chunks)" for fp in EmbeddingFingerprint.objects.all())
+        described = ", ".join(f"{n}: {change.changed[n][0] or getattr(settings, n, '')} → {change.changed[n][1]}"
+                              for n in sorted(reembed))
+        change.replaces_vectors = (f"{described}: every note and commit is embedded again, and the vectors of "
+                                   f"{held} are removed once the new "
+                                   "ones cover the index; until then vector search finds only what is done")
+        if not replace_vectors:
+            raise ReplacesVectors(change.replaces_vectors + " (confirm with --yes)")
+    for name, (_, value) in change.changed.items():
+        IndexSetting.objects.update_or_create(name=name, defaults={"value": value})
+        _use(name, value)
+    return change
+
+
+def index_config_unset(*, names: list[str]) -> int:
+    for name in names:
+        _parse(name, "0" if INDEX_SETTINGS.get(name) in (int, float) else "ollama" if name == "PMD_LLM_BACKEND" else "")
+    deleted, _ = IndexSetting.objects.filter(name__in=names).delete()
+    return deleted
+
+
+def _use(name: str, value: str) -> None:
+    setattr(settings, name, _parse(name, value))
+    if name == "PMD_CHUNK_TOKENS":
+        settings.PMD_CHUNK_TOKENS_FROM_MODEL = False
+
+
+_applied = threading.Event()
+
+
+def index_config_apply(*, environ=None) -> list[str]:
+    """Use the index's settings in this process, except where its environment says otherwise
+    (then one warning naming both values). Returns the warnings."""
+    environ = os.environ if environ is None else environ
+    warnings = []
+    stored = index_config_get()
+    backend = stored.get("PMD_LLM_BACKEND")
+    if backend and not str(environ.get("PMD_LLM_BACKEND", "")).strip():
+        # The index chose the backend: its default models, where neither the index nor the environment names one.
+        defaults = getattr(settings, "PMD_MODEL_DEFAULTS", {}).get("local" if backend == "local" else "ollama", {})
+        for name, value in defaults.items():
+            if name not in stored and not str(environ.get(name, "")).strip():
+                setattr(settings, name, value)
+        if backend == "local" and "PMD_CHUNK_TOKENS" not in stored and not environ.get("PMD_CHUNK_TOKENS"):
+            settings.PMD_CHUNK_TOKENS_FROM_MODEL = True
+    for name, value in stored.items():
+        given = str(environ.get(name, "")).strip()
+        if given:
+            if given != value:
+                warnings.append(f"{name}={given} from this process's environment; the index is configured with "
+                                f"{name}={value} (this process uses {given}; `pmd config set {name} …` changes "
+                                "the index's for every process)")
+            continue
+        try:
+            _use(name, value)
+        except InvalidSetting as exc:
+            warnings.append(f"the index's {exc}: this process keeps {getattr(settings, name, '')}")
+    for warning in warnings:
+        log.warning("%s", warning)
+    _applied.set()
+    return warnings
+
+
+def index_config_apply_once(connection) -> None:
+    """On a process's first database connection (Django's connection_created): apply the index's
+    settings once. Before migrations there is no table: nothing to apply, try again next time."""
+    if _applied.is_set() or getattr(settings, "PMD_INDEX_CONFIG_FROM_DATABASE", True) is False:
+        return
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT to_regclass('indexing_indexsetting') IS NOT NULL")
+            exists = cursor.fetchone()[0]
+    except Exception:  # noqa: BLE001 - the process goes on with its environment
+        return
+    if not exists:
+        return
+    _applied.set()  # before the queries: they open no new connection, but never recurse
+    try:
+        index_config_apply()
+    except Exception:  # noqa: BLE001
+        log.warning("could not read the index's configuration: using this process's environment", exc_info=True)

@@ -1,0 +1,88 @@
+"""One configuration per index (issue 33): every process uses the index's backend, models and
+chunking whatever environment started it; an environment variable wins for its own process with a
+warning naming both values; replacing the vectors is an explicit, confirmed command."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from indexing.services.index_config import INDEX_SETTINGS, index_config_apply, index_config_set
+from tests.support.paths import ROOT
+
+
+@pytest.fixture
+def minilm_index(indexed_collection, ollama, settings, run_cli):
+    """`pmd up` was started with PMD_EMBED_MODEL=all-minilm: the index keeps it, and is embedded with it."""
+    ollama.add_model("all-minilm", dims=384)
+    ollama.add_model("nomic-embed-text", dims=768)
+    index_config_set(values={"PMD_EMBED_MODEL": "all-minilm", "OLLAMA_URL": ollama.url, "PMD_LLM_BACKEND": "ollama"})
+    code, out, err = run_cli("embed")
+    assert code == 0, err
+    return settings
+
+
+@pytest.mark.django_db
+def test_a_process_without_the_variables_uses_the_index_configuration(minilm_index, run_cli):
+    minilm_index.PMD_EMBED_MODEL = "embeddinggemma"  # another shell: the default
+    assert index_config_apply(environ={}) == []
+    assert minilm_index.PMD_EMBED_MODEL == "all-minilm"
+    code, out, err = run_cli("vsearch", "deploy")
+    assert code == 0, err
+    code, out, err = run_cli("status", "--json")
+    embeddings = json.loads(out)["embeddings"]
+    assert embeddings["model"] == "all-minilm" and not embeddings["mismatch"] and embeddings["pending"] == 0
+
+
+@pytest.mark.django_db
+def test_an_environment_that_disagrees_wins_for_its_process_with_a_warning_and_no_advice_to_re_embed(
+        minilm_index, run_cli):
+    minilm_index.PMD_EMBED_MODEL = "embeddinggemma"
+    [warning] = index_config_apply(environ={"PMD_EMBED_MODEL": "embeddinggemma"})
+    assert "PMD_EMBED_MODEL=embeddinggemma" in warning and "PMD_EMBED_MODEL=all-minilm" in warning
+    code, out, err = run_cli("vsearch", "deploy")
+    assert code == 1
+    assert "all-minilm" in err and "PMD_EMBED_MODEL=embeddinggemma" in err
+    assert "pmd embed" not in err and "need embedding again" not in err
+    code, out, err = run_cli("embed")  # would replace the index's vectors: refused without --yes
+    assert code == 1 and "replaces the index's vectors of all-minilm" in err and "--yes" in err
+
+
+@pytest.mark.django_db
+def test_changing_the_model_says_what_it_replaces_and_needs_yes(minilm_index, run_cli, eager_tasks):
+    code, out, err = run_cli("config", "set", "PMD_EMBED_MODEL=nomic-embed-text")
+    assert code == 1 and "all-minilm" in err and "--yes" in err
+    assert minilm_index.PMD_EMBED_MODEL == "all-minilm"
+    code, out, err = run_cli("config", "set", "PMD_OLLAMA_NOPE=1")
+    assert code == 1 and "not a setting the index keeps" in err
+    code, out, err = run_cli("config", "set", "PMD_EMBED_MODEL=nomic-embed-text", "--yes")
+    assert code == 0, err
+    assert "all-minilm → nomic-embed-text" in out
+    code, out, err = run_cli("status", "--json")
+    embeddings = json.loads(out)["embeddings"]
+    assert embeddings["model"] == "nomic-embed-text" and embeddings["pending"] == 0  # embedded again, eagerly
+    assert embeddings["stale_fingerprints"] == []  # the old vectors went once the new ones covered the index
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_second_process_with_another_environment_reads_the_index_configuration(database_url, ollama):
+    index_config_set(values={"PMD_EMBED_MODEL": "all-minilm", "OLLAMA_URL": ollama.url})
+    base = {k: v for k, v in os.environ.items() if k not in INDEX_SETTINGS}
+    base.update(DATABASE_URL=database_url, PMD_LOG_LEVEL="WARNING")
+
+    def show(**env):
+        done = subprocess.run([sys.executable, "-m", "pmd_site.cli", "config", "show", "--json"], cwd=ROOT,
+                              env={**base, **env}, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        return {row["name"]: row for row in json.loads(done.stdout)}, done.stderr
+
+    rows, err = show()
+    assert rows["PMD_EMBED_MODEL"]["value"] == "all-minilm" and rows["PMD_EMBED_MODEL"]["source"] == "index"
+    assert rows["OLLAMA_URL"]["value"] == ollama.url
+    rows, err = show(PMD_EMBED_MODEL="embeddinggemma")
+    assert rows["PMD_EMBED_MODEL"]["value"] == "embeddinggemma" and rows["PMD_EMBED_MODEL"]["mismatch"]
+    assert "PMD_EMBED_MODEL=all-minilm" in err and "PMD_EMBED_MODEL=embeddinggemma" in err
