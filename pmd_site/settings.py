@@ -264,7 +264,7 @@ PMD_OPENAI_API_KEY = env.get_str("PMD_OPENAI_API_KEY", "")
 # Each backend's default models (in-process models, indexing/llm/local.py, have their own); also
 # used when the index's configuration chooses the backend (indexing/services/index_config.py).
 PMD_MODEL_DEFAULTS = {
-    "local": {"PMD_EMBED_MODEL": "sentence-transformers/all-MiniLM-L6-v2", "PMD_GENERATE_MODEL": "",
+    "local": {"PMD_EMBED_MODEL": "intfloat/multilingual-e5-small", "PMD_GENERATE_MODEL": "",
               "PMD_RERANK_MODEL": "cross-encoder/ms-marco-MiniLM-L6-v2"},
     "ollama": {"PMD_EMBED_MODEL": "embeddinggemma", "PMD_GENERATE_MODEL": "qwen3:0.6b",
                "PMD_RERANK_MODEL": "dengcao/Qwen3-Reranker-0.6B:Q8_0"},
@@ -272,7 +272,7 @@ PMD_MODEL_DEFAULTS = {
 _DEFAULTS = PMD_MODEL_DEFAULTS["local" if PMD_LLM_BACKEND == "local" else "ollama"]
 PMD_EMBED_MODEL = env.get_str("PMD_EMBED_MODEL", _DEFAULTS["PMD_EMBED_MODEL"])
 PMD_CHUNK_TOKENS = env.get_int("PMD_CHUNK_TOKENS", 900, minimum=32)
-# Unset: the local backend sizes chunks to its model's window (all-MiniLM: 256 word pieces).
+# Unset: the local backend sizes chunks to its model's window (multilingual-e5-small: 512 word pieces).
 PMD_CHUNK_TOKENS_FROM_MODEL = env.get_str("PMD_CHUNK_TOKENS") == ""
 PMD_CHUNK_OVERLAP = env.get_float("PMD_CHUNK_OVERLAP", 0.15)
 PMD_CHUNK_WINDOW = env.get_int("PMD_CHUNK_WINDOW", 200, minimum=1)

@@ -19,6 +19,7 @@ import json
 import logging
 import math
 import os
+import shutil
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,17 +31,21 @@ from indexing.llm.base import ChatResult, LLMBackend, ModelInfo, ProgressCallbac
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_EMBED_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+# Multilingual (about 100 languages, 384 dims, 512 word pieces, mean pooling, `query: `/`passage: `
+# prefixes): an English-only default left every other language's notes to keyword search alone.
+DEFAULT_EMBED_MODEL = "intfloat/multilingual-e5-small"
+MINILM = "sentence-transformers/all-MiniLM-L6-v2"  # the default before: English only, 5x smaller
 DEFAULT_RERANK_MODEL = "cross-encoder/ms-marco-MiniLM-L6-v2"
 # Short names people use for the same hub models.
 ALIASES = {
-    "all-minilm": DEFAULT_EMBED_MODEL,
-    "all-minilm-l6-v2": DEFAULT_EMBED_MODEL,
+    "multilingual-e5-small": DEFAULT_EMBED_MODEL,
+    "all-minilm": MINILM,
+    "all-minilm-l6-v2": MINILM,
     "ms-marco-minilm-l6-v2": DEFAULT_RERANK_MODEL,
     "ms-marco-minilm-l-6-v2": DEFAULT_RERANK_MODEL,
 }
 # The window of a hub model before it is downloaded (afterwards its own config says).
-KNOWN_WINDOWS = {DEFAULT_EMBED_MODEL: 256}
+KNOWN_WINDOWS = {DEFAULT_EMBED_MODEL: 512, MINILM: 256}
 DOWNLOAD_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "config.json",
                   "sentence_bert_config.json", "modules.json", "1_Pooling/config.json")
 ONNX_FILES = ("model.onnx", "onnx/model.onnx")
@@ -284,11 +289,15 @@ class LocalBackend(LLMBackend):
             if weights is None:
                 raise LLMModelMissing(repo, message=f"{repo} has no ONNX export (model.onnx or onnx/model.onnx): "
                                               "the local backend cannot run it; pick a model that has one")
-            wanted = [name for name in DOWNLOAD_FILES if name in files] + [weights]
+            # A file missing at the top may sit beside the ONNX export (onnx/tokenizer.json): taken from there.
+            wanted = [name if name in files else f"onnx/{name}" for name in DOWNLOAD_FILES
+                      if name in files or f"onnx/{name}" in files] + [weights]
             for done, name in enumerate(wanted):
                 if progress is not None:
                     progress(PullProgress(status=f"downloading {name}", completed=done, total=len(wanted)))
                 hf_hub_download(repo, name, local_dir=str(folder))  # shows its own progress bar
+                if name.startswith("onnx/") and name != weights:
+                    shutil.copyfile(folder / name, folder / name.removeprefix("onnx/"))
         except LLMBackendError:
             raise
         except Exception as exc:  # the hub client raises many kinds: offline, 404, proxy…

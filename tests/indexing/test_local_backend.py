@@ -301,7 +301,7 @@ def test_up_falls_back_to_local_models_without_ollama(ollama_down, monkeypatch):
     monkeypatch.delenv("PMD_EMBED_MODEL", raising=False)
     backend, why = choose_llm_backend()
     assert backend == "local"
-    assert "no Ollama" in why and "sentence-transformers/all-MiniLM-L6-v2" in why and "downloaded into" in why
+    assert "no Ollama" in why and "intfloat/multilingual-e5-small" in why and "downloaded into" in why
     monkeypatch.setenv("PMD_EMBED_MODEL", "/srv/models/minilm")
     assert choose_llm_backend()[1].endswith("embedding in-process with /srv/models/minilm")
     monkeypatch.setenv("PMD_LLM_BACKEND", "ollama")  # a choice the user made is kept
