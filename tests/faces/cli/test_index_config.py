@@ -40,9 +40,10 @@ def test_a_process_without_the_variables_uses_the_index_configuration(minilm_ind
 
 @pytest.mark.django_db
 def test_an_environment_that_disagrees_wins_for_its_process_with_a_warning_and_no_advice_to_re_embed(
-        minilm_index, run_cli):
+        minilm_index, run_cli, monkeypatch):
     minilm_index.PMD_EMBED_MODEL = "embeddinggemma"
-    [warning] = index_config_apply(environ={"PMD_EMBED_MODEL": "embeddinggemma"})
+    monkeypatch.setenv("PMD_EMBED_MODEL", "embeddinggemma")  # this process's environment
+    [warning] = index_config_apply()
     assert "PMD_EMBED_MODEL=embeddinggemma" in warning and "PMD_EMBED_MODEL=all-minilm" in warning
     code, out, err = run_cli("vsearch", "deploy")
     assert code == 1
