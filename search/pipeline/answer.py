@@ -230,6 +230,19 @@ def ask_stream(request: AskRequest, *, cancelled: Callable[[], bool] | None = No
     yield finish()
 
 
+def ask_open(request: AskRequest, *, cancelled: Callable[[], bool] | None = None) -> Iterator[AskEvent]:
+    """`ask_stream` with its first step taken: the request's errors (throttled, no model, unknown
+    collection) are raised here, before a streaming face has sent its first byte."""
+    stream = ask_stream(request, cancelled=cancelled)
+    first = next(stream)
+
+    def rest() -> Iterator[AskEvent]:
+        yield first
+        yield from stream  # closing this closes the stream, which closes the model's
+
+    return rest()
+
+
 def citations_check(text: str, given: int) -> tuple[str, list[int], list[dict]]:
     """The answer with only citations of the `given` passages (1..given), the numbers cited, and
     what was wrong: a citation of a passage not given is removed and flagged; no valid citation
@@ -366,6 +379,18 @@ def _visible_names(access: Access) -> set[str]:
 def _nearest(result: SearchResult) -> dict:
     return {"collection": result.collection, "path": result.path, "title": result.title, "line": result.line,
             "score": round(result.score, 4), "uri": result.uri}
+
+
+def answer_from_record(row: Answer) -> AskAnswer:
+    """A recorded answer as the asker sees it again (its passages without their text)."""
+    return AskAnswer(
+        question=row.question, text=row.text, state=row.state, model=row.model, cited=list(row.cited),
+        passages=[Passage(number=p["number"], collection=p["collection"], path=p["path"], title=p["title"],
+                          line=p["line"], score=p["score"], text="", tokens=p["tokens"]) for p in row.passages],
+        flags=list(row.flags), tokens_in=row.tokens_in, tokens_out=row.tokens_out,
+        timings={k: v for k, v in (("retrieval", row.retrieval_ms), ("first_token", row.first_token_ms),
+                                   ("total", row.total_ms)) if v is not None},
+        conversation=str(row.conversation), id=row.id)
 
 
 def _record(request: AskRequest, answer: AskAnswer, user) -> Answer:
