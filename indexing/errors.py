@@ -226,6 +226,21 @@ class TokenThrottled(PmdError):
         return {"Retry-After": str(self.retry_after)}
 
 
+class AskThrottled(PmdError):
+    """This user asked more questions than PMD_ANSWER_RATE per minute; `retry_after` in whole seconds."""
+
+    code = "ask_throttled"
+    http_status = 429
+
+    def __init__(self, retry_after: int):
+        self.retry_after = max(1, retry_after)
+        super().__init__(f"too many questions in the last minute: ask again in {self.retry_after} s")
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Retry-After": str(self.retry_after)}
+
+
 # --- things that are not there --------------------------------------------------------------
 
 
@@ -261,6 +276,10 @@ class DocumentNotFound(NotFound):
 
 class ContextNotFound(NotFound):
     code = "context_not_found"
+
+
+class ConversationNotFound(NotFound):
+    code = "conversation_not_found"
 
 
 class JobNotFound(NotFound):
@@ -382,6 +401,16 @@ class LLMBadResponse(LLMBackendError):
 
 class LLMEndpointMissing(LLMBadResponse):
     """The server has no such route (404/405): a rerank API it does not speak (tried the next one)."""
+
+
+class AnswerModelUnset(LLMBackendError):
+    """No chat model is configured for answering questions (PMD_ANSWER_MODEL empty or `none`)."""
+
+    code = "answer_model_unset"
+
+    def __init__(self):
+        super().__init__("asking needs a chat model: set PMD_ANSWER_MODEL to one your model server has "
+                         "(e.g. qwen3:1.7b or llama3.2 on Ollama); search works without it")
 
 
 class EmbeddingError(LLMBackendError):

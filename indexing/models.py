@@ -353,6 +353,43 @@ class AuditEvent(models.Model):
         return f"{self.at:%Y-%m-%d %H:%M} {self.actor_label} {self.action} {self.target}"
 
 
+class Answer(models.Model):
+    """One asked question and its answer (search.pipeline.answer): what the asker sees again, the
+    follow-ups of a conversation build on, and the cost staff add up per model."""
+
+    class State(models.TextChoices):
+        ANSWERED = "answered"
+        REFUSED = "refused", "not covered by the notes"
+        CANCELLED = "cancelled"
+        CUT_SHORT = "cut_short", "stopped at the deadline"
+        FAILED = "failed"
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE,
+                             related_name="answers", help_text="empty: the local user (CLI)")
+    conversation = models.UUIDField(default=uuid.uuid4, db_index=True,
+                                    help_text="answers sharing it are one conversation: follow-ups")
+    question = models.TextField()
+    text = models.TextField(blank=True, default="", help_text="the answer, citations checked")
+    state = models.CharField(max_length=10, choices=State.choices, default=State.ANSWERED)
+    model = models.CharField(max_length=300, blank=True, default="")
+    tokens_in = models.PositiveIntegerField(default=0)
+    tokens_out = models.PositiveIntegerField(default=0)
+    passages = models.JSONField(default=list, blank=True, help_text="the passages given: uri, line, title, tokens")
+    cited = models.JSONField(default=list, blank=True, help_text="passage numbers the answer cites")
+    flags = models.JSONField(default=list, blank=True, help_text="what the citation check found")
+    retrieval_ms = models.FloatField(default=0)
+    first_token_ms = models.FloatField(null=True, blank=True)
+    total_ms = models.FloatField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["user", "created_at"], name="answer_user_time")]
+
+    def __str__(self) -> str:
+        return f"{self.created_at:%Y-%m-%d %H:%M} {self.question[:60]}"
+
+
 # --- History: the git commits of collections that are repositories -------------------------
 # A collection whose folder lies inside a git work tree has its current branch's history
 # indexed (indexing/services/history.py): one Commit per commit reachable from HEAD that touches

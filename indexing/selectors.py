@@ -527,3 +527,33 @@ def index_counts(*, access: Access) -> dict:
         "contexts": contexts,
         "problems": problems,
     }
+
+
+def conversation_answers(*, user, conversation) -> list:
+    """The answers of one conversation of this user, oldest first (a follow-up's context)."""
+    from indexing.models import Answer
+
+    answers = list(Answer.objects.filter(user=user, conversation=conversation).order_by("created_at", "id"))
+    if not answers:
+        raise errors.ConversationNotFound(f"no conversation {conversation} of yours")
+    return answers
+
+
+def answers_recent(*, user, limit: int = 20) -> list:
+    """This user's latest answers, newest first (what the asker sees again)."""
+    from indexing.models import Answer
+
+    return list(Answer.objects.filter(user=user)[:limit])
+
+
+def answer_costs() -> list[dict]:
+    """Per model: answers, tokens in and out, mean latency (staff's view in the status report)."""
+    from django.db.models import Avg, Sum
+
+    from indexing.models import Answer
+
+    rows = (Answer.objects.exclude(model="").values("model")
+            .annotate(answers=Count("id"), tokens_in=Sum("tokens_in"), tokens_out=Sum("tokens_out"),
+                      mean_ms=Avg("total_ms"), first_token_ms=Avg("first_token_ms")).order_by("model"))
+    return [{**row, "mean_ms": round(row["mean_ms"] or 0, 1),
+             "first_token_ms": round(row["first_token_ms"] or 0, 1)} for row in rows]

@@ -307,6 +307,18 @@ PMD_HNSW_EF_SEARCH = env.get_int("PMD_HNSW_EF_SEARCH", 200, minimum=1)
 PMD_LINK_BOOST = max(0.0, env.get_float("PMD_LINK_BOOST", 0.0))
 PMD_RECENCY_BOOST = max(0.0, env.get_float("PMD_RECENCY_BOOST", 0.0))
 
+# Ask (search.pipeline.answer): the chat model answering from the notes ("" or none: Ask off,
+# search as before), the passages' token budget, the deadline, the score under which the notes
+# do not cover a question, and questions per user per minute (0: no limit).
+PMD_ANSWER_MODEL = env.get_str("PMD_ANSWER_MODEL", "" if _LOCAL else "qwen3:1.7b")
+PMD_ANSWER_BUDGET = env.get_int("PMD_ANSWER_BUDGET", 4000, minimum=200)
+PMD_ANSWER_PASSAGES = env.get_int("PMD_ANSWER_PASSAGES", 12, minimum=1)
+PMD_ANSWER_TIMEOUT = env.get_float("PMD_ANSWER_TIMEOUT", 120.0)
+if PMD_ANSWER_TIMEOUT <= 0:
+    raise ConfigError(f"PMD_ANSWER_TIMEOUT={PMD_ANSWER_TIMEOUT} must be more than 0 seconds")
+PMD_ANSWER_MIN_SCORE = env.get_float("PMD_ANSWER_MIN_SCORE", 0.3)
+PMD_ANSWER_RATE = env.get_int("PMD_ANSWER_RATE", 10, minimum=0)
+
 # plain (human-readable) or json (one object per line, for log collectors).
 PMD_LOG_FORMAT = env.get_str("PMD_LOG_FORMAT", "plain")
 if PMD_LOG_FORMAT not in {"plain", "json"}:

@@ -102,6 +102,42 @@ SearchBrief = brief(SearchOut, "SearchBrief", ("query", "mode", "results", "warn
                     descriptions={"filters": "the filters applied (the query's and the `filters` argument's)"})
 
 
+# --- ask (search.pipeline.answer) ------------------------------------------------------------------
+
+class PassageOut(BaseModel):
+    number: int = Field(..., description="what [n] in the answer stands for")
+    collection: str
+    path: str
+    title: str
+    line: int = Field(..., description="the line the passage was found at (1-based)")
+    score: float
+    uri: str
+    source: str = Field(..., description="pmd://collection/path:line")
+    tokens: int
+    text: str | None = Field(None, description="the passage as the model read it")
+
+
+class AskOut(BaseModel):
+    id: int | None = None
+    conversation: str = Field(..., description="send it back as `conversation` to ask a follow-up")
+    question: str
+    answer: str = Field(..., description="the answer, only valid [n] citations left in it")
+    state: str = Field(..., description="answered, refused (the notes do not cover it), cancelled, cut_short "
+                                        "(the deadline) or failed")
+    passages: list[PassageOut]
+    cited: list[int]
+    flags: list[dict[str, Any]] = Field([], description="what the citation check found: invented_citation, "
+                                                        "uncited; deadline, model_failed")
+    nearest: list[dict[str, Any]] = Field([], description="when refused: the nearest notes")
+    model: str
+    tokens_in: int
+    tokens_out: int
+    timings_ms: dict[str, float] = {}
+
+
+AskBrief = brief(AskOut, "AskBrief", ("conversation", "answer", "state", "passages", "flags", "nearest"))
+
+
 # --- history (search.retrieval.history) -----------------------------------------------------------
 
 class ChangedFileOut(BaseModel):

@@ -69,6 +69,17 @@ class ChatResult:
 
 
 @dataclass(frozen=True)
+class ChatDelta:
+    """A piece of a streamed chat answer; the last one (`done`) carries the token counts."""
+
+    content: str = ""
+    done: bool = False
+    tokens_in: int = 0
+    tokens_out: int = 0
+    model: str = ""
+
+
+@dataclass(frozen=True)
 class PullProgress:
     status: str
     completed: int = 0
@@ -177,6 +188,14 @@ class LLMBackend:
         """A chat turn; `logprobs` asks for per-token log probabilities (used by re-ranking)."""
         raise NotImplementedError
 
+    def chat_stream(self, messages: list[dict], *, model: str, options: dict | None = None,
+                    think: bool | None = None) -> Iterator[ChatDelta]:
+        """A chat turn streamed as it is written. Closing the iterator closes the connection,
+        which stops the server generating (a reader who left costs no more tokens)."""
+        result = self.chat(messages, model=model, options=options, think=think)
+        yield ChatDelta(content=result.content)
+        yield ChatDelta(done=True, model=result.model)
+
     def rerank(self, query: str, documents: list[str], *, model: str, api: str) -> list[float]:
         """Scores of each document for the query (0..1, in order) from a rerank endpoint in one request.
 
@@ -247,14 +266,18 @@ class LLMBackend:
                     f"{self.kind} server answered {path} with something that is not JSON: {response.text[:200]!r}"
                 ) from None
 
-    def _stream_lines(self, path: str, *, json_body: Any, model: str | None = None) -> Iterator[dict]:
-        """POST and yield each JSON line of a streamed (NDJSON) answer."""
+    def _stream_lines(self, path: str, *, json_body: Any, model: str | None = None,
+                      sse: bool = False, read_timeout: float | None = None) -> Iterator[dict]:
+        """POST and yield each JSON line of a streamed answer: NDJSON, or server-sent events
+        (`data: {...}` lines, ended by `data: [DONE]`) with `sse`. `read_timeout`: the longest
+        wait for the next line (None: no limit, a model download's pauses)."""
         import httpx
 
         attempt = 0
         while True:
             try:
-                with self._client.stream("POST", path, json=json_body, timeout=httpx.Timeout(None, connect=5.0)) as response:
+                timeout = httpx.Timeout(None, connect=5.0, read=read_timeout)
+                with self._client.stream("POST", path, json=json_body, timeout=timeout) as response:
                     if response.status_code >= 500 and attempt < self.retries:
                         response.read()
                         attempt = self._sleep_before_retry(attempt, f"HTTP {response.status_code} on {path}")
@@ -263,6 +286,12 @@ class LLMBackend:
                         response.read()
                         self._raise_for_status(response, model)
                     for line in response.iter_lines():
+                        if sse:
+                            if not line.startswith("data:"):
+                                continue
+                            line = line[5:].strip()
+                            if line == "[DONE]":
+                                return
                         if line.strip():
                             try:
                                 yield json.loads(line)
@@ -276,6 +305,8 @@ class LLMBackend:
                 raise self._unavailable() from None
             except (httpx.RemoteProtocolError, httpx.ReadError):
                 raise self._unavailable("connection dropped while streaming") from None
+            except httpx.ReadTimeout:
+                raise LLMBackendTimeout(self.base_url, read_timeout or 0) from None
 
     def _sleep_before_retry(self, attempt: int, why: str) -> int:
         delay = self.backoff * (2**attempt)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from indexing.errors import LLMBackendError, LLMBadResponse
 from indexing.llm.base import (
+    ChatDelta,
     ChatResult,
     LLMBackend,
     ModelInfo,
@@ -138,6 +140,24 @@ class OllamaBackend(LLMBackend):
             model=str(answer.get("model") or model),
             raw=answer,
         )
+
+    def chat_stream(self, messages: list[dict], *, model: str, options: dict | None = None,
+                    think: bool | None = None) -> Iterator[ChatDelta]:
+        body: dict[str, Any] = {"model": model, "messages": messages, "stream": True}
+        _add_generation_options(body, format=None, options=options, think=think)
+        for line in self._stream_lines("/api/chat", json_body=self._with_keep_alive(body), model=model,
+                                       read_timeout=self.timeout):
+            if line.get("error"):
+                raise LLMBadResponse(f"Ollama stopped answering: {line['error']}")
+            content = str((line.get("message") or {}).get("content") or "")
+            if line.get("done"):
+                if content:
+                    yield ChatDelta(content=content)
+                yield ChatDelta(done=True, tokens_in=int(line.get("prompt_eval_count") or 0),
+                                tokens_out=int(line.get("eval_count") or 0), model=str(line.get("model") or model))
+                return
+            if content:
+                yield ChatDelta(content=content)
 
     def version(self) -> str:
         try:

@@ -5,10 +5,11 @@ Base URL includes the `/v1` prefix (PMD_OPENAI_BASE_URL=http://host:8080/v1).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from indexing.errors import LLMBadResponse
-from indexing.llm.base import ChatResult, LLMBackend, ModelInfo, check_vectors, parse_logprobs
+from indexing.llm.base import ChatDelta, ChatResult, LLMBackend, ModelInfo, check_vectors, parse_logprobs
 
 if TYPE_CHECKING:  # the HTTP client is imported where it is used (start-up cost)
     import httpx
@@ -78,10 +79,7 @@ class OpenAIBackend(LLMBackend):
             body["response_format"] = {"type": "json_object"}
         elif isinstance(format, dict):
             body["response_format"] = {"type": "json_schema", "json_schema": {"name": "answer", "schema": format, "strict": True}}
-        for ollama_name, openai_name in (("temperature", "temperature"), ("top_p", "top_p"), ("seed", "seed"),
-                                         ("num_predict", "max_tokens")):
-            if options and ollama_name in options:
-                body[openai_name] = options[ollama_name]
+        _add_options(body, options)
         if logprobs:
             body["logprobs"] = True
             if top_logprobs:
@@ -99,6 +97,31 @@ class OpenAIBackend(LLMBackend):
             raw=answer,
         )
 
+    def chat_stream(self, messages: list[dict], *, model: str, options: dict | None = None,
+                    think: bool | None = None) -> Iterator[ChatDelta]:
+        body: dict[str, Any] = {"model": model, "messages": messages, "stream": True,
+                                "stream_options": {"include_usage": True}}
+        _add_options(body, options)
+        usage: dict = {}
+        answered = model
+        for event in self._stream_lines("chat/completions", json_body=body, model=model, sse=True,
+                                       read_timeout=self.timeout):
+            answered = str(event.get("model") or answered)
+            usage = event.get("usage") or usage
+            for choice in event.get("choices") or []:
+                content = str((choice.get("delta") or {}).get("content") or "")
+                if content:
+                    yield ChatDelta(content=content)
+        yield ChatDelta(done=True, tokens_in=int(usage.get("prompt_tokens") or 0),
+                        tokens_out=int(usage.get("completion_tokens") or 0), model=answered)
+
+
+def _add_options(body: dict, options: dict | None) -> None:
+    """Ollama's option names, as the OpenAI API calls them."""
+    for ollama_name, openai_name in (("temperature", "temperature"), ("top_p", "top_p"), ("seed", "seed"),
+                                     ("num_predict", "max_tokens")):
+        if options and ollama_name in options:
+            body[openai_name] = options[ollama_name]
 
 
 def _l2_normalize(vector: list[float]) -> list[float]:

@@ -79,3 +79,21 @@ def reset_token_failures(address: str | None = None) -> int:
     """Forget failures (of one address, or all); returns how many addresses were cleared."""
     qs = TokenFailure.objects.all() if address is None else TokenFailure.objects.filter(address=address)
     return qs.delete()[0]
+
+
+def ask_rate_check(*, user) -> None:
+    """Raise AskThrottled when `user` asked PMD_ANSWER_RATE questions in the last minute. Counted
+    from the recorded answers (indexing.models.Answer), so every web worker sees the same count;
+    the local user (the CLI, no account) is not limited."""
+    from indexing.errors import AskThrottled
+    from indexing.models import Answer
+
+    limit = settings.PMD_ANSWER_RATE
+    if limit <= 0 or user is None:
+        return
+    now = timezone.now()
+    window = now - timedelta(minutes=1)
+    recent = list(Answer.objects.filter(user=user, created_at__gt=window)
+                  .order_by("-created_at").values_list("created_at", flat=True)[:limit])
+    if len(recent) >= limit:
+        raise AskThrottled(math.ceil((recent[-1] - window).total_seconds()))

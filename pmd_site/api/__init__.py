@@ -16,8 +16,7 @@ error (indexing.errors.PmdError) brings its own status and code.
 
 from ninja import NinjaAPI
 
-from pmd_site.api import collections, contexts, documents, jobs, links, related, search, status
-from pmd_site.api import history
+from pmd_site.api import ask, collections, contexts, documents, history, jobs, links, related, search, status
 from pmd_site.api.auth import SessionAuth, TokenAuth
 from pmd_site.api.errors import install_error_handlers
 
@@ -49,6 +48,7 @@ api.add_router("", documents.router)
 api.add_router("", links.router)
 api.add_router("", related.router)
 api.add_router("", history.router)
+api.add_router("", ask.router)
 api.add_router("/collections", collections.router)
 api.add_router("/jobs", jobs.router)
 api.add_router("/contexts", contexts.router)

@@ -29,6 +29,7 @@ COMMANDS_BY_MODULE = {
     "pmd_site.cli.contexts": ("context",),
     "pmd_site.cli.search": ("search",),
     "pmd_site.cli.query": ("query",),
+    "pmd_site.cli.ask": ("ask",),
     "pmd_site.cli.embed": ("embed", "vsearch", "models"),
     "pmd_site.cli.status": ("status", "cleanup"),
     "pmd_site.cli.config": ("config",),
@@ -55,6 +56,7 @@ CLI_HINTS = {
     "user_not_found": "create one with `pmd user create {name}`",
     "token_not_found": "see `pmd token list`",
     "account_exists": "`pmd user password {name}` sets a new password",
+    "answer_model_unset": "e.g. `ollama pull qwen3:1.7b`, then PMD_ANSWER_MODEL=qwen3:1.7b in .env",
 }
 
 

@@ -40,6 +40,8 @@ PROBLEMS_BY_CODE = {
     "llm_backend_timeout": ("backend", "The language model server is not reachable"),
     "llm_model_missing": ("backend", "The embedding model is not available"),
     "not_embedded": ("no-embeddings", "No embeddings yet"),
+    "answer_model_unset": ("setup", "Ask needs a chat model"),
+    "ask_throttled": ("invalid", "Too many questions"),
 }
 # Titles of the other kinds: on a page of its own, and as a state of the search page.
 PAGE_TITLES = {"not-found": "Not found", "invalid": "This cannot be done", "error": "Something went wrong"}

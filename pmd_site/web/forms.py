@@ -10,7 +10,8 @@ from indexing.models import Collection
 Visibility = Collection.Visibility
 
 # The web UI's names of the search modes (mapped to a Mode by search.request.mode_normalize).
-MODE_LABELS = {"keyword": "Keyword", "semantic": "Semantic", "hybrid": "Hybrid"}
+MODE_LABELS = {"keyword": "Keyword", "semantic": "Semantic", "hybrid": "Hybrid", "ask": "Ask"}
+ASK = "ask"  # not a search mode: an answer written from the notes (pmd_site.web.views.ask)
 SORT_LABELS = {"relevance": "Best match", "date": "Newest first"}
 WEB_LIMIT = 20
 
@@ -23,6 +24,7 @@ class SearchForm(forms.Form):
     # the date range facet (the note's date, as `after:`/`before:` in the query; ISO or relative)
     after = forms.CharField(required=False, max_length=40, strip=True)
     before = forms.CharField(required=False, max_length=40, strip=True)
+    conversation = forms.UUIDField(required=False)  # Ask mode: the conversation a follow-up continues
 
     def __init__(self, *args, collection_names: list[str] | None = None, **kwargs):
         super().__init__(*args, **kwargs)

@@ -176,7 +176,7 @@ class XmlWriter:
 
 
 # The renderers register themselves on import.
-from search.formatters import documents, explain, history, links, related, search  # noqa: E402, F401
+from search.formatters import ask, documents, explain, history, links, related, search  # noqa: E402, F401
 from search.formatters.search import (  # noqa: E402, F401 - the web UI and the CLI use these
     SCORE_HIGH,
     SCORE_MID,

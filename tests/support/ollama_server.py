@@ -14,6 +14,11 @@ Fault modes (set on the instance, cleared by `reset()`):
   * wrong dimension: `add_model(name, dims=8, embed_dims=16)` (show says 8, vectors have 16);
   * model missing: any name not added with `add_model` answers 404 like Ollama.
 
+Chat streams (`"stream": true`) answer in pieces of a few words, `stream_delay` seconds apart;
+`stream_closed_early` counts streams whose reader hung up before the end (cancellation).
+`answer_from_passages(how)` is a chat handler for the ask service: it answers from the numbered
+passages it was given, citing them, inventing a passage number or citing nothing.
+
 Also OpenAI-compatible routes under /v1 (`openai_url`): /v1/models,
 /v1/embeddings, /v1/chat/completions.
 
@@ -136,6 +141,8 @@ class OllamaTestServer:
             self.embedded_inputs = 0
             self.rerank_apis: set[str] = set()
             self.rerank_raw = False
+            self.stream_delay = 0.0
+            self.stream_closed_early = 0
         self.add_model("embeddinggemma", dims=768)
         self.add_model("qwen3:0.6b", kind="completion", family="qwen3", dims=1024)
 
@@ -251,6 +258,32 @@ class OllamaTestServer:
         answer.setdefault("model", body.get("model"))
         answer.setdefault("done", True)
         return answer
+
+
+_PASSAGE = re.compile(r"^\[(\d+)\] [^\n]*\n(.+?)(?=\n\[\d+\] |\n\nQuestion:|\Z)", re.S | re.M)
+
+
+def answer_from_passages(how: str = "cite") -> ChatHandler:
+    """A chat handler answering from the passages in the last message: "cite" writes one sentence
+    per passage (at most three) ending in its [n]; "invent" also cites a passage it was not given
+    ([99]); "none" writes the sentences without any citation."""
+
+    def handler(body: dict) -> str:
+        text = str((body.get("messages") or [{}])[-1].get("content") or "")
+        sentences = []
+        for number, passage in _PASSAGE.findall(text)[:3]:
+            words = " ".join(passage.split()[:12])
+            sentences.append(f"{words} [{number}]." if how != "none" else f"{words}.")
+        if how == "invent":
+            sentences.append("The notes also say something they never said [99].")
+        return " ".join(sentences) or "I cannot tell."
+
+    return handler
+
+
+def _pieces(text: str, size: int = 3) -> list[str]:
+    words = re.findall(r"\S+\s*", text)
+    return ["".join(words[i:i + size]) for i in range(0, len(words), size)] or [""]
 
 
 def _make_handler(server: OllamaTestServer):
@@ -426,8 +459,37 @@ def _make_handler(server: OllamaTestServer):
                 self._send(200, server._generate(body))
 
         def _api_chat(self, body: dict) -> None:
-            if self._completion_model(body) is not None:
-                self._send(200, server._chat(body))
+            if self._completion_model(body) is None:
+                return
+            answer = server._chat(body)
+            if not body.get("stream"):
+                return self._send(200, answer)
+            pieces = _pieces(answer["message"]["content"])
+            lines = [{"model": answer["model"], "message": {"role": "assistant", "content": piece}, "done": False}
+                     for piece in pieces]
+            lines.append({"model": answer["model"], "message": {"role": "assistant", "content": ""}, "done": True,
+                          "prompt_eval_count": _count(body), "eval_count": len(pieces)})
+            self._stream(lines, "application/x-ndjson", lambda obj: json.dumps(obj).encode() + b"\n")
+
+        def _stream(self, objects: list, content_type: str, encode) -> None:
+            """Send the objects one chunk each, `stream_delay` apart; count a reader who left."""
+            self.send_response(200)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            try:
+                for n, obj in enumerate(objects):
+                    if n and server.stream_delay:
+                        time.sleep(server.stream_delay)
+                    data = encode(obj)
+                    self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+                    self.wfile.flush()
+                self.wfile.write(b"0\r\n\r\n")
+                self.wfile.flush()
+            except (BrokenPipeError, ConnectionResetError):
+                with server._lock:
+                    server.stream_closed_early += 1
+                self.close_connection = True
 
         def _v1_model(self, body: dict) -> FakeModel | None:
             if not self._authorized():
@@ -478,6 +540,17 @@ def _make_handler(server: OllamaTestServer):
             if self._v1_model(body) is None:
                 return
             answer = server._chat(body)
+            if body.get("stream"):
+                pieces = _pieces(answer["message"]["content"])
+                events = [{"id": "chatcmpl-test", "object": "chat.completion.chunk", "model": body.get("model"),
+                           "choices": [{"index": 0, "delta": {"content": piece}}]} for piece in pieces]
+                events.append({"id": "chatcmpl-test", "object": "chat.completion.chunk", "model": body.get("model"),
+                               "choices": [], "usage": {"prompt_tokens": _count(body),
+                                                        "completion_tokens": len(pieces)}})
+                events.append("[DONE]")
+                return self._stream(events, "text/event-stream",
+                                    lambda obj: b"data: " + (obj.encode() if isinstance(obj, str)
+                                                             else json.dumps(obj).encode()) + b"\n\n")
             choice = {"index": 0, "message": answer["message"], "finish_reason": "stop"}
             if body.get("logprobs"):
                 choice["logprobs"] = {"content": answer.get("logprobs") or []}
@@ -485,3 +558,8 @@ def _make_handler(server: OllamaTestServer):
                              "choices": [choice]})
 
     return Handler
+
+
+def _count(body: dict) -> int:
+    """A prompt's "tokens": its words."""
+    return sum(len(str(m.get("content") or "").split()) for m in body.get("messages") or [])

@@ -162,3 +162,55 @@
   document.addEventListener("DOMContentLoaded", showLine);
   window.addEventListener("hashchange", showLine);
 })();
+
+// Ask mode: the answer arrives as server-sent events (pmd_site/web/views/ask.py): the passages, then
+// the text as the model writes it, then the checked answer with its citations linked. Leaving the
+// page or asking again closes the stream, which stops the model on the server.
+(function () {
+  "use strict";
+  var open = null;
+
+  function stop() {
+    if (open) { open.close(); open = null; }
+  }
+
+  function start(root) {
+    var box = (root || document).querySelector("[data-ask-stream]:not([data-started])");
+    if (!box || typeof EventSource === "undefined") return;
+    stop();
+    box.setAttribute("data-started", "");
+    var status = box.querySelector(".ask-status");
+    var out = box.querySelector(".ask-answer");
+    var source = new EventSource(box.getAttribute("data-ask-stream"));
+    var begun = performance.now();
+    open = source;
+    source.addEventListener("passages", function (event) {
+      var passages = JSON.parse(event.data);
+      status.textContent = passages.length ? "Writing from " + passages.length + " passages…" : "Checking…";
+    });
+    source.addEventListener("token", function (event) {
+      if (!out.dataset.first) {
+        out.dataset.first = String(Math.round(performance.now() - begun));
+      }
+      out.appendChild(document.createTextNode(JSON.parse(event.data).text));
+    });
+    source.addEventListener("done", function (event) {
+      stop();
+      box.innerHTML = JSON.parse(event.data).html;
+      box.classList.add("done");
+      if (window.htmx) window.htmx.process(box);
+    });
+    source.onerror = function () {
+      if (open !== source) return;
+      stop();
+      status.textContent = "The answer stopped: the connection was lost.";
+    };
+  }
+
+  document.addEventListener("DOMContentLoaded", function () { start(document); });
+  document.addEventListener("htmx:afterSwap", function (event) { start(event.target); });
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    if (event.target && event.target.id === "results") stop();
+  });
+  window.addEventListener("pagehide", stop);
+})();

@@ -6,6 +6,7 @@ page, so every URL can be shared, reloaded and used without JavaScript. A servic
 is shown by the one mapping in pmd_site.web.errors.
 """
 
+from pmd_site.web.views.ask import ask_forget, ask_stream
 from pmd_site.web.views.collections import (
     collection_action,
     collection_add,
@@ -21,6 +22,7 @@ from pmd_site.web.views.status import status_page
 from pmd_site.web.views.tokens import token_add, token_remove, tokens_page
 
 __all__ = [
+    "ask_forget", "ask_stream",
     "collection_action", "collection_add", "collection_share", "collections_page", "docid_redirect", "document_page",
     "document_file", "document_raw", "document_related", "embed_all", "history_page", "job_progress", "search_page", "status_page",
     "token_add",

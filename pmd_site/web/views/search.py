@@ -17,15 +17,16 @@ from django.views.decorators.http import require_GET
 from django.db.models import Q
 
 from indexing.access import visible_collection_names
-from indexing.errors import EmptyQuery, InvalidSearchInput
+from indexing.errors import EmptyQuery, InvalidSearchInput, PmdError
 from indexing.selectors import _visible_documents
 from search.filters import filters_from_options
 from search.formatters import shows_dates
+from search.pipeline.answer import answer_model
 from search.pipeline.dispatch import search_run
 from search.request import SearchRequest
 from search.results import SearchResult
 from pmd_site.web.errors import problem_for
-from pmd_site.web.forms import MODE_LABELS, SORT_LABELS, WEB_LIMIT, SearchForm
+from pmd_site.web.forms import ASK, MODE_LABELS, SORT_LABELS, WEB_LIMIT, SearchForm
 from pmd_site.web.pages import access_of, page, wants_fragment
 from pmd_site.web.rendering import highlight_snippet
 
@@ -172,6 +173,20 @@ def document_url(collection: str, path: str, *, line: int | None = None, query: 
     return url + (f"#L{line}" if line else "")
 
 
+def ask_context(*, query: str, collection: str, after: str, before: str, conversation: str,
+                started: bool) -> dict:
+    """What the search page shows in Ask mode: how to set a model up, a hint, or the stream to open."""
+    try:
+        answer_model()  # no model: say how to set one
+    except PmdError as exc:
+        return {"problem": problem_for(exc, search=True), "ask": True}
+    if not (query and started):
+        return {"ask": True, "ask_hint": True}
+    params = {k: v for k, v in {"q": query, "collection": collection, "after": after, "before": before,
+                                "conversation": conversation}.items() if v}
+    return {"ask": True, "ask_stream": reverse("search:ask_stream") + "?" + urlencode(params)}
+
+
 def _run_search(*, query: str, mode: str, collection: str, access, sort: str = "relevance",
                 after: str = "", before: str = "") -> dict:
     # The query text may hold filters (tag:db, after:"last week", status:draft): search_run reads them;
@@ -220,6 +235,16 @@ def search_page(request):
                        collection=form.cleaned_data["collection"], sort=form.cleaned_data["sort"],
                        after=form.cleaned_data["after"], before=form.cleaned_data["before"])
         context["searched"] = True
+        if context["mode"] == ASK:
+            # Typing does not ask (each question costs a model's answer): Enter, a link or a reload does.
+            typing = request.headers.get("HX-Trigger") == "q"
+            conversation = form.cleaned_data.get("conversation")
+            context.update(ask_context(query=context["query"], collection=context["collection"],
+                                       after=context["after"], before=context["before"],
+                                       conversation=str(conversation) if conversation else "",
+                                       started=not typing))
+            template = "search/_ask.html" if wants_fragment(request, "results") else "search/search.html"
+            return page(request, template, context)
         context.update(_run_search(query=context["query"], mode=context["mode"],
                                    collection=context["collection"], access=access_of(request),
                                    sort=context["sort"], after=context["after"], before=context["before"]))

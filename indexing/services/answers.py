@@ -1,0 +1,26 @@
+"""Answers asked of the notes (search.pipeline.answer): kept per user so that the asker sees them
+again and a follow-up builds on them; the asker deletes a conversation whenever they like."""
+
+from __future__ import annotations
+
+from indexing.errors import ConversationNotFound
+from indexing.models import Answer
+
+
+def answer_record(*, user, conversation, question: str, text: str, state: str, model: str, tokens_in: int,
+                  tokens_out: int, passages: list[dict], cited: list[int], flags: list[dict],
+                  retrieval_ms: float, first_token_ms: float | None, total_ms: float) -> Answer:
+    return Answer.objects.create(
+        user=user, conversation=conversation, question=question, text=text, state=state, model=model,
+        tokens_in=tokens_in, tokens_out=tokens_out, passages=passages, cited=cited, flags=flags,
+        retrieval_ms=round(retrieval_ms, 2), first_token_ms=None if first_token_ms is None else round(first_token_ms, 2),
+        total_ms=round(total_ms, 2),
+    )
+
+
+def conversation_delete(*, user, conversation) -> int:
+    """Forget one conversation of this user (a user never reaches another's); the answers deleted."""
+    deleted, _ = Answer.objects.filter(user=user, conversation=conversation).delete()
+    if not deleted:
+        raise ConversationNotFound(f"no conversation {conversation} of yours")
+    return deleted
