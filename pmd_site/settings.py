@@ -265,9 +265,9 @@ PMD_OPENAI_API_KEY = env.get_str("PMD_OPENAI_API_KEY", "")
 # used when the index's configuration chooses the backend (indexing/services/index_config.py).
 PMD_MODEL_DEFAULTS = {
     "local": {"PMD_EMBED_MODEL": "intfloat/multilingual-e5-small", "PMD_GENERATE_MODEL": "",
-              "PMD_RERANK_MODEL": "cross-encoder/ms-marco-MiniLM-L6-v2"},
+              "PMD_RERANK_MODEL": "cross-encoder/ms-marco-MiniLM-L6-v2", "PMD_ANSWER_MODEL": ""},
     "ollama": {"PMD_EMBED_MODEL": "embeddinggemma", "PMD_GENERATE_MODEL": "qwen3:0.6b",
-               "PMD_RERANK_MODEL": "dengcao/Qwen3-Reranker-0.6B:Q8_0"},
+               "PMD_RERANK_MODEL": "dengcao/Qwen3-Reranker-0.6B:Q8_0", "PMD_ANSWER_MODEL": "qwen3:1.7b"},
 }
 _DEFAULTS = PMD_MODEL_DEFAULTS["local" if PMD_LLM_BACKEND == "local" else "ollama"]
 PMD_EMBED_MODEL = env.get_str("PMD_EMBED_MODEL", _DEFAULTS["PMD_EMBED_MODEL"])
@@ -310,7 +310,7 @@ PMD_RECENCY_BOOST = max(0.0, env.get_float("PMD_RECENCY_BOOST", 0.0))
 # Ask (search.pipeline.answer): the chat model answering from the notes ("" or none: Ask off,
 # search as before), the passages' token budget, the deadline, the score under which the notes
 # do not cover a question, and questions per user per minute (0: no limit).
-PMD_ANSWER_MODEL = env.get_str("PMD_ANSWER_MODEL", "" if _LOCAL else "qwen3:1.7b")
+PMD_ANSWER_MODEL = env.get_str("PMD_ANSWER_MODEL", _DEFAULTS["PMD_ANSWER_MODEL"])
 PMD_ANSWER_BUDGET = env.get_int("PMD_ANSWER_BUDGET", 4000, minimum=200)
 PMD_ANSWER_PASSAGES = env.get_int("PMD_ANSWER_PASSAGES", 12, minimum=1)
 PMD_ANSWER_TIMEOUT = env.get_float("PMD_ANSWER_TIMEOUT", 120.0)

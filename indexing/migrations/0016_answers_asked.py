@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('indexing', '0013_collection_transclude'),
+        ('indexing', '0015_index_keeps_its_embedding_model'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
