@@ -1,0 +1,74 @@
+"""PDF: the text layer, page by page, through PDFium (pypdfium2; Apache-2.0/BSD). A page marker
+line before each page; ligatures (ﬁ) are unfolded; a word hyphenated at a line's end is joined."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+from indexing.convert import ConversionRefused, Converted, Limits, marker, require
+
+_HYPHENATED = re.compile(r"(\w)-\n(\w)")
+_LIGATURES = {c: unicodedata.normalize("NFKC", c) for c in "\ufb00\ufb01\ufb02\ufb03\ufb04\ufb05\ufb06"}
+_LIGATURE_TABLE = str.maketrans(_LIGATURES)
+
+
+def page_text(raw: str) -> str:
+    text = raw.replace("\r\n", "\n").replace("\r", "\n").replace("\x00", "").replace("\ufffe", "")
+    text = text.translate(_LIGATURE_TABLE).replace("\x02", "-")  # PDFium marks a soft hyphen as \x02
+    text = _HYPHENATED.sub(r"\1\2", text)
+    # A PDF line is a visual line, not a paragraph: keep the lines, but never a heading by accident.
+    lines = [ln.rstrip() for ln in text.split("\n")]
+    return "\n".join(("\\" + ln) if ln.lstrip().startswith(("#", "[page ")) else ln for ln in lines).strip()
+
+
+def convert(data: bytes, limits: Limits) -> Converted:
+    pdfium = require("pypdfium2", "pdf")
+    try:
+        doc = pdfium.PdfDocument(data)
+    except pdfium.PdfiumError as exc:
+        message = str(exc).lower()
+        if "password" in message:
+            raise ConversionRefused("password-protected (encrypted) PDF") from None
+        raise ConversionRefused(f"not a readable PDF ({exc})") from None
+    try:
+        total = len(doc)
+        pages = min(total, limits.max_pages)
+        out: list[str] = []
+        empty = 0
+        for index in range(pages):
+            page = doc[index]
+            textpage = page.get_textpage()
+            text = page_text(textpage.get_text_bounded())
+            textpage.close()
+            page.close()
+            if not text:
+                empty += 1
+            out.append(f"{marker('page', index + 1)}\n\n{text}\n")
+        meta = doc.get_metadata_dict(skip_empty=True)
+    finally:
+        doc.close()
+    warnings = []
+    if total > pages:
+        warnings.append(f"{total:,} pages: only the first {pages:,} read (PMD_CONVERT_MAX_PAGES)")
+    if pages and empty == pages:
+        raise ConversionRefused(f"no text layer on any of its {pages} page(s) (a scan?): OCR is off")
+    if empty:
+        warnings.append(f"{empty} of {pages} page(s) have no text layer")
+    return Converted(text="\n".join(out), units=pages, warnings=warnings, properties=_properties(meta))
+
+
+def _properties(meta: dict) -> dict:
+    props: dict = {}
+    if title := (meta.get("Title") or "").strip():
+        props["title"] = title
+    if author := (meta.get("Author") or "").strip():
+        props["author"] = author
+    keywords = [k.strip() for k in re.split(r"[,;]", meta.get("Keywords") or "") if k.strip()]
+    if keywords:
+        props["tags"] = keywords[:50]
+    created = meta.get("CreationDate") or ""
+    match = re.match(r"D:(\d{4})(\d{2})(\d{2})", created)
+    if match:
+        props["date"] = f"{match.group(1)}-{match.group(2)}-{match.group(3)}"
+    return props
