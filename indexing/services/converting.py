@@ -1,0 +1,46 @@
+"""Files that are not markdown, as text: converted once per content (by SHA-256), in a child
+process with the PMD_CONVERT_* limits, and kept (indexing.models.Extraction), refusals too."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+
+from django.conf import settings
+
+from indexing.convert import CONVERTER_VERSION, ConversionRefused, Limits
+from indexing.convert.sandbox import Extracted, SandboxLimits, convert_isolated
+from indexing.models import Extraction
+
+
+def convert_limits() -> SandboxLimits:
+    return SandboxLimits(
+        seconds=float(settings.PMD_CONVERT_SECONDS), memory_mb=settings.PMD_CONVERT_MEMORY_MB,
+        limits=Limits(max_pages=settings.PMD_CONVERT_MAX_PAGES,
+                      max_unzipped_bytes=settings.PMD_CONVERT_MAX_UNZIPPED_BYTES,
+                      max_cells=settings.PMD_CONVERT_MAX_CELLS),
+    )
+
+
+def extraction_key(data: bytes, fmt: str) -> str:
+    return f"{hashlib.sha256(data).hexdigest()}:{fmt}:{CONVERTER_VERSION}"
+
+
+def file_text_extract(*, data: bytes, fmt: str) -> Extracted:
+    """The markdown-like text of a file's bytes: the stored one, else converted now and stored.
+    ConversionRefused (with its reason) for a file that cannot be read, stored or not."""
+    key = extraction_key(data, fmt)
+    stored = Extraction.objects.filter(key=key).first()
+    if stored is None:
+        started = time.perf_counter()
+        try:
+            extracted = convert_isolated(fmt, data, convert_limits())
+            stored = Extraction(key=key, text=extracted.text.replace("\x00", "\ufffd"), units=extracted.units,
+                                warnings=extracted.warnings)
+        except ConversionRefused as exc:
+            stored = Extraction(key=key, refused=str(exc))
+        stored.seconds = time.perf_counter() - started
+        Extraction.objects.bulk_create([stored], ignore_conflicts=True)
+    if stored.refused:
+        raise ConversionRefused(stored.refused)
+    return Extracted(text=stored.text, units=stored.units, warnings=list(stored.warnings or []))
