@@ -117,6 +117,20 @@ def convert_here(fmt: str, data: bytes, limits: Limits) -> Converted:
     return converted
 
 
+_LIBRARIES = {"pdf": ("pypdfium2",), "docx": ("docx",), "pptx": ("pptx",), "xlsx": ("openpyxl",)}
+
+
+def preload(fmt: str) -> None:
+    """Import a format's converter and its library (the child does before it limits its memory)."""
+    if fmt in _MODULES:
+        importlib.import_module(f"indexing.convert.{_MODULES[fmt]}")
+    for library in _LIBRARIES.get(fmt, ()):
+        try:
+            importlib.import_module(library)
+        except ImportError:
+            pass  # said by `require` when the file is read
+
+
 def require(module: str, fmt: str):
     """Import a converter's library, or say which extra brings it."""
     try:

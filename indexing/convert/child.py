@@ -12,10 +12,12 @@ import sys
 def main() -> int:
     fmt, memory_mb = sys.argv[1], int(sys.argv[2])
     limits_json = sys.argv[3] if len(sys.argv) > 3 else "{}"
+    from indexing.convert import ConversionRefused, Limits, convert_here, preload
+
+    preload(fmt)  # the libraries load before the limit: it bounds what reading the file costs
     if memory_mb > 0:
         cap = memory_mb * 1024 * 1024
         resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
-    from indexing.convert import ConversionRefused, Limits, convert_here
 
     data = sys.stdin.buffer.read()
     try:
@@ -23,7 +25,10 @@ def main() -> int:
     except ConversionRefused as exc:
         json.dump({"refused": str(exc)}, sys.stdout)
         return 3
-    except MemoryError:
+    except (MemoryError, OSError) as exc:
+        if not isinstance(exc, MemoryError) and "map" not in str(exc) and "memory" not in str(exc).lower():
+            json.dump({"refused": f"could not be read ({type(exc).__name__}: {str(exc)[:200]})"}, sys.stdout)
+            return 3
         json.dump({"refused": f"needed more than {memory_mb} MB of memory to read (PMD_CONVERT_MEMORY_MB)"},
                   sys.stdout)
         return 3
