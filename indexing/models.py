@@ -131,6 +131,13 @@ class Document(models.Model):
     def uri(self) -> str:
         return f"pmd://{self.collection.name}/{self.path}"
 
+    @property
+    def file_type(self) -> str:
+        """markdown, pdf, docx, pptx, xlsx, html, epub or text: what the path's extension is read as."""
+        from indexing.convert import format_of
+
+        return format_of(self.path)
+
 
 class PathContext(models.Model):
     """Text describing a part of the knowledge base, inherited by everything below it.

@@ -177,14 +177,26 @@ def _line_offset(body: str, line: int) -> int:
     return pos
 
 
-def unit_text(body: str, unit: str, name: str) -> str | None:
-    """The text of one page (slide, sheet) of a converted text, marker included; None if it has none by that name."""
+def _unit_span(body: str, unit: str, name: str) -> tuple[int, int] | None:
     markers = list(MARKER_RE.finditer(body))
     for i, match in enumerate(markers):
         if match.group(1) == unit and match.group(2) == name:
-            end = markers[i + 1].start() if i + 1 < len(markers) else len(body)
-            return body[match.start():end].rstrip() + "\n"
+            return match.start(), markers[i + 1].start() if i + 1 < len(markers) else len(body)
     return None
+
+
+def unit_text(body: str, unit: str, name: str) -> str | None:
+    """The text of one page (slide, sheet) of a converted text, marker included; None if it has none by that name."""
+    span = _unit_span(body, unit, name)
+    return None if span is None else body[span[0]:span[1]].rstrip() + "\n"
+
+
+def unit_lines(body: str, unit: str, name: str) -> tuple[int, int] | None:
+    """(first line, number of lines) of one page (slide, sheet) of a converted text, or None."""
+    span = _unit_span(body, unit, name)
+    if span is None:
+        return None
+    return body.count("\n", 0, span[0]) + 1, len(body[span[0]:span[1]].rstrip().splitlines())
 
 
 def marker(unit: str, name) -> str:
