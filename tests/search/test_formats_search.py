@@ -5,37 +5,25 @@ from __future__ import annotations
 
 import json
 import shutil
-from pathlib import Path
 
 import pytest
 
 from indexing.access import Access
 from search.pipeline.dispatch import search_run
 from search.request import Mode, SearchRequest
+from tests.support.formats import FORMAT_FIXTURES as FIXTURES, convert_once
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "formats"
 GOOD = ("report.pdf", "deck.pptx", "inventory.xlsx", "notes.docx", "guide.html", "tides.epub")
 
 pytestmark = pytest.mark.django_db
 
 
-_CONVERTED: dict = {}  # each fixture converted once for the module (the database is rolled back per test)
-
-
 @pytest.fixture
 def mixed(tmp_path, monkeypatch):
-    from indexing.services import converting
     from indexing.services.collections import collection_create
     from indexing.services.scanning import collection_index
 
-    real = converting.convert_isolated
-
-    def once(fmt, data, limits):
-        if (fmt, data) not in _CONVERTED:
-            _CONVERTED[fmt, data] = real(fmt, data, limits)
-        return _CONVERTED[fmt, data]
-
-    monkeypatch.setattr(converting, "convert_isolated", once)
+    convert_once(monkeypatch)
     folder = tmp_path / "mixed"
     folder.mkdir()
     for name in GOOD:

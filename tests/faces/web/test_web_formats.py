@@ -1,0 +1,60 @@
+"""Converted files in the web UI: results say their type and page, the document view shows the
+page markers, and the original downloads (as an attachment) only for those who see the collection."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from indexing.models import Collection
+from tests.support.formats import FORMAT_FIXTURES as FIXTURES, convert_once
+
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def reports(tmp_path, monkeypatch):
+    from indexing.services.collections import collection_create
+    from indexing.services.scanning import collection_index
+
+    convert_once(monkeypatch)
+    folder = tmp_path / "reports"
+    folder.mkdir()
+    for name in ("report.pdf", "guide.html"):
+        shutil.copy(FIXTURES / name, folder / name)
+    collection = collection_create(path=folder, name="reports", formats=["pdf", "html"])
+    collection_index(collection)
+    return collection
+
+
+def test_results_and_document_view_name_the_page(member_client, reports):
+    page = member_client.get("/", {"q": "fog horn repaired"}).content.decode()
+    assert '<span class="type-label" title="file type">pdf</span>' in page
+    assert "reports/report.pdf · page 2" in page
+    view = member_client.get("/doc/reports/report.pdf").content.decode()
+    assert '<span id="page=2">Page 2</span>' in view
+    assert 'href="/original/reports/report.pdf" download>Original PDF</a>' in view
+
+
+def test_the_original_downloads_as_an_attachment_with_a_safe_type(member_client, reports):
+    response = member_client.get("/original/reports/report.pdf")
+    assert response.status_code == 200
+    assert response["Content-Type"] == "application/pdf"
+    assert response["Content-Disposition"] == 'attachment; filename="report.pdf"'
+    assert response["X-Content-Type-Options"] == "nosniff"
+    assert response.content == (FIXTURES / "report.pdf").read_bytes()
+    html = member_client.get("/original/reports/guide.html")
+    assert html["Content-Type"] == "application/octet-stream"  # never rendered as a page
+    assert html["Content-Disposition"].startswith("attachment")
+
+
+def test_the_original_is_not_found_for_those_who_do_not_see_the_collection(member_client, reports, tmp_path):
+    assert member_client.get("/original/reports/missing.pdf").status_code == 404
+    (Path(reports.root_path) / "unindexed.pdf").write_bytes(b"%PDF-")  # on disk but not a document
+    assert member_client.get("/original/reports/unindexed.pdf").status_code == 404
+    assert member_client.get("/original/reports/../../etc/passwd").status_code == 404
+    Collection.objects.filter(pk=reports.pk).update(visibility=Collection.Visibility.PRIVATE)
+    assert member_client.get("/original/reports/report.pdf").status_code == 404
