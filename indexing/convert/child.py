@@ -1,46 +1,81 @@
-"""The converting process: `python -m indexing.convert.child FORMAT` reads the file on standard
-input and writes the result as JSON on standard output. It limits its own memory first, imports
-no Django, and exits 3 with {"refused": reason} for a file it cannot read."""
+"""The converting process: `python -m indexing.convert.child MEMORY_MB LIMITS_JSON` converts the
+files it is sent one after another (indexing.convert.sandbox holds the other end). It loads the
+converters' libraries, then limits its own memory, and imports no Django.
+
+Each request on standard input: an 8-byte big-endian length and that much JSON header
+({"format": …}), then an 8-byte length and the file's bytes. Each answer on standard output: an
+8-byte length and that much JSON: {"text", "units", "warnings", "peak_mb"}, or {"refused": reason}."""
 
 from __future__ import annotations
 
 import json
 import resource
+import struct
 import sys
+
+_LENGTH = struct.Struct(">Q")
+
+
+def _read_exact(stream, size: int) -> bytes | None:
+    chunks, left = [], size
+    while left:
+        chunk = stream.read(left)
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def _read_frame(stream) -> bytes | None:
+    head = _read_exact(stream, _LENGTH.size)
+    return None if head is None else _read_exact(stream, _LENGTH.unpack(head)[0])
+
+
+def answer_for(fmt: str, data: bytes, limits, memory_mb: int) -> dict:
+    from indexing.convert import ConversionRefused, convert_here
+
+    try:
+        converted = convert_here(fmt, data, limits)
+    except ConversionRefused as exc:
+        return {"refused": str(exc)}
+    except MemoryError:
+        return {"refused": f"needed more than {memory_mb} MB of memory to read (PMD_CONVERT_MEMORY_MB)"}
+    except RecursionError:
+        return {"refused": "nested too deep to read"}
+    except Exception as exc:  # a converter's library failing on a broken file
+        if isinstance(exc, OSError) and ("map" in str(exc) or "memory" in str(exc).lower()):
+            return {"refused": f"needed more than {memory_mb} MB of memory to read (PMD_CONVERT_MEMORY_MB)"}
+        return {"refused": f"could not be read ({type(exc).__name__}: {str(exc)[:200]})"}
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return {"text": converted.markdown(), "units": converted.units, "warnings": converted.warnings,
+            "peak_mb": round(peak_mb, 1)}
 
 
 def main() -> int:
-    fmt, memory_mb = sys.argv[1], int(sys.argv[2])
-    limits_json = sys.argv[3] if len(sys.argv) > 3 else "{}"
-    from indexing.convert import ConversionRefused, Limits, convert_here, preload
+    memory_mb = int(sys.argv[1])
+    limits_json = sys.argv[2] if len(sys.argv) > 2 else "{}"
+    from indexing.convert import FORMATS, Limits, preload
 
-    preload(fmt)  # the libraries load before the limit: it bounds what reading the file costs
+    for fmt in FORMATS:
+        preload(fmt)  # the libraries load before the limit: it bounds what reading the files costs
     if memory_mb > 0:
         cap = memory_mb * 1024 * 1024
         resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
-
-    data = sys.stdin.buffer.read()
-    try:
-        converted = convert_here(fmt, data, Limits(**json.loads(limits_json)))
-    except ConversionRefused as exc:
-        json.dump({"refused": str(exc)}, sys.stdout)
-        return 3
-    except (MemoryError, OSError) as exc:
-        if not isinstance(exc, MemoryError) and "map" not in str(exc) and "memory" not in str(exc).lower():
-            json.dump({"refused": f"could not be read ({type(exc).__name__}: {str(exc)[:200]})"}, sys.stdout)
-            return 3
-        json.dump({"refused": f"needed more than {memory_mb} MB of memory to read (PMD_CONVERT_MEMORY_MB)"},
-                  sys.stdout)
-        return 3
-    except RecursionError:
-        json.dump({"refused": "nested too deep to read"}, sys.stdout)
-        return 3
-    except Exception as exc:  # a converter's library failing on a broken file
-        json.dump({"refused": f"could not be read ({type(exc).__name__}: {str(exc)[:200]})"}, sys.stdout)
-        return 3
-    json.dump({"text": converted.markdown(), "units": converted.units, "warnings": converted.warnings}, sys.stdout,
-              ensure_ascii=False)
-    return 0
+    limits = Limits(**json.loads(limits_json))
+    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+    while True:
+        header = _read_frame(stdin)
+        if header is None:
+            return 0
+        data = _read_frame(stdin)
+        if data is None:
+            return 0
+        answer = json.dumps(answer_for(json.loads(header)["format"], data, limits, memory_mb),
+                            ensure_ascii=False).encode("utf-8", "surrogatepass")
+        del data
+        stdout.write(_LENGTH.pack(len(answer)) + answer)
+        stdout.flush()
 
 
 if __name__ == "__main__":

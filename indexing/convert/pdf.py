@@ -10,16 +10,18 @@ from indexing.convert import ConversionRefused, Converted, Limits, marker, requi
 
 _HYPHENATED = re.compile(r"(\w)-\n(\w)")
 _LIGATURES = {c: unicodedata.normalize("NFKC", c) for c in "\ufb00\ufb01\ufb02\ufb03\ufb04\ufb05\ufb06"}
-_LIGATURE_TABLE = str.maketrans(_LIGATURES)
+_LIGATURE_RE = re.compile("[" + "".join(_LIGATURES) + "]")
+# A line that would read as a heading or as a page marker is escaped: a PDF line is a visual line.
+_LOOKS_STRUCTURAL = re.compile(r"^(\s*)(#|\[(?:page|slide|sheet|chapter) )", re.M)
+_TRAILING_SPACE = re.compile(r"[ \t]+$", re.M)
 
 
 def page_text(raw: str) -> str:
     text = raw.replace("\r\n", "\n").replace("\r", "\n").replace("\x00", "").replace("\ufffe", "")
-    text = text.translate(_LIGATURE_TABLE).replace("\x02", "-")  # PDFium marks a soft hyphen as \x02
+    text = _LIGATURE_RE.sub(lambda m: _LIGATURES[m.group()], text).replace("\x02", "-")  # \x02: a soft hyphen
     text = _HYPHENATED.sub(r"\1\2", text)
-    # A PDF line is a visual line, not a paragraph: keep the lines, but never a heading by accident.
-    lines = [ln.rstrip() for ln in text.split("\n")]
-    return "\n".join(("\\" + ln) if ln.lstrip().startswith(("#", "[page ")) else ln for ln in lines).strip()
+    text = _TRAILING_SPACE.sub("", text)
+    return _LOOKS_STRUCTURAL.sub(r"\1\\\2", text).strip()
 
 
 def convert(data: bytes, limits: Limits) -> Converted:

@@ -9,7 +9,7 @@ import time
 from django.conf import settings
 
 from indexing.convert import CONVERTER_VERSION, ConversionRefused, Limits
-from indexing.convert.sandbox import Extracted, SandboxLimits, convert_isolated
+from indexing.convert.sandbox import Converter, Extracted, SandboxLimits
 from indexing.models import Extraction
 
 
@@ -26,15 +26,20 @@ def extraction_key(data: bytes, fmt: str) -> str:
     return f"{hashlib.sha256(data).hexdigest()}:{fmt}:{CONVERTER_VERSION}"
 
 
-def file_text_extract(*, data: bytes, fmt: str) -> Extracted:
-    """The markdown-like text of a file's bytes: the stored one, else converted now and stored.
-    ConversionRefused (with its reason) for a file that cannot be read, stored or not."""
+def file_text_extract(*, data: bytes, fmt: str, converter: Converter | None = None) -> Extracted:
+    """The markdown-like text of a file's bytes: the stored one, else converted now (by `converter`,
+    the scan's child process; else a child of its own) and stored. ConversionRefused (with its
+    reason) for a file that cannot be read, stored or not."""
     key = extraction_key(data, fmt)
     stored = Extraction.objects.filter(key=key).first()
     if stored is None:
         started = time.perf_counter()
         try:
-            extracted = convert_isolated(fmt, data, convert_limits())
+            if converter is None:
+                with Converter(convert_limits()) as own:
+                    extracted = own.convert(fmt, data)
+            else:
+                extracted = converter.convert(fmt, data)
             stored = Extraction(key=key, text=extracted.text.replace("\x00", "\ufffd"), units=extracted.units,
                                 warnings=extracted.warnings)
         except ConversionRefused as exc:

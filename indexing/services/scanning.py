@@ -26,7 +26,8 @@ from indexing.folders import collection_folder_refusal, pseudo_mount_points
 from indexing.locks import advisory_lock, collection_lock_key
 from indexing.models import Collection, Content, Document, FileProblem
 from indexing.paths import Selection
-from indexing.services.converting import file_text_extract
+from indexing.convert.sandbox import Converter
+from indexing.services.converting import convert_limits, file_text_extract
 from indexing.services.links import (
     FEW_TARGETS,
     LINK_PROBLEM_PREFIX,
@@ -280,6 +281,7 @@ def _collection_scan(
     reading = note_reading(collection.title_from)
     reread = collection.reading != reading
 
+    converter = Converter(convert_limits())  # started by the first file that is not markdown
     for done, (rel, abspath) in enumerate(files, start=1):
         if progress and (done % 50 == 0 or done == total):
             progress(done, total, rel)
@@ -327,7 +329,7 @@ def _collection_scan(
             if progress and st.st_size > CONVERT_PROGRESS_BYTES:
                 progress(done, total, f"converting {rel}")
             try:
-                extracted = file_text_extract(data=raw, fmt=format_of(rel))
+                extracted = file_text_extract(data=raw, fmt=format_of(rel), converter=converter)
             except ConversionRefused as exc:
                 report.skipped += 1
                 report.issues.append(FileIssue(rel, f"{exc}: skipped", "error"))
@@ -374,6 +376,7 @@ def _collection_scan(
         if batch.size >= FLUSH_EVERY:
             batch.flush(report)
 
+    converter.close()
     missing = [v[0] for path, v in existing.items() if v[4] and path not in seen]
     batch.deactivate = missing
     report.removed = len(missing)

@@ -12,7 +12,7 @@ import pytest
 
 from indexing.convert import (ConversionRefused, Limits, convert_here, format_of, formats_mask, location_at,
                               unit_text)
-from indexing.convert.sandbox import SandboxLimits, convert_isolated
+from indexing.convert.sandbox import Converter, SandboxLimits, convert_isolated
 from indexing.errors import InvalidGlob
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "formats"
@@ -89,14 +89,29 @@ def test_bad_files_are_refused_with_their_reason(name, reason):
 
 def test_the_child_process_converts_and_is_stopped_at_its_time_limit():
     done = convert_isolated("pdf", (FIXTURES / "report.pdf").read_bytes(), SandboxLimits(limits=SMALL))
-    assert done.units == 3 and "[page 3]" in done.text
+    assert done.units == 3 and "[page 3]" in done.text and done.peak_mb > 0
     with pytest.raises(ConversionRefused, match=r"took more than 0.01 s \(PMD_CONVERT_SECONDS\): stopped"):
         convert_isolated("pdf", (FIXTURES / "report.pdf").read_bytes(), SandboxLimits(seconds=0.01))
 
 
-def test_the_child_process_memory_limit_stops_a_converter_that_swells():
-    with pytest.raises(ConversionRefused, match="memory|converter"):
-        convert_isolated("pdf", (FIXTURES / "long.pdf").read_bytes(), SandboxLimits(memory_mb=25))
+def test_the_child_process_memory_limit_stops_a_file_that_swells():
+    swollen = b"<p>" + b"word " * (8 * 1024 * 1024)  # 40 MB of HTML under a limit the child is already over
+    with pytest.raises(ConversionRefused, match="memory"):
+        convert_isolated("html", swollen, SandboxLimits(memory_mb=1))
+
+
+def test_one_child_converts_file_after_file_and_a_new_one_follows_a_dead_one():
+    with Converter(SandboxLimits(limits=SMALL)) as converter:
+        first = converter.convert("pdf", (FIXTURES / "report.pdf").read_bytes())
+        child = converter.process
+        with pytest.raises(ConversionRefused, match="password-protected"):
+            converter.convert("pdf", (FIXTURES / "encrypted.pdf").read_bytes())
+        assert converter.convert("docx", (FIXTURES / "notes.docx").read_bytes()).units == 1
+        assert converter.process is child  # a refusal is an answer: the same child goes on
+        child.kill()
+        child.wait()
+        assert converter.convert("pdf", (FIXTURES / "report.pdf").read_bytes()).text == first.text
+        assert converter.process is not child
 
 
 def test_formats_make_a_mask():
@@ -123,15 +138,15 @@ def formats_dir(tmp_path) -> Path:
 @pytest.mark.django_db
 def test_a_collection_reads_the_formats_its_mask_selects_and_lists_bad_files(formats_dir, settings, monkeypatch):
     from indexing.models import Document, Extraction, FileProblem
-    from indexing.services import converting
+    from indexing.convert.sandbox import Converter
     from indexing.services.collections import collection_create
     from indexing.services.scanning import collection_index
 
     settings.PMD_CONVERT_MAX_UNZIPPED_BYTES = 1024 * 1024
     settings.PMD_CONVERT_MAX_PAGES = 10
     calls = []
-    real = converting.convert_isolated
-    monkeypatch.setattr(converting, "convert_isolated", lambda *a, **k: calls.append(a[0]) or real(*a, **k))
+    real = Converter.convert
+    monkeypatch.setattr(Converter, "convert", lambda self, fmt, data: calls.append(fmt) or real(self, fmt, data))
 
     markdown_only = collection_create(path=formats_dir, name="md-only")
     assert collection_index(markdown_only).added == 1  # the default mask: markdown as before

@@ -10,14 +10,14 @@ _CONVERTED: dict = {}
 
 
 def convert_once(monkeypatch) -> None:
-    from indexing.services import converting
+    from indexing.convert.sandbox import Converter
 
-    real = converting.convert_isolated
+    real = Converter.convert
 
-    def once(fmt, data, limits):
-        key = (fmt, data, limits)
+    def once(self, fmt, data):
+        key = (fmt, data, self.sandbox)
         if key not in _CONVERTED:
-            _CONVERTED[key] = real(fmt, data, limits)
+            _CONVERTED[key] = real(self, fmt, data)
         return _CONVERTED[key]
 
-    monkeypatch.setattr(converting, "convert_isolated", once)
+    monkeypatch.setattr(Converter, "convert", once)
