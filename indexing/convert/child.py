@@ -1,6 +1,7 @@
 """The converting process: `python -m indexing.convert.child MEMORY_MB LIMITS_JSON` converts the
-files it is sent one after another (indexing.convert.sandbox holds the other end). It loads the
-converters' libraries, then limits its own memory, and imports no Django.
+files it is sent one after another (indexing.convert.sandbox holds the other end). It imports no
+Django. Its memory is limited while it reads a file (the soft RLIMIT_AS); a format's library is
+loaded, on its first file, with the limit lifted, so the limit bounds what reading files costs.
 
 Each request on standard input: an 8-byte big-endian length and that much JSON header
 ({"format": …}), then an 8-byte length and the file's bytes. Each answer on standard output: an
@@ -32,6 +33,27 @@ def _read_frame(stream) -> bytes | None:
     return None if head is None else _read_exact(stream, _LENGTH.unpack(head)[0])
 
 
+_loaded: set[str] = set()
+
+
+def _load(fmt: str, memory_mb: int) -> None:
+    """Import a format's converter and library without the memory limit, then set it again."""
+    from indexing.convert import preload
+
+    if fmt in _loaded:
+        return
+    _loaded.add(fmt)
+    if memory_mb > 0:
+        hard = resource.getrlimit(resource.RLIMIT_AS)[1]
+        resource.setrlimit(resource.RLIMIT_AS, (hard, hard))
+    try:
+        preload(fmt)
+    finally:
+        if memory_mb > 0:
+            cap = memory_mb * 1024 * 1024
+            resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
+
+
 def answer_for(fmt: str, data: bytes, limits, memory_mb: int) -> dict:
     from indexing.convert import ConversionRefused, convert_here
 
@@ -55,13 +77,11 @@ def answer_for(fmt: str, data: bytes, limits, memory_mb: int) -> dict:
 def main() -> int:
     memory_mb = int(sys.argv[1])
     limits_json = sys.argv[2] if len(sys.argv) > 2 else "{}"
-    from indexing.convert import FORMATS, Limits, preload
+    from indexing.convert import Limits
 
-    for fmt in FORMATS:
-        preload(fmt)  # the libraries load before the limit: it bounds what reading the files costs
     if memory_mb > 0:
         cap = memory_mb * 1024 * 1024
-        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+        resource.setrlimit(resource.RLIMIT_AS, (cap, resource.getrlimit(resource.RLIMIT_AS)[1]))
     limits = Limits(**json.loads(limits_json))
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     while True:
@@ -71,7 +91,9 @@ def main() -> int:
         data = _read_frame(stdin)
         if data is None:
             return 0
-        answer = json.dumps(answer_for(json.loads(header)["format"], data, limits, memory_mb),
+        fmt = json.loads(header)["format"]
+        _load(fmt, memory_mb)
+        answer = json.dumps(answer_for(fmt, data, limits, memory_mb),
                             ensure_ascii=False).encode("utf-8", "surrogatepass")
         del data
         stdout.write(_LENGTH.pack(len(answer)) + answer)
