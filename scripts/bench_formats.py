@@ -2,8 +2,8 @@
 
     .venv/bin/python scripts/bench_formats.py FOLDER [--in-process]
 
-Each file is converted as the scan converts it: in a child process with the default limits
-(--in-process: in this one, without the child's start-up). Prints, per format, files, pages
+Each file is converted as the scan converts it: by one child process with the default limits,
+file after file (--in-process: in this one). Prints, per format, files, pages
 (slides, sheets, chapters), MB, seconds, pages/s, MB/s and the peak memory (RSS) of a child."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from indexing.convert import ConversionRefused, Limits, convert_here, format_of, is_converted  # noqa: E402
-from indexing.convert.sandbox import SandboxLimits, convert_isolated  # noqa: E402
+from indexing.convert.sandbox import Converter, SandboxLimits  # noqa: E402
 
 
 def main() -> int:
@@ -28,6 +28,7 @@ def main() -> int:
     args = parser.parse_args()
     rows: dict[str, list[float]] = defaultdict(lambda: [0, 0, 0.0, 0.0, 0])  # files, units, bytes, seconds, refused
     peaks: dict[str, int] = {}
+    converter = Converter(SandboxLimits())  # one child for the run, as a scan has
     for path in sorted(Path(args.folder).rglob("*")):
         if not path.is_file() or not is_converted(path.name):
             continue
@@ -38,7 +39,7 @@ def main() -> int:
             if args.in_process:
                 units = convert_here(fmt, data, Limits()).units
             else:
-                done = convert_isolated(fmt, data, SandboxLimits())
+                done = converter.convert(fmt, data)
                 units = done.units
                 peaks[fmt] = max(peaks.get(fmt, 0), int(done.peak_mb * 1024))
         except ConversionRefused as exc:
@@ -51,6 +52,7 @@ def main() -> int:
         row[1] += units
         row[2] += len(data)
         row[3] += elapsed
+    converter.close()
     own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     print("| format | files | pages | MB | seconds | pages/s | MB/s | peak memory |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
