@@ -58,3 +58,30 @@ def test_the_original_is_not_found_for_those_who_do_not_see_the_collection(membe
     assert member_client.get("/original/reports/../../etc/passwd").status_code == 404
     Collection.objects.filter(pk=reports.pk).update(visibility=Collection.Visibility.PRIVATE)
     assert member_client.get("/original/reports/report.pdf").status_code == 404
+
+
+def test_staff_add_a_collection_with_formats_in_the_form_and_the_api(staff, staff_client, tmp_path, settings,
+                                                                     eager_tasks, monkeypatch):
+    from tests.support.factories import api_client
+
+    convert_once(monkeypatch)
+    settings.PMD_COLLECTION_ROOTS = [tmp_path]
+    for name in ("web", "api"):
+        (tmp_path / name).mkdir()
+        shutil.copy(FIXTURES / "report.pdf", tmp_path / name / "report.pdf")
+    form = staff_client.post("/collections/add/", {"path": str(tmp_path / "web"), "name": "web", "formats": ["pdf"],
+                                                   "visibility": "everyone", "language": "auto"})
+    assert form.status_code == 302, form.content.decode()[:2000]
+    assert Collection.objects.get(name="web").mask == "**/*.{md,pdf}"
+    assert member_sees(staff_client, "web")
+    created = api_client(staff).post("/api/collections", {"path": str(tmp_path / "api"), "name": "api",
+                                                          "formats": ["pdf", "docx"]}, content_type="application/json")
+    assert created.status_code == 201, created.content
+    assert created.json()["collection"]["mask"] == "**/*.{md,pdf,docx}"
+    both = staff_client.post("/collections/add/", {"path": str(tmp_path / "web"), "name": "both", "mask": "**/*.md",
+                                                   "formats": ["pdf"], "visibility": "everyone", "language": "auto"})
+    assert both.status_code == 400 and "as a mask or as formats, not both" in both.content.decode()
+
+
+def member_sees(client, collection: str) -> bool:
+    return client.get(f"/doc/{collection}/report.pdf").status_code == 200
