@@ -7,7 +7,7 @@ import io
 import re
 
 from indexing.convert import ConversionRefused, Converted, Limits, require
-from indexing.convert.tables import markdown_table
+from indexing.convert.tables import core_properties, markdown_table
 from indexing.convert.zipcheck import zip_checked
 
 _HEADING = re.compile(r"^(?:heading|überschrift|titre|título)\s*(\d)$", re.I)
@@ -49,11 +49,5 @@ def convert(data: bytes, limits: Limits) -> Converted:
             block = paragraph_markdown(item)
         if block:
             blocks.append(block)
-    core = document.core_properties
-    props = {"title": (core.title or "").strip(), "author": (core.author or "").strip()}
-    keywords = [k.strip() for k in re.split(r"[,;]", core.keywords or "") if k.strip()]
-    if keywords:
-        props["tags"] = keywords[:50]
-    if core.created:
-        props["date"] = core.created.date().isoformat()
+    props = core_properties(document.core_properties)
     return Converted(text="\n\n".join(blocks) + "\n", units=1, properties=props)

@@ -4,10 +4,9 @@ text frames, tables and speaker notes."""
 from __future__ import annotations
 
 import io
-import re
 
 from indexing.convert import ConversionRefused, Converted, Limits, marker, require
-from indexing.convert.tables import markdown_table
+from indexing.convert.tables import core_properties, markdown_table
 from indexing.convert.zipcheck import zip_checked
 
 
@@ -56,12 +55,6 @@ def convert(data: bytes, limits: Limits) -> Converted:
     warnings = []
     if len(slides) > limits.max_pages:
         warnings.append(f"{len(slides):,} slides: only the first {limits.max_pages:,} read (PMD_CONVERT_MAX_PAGES)")
-    core = presentation.core_properties
-    props = {"title": (core.title or "").strip(), "author": (core.author or "").strip()}
-    keywords = [k.strip() for k in re.split(r"[,;]", core.keywords or "") if k.strip()]
-    if keywords:
-        props["tags"] = keywords[:50]
-    if core.created:
-        props["date"] = core.created.date().isoformat()
+    props = core_properties(presentation.core_properties)
     return Converted(text="\n\n".join(out) + "\n", units=min(len(slides), limits.max_pages), warnings=warnings,
                      properties=props)

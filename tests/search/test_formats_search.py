@@ -4,14 +4,13 @@ face's shape; `type:pdf` filters by file type; `get report.pdf:p2` returns that 
 from __future__ import annotations
 
 import json
-import shutil
 
 import pytest
 
 from indexing.access import Access
 from search.pipeline.dispatch import search_run
 from search.request import Mode, SearchRequest
-from tests.support.formats import FORMAT_FIXTURES as FIXTURES, convert_once
+from tests.support.formats import formats_collection
 
 GOOD = ("report.pdf", "deck.pptx", "inventory.xlsx", "notes.docx", "guide.html", "tides.epub")
 
@@ -20,18 +19,8 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def mixed(tmp_path, monkeypatch):
-    from indexing.services.collections import collection_create
-    from indexing.services.scanning import collection_index
-
-    convert_once(monkeypatch)
-    folder = tmp_path / "mixed"
-    folder.mkdir()
-    for name in GOOD:
-        shutil.copy(FIXTURES / name, folder / name)
-    (folder / "fog.md").write_text("# Fog\n\nThe fog horn sounds every thirty seconds.\n")
-    collection = collection_create(path=folder, name="mixed", formats=["pdf", "pptx", "xlsx", "docx", "html", "epub"])
-    collection_index(collection)
-    return collection
+    return formats_collection(tmp_path / "mixed", "mixed", GOOD, ["pdf", "pptx", "xlsx", "docx", "html", "epub"],
+                              monkeypatch, extra={"fog.md": "# Fog\n\nThe fog horn sounds every thirty seconds.\n"})
 
 
 def _search(query: str):

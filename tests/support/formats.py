@@ -21,3 +21,22 @@ def convert_once(monkeypatch) -> None:
         return _CONVERTED[key]
 
     monkeypatch.setattr(Converter, "convert", once)
+
+
+def formats_collection(folder: Path, name: str, files: tuple[str, ...], formats: list[str], monkeypatch, *,
+                       extra: dict[str, str] | None = None):
+    """A collection `name` in `folder` holding these fixture files (and `extra` notes), indexed."""
+    import shutil
+
+    from indexing.services.collections import collection_create
+    from indexing.services.scanning import collection_index
+
+    convert_once(monkeypatch)
+    folder.mkdir()
+    for file in files:
+        shutil.copy(FORMAT_FIXTURES / file, folder / file)
+    for file, text in (extra or {}).items():
+        (folder / file).write_text(text)
+    collection = collection_create(path=folder, name=name, formats=formats)
+    collection_index(collection)
+    return collection

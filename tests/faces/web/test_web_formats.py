@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from indexing.models import Collection
-from tests.support.formats import FORMAT_FIXTURES as FIXTURES, convert_once
+from tests.support.formats import FORMAT_FIXTURES as FIXTURES, convert_once, formats_collection
 
 
 pytestmark = pytest.mark.django_db
@@ -17,17 +17,8 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def reports(tmp_path, monkeypatch):
-    from indexing.services.collections import collection_create
-    from indexing.services.scanning import collection_index
-
-    convert_once(monkeypatch)
-    folder = tmp_path / "reports"
-    folder.mkdir()
-    for name in ("report.pdf", "guide.html"):
-        shutil.copy(FIXTURES / name, folder / name)
-    collection = collection_create(path=folder, name="reports", formats=["pdf", "html"])
-    collection_index(collection)
-    return collection
+    return formats_collection(tmp_path / "reports", "reports", ("report.pdf", "guide.html"), ["pdf", "html"],
+                              monkeypatch)
 
 
 def test_results_and_document_view_name_the_page(member_client, reports):
