@@ -11,9 +11,10 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PMD_HOME=/data \
     PMD_STATIC_ROOT=/app/staticfiles
 
-# git: `pmd update --pull` for collections that are git checkouts; tini: signals and zombies.
+# git: `pmd update --pull` for collections that are git checkouts; tini: signals and zombies;
+# tesseract: OCR of scanned PDFs (PMD_OCR=auto uses it when it is installed).
 RUN apt-get update \
- && apt-get install -y --no-install-recommends git tini \
+ && apt-get install -y --no-install-recommends git tini tesseract-ocr tesseract-ocr-eng \
  && rm -rf /var/lib/apt/lists/* \
  && groupadd --system --gid 1000 pmd \
  && useradd --system --uid 1000 --gid pmd --home-dir /data --shell /usr/sbin/nologin pmd \

@@ -245,6 +245,9 @@ PMD_CONVERT_MEMORY_MB = env.get_int("PMD_CONVERT_MEMORY_MB", 1024, minimum=0)
 PMD_CONVERT_MAX_PAGES = env.get_int("PMD_CONVERT_MAX_PAGES", 2000, minimum=1)
 PMD_CONVERT_MAX_UNZIPPED_BYTES = env.get_int("PMD_CONVERT_MAX_UNZIPPED_BYTES", 200 * 1024 * 1024, minimum=1)
 PMD_CONVERT_MAX_CELLS = env.get_int("PMD_CONVERT_MAX_CELLS", 200_000, minimum=1)
+# Scanned PDF pages (no text layer): auto reads them with tesseract when it is installed; off never.
+PMD_OCR = env.get_str("PMD_OCR", "auto")
+PMD_OCR_LANGUAGES = env.get_str("PMD_OCR_LANGUAGES", "eng")
 PMD_TEXT_SEARCH_CONFIG = env.get_str("PMD_TEXT_SEARCH_CONFIG", "english")
 # Language of new collections: auto (detected from a sample of the notes), or a code such as de.
 PMD_LANGUAGE = env.get_str("PMD_LANGUAGE", "auto")

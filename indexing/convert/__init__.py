@@ -57,6 +57,8 @@ class Limits:
     max_unzipped_bytes: int = 200 * 1024 * 1024  # DOCX/PPTX/XLSX/EPUB: their zip's members, uncompressed
     max_cells: int = 200_000  # XLSX: cells read over all sheets
     max_text_chars: int = 20_000_000  # text kept
+    ocr: str = "auto"  # PDF pages without text: auto (read by tesseract when it is installed) or off
+    ocr_languages: str = "eng"  # tesseract's -l: eng, deu+eng, …
 
 
 @dataclass

@@ -3,7 +3,10 @@ line before each page; ligatures (ﬁ) are unfolded; a word hyphenated at a line
 
 from __future__ import annotations
 
+import io
 import re
+import shutil
+import subprocess
 import unicodedata
 
 from indexing.convert import ConversionRefused, Converted, Limits, marker, require
@@ -38,11 +41,16 @@ def convert(data: bytes, limits: Limits) -> Converted:
         pages = min(total, limits.max_pages)
         out: list[str] = []
         empty = 0
+        ocr = ocr_command(limits)
+        read_by_ocr = 0
         for index in range(pages):
             page = doc[index]
             textpage = page.get_textpage()
             text = page_text(textpage.get_text_bounded())
             textpage.close()
+            if not text and ocr:
+                text = page_text(ocr_page(page, ocr))
+                read_by_ocr += bool(text)
             page.close()
             if not text:
                 empty += 1
@@ -54,10 +62,39 @@ def convert(data: bytes, limits: Limits) -> Converted:
     if total > pages:
         warnings.append(f"{total:,} pages: only the first {pages:,} read (PMD_CONVERT_MAX_PAGES)")
     if pages and empty == pages:
-        raise ConversionRefused(f"no text layer on any of its {pages} page(s) (a scan?): OCR is off")
+        why = ("OCR found no text either" if ocr else
+               "OCR is off (PMD_OCR=off)" if limits.ocr == "off" else
+               "OCR needs tesseract (Debian: apt install tesseract-ocr)")
+        raise ConversionRefused(f"no text layer on any of its {pages} page(s) (a scan?): {why}")
+    if read_by_ocr:
+        warnings.append(f"{read_by_ocr} of {pages} page(s) read by OCR (tesseract)")
     if empty:
         warnings.append(f"{empty} of {pages} page(s) have no text layer")
     return Converted(text="\n".join(out), units=pages, warnings=warnings, properties=_properties(meta))
+
+
+OCR_DPI = 300
+
+
+def ocr_command(limits: Limits) -> list[str] | None:
+    """tesseract reading a PNG on its input, or None when OCR is off or tesseract is not installed."""
+    if limits.ocr == "off":
+        return None
+    found = shutil.which("tesseract")
+    if found is None:
+        return None
+    languages = re.sub(r"[^A-Za-z0-9_+]", "", limits.ocr_languages) or "eng"
+    return [found, "stdin", "stdout", "-l", languages, "--psm", "3"]
+
+
+def ocr_page(page, command: list[str]) -> str:
+    """A page's text as tesseract reads its image (the child's time limit bounds it: it runs in the
+    child's process group, which the parent stops whole)."""
+    image = page.render(scale=OCR_DPI / 72).to_pil()
+    buffer = io.BytesIO()
+    image.save(buffer, format="PNG")
+    done = subprocess.run(command, input=buffer.getvalue(), capture_output=True, check=False)
+    return done.stdout.decode("utf-8", "replace") if done.returncode == 0 else ""
 
 
 def _properties(meta: dict) -> dict:

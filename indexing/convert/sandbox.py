@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import selectors
+import signal
 import struct
 import subprocess
 import sys
@@ -60,7 +61,7 @@ class Converter:
                    json.dumps(asdict(self.sandbox.limits))]
         self.served = 0
         return subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                close_fds=True)
+                                close_fds=True, start_new_session=True)  # its own group: stopped whole
 
     def close(self) -> None:
         process, self.process = self.process, None
@@ -79,7 +80,10 @@ class Converter:
         process, self.process = self.process, None
         if process is None:
             return None
-        process.kill()
+        try:
+            os.killpg(process.pid, signal.SIGKILL)  # the child and what it started (tesseract)
+        except OSError:
+            process.kill()
         code = process.wait()
         for stream in (process.stdin, process.stdout):
             try:

@@ -18,25 +18,31 @@ def convert_limits() -> SandboxLimits:
         seconds=float(settings.PMD_CONVERT_SECONDS), memory_mb=settings.PMD_CONVERT_MEMORY_MB,
         limits=Limits(max_pages=settings.PMD_CONVERT_MAX_PAGES,
                       max_unzipped_bytes=settings.PMD_CONVERT_MAX_UNZIPPED_BYTES,
-                      max_cells=settings.PMD_CONVERT_MAX_CELLS),
+                      max_cells=settings.PMD_CONVERT_MAX_CELLS,
+                      ocr="off" if settings.PMD_OCR.strip().lower() == "off" else "auto",
+                      ocr_languages=settings.PMD_OCR_LANGUAGES),
     )
 
 
-def extraction_key(data: bytes, fmt: str) -> str:
-    return f"{hashlib.sha256(data).hexdigest()}:{fmt}:{CONVERTER_VERSION}"
+def extraction_key(data: bytes, fmt: str, limits: Limits) -> str:
+    """The file's hash, its format, the converter's version (and for a PDF whether OCR was on: a scan
+    refused without it is read once it is on)."""
+    ocr = ":ocr" if fmt == "pdf" and limits.ocr != "off" else ""
+    return f"{hashlib.sha256(data).hexdigest()}:{fmt}:{CONVERTER_VERSION}{ocr}"
 
 
 def file_text_extract(*, data: bytes, fmt: str, converter: Converter | None = None) -> Extracted:
     """The markdown-like text of a file's bytes: the stored one, else converted now (by `converter`,
     the scan's child process; else a child of its own) and stored. ConversionRefused (with its
     reason) for a file that cannot be read, stored or not."""
-    key = extraction_key(data, fmt)
+    sandbox = convert_limits()
+    key = extraction_key(data, fmt, sandbox.limits)
     stored = Extraction.objects.filter(key=key).first()
     if stored is None:
         started = time.perf_counter()
         try:
             if converter is None:
-                with Converter(convert_limits()) as own:
+                with Converter(sandbox) as own:
                     extracted = own.convert(fmt, data)
             else:
                 extracted = converter.convert(fmt, data)

@@ -16,7 +16,7 @@ from indexing.convert.sandbox import Converter, SandboxLimits, convert_isolated
 from indexing.errors import InvalidGlob
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "formats"
-SMALL = Limits(max_pages=10, max_unzipped_bytes=1024 * 1024)
+SMALL = Limits(max_pages=10, max_unzipped_bytes=1024 * 1024, ocr="off")
 
 
 def _markdown(name: str) -> str:
@@ -75,7 +75,8 @@ def test_long_pdf_is_read_up_to_the_page_cap_with_a_warning():
 
 @pytest.mark.parametrize("name, reason", [
     ("encrypted.pdf", "password-protected (encrypted) PDF"),
-    ("scan.pdf", "no text layer on any of its 1 page(s) (a scan?): OCR is off"),
+    ("scan.pdf", "no text layer on any of its 1 page(s) (a scan?): OCR is off (PMD_OCR=off)"),
+    ("scanned-text.pdf", "no text layer on any of its 1 page(s) (a scan?): OCR is off (PMD_OCR=off)"),
     ("not-really.pdf", "not a readable PDF"),
     ("broken.docx", "not a DOCX file (broken or wrong extension"),
     ("bomb.docx", "unpacks to 5,242,888 bytes, over the 1,048,576-byte limit"),
@@ -85,6 +86,15 @@ def test_bad_files_are_refused_with_their_reason(name, reason):
     with pytest.raises(ConversionRefused) as refused:
         convert_here(format_of(name), (FIXTURES / name).read_bytes(), SMALL)
     assert reason in str(refused.value)
+
+
+@pytest.mark.skipif(shutil.which("tesseract") is None, reason="tesseract is not installed (OCR)")
+def test_ocr_reads_a_scanned_page_when_tesseract_is_installed():
+    converted = convert_here("pdf", (FIXTURES / "scanned-text.pdf").read_bytes(), Limits(ocr="auto"))
+    assert "THE KEEPER LOGS THE TIDES" in converted.text
+    assert converted.warnings == ["1 of 1 page(s) read by OCR (tesseract)"]
+    with pytest.raises(ConversionRefused, match="OCR found no text either"):
+        convert_here("pdf", (FIXTURES / "scan.pdf").read_bytes(), Limits(ocr="auto"))
 
 
 def test_the_child_process_converts_and_is_stopped_at_its_time_limit():
@@ -144,6 +154,7 @@ def test_a_collection_reads_the_formats_its_mask_selects_and_lists_bad_files(for
 
     settings.PMD_CONVERT_MAX_UNZIPPED_BYTES = 1024 * 1024
     settings.PMD_CONVERT_MAX_PAGES = 10
+    settings.PMD_OCR = "off"
     calls = []
     real = Converter.convert
     monkeypatch.setattr(Converter, "convert", lambda self, fmt, data: calls.append(fmt) or real(self, fmt, data))
@@ -163,12 +174,13 @@ def test_a_collection_reads_the_formats_its_mask_selects_and_lists_bad_files(for
     assert problems["scan.pdf"].startswith("no text layer")
     assert "zip bomb" in problems["bomb.docx"] and "not a DOCX file" in problems["broken.docx"]
     assert problems["long.pdf"] == "30 pages: only the first 10 read (PMD_CONVERT_MAX_PAGES)"
-    assert report.skipped == 6
+    assert problems["scanned-text.pdf"].endswith("OCR is off (PMD_OCR=off): skipped")
+    assert report.skipped == 7
     report_pdf = Document.objects.get(collection=mixed, path="report.pdf")
     assert report_pdf.title == "Lighthouse report" and sorted(report_pdf.tags) == ["annual", "lighthouse"]
     assert report_pdf.note_date.year == 2023
     converted = len(calls)
-    assert converted == 13 and Extraction.objects.count() == 13
+    assert converted == 14 and Extraction.objects.count() == 14
 
     # Touched but unchanged, or copied: read from the stored text; refusals too are not tried again.
     os.utime(formats_dir / "report.pdf", (1, 1))
