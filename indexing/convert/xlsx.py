@@ -32,9 +32,9 @@ def convert(data: bytes, limits: Limits) -> Converted:
             cells = list(row[:MAX_COLUMNS])
             while cells and cells[-1] is None:
                 cells.pop()
+            budget -= max(len(cells), 1)  # an empty row costs too: a sheet of a million of them ends
             if not cells:
                 continue
-            budget -= len(cells)
             rows.append(["" if c is None else c for c in cells])
         if cut:
             warnings.append(f"sheet {sheet.title}: cut after {limits.max_cells:,} cells (PMD_CONVERT_MAX_CELLS)")
