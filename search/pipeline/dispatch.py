@@ -9,6 +9,7 @@ first. `sort=date` orders the results newest first.
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import replace
 from datetime import datetime
@@ -105,6 +106,24 @@ def where_found(results: list[SearchResult]) -> None:
         found = location_at(body, result.line or 1) if body else None
         if found is not None:
             result.location, result.anchor = str(found), found.anchor
+        _snippet_without_markers(result)
+
+
+_MARKERS_AT_START = re.compile(r"\A(?:\[(?:page|slide|sheet|chapter) [^\]\n]*\]\n+)+")
+_MARKERS_AT_END = re.compile(r"(?:\n+\[(?:page|slide|sheet|chapter) [^\]\n]*\])+\s*\Z")
+
+
+def _snippet_without_markers(result: SearchResult) -> None:
+    """A snippet does not start or end on a page marker line: the location says the page."""
+    end = _MARKERS_AT_END.search(result.snippet)
+    if end is not None and all(stop <= end.start() for _, stop in result.highlights):
+        result.snippet = result.snippet[:end.start()]
+    start = _MARKERS_AT_START.match(result.snippet)
+    if start is not None and all(begin >= start.end() for begin, _ in result.highlights):
+        cut = start.end()
+        result.snippet = result.snippet[cut:]
+        result.line = (result.line or 1) + start.group().count("\n")
+        result.highlights = [(begin - cut, stop - cut) for begin, stop in result.highlights]
 
 
 def sorted_by_date(results: list[SearchResult]) -> list[SearchResult]:

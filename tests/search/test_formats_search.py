@@ -31,6 +31,9 @@ def test_a_match_names_its_page_slide_or_sheet_and_its_type(mixed, run_cli):
     pdf = next(r for r in _search("fog horn repaired").results if r.path == "report.pdf")
     assert (pdf.type, pdf.location, pdf.location_uri) == ("pdf", "page 2", "pmd://mixed/report.pdf#page=2")
     assert pdf.as_dict()["location_uri"] == "pmd://mixed/report.pdf#page=2" and "anchor" not in pdf.as_dict()
+    assert "[page" not in pdf.snippet and "The fog horn was repaired in March." in pdf.snippet
+    begin, end = pdf.highlights[0]
+    assert pdf.snippet[begin:end].lower() in {"fog", "horn", "repaired"}
     slide = _search("lantern restoration").results[0]
     assert (slide.path, slide.location) == ("deck.pptx", "slide 2")
     sheet = _search("Harbour Optics").results[0]
