@@ -135,6 +135,13 @@ class Document(models.Model):
     def uri(self) -> str:
         return f"pmd://{self.collection.name}/{self.path}"
 
+    @property
+    def file_type(self) -> str:
+        """markdown, pdf, docx, pptx, xlsx, html, epub or text: what the path's extension is read as."""
+        from indexing.convert import format_of
+
+        return format_of(self.path)
+
 
 class PathContext(models.Model):
     """Text describing a part of the knowledge base, inherited by everything below it.
@@ -206,6 +213,24 @@ class LLMCache(models.Model):
     class Meta:
         verbose_name = "LLM cache entry"
         verbose_name_plural = "LLM cache"
+
+
+class Extraction(models.Model):
+    """The text a converter made of a file's bytes (indexing/convert), by their SHA-256, the format
+    and the converter's version: a file touched but unchanged, renamed or copied into another
+    collection is never converted twice. A file the converter refused keeps its reason here, so a
+    file that hangs the converter costs its time limit once, not at every scan."""
+
+    key = models.CharField(max_length=100, primary_key=True)  # sha256:format:version
+    text = models.TextField(blank=True)
+    units = models.PositiveIntegerField(default=0)  # pages, slides, sheets or chapters read
+    warnings = models.JSONField(default=list, blank=True)
+    refused = models.TextField(blank=True)  # why it could not be read; "" when it was
+    seconds = models.FloatField(default=0)  # how long the conversion took
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return self.key
 
 
 class FileProblem(models.Model):

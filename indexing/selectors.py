@@ -14,6 +14,7 @@ from django.db.models import Count, Q
 
 from indexing import errors
 from indexing.access import Access, collection_suggestions, visible_collections
+from indexing.convert import unit_lines
 from indexing.language import language_label
 from indexing.models import Collection, Content, Document, FileProblem, Job, PathContext
 from indexing.paths import (
@@ -81,6 +82,7 @@ def _filesystem_reference(text: str, access: Access) -> tuple[str, str] | None:
 class ResolvedDocument:
     document: Document
     line: int | None = None
+    unit: tuple[str, str] | None = None  # ("page", "12") of a converted file
 
 
 def document_resolve(reference: str, *, access: Access, collections: list[str] | None = None) -> ResolvedDocument:
@@ -100,28 +102,28 @@ def document_resolve(reference: str, *, access: Access, collections: list[str] |
         matches = list(docs.filter(docid=ref.docid)[:2])
         if not matches:
             raise errors.DocumentNotFound(f"no document with docid #{ref.docid}")
-        return ResolvedDocument(matches[0], ref.line)
+        return ResolvedDocument(matches[0], ref.line, ref.unit)
     if ref.collection:
         if not visible_collections(access).filter(name=ref.collection).exists():
             raise errors.CollectionNotFound(
                 name=ref.collection, suggestions=collection_suggestions(ref.collection, access))
         found = docs.filter(collection__name=ref.collection, path=ref.path).first()
         if found:
-            return ResolvedDocument(found, ref.line)
+            return ResolvedDocument(found, ref.line, ref.unit)
         raise errors.DocumentNotFound(f"no document pmd://{ref.collection}/{ref.path}",
                                _suggest(ref.path, [ref.collection], access))
     # A bare path: exact path in any collection, then `collection/path`, then a unique suffix.
     found = docs.filter(path=ref.path).first()
     if found:
-        return ResolvedDocument(found, ref.line)
+        return ResolvedDocument(found, ref.line, ref.unit)
     head, _, tail = ref.path.partition("/")
     if tail:
         found = docs.filter(collection__name=head, path=tail).first()
         if found:
-            return ResolvedDocument(found, ref.line)
+            return ResolvedDocument(found, ref.line, ref.unit)
     suffix = list(docs.filter(path__endswith="/" + ref.path)[:2])
     if len(suffix) == 1:
-        return ResolvedDocument(suffix[0], ref.line)
+        return ResolvedDocument(suffix[0], ref.line, ref.unit)
     raise errors.DocumentNotFound(f"no document {ref.path}", _suggest(ref.path, collections, access))
 
 
@@ -161,6 +163,15 @@ def document_page(reference: str, *, access: Access, from_line: int | None = Non
     """Resolve a reference (its `:LINE` is the first line unless `from_line` is given) and cut its window."""
     resolved = document_resolve(reference, access=access, collections=collections or None)
     doc = resolved.document
+    if resolved.unit is not None:  # `report.pdf:p12`: that page's lines, from its marker on
+        unit, name = resolved.unit
+        found = unit_lines(doc.content.body, unit, name)
+        if found is None:
+            raise errors.DocumentNotFound(f"{doc.uri} has no {unit} {name}")
+        first, count = found
+        lines, first = document_lines(doc, from_line=from_line or first,
+                                      max_lines=count if max_lines is None else min(max_lines, count))
+        return DocumentPage(doc, lines, first, total_lines=len(doc.content.body.splitlines()))
     lines, first = document_lines(doc, from_line=from_line or resolved.line, max_lines=max_lines)
     total = len(doc.content.body.splitlines())
     if first > max(total, 1):

@@ -237,6 +237,17 @@ PMD_WATCH_DEBOUNCE_MS = env.get_int("PMD_WATCH_DEBOUNCE_MS", 300, minimum=10)
 # --- Indexing --------------------------------------------------------------------
 PMD_MAX_FILE_BYTES = env.get_int("PMD_MAX_FILE_BYTES", 5 * 1024 * 1024, minimum=1)
 PMD_DEFAULT_MASK = env.get_str("PMD_DEFAULT_MASK", "**/*.md")
+# Files that are not markdown (PDF, DOCX, PPTX, XLSX, HTML, EPUB: indexing/convert) are read in a
+# child process with these limits; a file over one is a problem with the reason, the rest indexes.
+PMD_CONVERT_MAX_FILE_BYTES = env.get_int("PMD_CONVERT_MAX_FILE_BYTES", 100 * 1024 * 1024, minimum=1)
+PMD_CONVERT_SECONDS = env.get_int("PMD_CONVERT_SECONDS", 120, minimum=1)
+PMD_CONVERT_MEMORY_MB = env.get_int("PMD_CONVERT_MEMORY_MB", 1024, minimum=0)
+PMD_CONVERT_MAX_PAGES = env.get_int("PMD_CONVERT_MAX_PAGES", 2000, minimum=1)
+PMD_CONVERT_MAX_UNZIPPED_BYTES = env.get_int("PMD_CONVERT_MAX_UNZIPPED_BYTES", 200 * 1024 * 1024, minimum=1)
+PMD_CONVERT_MAX_CELLS = env.get_int("PMD_CONVERT_MAX_CELLS", 200_000, minimum=1)
+# Scanned PDF pages (no text layer): auto reads them with tesseract when it is installed; off never.
+PMD_OCR = env.get_str("PMD_OCR", "auto")
+PMD_OCR_LANGUAGES = env.get_str("PMD_OCR_LANGUAGES", "eng")
 PMD_TEXT_SEARCH_CONFIG = env.get_str("PMD_TEXT_SEARCH_CONFIG", "english")
 # Language of new collections: auto (detected from a sample of the notes), or a code such as de.
 PMD_LANGUAGE = env.get_str("PMD_LANGUAGE", "auto")

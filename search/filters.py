@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
 
 from indexing.errors import InvalidSearchInput
+from indexing.convert import FORMAT_EXTENSIONS
 from indexing.paths import glob_regex_body
 
 SORT_RELEVANCE = "relevance"
@@ -54,6 +55,10 @@ URL_SCHEMES = frozenset({
     "http", "https", "ftp", "ftps", "sftp", "file", "mailto", "pmd", "ssh", "git", "s3", "ws", "wss",
     "urn", "data", "tel", "obsidian", "zotero", "news", "irc", "magnet",
 })
+# `type:pdf`: a file type (indexing.convert), as the globs of its extensions. `type:` with any other
+# value stays what it was before file types: a frontmatter field (`type:meeting`).
+TYPE_WORDS = frozenset({"type"})
+TYPE_NAMES = {**{name: name for name in FORMAT_EXTENSIONS}, "md": "markdown", "txt": "text", "htm": "html"}
 MAX_VALUES = 50  # values in one filter (a comma list), and groups of one kind
 
 # A filter token: [-]word:value at the start of a word; value quoted or up to the next space.
@@ -244,6 +249,15 @@ def parse_filters(text: str, *, field_keys: Callable[[dict[str, list[str]]], dic
     unknown: list[str] = []
     for number, start, end, neg, word, value, quoted in tokens:
         low = word.lower()
+        kinds = [v.lower() for v in ([value] if quoted else split_values(value))]
+        if low in TYPE_WORDS and kinds and all(k in TYPE_NAMES for k in kinds):
+            removed.setdefault(number, []).append((start, end))
+            globs = _unique(type_glob(TYPE_NAMES[k]) for k in kinds)
+            if neg:
+                out.exclude_paths = _unique(out.exclude_paths + globs)
+            else:
+                out.paths.append(globs)
+            continue
         if low not in FILTER_WORDS and low not in found:
             if low not in unknown:
                 unknown.append(low)
@@ -503,6 +517,12 @@ def _field_filters(value, name: str) -> list[FieldFilter]:
             raise InvalidSearchInput(f"filter '{name}': '{key}' has no value")
         out.append(FieldFilter(key=key, values=_unique(values)[:MAX_VALUES]))
     return out
+
+
+def type_glob(kind: str) -> str:
+    """The path glob of a file type: `pdf` → `**/*.pdf`, `markdown` → `**/*.{md,markdown,mdown,mkd}`."""
+    exts = FORMAT_EXTENSIONS[kind]
+    return "**/*." + (exts[0] if len(exts) == 1 else "{" + ",".join(exts) + "}")
 
 
 def filters_from_options(*, tags=(), exclude_tags=(), paths=(), after=None, before=None, where=(),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
+from indexing.convert import format_of
 from search.request import mode_verb
 
 if TYPE_CHECKING:
@@ -29,14 +30,28 @@ class SearchResult:
     # filename, mtime): the date that date filters and --sort date used.
     date: str | None = None
     date_source: str = ""
+    type: str = ""  # the file's format (indexing.convert.format_of): markdown, pdf, docx, …
+    # Where in a converted file the match is ("page 12") and its URI fragment ("page=12"): `where_found`.
+    location: str = ""
+    anchor: str = ""
+
+    def __post_init__(self) -> None:
+        self.type = self.type or format_of(self.path)
 
     @property
     def uri(self) -> str:
         return f"pmd://{self.collection}/{self.path}"
 
+    @property
+    def location_uri(self) -> str:
+        """`pmd://c/report.pdf#page=12` for a match on a page (slide, sheet); else "" ."""
+        return f"{self.uri}#{self.anchor}" if self.anchor else ""
+
     def as_dict(self) -> dict:
         data = asdict(self)
         data["uri"] = self.uri
+        data["location_uri"] = self.location_uri
+        data.pop("anchor")
         data["highlights"] = [list(h) for h in self.highlights]
         if data["explain"] is None:
             data.pop("explain")

@@ -80,6 +80,10 @@ class ResultOut(BaseModel):
     date: str | None = Field(None, description="the note's date (ISO 8601, UTC), used by date filters and sort")
     date_source: str = Field("", description="where the date came from: frontmatter:date, frontmatter:created, "
                                              "filename or mtime")
+    type: str = Field("markdown", description="the file's format: markdown, pdf, docx, pptx, xlsx, html, epub, text")
+    location: str = Field("", description="where in the original the match is: page 12, slide 3, sheet Budget "
+                                          "(converted files)")
+    location_uri: str = Field("", description="the uri with the location: pmd://c/report.pdf#page=12")
 
 
 class SearchOut(BaseModel):
@@ -93,10 +97,11 @@ class SearchOut(BaseModel):
 
 
 ResultBrief = brief(ResultOut, "ResultBrief", (
-    "docid", "uri", "line", "score", "title", "snippet", "context", "date", "date_source"),
+    "docid", "uri", "line", "score", "title", "snippet", "context", "date", "date_source", "type", "location"),
     descriptions={"docid": "#docid: pass to pmd_get", "uri": "pmd://collection/path",
                   "line": "line of the best match (1-based)", "score": "0..1, comparable within one result list",
-                  "context": "descriptions of the folder, general → specific"})
+                  "context": "descriptions of the folder, general → specific",
+                  "location": "page, slide or sheet of a converted file: pass `uri:p12` to pmd_get for that page"})
 SearchBrief = brief(SearchOut, "SearchBrief", ("query", "mode", "results", "warnings", "filters"),
                     types={"results": list[ResultBrief]},
                     descriptions={"filters": "the filters applied (the query's and the `filters` argument's)"})

@@ -21,6 +21,8 @@ def register(sub) -> None:
     add.add_argument("path")
     add.add_argument("--name", help="collection name (default: the folder's name)")
     add.add_argument("--mask", help="glob of files to index (default: **/*.md)")
+    add.add_argument("--formats", metavar="LIST",
+                     help="formats to read besides markdown, instead of --mask: pdf,docx,pptx,xlsx,html,epub,text")
     add.add_argument("--ignore", action="append", default=[], metavar="GLOB", help="ignore pattern (repeatable)")
     add.add_argument("--language", help="language of the notes, for stemming and stop words: auto (the default: "
                                         "detected from the notes), en, de, fr, es, ru, zh, ja, ... or none")
@@ -122,7 +124,9 @@ def cmd_add(args) -> int:
     console = stdout_console()
     label = f"indexing {args.name or Path(args.path).expanduser().name}"
     with progress_bar(label, enabled=not args.json and not args.no_index) as progress:
-        added = collection_add(path=args.path, name=args.name, mask=args.mask, ignore_patterns=args.ignore,
+        added = collection_add(path=args.path, name=args.name, mask=args.mask,
+                               formats=(args.formats or "").split(",") if args.formats else None,
+                               ignore_patterns=args.ignore,
                                text_search_config=args.text_search_config, title_from=args.title_from,
                                language=args.language, transclude=args.transclude,
                                index="no" if args.no_index else "now",

@@ -59,6 +59,12 @@ class CollectionAddForm(forms.Form):
         help_text="Glob of files to index.",
         widget=forms.TextInput(attrs={"placeholder": "**/*.md", "autocomplete": "off"}),
     )
+    formats = forms.MultipleChoiceField(
+        label="Other formats", required=False, widget=forms.CheckboxSelectMultiple,
+        choices=[("pdf", "PDF"), ("docx", "Word"), ("pptx", "PowerPoint"), ("xlsx", "Excel"), ("html", "HTML"),
+                 ("epub", "EPUB"), ("text", "Text (.txt .rst .org)")],
+        help_text="Read these besides markdown (leave Files empty: they make its glob).",
+    )
     title_from = forms.ChoiceField(
         label="Titles", required=False, initial="",
         choices=[("", "Automatic"), ("heading", "From the first heading"), ("filename", "From the file name")],

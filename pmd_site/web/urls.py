@@ -13,6 +13,7 @@ urlpatterns = [
     path("doc/<str:collection>/<path:path>", views.document_page, name="document"),
     path("raw/<str:collection>/<path:path>", views.document_raw, name="raw"),
     path("file/<str:collection>/<path:path>", views.document_file, name="file"),
+    path("original/<str:collection>/<path:path>", views.document_original, name="original"),
     path("d/<str:docid>", views.docid_redirect, name="docid"),
     path("collections/", views.collections_page, name="collections"),
     path("collections/add/", views.collection_add, name="collection_add"),

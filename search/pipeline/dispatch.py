@@ -9,11 +9,14 @@ first. `sort=date` orders the results newest first.
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import replace
 from datetime import datetime
 
+from indexing.convert import is_converted, location_at
 from indexing.errors import EmptyQuery, InvalidSearchInput
+from indexing.models import Document
 from search.filters import SORT_DATE, SORTS, SearchFilters, parse_filters
 from search.request import Mode, SearchRequest, mode_normalize
 from search.results import SearchResponse, SearchResult
@@ -79,6 +82,7 @@ def search_run(request: SearchRequest) -> SearchResponse:
         warnings.append(f"no words to search for: the notes matching {request.filters.describe()}, newest first")
     else:
         response = mode_service(request.mode)(request)
+    where_found(response.results)
     response.query = original
     response.filters = request.filters
     response.sort = request.sort
@@ -88,6 +92,38 @@ def search_run(request: SearchRequest) -> SearchResponse:
     if request.sort == SORT_DATE:
         response.results = sorted_by_date(response.results)
     return response
+
+
+def where_found(results: list[SearchResult]) -> None:
+    """The page (slide, sheet) of each match in a converted file, from the markers of its text."""
+    wanted = [r for r in results if is_converted(r.path)]
+    if not wanted:
+        return
+    bodies = dict(Document.objects.filter(docid__in={r.docid for r in wanted}, active=True)
+                  .values_list("docid", "content__body"))
+    for result in wanted:
+        body = bodies.get(result.docid)
+        found = location_at(body, result.line or 1) if body else None
+        if found is not None:
+            result.location, result.anchor = str(found), found.anchor
+        _snippet_without_markers(result)
+
+
+_MARKERS_AT_START = re.compile(r"\A(?:\[(?:page|slide|sheet|chapter) [^\]\n]*\]\n+)+")
+_MARKERS_AT_END = re.compile(r"(?:\n+\[(?:page|slide|sheet|chapter) [^\]\n]*\])+\s*\Z")
+
+
+def _snippet_without_markers(result: SearchResult) -> None:
+    """A snippet does not start or end on a page marker line: the location says the page."""
+    end = _MARKERS_AT_END.search(result.snippet)
+    if end is not None and all(stop <= end.start() for _, stop in result.highlights):
+        result.snippet = result.snippet[:end.start()]
+    start = _MARKERS_AT_START.match(result.snippet)
+    if start is not None and all(begin >= start.end() for begin, _ in result.highlights):
+        cut = start.end()
+        result.snippet = result.snippet[cut:]
+        result.line = (result.line or 1) + start.group().count("\n")
+        result.highlights = [(begin - cut, stop - cut) for begin, stop in result.highlights]
 
 
 def sorted_by_date(results: list[SearchResult]) -> list[SearchResult]:

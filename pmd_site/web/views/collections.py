@@ -121,7 +121,8 @@ def collection_add(request):
         with form_problems(form):
             collection = add_collection(
                 path=form.cleaned_data["path"], name=form.cleaned_data["name"] or None,
-                mask=form.cleaned_data["mask"] or None, language=form.cleaned_data["language"] or None,
+                mask=form.cleaned_data["mask"] or None, formats=form.cleaned_data["formats"] or None,
+                language=form.cleaned_data["language"] or None,
                 allowed_roots=settings.PMD_COLLECTION_ROOTS,
                 index="job", access=access_of(request), visibility=form.cleaned_data["visibility"],
                 title_from=form.cleaned_data["title_from"] or None,
