@@ -19,6 +19,7 @@ from django.db.models import Count, Q
 from django.utils.html import format_html
 
 from indexing.errors import InvalidCollection, PmdError
+from indexing.language import LANGUAGES
 from indexing.models import (
     AuditEvent,
     Collection,
@@ -72,6 +73,15 @@ class CollectionAdminForm(forms.ModelForm):
                 self.fields["title_from"].choices = [("", "automatic: the file name in an Obsidian vault, else headings"),
                                                      *Collection.TitleFrom.choices]
                 self.initial["title_from"] = ""
+        if not self.instance.pk and "text_search_config" in self.fields:  # adding: the language chooses it
+            self.fields["text_search_config"].required = False
+            self.initial["text_search_config"] = ""
+
+    language = forms.ChoiceField(
+        required=False, label="Language",
+        choices=[("", "automatic: detected from the notes")] + [(code, name) for code, (name, _) in LANGUAGES.items()
+                                                                 if code != "mixed"],
+        help_text="for stemming and stop words in keyword search; a text search configuration, if given, wins")
 
     def clean_title_from(self):
         return self.cleaned_data.get("title_from") or (self.instance.title_from if self.instance.pk else "")
@@ -110,6 +120,7 @@ class CollectionAdminForm(forms.ModelForm):
                     path=cleaned["root_path"], name=cleaned["name"], mask=cleaned.get("mask") or None,
                     ignore_patterns=cleaned.get("ignore_patterns") or None,
                     text_search_config=cleaned.get("text_search_config") or None,
+                    language=cleaned.get("language") or None,
                     title_from=cleaned.get("title_from") or None, transclude=bool(cleaned.get("transclude")),
                     allowed_roots=settings.PMD_COLLECTION_ROOTS, index="no", access=self.access,
                     visibility=visibility,
@@ -123,6 +134,7 @@ class CollectionAdminForm(forms.ModelForm):
         self.instance = added.collection
         cleaned["root_path"] = added.collection.root_path  # the resolved folder, as the service stored it
         cleaned["title_from"] = added.collection.title_from  # as the service chose it
+        cleaned["text_search_config"] = added.collection.text_search_config  # from the language, as chosen
         return cleaned
 
     def _post_clean(self):
@@ -163,6 +175,13 @@ class CollectionAdmin(StaffAdmin):
         ("Dates", {"fields": ("created_at", "updated_at", "last_indexed_at")}),
     )
     actions = ["reindex", "embed"]
+
+    def get_fieldsets(self, request, obj=None):
+        """Adding: the notes' language too (afterwards the text search configuration says it)."""
+        if obj is not None:
+            return self.fieldsets
+        first, *rest = self.fieldsets
+        return ((first[0], {**first[1], "fields": (*first[1]["fields"], "language")}), *rest)
 
     def visible_rows(self, rows, collections, request):
         return rows.filter(pk__in=collections.values("pk"))
