@@ -255,6 +255,8 @@ PMD_GIT_PULL_TIMEOUT = max(1.0, env.get_float("PMD_GIT_PULL_TIMEOUT", 120.0))
 PMD_BM25_K1 = env.get_float("PMD_BM25_K1", 0.9)
 PMD_BM25_B = env.get_float("PMD_BM25_B", 0.4)
 PMD_BM25_TITLE_WEIGHT = env.get_float("PMD_BM25_TITLE_WEIGHT", 2.0)  # title/headings term frequency counts this much
+# Typos (issue 31): a query word no searched note holds is corrected from the collections' own words.
+PMD_TYPO_CORRECTION = env.get_bool("PMD_TYPO_CORRECTION", True)
 
 # --- LLM backend -------------------------------------------------------------------
 OLLAMA_URL = env.get_str("OLLAMA_URL", "http://127.0.0.1:11434")

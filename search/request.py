@@ -79,6 +79,8 @@ class SearchRequest:
     # after which `query` holds only the words to search and `filters` everything to apply
     filters: SearchFilters | None = None
     sort: str = "relevance"  # relevance | date (newest first)
+    # False: search the words as written ("search instead for …"), no typo correction
+    correct: bool = True
 
     def effective_limit(self, *, machine_format: bool = False) -> int:
         if self.all:

@@ -54,6 +54,7 @@ class SearchResponse:
     timings: dict[str, float] = field(default_factory=dict)  # stage → milliseconds
     filters: SearchFilters | None = None  # what was applied (the query's and the caller's)
     sort: str = "relevance"
+    corrected_query: str | None = None  # typos corrected: the query searched instead of `query`
 
     def as_dict(self) -> dict:
         return {
@@ -64,4 +65,5 @@ class SearchResponse:
             "timings_ms": {k: round(v, 2) for k, v in self.timings.items()},
             "filters": self.filters.as_dict() if self.filters is not None and not self.filters.empty else None,
             "sort": self.sort,
+            **({"corrected_query": self.corrected_query} if self.corrected_query else {}),
         }

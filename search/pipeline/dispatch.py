@@ -13,6 +13,8 @@ import time
 from dataclasses import replace
 from datetime import datetime
 
+from django.conf import settings
+
 from indexing.errors import EmptyQuery, InvalidSearchInput
 from search.filters import SORT_DATE, SORTS, SearchFilters, parse_filters
 from search.request import Mode, SearchRequest, mode_normalize
@@ -20,6 +22,9 @@ from search.results import SearchResponse, SearchResult
 from search.retrieval.common import collection_ids_for, request_access
 from search.retrieval.filters import fields_resolved, filtered_notes, frontmatter_keys
 from search.retrieval.keyword import keyword_search
+from search.retrieval.spelling import query_correction
+
+STRONG_SCORE = 0.5  # a top hit holding at least this share of the query is a strong answer: no correction
 
 
 def mode_service(mode: Mode):
@@ -78,7 +83,9 @@ def search_run(request: SearchRequest) -> SearchResponse:
         response = filtered_notes(request, request.filters)
         warnings.append(f"no words to search for: the notes matching {request.filters.describe()}, newest first")
     else:
-        response = mode_service(request.mode)(request)
+        response = _searched(request, access)
+        if response.corrected_query:
+            response.corrected_query = _corrected_text(original, response.corrected_query, request.query)
     response.query = original
     response.filters = request.filters
     response.sort = request.sort
@@ -88,6 +95,44 @@ def search_run(request: SearchRequest) -> SearchResponse:
     if request.sort == SORT_DATE:
         response.results = sorted_by_date(response.results)
     return response
+
+
+def _searched(request: SearchRequest, access) -> SearchResponse:
+    """The mode's service; a query holding a word no searched note has (a typo) is searched again with
+    it corrected when the words as written find nothing strong (a keyword probe decides for the
+    vector and hybrid modes, so their costly pipeline runs once)."""
+    service = mode_service(request.mode)
+    correction = None
+    if settings.PMD_TYPO_CORRECTION and request.correct and request.query.strip() and not request.searches:
+        correction = query_correction(request.query, collection_ids=collection_ids_for(request.collections, access))
+    if correction is None:
+        return service(request)
+    corrected = replace(request, query=correction.text)
+    if request.mode == Mode.KEYWORD:
+        first = service(request)
+        if _top_score(first) >= STRONG_SCORE:
+            return first
+        second = service(corrected)
+        if _top_score(second) <= _top_score(first):
+            return first
+    else:
+        probe = keyword_search(replace(request, limit=1, all=False, hits_per_document=1), snippets=False)
+        if _top_score(probe) >= STRONG_SCORE:
+            return service(request)
+        second = service(corrected)
+    second.corrected_query = correction.text
+    return second
+
+
+def _top_score(response: SearchResponse) -> float:
+    return max((r.score for r in response.results), default=0.0)
+
+
+def _corrected_text(original: str, corrected_words: str, searched_words: str) -> str:
+    """The whole query as written (filters included) with the corrected words in place."""
+    if searched_words and searched_words in original:
+        return original.replace(searched_words, corrected_words, 1)
+    return corrected_words
 
 
 def sorted_by_date(results: list[SearchResult]) -> list[SearchResult]:
