@@ -24,7 +24,10 @@ from search.retrieval.filters import fields_resolved, filtered_notes, frontmatte
 from search.retrieval.keyword import keyword_search
 from search.retrieval.spelling import query_correction
 
-STRONG_SCORE = 0.5  # a top hit holding at least this share of the query is a strong answer: no correction
+# A top hit holding at least this share of the query (its rarity-weighted words) is a strong answer:
+# no correction. 0.7 on SciFact keeps 0.965 of clean nDCG@10 under typos and clean queries unchanged
+# (0.5: 0.930; `pmd bench … --typos`).
+STRONG_SCORE = 0.7
 
 
 def mode_service(mode: Mode):

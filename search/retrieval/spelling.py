@@ -28,6 +28,8 @@ from search.retrieval.query_parser import parse_query
 MIN_LENGTH = 4
 MAX_WORDS = 8  # words of one query looked at
 _PLAIN = re.compile(r"^[^\W\d_]+$")
+# the words of a term: letters and digits; a word with a digit (b12, h1n1) is a name, not a typo
+_LETTERS = re.compile(r"[^\W_]+")
 
 
 @dataclass
@@ -40,7 +42,7 @@ class Correction:
     def applied(self, text: str) -> str:
         """`text` (the query as written, filters included) with the same words corrected."""
         for written, corrected in self.words:
-            text = re.sub(r"(?<![\w-])" + re.escape(written) + r"(?!\w)", corrected, text, count=1)
+            text = re.sub(r"(?<!\w)" + re.escape(written) + r"(?!\w)", corrected, text, count=1)
         return text
 
 
@@ -56,7 +58,8 @@ def query_correction(query: str, *, collection_ids: list[int] | None) -> Correct
         return None
     collections = Collection.objects.all() if collection_ids is None else Collection.objects.filter(id__in=collection_ids)
     configs = sorted(set(collections.values_list("text_search_config", flat=True))) or [settings.PMD_TEXT_SEARCH_CONFIG]
-    words = [w for w in dict.fromkeys(parse_query(query).terms) if len(w) >= MIN_LENGTH and _PLAIN.match(w)]
+    words = [w for term in parse_query(query).terms for w in _LETTERS.findall(term) if len(w) >= MIN_LENGTH]
+    words = list(dict.fromkeys(w for w in words if _PLAIN.match(w)))
     words = words[:MAX_WORDS]
     if not words:
         return None
@@ -109,7 +112,7 @@ def _nearest_by_one_edit(cursor, word: str, configs: list[str], scope: str, scop
     cursor.execute(
         "SELECT u.lexeme FROM unnest(%s::text[]) w(t) CROSS JOIN unnest(%s::text[]) c(cfg)"
         " CROSS JOIN LATERAL unnest(to_tsvector(c.cfg::regconfig, w.t)) u"
-        " JOIN search_keyword_term t ON t.lexeme = u.lexeme" + scope
+        " JOIN search_keyword_term t ON t.lexeme = u.lexeme" + scope + " WHERE u.lexeme ~ '^[[:alpha:]]+$'"
         + " GROUP BY u.lexeme ORDER BY sum(t.df) DESC, u.lexeme LIMIT 1",
         [sorted(_one_edit(word)), configs, *scope_params],
     )
@@ -125,7 +128,7 @@ def _nearest_in_vocabulary(cursor, word: str, lexemes: list[str], scope: str, sc
     cursor.execute(
         "SELECT x.lexeme FROM (SELECT t.lexeme, sum(t.df) AS df,"
         " (SELECT min(levenshtein_less_equal(t.lexeme, f, %s)) FROM unnest(%s::text[]) f) AS dist"
-        " FROM search_keyword_term t WHERE length(t.lexeme) BETWEEN %s AND %s" + scope
+        " FROM search_keyword_term t WHERE length(t.lexeme) BETWEEN %s AND %s AND t.lexeme ~ '^[[:alpha:]]+$'" + scope
         + " GROUP BY t.lexeme) x WHERE x.dist <= %s ORDER BY x.dist, x.df DESC, x.lexeme LIMIT 1",
         [limit, forms, max(1, min(len(f) for f in forms) - limit), max(len(f) for f in forms) + limit,
          *scope_params, limit],
