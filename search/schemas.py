@@ -90,6 +90,8 @@ class SearchOut(BaseModel):
     timings_ms: dict[str, float] = {}
     filters: dict[str, Any] | None = Field(None, description="the filters applied (the query's and the body's)")
     sort: str = Field("relevance", description="the order of the results: relevance or date")
+    corrected_query: str | None = Field(None, description="typos corrected: the query searched instead of `query` "
+                                                          "(search `query` as written with correct=false)")
 
 
 ResultBrief = brief(ResultOut, "ResultBrief", (
@@ -97,7 +99,7 @@ ResultBrief = brief(ResultOut, "ResultBrief", (
     descriptions={"docid": "#docid: pass to pmd_get", "uri": "pmd://collection/path",
                   "line": "line of the best match (1-based)", "score": "0..1, comparable within one result list",
                   "context": "descriptions of the folder, general → specific"})
-SearchBrief = brief(SearchOut, "SearchBrief", ("query", "mode", "results", "warnings", "filters"),
+SearchBrief = brief(SearchOut, "SearchBrief", ("query", "mode", "results", "warnings", "filters", "corrected_query"),
                     types={"results": list[ResultBrief]},
                     descriptions={"filters": "the filters applied (the query's and the `filters` argument's)"})
 

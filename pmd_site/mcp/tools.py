@@ -57,7 +57,7 @@ def _search(ctx: Context, *, filters: FiltersIn | None = None, **fields) -> Sear
         results=[ResultBrief(docid=r.docid, uri=r.uri, line=r.line, score=round(r.score, 4), title=r.title,
                      snippet=r.snippet, context=r.context, date=r.date, date_source=r.date_source)
                  for r in response.results],
-        filters=applied,
+        filters=applied, corrected_query=response.corrected_query,
     )
 
 
@@ -87,12 +87,13 @@ def register_tools(server: MCPServer) -> None:
         min_score: float = Field(0.0, ge=0.0, le=1.0),
         filters: FiltersIn | None = Field(None, description=FILTERS_HELP),
         sort: Literal["relevance", "date"] = Field("relevance", description="date: newest first"),
+        exact: bool = Field(False, description="search the words as written: no typo correction"),
         ctx: Context = None,
     ) -> SearchBrief:
         """Fast BM25 keyword search. Use first, and for exact terms, names, identifiers and error messages.
         Filters (tag:db, path:meetings/**, after:"last week", status:draft) narrow it; filters alone list notes."""
         result = _search(ctx, query=query, mode=Mode.KEYWORD, collections=collections, limit=limit, min_score=min_score,
-                         filters=filters, sort=sort)
+                         filters=filters, sort=sort, correct=not exact)
         return _result(result, render("search", "mcp", result))
 
     @server.tool(name="pmd_vector_search", title="Semantic search", annotations=READ_ONLY)
@@ -104,11 +105,12 @@ def register_tools(server: MCPServer) -> None:
         min_score: float = Field(0.0, ge=0.0, le=1.0),
         filters: FiltersIn | None = Field(None, description=FILTERS_HELP),
         sort: Literal["relevance", "date"] = Field("relevance", description="date: newest first"),
+        exact: bool = Field(False, description="search the words as written: no typo correction"),
         ctx: Context = None,
     ) -> SearchBrief:
         """Semantic (embedding) search: finds passages by meaning when the wording differs from the query."""
         result = _search(ctx, query=query, mode=Mode.VECTOR, collections=collections, limit=limit, min_score=min_score,
-                         filters=filters, sort=sort)
+                         filters=filters, sort=sort, correct=not exact)
         return _result(result, render("search", "mcp", result))
 
     @server.tool(name="pmd_deep_search", title="Deep hybrid search", annotations=READ_ONLY)
@@ -126,6 +128,7 @@ def register_tools(server: MCPServer) -> None:
         min_score: float = Field(0.0, ge=0.0, le=1.0),
         filters: FiltersIn | None = Field(None, description=FILTERS_HELP),
         sort: Literal["relevance", "date"] = Field("relevance", description="date: newest first"),
+        exact: bool = Field(False, description="search the words as written: no typo correction"),
         link_boost: float | None = Field(None, ge=0.0, le=5.0,
                                          description="raise notes linked to or from better hits (0 off)"),
         recency_boost: float | None = Field(None, ge=0.0, le=5.0,
@@ -138,7 +141,8 @@ def register_tools(server: MCPServer) -> None:
         typed = [(s.type, " ".join(s.query.split())) for s in searches or []]
         result = _search(ctx, query=query, mode=Mode.HYBRID, searches=typed, intent=intent, rerank=rerank,
                          candidate_limit=candidate_limit, collections=collections, limit=limit, min_score=min_score,
-                         filters=filters, sort=sort, link_boost=link_boost, recency_boost=recency_boost)
+                         filters=filters, sort=sort, link_boost=link_boost, recency_boost=recency_boost,
+                         correct=not exact)
         return _result(result, render("search", "mcp", result))
 
     @server.tool(name="pmd_get", title="Read a document", annotations=READ_ONLY)

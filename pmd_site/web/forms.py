@@ -23,6 +23,7 @@ class SearchForm(forms.Form):
     # the date range facet (the note's date, as `after:`/`before:` in the query; ISO or relative)
     after = forms.CharField(required=False, max_length=40, strip=True)
     before = forms.CharField(required=False, max_length=40, strip=True)
+    exact = forms.BooleanField(required=False)  # "search instead for …": no typo correction
 
     def __init__(self, *args, collection_names: list[str] | None = None, **kwargs):
         super().__init__(*args, **kwargs)

@@ -219,9 +219,12 @@ def _files(response: SearchResponse, **_) -> str:
 @renders("search", "mcp")
 def _mcp(result, **_) -> str:
     """`result`: the pmd_search tools' SearchBrief."""
+    corrected = getattr(result, "corrected_query", None)
+    lead = ([f"showing results for {corrected!r}; search instead for {result.query!r} with exact=true"]
+            if corrected else [])
     if not result.results:
-        return f"no results for {result.query!r}" + "".join(f"\nwarning: {w}" for w in result.warnings)
-    out = []
+        return "\n".join(lead + [f"no results for {result.query!r}"]) + "".join(f"\nwarning: {w}" for w in result.warnings)
+    out = lead
     for hit in result.results:
         dated = f" [{hit.date[:10]}]" if result.filters and hit.date else ""
         out.append(f"#{hit.docid} {hit.uri}:{hit.line} ({hit.score:.2f}){dated} {hit.title}")

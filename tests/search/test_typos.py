@@ -63,3 +63,44 @@ def test_a_strong_answer_is_not_corrected(vault):
 def test_correction_can_be_turned_off(vault, settings):
     settings.PMD_TYPO_CORRECTION = False
     assert run("diabtes").corrected_query is None
+
+
+# --- every face says "showing results for … / search instead for …" -------------------------------
+
+TRANSACTIONAL = pytest.mark.django_db(transaction=True, available_apps=[
+    "django.contrib.admin", "django.contrib.auth", "django.contrib.contenttypes", "django.contrib.sessions",
+    "django.contrib.messages", "django.contrib.staticfiles", "django_htmx", "indexing", "search",
+])
+
+
+@TRANSACTIONAL
+def test_every_face_shows_the_correction_and_searches_as_written_on_request(request, tmp_path, run_cli):
+    import json
+
+    from tests.support.factories import api_client, make_user, web_client
+    from tests.support.mcp_client import call_tool, close_other_connections
+
+    request.addfinalizer(close_other_connections)  # the MCP tools ran in worker threads
+    make_vault(tmp_path / "v", NOTES, name="notes")
+    code, out, err = run_cli("search", "diabtes", "--json")
+    assert code == 0 and json.loads(out)["corrected_query"] == "diabetes"
+    code, out, err = run_cli("search", "diabtes")
+    assert "showing results for diabetes" in " ".join(err.split()) and "--exact" in err and "diabetes.md" in out
+    code, out, err = run_cli("search", "diabtes", "--exact", "--json")
+    assert "corrected_query" not in json.loads(out) and not json.loads(out)["results"]
+
+    user = make_user("reader")
+    api = api_client(user, write=False)
+    answer = api.post("/api/search", {"query": "diabtes"}, content_type="application/json").json()
+    assert answer["corrected_query"] == "diabetes" and answer["results"][0]["uri"].endswith("diabetes.md")
+    exact = api.get("/api/search", {"q": "diabtes", "correct": "false"}).json()
+    assert exact["corrected_query"] is None and exact["results"] == []
+
+    page = web_client(user).get("/", {"q": "diabtes"}).content.decode()
+    assert "Showing results for" in page and "<strong>diabetes</strong>" in page and "exact=1" in page
+    instead = web_client(user).get("/", {"q": "diabtes", "exact": "1"}).content.decode()
+    assert "Showing results for" not in instead
+
+    mcp = call_tool("pmd_search", {"query": "diabtes"})
+    assert mcp["corrected_query"] == "diabetes" and mcp["results"]
+    assert call_tool("pmd_search", {"query": "diabtes", "exact": True})["corrected_query"] is None

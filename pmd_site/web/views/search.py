@@ -173,7 +173,7 @@ def document_url(collection: str, path: str, *, line: int | None = None, query: 
 
 
 def _run_search(*, query: str, mode: str, collection: str, access, sort: str = "relevance",
-                after: str = "", before: str = "") -> dict:
+                after: str = "", before: str = "", exact: bool = False) -> dict:
     # The query text may hold filters (tag:db, after:"last week", status:draft): search_run reads them;
     # the date range inputs are structured filters, merged with them.
     started = time.perf_counter()
@@ -183,6 +183,7 @@ def _run_search(*, query: str, mode: str, collection: str, access, sort: str = "
         search_request = SearchRequest(
             query=query, mode=mode, limit=WEB_LIMIT,  # search_run maps the web name to its Mode
             collections=[collection] if collection else [], access=access, sort=sort, filters=filters,
+            correct=not exact,
         )
         response = search_run(search_request)
     except EmptyQuery:  # nothing asked yet (or the query was cleared): the page's empty state
@@ -204,6 +205,10 @@ def _run_search(*, query: str, mode: str, collection: str, access, sort: str = "
     notes = {(r.collection, r.path) for r in response.results}
     return {"cards": cards, "tag_facets": tag_facets([tags.get(key, []) for key in notes], params), "warnings": response.warnings, "elapsed_ms": elapsed, "timings": response.timings,
             "dated": shows_dates(response),
+            "corrected": ({"query": response.corrected_query,
+                           "url": search_url({**params, "q": response.corrected_query}),
+                           "instead_url": search_url({**params, "exact": "1"})}
+                          if response.corrected_query else None),
             "filtered": response.filters.describe() if response.filters is not None else ""}
 
 
@@ -222,7 +227,8 @@ def search_page(request):
         context["searched"] = True
         context.update(_run_search(query=context["query"], mode=context["mode"],
                                    collection=context["collection"], access=access_of(request),
-                                   sort=context["sort"], after=context["after"], before=context["before"]))
+                                   sort=context["sort"], after=context["after"], before=context["before"],
+                                   exact=form.cleaned_data["exact"]))
     else:
         context["mode"] = request.GET.get("mode") if request.GET.get("mode") in MODE_LABELS else "keyword"
         context["query"] = request.GET.get("q", "")[:1000]
