@@ -65,5 +65,5 @@ class SearchResponse:
             "timings_ms": {k: round(v, 2) for k, v in self.timings.items()},
             "filters": self.filters.as_dict() if self.filters is not None and not self.filters.empty else None,
             "sort": self.sort,
-            **({"corrected_query": self.corrected_query} if self.corrected_query else {}),
+            "corrected_query": self.corrected_query,
         }
