@@ -198,11 +198,11 @@ class SearchFilters:
         if not isinstance(data, dict):
             raise InvalidSearchInput("filters must be an object: {tags, exclude_tags, path, after, before, fields}")
         known = {"tags", "tag", "exclude_tags", "path", "paths", "exclude_path", "exclude_paths", "after", "before",
-                 "fields", "exclude_fields"}
+                 "fields", "exclude_fields", "has", "exclude_has", "any_of"}
         unknown = sorted(set(data) - known)
         if unknown:
             raise InvalidSearchInput(f"unknown filter '{unknown[0]}': use one of tags, exclude_tags, path, exclude_path, "
-                              "after, before, fields, exclude_fields")
+                              "after, before, fields, exclude_fields, has, exclude_has, any_of")
         out = cls()
         tags = _strings(data.get("tags"), "tags") + _strings(data.get("tag"), "tag")
         if tags:
@@ -222,8 +222,18 @@ class SearchFilters:
                 raise InvalidSearchInput(f"filter '{name}' must be a date (YYYY-MM-DD, 'last week', …)")
             setattr(out, name, date_boundary(value, now=now, what=name))
             setattr(out, f"{name}_text", value.strip())
-        out.fields = _field_filters(data.get("fields"), "fields")
-        out.exclude_fields = _field_filters(data.get("exclude_fields"), "exclude_fields")
+        out.fields = _field_filters(data.get("fields"), "fields", now=now)
+        out.exclude_fields = _field_filters(data.get("exclude_fields"), "exclude_fields", now=now)
+        out.fields += [FieldFilter(key=k, values=[], has=True) for k in _strings(data.get("has"), "has")]
+        out.exclude_fields += [FieldFilter(key=k, values=[], has=True) for k in _strings(data.get("exclude_has"), "exclude_has")]
+        alternatives = data.get("any_of")
+        if alternatives:
+            if not isinstance(alternatives, list) or not all(isinstance(a, dict) for a in alternatives):
+                raise InvalidSearchInput("filter 'any_of' must be a list of filter objects, one of which must hold")
+            group = [cls.from_dict({k: v for k, v in a.items() if v is not None}, now=now) for a in alternatives]
+            group = [a for a in group if not a.empty]
+            if group:
+                out.any_of.append(group)
         for kind in (out.tags, out.paths):
             if kind and not kind[0]:
                 kind.clear()
@@ -281,7 +291,7 @@ def parse_filters(text: str, *, field_keys: Callable[[dict[str, list[str]]], dic
         low = t[4].lower()
         if low in HAS_WORDS:
             candidates.setdefault(t[5].lower(), [])
-        elif low not in FILTER_WORDS:
+        elif low not in FILTER_WORDS and low not in DATE_WORDS:
             candidates.setdefault(low, []).extend([t[5]] if t[6] or _is_range(t[5]) else split_values(t[5]))
     found = {k.lower(): list(v) for k, v in (field_keys(candidates) if field_keys and candidates else {}).items()}
     out = SearchFilters()
@@ -334,7 +344,7 @@ def parse_filters(text: str, *, field_keys: Callable[[dict[str, list[str]]], dic
 
 
 HAS_WORDS = frozenset({"has"})
-DATE_WORDS = frozenset({"date"})  # the note's date (after:/before:), unless a visible note has a `date` key
+DATE_WORDS = frozenset({"date"})  # the note's date (after:/before:; it comes from frontmatter `date` first)
 _OPEN_BEFORE_FILTER = re.compile(r"(?<!\S)(\(+)(?=-?[A-Za-z_][\w.-]*:)")
 _CLOSE_AFTER_FILTER = re.compile(
     r"(?<!\S)(-?[A-Za-z_][\w.-]*:(?:[<>]=?)?(?:\"[^\"\n]*\"|'[^'\n]*'|[^\s\"'()]+))(\)+)(?=\s|$)")
@@ -437,7 +447,7 @@ def _apply(out: SearchFilters, token, found, now) -> None:
             out.paths.append(globs)
     elif low in AFTER_WORDS or low in BEFORE_WORDS:
         _dated(out, after=(low in AFTER_WORDS) != neg, when=date_boundary(value, now=now, what=low), text=value)
-    elif low in DATE_WORDS and low not in found:
+    elif low in DATE_WORDS:
         bounds = range_bounds(value, now=now, what=low, dates=True) or [
             (">=", _iso(date_boundary(value, now=now, what=low))), ("<", _iso(period_end(value, now=now)))]
         for op, bound in bounds:  # -date:X… reads as the other side, as -after:X is before:X
@@ -702,7 +712,7 @@ def _strings(value, name: str) -> list[str]:
     raise InvalidSearchInput(f"filter '{name}' must be a string or a list of strings")
 
 
-def _field_filters(value, name: str) -> list[FieldFilter]:
+def _field_filters(value, name: str, *, now: datetime | None = None) -> list[FieldFilter]:
     if not value:
         return []
     if not isinstance(value, dict):
@@ -715,6 +725,17 @@ def _field_filters(value, name: str) -> list[FieldFilter]:
         key = str(key).strip()
         if not key:
             raise InvalidSearchInput(f"filter '{name}': a key is empty")
+        if isinstance(raw, dict):  # a range: {">=": 2, "<": 5}
+            bounds = []
+            for op, bound in raw.items():
+                if op not in (">=", ">", "<", "<=") or isinstance(bound, (bool, dict, list)) or bound in (None, ""):
+                    raise InvalidSearchInput(f"filter '{name}': the range of '{key}' takes >=, >, <, <= with a number "
+                                             "or a date")
+                bounds += range_bounds(f"{op}{bound}", now=now, what=key) or []
+            if not bounds:
+                raise InvalidSearchInput(f"filter '{name}': '{key}' has no range")
+            out.append(FieldFilter(key=key, values=[], bounds=bounds))
+            continue
         items = raw if isinstance(raw, (list, tuple)) else [raw]
         values = []
         for item in items:

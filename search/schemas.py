@@ -46,10 +46,15 @@ class FiltersIn(BaseModel):
     exclude_path: FilterValues | None = Field(None, description="leave out paths matching any of these globs")
     after: str | None = Field(None, max_length=100, description="dated on or after: 2025-01-01, 2025-06, 'last week', 3d")
     before: str | None = Field(None, max_length=100, description="dated before")
-    fields: dict[str, FieldValue | list[FieldValue]] | None = Field(
-        None, description='frontmatter values: {"status": "draft", "author": ["ana", "bo"]} (lists: any of)')
-    exclude_fields: dict[str, FieldValue | list[FieldValue]] | None = Field(
-        None, description="leave out notes with these frontmatter values")
+    fields: dict[str, FieldValue | list[FieldValue] | dict[str, FieldValue]] | None = Field(
+        None, description='frontmatter values: {"status": "draft", "author": ["ana", "bo"]} (lists: any of); '
+                          'ranges on numbers and dates: {"priority": {">=": 2}, "date": {">=": "2025-01", "<=": "2025-03"}}')
+    exclude_fields: dict[str, FieldValue | list[FieldValue] | dict[str, FieldValue]] | None = Field(
+        None, description="leave out notes with these frontmatter values (or in these ranges)")
+    has: FilterValues | None = Field(None, description="notes whose frontmatter has these keys (any value)")
+    exclude_has: FilterValues | None = Field(None, description="notes whose frontmatter has none of these keys")
+    any_of: list[FiltersIn] | None = Field(
+        None, description='alternatives, one of which must hold: [{"tags": "db"}, {"fields": {"status": "draft"}}]')
 
 
 class SubSearch(BaseModel):
