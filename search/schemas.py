@@ -173,6 +173,22 @@ class LinkOut(BaseModel):
     path: str | None = None
 
 
+class FieldValueOut(BaseModel):
+    value: str
+    notes: int
+
+
+class FieldOut(BaseModel):
+    key: str = Field(description="the frontmatter key, as the notes spell it: filter with key:value, key:>=2, has:key")
+    notes: int = Field(description="notes that have the key")
+    types: dict[str, int] = Field(description="number, date, text, boolean, list, object: how many notes each")
+    values: list[FieldValueOut] = Field(description="the most frequent values (a list's items one by one)")
+
+
+class FieldsOut(BaseModel):
+    fields: list[FieldOut]
+
+
 class LinksOut(BaseModel):
     docid: str
     uri: str

@@ -1,4 +1,5 @@
-"""/api/search, /api/vsearch, /api/query: the CLI's three searches (`pmd search|vsearch|query --json`)."""
+"""/api/search, /api/vsearch, /api/query: the CLI's three searches (`pmd search|vsearch|query --json`);
+/api/fields: the frontmatter keys they can filter by (`pmd fields --json`)."""
 
 from typing import Literal
 
@@ -7,7 +8,8 @@ from ninja import Field, Query, Router, Schema
 from pmd_site.api.schemas import ErrorOut
 from search.filters import SearchFilters, filters_from_options
 from search.pipeline.dispatch import search_run
-from search.schemas import FiltersIn, SearchOut
+from search.retrieval.filters import frontmatter_fields
+from search.schemas import FieldsOut, FiltersIn, SearchOut
 from search.request import (
     DEFAULT_LIMIT_MACHINE,
     MODE_ALIASES,
@@ -110,3 +112,9 @@ def vsearch_post(request, body: SearchIn):
              summary="Hybrid search: expansion, BM25 + vectors, fusion, re-ranking")
 def query_post(request, body: SearchIn):
     return _search(request, body, mode=Mode.HYBRID)
+
+
+@router.get("/fields", response={200: FieldsOut, 401: ErrorOut, 404: ErrorOut},
+            summary="The frontmatter keys to filter by, with their types and most frequent values")
+def fields_get(request, collection: list[str] = Query(default_factory=list)):
+    return {"fields": frontmatter_fields(access=request.auth, collections=collection or None)}

@@ -33,6 +33,7 @@ from search.schemas import (
     MultiGetBrief,
     RelatedBrief,
     RelatedNoteBrief,
+    FieldsOut,
     ResultBrief,
     SearchBrief,
     SubSearch,
@@ -205,7 +206,20 @@ def register_tools(server: MCPServer) -> None:
 # --- links (indexing.links): a separate block, registered by pmd_site.mcp.server --------------------
 
 def register_link_tools(server: MCPServer) -> None:
-    """Add pmd_links to `server`."""
+    """Add pmd_links and pmd_fields to `server`."""
+
+    @server.tool(name="pmd_fields", title="Frontmatter keys to filter by", annotations=READ_ONLY)
+    @tool_call
+    def pmd_fields(
+        collections: list[str] = Field(default_factory=list),
+        ctx: Context = None,
+    ) -> FieldsOut:
+        """The frontmatter keys of the notes, with their types and most frequent values: what the search tools'
+        query can filter by (status:draft, priority:>=2, date:2025-01..2025-03, has:due, tag:a OR status:b)."""
+        from search.retrieval.filters import frontmatter_fields
+
+        result = FieldsOut(fields=frontmatter_fields(access=mcp_access(ctx), collections=collections or None))
+        return _result(result, render("fields", "mcp", result))
 
     @server.tool(name="pmd_links", title="Links and backlinks of a note", annotations=READ_ONLY)
     @tool_call

@@ -233,3 +233,12 @@ def _mcp(result, **_) -> str:
             out.append(f"  {snippet[:300]}")
     out += [f"warning: {w}" for w in result.warnings]
     return "\n".join(out)
+
+
+@renders("fields", "mcp")
+def _fields_mcp(result, **_) -> str:
+    """`result`: FieldsOut, one line per frontmatter key."""
+    if not result.fields:
+        return "no frontmatter keys"
+    return "\n".join(f"{f.key} ({f.notes} notes; {', '.join(f.types)}): "
+                     + ", ".join(f"{v.value} ({v.notes})" for v in f.values) for f in result.fields)

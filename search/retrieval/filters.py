@@ -331,3 +331,47 @@ def _opening(body: str) -> tuple[int, str]:
         if size >= SNIPPET_CHARS or len(taken) >= 4:
             break
     return (first or 1), "\n".join(taken)
+
+
+# --- field discovery: the frontmatter keys a searcher can filter by ---------------------------------
+
+TOP_VALUES = 5
+_ISO_DATE_TEXT = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}"
+
+
+def frontmatter_fields(*, access, collections: list[str] | None = None, top: int = TOP_VALUES) -> list[dict]:
+    """The frontmatter keys of the active notes the searcher sees (in `collections`), most used first:
+    {key, types (number, date, text, boolean, list, object: as many notes), notes, values: the `top`
+    most frequent values (a list's items count one by one) with their counts}. What `pmd fields`,
+    /api/fields and the MCP tool show, and what the web box completes from."""
+    collection_ids = collection_ids_for(collections or [], access)
+    if collection_ids == []:
+        return []
+    where, scope = "", []
+    if collection_ids is not None:
+        where, scope = " AND d.collection_id = ANY(%s::bigint[])", [collection_ids]
+    source = ("FROM indexing_document d CROSS JOIN LATERAL jsonb_each(CASE WHEN jsonb_typeof(d.frontmatter) = 'object'"
+              " THEN d.frontmatter ELSE '{}'::jsonb END) e(k, v)")
+    condition = " WHERE d.active AND d.frontmatter <> '{}'::jsonb" + where
+    entries = source + condition
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT e.k, CASE jsonb_typeof(e.v) WHEN 'string' THEN CASE WHEN e.v #>> '{}' ~ %s THEN 'date' ELSE 'text' END"
+            " WHEN 'array' THEN 'list' ELSE jsonb_typeof(e.v) END AS t, count(*) " + entries
+            + " GROUP BY 1, 2", [_ISO_DATE_TEXT, *scope])
+        types: dict[str, dict[str, int]] = {}
+        for key, kind, count in cursor.fetchall():
+            types.setdefault(key, {})[kind] = int(count)
+        cursor.execute(
+            "SELECT k, val, n FROM (SELECT k, val, count(*) AS n, row_number() OVER (PARTITION BY k ORDER BY count(*) DESC,"
+            " val) AS r FROM (SELECT e.k, x.val " + source + " CROSS JOIN LATERAL (SELECT CASE WHEN jsonb_typeof(e.v)"
+            " = 'array' THEN a.value #>> '{}' ELSE e.v #>> '{}' END AS val FROM jsonb_array_elements(CASE WHEN"
+            " jsonb_typeof(e.v) = 'array' THEN e.v ELSE jsonb_build_array(e.v) END) a) x" + condition + " AND jsonb_typeof(e.v) <> 'object'"
+            " AND x.val IS NOT NULL AND length(x.val) <= 200) s GROUP BY k, val) t WHERE r <= %s ORDER BY k, n DESC, val",
+            [*scope, int(top)])
+        values: dict[str, list[dict]] = {}
+        for key, value, count in cursor.fetchall():
+            values.setdefault(key, []).append({"value": value, "notes": int(count)})
+    out = [{"key": key, "notes": sum(kinds.values()), "types": dict(sorted(kinds.items(), key=lambda kv: -kv[1])),
+            "values": values.get(key, [])} for key, kinds in types.items()]
+    return sorted(out, key=lambda f: (-f["notes"], f["key"].lower()))

@@ -106,3 +106,46 @@ def test_the_language_in_sql(vault):
     assert found("postgres date:2025-02") == {"d.md"}
     assert found("postgres", filters=SearchFilters.from_dict({"any_of": [{"has": "due"}, {"fields": {"priority": {"<": 2}}}]})) == {"a.md", "b.md"}
     assert found("priority:>=2") == {"a.md", "c.md"}  # filters alone list the notes
+
+
+# --- field discovery, and the language through every face -------------------------------------------
+
+TRANSACTIONAL = pytest.mark.django_db(transaction=True, available_apps=[
+    "django.contrib.admin", "django.contrib.auth", "django.contrib.contenttypes", "django.contrib.sessions",
+    "django.contrib.messages", "django.contrib.staticfiles", "django_htmx", "indexing", "search",
+])
+
+
+@TRANSACTIONAL
+def test_fields_and_the_language_in_every_face(request, tmp_path, run_cli):
+    import json
+
+    from tests.support.factories import api_client, make_user, web_client
+    from tests.support.mcp_client import call_tool, close_other_connections
+
+    request.addfinalizer(close_other_connections)
+    make_vault(tmp_path / "v", NOTES, name="fm")
+    code, out, err = run_cli("fields", "--json")
+    assert code == 0, err
+    fields = {f["key"]: f for f in json.loads(out)["fields"]}
+    assert fields["priority"]["types"] == {"number": 2, "text": 1} and fields["priority"]["notes"] == 3
+    assert fields["reviewed"]["types"] == {"date": 2}
+    assert {"value": "db", "notes": 1} in fields["tags"]["values"]
+    code, out, err = run_cli("fields", "fm")
+    assert code == 0 and "status" in out and "draft (1)" in out
+
+    query = "postgres (status:done OR priority:>2) -has:due"
+    code, out, err = run_cli("search", query, "--json")
+    assert [r["uri"] for r in json.loads(out)["results"]] == ["pmd://fm/b.md"]
+    user = make_user("reader")
+    api = api_client(user, write=False)
+    assert {f["key"] for f in api.get("/api/fields").json()["fields"]} == set(fields)
+    answer = api.post("/api/search", {"query": "postgres", "filters": {
+        "exclude_has": "due", "any_of": [{"fields": {"status": "done"}}, {"fields": {"priority": {">": 2}}}]}},
+        content_type="application/json").json()
+    assert [r["uri"] for r in answer["results"]] == ["pmd://fm/b.md"]
+    assert [r["uri"] for r in api.get("/api/search", {"q": query}).json()["results"]] == ["pmd://fm/b.md"]
+    page = web_client(user).get("/", {"q": query}).content.decode()
+    assert "b.md" in page and "a.md" not in page
+    assert [r["uri"] for r in call_tool("pmd_search", {"query": query})["results"]] == ["pmd://fm/b.md"]
+    assert {f["key"] for f in call_tool("pmd_fields", {})["fields"]} == set(fields)
