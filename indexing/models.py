@@ -540,3 +540,26 @@ class KeywordStats(models.Model):
 
     class Meta:
         db_table = "search_keyword_stats"
+
+
+# --- Search analytics (issue 31): what people searched, what they found, what they opened ----------
+
+class SearchLogEntry(models.Model):
+    """One search: by whom, from which face, how it went. Kept PMD_SEARCH_LOG_DAYS days; a member sees
+    only their own, staff see all (the team's content gaps are the zero-result and weak queries)."""
+
+    at = models.DateTimeField(auto_now_add=True, db_index=True)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE,
+                             related_name="+")  # None: the local user (CLI on the server)
+    token = models.ForeignKey("indexing.ApiToken", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    face = models.CharField(max_length=10)  # cli | api | web | mcp | "" (a script calling the service)
+    mode = models.CharField(max_length=10)
+    query = models.CharField(max_length=2000)
+    results = models.IntegerField()
+    top_score = models.FloatField(null=True, blank=True)
+    latency_ms = models.FloatField()
+    corrected_query = models.CharField(max_length=2000, blank=True, default="")
+    opened_uri = models.CharField(max_length=4200, blank=True, default="")  # the first result opened (web, API)
+
+    class Meta:
+        ordering = ["-at", "-id"]

@@ -81,6 +81,8 @@ class SearchRequest:
     sort: str = "relevance"  # relevance | date (newest first)
     # False: search the words as written ("search instead for …"), no typo correction
     correct: bool = True
+    # the face asking (cli, api, web, mcp): the search is logged (indexing.services.search_log); "" is not
+    face: str = ""
 
     def effective_limit(self, *, machine_format: bool = False) -> int:
         if self.all:

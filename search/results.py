@@ -55,6 +55,7 @@ class SearchResponse:
     filters: SearchFilters | None = None  # what was applied (the query's and the caller's)
     sort: str = "relevance"
     corrected_query: str | None = None  # typos corrected: the query searched instead of `query`
+    search_id: int | None = None  # its entry in the search log (to note the result opened)
 
     def as_dict(self) -> dict:
         return {
@@ -66,4 +67,5 @@ class SearchResponse:
             "filters": self.filters.as_dict() if self.filters is not None and not self.filters.empty else None,
             "sort": self.sort,
             "corrected_query": self.corrected_query,
+            "search_id": self.search_id,
         }

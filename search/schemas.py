@@ -97,6 +97,8 @@ class SearchOut(BaseModel):
     sort: str = Field("relevance", description="the order of the results: relevance or date")
     corrected_query: str | None = Field(None, description="typos corrected: the query searched instead of `query` "
                                                           "(search `query` as written with correct=false)")
+    search_id: int | None = Field(None, description="this search in the search log: POST /api/searches/{id}/opened "
+                                                    "with the result opened")
 
 
 ResultBrief = brief(ResultOut, "ResultBrief", (

@@ -5,6 +5,8 @@ from typing import Literal
 
 from ninja import Field, Query, Router, Schema
 
+from indexing.selectors import search_log_report
+from indexing.services.search_log import search_log_opened
 from pmd_site.api.schemas import ErrorOut
 from search.filters import SearchFilters, filters_from_options
 from search.pipeline.dispatch import search_run
@@ -68,7 +70,7 @@ class SearchQuery(_SearchBase):
 
 def search_request_from(data: _SearchBase, *, access, mode: str | None = None) -> SearchRequest:
     """Build the shared SearchRequest; a machine caller gets the --json default limit."""
-    fields = {**data.dict(by_alias=False), "access": access}
+    fields = {**data.dict(by_alias=False), "access": access, "face": "api"}
     if isinstance(data, SearchQuery):
         fields["filters"] = filters_from_options(
             tags=data.tag, exclude_tags=data.exclude_tag, paths=data.path,
@@ -118,3 +120,19 @@ def query_post(request, body: SearchIn):
             summary="The frontmatter keys to filter by, with their types and most frequent values")
 def fields_get(request, collection: list[str] = Query(default_factory=list)):
     return {"fields": frontmatter_fields(access=request.auth, collections=collection or None)}
+
+
+class OpenedIn(Schema):
+    uri: str = Field(min_length=1, max_length=4200, description="the result opened (pmd://collection/path)")
+
+
+@router.post("/searches/{search_id}/opened", response={200: dict, 401: ErrorOut, 404: ErrorOut},
+             summary="Note the result opened from a search (its search_id); only by whoever searched")
+def search_opened(request, search_id: int, body: OpenedIn):
+    return {"recorded": search_log_opened(access=request.auth, entry_id=search_id, uri=body.uri)}
+
+
+@router.get("/searches", response={200: dict, 401: ErrorOut},
+            summary="The search log: top, zero-result, weak and slow queries (staff: everyone's; a member: their own)")
+def searches_get(request, days: int = Query(30, ge=1, le=3650), limit: int = Query(10, ge=1, le=100)):
+    return search_log_report(access=request.auth, days=days, limit=limit)

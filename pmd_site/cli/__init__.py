@@ -28,6 +28,7 @@ COMMANDS_BY_MODULE = {
     "pmd_site.cli.contexts": ("context",),
     "pmd_site.cli.search": ("search",),
     "pmd_site.cli.fields": ("fields",),
+    "pmd_site.cli.searches": ("searches",),
     "pmd_site.cli.query": ("query",),
     "pmd_site.cli.embed": ("embed", "vsearch", "models"),
     "pmd_site.cli.status": ("status", "cleanup"),

@@ -74,7 +74,7 @@ def search_request_from_args(args, *, mode: str, **overrides):
         query=" ".join(args.query), mode=mode, limit=args.limit, all=args.all, min_score=args.min_score,
         collections=list(args.collections or []), full=args.full, line_numbers=args.line_numbers,
         hits_per_document=args.hits_per_document, access=local_access(), sort=args.sort,
-        correct=getattr(args, "correct", True),
+        correct=getattr(args, "correct", True), face="cli",
         filters=filters_from_options(tags=args.tags, exclude_tags=args.exclude_tags, paths=args.paths,
                                      after=args.after, before=args.before, where=args.where),
         **overrides,

@@ -50,7 +50,7 @@ def _result(model: BaseModel, text: str) -> CallToolResult:
 
 def _search(ctx: Context, *, filters: FiltersIn | None = None, **fields) -> SearchBrief:
     given = filters.model_dump(exclude_none=True) if filters is not None else None
-    request = SearchRequest(**fields, filters=SearchFilters.from_dict(given), access=mcp_access(ctx))
+    request = SearchRequest(**fields, filters=SearchFilters.from_dict(given), access=mcp_access(ctx), face="mcp")
     response = search_run(request)  # errors: PmdError, mapped by tool_call
     applied = response.filters.as_dict() if response.filters is not None and not response.filters.empty else None
     return SearchBrief(

@@ -16,6 +16,7 @@ from datetime import datetime
 from django.conf import settings
 
 from indexing.errors import EmptyQuery, InvalidSearchInput
+from indexing.services.search_log import search_log_record
 from search.filters import SORT_DATE, SORTS, SearchFilters, parse_filters
 from search.request import Mode, SearchRequest, mode_normalize
 from search.results import SearchResponse, SearchResult
@@ -97,6 +98,10 @@ def search_run(request: SearchRequest) -> SearchResponse:
     response.warnings = list(dict.fromkeys(warnings + response.warnings))
     if request.sort == SORT_DATE:
         response.results = sorted_by_date(response.results)
+    response.search_id = search_log_record(
+        access=access, face=request.face, mode=request.mode, query=original, results=len(response.results),
+        top_score=max((r.score for r in response.results), default=None),
+        latency_ms=(time.perf_counter() - started) * 1000, corrected_query=response.corrected_query)
     return response
 
 

@@ -160,13 +160,16 @@ class ResultCard:
         return " › ".join(self.result.context[-2:])
 
 
-def document_url(collection: str, path: str, *, line: int | None = None, query: str = "") -> str:
+def document_url(collection: str, path: str, *, line: int | None = None, query: str = "",
+                 search_id: int | None = None) -> str:
     url = reverse("search:document", args=[collection, path])
     params = {}
     if line:
         params["line"] = line
     if query:
         params["q"] = query
+    if search_id:
+        params["sid"] = search_id  # the search log notes the result opened
     if params:
         url += "?" + urlencode(params)
     return url + (f"#L{line}" if line else "")
@@ -183,7 +186,7 @@ def _run_search(*, query: str, mode: str, collection: str, access, sort: str = "
         search_request = SearchRequest(
             query=query, mode=mode, limit=WEB_LIMIT,  # search_run maps the web name to its Mode
             collections=[collection] if collection else [], access=access, sort=sort, filters=filters,
-            correct=not exact,
+            correct=not exact, face="web",
         )
         response = search_run(search_request)
     except EmptyQuery:  # nothing asked yet (or the query was cleared): the page's empty state
@@ -199,7 +202,7 @@ def _run_search(*, query: str, mode: str, collection: str, access, sort: str = "
         cards.append(ResultCard(
             result=r, rank=i,
             snippet_html=highlight_snippet(r.snippet, r.highlights),
-            url=document_url(r.collection, r.path, line=r.line, query=query),
+            url=document_url(r.collection, r.path, line=r.line, query=query, search_id=response.search_id),
             tags=shown, tags_more=more,
         ))
     notes = {(r.collection, r.path) for r in response.results}
