@@ -259,6 +259,8 @@ PMD_BM25_TITLE_WEIGHT = env.get_float("PMD_BM25_TITLE_WEIGHT", 2.0)  # title/hea
 PMD_TYPO_CORRECTION = env.get_bool("PMD_TYPO_CORRECTION", True)
 # The search log (issue 31): staff see the team's top, zero-result, weak and slow queries; kept this many days.
 PMD_SEARCH_LOG = env.get_bool("PMD_SEARCH_LOG", True)
+# Time words in a plain query ("notes last week", "yesterday", "recent") become a removable date filter.
+PMD_TIME_WORDS = env.get_bool("PMD_TIME_WORDS", True)
 PMD_SEARCH_LOG_DAYS = env.get_int("PMD_SEARCH_LOG_DAYS", 90, minimum=1)
 
 # --- LLM backend -------------------------------------------------------------------

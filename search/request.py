@@ -83,6 +83,8 @@ class SearchRequest:
     correct: bool = True
     # the face asking (cli, api, web, mcp): the search is logged (indexing.services.search_log); "" is not
     face: str = ""
+    # read "last week", "yesterday", "recent" in the words as a date filter (PMD_TIME_WORDS too)
+    time_words: bool = True
 
     def effective_limit(self, *, machine_format: bool = False) -> int:
         if self.all:

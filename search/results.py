@@ -56,6 +56,7 @@ class SearchResponse:
     sort: str = "relevance"
     corrected_query: str | None = None  # typos corrected: the query searched instead of `query`
     search_id: int | None = None  # its entry in the search log (to note the result opened)
+    time_words: str | None = None  # the words read as a date filter ("last week"): removable
 
     def as_dict(self) -> dict:
         return {
@@ -68,4 +69,5 @@ class SearchResponse:
             "sort": self.sort,
             "corrected_query": self.corrected_query,
             "search_id": self.search_id,
+            "time_words": self.time_words,
         }

@@ -97,6 +97,8 @@ class SearchOut(BaseModel):
     sort: str = Field("relevance", description="the order of the results: relevance or date")
     corrected_query: str | None = Field(None, description="typos corrected: the query searched instead of `query` "
                                                           "(search `query` as written with correct=false)")
+    time_words: str | None = Field(None, description="words of the query read as a date filter (\"last week\"); "
+                                                     "time_words=false searches them as words")
     search_id: int | None = Field(None, description="this search in the search log: POST /api/searches/{id}/opened "
                                                     "with the result opened")
 
@@ -106,7 +108,8 @@ ResultBrief = brief(ResultOut, "ResultBrief", (
     descriptions={"docid": "#docid: pass to pmd_get", "uri": "pmd://collection/path",
                   "line": "line of the best match (1-based)", "score": "0..1, comparable within one result list",
                   "context": "descriptions of the folder, general → specific"})
-SearchBrief = brief(SearchOut, "SearchBrief", ("query", "mode", "results", "warnings", "filters", "corrected_query"),
+SearchBrief = brief(SearchOut, "SearchBrief", ("query", "mode", "results", "warnings", "filters", "corrected_query",
+                                                   "time_words"),
                     types={"results": list[ResultBrief]},
                     descriptions={"filters": "the filters applied (the query's and the `filters` argument's)"})
 

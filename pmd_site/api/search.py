@@ -47,6 +47,8 @@ class _SearchBase(Schema):
     recency_boost: float | None = Field(None, ge=0.0, le=5.0, description="query: raise notes dated this week / "
                                         "month (0 off; default PMD_RECENCY_BOOST)")
     sort: Literal["relevance", "date"] = Field("relevance", description="relevance, or date (newest first)")
+    time_words: bool = Field(True, description="false: \"last week\", \"yesterday\", \"recent\" are words, "
+                                               "not a date filter")
     correct: bool = Field(True, description="false: search the words as written, no typo correction "
                                             "(\"search instead for …\")")
 

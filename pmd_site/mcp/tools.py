@@ -58,7 +58,7 @@ def _search(ctx: Context, *, filters: FiltersIn | None = None, **fields) -> Sear
         results=[ResultBrief(docid=r.docid, uri=r.uri, line=r.line, score=round(r.score, 4), title=r.title,
                      snippet=r.snippet, context=r.context, date=r.date, date_source=r.date_source)
                  for r in response.results],
-        filters=applied, corrected_query=response.corrected_query,
+        filters=applied, corrected_query=response.corrected_query, time_words=response.time_words,
     )
 
 

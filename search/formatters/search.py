@@ -222,6 +222,8 @@ def _mcp(result, **_) -> str:
     corrected = getattr(result, "corrected_query", None)
     lead = ([f"showing results for {corrected!r}; search instead for {result.query!r} with exact=true"]
             if corrected else [])
+    if getattr(result, "time_words", None):
+        lead.append(f"read {result.time_words!r} as a date filter (see filters)")
     if not result.results:
         return "\n".join(lead + [f"no results for {result.query!r}"]) + "".join(f"\nwarning: {w}" for w in result.warnings)
     out = lead

@@ -17,7 +17,7 @@ from django.conf import settings
 
 from indexing.errors import EmptyQuery, InvalidSearchInput
 from indexing.services.search_log import search_log_record
-from search.filters import SORT_DATE, SORTS, SearchFilters, parse_filters
+from search.filters import SORT_DATE, SORTS, SearchFilters, parse_filters, time_words
 from search.request import Mode, SearchRequest, mode_normalize
 from search.results import SearchResponse, SearchResult
 from search.retrieval.common import collection_ids_for, request_access
@@ -79,6 +79,12 @@ def search_run(request: SearchRequest) -> SearchResponse:
             request.query = parsed.text
         else:
             filters = None
+    read_time = None
+    if settings.PMD_TIME_WORDS and request.time_words and not request.searches and (filters is None or not filters.dated):
+        read_time = time_words(request.query)
+        if read_time is not None:
+            filters = read_time.filters.merged(filters)
+            request.query = read_time.text
     request.filters = filters if filters is not None and not filters.empty else None
     if not request.query.strip() and request.filters is None and not request.searches:
         raise EmptyQuery()
@@ -91,6 +97,7 @@ def search_run(request: SearchRequest) -> SearchResponse:
         if response.corrected_query:
             response.corrected_query = _corrected_text(original, response.corrected_query, request.query)
     response.query = original
+    response.time_words = read_time.phrase if read_time is not None else None
     response.filters = request.filters
     response.sort = request.sort
     if request.filters is not None:

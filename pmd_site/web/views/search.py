@@ -176,7 +176,7 @@ def document_url(collection: str, path: str, *, line: int | None = None, query: 
 
 
 def _run_search(*, query: str, mode: str, collection: str, access, sort: str = "relevance",
-                after: str = "", before: str = "", exact: bool = False) -> dict:
+                after: str = "", before: str = "", exact: bool = False, words: bool = False) -> dict:
     # The query text may hold filters (tag:db, after:"last week", status:draft): search_run reads them;
     # the date range inputs are structured filters, merged with them.
     started = time.perf_counter()
@@ -186,7 +186,7 @@ def _run_search(*, query: str, mode: str, collection: str, access, sort: str = "
         search_request = SearchRequest(
             query=query, mode=mode, limit=WEB_LIMIT,  # search_run maps the web name to its Mode
             collections=[collection] if collection else [], access=access, sort=sort, filters=filters,
-            correct=not exact, face="web",
+            correct=not exact, time_words=not words, face="web",
         )
         response = search_run(search_request)
     except EmptyQuery:  # nothing asked yet (or the query was cleared): the page's empty state
@@ -212,6 +212,8 @@ def _run_search(*, query: str, mode: str, collection: str, access, sort: str = "
                            "url": search_url({**params, "q": response.corrected_query}),
                            "instead_url": search_url({**params, "exact": "1"})}
                           if response.corrected_query else None),
+            "time_words": ({"phrase": response.time_words, "remove_url": search_url({**params, "words": "1"})}
+                           if response.time_words else None),
             "filtered": response.filters.describe() if response.filters is not None else ""}
 
 
@@ -231,7 +233,7 @@ def search_page(request):
         context.update(_run_search(query=context["query"], mode=context["mode"],
                                    collection=context["collection"], access=access_of(request),
                                    sort=context["sort"], after=context["after"], before=context["before"],
-                                   exact=form.cleaned_data["exact"]))
+                                   exact=form.cleaned_data["exact"], words=form.cleaned_data["words"]))
     else:
         context["mode"] = request.GET.get("mode") if request.GET.get("mode") in MODE_LABELS else "keyword"
         context["query"] = request.GET.get("q", "")[:1000]
