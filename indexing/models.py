@@ -563,3 +563,26 @@ class SearchLogEntry(models.Model):
 
     class Meta:
         ordering = ["-at", "-id"]
+
+
+class SavedSearch(models.Model):
+    """A query with its filters and mode, kept to run again: private to its owner or shared with a group
+    (its members may run it; only the owner changes it). `seen` holds the results of the last run, so
+    a run can say what is new since then."""
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE,
+                              related_name="+")  # None: the local user
+    name = models.CharField(max_length=100)
+    query = models.CharField(max_length=2000)
+    mode = models.CharField(max_length=10, default="keyword")
+    filters = models.JSONField(default=dict, blank=True)  # SearchFilters.from_dict form
+    collections = models.JSONField(default=list, blank=True)
+    group = models.ForeignKey("auth.Group", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created = models.DateTimeField(auto_now_add=True)
+    last_run = models.DateTimeField(null=True, blank=True)
+    seen = models.JSONField(default=list, blank=True)  # the result URIs of the last run
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [models.UniqueConstraint(fields=["owner", "name"], name="saved_search_name_per_owner",
+                                               nulls_distinct=False)]

@@ -29,6 +29,7 @@ COMMANDS_BY_MODULE = {
     "pmd_site.cli.search": ("search",),
     "pmd_site.cli.fields": ("fields",),
     "pmd_site.cli.searches": ("searches",),
+    "pmd_site.cli.saved": ("saved",),
     "pmd_site.cli.query": ("query",),
     "pmd_site.cli.embed": ("embed", "vsearch", "models"),
     "pmd_site.cli.status": ("status", "cleanup"),
@@ -54,6 +55,7 @@ CLI_HINTS = {
     "llm_model_missing": lambda exc: None if exc.backend == "openai" else "pull it with `pmd models pull`",
     "user_not_found": "create one with `pmd user create {name}`",
     "token_not_found": "see `pmd token list`",
+    "saved_search_not_found": "see `pmd saved list`",
     "account_exists": "`pmd user password {name}` sets a new password",
 }
 
