@@ -58,3 +58,22 @@ def test_api_private_and_shared_saved_searches(vault):
     assert as_bo.delete("/api/saved/ours").status_code == 404  # only the owner removes it
     assert as_ana.delete("/api/saved/ours").status_code == 204
     assert as_bo.get("/api/saved").json()["saved"] == []
+
+
+def test_web_save_list_run_and_remove(vault):
+    from tests.support.factories import web_client
+
+    ana, bo = make_user("ana"), make_user("bo")
+    client = web_client(ana)
+    results = client.get("/", {"q": "postgres tag:db"}).content.decode()
+    assert "Save this search" in results
+    assert client.post("/saved/add/", {"name": "db notes", "q": "postgres tag:db", "mode": "keyword"}).status_code == 302
+    listing = client.get("/saved/").content.decode()
+    assert "db notes" in listing and "Remove" in listing
+    ran = client.get("/saved/db notes/").content.decode()
+    assert "1 new" in ran and "a.md" in ran
+    assert "0 new" in client.get("/saved/db notes/").content.decode()
+    assert "db notes" not in web_client(bo).get("/saved/").content.decode()  # ana's, private
+    assert web_client(bo).get("/saved/db notes/").status_code == 302  # not found: back to the list
+    client.post("/saved/db notes/remove/")
+    assert "No saved searches yet" in client.get("/saved/").content.decode()
