@@ -21,7 +21,7 @@ pytestmark = pytest.mark.django_db(transaction=True, available_apps=[
     "django.contrib.messages", "django.contrib.staticfiles", "django_htmx", "indexing", "search",
 ])
 
-TOOLS = {"pmd_search", "pmd_vector_search", "pmd_deep_search", "pmd_get", "pmd_multi_get", "pmd_status", "pmd_links", "pmd_related",
+TOOLS = {"pmd_search", "pmd_vector_search", "pmd_deep_search", "pmd_get", "pmd_multi_get", "pmd_status", "pmd_links", "pmd_related", "pmd_fields",
          "pmd_search_history"}
 
 
