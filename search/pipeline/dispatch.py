@@ -58,6 +58,7 @@ def search_run(request: SearchRequest) -> SearchResponse:
     neither words nor a filter is EmptyQuery here, whatever the mode and the face."""
     access = request_access(request)  # who is asking decides what is read: no request goes without it
     request = replace(request, mode=mode_normalize(request.mode), sort=sort_normalize(request.sort))
+    asked = replace(request)  # as asked: searched again without its time words when they leave nothing
     started = time.perf_counter()
     original = request.query
     warnings: list[str] = []
@@ -96,6 +97,11 @@ def search_run(request: SearchRequest) -> SearchResponse:
         response = _searched(request, access)
         if response.corrected_query:
             response.corrected_query = _corrected_text(original, response.corrected_query, request.query)
+    if read_time is not None and not response.results and read_time.text.strip():
+        # "recent data on …" over notes none of which is dated so: the words were words
+        again = search_run(replace(asked, time_words=False))
+        again.warnings.insert(0, f"no notes dated '{read_time.phrase}' match: searched it as words")
+        return again
     response.query = original
     response.time_words = read_time.phrase if read_time is not None else None
     response.filters = request.filters

@@ -81,3 +81,9 @@ def test_every_face_shows_the_date_filter_it_read(dated, run_cli):
 
     page = web_client(make_user("reader")).get("/", {"q": "recent incidents"}).content.decode()
     assert "Remove the date filter" in page and "words=1" in page
+
+
+def test_time_words_that_leave_nothing_are_searched_as_words(dated):
+    response = search("incident yesterday")  # no incident is dated yesterday
+    assert response.time_words is None and response.results
+    assert response.warnings[0] == "no notes dated 'yesterday' match: searched it as words"
