@@ -300,6 +300,18 @@ class GroupNotFound(NotFound):
     code = "group_not_found"
 
 
+class SavedSearchNotFound(NotFound):
+    """No saved search of that name among those the caller sees (their own and their groups')."""
+
+    code = "saved_search_not_found"
+
+    def __init__(self, message: str = "", suggestions: list[str] | None = None, *, name: str | None = None):
+        if name is not None and not message:
+            message = f"no saved search named '{name}'"
+        super().__init__(message, suggestions)
+        self.name = name
+
+
 class TokenNotFound(NotFound):
     """No token (of those the caller may see) matches what was typed."""
 
@@ -469,3 +481,13 @@ class ReplacesVectors(InvalidRequest):
 
     code = "replaces_vectors"
     http_status = 409
+
+
+class SavedSearchExists(Conflict):
+    code = "saved_search_exists"
+
+    def __init__(self, message: str = "", suggestions: list[str] | None = None, *, name: str | None = None):
+        if name is not None and not message:
+            message = f"you already have a saved search named '{name}'"
+        super().__init__(message, suggestions)
+        self.name = name

@@ -615,3 +615,49 @@ class IndexSetting(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name}={self.value}"
+
+
+# --- Search analytics (issue 31): what people searched, what they found, what they opened ----------
+
+class SearchLogEntry(models.Model):
+    """One search: by whom, from which face, how it went. Kept PMD_SEARCH_LOG_DAYS days; a member sees
+    only their own, staff see all (the team's content gaps are the zero-result and weak queries)."""
+
+    at = models.DateTimeField(auto_now_add=True, db_index=True)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE,
+                             related_name="+")  # None: the local user (CLI on the server)
+    token = models.ForeignKey("indexing.ApiToken", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    face = models.CharField(max_length=10)  # cli | api | web | mcp | "" (a script calling the service)
+    mode = models.CharField(max_length=10)
+    query = models.CharField(max_length=2000)
+    results = models.IntegerField()
+    top_score = models.FloatField(null=True, blank=True)
+    latency_ms = models.FloatField()
+    corrected_query = models.CharField(max_length=2000, blank=True, default="")
+    opened_uri = models.CharField(max_length=4200, blank=True, default="")  # the first result opened (web, API)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+
+
+class SavedSearch(models.Model):
+    """A query with its filters and mode, kept to run again: private to its owner or shared with a group
+    (its members may run it; only the owner changes it). `seen` holds the results of the last run, so
+    a run can say what is new since then."""
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE,
+                              related_name="+")  # None: the local user
+    name = models.CharField(max_length=100)
+    query = models.CharField(max_length=2000)
+    mode = models.CharField(max_length=10, default="keyword")
+    filters = models.JSONField(default=dict, blank=True)  # SearchFilters.from_dict form
+    collections = models.JSONField(default=list, blank=True)
+    group = models.ForeignKey("auth.Group", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created = models.DateTimeField(auto_now_add=True)
+    last_run = models.DateTimeField(null=True, blank=True)
+    seen = models.JSONField(default=list, blank=True)  # the result URIs of the last run
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [models.UniqueConstraint(fields=["owner", "name"], name="saved_search_name_per_owner",
+                                               nulls_distinct=False)]

@@ -568,3 +568,50 @@ def answer_costs() -> list[dict]:
                       mean_ms=Avg("total_ms"), first_token_ms=Avg("first_token_ms")).order_by("model"))
     return [{**row, "mean_ms": round(row["mean_ms"] or 0, 1),
              "first_token_ms": round(row["first_token_ms"] or 0, 1)} for row in rows]
+
+
+# --- the search log (issue 31) ------------------------------------------------------------------------
+
+WEAK_SCORE = 0.3  # a top hit holding less of the query than this: the notes barely answer it
+SLOW_MS = 1000.0
+
+
+def search_log_report(*, access, days: int = 30, limit: int = 10, now=None) -> dict:
+    """Over the last `days`: the most asked queries, those that found nothing or only weak hits (the
+    team's content gaps), the slowest, and the most recent. Staff see everyone's searches, a member
+    only their own."""
+    from datetime import timedelta
+
+    from django.db.models import Avg, Count, Max, Q
+    from django.utils import timezone
+
+    from indexing.models import SearchLogEntry
+
+    since = (now or timezone.now()) - timedelta(days=max(1, int(days)))
+    entries = SearchLogEntry.objects.filter(at__gte=since)
+    if not access.is_staff:
+        entries = entries.filter(user=access.user) if access.user is not None else entries.none()
+
+    def grouped(qs, order):
+        rows = (qs.values("query").annotate(searches=Count("id"), people=Count("user", distinct=True),
+                                            results=Max("results"), top_score=Max("top_score"),
+                                            latency_ms=Avg("latency_ms"), last=Max("at"))
+                .order_by(*order)[:limit])
+        return [{**row, "last": row["last"].isoformat(), "latency_ms": round(row["latency_ms"] or 0, 1)} for row in rows]
+
+    def recent(qs):
+        return [{"at": e.at.isoformat(), "user": e.user.get_username() if e.user else "local", "face": e.face,
+                 "mode": e.mode, "query": e.query, "results": e.results, "top_score": e.top_score,
+                 "latency_ms": round(e.latency_ms, 1), "opened": e.opened_uri}
+                for e in qs.select_related("user")[:limit]]
+
+    return {
+        "days": days, "since": since.isoformat(), "searches": entries.count(),
+        "everyone": access.is_staff,
+        "top": grouped(entries, ("-searches", "query")),
+        "zero_results": grouped(entries.filter(results=0), ("-searches", "query")),
+        "weak": grouped(entries.filter(results__gt=0).filter(Q(top_score__lt=WEAK_SCORE)), ("-searches", "query")),
+        "slow": grouped(entries.filter(latency_ms__gte=SLOW_MS), ("-latency_ms", "query")),
+        "opened": entries.exclude(opened_uri="").count(),
+        "recent": recent(entries),
+    }

@@ -266,6 +266,13 @@ PMD_GIT_PULL_TIMEOUT = max(1.0, env.get_float("PMD_GIT_PULL_TIMEOUT", 120.0))
 PMD_BM25_K1 = env.get_float("PMD_BM25_K1", 0.9)
 PMD_BM25_B = env.get_float("PMD_BM25_B", 0.4)
 PMD_BM25_TITLE_WEIGHT = env.get_float("PMD_BM25_TITLE_WEIGHT", 2.0)  # title/headings term frequency counts this much
+# Typos (issue 31): a query word no searched note holds is corrected from the collections' own words.
+PMD_TYPO_CORRECTION = env.get_bool("PMD_TYPO_CORRECTION", True)
+# The search log (issue 31): staff see the team's top, zero-result, weak and slow queries; kept this many days.
+PMD_SEARCH_LOG = env.get_bool("PMD_SEARCH_LOG", True)
+# Time words in a plain query ("notes last week", "yesterday", "recent") become a removable date filter.
+PMD_TIME_WORDS = env.get_bool("PMD_TIME_WORDS", True)
+PMD_SEARCH_LOG_DAYS = env.get_int("PMD_SEARCH_LOG_DAYS", 90, minimum=1)
 
 # --- LLM backend -------------------------------------------------------------------
 OLLAMA_URL = env.get_str("OLLAMA_URL", "http://127.0.0.1:11434")

@@ -69,6 +69,9 @@ class SearchResponse:
     timings: dict[str, float] = field(default_factory=dict)  # stage → milliseconds
     filters: SearchFilters | None = None  # what was applied (the query's and the caller's)
     sort: str = "relevance"
+    corrected_query: str | None = None  # typos corrected: the query searched instead of `query`
+    search_id: int | None = None  # its entry in the search log (to note the result opened)
+    time_words: str | None = None  # the words read as a date filter ("last week"): removable
 
     def as_dict(self) -> dict:
         return {
@@ -79,4 +82,7 @@ class SearchResponse:
             "timings_ms": {k: round(v, 2) for k, v in self.timings.items()},
             "filters": self.filters.as_dict() if self.filters is not None and not self.filters.empty else None,
             "sort": self.sort,
+            "corrected_query": self.corrected_query,
+            "search_id": self.search_id,
+            "time_words": self.time_words,
         }

@@ -28,6 +28,9 @@ COMMANDS_BY_MODULE = {
     "pmd_site.cli.related": ("related",),
     "pmd_site.cli.contexts": ("context",),
     "pmd_site.cli.search": ("search",),
+    "pmd_site.cli.fields": ("fields",),
+    "pmd_site.cli.searches": ("searches",),
+    "pmd_site.cli.saved": ("saved",),
     "pmd_site.cli.query": ("query",),
     "pmd_site.cli.ask": ("ask",),
     "pmd_site.cli.embed": ("embed", "vsearch", "models"),
@@ -55,6 +58,7 @@ CLI_HINTS = {
     "llm_model_missing": lambda exc: None if exc.backend == "openai" else "pull it with `pmd models pull`",
     "user_not_found": "create one with `pmd user create {name}`",
     "token_not_found": "see `pmd token list`",
+    "saved_search_not_found": "see `pmd saved list`",
     "account_exists": "`pmd user password {name}` sets a new password",
     "answer_model_unset": "e.g. `ollama pull qwen3:1.7b`, then PMD_ANSWER_MODEL=qwen3:1.7b in .env",
 }

@@ -25,6 +25,8 @@ class SearchForm(forms.Form):
     after = forms.CharField(required=False, max_length=40, strip=True)
     before = forms.CharField(required=False, max_length=40, strip=True)
     conversation = forms.UUIDField(required=False)  # Ask mode: the conversation a follow-up continues
+    exact = forms.BooleanField(required=False)  # "search instead for …": no typo correction
+    words = forms.BooleanField(required=False)  # time words ("last week") are words, not a date filter
 
     def __init__(self, *args, collection_names: list[str] | None = None, **kwargs):
         super().__init__(*args, **kwargs)

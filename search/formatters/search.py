@@ -224,9 +224,14 @@ def _files(response: SearchResponse, **_) -> str:
 @renders("search", "mcp")
 def _mcp(result, **_) -> str:
     """`result`: the pmd_search tools' SearchBrief."""
+    corrected = getattr(result, "corrected_query", None)
+    lead = ([f"showing results for {corrected!r}; search instead for {result.query!r} with exact=true"]
+            if corrected else [])
+    if getattr(result, "time_words", None):
+        lead.append(f"read {result.time_words!r} as a date filter (see filters)")
     if not result.results:
-        return f"no results for {result.query!r}" + "".join(f"\nwarning: {w}" for w in result.warnings)
-    out = []
+        return "\n".join(lead + [f"no results for {result.query!r}"]) + "".join(f"\nwarning: {w}" for w in result.warnings)
+    out = lead
     for hit in result.results:
         dated = f" [{hit.date[:10]}]" if result.filters and hit.date else ""
         where = f"{hit.uri}:{hit.line}" + (f" ({hit.location})" if getattr(hit, "location", "") else "")
@@ -237,3 +242,12 @@ def _mcp(result, **_) -> str:
             out.append(f"  {snippet[:300]}")
     out += [f"warning: {w}" for w in result.warnings]
     return "\n".join(out)
+
+
+@renders("fields", "mcp")
+def _fields_mcp(result, **_) -> str:
+    """`result`: FieldsOut, one line per frontmatter key."""
+    if not result.fields:
+        return "no frontmatter keys"
+    return "\n".join(f"{f.key} ({f.notes} notes; {', '.join(f.types)}): "
+                     + ", ".join(f"{v.value} ({v.notes})" for v in f.values) for f in result.fields)

@@ -101,6 +101,11 @@ def _part_number(request) -> int | None:
 @require_GET
 def document_page(request, collection: str, path: str):
     document = _resolve(request, collection, path)
+    if request.GET.get("sid", "").isdigit():  # opened from a search's results: the search log notes it
+        from indexing.services.search_log import search_log_opened
+
+        search_log_opened(access=access_of(request), entry_id=int(request.GET["sid"]),
+                          uri=f"pmd://{document.collection.name}/{document.path}")
     body = document.content.body
     view = "source" if request.GET.get("view") == "source" else "rendered"
     try:

@@ -34,3 +34,20 @@ def status_page(request):
                          "wide": any(len(t["columns"]) > 3 for t in tables),
                          "scalars": scalars, "tables": tables})
     return page(request, "search/status.html", {"sections": sections})
+
+
+@login_required
+@require_GET
+def searches_page(request):
+    """Status → Searches: the search log over a chosen period (staff: everyone's; a member: their own)."""
+    from indexing.selectors import search_log_report
+
+    try:
+        days = max(1, min(3650, int(request.GET.get("days") or 30)))
+    except ValueError:
+        days = 30
+    report = search_log_report(access=access_of(request), days=days, limit=20)
+    lists = [("Top queries", report["top"]), ("No results: what the notes do not answer", report["zero_results"]),
+             ("Weak results", report["weak"]), ("Slow", report["slow"])]
+    return page(request, "search/searches.html", {"report": report, "lists": lists, "days": days,
+                                                  "periods": (1, 7, 30, 90)})

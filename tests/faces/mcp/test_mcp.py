@@ -22,7 +22,7 @@ pytestmark = pytest.mark.django_db(transaction=True, available_apps=[
 ])
 
 TOOLS = {"pmd_search", "pmd_vector_search", "pmd_deep_search", "pmd_get", "pmd_multi_get", "pmd_status", "pmd_links", "pmd_related",
-         "pmd_search_history", "pmd_ask"}
+         "pmd_fields", "pmd_search_history", "pmd_ask"}
 
 
 async def _exercise(client, doc) -> dict:
