@@ -40,6 +40,8 @@ PROBLEMS_BY_CODE = {
     "llm_backend_timeout": ("backend", "The language model server is not reachable"),
     "llm_model_missing": ("backend", "The embedding model is not available"),
     "not_embedded": ("no-embeddings", "No embeddings yet"),
+    "sign_in_refused": ("invalid", "Sign-in refused"),
+    "sign_in_failed": ("invalid", "Sign-in failed"),
 }
 # Titles of the other kinds: on a page of its own, and as a state of the search page.
 PAGE_TITLES = {"not-found": "Not found", "invalid": "This cannot be done", "error": "Something went wrong"}
