@@ -18,6 +18,7 @@ from django.utils.deprecation import MiddlewareMixin
 
 from indexing import errors
 from indexing.services.accounts import ProviderSignIn, provider_sign_in
+from pmd_site.web.errors import problem_response
 
 log = logging.getLogger(__name__)
 
@@ -63,9 +64,9 @@ class ForwardAuthMiddleware(MiddlewareMixin):
         try:
             user = provider_sign_in(signin=ProviderSignIn(provider=PROVIDER, subject=username, username=username,
                                                           email=email, groups=groups))
-        except errors.SignInRefused as exc:
+        except errors.PmdError as exc:  # a deactivated account, a name pmd may not take
             log.warning("forward auth: %s", exc)
-            raise
+            return problem_response(request, exc)
         login(request, user, backend=BACKEND)
         request.session[SESSION_KEY] = digest
         return None
