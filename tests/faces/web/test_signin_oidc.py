@@ -216,3 +216,14 @@ def test_password_login_off_leaves_only_the_break_glass_admin(provider, settings
     assert refused.status_code == 200  # the form again, with its error
     admin = Client()
     assert admin.post("/accounts/login/", {"username": "admin", "password": "break glass 123"}).status_code == 302
+
+
+def test_status_names_the_providers_and_whether_discovery_answers(provider, settings):
+    from pmd_site.status import status_report
+
+    settings.PMD_OIDC_PROVIDERS = [provider.settings(), provider.settings(id="gone", name="Gone",
+                                                                          issuer="http://127.0.0.1:9/")]
+    report = status_report(["sign_in"], internals=True, access=Access.local_user())["sign_in"]
+    answers = {p["id"]: p["discovery"] for p in report["openid_providers"]}
+    assert answers["test"] == "answering" and answers["gone"].startswith("not answering")
+    assert report["ok"] is False and report["password_login"] is True and report["forward_auth"] is False
