@@ -218,6 +218,30 @@ PMD_FORWARD_AUTH_LOGOUT_URL = env.get_str("PMD_FORWARD_AUTH_LOGOUT_URL", "")
 # _CLIENT_SECRET, _SCOPES, _NAME (the button's label) and _USERNAME_CLAIM for each.
 PMD_OIDC_PROVIDERS = env.get_oidc_providers()
 PMD_OIDC_TIMEOUT = env.get_float("PMD_OIDC_TIMEOUT", 10.0)
+# LDAP (the ldap extra): django-auth-ldap binds as PMD_LDAP_BIND_DN and searches for the person.
+PMD_LDAP_URL = env.get_str("PMD_LDAP_URL", "")
+if PMD_LDAP_URL:
+    try:
+        import ldap
+        from django_auth_ldap.config import GroupOfNamesType, GroupOfUniqueNamesType, LDAPSearch, PosixGroupType
+    except ImportError:
+        raise ConfigError("PMD_LDAP_URL needs the ldap extra: pip install 'pmd[ldap]'") from None
+    AUTH_LDAP_SERVER_URI = PMD_LDAP_URL
+    AUTH_LDAP_BIND_DN = env.get_str("PMD_LDAP_BIND_DN", "")
+    AUTH_LDAP_BIND_PASSWORD = env.get_str("PMD_LDAP_BIND_PASSWORD", "")
+    AUTH_LDAP_START_TLS = env.get_bool("PMD_LDAP_START_TLS", False)
+    AUTH_LDAP_USER_SEARCH = LDAPSearch(env.get_str("PMD_LDAP_USER_SEARCH", ""), ldap.SCOPE_SUBTREE,
+                                       env.get_str("PMD_LDAP_USER_FILTER", "(uid=%(user)s)"))
+    if env.get_str("PMD_LDAP_GROUP_SEARCH"):
+        _group_types = {"groupOfNames": GroupOfNamesType, "groupOfUniqueNames": GroupOfUniqueNamesType,
+                        "posixGroup": PosixGroupType}
+        _group_type = env.get_str("PMD_LDAP_GROUP_TYPE", "groupOfNames")
+        if _group_type not in _group_types:
+            raise ConfigError(f"PMD_LDAP_GROUP_TYPE={_group_type!r}: use {', '.join(_group_types)}")
+        AUTH_LDAP_GROUP_SEARCH = LDAPSearch(env.get_str("PMD_LDAP_GROUP_SEARCH"), ldap.SCOPE_SUBTREE,
+                                            f"(objectClass={_group_type})")
+        AUTH_LDAP_GROUP_TYPE = _group_types[_group_type](name_attr="cn")
+    AUTHENTICATION_BACKENDS.insert(1, "pmd_site.signin.ldap.LdapBackend")  # after the lockout check
 # Documents may show images from any https: address (off: only pmd's own and data: images).
 PMD_ALLOW_REMOTE_IMAGES = env.get_bool("PMD_ALLOW_REMOTE_IMAGES", False)
 # Password reset by email is offered only when an SMTP server is configured.
