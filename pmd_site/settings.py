@@ -79,7 +79,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "pmd_site.signin.forward.ForwardAuthMiddleware",  # Remote-User from the trusted proxy (PMD_FORWARD_AUTH)
+    "pmd_site.web.forward_auth.ForwardAuthMiddleware",  # Remote-User from the trusted proxy (PMD_FORWARD_AUTH)
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",

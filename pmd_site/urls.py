@@ -3,7 +3,7 @@ from django.urls import include, path, re_path
 from django.views.generic import RedirectView
 
 from pmd_site import accounts
-from pmd_site.signin import views as signin
+from pmd_site.web.views import signin
 from pmd_site.views import healthz
 from pmd_site.api import api
 

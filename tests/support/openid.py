@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import socket
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -22,15 +21,11 @@ from urllib.parse import urljoin
 import httpx
 import pytest
 
+from tests.support.servers import free_port, stop
+
 OIDC_DIR = Path(__file__).resolve().parent / "oidc"
 CLIENT_ID = "pmd"
 CLIENT_SECRET = "pmd-test-client-secret-0123456789"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @dataclass
@@ -85,7 +80,7 @@ def start_provider(tmp_dir: Path, *, redirect_uris: list[str], post_logout_redir
     from joserfc.jwk import RSAKey
 
     key = RSAKey.generate_key(2048, parameters={"kid": "test-signing-key", "use": "sig", "alg": "RS256"})
-    port = _free_port()
+    port = free_port()
     issuer = f"http://127.0.0.1:{port}"
     accounts = tmp_dir / "accounts.json"
     accounts.write_text("{}")
@@ -115,8 +110,4 @@ def start_provider(tmp_dir: Path, *, redirect_uris: list[str], post_logout_redir
 
 
 def stop_provider(provider: Provider) -> None:
-    provider.process.terminate()
-    try:
-        provider.process.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        provider.process.kill()
+    stop(provider.process)

@@ -5,13 +5,14 @@ ou=people, groupOfNames groups under ou=groups, a service account pmd binds as."
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tests.support.servers import free_port, stop
 
 SLAPD = "/usr/sbin/slapd"
 BASE = "dc=example,dc=org"
@@ -82,9 +83,7 @@ def start_directory(folder: Path) -> Directory:
     if not Path(SLAPD).exists() or shutil.which("slappasswd") is None:
         pytest.skip("Debian's slapd is not installed (apt-get install slapd ldap-utils)")
     (folder / "db").mkdir()
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     root_hash = subprocess.run(["slappasswd", "-s", ROOT_PASSWORD], capture_output=True, text=True, check=True).stdout.strip()
     (folder / "slapd.conf").write_text(f"""
 include /etc/ldap/schema/core.schema
@@ -134,8 +133,4 @@ access to * by * read
 
 
 def stop_directory(directory: Directory) -> None:
-    directory.process.terminate()
-    try:
-        directory.process.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        directory.process.kill()
+    stop(directory.process)

@@ -1,4 +1,4 @@
-"""The sign-in pages' provider side: "Sign in with …", the provider's callback, sign-out."""
+"""The web UI's sign-in through an identity provider: "Sign in with …", the provider's callback, sign-out."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from django.views.decorators.http import require_POST
 from indexing import errors
 from indexing.services.accounts import ProviderSignIn, provider_sign_in
 from pmd_site.signin import oidc
-from pmd_site.signin.forward import SESSION_KEY as FORWARD_SESSION_KEY
+from pmd_site.web.forward_auth import SESSION_KEY as FORWARD_SESSION_KEY
 from pmd_site.web.errors import problem_response
 
 BACKEND = "pmd_site.signin.backends.ProviderBackend"
