@@ -100,3 +100,27 @@ def test_a_deactivated_account_is_refused():
 def test_the_local_admin_is_not_taken_over_by_a_header():
     make_user("admin", superuser=True)
     assert from_proxy(user="admin").get("/").status_code == 403
+
+
+def test_proxies_and_providers_are_read_from_the_environment(monkeypatch):
+    from indexing.errors import ConfigError
+    from pmd_site import env
+
+    monkeypatch.setenv("PMD_FORWARD_AUTH_PROXIES", "172.18.0.0/16, 10.0.0.5 ,::1")
+    assert [str(n) for n in env.get_networks("PMD_FORWARD_AUTH_PROXIES")] == ["172.18.0.0/16", "10.0.0.5/32", "::1/128"]
+    monkeypatch.setenv("PMD_FORWARD_AUTH_PROXIES", "traefik")
+    with pytest.raises(ConfigError, match="not an address"):
+        env.get_networks("PMD_FORWARD_AUTH_PROXIES")
+
+    monkeypatch.setenv("PMD_OIDC_PROVIDERS", "authentik,pocket-id")
+    monkeypatch.setenv("PMD_OIDC_AUTHENTIK_ISSUER", "https://auth.example.org/application/o/pmd/")
+    monkeypatch.setenv("PMD_OIDC_AUTHENTIK_CLIENT_ID", "abc")
+    monkeypatch.setenv("PMD_OIDC_AUTHENTIK_SCOPES", "email groups")
+    monkeypatch.setenv("PMD_OIDC_POCKET_ID_ISSUER", "https://id.example.org")
+    with pytest.raises(ConfigError, match="PMD_OIDC_POCKET_ID_CLIENT_ID"):
+        env.get_oidc_providers()
+    monkeypatch.setenv("PMD_OIDC_POCKET_ID_CLIENT_ID", "def")
+    monkeypatch.setenv("PMD_OIDC_POCKET_ID_NAME", "Pocket ID")
+    first, second = env.get_oidc_providers()
+    assert first["id"] == "authentik" and first["name"] == "authentik" and first["scopes"] == "openid email groups"
+    assert second["id"] == "pocket-id" and second["name"] == "Pocket ID" and second["client_secret"] == ""
