@@ -227,3 +227,13 @@ def test_status_names_the_providers_and_whether_discovery_answers(provider, sett
     answers = {p["id"]: p["discovery"] for p in report["openid_providers"]}
     assert answers["test"] == "answering" and answers["gone"].startswith("not answering")
     assert report["ok"] is False and report["password_login"] is True and report["forward_auth"] is False
+
+
+def test_the_admin_lists_who_signs_in_through_which_provider(provider):
+    from tests.support.factories import web_client
+
+    provider.person("hugo", groups=[])
+    sign_in(provider, "hugo")
+    page = web_client(make_user("root", superuser=True)).get("/admin/indexing/externalidentity/")
+    assert page.status_code == 200 and "openid:test" in page.content.decode() and "hugo" in page.content.decode()
+    assert web_client(make_user("boss", staff=True)).get("/admin/indexing/externalidentity/").status_code == 403
