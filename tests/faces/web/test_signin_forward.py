@@ -124,3 +124,14 @@ def test_proxies_and_providers_are_read_from_the_environment(monkeypatch):
     first, second = env.get_oidc_providers()
     assert first["id"] == "authentik" and first["name"] == "authentik" and first["scopes"] == "openid email groups"
     assert second["id"] == "pocket-id" and second["name"] == "Pocket ID" and second["client_secret"] == ""
+
+
+def test_status_warns_about_trusting_every_address_and_about_no_way_in(settings):
+    from pmd_site.safety import unsafe_settings
+
+    settings.PMD_FORWARD_AUTH_PROXIES = [ipaddress.ip_network("0.0.0.0/0")]
+    assert any("every client is trusted" in w for w in unsafe_settings(settings))
+    settings.PMD_FORWARD_AUTH = False
+    settings.PMD_PASSWORD_LOGIN = False
+    settings.PMD_OIDC_PROVIDERS = []
+    assert any("only the break-glass accounts" in w for w in unsafe_settings(settings))

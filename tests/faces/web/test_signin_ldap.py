@@ -73,3 +73,12 @@ def test_ldap_works_with_password_login_off_and_the_form_shows(directory, settin
     assert 'name="password"' in Client().get("/accounts/login/").content.decode()
     assert log_in("otto", "otto directory pw").status == 302
     assert log_in("nora", "local only pw 1").status == 200  # a local password: off
+
+
+def test_the_login_lockout_counts_directory_passwords_too(directory, settings):
+    settings.AXES_FAILURE_LIMIT = 3
+    directory.person("pia", "pia directory pw", groups=[])
+    for _ in range(2):
+        assert log_in("pia", "guess").status == 200
+    assert log_in("pia", "guess").status == 429
+    assert log_in("pia", "pia directory pw").status == 429  # locked: the right password too

@@ -237,3 +237,13 @@ def test_the_admin_lists_who_signs_in_through_which_provider(provider):
     page = web_client(make_user("root", superuser=True)).get("/admin/indexing/externalidentity/")
     assert page.status_code == 200 and "openid:test" in page.content.decode() and "hugo" in page.content.decode()
     assert web_client(make_user("boss", staff=True)).get("/admin/indexing/externalidentity/").status_code == 403
+
+
+def test_a_refusal_at_the_provider_and_a_foreign_next_address(provider, client):
+    start = client.get("/accounts/oidc/test/login/?next=https://evil.example/")
+    state = parse_qs(urlsplit(start["Location"]).query)["state"][0]
+    refused = client.get(f"/accounts/oidc/test/callback/?error=access_denied&error_description=nope&state={state}")
+    assert refused.status_code == 400 and b"refused the sign-in: nope" in refused.content
+    provider.person("ines", groups=[])
+    _, answer, _ = sign_in(provider, "ines", next_url="https://evil.example/")
+    assert answer.status_code == 302 and answer["Location"] == "/"
