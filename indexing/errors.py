@@ -211,6 +211,21 @@ class AccessDenied(PmdError, PermissionError):
     http_status = 403
 
 
+class SignInRefused(AccessDenied):
+    """A sign-in through an identity provider or a proxy that pmd will not accept: the account is
+    deactivated, does not exist where only existing accounts may sign in, or its name is taken."""
+
+    code = "sign_in_refused"
+
+
+class SignInFailed(PmdError):
+    """A sign-in through an identity provider that could not be completed or verified (discovery
+    failed, a state seen before, an ID token with a wrong issuer, audience, signature or age)."""
+
+    code = "sign_in_failed"
+    http_status = 400
+
+
 class TokenThrottled(PmdError):
     """Too many failed tokens from this address; `retry_after` is in whole seconds (sent as Retry-After)."""
 

@@ -661,3 +661,23 @@ class SavedSearch(models.Model):
         ordering = ["name"]
         constraints = [models.UniqueConstraint(fields=["owner", "name"], name="saved_search_name_per_owner",
                                                nulls_distinct=False)]
+
+
+# --- Team sign-in --------------------------------------------------------------------------
+
+class ExternalIdentity(models.Model):
+    """Who an identity provider (an OpenID provider, the forward-auth proxy, LDAP) says signed in:
+    its stable subject, tied to one pmd account, so a name changed at the provider cannot take
+    over another account."""
+
+    provider = models.CharField(max_length=100)  # "openid:<id>", "forward-auth", "ldap"
+    subject = models.CharField(max_length=255)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="external_identities")
+    created = models.DateTimeField(auto_now_add=True)
+    last_sign_in = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["provider", "subject"], name="external_identity_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.provider}:{self.subject} -> {self.user_id}"

@@ -119,6 +119,21 @@ def _security(access) -> dict:
     return {"ok": not warnings, "warnings": warnings}
 
 
+def _sign_in(access) -> dict:
+    """How people sign in: the OpenID providers (and whether their discovery answers now), forward
+    auth and its proxies, whether the password form is on."""
+    from pmd_site.signin.oidc import discovery_status, providers
+
+    found = [{"id": p.id, "name": p.name, "issuer": p.issuer, "discovery": discovery_status(p)} for p in providers()]
+    return {
+        "ok": all(p["discovery"] == "answering" for p in found),
+        "password_login": settings.PMD_PASSWORD_LOGIN or f"only {', '.join(settings.PMD_PASSWORD_LOGIN_USERS)}",
+        "forward_auth": (", ".join(str(n) for n in settings.PMD_FORWARD_AUTH_PROXIES)
+                         if settings.PMD_FORWARD_AUTH else False),
+        "openid_providers": found,
+    }
+
+
 SECTIONS: dict[str, Callable[..., dict]] = {
     "database": _database,
     "index": _index,
@@ -128,6 +143,7 @@ SECTIONS: dict[str, Callable[..., dict]] = {
     "workers": _workers,
     "watcher": _watcher,
     "security": _security,
+    "sign_in": _sign_in,
 }
 
 

@@ -25,6 +25,7 @@ from indexing.models import (
     Collection,
     Content,
     Document,
+    ExternalIdentity,
     FileProblem,
     Job,
     LLMCache,
@@ -369,3 +370,17 @@ class AuditEventAdmin(StaffAdmin):
         for name in names:
             seen_contexts |= Q(target__startswith=f"pmd://{name}/")
         return rows.exclude(Q(action__startswith="context.") & ~seen_contexts)
+
+
+@admin.register(ExternalIdentity)
+class ExternalIdentityAdmin(admin.ModelAdmin):
+    """Which identity provider's person signs in as which account (issue 29). Superusers only, by
+    Django's permissions; deleting a row lets that provider's next sign-in find an account afresh."""
+
+    list_display = ("user", "provider", "subject", "last_sign_in")
+    list_filter = ("provider",)
+    search_fields = ("subject", "user__username")
+    readonly_fields = ("provider", "subject", "user", "created", "last_sign_in")
+
+    def has_add_permission(self, request):
+        return False
