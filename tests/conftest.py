@@ -15,6 +15,15 @@ pytest_plugins = ["tests.support.ollama_fixtures"]  # the Ollama-compatible test
 PASSWORD = "correct horse battery"  # of the `member` and `staff` users
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _cheap_password_hashing():
+    """One PBKDF2 round per password in this process (see tests/support/hashers.py)."""
+    from django.test import override_settings
+
+    with override_settings(PASSWORD_HASHERS=["tests.support.hashers.OneRoundPBKDF2PasswordHasher"]):
+        yield
+
+
 @pytest.fixture
 def member(db):
     """A member (not staff) named `member`; password PASSWORD."""
