@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.factories import make_user, web_client
+from tests.support.servers import child_database_url
 from tests.support.paths import FIXTURE_CORPUS
 
 pytest_plugins = ["tests.support.ollama_fixtures"]  # the Ollama-compatible test server (tests/support/ollama_server.py)
@@ -83,14 +84,7 @@ def run_cli(capsys):
 @pytest.fixture
 def database_url(db) -> str:
     """The test database as a DATABASE_URL, for child processes that must neither start nor stop a server."""
-    from urllib.parse import quote
-
-    from django.db import connection
-
-    db_ = connection.settings_dict
-    password = f":{quote(db_['PASSWORD'], safe='')}" if db_["PASSWORD"] else ""
-    return (f"postgresql://{quote(db_['USER'], safe='')}{password}@/{db_['NAME']}"
-            f"?host={quote(db_['HOST'], safe='/')}&port={db_['PORT'] or 5432}")
+    return child_database_url()
 
 
 @pytest.fixture
