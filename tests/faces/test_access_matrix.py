@@ -291,6 +291,7 @@ def _uris(response) -> list[str]:
 def _without_timings(response) -> str:
     body = _body(response)
     body.pop("timings_ms", None)
+    body.pop("search_id", None)  # this search's own entry in the search log: one per request
     return json.dumps(body)
 
 
