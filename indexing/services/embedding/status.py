@@ -79,11 +79,15 @@ def embedding_status(*, collections: list[str] | None = None) -> dict:
     return status
 
 
+def embedding_waiting():
+    """Jobs of embedding requests waiting for the LLM backend (a queryset; indexing/services/embedding_queue.py
+    parks them)."""
+    return Job.objects.filter(kind=Job.Kind.EMBED, state=Job.State.QUEUED, result__has_key="waiting")
+
+
 def _state(pending: int) -> dict:
     """Where embedding stands: `running`, `waiting` (for the model server: why, and the next check),
     `queued` (no worker took it yet), `pending` (nothing asked for it) or `done`."""
-    from indexing.services.embedding_queue import embedding_waiting  # it imports this package
-
     waiting = list(embedding_waiting().order_by("created_at"))
     checker = next((j for j in waiting if j.result["waiting"].get("checks") is not None), None)
     checker = checker or (waiting[0] if waiting else None)
