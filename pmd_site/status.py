@@ -141,6 +141,8 @@ def _embeddings(access) -> dict:
         # Nothing new is embedded, and semantic queries cannot be embedded either: not green.
         status["ok"] = False
         status.setdefault("error", "the model server cannot embed: " + (server["error"] or "not reachable"))
+        if not status.get("mismatch"):
+            status.pop("hint", None)  # "run `pmd embed`" would only wait: the error says what to do
         if status.get("state") in {"running", "queued", "pending"}:
             status["state"] = "waiting"
             status["reason"] = server["error"]

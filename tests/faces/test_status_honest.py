@@ -163,8 +163,21 @@ def test_follow_stops_when_the_request_starts_waiting(indexed_collection, waitin
 
 
 @pytest.mark.django_db
-def test_run_embedding_in_the_web_says_why_it_cannot_run(ollama_down, indexed_collection, staff_client):
+def test_run_embedding_in_the_web_says_why_it_cannot_run(ollama_down, indexed_collection, staff_client,
+                                                        monkeypatch):
+    from indexing.services.jobs import job_create
+    from pmd_site.web.views import collections
+
+    # Queued, as with a worker (no thread left running after the test).
+    monkeypatch.setattr(collections, "embedding_request",
+                        lambda **kwargs: job_create(kind=Job.Kind.EMBED, message="queued"))
     page = staff_client.get("/", {"q": "postgres", "mode": "semantic"}).content.decode()
     assert "Run embedding" in page and "Embedding cannot run now: Ollama is not reachable" in page
     answer = staff_client.post("/collections/embed/", follow=True).content.decode()
     assert "Embedding is queued but cannot run now: Ollama is not reachable" in answer
+
+
+@pytest.mark.django_db
+def test_no_advice_to_run_embed_while_the_server_is_down(ollama_down, indexed_collection):
+    embeddings = _report()["embeddings"]
+    assert "hint" not in embeddings and "the model server cannot embed" in embeddings["error"]
