@@ -19,6 +19,7 @@ urlpatterns = [
     path("collections/<str:name>/<str:action>/", views.collection_action, name="collection_action"),
     path("jobs/<uuid:job_id>/", views.job_progress, name="job"),
     path("status/", views.status_page, name="status"),
+    path("status/config/", views.index_config_change, name="index_config"),
     path("tokens/", views.tokens_page, name="tokens"),
     path("tokens/new/", views.token_add, name="token_add"),
     path("tokens/<int:token_id>/revoke/", views.token_remove, name="token_revoke"),

@@ -181,3 +181,35 @@ def test_run_embedding_in_the_web_says_why_it_cannot_run(ollama_down, indexed_co
 def test_no_advice_to_run_embed_while_the_server_is_down(ollama_down, indexed_collection):
     embeddings = _report()["embeddings"]
     assert "hint" not in embeddings and "the model server cannot embed" in embeddings["error"]
+
+
+# --- the index's configuration from the web (staff) ---------------------------------------------
+
+
+@pytest.mark.django_db
+def test_staff_change_the_index_configuration_on_the_status_page(staff_client, member_client, indexed_collection,
+                                                                  ollama, settings):
+    from indexing.models import IndexSetting
+    from indexing.services.embedding import embed_pending
+
+    page = staff_client.get("/status/").content.decode()
+    assert 'id="index-config"' in page and "PMD_GENERATE_MODEL" in page
+    assert 'id="index-config"' not in member_client.get("/status/").content.decode()
+    assert member_client.post("/status/config/", {"name": "PMD_GENERATE_MODEL", "value": "x"}).status_code in {302, 403}
+    assert not IndexSetting.objects.filter(name="PMD_GENERATE_MODEL").exists()
+
+    done = staff_client.post("/status/config/", {"name": "PMD_GENERATE_MODEL", "value": "qwen3:0.6b"}, follow=True)
+    assert "PMD_GENERATE_MODEL is now qwen3:0.6b for every process" in done.content.decode()
+    assert IndexSetting.objects.get(name="PMD_GENERATE_MODEL").value == "qwen3:0.6b"
+
+    bad = staff_client.post("/status/config/", {"name": "PMD_CHUNK_TOKENS", "value": "many"}, follow=True)
+    assert "expected a whole number" in bad.content.decode()
+
+    embed_pending()  # vectors exist: another embedding model replaces them, so it asks first
+    asked = staff_client.post("/status/config/", {"name": "PMD_EMBED_MODEL", "value": "all-minilm"})
+    assert asked.status_code == 409
+    text = asked.content.decode()
+    assert "Replace the vectors" in text and "every note and commit is embedded again" in text and "--yes" not in text
+    assert not IndexSetting.objects.filter(name="PMD_EMBED_MODEL", value="all-minilm").exists()
+    staff_client.post("/status/config/", {"name": "PMD_EMBED_MODEL", "value": "all-minilm", "replace": "yes"})
+    assert IndexSetting.objects.get(name="PMD_EMBED_MODEL").value == "all-minilm"

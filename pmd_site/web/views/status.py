@@ -8,11 +8,15 @@ from __future__ import annotations
 
 import json
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.views.decorators.http import require_GET
+from django.shortcuts import redirect
+from django.views.decorators.http import require_GET, require_POST
 
+from indexing.errors import InvalidSetting, ReplacesVectors
+from indexing.services.index_config import index_config_effective, index_config_set
 from pmd_site.status import TITLES, duration, relative_time, status_headlines, status_report
-from pmd_site.web.pages import access_of, page
+from pmd_site.web.pages import access_of, page, staff_required
 
 # Labels for the keys a person reads; any other key is shown as its words ("last_seen" → "Last seen").
 LABELS = {
@@ -91,8 +95,37 @@ def _section(name: str, data: dict) -> dict:
             "scalars": scalars, "tables": tables, "raw": json.dumps(data, indent=2, default=str)}
 
 
+def _status(request, *, confirm: dict | None = None, status: int = 200):
+    report = status_report(internals=request.user.is_staff, access=access_of(request))
+    context = {"sections": [_section(n, d) for n, d in report.items()]}
+    if request.user.is_staff:  # the index's configuration, which every process reads: staff change it here
+        context["config"] = index_config_effective()
+        context["confirm"] = confirm
+    return page(request, "search/status.html", context, status=status)
+
+
 @login_required
 @require_GET
 def status_page(request):
-    report = status_report(internals=request.user.is_staff, access=access_of(request))
-    return page(request, "search/status.html", {"sections": [_section(n, d) for n, d in report.items()]})
+    return _status(request)
+
+
+@staff_required
+@require_POST
+def index_config_change(request):
+    """One setting of the index's configuration; a change that replaces the vectors is asked about first."""
+    name, value = request.POST.get("name", ""), request.POST.get("value", "")
+    try:
+        change = index_config_set(values={name: value}, replace_vectors=request.POST.get("replace") == "yes")
+    except ReplacesVectors as exc:
+        what = str(exc).removesuffix(" (confirm with --yes)")  # the CLI's way to confirm; here a button
+        return _status(request, confirm={"name": name, "value": value, "what": what}, status=409)
+    except InvalidSetting as exc:
+        messages.error(request, str(exc))
+        return redirect("search:status")
+    if change.changed:
+        messages.success(request, f"{name} is now {value.strip() or '(empty)'} for every process of this index"
+                                  + (": embedding everything again" if change.replaces_vectors else ""))
+    else:
+        messages.info(request, f"{name} was already {value.strip() or '(empty)'}")
+    return redirect("search:status")
