@@ -290,7 +290,7 @@ def _add_folders(dirs: list[str], console) -> list[str]:
             [refreshed] = collections_refresh(names=[collection.name], access=local_access()).collections
         if refreshed.problem:
             raise CommandError(refreshed.problem)
-        _print_report(refreshed.report, console=console)
+        _print_report(refreshed.report, console=console, new_only=True)
         names.append(refreshed.collection)
     return names
 
