@@ -52,3 +52,20 @@ def test_status_page_with_the_model_server_down(live_server, make_user, login, i
     wide = page.evaluate("document.documentElement.scrollWidth")
     assert wide <= 360, f"the status page is {wide}px wide on a 360px screen"
     shot(page, "status-model-down-phone")
+
+
+def test_phone_shows_every_action_of_the_tokens_and_collections_tables(live_server, make_user, login, indexed):
+    from indexing.access import Access
+    from indexing.services.tokens import token_create
+
+    user = make_user("root", staff=True)
+    token_create(user=user, name="a rather long token name for a script", access=Access.for_user(user))
+    page = login("root")
+    page.set_viewport_size({"width": 360, "height": 740})
+    for path, buttons in (("/tokens/", ["Revoke"]), ("/collections/", ["Reindex", "Embed"])):
+        page.goto(f"{live_server.url}{path}")
+        for name in buttons:
+            button = page.locator(f"table.collections button:has-text('{name}')").first
+            box = button.bounding_box()
+            assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= 360, (path, name, box)
+        assert page.evaluate("document.documentElement.scrollWidth") <= 360, path

@@ -213,3 +213,16 @@ def test_staff_change_the_index_configuration_on_the_status_page(staff_client, m
     assert not IndexSetting.objects.filter(name="PMD_EMBED_MODEL", value="all-minilm").exists()
     staff_client.post("/status/config/", {"name": "PMD_EMBED_MODEL", "value": "all-minilm", "replace": "yes"})
     assert IndexSetting.objects.get(name="PMD_EMBED_MODEL").value == "all-minilm"
+
+
+@pytest.mark.django_db
+def test_admin_jobs_list_keeps_the_message_readable(indexed_collection):
+    from django.contrib.auth import get_user_model
+
+    Job.objects.create(kind=Job.Kind.EMBED, message="waiting for the LLM backend: " + "x" * 400)
+    boss = get_user_model().objects.create_superuser("boss", password="correct horse battery")
+    client = Client()
+    client.force_login(boss)
+    html = client.get("/admin/indexing/job/").content.decode()
+    assert 'class="job-message"' in html and "pmd/admin.css" in html
+    assert "x" * 400 not in html.split('title="')[0] and "…</span>" in html
