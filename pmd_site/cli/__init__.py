@@ -55,6 +55,7 @@ CLI_HINTS = {
     "user_not_found": "create one with `pmd user create {name}`",
     "token_not_found": "see `pmd token list`",
     "account_exists": "`pmd user password {name}` sets a new password",
+    "replaces_vectors": lambda exc: None if "--yes" in exc.message else "confirm with --yes",
 }
 
 

@@ -118,8 +118,7 @@ def index_config_change(request):
     try:
         change = index_config_set(values={name: value}, replace_vectors=request.POST.get("replace") == "yes")
     except ReplacesVectors as exc:
-        what = str(exc).removesuffix(" (confirm with --yes)")  # the CLI's way to confirm; here a button
-        return _status(request, confirm={"name": name, "value": value, "what": what}, status=409)
+        return _status(request, confirm={"name": name, "value": value, "what": str(exc)}, status=409)
     except InvalidSetting as exc:
         messages.error(request, str(exc))
         return redirect("search:status")
