@@ -141,8 +141,10 @@ def _embeddings(access) -> dict:
         # Nothing new is embedded, and semantic queries cannot be embedded either: not green.
         status["ok"] = False
         status.setdefault("error", "the model server cannot embed: " + (server["error"] or "not reachable"))
-        if not status.get("mismatch"):
-            status.pop("hint", None)  # "run `pmd embed`" would only wait: the error says what to do
+        if not status.get("mismatch") and status.get("pending"):
+            # "run `pmd embed`" alone would only wait: the server first
+            status["hint"] = (f"{status['pending']} note(s) or commit(s) without embeddings: the model server "
+                              "must answer first (then `pmd embed`, or the worker, embeds them)")
         if status.get("state") in {"running", "queued", "pending"}:
             status["state"] = "waiting"
             status["reason"] = server["error"]

@@ -180,7 +180,8 @@ def test_run_embedding_in_the_web_says_why_it_cannot_run(ollama_down, indexed_co
 @pytest.mark.django_db
 def test_no_advice_to_run_embed_while_the_server_is_down(ollama_down, indexed_collection):
     embeddings = _report()["embeddings"]
-    assert "hint" not in embeddings and "the model server cannot embed" in embeddings["error"]
+    assert "the model server must answer first" in embeddings["hint"]
+    assert "the model server cannot embed" in embeddings["error"]
 
 
 # --- the index's configuration from the web (staff) ---------------------------------------------
