@@ -20,6 +20,8 @@ def _render_value(value) -> str:
         return "yes" if value else "no"
     if value is None:
         return "-"
+    if isinstance(value, dict) and "model" in value and "present" in value:  # a role's model (models section)
+        return str(value["model"]) + (" (missing)" if value["present"] is False else "")
     return str(value)
 
 

@@ -227,3 +227,10 @@ def test_admin_jobs_list_keeps_the_message_readable(indexed_collection):
     html = client.get("/admin/indexing/job/").content.decode()
     assert 'class="job-message"' in html and "pmd/admin.css" in html
     assert "x" * 400 not in html.split('title="')[0] and "…</span>" in html
+
+
+@pytest.mark.django_db
+def test_cli_status_names_the_models_without_python_dicts(ollama, settings, indexed_collection, run_cli):
+    settings.PMD_RERANK_MODEL = "absent-reranker"
+    code, out, _ = run_cli("status")
+    assert "embed=embeddinggemma, " in out and "rerank=absent-reranker (missing)" in out and "{'model'" not in out
