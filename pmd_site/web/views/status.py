@@ -90,6 +90,8 @@ def _section(name: str, data: dict) -> dict:
             continue
         else:
             scalars.append((_label(key), _value(key, value)))
+    for table in tables:  # each cell with its column's name: on a phone a row is a card of labelled values
+        table["cells"] = [list(zip(table["columns"], row)) for row in table["rows"]]
     return {"name": name, "title": TITLES.get(name, name.capitalize()), "ok": ok, "state": state,
             "lines": status_headlines(name, data), "wide": any(len(t["columns"]) > 3 for t in tables),
             "scalars": scalars, "tables": tables, "raw": json.dumps(data, indent=2, default=str)}
