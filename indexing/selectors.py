@@ -124,6 +124,9 @@ def document_resolve(reference: str, *, access: Access, collections: list[str] |
     suffix = list(docs.filter(path__endswith="/" + ref.path)[:2])
     if len(suffix) == 1:
         return ResolvedDocument(suffix[0], ref.line, ref.unit)
+    if tail and (not collections or head in collections) and visible_collections(access).filter(name=head).exists():
+        # `rustbook/ch99.md`: a note of that collection was meant; suggest its notes, not another's
+        raise errors.DocumentNotFound(f"no document pmd://{head}/{tail}", _suggest(tail, [head], access))
     raise errors.DocumentNotFound(f"no document {ref.path}", _suggest(ref.path, collections, access))
 
 

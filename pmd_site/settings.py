@@ -189,6 +189,7 @@ AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]  # either one reaching the 
 AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False  # a lockout ends on time, however hard it is hammered
 AXES_CLIENT_IP_CALLABLE = "pmd_site.security.client_address"
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+AXES_VERBOSE = False  # its "AXES: BEGIN" line, once per process start (four times per `pmd up`), told nobody anything
 AXES_DISABLE_ACCESS_LOG = True  # no ever-growing table of successful logins (last_login is kept anyway)
 PMD_TOKEN_FAILURE_LIMIT = env.get_int("PMD_TOKEN_FAILURE_LIMIT", 20, minimum=0)
 PMD_TOKEN_COOLOFF_MINUTES = env.get_int("PMD_TOKEN_COOLOFF_MINUTES", 15, minimum=1)

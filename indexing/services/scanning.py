@@ -51,6 +51,7 @@ class FileIssue:
     path: str
     message: str
     severity: str = "warning"
+    known: bool = False  # the last scan reported it too (`pmd up` does not repeat it at every start)
 
     def __str__(self) -> str:
         return f"{self.path}: {self.message}"
@@ -547,6 +548,9 @@ class _Batch:
                         collection=self.collection, message__startswith=LINK_PROBLEM_PREFIX,
                     ).order_by("path", "id").values_list("path", "message"))
                 report.issues += [FileIssue(path, message) for path, message in link_issues]
+                known = set(FileProblem.objects.filter(collection=self.collection).values_list("path", "message"))
+                for issue in report.issues:
+                    issue.known = (issue.path, issue.message[:2000]) in known
                 FileProblem.objects.filter(collection=self.collection).delete()
                 FileProblem.objects.bulk_create(
                     [FileProblem(collection=self.collection, path=i.path, severity=i.severity, message=i.message[:2000])

@@ -290,8 +290,11 @@ class DocumentAdmin(StaffAdmin):
 @admin.register(Job)
 class JobAdmin(StaffAdmin):
     staff_may_change = False
-    list_display = ("created_at", "kind", "collection", "state", "progress", "created_by", "message")
+    list_display = ("created_at", "kind", "collection", "state", "progress", "created_by", "message_text")
     list_filter = ("kind", "state")
+
+    class Media:
+        css = {"all": ("pmd/admin.css",)}  # the Message column keeps a readable width
     readonly_fields = [f.name for f in Job._meta.fields]
 
     def visible_rows(self, rows, collections, request):
@@ -303,6 +306,14 @@ class JobAdmin(StaffAdmin):
     @admin.display(description="progress")
     def progress(self, obj):
         return f"{obj.done}/{obj.total} ({obj.percent}%)"
+
+    @admin.display(description="message")
+    def message_text(self, obj):
+        """Readable in the list: a column wide enough to read, long messages shortened (whole in the title)."""
+        from django.utils.html import format_html
+
+        text = obj.message if len(obj.message) <= 240 else obj.message[:239] + "…"
+        return format_html('<span class="job-message" title="{}">{}</span>', obj.message, text)
 
 
 @admin.register(FileProblem)

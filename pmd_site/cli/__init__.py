@@ -61,6 +61,7 @@ CLI_HINTS = {
     "saved_search_not_found": "see `pmd saved list`",
     "account_exists": "`pmd user password {name}` sets a new password",
     "answer_model_unset": "e.g. `ollama pull qwen3:1.7b`, then PMD_ANSWER_MODEL=qwen3:1.7b in .env",
+    "replaces_vectors": lambda exc: None if "--yes" in exc.message else "confirm with --yes",
 }
 
 

@@ -87,7 +87,9 @@ def register(sub) -> None:
     upd.set_defaults(func=cmd_update)
 
 
-def _print_report(report, *, console) -> None:
+def _print_report(report, *, console, new_only: bool = False) -> None:
+    """The scan's line and its problems; `new_only`: those the last scan did not report already
+    (`pmd up` at every start), the others counted in one line."""
     parts = [f"[green]{report.added} added[/]", f"{report.updated} updated", f"{report.unchanged} unchanged",
              f"{report.removed} removed"]
     if report.reactivated:
@@ -97,10 +99,14 @@ def _print_report(report, *, console) -> None:
     errors = report.errors
     parts.append(f"[red]{errors} errors[/]" if errors else "0 errors")
     console.print(f"[bold]{escape(report.collection)}[/]: " + ", ".join(parts) + f" [dim]({report.elapsed:.2f}s)[/]")
-    for issue in report.issues[:20]:
+    issues = [i for i in report.issues if not i.known] if new_only else report.issues
+    for issue in issues[:20]:
         warn(str(issue))
-    if len(report.issues) > 20:
-        warn(f"… and {len(report.issues) - 20} more (see `pmd collection show {report.collection}`)")
+    if len(issues) > 20:
+        warn(f"… and {len(issues) - 20} more (see `pmd collection show {report.collection}`)")
+    if len(issues) < len(report.issues):
+        known = len(report.issues) - len(issues)
+        warn(f"{known} problem(s) reported before, unchanged (see `pmd collection show {report.collection}`)")
 
 
 def _print_history(history, *, console) -> None:

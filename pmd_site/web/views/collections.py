@@ -109,7 +109,13 @@ def collections_page(request):
 @require_POST
 def embed_all(request):
     """The "run embedding" button of the search page's no-embeddings state."""
+    from indexing.services.model_server import model_server_problem
+
+    blocked = model_server_problem()
     job = embedding_request(created_by=request.user)
+    if blocked is not None:
+        messages.warning(request, f"Embedding is queued but cannot run now: {blocked.message}. "
+                                  "It starts by itself once the model server answers.")
     return redirect(reverse("search:collections") + f"?job={job.pk}")
 
 

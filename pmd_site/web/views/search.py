@@ -208,7 +208,14 @@ def _run_search(*, query: str, mode: str, collection: str, access, sort: str = "
         return {"searched": False}
     except Exception as exc:  # noqa: BLE001 - every failure becomes a state the page explains
         log.info("web search failed (%s): %s", mode, exc, exc_info=not isinstance(exc, ValueError))
-        return {"problem": problem_for(exc, search=True), "elapsed_ms": (time.perf_counter() - started) * 1000}
+        problem = problem_for(exc, search=True)
+        found = {"problem": problem, "elapsed_ms": (time.perf_counter() - started) * 1000}
+        if problem.kind == "no-embeddings":  # say before "Run embedding" is pressed whether it can run
+            from indexing.services.model_server import model_server_problem
+
+            blocked = model_server_problem()
+            found["embedding_blocked"] = blocked.message if blocked is not None else ""
+        return found
     tags = _tags_by_document(response.results, access)
     elapsed = (time.perf_counter() - started) * 1000
     cards = []
