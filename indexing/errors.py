@@ -126,10 +126,11 @@ class NotEmbedded(InvalidSearchInput):
     code = "not_embedded"
 
     def __init__(self, message: str = "", suggestions: list[str] | None = None, *, model: str | None = None,
-                 held: list[str] | None = None):
+                 held: list[str] | None = None, underway: bool = False):
         super().__init__(message, suggestions)
         self.model = model
         self.held = held or []  # other models' vectors in the index: no advice to re-embed blindly
+        self.underway = underway  # a worker is embedding (or will): no advice to run `pmd embed`
 
 
 class MultiGetRefused(InvalidRequest):

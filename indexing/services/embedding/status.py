@@ -79,6 +79,18 @@ def embedding_status(*, collections: list[str] | None = None) -> dict:
     return status
 
 
+def embedding_underway() -> str:
+    """What a search missing vectors may tell the user to expect ("" when no embedding is on its
+    way): while a worker embeds, advice to run `pmd embed` would be wrong."""
+    if embedding_running():
+        return "being embedded now"
+    if embedding_waiting().exists():
+        return "queued for embedding, waiting for the model server (`pmd status` says why)"
+    if Job.objects.filter(kind=Job.Kind.EMBED, state__in=[Job.State.QUEUED, Job.State.RUNNING]).exists():
+        return "queued for embedding"
+    return ""
+
+
 def embedding_waiting():
     """Jobs of embedding requests waiting for the LLM backend (a queryset; indexing/services/embedding_queue.py
     parks them)."""
