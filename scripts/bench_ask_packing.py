@@ -1,5 +1,5 @@
 """Passage recall of Ask's packing at 2k/4k/8k token budgets on scifact-long (odd queries only: nothing
-fitted on even ones). Run: PMD_HOME=... .venv/bin/python manage.py shell -c "exec(open('pmd_site/bench/ask_packing.py').read())"
+fitted on even ones). Run: PMD_HOME=... .venv/bin/python manage.py shell -c "exec(open('scripts/bench_ask_packing.py').read())"
 after `pmd collection add ../shared/datasets/scifact-long/docs --name scifact-long`."""
 import csv, time, statistics, sys
 from pathlib import Path
