@@ -70,7 +70,9 @@ class SearchResponse:
     filters: SearchFilters | None = None  # what was applied (the query's and the caller's)
     sort: str = "relevance"
     corrected_query: str | None = None  # typos corrected: the query searched instead of `query`
-    search_id: int | None = None  # its entry in the search log (to note the result opened)
+    # Its entry in the search log, for the faces that note the result opened (API, web): not part of
+    # the answer's own JSON, which is the same bytes in-process and through the server.
+    search_id: int | None = None
     time_words: str | None = None  # the words read as a date filter ("last week"): removable
 
     def as_dict(self) -> dict:
@@ -83,6 +85,5 @@ class SearchResponse:
             "filters": self.filters.as_dict() if self.filters is not None and not self.filters.empty else None,
             "sort": self.sort,
             "corrected_query": self.corrected_query,
-            "search_id": self.search_id,
             "time_words": self.time_words,
         }

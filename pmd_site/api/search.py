@@ -93,7 +93,8 @@ def search_request_from(data: _SearchBase, *, access, mode: str | None = None) -
 
 def _search(request, data: SearchIn, mode: str | None = None) -> dict:
     request = search_request_from(data, access=request.auth, mode=mode)
-    return search_run(request).as_dict()
+    response = search_run(request)
+    return {**response.as_dict(), "search_id": response.search_id}
 
 
 _SEARCH_RESPONSES = {200: SearchOut, 401: ErrorOut, 404: ErrorOut, 422: ErrorOut, 503: ErrorOut}
