@@ -547,16 +547,22 @@ def answers_recent(*, user, limit: int = 20) -> list:
 
 
 def answer_costs() -> list[dict]:
-    """Per model: answers, tokens in and out, mean latency (staff's view in the status report)."""
-    from django.db.models import Avg, Sum
+    """Per model: answers, tokens in and out, median latency to the whole answer and to its first
+    token (staff's view in the status report: what Ask costs, and whether a model got slow)."""
+    from django.db.models import Aggregate, FloatField, Sum
 
     from indexing.models import Answer
 
+    class Median(Aggregate):
+        template = "percentile_cont(0.5) WITHIN GROUP (ORDER BY %(expressions)s)"
+        output_field = FloatField()
+
     rows = (Answer.objects.exclude(model="").values("model")
             .annotate(answers=Count("id"), tokens_in=Sum("tokens_in"), tokens_out=Sum("tokens_out"),
-                      mean_ms=Avg("total_ms"), first_token_ms=Avg("first_token_ms")).order_by("model"))
-    return [{**row, "mean_ms": round(row["mean_ms"] or 0, 1),
-             "first_token_ms": round(row["first_token_ms"] or 0, 1)} for row in rows]
+                      median_ms=Median("total_ms"), median_first_token_ms=Median("first_token_ms"))
+            .order_by("model"))
+    return [{**row, "median_ms": round(row["median_ms"] or 0, 1),
+             "median_first_token_ms": round(row["median_first_token_ms"] or 0, 1)} for row in rows]
 
 
 @dataclass
