@@ -151,6 +151,14 @@ def _embeddings(access) -> dict:
     return status
 
 
+def _answers(access) -> dict:
+    """Ask's cost per model (answers, tokens in/out, median latency): staff only, the totals span
+    every user's questions (a member sees just `ok`, the section being on no allow-list)."""
+    from indexing.selectors import answer_costs
+
+    return {"ok": True, "model": (settings.PMD_ANSWER_MODEL or "").strip() or None, "by_model": answer_costs()}
+
+
 def _security(access) -> dict:
     warnings = unsafe_settings(settings)
     return {"ok": not warnings, "warnings": warnings}
@@ -180,6 +188,7 @@ SECTIONS: dict[str, Callable[..., dict]] = {
     "broker": _broker,
     "workers": _workers,
     "watcher": _watcher,
+    "answers": _answers,
     "security": _security,
     "sign_in": _sign_in,
 }

@@ -26,13 +26,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from django.conf import settings
-from django.db.models import Q
 
 from indexing.chunking import count_tokens
 from indexing.errors import AnswerModelUnset, LLMBackendError, LLMBackendTimeout
 from indexing.llm import get_backend
-from indexing.models import Answer, Document
-from indexing.selectors import conversation_answers
+from indexing.models import Answer
+from indexing.selectors import SectionText, conversation_answers, sections_at
 from indexing.services.answers import answer_record
 from indexing.services.throttling import ask_rate_check
 from search.pipeline.dispatch import search_run
@@ -110,7 +109,7 @@ class AskAnswer:
     model: str = ""
     tokens_in: int = 0
     tokens_out: int = 0
-    timings: dict[str, float] = field(default_factory=dict)  # retrieval, first_token, total (ms)
+    timings: dict[str, float] = field(default_factory=dict)  # retrieval, prompt, first_token, total (ms)
     conversation: str = ""
     id: int | None = None
 
@@ -193,6 +192,7 @@ def ask_stream(request: AskRequest, *, cancelled: Callable[[], bool] | None = No
     deadline = started + settings.PMD_ANSWER_TIMEOUT
     written: list[str] = []
     backend = get_backend(timeout=settings.PMD_ANSWER_TIMEOUT, retries=0)
+    answer.timings["prompt"] = (time.perf_counter() - started) * 1000  # pmd's part before the model's
     try:
         with closing(backend.chat_stream(messages, model=model, options={"temperature": 0.1}, think=False)) as stream:
             for delta in stream:
@@ -269,25 +269,25 @@ def citations_check(text: str, given: int) -> tuple[str, list[int], list[dict]]:
 
 def passages_pack(results: list[SearchResult], *, budget: int) -> list[Passage]:
     """The best passages that fit in `budget` tokens, in the hits' order: each hit's section (from the
-    heading above its line to the next heading), cut to a third of the budget around the line so
-    that one long section never fills it alone, the same section once; a passage that does not fit
-    is left out and smaller later ones still go in. String work only: no chunking, few ms."""
+    heading above its line to the next heading, as the keyword index cut it), cut to a third of the
+    budget around the line so that one long section never fills it alone, the same section once; a
+    passage that does not fit is left out and smaller later ones still go in. One query for the
+    sections' characters, string work after: no chunking, no whole bodies."""
     room = max(50, budget - PROMPT_RESERVE)
     cap = max(50, room // 3)
-    bodies = _bodies(results)
+    sections = sections_at(places=[(r.collection, r.path, r.line) for r in results])
     seen: set[tuple[str, str, int]] = set()
     passages: list[Passage] = []
     used = 0
-    for result in results:
-        body = bodies.get((result.collection, result.path))
-        if body is None:
-            text, start = result.snippet, result.line
+    for result, section in zip(results, sections):
+        if section is None:
+            text, start, tokens = result.snippet, result.line, count_tokens(result.snippet)
         else:
-            text, start = _section_at(body.splitlines(), result.line, cap)
+            text, start, tokens = _section_around(section, result.line, cap)
         if (result.collection, result.path, start) in seen or not text.strip():
             continue
         seen.add((result.collection, result.path, start))
-        tokens = count_tokens(text) + 12  # and its header line
+        tokens += 12  # and its header line
         if used + tokens > room:
             continue
         used += tokens
@@ -297,39 +297,47 @@ def passages_pack(results: list[SearchResult], *, budget: int) -> list[Passage]:
     return passages
 
 
-def _section_at(lines: list[str], line: int, cap: int) -> tuple[str, int]:
-    """The section holding `line` (1-based) as text within about `cap` tokens, and its first line."""
+def _section_around(section: SectionText, line: int, cap: int) -> tuple[str, int, int]:
+    """The part of `section` around `line` (of the document) within about `cap` tokens, the line
+    it starts at and its tokens; a piece of a long section gets its section's heading on top."""
+    lines = section.text.splitlines()
+    offset = section.first_line
+    if section.heading:
+        lines.insert(0, section.heading)
+        offset -= 1
+    text, start, tokens = _section_at(lines, line - offset + 1, cap)
+    return text, start + offset - 1, tokens
+
+
+def _section_at(lines: list[str], line: int, cap: int) -> tuple[str, int, int]:
+    """The section holding `line` (1-based) as text within about `cap` tokens, its first line and
+    its tokens."""
     hit = max(0, min(line - 1, len(lines) - 1)) if lines else 0
     start = hit
     while start > 0 and not lines[start].startswith("#"):
         start -= 1
+    kept: list[str] = []
+    total = tokens = 0  # tokens with one per line break (the cap), and without (the text's count)
+    first = start
     if hit - start > 8:  # a long section: start near the hit, keep its heading
-        kept, total = [lines[start]], count_tokens(lines[start])
+        kept.append(lines[start])
+        tokens = count_tokens(lines[start])
+        total = tokens + 1
         first = max(start + 1, hit - 3)
-    else:
-        kept, total, first = [], 0, start
     for index in range(first, len(lines)):
         text = lines[index]
         if index > start and index > hit and text.startswith("#"):
             break
-        cost = count_tokens(text) + 1
-        if total + cost > cap:
+        cost = count_tokens(text)
+        if total + cost + 1 > cap:
             if index <= hit or not kept:
                 kept.append(text[: cap * 4])
+                tokens += count_tokens(kept[-1])
             break
         kept.append(text)
-        total += cost
-    return "\n".join(kept), start + 1
-
-
-def _bodies(results: list[SearchResult]) -> dict[tuple[str, str], str]:
-    condition = Q()
-    for result in results:
-        condition |= Q(collection__name=result.collection, path=result.path)
-    if not results:
-        return {}
-    return {(c, p): b for c, p, b in Document.objects.filter(condition, active=True)
-            .values_list("collection__name", "path", "content__body")}
+        total += cost + 1
+        tokens += cost
+    return "\n".join(kept), start + 1, tokens
 
 
 def _conversation(request: AskRequest, question: str) -> tuple[uuid.UUID, list[Answer]]:

@@ -124,3 +124,24 @@ def test_web_ask_mode_without_a_model_explains_it(notes, settings):
     settings.PMD_ANSWER_MODEL = ""
     page = client_page = web_client(make_user("member")).get("/", {"q": "autovacuum", "mode": "ask"})
     assert "Ask needs a chat model" in page.content.decode() and "PMD_ANSWER_MODEL" in client_page.content.decode()
+
+
+def test_status_adds_up_answers_per_model_for_staff_only(run_cli):
+    from indexing.access import Access
+    from pmd_site.status import status_report
+
+    asker = make_user("asker")
+    for model, total, tokens in (("qwen3:1.7b", 900.0, 100), ("qwen3:1.7b", 1500.0, 300), ("qwen3:1.7b", 3000.0, 200),
+                                 ("llama3.2", 400.0, 50), ("", 10.0, 0)):  # "": refused, no model asked
+        Answer.objects.create(user=asker, question="q", model=model, tokens_in=tokens, tokens_out=tokens // 10,
+                              retrieval_ms=5, first_token_ms=total / 3, total_ms=total)
+    code, out, err = run_cli("status", "--json")
+    assert code == 0, err
+    rows = {row["model"]: row for row in json.loads(out)["answers"]["by_model"]}
+    assert rows.keys() == {"qwen3:1.7b", "llama3.2"}
+    assert rows["qwen3:1.7b"] == {"model": "qwen3:1.7b", "answers": 3, "tokens_in": 600, "tokens_out": 60,
+                                  "median_ms": 1500.0, "median_first_token_ms": 500.0}
+    code, out, _ = run_cli("status")
+    assert "answers" in out and "model=qwen3:1.7b" in out and "median_ms=1500.0" in out
+    member = status_report(["answers"], access=Access.for_user(asker))
+    assert member == {"answers": {"ok": True}}  # every user's questions add up here: staff only

@@ -183,3 +183,24 @@ def test_packing_stays_within_the_budget_in_rank_order():
     assert [p.path for p in passages][:2] == ["0.md", "1.md"]
     assert sum(p.tokens for p in passages) <= 1000
     assert len(passages_pack(results, budget=8000)) > len(passages)
+
+
+@pytest.mark.django_db(transaction=False)
+def test_packing_takes_the_indexed_section_at_the_hit_line(tmp_path):
+    """Each hit's section as the keyword index cut it (no whole body is read): the section holding
+    the line, not its neighbours; a piece of a long section keeps the section's heading."""
+    long_section = "\n\n".join(f"Paragraph {n} " + "filler words here " * 60 for n in range(8))
+    notes = {"book.md": "---\ntitle: Book\n---\n\n# Book\n\n## Alpha\n\nAlpha text about apples.\n\n"
+                        "## Beta\n\nBeta text about bread.\n\n## Long\n\n" + long_section + "\n\nThe last words.\n"}
+    make_vault(tmp_path / "lib", notes, name="lib")
+    lines = notes["book.md"].splitlines()
+    beta = lines.index("Beta text about bread.") + 1
+    last = lines.index("The last words.") + 1
+    hit = dict(docid="x", collection="lib", path="book.md", title="Book", score=0.9)
+    beta_passage, last_passage = passages_pack([SearchResult(line=beta, **hit), SearchResult(line=last, **hit)],
+                                               budget=8000)
+    assert beta_passage.text == "## Beta\n\nBeta text about bread."
+    assert last_passage.text.startswith("## Long\n") and last_passage.text.endswith("The last words.")
+    assert "Paragraph 0" not in last_passage.text  # the piece around the line, not the whole section
+    missing = passages_pack([SearchResult(line=3, snippet="as shown", **{**hit, "path": "gone.md"})], budget=8000)
+    assert [p.text for p in missing] == ["as shown"]  # not indexed (any more): the snippet
