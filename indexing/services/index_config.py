@@ -31,6 +31,7 @@ INDEX_SETTINGS: dict[str, type] = {
     "PMD_EMBED_MODEL": str,
     "PMD_GENERATE_MODEL": str,
     "PMD_RERANK_MODEL": str,
+    "PMD_ANSWER_MODEL": str,
     "PMD_RERANK_URL": str,
     "PMD_CHUNK_TOKENS": int,
     "PMD_CHUNK_OVERLAP": float,

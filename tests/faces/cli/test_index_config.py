@@ -87,3 +87,17 @@ def test_a_second_process_with_another_environment_reads_the_index_configuration
     rows, err = show(PMD_EMBED_MODEL="embeddinggemma")
     assert rows["PMD_EMBED_MODEL"]["value"] == "embeddinggemma" and rows["PMD_EMBED_MODEL"]["mismatch"]
     assert "PMD_EMBED_MODEL=all-minilm" in err and "PMD_EMBED_MODEL=embeddinggemma" in err
+
+
+@pytest.mark.django_db
+def test_a_first_pmd_up_that_chose_a_backend_stores_that_backends_models(settings):
+    """`pmd up` without Ollama picks the in-process backend and keeps all its default models, the
+    answer model among them (an unknown name here stopped `pmd up` before it served)."""
+    from indexing.services.index_config import index_config_get
+    from pmd_site.cli.serve import _index_config_from_up
+
+    _index_config_from_up({}, "local")
+    stored = index_config_get()
+    assert stored["PMD_LLM_BACKEND"] == "local"
+    for name, value in settings.PMD_MODEL_DEFAULTS["local"].items():
+        assert stored[name] == value
