@@ -79,6 +79,16 @@ class Converted:
         return "\n".join(lines) + self.text
 
 
+_unit_hook = None  # set by the converting child (indexing.convert.child): where page progress goes
+
+
+def unit_read(done: int, total: int) -> None:
+    """A converter read `done` of `total` pages (slides, sheets, chapters): the child passes it on
+    to the scan, so a long file's progress names its page; in any other process, nothing."""
+    if _unit_hook is not None:
+        _unit_hook(done, total)
+
+
 def format_of(path: str) -> str:
     """The format a file is read as, by its extension; anything unknown is read as markdown (as before)."""
     ext = posixpath.splitext(path)[1].lower().lstrip(".")

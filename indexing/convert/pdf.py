@@ -9,7 +9,7 @@ import shutil
 import subprocess
 import unicodedata
 
-from indexing.convert import ConversionRefused, Converted, Limits, marker, require
+from indexing.convert import ConversionRefused, Converted, Limits, marker, require, unit_read
 
 _HYPHENATED = re.compile(r"(\w)-\n(\w)")
 _LIGATURES = {c: unicodedata.normalize("NFKC", c) for c in "\ufb00\ufb01\ufb02\ufb03\ufb04\ufb05\ufb06"}
@@ -55,6 +55,7 @@ def convert(data: bytes, limits: Limits) -> Converted:
             if not text:
                 empty += 1
             out.append(f"{marker('page', index + 1)}\n\n{text}\n")
+            unit_read(index + 1, pages)
         meta = doc.get_metadata_dict(skip_empty=True)
     finally:
         doc.close()

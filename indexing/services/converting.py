@@ -13,9 +13,13 @@ from indexing.convert.sandbox import Converter, Extracted, SandboxLimits
 from indexing.models import Extraction
 
 
+PROGRESS_SECONDS = 1.0  # a file read for longer reports the page it is on, this often
+
+
 def convert_limits() -> SandboxLimits:
     return SandboxLimits(
         seconds=float(settings.PMD_CONVERT_SECONDS), memory_mb=settings.PMD_CONVERT_MEMORY_MB,
+        progress_seconds=PROGRESS_SECONDS,
         limits=Limits(max_pages=settings.PMD_CONVERT_MAX_PAGES,
                       max_unzipped_bytes=settings.PMD_CONVERT_MAX_UNZIPPED_BYTES,
                       max_cells=settings.PMD_CONVERT_MAX_CELLS,

@@ -21,7 +21,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from indexing import errors
-from indexing.convert import ConversionRefused, format_of, is_converted
+from indexing.convert import UNIT_NAMES, ConversionRefused, format_of, is_converted
 from indexing.folders import collection_folder_refusal, pseudo_mount_points
 from indexing.locks import advisory_lock, collection_lock_key
 from indexing.models import Collection, Content, Document, DocumentLink, FileProblem
@@ -297,7 +297,9 @@ def _collection_scan(
     reading = note_reading(collection.title_from)
     reread = collection.reading != reading
 
-    converter = Converter(convert_limits())  # started by the first file that is not markdown
+    converting = _ConvertingProgress(progress, total)
+    # started by the first file that is not markdown; reports the page a long file is on
+    converter = Converter(convert_limits(), on_units=converting.units if progress else None)
     for done, (rel, abspath) in enumerate(files, start=1):
         if progress and (done % 50 == 0 or done == total):
             progress(done, total, rel)
@@ -342,8 +344,7 @@ def _collection_scan(
             report.issues.append(FileIssue(rel, f"cannot read: {exc.strerror}", "error"))
             continue
         if converted:  # PDF, DOCX, …: its text, converted once per content (indexing.convert)
-            if progress and st.st_size > CONVERT_PROGRESS_BYTES:
-                progress(done, total, f"converting {rel}")
+            converting.file(done, rel, announce=st.st_size > CONVERT_PROGRESS_BYTES)
             try:
                 extracted = file_text_extract(data=raw, fmt=format_of(rel), converter=converter)
             except ConversionRefused as exc:
@@ -408,6 +409,26 @@ def _collection_scan(
     keyword_index_update(changed_document_ids=changed, removed_document_ids=report.removed_document_ids)
     report.elapsed = time.perf_counter() - started
     return report
+
+
+class _ConvertingProgress:
+    """"converting report.pdf (3 of 40 files, 120 of 800 pages)": the scan's progress while a
+    long file is converted, from the page progress of the converting child."""
+
+    def __init__(self, progress: ProgressCallback | None, total: int):
+        self.progress, self.total = progress, total
+        self.done, self.rel = 0, ""
+
+    def file(self, done: int, rel: str, *, announce: bool) -> None:
+        self.done, self.rel = done, rel
+        if self.progress and announce:
+            self.progress(done, self.total, f"converting {rel} ({done} of {self.total} files)")
+
+    def units(self, read: int, units: int) -> None:
+        if self.progress:
+            unit = UNIT_NAMES.get(format_of(self.rel), "page")
+            self.progress(self.done, self.total,
+                          f"converting {self.rel} ({self.done} of {self.total} files, {read} of {units} {unit}s)")
 
 
 def _embedders(collection: Collection, document_ids: list[int]) -> list[int]:

@@ -197,3 +197,50 @@ def test_formats_and_a_mask_are_one_or_the_other(formats_dir):
 
     with pytest.raises(InvalidGlob, match="as a mask or as formats, not both"):
         collection_create(path=formats_dir, name="both", mask="**/*.md", formats=["pdf"])
+
+
+# --- Progress while a long file is converted ------------------------------------------------
+
+
+def test_the_child_reports_the_pages_of_a_long_file_as_it_reads_them():
+    seen = []
+    sandbox = SandboxLimits(limits=SMALL, progress_seconds=0)
+    with Converter(sandbox, on_units=lambda read, units: seen.append((read, units))) as converter:
+        done = converter.convert("pdf", (FIXTURES / "long.pdf").read_bytes())
+    assert done.units == 10 and seen == [(n, 10) for n in range(1, 11)]
+
+
+@pytest.mark.django_db
+def test_an_index_jobs_progress_names_the_file_being_converted_and_its_page(tmp_path, settings, monkeypatch):
+    from indexing.access import Access
+    from indexing.models import Job
+    from indexing.selectors import index_jobs_running
+    from indexing.services import converting
+    from indexing.services.collections import collection_create
+    from indexing.services.jobs import JobProgress, job_create, job_finish, job_start
+    from indexing.services.scanning import collection_index
+
+    settings.PMD_CONVERT_MAX_PAGES = 10
+    settings.PMD_OCR = "off"
+    monkeypatch.setattr(converting, "PROGRESS_SECONDS", 0)
+    (tmp_path / "docs").mkdir()
+    shutil.copy(FIXTURES / "long.pdf", tmp_path / "docs" / "long.pdf")
+    (tmp_path / "docs" / "a.md").write_text("# A\n")
+    collection = collection_create(path=tmp_path / "docs", name="docs", formats=["pdf"])
+    job = job_create(kind=Job.Kind.INDEX, collection=collection)
+    job_start(job)
+    messages = []
+    writes = JobProgress(job, interval=0)
+
+    def progress(done, total, message=""):
+        messages.append(message)
+        writes(done, total, message)
+
+    collection_index(collection, progress=progress)
+    assert [m for m in messages if m.startswith("converting")] == [
+        f"converting long.pdf (2 of 2 files, {n} of 10 pages)" for n in range(1, 11)]
+    job.refresh_from_db()
+    assert job.message == "converting long.pdf (2 of 2 files, 10 of 10 pages)"  # what the job row shows
+    assert index_jobs_running(access=Access.local_user()) == [
+        {"collection": "docs", "done": 2, "total": 2, "message": job.message}]  # and `pmd status`
+    job_finish(job)
