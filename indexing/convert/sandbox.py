@@ -41,6 +41,7 @@ class Extracted:
     units: int
     warnings: list[str]
     peak_mb: float = 0.0  # the child's peak resident memory so far
+    key: str = ""  # the Extraction it is stored as (indexing.services.converting)
 
 
 class Converter:

@@ -244,3 +244,59 @@ def test_an_index_jobs_progress_names_the_file_being_converted_and_its_page(tmp_
     assert index_jobs_running(access=Access.local_user()) == [
         {"collection": "docs", "done": 2, "total": 2, "message": job.message}]  # and `pmd status`
     job_finish(job)
+
+
+# --- Stored conversions no document reads any more ------------------------------------------
+
+
+@pytest.mark.django_db
+def test_conversions_no_document_reads_any_more_are_deleted(tmp_path, settings):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from indexing.models import Document, Extraction
+    from indexing.services.collections import collection_create
+    from indexing.services.maintenance import index_cleanup
+    from indexing.services.scanning import collection_index
+
+    settings.PMD_CONVERT_MAX_PAGES = 10
+    settings.PMD_OCR = "off"
+    first, second = tmp_path / "first", tmp_path / "second"
+    for folder in (first, second):
+        folder.mkdir()
+        shutil.copy(FIXTURES / "deck.pptx", folder / "deck.pptx")
+    shutil.copy(FIXTURES / "report.pdf", first / "report.pdf")
+    shutil.copy(FIXTURES / "encrypted.pdf", first / "encrypted.pdf")
+    a = collection_create(path=first, name="first", formats=["pdf", "pptx"])
+    b = collection_create(path=second, name="second", formats=["pptx"])
+    collection_index(a)
+    collection_index(b)
+    report_key = Document.objects.get(collection=a, path="report.pdf").extraction_key
+    deck_key = Document.objects.get(collection=a, path="deck.pptx").extraction_key
+    assert deck_key == Document.objects.get(collection=b, path="deck.pptx").extraction_key
+    assert Extraction.objects.count() == 3  # report, deck (once for both), the refused encrypted.pdf
+
+    # The file changed: its old conversion goes on that scan, the new one is kept.
+    shutil.copy(FIXTURES / "long.pdf", first / "report.pdf")
+    collection_index(a)
+    new_key = Document.objects.get(collection=a, path="report.pdf").extraction_key
+    assert new_key != report_key
+    assert not Extraction.objects.filter(key=report_key).exists() and Extraction.objects.filter(key=new_key).exists()
+
+    # Gone from one collection, the deck is still read in the other; gone from both, its text goes.
+    (first / "deck.pptx").unlink()
+    collection_index(a)
+    assert Extraction.objects.filter(key=deck_key).exists()
+    (second / "deck.pptx").unlink()
+    collection_index(b)
+    assert not Extraction.objects.filter(key=deck_key).exists()
+
+    # Maintenance: any conversion no active document reads; a refusal only once it is old.
+    Extraction.objects.create(key="0" * 64 + ":pdf:1", text="[page 1]\n\nstray")
+    refusal = Extraction.objects.get(refused__startswith="password")
+    assert index_cleanup(clear_llm_cache=False, vacuum=False).unused_extractions == 1
+    assert set(Extraction.objects.values_list("key", flat=True)) == {new_key, refusal.key}
+    Extraction.objects.filter(key=refusal.key).update(created_at=timezone.now() - timedelta(days=31))
+    assert index_cleanup(clear_llm_cache=False, vacuum=False).unused_extractions == 1
+    assert list(Extraction.objects.values_list("key", flat=True)) == [new_key]
