@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass, field
 
 # Bump when a converter's output changes: text stored under an older version is converted again.
-CONVERTER_VERSION = 1
+CONVERTER_VERSION = 2
 
 # format → the extensions it reads. "markdown" is read as today (indexing.text), never here.
 FORMAT_EXTENSIONS: dict[str, tuple[str, ...]] = {

@@ -300,3 +300,22 @@ def test_conversions_no_document_reads_any_more_are_deleted(tmp_path, settings):
     Extraction.objects.filter(key=refusal.key).update(created_at=timezone.now() - timedelta(days=31))
     assert index_cleanup(clear_llm_cache=False, vacuum=False).unused_extractions == 1
     assert list(Extraction.objects.values_list("key", flat=True)) == [new_key]
+
+
+def test_a_word_broken_at_a_line_end_is_joined_unless_the_document_writes_it_hyphenated():
+    from indexing.convert.pdf import Vocabulary, page_text
+
+    # Lines of Debian's valgrind, nettle, docbook-xsl and zlib manuals as PDFium reads them: a hyphen
+    # at a line's end is \x02 with the break dropped (or, rarely, "-" before the break).
+    pages = ["you can give the option --soname\x02synonyms=somalloc",
+             "see --soname-synonyms below. Encrypts the plain\x02text from src; the plaintext is",
+             "the path of very rapidly diminish\x02ing return. Name=\"padding\x02start\", the padding at the start",
+             "a 32-\nbit word; GOST R 34.11-\n2012; De\x02scription"]
+    vocabulary = Vocabulary(pages)
+    text = "\n".join(page_text(page, vocabulary) for page in pages)
+    assert "--soname-synonyms=somalloc" in text  # written hyphenated elsewhere
+    assert "the plaintext from src" in text  # written as one word elsewhere
+    assert "diminishing return" in text  # neither: "ing" is no word of it
+    assert 'Name="padding-start"' in text  # neither, but both halves are words of it
+    assert "32-bit word" in text and "34.11-2012" in text and "Description" in text
+    assert page_text("an ev\x02ery word") == "an every word"  # a page alone is its own vocabulary
