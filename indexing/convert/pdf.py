@@ -15,9 +15,9 @@ from indexing.convert import ConversionRefused, Converted, Limits, marker, requi
 
 # A hyphen at a line's end: PDFium reports it as \x02 and drops the line break (a "soft" hyphen),
 # or, in some files, as "-" before the break.
-_HYPHENATED = re.compile(r"(\w+)(?:\x02[ \t]*\n?|-[ \t]*\n)[ \t]*(\w+)")
+_HYPHENATED = re.compile(r"(?<!\w)(\w+)(?:\x02[ \t]*\n?|-[ \t]*\n)[ \t]*(\w+)")
 _WORD = re.compile(r"\w+")
-_COMPOUND = re.compile(r"\w+(?:-\w+)+")
+_COMPOUND = re.compile(r"(?<!\w)\w+(?:-\w+)+")
 _LIGATURES = {c: unicodedata.normalize("NFKC", c) for c in "\ufb00\ufb01\ufb02\ufb03\ufb04\ufb05\ufb06"}
 _LIGATURE_RE = re.compile("[" + "".join(_LIGATURES) + "]")
 # A line that would read as a heading or as a page marker is escaped: a PDF line is a visual line.
@@ -33,10 +33,10 @@ class Vocabulary:
         self.words: Counter = Counter()
         self.pairs: Counter = Counter()
         for text in texts:
-            whole = _HYPHENATED.sub(" ", _normalized(text))
-            self.words.update(w.lower() for w in _WORD.findall(whole))
+            whole = _HYPHENATED.sub(" ", _normalized(text)).lower()
+            self.words.update(_WORD.findall(whole))
             for compound in _COMPOUND.findall(whole):
-                parts = compound.lower().split("-")
+                parts = compound.split("-")
                 self.pairs.update(f"{a}-{b}" for a, b in zip(parts, parts[1:]))
 
     def keeps_hyphen(self, left: str, right: str) -> bool:
