@@ -110,6 +110,9 @@ class Document(models.Model):
     )
     note_date = models.DateTimeField(null=True, blank=True)
     date_source = models.CharField(max_length=40, blank=True, default="")
+    # The converted text (Extraction) a PDF, DOCX… was read from; "" for markdown. An extraction no
+    # active document names any more is deleted (extractions_prune).
+    extraction_key = models.CharField(max_length=100, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -125,6 +128,8 @@ class Document(models.Model):
             models.Index(fields=["note_date"], name="document_note_date"),
             # path:folder/** filters: `path LIKE 'folder/%'` through it, whatever the collation
             models.Index(fields=["path"], name="document_path_prefix", opclasses=["varchar_pattern_ops"]),
+            models.Index(fields=["extraction_key"], name="document_extraction_key",
+                         condition=~models.Q(extraction_key="")),
         ]
         ordering = ["collection_id", "path"]
 

@@ -41,7 +41,7 @@ def _database(access) -> dict:
 
 
 def _index(access) -> dict:
-    from indexing.selectors import collections_overview, index_counts
+    from indexing.selectors import collections_overview, index_counts, index_jobs_running
 
     counts = index_counts(access=access)
     counts["by_collection"] = [
@@ -49,6 +49,7 @@ def _index(access) -> dict:
          "last_indexed_at": r["last_indexed_at"].isoformat() if r["last_indexed_at"] else None}
         for r in (d.as_dict() for d in collections_overview(access=access))
     ]
+    counts["indexing"] = index_jobs_running(access=access)
     return {"ok": True, **counts}
 
 
@@ -200,7 +201,7 @@ SECTIONS: dict[str, Callable[..., dict]] = {
 MEMBER_FIELDS: dict[str, set[str]] = {
     "database": {"ok", "embedded", "server", "pgvector"},
     "index": {"ok", "collections", "documents", "inactive_documents", "contents", "contexts", "problems",
-              "by_collection"},
+              "by_collection", "indexing"},
     "problems": {"ok", "recent"},
     "embeddings": {"ok", "backend", "model", "chunking", "fingerprint", "contents", "embedded", "pending", "chunks",
                    "hnsw_index", "stale_fingerprints", "mismatch", "hint", "job", "state", "waiting_since",
@@ -215,6 +216,7 @@ _MEMBER_NESTED = {
     "by_collection": {"name", "documents", "problems", "last_indexed_at"},  # not the folder on the server
     "recent": {"uri", "severity", "message"},  # messages with server paths redacted (see _member_view)
     "job": {"state", "done", "total", "percent", "created_at"},  # not its id or message (the job is not theirs)
+    "indexing": {"collection", "done", "total", "message"},  # their own jobs only (jobs_visible_to)
 }
 _STAFF_ONLY_ERROR = "not available (staff can see the details in the status report)"
 

@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass, field
 
 # Bump when a converter's output changes: text stored under an older version is converted again.
-CONVERTER_VERSION = 1
+CONVERTER_VERSION = 2
 
 # format → the extensions it reads. "markdown" is read as today (indexing.text), never here.
 FORMAT_EXTENSIONS: dict[str, tuple[str, ...]] = {
@@ -77,6 +77,16 @@ class Converted:
 
         lines = ["---", *(f"{key}: {json.dumps(value, ensure_ascii=False)}" for key, value in props.items()), "---", ""]
         return "\n".join(lines) + self.text
+
+
+_unit_hook = None  # set by the converting child (indexing.convert.child): where page progress goes
+
+
+def unit_read(done: int, total: int) -> None:
+    """A converter read `done` of `total` pages (slides, sheets, chapters): the child passes it on
+    to the scan, so a long file's progress names its page; in any other process, nothing."""
+    if _unit_hook is not None:
+        _unit_hook(done, total)
 
 
 def format_of(path: str) -> str:

@@ -5,7 +5,9 @@ loaded, on its first file, with the limit lifted, so the limit bounds what readi
 
 Each request on standard input: an 8-byte big-endian length and that much JSON header
 ({"format": …}), then an 8-byte length and the file's bytes. Each answer on standard output: an
-8-byte length and that much JSON: {"text", "units", "warnings", "peak_mb"}, or {"refused": reason}."""
+8-byte length and that much JSON: {"text", "units", "warnings", "peak_mb"}, or {"refused": reason};
+before it, while a long file is read, progress frames {"units_read": n, "units": m} at most every
+PROGRESS_SECONDS (the third argument)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import json
 import resource
 import struct
 import sys
+import time
 
 _LENGTH = struct.Struct(">Q")
 
@@ -74,9 +77,33 @@ def answer_for(fmt: str, data: bytes, limits, memory_mb: int) -> dict:
             "peak_mb": round(peak_mb, 1)}
 
 
+def _write(stdout, answer: dict) -> None:
+    frame = json.dumps(answer, ensure_ascii=False).encode("utf-8", "surrogatepass")
+    stdout.write(_LENGTH.pack(len(frame)) + frame)
+    stdout.flush()
+
+
+class _UnitProgress:
+    """The converter's `unit_read` calls, passed on as progress frames, no more often than `every` seconds."""
+
+    def __init__(self, stdout, every: float):
+        self.stdout, self.every, self.last = stdout, every, 0.0
+
+    def start(self) -> None:
+        self.last = time.monotonic()  # a file read within `every` seconds sends no progress at all
+
+    def __call__(self, done: int, total: int) -> None:
+        now = time.monotonic()
+        if now - self.last >= self.every:
+            self.last = now
+            _write(self.stdout, {"units_read": done, "units": total})
+
+
 def main() -> int:
     memory_mb = int(sys.argv[1])
     limits_json = sys.argv[2] if len(sys.argv) > 2 else "{}"
+    progress_seconds = float(sys.argv[3]) if len(sys.argv) > 3 else 1.0
+    import indexing.convert
     from indexing.convert import Limits
 
     if memory_mb > 0:
@@ -84,6 +111,7 @@ def main() -> int:
         resource.setrlimit(resource.RLIMIT_AS, (cap, resource.getrlimit(resource.RLIMIT_AS)[1]))
     limits = Limits(**json.loads(limits_json))
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+    progress = indexing.convert._unit_hook = _UnitProgress(stdout, progress_seconds)
     while True:
         header = _read_frame(stdin)
         if header is None:
@@ -93,11 +121,10 @@ def main() -> int:
             return 0
         fmt = json.loads(header)["format"]
         _load(fmt, memory_mb)
-        answer = json.dumps(answer_for(fmt, data, limits, memory_mb),
-                            ensure_ascii=False).encode("utf-8", "surrogatepass")
+        progress.start()
+        answer = answer_for(fmt, data, limits, memory_mb)
         del data
-        stdout.write(_LENGTH.pack(len(answer)) + answer)
-        stdout.flush()
+        _write(stdout, answer)
 
 
 if __name__ == "__main__":

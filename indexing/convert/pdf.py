@@ -1,5 +1,6 @@
 """PDF: the text layer, page by page, through PDFium (pypdfium2; Apache-2.0/BSD). A page marker
-line before each page; ligatures (ﬁ) are unfolded; a word hyphenated at a line's end is joined."""
+line before each page; ligatures (ﬁ) are unfolded; a word hyphenated at a line's end is joined,
+unless the document says it is a compound (`join_hyphenated`)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,15 @@ import re
 import shutil
 import subprocess
 import unicodedata
+from collections import Counter
 
-from indexing.convert import ConversionRefused, Converted, Limits, marker, require
+from indexing.convert import ConversionRefused, Converted, Limits, marker, require, unit_read
 
-_HYPHENATED = re.compile(r"(\w)-\n(\w)")
+# A hyphen at a line's end: PDFium reports it as \x02 and drops the line break (a "soft" hyphen),
+# or, in some files, as "-" before the break.
+_HYPHENATED = re.compile(r"(?<!\w)(\w+)(?:\x02[ \t]*\n?|-[ \t]*\n)[ \t]*(\w+)")
+_WORD = re.compile(r"\w+")
+_COMPOUND = re.compile(r"(?<!\w)\w+(?:-\w+)+")
 _LIGATURES = {c: unicodedata.normalize("NFKC", c) for c in "\ufb00\ufb01\ufb02\ufb03\ufb04\ufb05\ufb06"}
 _LIGATURE_RE = re.compile("[" + "".join(_LIGATURES) + "]")
 # A line that would read as a heading or as a page marker is escaped: a PDF line is a visual line.
@@ -19,10 +25,49 @@ _LOOKS_STRUCTURAL = re.compile(r"^(\s*)(#|\[(?:page|slide|sheet|chapter) )", re.
 _TRAILING_SPACE = re.compile(r"[ \t]+$", re.M)
 
 
-def page_text(raw: str) -> str:
+class Vocabulary:
+    """The words of a document, and its hyphenated pairs (`well-known`), counted where no line
+    break splits them: what says whether `well-⏎known` is one word broken or a compound."""
+
+    def __init__(self, texts: list[str]):
+        self.words: Counter = Counter()
+        self.pairs: Counter = Counter()
+        for text in texts:
+            whole = _HYPHENATED.sub(" ", _normalized(text)).lower()
+            self.words.update(_WORD.findall(whole))
+            for compound in _COMPOUND.findall(whole):
+                parts = compound.split("-")
+                self.pairs.update(f"{a}-{b}" for a, b in zip(parts, parts[1:]))
+
+    def keeps_hyphen(self, left: str, right: str) -> bool:
+        """Keep the hyphen when the joined word is not more common in the document than the
+        hyphenated form (`well-known` over `wellknown`), between digits (`64-bit`, `34.11-2012`),
+        and, when the document has neither form, when both halves are words of it that are more
+        than a syllable (`fog-bound`, not `con-sidered`)."""
+        if left[-1].isdigit() or right[0].isdigit():
+            return True
+        left, right = left.lower(), right.lower()
+        joined, hyphenated = self.words[left + right], self.pairs[f"{left}-{right}"]
+        if joined or hyphenated:
+            return hyphenated >= joined
+        return min(len(left), len(right)) > 3 and self.words[left] > 0 and self.words[right] > 0
+
+
+def _normalized(raw: str) -> str:
     text = raw.replace("\r\n", "\n").replace("\r", "\n").replace("\x00", "").replace("\ufffe", "")
-    text = _LIGATURE_RE.sub(lambda m: _LIGATURES[m.group()], text).replace("\x02", "-")  # \x02: a soft hyphen
-    text = _HYPHENATED.sub(r"\1\2", text)
+    return _LIGATURE_RE.sub(lambda m: _LIGATURES[m.group()], text)
+
+
+def join_hyphenated(text: str, vocabulary: Vocabulary) -> str:
+    return _HYPHENATED.sub(
+        lambda m: f"{m.group(1)}-{m.group(2)}" if vocabulary.keeps_hyphen(m.group(1), m.group(2))
+        else m.group(1) + m.group(2), text)
+
+
+def page_text(raw: str, vocabulary: Vocabulary | None = None) -> str:
+    text = _normalized(raw)
+    text = join_hyphenated(text, vocabulary or Vocabulary([text]))
+    text = text.replace("\x02", "-")  # a soft hyphen elsewhere (not between two words)
     text = _TRAILING_SPACE.sub("", text)
     return _LOOKS_STRUCTURAL.sub(r"\1\\\2", text).strip()
 
@@ -43,18 +88,25 @@ def convert(data: bytes, limits: Limits) -> Converted:
         empty = 0
         ocr = ocr_command(limits)
         read_by_ocr = 0
+        raw_pages = []
         for index in range(pages):
             page = doc[index]
             textpage = page.get_textpage()
-            text = page_text(textpage.get_text_bounded())
+            raw = textpage.get_text_bounded()
             textpage.close()
-            if not text and ocr:
-                text = page_text(ocr_page(page, ocr))
-                read_by_ocr += bool(text)
+            if not raw.strip() and ocr:
+                raw = ocr_page(page, ocr)
+                read_by_ocr += bool(raw.strip())
             page.close()
+            raw_pages.append(raw)
+            unit_read(index + 1, pages)
+        vocabulary = Vocabulary(raw_pages)  # the whole document's: a page is too few words
+        for index, raw in enumerate(raw_pages):
+            text = page_text(raw, vocabulary)
             if not text:
                 empty += 1
             out.append(f"{marker('page', index + 1)}\n\n{text}\n")
+        del raw_pages
         meta = doc.get_metadata_dict(skip_empty=True)
     finally:
         doc.close()

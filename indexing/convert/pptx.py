@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import io
 
-from indexing.convert import ConversionRefused, Converted, Limits, marker, require
+from indexing.convert import ConversionRefused, Converted, Limits, marker, require, unit_read
 from indexing.convert.tables import core_properties, markdown_table
 from indexing.convert.zipcheck import zip_checked
 
@@ -52,6 +52,7 @@ def convert(data: bytes, limits: Limits) -> Converted:
             if notes:
                 parts.append("Notes: " + notes)
         out.append("\n\n".join(p for p in parts if p))
+        unit_read(number, min(len(slides), limits.max_pages))
     warnings = []
     if len(slides) > limits.max_pages:
         warnings.append(f"{len(slides):,} slides: only the first {limits.max_pages:,} read (PMD_CONVERT_MAX_PAGES)")

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass
+from typing import Callable
 
 from indexing.convert import ConversionRefused, Limits
 
@@ -28,6 +29,10 @@ class SandboxLimits:
     seconds: float = 60.0
     memory_mb: int = 1024
     limits: Limits = Limits()
+    progress_seconds: float = 1.0  # how often a long file's reading reports the page it is on
+
+
+UnitsCallback = Callable[[int, int], None]  # (pages read, pages) of the file being converted
 
 
 @dataclass
@@ -36,13 +41,15 @@ class Extracted:
     units: int
     warnings: list[str]
     peak_mb: float = 0.0  # the child's peak resident memory so far
+    key: str = ""  # the Extraction it is stored as (indexing.services.converting)
 
 
 class Converter:
     """A child process converting files (`python -m indexing.convert.child`); a context manager."""
 
-    def __init__(self, sandbox: SandboxLimits = SandboxLimits()):
+    def __init__(self, sandbox: SandboxLimits = SandboxLimits(), *, on_units: UnitsCallback | None = None):
         self.sandbox = sandbox
+        self.on_units = on_units
         self.process: subprocess.Popen | None = None
         self.served = 0
 
@@ -58,7 +65,7 @@ class Converter:
 
     def _start(self) -> subprocess.Popen:
         command = [sys.executable, "-m", "indexing.convert.child", str(self.sandbox.memory_mb),
-                   json.dumps(asdict(self.sandbox.limits))]
+                   json.dumps(asdict(self.sandbox.limits)), str(self.sandbox.progress_seconds)]
         self.served = 0
         return subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                 close_fds=True, start_new_session=True)  # its own group: stopped whole
@@ -122,7 +129,8 @@ class Converter:
                          warnings=list(answer.get("warnings") or []), peak_mb=float(answer.get("peak_mb") or 0))
 
     def _read_answer(self, deadline: float) -> dict | None:
-        """The child's next answer, or None when it ended or the deadline passed first."""
+        """The child's next answer, or None when it ended or the deadline passed first; its progress
+        frames on the way go to `on_units`."""
         fd = self.process.stdout.fileno()
         buffer = bytearray()
         wanted = None
@@ -132,7 +140,14 @@ class Converter:
                 if wanted is None and len(buffer) >= _LENGTH.size:
                     wanted = _LENGTH.size + _LENGTH.unpack(bytes(buffer[:_LENGTH.size]))[0]
                 if wanted is not None and len(buffer) >= wanted:
-                    return json.loads(bytes(buffer[_LENGTH.size:wanted]).decode("utf-8", "surrogatepass"))
+                    frame = json.loads(bytes(buffer[_LENGTH.size:wanted]).decode("utf-8", "surrogatepass"))
+                    if "units_read" not in frame:
+                        return frame
+                    del buffer[:wanted]
+                    wanted = None
+                    if self.on_units is not None:
+                        self.on_units(int(frame["units_read"]), int(frame["units"]))
+                    continue
                 left = deadline - time.monotonic()
                 if left <= 0 or not selector.select(timeout=left):
                     return None

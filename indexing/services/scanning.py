@@ -21,13 +21,13 @@ from django.db import transaction
 from django.utils import timezone
 
 from indexing import errors
-from indexing.convert import ConversionRefused, format_of, is_converted
+from indexing.convert import UNIT_NAMES, ConversionRefused, format_of, is_converted
 from indexing.folders import collection_folder_refusal, pseudo_mount_points
 from indexing.locks import advisory_lock, collection_lock_key
 from indexing.models import Collection, Content, Document, DocumentLink, FileProblem
 from indexing.paths import Selection
 from indexing.convert.sandbox import Converter
-from indexing.services.converting import convert_limits, file_text_extract
+from indexing.services.converting import convert_limits, extractions_prune, file_text_extract
 from indexing.services.links import (
     FEW_TARGETS,
     LINK_PROBLEM_PREFIX,
@@ -286,11 +286,11 @@ def _collection_scan(
     files = list(collection_files(collection, report.issues))
     total = len(files)
 
-    existing: dict[str, tuple[int, float, int, str, bool, str]] = {
-        path: (pk, mtime, size, content_id, active, date_source)
-        for pk, path, mtime, size, content_id, active, date_source in Document.objects.filter(
+    existing: dict[str, tuple[int, float, int, str, bool, str, str]] = {
+        path: (pk, mtime, size, content_id, active, date_source, extraction_key)
+        for pk, path, mtime, size, content_id, active, date_source, extraction_key in Document.objects.filter(
             collection=collection
-        ).values_list("id", "path", "mtime", "size", "content_id", "active", "date_source")
+        ).values_list("id", "path", "mtime", "size", "content_id", "active", "date_source", "extraction_key")
     }
     seen: set[str] = set()
     batch = _Batch(collection)
@@ -298,7 +298,9 @@ def _collection_scan(
     reading = note_reading(collection.title_from)
     reread = collection.reading != reading
 
-    converter = Converter(convert_limits())  # started by the first file that is not markdown
+    converting = _ConvertingProgress(progress, total)
+    # started by the first file that is not markdown; reports the page a long file is on
+    converter = Converter(convert_limits(), on_units=converting.units if progress else None)
     for done, (rel, abspath) in enumerate(files, start=1):
         if progress and (done % 50 == 0 or done == total):
             progress(done, total, rel)
@@ -342,9 +344,9 @@ def _collection_scan(
         except OSError as exc:
             report.issues.append(FileIssue(rel, f"cannot read: {exc.strerror}", "error"))
             continue
+        extraction_key = ""
         if converted:  # PDF, DOCX, …: its text, converted once per content (indexing.convert)
-            if progress and st.st_size > CONVERT_PROGRESS_BYTES:
-                progress(done, total, f"converting {rel}")
+            converting.file(done, rel, announce=st.st_size > CONVERT_PROGRESS_BYTES)
             try:
                 extracted = file_text_extract(data=raw, fmt=format_of(rel), converter=converter)
             except ConversionRefused as exc:
@@ -355,6 +357,7 @@ def _collection_scan(
                 continue
             report.issues += [FileIssue(rel, warning) for warning in extracted.warnings]
             raw = extracted.text.encode("utf-8", "surrogatepass")
+            extraction_key = extracted.key
         try:
             parsed = parse_markdown(raw, rel, title_from=collection.title_from)
         except BinaryFile as exc:
@@ -371,7 +374,7 @@ def _collection_scan(
         digest = parsed.hash
         if known and not reread and known[3] == digest:
             batch.touch(known[0], rel, st.st_mtime, st.st_size, reactivate=not known[4],
-                        dated_by_mtime=known[5] == DATE_MTIME)
+                        dated_by_mtime=known[5] == DATE_MTIME, extraction_key=extraction_key)
             if known[4]:
                 report.unchanged += 1
             else:
@@ -383,7 +386,8 @@ def _collection_scan(
             report.issues.append(_unparsable(rel, exc))
             continue
         report.issues += [FileIssue(rel, warning) for warning in structure.warnings]
-        batch.put(known[0] if known else None, rel, parsed, structure, digest, st.st_mtime, st.st_size)
+        batch.put(known[0] if known else None, rel, parsed, structure, digest, st.st_mtime, st.st_size,
+                  extraction_key)
         if known and not known[4]:
             batch.link_scope.named.add(known[0])  # back again: its names with it
         if known:
@@ -396,6 +400,8 @@ def _collection_scan(
     converter.close()
     missing = [v[0] for path, v in existing.items() if v[4] and path not in seen]
     batch.deactivate = missing
+    # The conversions of files that changed or went away: deleted below unless another document reads them.
+    unused = {v[6] for path, v in existing.items() if v[6] and (path not in seen or path in batch.read_again)}
     report.removed = len(missing)
     transcluding = Collection.objects.filter(pk=collection.pk, transclude=True).exists()  # as stored now
     embedding_missing = _embedders(collection, missing) if transcluding else []  # before their links move
@@ -407,8 +413,30 @@ def _collection_scan(
     if transcluding:
         changed = changed + embedding_missing + _embedders(collection, changed)
     keyword_index_update(changed_document_ids=changed, removed_document_ids=report.removed_document_ids)
+    if unused:
+        extractions_prune(keys=unused)
     report.elapsed = time.perf_counter() - started
     return report
+
+
+class _ConvertingProgress:
+    """"converting report.pdf (3 of 40 files, 120 of 800 pages)": the scan's progress while a
+    long file is converted, from the page progress of the converting child."""
+
+    def __init__(self, progress: ProgressCallback | None, total: int):
+        self.progress, self.total = progress, total
+        self.done, self.rel = 0, ""
+
+    def file(self, done: int, rel: str, *, announce: bool) -> None:
+        self.done, self.rel = done, rel
+        if self.progress and announce:
+            self.progress(done, self.total, f"converting {rel} ({done} of {self.total} files)")
+
+    def units(self, read: int, units: int) -> None:
+        if self.progress:
+            unit = UNIT_NAMES.get(format_of(self.rel), "page")
+            self.progress(self.done, self.total,
+                          f"converting {self.rel} ({self.done} of {self.total} files, {read} of {units} {unit}s)")
 
 
 def _embedders(collection: Collection, document_ids: list[int]) -> list[int]:
@@ -443,29 +471,34 @@ class _Batch:
         self.reactivate: list[int] = []
         self.deactivate: list[int] = []
         self.link_scope = LinkScope()  # what the final link resolution has to look at
+        self.read_again: set[str] = set()  # paths written again: their old conversion may be unused now
         self._problems_cleared = False
 
     @property
     def size(self) -> int:
         return len(self.new_docs) + len(self.changed_docs) + len(self.touched) + len(self.touched_dated)
 
-    def touch(self, pk: int, rel: str, mtime: float, size: int, *, reactivate: bool, dated_by_mtime: bool) -> None:
+    def touch(self, pk: int, rel: str, mtime: float, size: int, *, reactivate: bool, dated_by_mtime: bool,
+              extraction_key: str = "") -> None:
+        self.read_again.add(rel)
         if dated_by_mtime:
             when, source = note_date({}, rel, mtime)  # a date in the name wins over the mtime
             self.touched_dated.append(Document(id=pk, mtime=mtime, size=size, active=True, note_date=when,
-                                               date_source=source))
+                                               date_source=source, extraction_key=extraction_key))
         else:
-            self.touched.append(Document(id=pk, mtime=mtime, size=size, active=True))
+            self.touched.append(Document(id=pk, mtime=mtime, size=size, active=True, extraction_key=extraction_key))
         if reactivate:
             self.reactivate.append(pk)
 
-    def put(self, pk, rel, parsed, structure: NoteStructure, digest, mtime, size) -> None:
+    def put(self, pk, rel, parsed, structure: NoteStructure, digest, mtime, size, extraction_key: str = "") -> None:
+        self.read_again.add(rel)
         if digest not in self.contents:
             self.contents[digest] = Content(hash=digest, body=parsed.body, size=len(parsed.body.encode("utf-8", "surrogatepass")))
         doc = Document(
             id=pk, collection=self.collection, path=rel, title=parsed.title, content_id=digest,
             docid=digest[:6], active=True, mtime=mtime, size=size, frontmatter=parsed.frontmatter,
             tags=structure.tags, note_date=structure.date, date_source=structure.date_source,
+            extraction_key=extraction_key,
         )
         (self.changed_docs if pk else self.new_docs).append(doc)
         self.links.append((doc, structure.links))
@@ -519,17 +552,17 @@ class _Batch:
                 Document.objects.bulk_update(
                     self.changed_docs,
                     ["title", "content", "docid", "active", "mtime", "size", "frontmatter", "tags", "note_date",
-                     "date_source", "updated_at"],
+                     "date_source", "extraction_key", "updated_at"],
                     batch_size=500,
                 )
                 report.changed_document_ids.extend(d.id for d in self.changed_docs)
             if self.links:
                 self._store_links()
             if self.touched:
-                Document.objects.bulk_update(self.touched, ["mtime", "size", "active"], batch_size=500)
+                Document.objects.bulk_update(self.touched, ["mtime", "size", "active", "extraction_key"], batch_size=500)
             if self.touched_dated:
-                Document.objects.bulk_update(self.touched_dated, ["mtime", "size", "active", "note_date", "date_source"],
-                                             batch_size=500)
+                Document.objects.bulk_update(self.touched_dated, ["mtime", "size", "active", "note_date", "date_source",
+                                                                  "extraction_key"], batch_size=500)
             if final:
                 if self.reactivate:
                     Document.objects.filter(id__in=self.reactivate).update(active=True, updated_at=now)

@@ -3,7 +3,10 @@
 A dataset folder holds `docs/**/*.md` (sub-folders allowed), `queries.tsv` (query_id<TAB>text)
 and `qrels.tsv` (query_id<TAB>doc_id<TAB>grade). Doc ids follow ../shared/datasets/eval.py on both
 sides: the file name without its folder and without `.md` (`docs/vol-03/notebook-0123.md` and
-`notebook-0123` are both `notebook-0123`), so file names must be unique. The metric code
+`notebook-0123` are both `notebook-0123`), so file names must be unique. docs/ may hold PDFs and
+the other formats pmd reads (their collection reads them); a doc id may name a page
+(`paper.pdf#page=3`, a slide or a sheet likewise): when qrels.tsv names pages, a result's id is
+its file's name and the page of its best match. The metric code
 is ours (cross-checked against ../shared/datasets/eval.py): nDCG@10 with graded gains and
 a log2(rank+1) discount, Recall@10, Recall@100 and MRR@10, averaged over every query
 that has a relevant document (a query without results scores 0).
@@ -173,6 +176,19 @@ def doc_id_of(path: str) -> str:
     return name[:-3] if name.endswith(".md") else name
 
 
+def result_doc_id(result, *, per_page: bool) -> str:
+    """A result's dataset doc id: its file's, and with `per_page` the page (slide, sheet) of its match."""
+    doc_id = doc_id_of(result.path)
+    return f"{doc_id}#{result.anchor}" if per_page and result.anchor else doc_id
+
+
+def docs_formats(docs: Path) -> list[str]:
+    """The formats other than markdown among a dataset's docs (for its collection's mask)."""
+    from indexing.convert import format_of
+
+    return sorted({format_of(p.name) for p in docs.rglob("*") if p.is_file()} - {"markdown"})
+
+
 def split_queries(queries: list, split: str) -> list:
     """The queries of one half by 1-based position (odd = 1st, 3rd…), or all of them."""
     if split == "all":
@@ -247,7 +263,9 @@ def _bench_collection(root: Path, options: BenchOptions, *, fresh: bool):
     if existing and (fresh or existing.root_path != str(root / "docs")):
         existing.delete()
         existing = None
-    collection = existing or collection_create(path=root / "docs", name=name, language=options.language)
+    formats = docs_formats(root / "docs") or None  # a markdown dataset: the default mask, as before
+    collection = existing or collection_create(path=root / "docs", name=name, language=options.language,
+                                               formats=formats)
     report = collection_index(collection, progress=options.progress)
     keyword_index_maintain()
     return collection, report
@@ -305,6 +323,7 @@ def bench_retrieval(dataset_dir: str, options: BenchOptions, *, service_fn: Call
     total_queries = len(read_queries(root / "queries.tsv"))
     queries = bench_queries(root, options)
     qrels = read_qrels(root / "qrels.tsv")
+    per_page = any("#" in doc_id for grades in qrels.values() for doc_id in grades)
     if not queries:
         raise BenchmarkError(f"{root / 'queries.tsv'} has no queries (split {options.split})")
     index_started = time.perf_counter()
@@ -330,7 +349,11 @@ def bench_retrieval(dataset_dir: str, options: BenchOptions, *, service_fn: Call
     for n, (qid, text) in enumerate(queries, start=1):
         response, ms = call(text, DEPTH)
         first_ms.append(ms)
-        run[qid] = list(dict.fromkeys(doc_id_of(result.path) for result in response.results))
+        if per_page:  # the page of each match, as search_run adds it (outside the timed call)
+            from search.pipeline.dispatch import where_found
+
+            where_found(response.results)
+        run[qid] = list(dict.fromkeys(result_doc_id(result, per_page=per_page) for result in response.results))
         if options.progress:
             options.progress(n, 2 * len(queries), qid)
     if on_pass:

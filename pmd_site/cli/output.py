@@ -224,7 +224,7 @@ def progress_bar(description: str, *, enabled: bool = True):
         task = bar.add_task(escape(description), total=None, detail="")  # folder and file names
 
         def update(done: int, total: int, detail: str = "") -> None:
-            bar.update(task, completed=done, total=total or None, detail=escape(detail[-50:]))
+            bar.update(task, completed=done, total=total or None, detail=escape(detail[-70:]))
 
         yield update
 

@@ -70,6 +70,6 @@ def cmd_cleanup(args) -> int:
         return 0
     stdout_console().print(
         f"removed {report.inactive_documents} inactive documents, {report.orphaned_content} orphaned contents, "
-        f"{report.llm_cache_entries} LLM cache entries; vacuumed"
+        f"{report.llm_cache_entries} LLM cache entries, {report.unused_extractions} unused converted texts; vacuumed"
     )
     return 0

@@ -197,3 +197,125 @@ def test_formats_and_a_mask_are_one_or_the_other(formats_dir):
 
     with pytest.raises(InvalidGlob, match="as a mask or as formats, not both"):
         collection_create(path=formats_dir, name="both", mask="**/*.md", formats=["pdf"])
+
+
+# --- Progress while a long file is converted ------------------------------------------------
+
+
+def test_the_child_reports_the_pages_of_a_long_file_as_it_reads_them():
+    seen = []
+    sandbox = SandboxLimits(limits=SMALL, progress_seconds=0)
+    with Converter(sandbox, on_units=lambda read, units: seen.append((read, units))) as converter:
+        done = converter.convert("pdf", (FIXTURES / "long.pdf").read_bytes())
+    assert done.units == 10 and seen == [(n, 10) for n in range(1, 11)]
+
+
+@pytest.mark.django_db
+def test_an_index_jobs_progress_names_the_file_being_converted_and_its_page(tmp_path, settings, monkeypatch):
+    from indexing.access import Access
+    from indexing.models import Job
+    from indexing.selectors import index_jobs_running
+    from indexing.services import converting
+    from indexing.services.collections import collection_create
+    from indexing.services.jobs import JobProgress, job_create, job_finish, job_start
+    from indexing.services.scanning import collection_index
+
+    settings.PMD_CONVERT_MAX_PAGES = 10
+    settings.PMD_OCR = "off"
+    monkeypatch.setattr(converting, "PROGRESS_SECONDS", 0)
+    (tmp_path / "docs").mkdir()
+    shutil.copy(FIXTURES / "long.pdf", tmp_path / "docs" / "long.pdf")
+    (tmp_path / "docs" / "a.md").write_text("# A\n")
+    collection = collection_create(path=tmp_path / "docs", name="docs", formats=["pdf"])
+    job = job_create(kind=Job.Kind.INDEX, collection=collection)
+    job_start(job)
+    messages = []
+    writes = JobProgress(job, interval=0)
+
+    def progress(done, total, message=""):
+        messages.append(message)
+        writes(done, total, message)
+
+    collection_index(collection, progress=progress)
+    assert [m for m in messages if m.startswith("converting")] == [
+        f"converting long.pdf (2 of 2 files, {n} of 10 pages)" for n in range(1, 11)]
+    job.refresh_from_db()
+    assert job.message == "converting long.pdf (2 of 2 files, 10 of 10 pages)"  # what the job row shows
+    assert index_jobs_running(access=Access.local_user()) == [
+        {"collection": "docs", "done": 2, "total": 2, "message": job.message}]  # and `pmd status`
+    job_finish(job)
+
+
+# --- Stored conversions no document reads any more ------------------------------------------
+
+
+@pytest.mark.django_db
+def test_conversions_no_document_reads_any_more_are_deleted(tmp_path, settings):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from indexing.models import Document, Extraction
+    from indexing.services.collections import collection_create
+    from indexing.services.maintenance import index_cleanup
+    from indexing.services.scanning import collection_index
+
+    settings.PMD_CONVERT_MAX_PAGES = 10
+    settings.PMD_OCR = "off"
+    first, second = tmp_path / "first", tmp_path / "second"
+    for folder in (first, second):
+        folder.mkdir()
+        shutil.copy(FIXTURES / "deck.pptx", folder / "deck.pptx")
+    shutil.copy(FIXTURES / "report.pdf", first / "report.pdf")
+    shutil.copy(FIXTURES / "encrypted.pdf", first / "encrypted.pdf")
+    a = collection_create(path=first, name="first", formats=["pdf", "pptx"])
+    b = collection_create(path=second, name="second", formats=["pptx"])
+    collection_index(a)
+    collection_index(b)
+    report_key = Document.objects.get(collection=a, path="report.pdf").extraction_key
+    deck_key = Document.objects.get(collection=a, path="deck.pptx").extraction_key
+    assert deck_key == Document.objects.get(collection=b, path="deck.pptx").extraction_key
+    assert Extraction.objects.count() == 3  # report, deck (once for both), the refused encrypted.pdf
+
+    # The file changed: its old conversion goes on that scan, the new one is kept.
+    shutil.copy(FIXTURES / "long.pdf", first / "report.pdf")
+    collection_index(a)
+    new_key = Document.objects.get(collection=a, path="report.pdf").extraction_key
+    assert new_key != report_key
+    assert not Extraction.objects.filter(key=report_key).exists() and Extraction.objects.filter(key=new_key).exists()
+
+    # Gone from one collection, the deck is still read in the other; gone from both, its text goes.
+    (first / "deck.pptx").unlink()
+    collection_index(a)
+    assert Extraction.objects.filter(key=deck_key).exists()
+    (second / "deck.pptx").unlink()
+    collection_index(b)
+    assert not Extraction.objects.filter(key=deck_key).exists()
+
+    # Maintenance: any conversion no active document reads; a refusal only once it is old.
+    Extraction.objects.create(key="0" * 64 + ":pdf:1", text="[page 1]\n\nstray")
+    refusal = Extraction.objects.get(refused__startswith="password")
+    assert index_cleanup(clear_llm_cache=False, vacuum=False).unused_extractions == 1
+    assert set(Extraction.objects.values_list("key", flat=True)) == {new_key, refusal.key}
+    Extraction.objects.filter(key=refusal.key).update(created_at=timezone.now() - timedelta(days=31))
+    assert index_cleanup(clear_llm_cache=False, vacuum=False).unused_extractions == 1
+    assert list(Extraction.objects.values_list("key", flat=True)) == [new_key]
+
+
+def test_a_word_broken_at_a_line_end_is_joined_unless_the_document_writes_it_hyphenated():
+    from indexing.convert.pdf import Vocabulary, page_text
+
+    # Lines of Debian's valgrind, nettle, docbook-xsl and zlib manuals as PDFium reads them: a hyphen
+    # at a line's end is \x02 with the break dropped (or, rarely, "-" before the break).
+    pages = ["you can give the option --soname\x02synonyms=somalloc",
+             "see --soname-synonyms below. Encrypts the plain\x02text from src; the plaintext is",
+             "the path of very rapidly diminish\x02ing return. Name=\"padding\x02start\", the padding at the start",
+             "a 32-\nbit word; GOST R 34.11-\n2012; De\x02scription"]
+    vocabulary = Vocabulary(pages)
+    text = "\n".join(page_text(page, vocabulary) for page in pages)
+    assert "--soname-synonyms=somalloc" in text  # written hyphenated elsewhere
+    assert "the plaintext from src" in text  # written as one word elsewhere
+    assert "diminishing return" in text  # neither: "ing" is no word of it
+    assert 'Name="padding-start"' in text  # neither, but both halves are words of it
+    assert "32-bit word" in text and "34.11-2012" in text and "Description" in text
+    assert page_text("an ev\x02ery word") == "an every word"  # a page alone is its own vocabulary

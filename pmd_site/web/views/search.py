@@ -19,7 +19,7 @@ from django.db.models import Q
 from indexing.access import visible_collection_names
 from indexing.errors import EmptyQuery, InvalidSearchInput, PmdError
 from indexing.selectors import _visible_documents
-from search.filters import filters_from_options
+from search.filters import TYPE_NAMES, filters_from_options
 from search.formatters import shows_dates
 from search.pipeline.answer import answer_model
 from search.pipeline.dispatch import search_run
@@ -147,6 +147,39 @@ def card_tags(tags: list[str], params: dict) -> tuple[list[TagLink], int]:
             len(tags) - len(shown))
 
 
+_TYPE_TOKEN = re.compile(r'(?<!\S)type:"?([\w,]+)"?(?=\s|$)', re.IGNORECASE)
+
+
+def _file_types(value: str) -> list[str] | None:
+    """The file types of a `type:` value (`pdf,docx`), or None when it names a frontmatter field's value."""
+    kinds = [TYPE_NAMES.get(kind.lower()) for kind in value.split(",") if kind]
+    return kinds if kinds and all(kinds) else None
+
+
+def _query_types(query: str) -> set[str]:
+    return {kind for value in _TYPE_TOKEN.findall(query) for kind in (_file_types(value) or ())}
+
+
+def type_search_url(kind: str, params: dict) -> str:
+    """The search page with the query's file type set to `type:kind` (a type in place of another:
+    two `type:` words would ask for files of both types at once)."""
+    params = dict(params)
+    query = _TYPE_TOKEN.sub(lambda m: "" if _file_types(m.group(1)) else m.group(0), params.get("q", "") or "")
+    params["q"] = f"{' '.join(query.split())} type:{kind}".strip()
+    return search_url(params)
+
+
+def type_facets(types: list[str], params: dict) -> list[TagLink]:
+    """File types of the notes in the results (`types`: one per distinct note) with how many of each,
+    most frequent first; none when all are of one type and the query does not ask for one."""
+    counts = Counter(types)
+    wanted = _query_types(params.get("q", "") or "")
+    if len(counts) < 2 and not wanted:
+        return []
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    return [TagLink(name=kind, url=type_search_url(kind, params), count=n, active=kind in wanted) for kind, n in ranked]
+
+
 @dataclass
 class ResultCard:
     result: SearchResult
@@ -227,8 +260,9 @@ def _run_search(*, query: str, mode: str, collection: str, access, sort: str = "
             url=document_url(r.collection, r.path, line=r.line, query=query, search_id=response.search_id),
             tags=shown, tags_more=more,
         ))
-    notes = {(r.collection, r.path) for r in response.results}
-    return {"cards": cards, "tag_facets": tag_facets([tags.get(key, []) for key in notes], params), "warnings": response.warnings, "elapsed_ms": elapsed, "timings": response.timings,
+    notes = {(r.collection, r.path): r.type for r in response.results}
+    return {"cards": cards, "tag_facets": tag_facets([tags.get(key, []) for key in notes], params),
+            "type_facets": type_facets(list(notes.values()), params), "warnings": response.warnings, "elapsed_ms": elapsed, "timings": response.timings,
             "dated": shows_dates(response),
             "corrected": ({"query": response.corrected_query,
                            "url": search_url({**params, "q": response.corrected_query}),

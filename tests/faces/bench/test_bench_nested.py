@@ -103,3 +103,24 @@ def test_hybrid_bench_times_a_second_pass_with_cached_query_vectors(nested_datas
     assert calls_per_pass[1] > calls_per_pass[0], "the first pass embedded the queries"
     assert {"n10_p50", "n10_p95"} <= set(report.data["latency_ms"]) and report.data["stage_ms"]
     assert "warm" in dict(report.lines)["latency n=10"]
+
+
+def test_bench_reads_pdfs_and_scores_pages_when_the_qrels_name_pages(tmp_path, monkeypatch):
+    import shutil
+
+    from pmd_site.bench.modes import MODES
+    from pmd_site.bench.quality import BenchOptions
+    from tests.support.formats import FORMAT_FIXTURES, convert_once
+
+    convert_once(monkeypatch)
+    root = tmp_path / "pdfs"
+    (root / "docs").mkdir(parents=True)
+    shutil.copy(FORMAT_FIXTURES / "report.pdf", root / "docs" / "report.pdf")
+    (root / "docs" / "keeper.md").write_text("# Keeper\n\nThe keeper logs the tides.\n")
+    (root / "queries.tsv").write_text("q1\tfog horn repaired\nq2\tkeeper logs tides\n")
+    (root / "qrels.tsv").write_text("q1\treport.pdf#page=2\t1\nq2\tkeeper\t1\n")
+    run_file = tmp_path / "run.tsv"
+    report = MODES["search"](str(root), BenchOptions(run_file=str(run_file)))
+    top = {q: d for q, rank, d in (line.split("\t") for line in run_file.read_text().splitlines()) if rank == "1"}
+    assert top == {"q1": "report.pdf#page=2", "q2": "keeper"}
+    assert report.data["metrics"]["MRR@10"] == pytest.approx(1.0)

@@ -30,6 +30,27 @@ def test_results_and_document_view_name_the_page(member_client, reports):
     assert 'href="/original/reports/report.pdf" download>Original PDF</a>' in view
 
 
+def test_a_type_facet_counts_the_results_of_each_type_and_filters_by_one(member_client, tmp_path, monkeypatch):
+    import re
+
+    formats_collection(tmp_path / "mixed", "mixed", ("report.pdf", "guide.html"), ["pdf", "html"], monkeypatch,
+                       extra={"keeper.md": "# Keeper\n\nThe lighthouse keeper logs the fog.\n"})
+    page = member_client.get("/", {"q": "lighthouse"}).content.decode()
+    facets = dict(re.findall(r'data-type="(\w+)">\w+ <span class="count">(\d+)</span>', page))
+    assert facets == {"markdown": "1", "pdf": "1"}
+    link = re.search(r'<a class="tag facet" href="([^"]+)"[^>]*data-type="pdf"', page).group(1)
+    assert link == "/?q=lighthouse+type%3Apdf"
+    filtered = member_client.get("/", {"q": "lighthouse type:pdf"}).content.decode()
+    assert "mixed/report.pdf" in filtered and "keeper.md" not in filtered
+    assert 'data-type="pdf" aria-current="true">pdf <span class="count">1</span>' in filtered
+    # Another type in place of the one asked for; a frontmatter field's `type:` stays.
+    markdown = re.search(r'href="([^"]+)"[^>]*data-type="pdf"', filtered).group(1)
+    assert markdown == "/?q=lighthouse+type%3Apdf"
+    from pmd_site.web.views.search import type_search_url
+    assert type_search_url("markdown", {"q": "fog type:pdf kind:note"}) == "/?q=fog+kind%3Anote+type%3Amarkdown"
+    assert type_search_url("pdf", {"q": "fog type:meeting"}) == "/?q=fog+type%3Ameeting+type%3Apdf"
+
+
 def test_the_original_downloads_as_an_attachment_with_a_safe_type(member_client, reports):
     response = member_client.get("/original/reports/report.pdf")
     assert response.status_code == 200
