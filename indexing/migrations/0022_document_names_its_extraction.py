@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('indexing', '0017_converted_text_by_file_hash'),
+        ('indexing', '0021_external_identity'),
     ]
 
     operations = [
