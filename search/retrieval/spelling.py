@@ -23,7 +23,7 @@ from django.db import connection
 
 from indexing.keyword import WORD, prepare_text
 from indexing.models import Collection
-from search.retrieval.query_parser import parse_query
+from search.retrieval.query_parser import MIN_PREFIX, parse_query
 
 MIN_LENGTH = 4
 MAX_WORDS = 8  # words of one query looked at
@@ -56,26 +56,15 @@ def query_correction(query: str, *, collection_ids: list[int] | None) -> Correct
     None when every word matches somewhere or no close word exists."""
     if collection_ids == [] or not query:
         return None
-    collections = Collection.objects.all() if collection_ids is None else Collection.objects.filter(id__in=collection_ids)
-    configs = sorted(set(collections.values_list("text_search_config", flat=True))) or [settings.PMD_TEXT_SEARCH_CONFIG]
+    configs = _configs(collection_ids)
     words = [w for term in parse_query(query).terms for w in _LETTERS.findall(term) if len(w) >= MIN_LENGTH]
     words = list(dict.fromkeys(w for w in words if _PLAIN.match(w)))
     words = words[:MAX_WORDS]
     if not words:
         return None
-    scope, scope_params = "", []
-    if collection_ids is not None:
-        scope, scope_params = " AND t.collection_id = ANY(%s::bigint[])", [collection_ids]
+    scope, scope_params = _scope(collection_ids)
     with connection.cursor() as cursor:
-        # Each word's lexemes (one per configuration) and whether any is indexed in the collections.
-        cursor.execute(
-            "SELECT w.i, array_agg(DISTINCT u.lexeme), bool_or(EXISTS (SELECT 1 FROM search_keyword_term t"
-            " WHERE t.lexeme = u.lexeme" + scope + ")) FROM unnest(%s::text[]) WITH ORDINALITY w(t, i)"
-            " CROSS JOIN unnest(%s::text[]) c(cfg) CROSS JOIN LATERAL unnest(to_tsvector(c.cfg::regconfig, w.t)) u"
-            " GROUP BY w.i",
-            [*scope_params, [prepare_text(w) for w in words], configs],
-        )
-        missing = {words[i - 1]: [lex for lex in lexemes if lex] for i, lexemes, found in cursor.fetchall() if not found}
+        missing = _unmatched(cursor, words, configs, scope, scope_params)
         fixes: list[tuple[str, str]] = []
         for word, lexemes in missing.items():
             low = word.lower()
@@ -92,6 +81,47 @@ def query_correction(query: str, *, collection_ids: list[int] | None) -> Correct
     correction = Correction(text="", words=fixes)
     correction.text = correction.applied(query)
     return correction
+
+
+def _configs(collection_ids: list[int] | None) -> list[str]:
+    collections = Collection.objects.all() if collection_ids is None else Collection.objects.filter(id__in=collection_ids)
+    return sorted(set(collections.values_list("text_search_config", flat=True))) or [settings.PMD_TEXT_SEARCH_CONFIG]
+
+
+def _scope(collection_ids: list[int] | None) -> tuple[str, list]:
+    if collection_ids is None:
+        return "", []
+    return " AND t.collection_id = ANY(%s::bigint[])", [collection_ids]
+
+
+def _unmatched(cursor, words: list[str], configs: list[str], scope: str, scope_params: list) -> dict[str, list[str]]:
+    """The words none of whose lexemes (one per configuration) is indexed in the collections, with them."""
+    cursor.execute(
+        "SELECT w.i, array_agg(DISTINCT u.lexeme), bool_or(EXISTS (SELECT 1 FROM search_keyword_term t"
+        " WHERE t.lexeme = u.lexeme" + scope + ")) FROM unnest(%s::text[]) WITH ORDINALITY w(t, i)"
+        " CROSS JOIN unnest(%s::text[]) c(cfg) CROSS JOIN LATERAL unnest(to_tsvector(c.cfg::regconfig, w.t)) u"
+        " GROUP BY w.i",
+        [*scope_params, [prepare_text(w) for w in words], configs],
+    )
+    return {words[i - 1]: [lex for lex in lexemes if lex] for i, lexemes, found in cursor.fetchall() if not found}
+
+
+_TYPED_LAST = re.compile(r"(?:^|\s)([^\W\d_][\w'.-]*)$")
+
+
+def typed_prefix(query: str, *, collection_ids: list[int] | None) -> str:
+    """The query being typed with its last word as a prefix (`datab` → `datab*`), when no note of the
+    collections holds that word whole: the web box searches as you type. A whole word stays a word
+    (its stem is what it matches; `databases*` would match no stem)."""
+    match = _TYPED_LAST.search(query or "")
+    if match is None or collection_ids == [] or len(match.group(1)) < MIN_PREFIX:
+        return query
+    word = match.group(1)
+    scope, scope_params = _scope(collection_ids)
+    with connection.cursor() as cursor:
+        if not _unmatched(cursor, [word], _configs(collection_ids), scope, scope_params):
+            return query
+    return query[:match.end()] + "*"
 
 
 def _one_edit(word: str) -> set[str]:

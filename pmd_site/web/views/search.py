@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from urllib.parse import urlencode
 
 from django.contrib.auth.decorators import login_required
+from django.http import JsonResponse
 from django.urls import reverse
 from django.utils.safestring import SafeString
 from django.views.decorators.http import require_GET
@@ -25,6 +26,7 @@ from search.pipeline.answer import answer_model
 from search.pipeline.dispatch import search_run
 from search.request import SearchRequest
 from search.results import SearchResult
+from search.retrieval.suggest import query_suggestions
 from pmd_site.web.errors import problem_for
 from pmd_site.web.forms import ASK, MODE_LABELS, SORT_LABELS, WEB_LIMIT, SearchForm
 from pmd_site.web.pages import access_of, page, wants_fragment
@@ -191,7 +193,8 @@ def ask_context(*, query: str, collection: str, after: str, before: str, convers
 
 
 def _run_search(*, query: str, mode: str, collection: str, access, sort: str = "relevance",
-                after: str = "", before: str = "", exact: bool = False, words: bool = False) -> dict:
+                after: str = "", before: str = "", exact: bool = False, words: bool = False,
+                typing: bool = False) -> dict:
     # The query text may hold filters (tag:db, after:"last week", status:draft): search_run reads them;
     # the date range inputs are structured filters, merged with them.
     started = time.perf_counter()
@@ -201,7 +204,7 @@ def _run_search(*, query: str, mode: str, collection: str, access, sort: str = "
         search_request = SearchRequest(
             query=query, mode=mode, limit=WEB_LIMIT,  # search_run maps the web name to its Mode
             collections=[collection] if collection else [], access=access, sort=sort, filters=filters,
-            correct=not exact, time_words=not words, face="web",
+            correct=not exact, time_words=not words, face="web", typing=typing,
         )
         response = search_run(search_request)
     except EmptyQuery:  # nothing asked yet (or the query was cleared): the page's empty state
@@ -258,7 +261,8 @@ def search_page(request):
         context.update(_run_search(query=context["query"], mode=context["mode"],
                                    collection=context["collection"], access=access_of(request),
                                    sort=context["sort"], after=context["after"], before=context["before"],
-                                   exact=form.cleaned_data["exact"], words=form.cleaned_data["words"]))
+                                   exact=form.cleaned_data["exact"], words=form.cleaned_data["words"],
+                                   typing=request.headers.get("HX-Trigger") == "q"))
     else:
         context["mode"] = request.GET.get("mode") if request.GET.get("mode") in MODE_LABELS else "keyword"
         context["query"] = request.GET.get("q", "")[:1000]
@@ -269,3 +273,16 @@ def search_page(request):
     if "elapsed_ms" in context:
         response.headers["Server-Timing"] = f"search;dur={context['elapsed_ms']:.1f}"
     return response
+
+
+@login_required
+@require_GET
+def search_suggestions(request):
+    """The search box's completions of the filter being typed (keys, tags, values), as JSON for pmd.js."""
+    collection = request.GET.get("collection", "")[:200]
+    try:
+        found = query_suggestions(access=access_of(request), text=request.GET.get("q", "")[:1000],
+                                  collections=[collection] if collection else None)
+    except PmdError:  # a collection this user does not see: nothing to offer
+        found = []
+    return JsonResponse({"suggestions": [{"text": s.text, "label": s.label, "hint": s.hint} for s in found]})
