@@ -7,7 +7,7 @@ from ninja import Field, Query, Router, Schema
 
 from indexing.selectors import search_log_report
 from indexing.services.saved_searches import saved_search_add, saved_search_remove, saved_searches_visible
-from indexing.services.search_log import search_log_opened
+from indexing.services.search_log import search_feedback_record, search_log_opened
 from pmd_site.api.schemas import ErrorOut
 from search.filters import SearchFilters, filters_from_options
 from search.pipeline.dispatch import search_run
@@ -134,6 +134,18 @@ class OpenedIn(Schema):
              summary="Note the result opened from a search (its search_id); only by whoever searched")
 def search_opened(request, search_id: int, body: OpenedIn):
     return {"recorded": search_log_opened(access=request.auth, entry_id=search_id, uri=body.uri)}
+
+
+class FeedbackIn(Schema):
+    uri: str = Field(min_length=1, max_length=4200, description="the result rated (pmd://collection/path)")
+    helpful: bool = Field(description="true: thumbs up; false: thumbs down")
+
+
+@router.post("/searches/{search_id}/feedback", response={200: dict, 401: ErrorOut, 404: ErrorOut},
+             summary="Rate a result of a search (its search_id): helpful or not; only by whoever searched")
+def search_feedback(request, search_id: int, body: FeedbackIn):
+    return {"recorded": search_feedback_record(access=request.auth, entry_id=search_id, uri=body.uri,
+                                               helpful=body.helpful)}
 
 
 @router.get("/searches", response={200: dict, 401: ErrorOut},

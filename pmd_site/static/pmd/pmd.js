@@ -41,7 +41,7 @@
   // A click anywhere on a result card opens it (links keep their own behaviour).
   document.addEventListener("click", function (event) {
     var card = event.target.closest && event.target.closest("#results .result");
-    if (!card || event.target.closest("a") || window.getSelection().toString()) return;
+    if (!card || event.target.closest("a, button, form") || window.getSelection().toString()) return;
     window.location.href = card.dataset.href;
   });
 

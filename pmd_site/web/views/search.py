@@ -10,16 +10,18 @@ from dataclasses import dataclass, field
 from urllib.parse import urlencode
 
 from django.contrib.auth.decorators import login_required
-from django.http import JsonResponse
+from django.http import HttpResponseNotFound, HttpResponseRedirect, JsonResponse
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.urls import reverse
 from django.utils.safestring import SafeString
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_GET, require_POST
 
 from django.db.models import Q
 
 from indexing.access import visible_collection_names
 from indexing.errors import EmptyQuery, InvalidSearchInput, PmdError
 from indexing.selectors import _visible_documents
+from indexing.services.search_log import search_feedback_record
 from search.filters import filters_from_options
 from search.formatters import shows_dates
 from search.pipeline.answer import answer_model
@@ -232,7 +234,8 @@ def _run_search(*, query: str, mode: str, collection: str, access, sort: str = "
                           if response.corrected_query else None),
             "time_words": ({"phrase": response.time_words, "remove_url": search_url({**params, "words": "1"})}
                            if response.time_words else None),
-            "filtered": response.filters.describe() if response.filters is not None else ""}
+            "filtered": response.filters.describe() if response.filters is not None else "",
+            "search_id": response.search_id}
 
 
 @login_required
@@ -286,3 +289,19 @@ def search_suggestions(request):
     except PmdError:  # a collection this user does not see: nothing to offer
         found = []
     return JsonResponse({"suggestions": [{"text": s.text, "label": s.label, "hint": s.hint} for s in found]})
+
+
+@login_required
+@require_POST
+def result_feedback(request):
+    """A thumbs up or down on a result (the search log keeps it with the search; only the searcher's own)."""
+    sid, uri, vote = request.POST.get("sid", ""), request.POST.get("uri", "")[:4200], request.POST.get("helpful", "")
+    recorded = sid.isdigit() and uri.startswith("pmd://") and vote in ("1", "0") and search_feedback_record(
+        access=access_of(request), entry_id=int(sid), uri=uri, helpful=vote == "1")
+    if wants_fragment(request):
+        return page(request, "search/_feedback.html", {"sid": sid, "uri": uri, "voted": vote if recorded else "",
+                                                       "recorded": recorded}, status=200 if recorded else 404)
+    back = request.headers.get("Referer", "")
+    if not url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()}, require_https=request.is_secure()):
+        back = reverse("search:search")
+    return HttpResponseRedirect(back) if recorded else HttpResponseNotFound("no such search of yours")
