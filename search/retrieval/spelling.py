@@ -14,6 +14,7 @@ Words shorter than MIN_LENGTH, with digits, phrases, prefixes and exclusions are
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -66,9 +67,11 @@ def query_correction(query: str, *, collection_ids: list[int] | None) -> Correct
     with connection.cursor() as cursor:
         missing = _unmatched(cursor, words, configs, scope, scope_params)
         fixes: list[tuple[str, str]] = []
+        parsed = parse_query(query)
+        context = [w for w in _LETTERS.findall(parsed.positive_text) if w not in missing]
         for word, lexemes in missing.items():
             low = word.lower()
-            lexeme = _nearest_by_one_edit(cursor, low, configs, scope, scope_params)
+            lexeme = _nearest_by_one_edit(cursor, low, configs, scope, scope_params, context)
             if lexeme is None:
                 lexeme = _nearest_in_vocabulary(cursor, low, lexemes, scope, scope_params)
             if lexeme is None:
@@ -136,18 +139,39 @@ def _one_edit(word: str) -> set[str]:
     return {w for w in out if len(w) >= MIN_LENGTH - 1}
 
 
-def _nearest_by_one_edit(cursor, word: str, configs: list[str], scope: str, scope_params: list) -> str | None:
-    """The most frequent indexed lexeme of a word one edit away (each candidate read by the
-    collections' configurations, so `vaccinaton` finds `vaccin`, the stem of `vaccination`)."""
+CANDIDATES = 20  # one-edit words looked at, the most frequent first
+COOCCURRENCE_WEIGHT = float(__import__("os").environ.get("PMD_FIT_W", "1.0"))  # how much sharing passages with the query's other words counts against frequency
+
+
+def _nearest_by_one_edit(cursor, word: str, configs: list[str], scope: str, scope_params: list,
+                         context: list[str] = ()) -> str | None:
+    """The indexed lexeme of a word one edit away (each candidate read by the collections'
+    configurations, so `vaccinaton` finds `vaccin`, the stem of `vaccination`) that best fits the
+    query: the more passages it shares with the query's other words, then the more frequent. By
+    frequency alone the rarest word of a query (the one that matters) loses to a common neighbour:
+    `ctied` in a query on citations is `cited`, not `cities`."""
+    posting_scope = scope.replace("t.collection_id", "p.collection_id")
     cursor.execute(
-        "SELECT u.lexeme FROM unnest(%s::text[]) w(t) CROSS JOIN unnest(%s::text[]) c(cfg)"
-        " CROSS JOIN LATERAL unnest(to_tsvector(c.cfg::regconfig, w.t)) u"
+        "WITH cand AS (SELECT u.lexeme, sum(t.df)::float8 AS df FROM unnest(%s::text[]) w(t)"
+        " CROSS JOIN unnest(%s::text[]) c(cfg) CROSS JOIN LATERAL unnest(to_tsvector(c.cfg::regconfig, w.t)) u"
         " JOIN search_keyword_term t ON t.lexeme = u.lexeme" + scope + " WHERE u.lexeme ~ '^[[:alpha:]]+$'"
-        + " GROUP BY u.lexeme ORDER BY sum(t.df) DESC, u.lexeme LIMIT 1",
-        [sorted(_one_edit(word)), configs, *scope_params],
+        " GROUP BY u.lexeme ORDER BY sum(t.df) DESC, u.lexeme LIMIT " + str(CANDIDATES) + "),"
+        " ctx AS (SELECT DISTINCT p.passage_id FROM search_keyword_posting p WHERE p.lexeme IN ("
+        " SELECT u.lexeme FROM unnest(%s::text[]) c(cfg), unnest(to_tsvector(c.cfg::regconfig, %s)) u)" + posting_scope + ")"
+        " SELECT cand.lexeme, cand.df, (SELECT count(*) FROM search_keyword_posting p WHERE p.lexeme = cand.lexeme"
+        + posting_scope + " AND p.passage_id IN (SELECT passage_id FROM ctx))::float8 FROM cand",
+        [sorted(_one_edit(word)), configs, *scope_params, configs, prepare_text(" ".join(context)), *scope_params,
+         *scope_params],
     )
-    row = cursor.fetchone()
-    return row[0] if row else None
+    rows = cursor.fetchall()
+    if not rows:
+        return None
+    return max(rows, key=lambda r: (_fit(r[1], r[2]), r[1], r[0]))[0]
+
+
+def _fit(df: float, shared: float) -> float:
+    """How well a candidate fits: log frequency plus COOCCURRENCE_WEIGHT × log passages shared."""
+    return math.log1p(df) + COOCCURRENCE_WEIGHT * math.log1p(shared) * 2
 
 
 def _nearest_in_vocabulary(cursor, word: str, lexemes: list[str], scope: str, scope_params: list) -> str | None:
