@@ -27,7 +27,8 @@ from indexing.models import Collection
 from search.retrieval.query_parser import MIN_PREFIX, parse_query
 
 MIN_LENGTH = 4
-MAX_WORDS = 8  # words of one query looked at
+MAX_WORDS = 32  # words of one query looked at (a long question's typo may be its 20th word)
+MAX_CORRECTED = 4  # unmatched words corrected in one query (names the notes lack cost a look-up each)
 _PLAIN = re.compile(r"^[^\W\d_]+$")
 # the words of a term: letters and digits; a word with a digit (b12, h1n1) is a name, not a typo
 _LETTERS = re.compile(r"[^\W_]+")
@@ -69,7 +70,7 @@ def query_correction(query: str, *, collection_ids: list[int] | None) -> Correct
         fixes: list[tuple[str, str]] = []
         parsed = parse_query(query)
         context = [w for w in _LETTERS.findall(parsed.positive_text) if w not in missing]
-        for word, lexemes in missing.items():
+        for word, lexemes in list(missing.items())[:MAX_CORRECTED]:
             low = word.lower()
             lexeme = _nearest_by_one_edit(cursor, low, configs, scope, scope_params, context)
             if lexeme is None:
@@ -127,20 +128,52 @@ def typed_prefix(query: str, *, collection_ids: list[int] | None) -> str:
     return query[:match.end()] + "*"
 
 
-def _one_edit(word: str) -> set[str]:
-    """Every word one deletion, transposition, substitution or insertion away."""
-    letters = set("abcdefghijklmnopqrstuvwxyz") | set(word)
+# What a slip of the finger most often is, as the correction that undoes it: two letters swapped, a
+# neighbouring key struck, a letter left out (corrected by inserting it) rather than one typed twice
+# or struck by accident (corrected by deleting it), then any other letter.
+EDIT_PRIOR = {"transposition": 1.0, "neighbour": 1.0, "insertion": 0.5, "substitution": 0.0, "deletion": 0.0}
+_KEYBOARD = ("qwertyuiop", "asdfghjkl", "zxcvbnm")
+_KEY_AT = {ch: (row, col) for row, keys in enumerate(_KEYBOARD) for col, ch in enumerate(keys)}
+
+
+def _neighbours(a: str, b: str) -> bool:
+    """Keys next to each other on a QWERTY keyboard (rows offset as on the keys)."""
+    if a not in _KEY_AT or b not in _KEY_AT:
+        return False
+    (ra, ca), (rb, cb) = _KEY_AT[a], _KEY_AT[b]
+    return abs(ra - rb) <= 1 and -1 <= (cb + rb * 0.5) - (ca + ra * 0.5) <= 1 and (ra, ca) != (rb, cb)
+
+
+def _one_edit(word: str) -> dict[str, str]:
+    """Every word one deletion, transposition, substitution or insertion away, with the kind of edit
+    (a substitution by a neighbouring key is a `neighbour`)."""
+    letters = sorted(set("abcdefghijklmnopqrstuvwxyz") | set(word))
     splits = [(word[:i], word[i:]) for i in range(len(word) + 1)]
-    out = {a + b[1:] for a, b in splits if b}
-    out |= {a + b[1] + b[0] + b[2:] for a, b in splits if len(b) > 1}
-    out |= {a + ch + b[1:] for a, b in splits if b for ch in letters}
-    out |= {a + ch + b for a, b in splits for ch in letters}
-    out.discard(word)
-    return {w for w in out if len(w) >= MIN_LENGTH - 1}
+    out: dict[str, str] = {}
+
+    def add(candidate: str, kind: str) -> None:
+        if candidate != word and len(candidate) >= MIN_LENGTH - 1 and \
+                EDIT_PRIOR[kind] >= EDIT_PRIOR[out.get(candidate, "substitution")]:
+            out[candidate] = kind
+
+    for a, b in splits:
+        if b:
+            add(a + b[1:], "deletion")
+            for ch in letters:
+                add(a + ch + b[1:], "neighbour" if _neighbours(b[0], ch) else "substitution")
+        if len(b) > 1:
+            add(a + b[1] + b[0] + b[2:], "transposition")
+        for ch in letters:
+            add(a + ch + b, "insertion")
+    return out
 
 
 CANDIDATES = 20  # one-edit words looked at, the most frequent first
-COOCCURRENCE_WEIGHT = float(__import__("os").environ.get("PMD_FIT_W", "1.0"))  # how much sharing passages with the query's other words counts against frequency
+# Fitted on the odd Cranfield queries (`pmd bench … --typos --split odd`): a candidate's log frequency,
+# plus PRIOR_WEIGHT × its edit's likelihood, plus COOCCURRENCE_WEIGHT × log of the passages it shares
+# with the query's other words.
+COOCCURRENCE_WEIGHT = 2.0
+PRIOR_WEIGHT = 1.0
 
 
 def _nearest_by_one_edit(cursor, word: str, configs: list[str], scope: str, scope_params: list,
@@ -151,27 +184,30 @@ def _nearest_by_one_edit(cursor, word: str, configs: list[str], scope: str, scop
     frequency alone the rarest word of a query (the one that matters) loses to a common neighbour:
     `ctied` in a query on citations is `cited`, not `cities`."""
     posting_scope = scope.replace("t.collection_id", "p.collection_id")
+    edits = _one_edit(word)
     cursor.execute(
-        "WITH cand AS (SELECT u.lexeme, sum(t.df)::float8 AS df FROM unnest(%s::text[]) w(t)"
+        "WITH cand AS (SELECT u.lexeme, max(w.prior) AS prior, (SELECT sum(t.df)::float8 FROM search_keyword_term t"
+        " WHERE t.lexeme = u.lexeme" + scope + ") AS df FROM unnest(%s::text[], %s::float8[]) w(t, prior)"
         " CROSS JOIN unnest(%s::text[]) c(cfg) CROSS JOIN LATERAL unnest(to_tsvector(c.cfg::regconfig, w.t)) u"
-        " JOIN search_keyword_term t ON t.lexeme = u.lexeme" + scope + " WHERE u.lexeme ~ '^[[:alpha:]]+$'"
-        " GROUP BY u.lexeme ORDER BY sum(t.df) DESC, u.lexeme LIMIT " + str(CANDIDATES) + "),"
+        " WHERE u.lexeme ~ '^[[:alpha:]]+$' AND EXISTS (SELECT 1 FROM search_keyword_term t WHERE t.lexeme = u.lexeme"
+        + scope + ") GROUP BY u.lexeme ORDER BY df DESC, u.lexeme LIMIT " + str(CANDIDATES) + "),"
         " ctx AS (SELECT DISTINCT p.passage_id FROM search_keyword_posting p WHERE p.lexeme IN ("
         " SELECT u.lexeme FROM unnest(%s::text[]) c(cfg), unnest(to_tsvector(c.cfg::regconfig, %s)) u)" + posting_scope + ")"
-        " SELECT cand.lexeme, cand.df, (SELECT count(*) FROM search_keyword_posting p WHERE p.lexeme = cand.lexeme"
+        " SELECT cand.lexeme, cand.df, cand.prior, (SELECT count(*) FROM search_keyword_posting p WHERE p.lexeme = cand.lexeme"
         + posting_scope + " AND p.passage_id IN (SELECT passage_id FROM ctx))::float8 FROM cand",
-        [sorted(_one_edit(word)), configs, *scope_params, configs, prepare_text(" ".join(context)), *scope_params,
-         *scope_params],
+        [*scope_params, list(edits), [EDIT_PRIOR[k] * PRIOR_WEIGHT for k in edits.values()], configs, *scope_params,
+         configs, prepare_text(" ".join(context)), *scope_params, *scope_params],
     )
     rows = cursor.fetchall()
     if not rows:
         return None
-    return max(rows, key=lambda r: (_fit(r[1], r[2]), r[1], r[0]))[0]
+    return max(rows, key=lambda r: (_fit(r[1], r[2], r[3]), r[1], r[0]))[0]
 
 
-def _fit(df: float, shared: float) -> float:
-    """How well a candidate fits: log frequency plus COOCCURRENCE_WEIGHT × log passages shared."""
-    return math.log1p(df) + COOCCURRENCE_WEIGHT * math.log1p(shared) * 2
+def _fit(df: float, prior: float, shared: float) -> float:
+    """How well a candidate fits: log frequency, the edit's likelihood and the passages it shares
+    with the query's other words (log)."""
+    return math.log1p(df) + prior + COOCCURRENCE_WEIGHT * math.log1p(shared)
 
 
 def _nearest_in_vocabulary(cursor, word: str, lexemes: list[str], scope: str, scope_params: list) -> str | None:
