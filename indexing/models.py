@@ -670,6 +670,12 @@ class SavedSearch(models.Model):
     created = models.DateTimeField(auto_now_add=True)
     last_run = models.DateTimeField(null=True, blank=True)
     seen = models.JSONField(default=list, blank=True)  # the result URIs of the last run
+    # The digest of new matches (celery beat, PMD_DIGEST_INTERVAL): POSTed to a webhook, and/or emailed
+    # to the owner when email is configured; `digest_seen` is its own memory, apart from a person's runs.
+    webhook_url = models.URLField(max_length=2000, blank=True, default="")
+    email_digest = models.BooleanField(default=False)
+    digest_seen = models.JSONField(default=list, blank=True)
+    digest_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["name"]

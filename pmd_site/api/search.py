@@ -161,6 +161,8 @@ class SavedIn(Schema):
     filters: FiltersIn | None = None
     collections: list[str] = Field(default_factory=list)
     group: str | None = Field(None, description="share it with this group of yours (its members may run it)")
+    webhook_url: str = Field("", max_length=2000, description="POST a JSON digest of its new matches here")
+    email_digest: bool = Field(False, description="email its new matches to you (when email is configured)")
 
 
 @router.get("/saved", response={200: dict, 401: ErrorOut}, summary="Your saved searches and those shared with your groups")
@@ -174,7 +176,8 @@ def saved_list(request):
 def saved_add(request, body: SavedIn):
     saved = saved_search_add(access=request.auth, name=body.name, query=body.query, mode=mode_normalize(body.mode),
                              filters=body.filters.model_dump(exclude_none=True) if body.filters else None,
-                             collections=body.collections, group=body.group)
+                             collections=body.collections, group=body.group, webhook_url=body.webhook_url,
+                             email_digest=body.email_digest)
     return 201, saved_search_dict(saved)
 
 
