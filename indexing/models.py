@@ -645,6 +645,20 @@ class SearchLogEntry(models.Model):
         ordering = ["-at", "-id"]
 
 
+class SearchFeedback(models.Model):
+    """A thumbs up or down on one result of a logged search, by whoever searched (one per result: the
+    last vote counts). Staff read it on the Searches page next to the queries."""
+
+    entry = models.ForeignKey(SearchLogEntry, on_delete=models.CASCADE, related_name="feedback")
+    uri = models.CharField(max_length=4200)  # pmd://collection/path of the result
+    helpful = models.BooleanField()
+    at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+        constraints = [models.UniqueConstraint(fields=["entry", "uri"], name="search_feedback_one_per_result")]
+
+
 class SavedSearch(models.Model):
     """A query with its filters and mode, kept to run again: private to its owner or shared with a group
     (its members may run it; only the owner changes it). `seen` holds the results of the last run, so
@@ -661,6 +675,12 @@ class SavedSearch(models.Model):
     created = models.DateTimeField(auto_now_add=True)
     last_run = models.DateTimeField(null=True, blank=True)
     seen = models.JSONField(default=list, blank=True)  # the result URIs of the last run
+    # The digest of new matches (celery beat, PMD_DIGEST_INTERVAL): POSTed to a webhook, and/or emailed
+    # to the owner when email is configured; `digest_seen` is its own memory, apart from a person's runs.
+    webhook_url = models.URLField(max_length=2000, blank=True, default="")
+    email_digest = models.BooleanField(default=False)
+    digest_seen = models.JSONField(default=list, blank=True)
+    digest_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["name"]

@@ -630,6 +630,7 @@ def search_log_report(*, access, days: int = 30, limit: int = 10, now=None) -> d
         "weak": grouped(entries.filter(results__gt=0).filter(Q(top_score__lt=WEAK_SCORE)), ("-searches", "query")),
         "slow": grouped(entries.filter(latency_ms__gte=SLOW_MS), ("-latency_ms", "query")),
         "opened": entries.exclude(opened_uri="").count(),
+        "feedback": search_feedback_rows(entries, limit),
         "recent": recent(entries),
     }
 
@@ -683,3 +684,17 @@ def sections_at(*, places: list[tuple[str, str, int]]) -> list[SectionText | Non
                 heading = body[above:end_of_line if end_of_line >= 0 else start]
         found[index - 1] = SectionText(first_line=first, text=text, heading=heading.rstrip("\r"))
     return found
+
+
+def search_feedback_rows(entries, limit: int) -> list[dict]:
+    """The results rated from these searches, per (query, result): thumbs up and down, the most
+    disliked first (what the notes answer badly)."""
+    from django.db.models import Count, Max, Q
+
+    from indexing.models import SearchFeedback
+
+    rows = (SearchFeedback.objects.filter(entry__in=entries).values("entry__query", "uri")
+            .annotate(up=Count("id", filter=Q(helpful=True)), down=Count("id", filter=Q(helpful=False)), last=Max("at"))
+            .order_by("-down", "up", "entry__query", "uri")[:limit])
+    return [{"query": r["entry__query"], "uri": r["uri"], "up": r["up"], "down": r["down"],
+             "last": r["last"].isoformat()} for r in rows]

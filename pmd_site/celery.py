@@ -35,6 +35,9 @@ def _configure() -> None:
                                 "schedule": float(max(30, settings.PMD_JOB_STALE_SECONDS // 2))}
     # Waiting embedding requests check the LLM backend even when a delayed message is lost.
     schedule["embedding_check"] = {"task": "pmd_site.tasks.embedding_check", "schedule": 20.0}
+    # The digest of new matches of saved searches with a webhook or an email (search.pipeline.saved).
+    if settings.PMD_DIGEST_INTERVAL:
+        schedule["saved_digest"] = {"task": "pmd_site.tasks.saved_digest", "schedule": float(settings.PMD_DIGEST_INTERVAL)}
     app.conf.update(
         broker_url=broker,
         result_backend=settings.CELERY_RESULT_BACKEND or None,

@@ -326,6 +326,11 @@ PMD_SEARCH_LOG = env.get_bool("PMD_SEARCH_LOG", True)
 # Time words in a plain query ("notes last week", "yesterday", "recent") become a removable date filter.
 PMD_TIME_WORDS = env.get_bool("PMD_TIME_WORDS", True)
 PMD_SEARCH_LOG_DAYS = env.get_int("PMD_SEARCH_LOG_DAYS", 90, minimum=1)
+# Saved searches with a webhook or an email digest are run this often (seconds; 0: never) by celery beat.
+PMD_DIGEST_INTERVAL = env.get_int("PMD_DIGEST_INTERVAL", 86400, minimum=0)
+# A digest webhook may name a private or loopback address (off: only public addresses, so a member
+# cannot make the server call its neighbours).
+PMD_DIGEST_PRIVATE_WEBHOOKS = env.get_bool("PMD_DIGEST_PRIVATE_WEBHOOKS", False)
 
 # --- LLM backend -------------------------------------------------------------------
 OLLAMA_URL = env.get_str("OLLAMA_URL", "http://127.0.0.1:11434")

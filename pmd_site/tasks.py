@@ -79,6 +79,14 @@ def recover_jobs() -> dict:
     return {"recovered": jobs_recover()}
 
 
+@shared_task(name="pmd_site.tasks.saved_digest")
+def saved_digest() -> dict:
+    """Periodic (PMD_DIGEST_INTERVAL): new matches of saved searches, to their webhooks and owners' email."""
+    from search.pipeline.saved import saved_searches_digest
+
+    return saved_searches_digest()
+
+
 @worker_ready.connect
 def _recover_jobs_at_start(**_) -> None:
     """A worker starting after a crash finds the jobs the dead one left `running`."""

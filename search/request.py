@@ -85,6 +85,9 @@ class SearchRequest:
     face: str = ""
     # read "last week", "yesterday", "recent" in the words as a date filter (PMD_TIME_WORDS too)
     time_words: bool = True
+    # the words are being typed (the web box as you type): in keyword search the last word, when no
+    # note holds it whole, matches as a prefix (search.retrieval.spelling.typed_prefix)
+    typing: bool = False
 
     def effective_limit(self, *, machine_format: bool = False) -> int:
         if self.all:

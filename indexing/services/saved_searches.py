@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from indexing.errors import GroupNotFound, InvalidSearchInput, SavedSearchExists, SavedSearchNotFound
 from indexing.models import SavedSearch
+from indexing.services.notify import webhook_check
 
 
 def _owner(access):
@@ -29,7 +30,8 @@ def saved_searches_visible(*, access):
 
 
 def saved_search_add(*, access, name: str, query: str, mode: str = "keyword", filters: dict | None = None,
-                     collections: list[str] | None = None, group: str | None = None) -> SavedSearch:
+                     collections: list[str] | None = None, group: str | None = None, webhook_url: str = "",
+                     email_digest: bool = False) -> SavedSearch:
     name = " ".join((name or "").split())[:100]
     if not name:
         raise InvalidSearchInput("a saved search needs a name")
@@ -42,10 +44,14 @@ def saved_search_add(*, access, name: str, query: str, mode: str = "keyword", fi
         if shared is None or (not access.local and not access.is_staff
                               and not access.user.groups.filter(pk=shared.pk).exists()):
             raise GroupNotFound(f"no group named '{group}' of yours")
+    webhook_url = (webhook_url or "").strip()
+    if webhook_url:
+        webhook_check(webhook_url)
     if SavedSearch.objects.filter(owner=owner, name=name).exists():
         raise SavedSearchExists(name=name)
     return SavedSearch.objects.create(owner=owner, name=name, query=(query or "").strip()[:2000], mode=mode,
-                                      filters=filters or {}, collections=list(collections or []), group=shared)
+                                      filters=filters or {}, collections=list(collections or []), group=shared,
+                                      webhook_url=webhook_url, email_digest=bool(email_digest))
 
 
 def saved_search_get(*, access, name: str) -> SavedSearch:
@@ -70,4 +76,15 @@ def saved_search_mark_run(saved: SavedSearch, uris: list[str]) -> list[str]:
     saved.seen = list(dict.fromkeys(list(saved.seen or []) + uris))[-5000:]
     saved.last_run = timezone.now()
     saved.save(update_fields=["seen", "last_run"])
+    return new
+
+
+def saved_search_mark_digest(saved: SavedSearch, uris: list[str]) -> list[str]:
+    """Note a digest's results (apart from the owner's own runs); the URIs new since the last digest
+    (none on the first: a digest starts from what exists when it is set up)."""
+    before = set(saved.digest_seen or [])
+    new = [u for u in uris if u not in before] if saved.digest_at is not None else []
+    saved.digest_seen = list(dict.fromkeys(list(saved.digest_seen or []) + uris))[-5000:]
+    saved.digest_at = timezone.now()
+    saved.save(update_fields=["digest_seen", "digest_at"])
     return new

@@ -14,7 +14,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.utils import timezone
 
-from indexing.models import SearchLogEntry
+from indexing.models import SearchFeedback, SearchLogEntry
 
 PRUNE_EVERY_SECONDS = 3600
 _last_prune = [0.0]
@@ -43,6 +43,19 @@ def search_log_opened(*, access, entry_id: int, uri: str) -> bool:
     if not access.local:
         entries = entries.filter(user=access.user)
     return entries.update(opened_uri=uri[:4200]) > 0
+
+
+def search_feedback_record(*, access, entry_id: int, uri: str, helpful: bool) -> bool:
+    """A thumbs up (helpful) or down on a result of a logged search; only by whoever searched (a member
+    never rates, nor learns of, another's search). A second vote on the same result replaces the first."""
+    entries = SearchLogEntry.objects.filter(pk=entry_id)
+    if not access.local:
+        entries = entries.filter(user=access.user) if access.user is not None else entries.none()
+    entry = entries.first()
+    if entry is None:
+        return False
+    SearchFeedback.objects.update_or_create(entry=entry, uri=uri[:4200], defaults={"helpful": bool(helpful)})
+    return True
 
 
 def search_log_prune(*, now=None) -> int:

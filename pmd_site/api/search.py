@@ -7,7 +7,7 @@ from ninja import Field, Query, Router, Schema
 
 from indexing.selectors import search_log_report
 from indexing.services.saved_searches import saved_search_add, saved_search_remove, saved_searches_visible
-from indexing.services.search_log import search_log_opened
+from indexing.services.search_log import search_feedback_record, search_log_opened
 from pmd_site.api.schemas import ErrorOut
 from search.filters import SearchFilters, filters_from_options
 from search.pipeline.dispatch import search_run
@@ -137,6 +137,18 @@ def search_opened(request, search_id: int, body: OpenedIn):
     return {"recorded": search_log_opened(access=request.auth, entry_id=search_id, uri=body.uri)}
 
 
+class FeedbackIn(Schema):
+    uri: str = Field(min_length=1, max_length=4200, description="the result rated (pmd://collection/path)")
+    helpful: bool = Field(description="true: thumbs up; false: thumbs down")
+
+
+@router.post("/searches/{search_id}/feedback", response={200: dict, 401: ErrorOut, 404: ErrorOut},
+             summary="Rate a result of a search (its search_id): helpful or not; only by whoever searched")
+def search_feedback(request, search_id: int, body: FeedbackIn):
+    return {"recorded": search_feedback_record(access=request.auth, entry_id=search_id, uri=body.uri,
+                                               helpful=body.helpful)}
+
+
 @router.get("/searches", response={200: dict, 401: ErrorOut},
             summary="The search log: top, zero-result, weak and slow queries (staff: everyone's; a member: their own)")
 def searches_get(request, days: int = Query(30, ge=1, le=3650), limit: int = Query(10, ge=1, le=100)):
@@ -150,6 +162,8 @@ class SavedIn(Schema):
     filters: FiltersIn | None = None
     collections: list[str] = Field(default_factory=list)
     group: str | None = Field(None, description="share it with this group of yours (its members may run it)")
+    webhook_url: str = Field("", max_length=2000, description="POST a JSON digest of its new matches here")
+    email_digest: bool = Field(False, description="email its new matches to you (when email is configured)")
 
 
 @router.get("/saved", response={200: dict, 401: ErrorOut}, summary="Your saved searches and those shared with your groups")
@@ -163,7 +177,8 @@ def saved_list(request):
 def saved_add(request, body: SavedIn):
     saved = saved_search_add(access=request.auth, name=body.name, query=body.query, mode=mode_normalize(body.mode),
                              filters=body.filters.model_dump(exclude_none=True) if body.filters else None,
-                             collections=body.collections, group=body.group)
+                             collections=body.collections, group=body.group, webhook_url=body.webhook_url,
+                             email_digest=body.email_digest)
     return 201, saved_search_dict(saved)
 
 

@@ -15,6 +15,9 @@ def register(sub) -> None:
     add.add_argument("--mode", default="keyword", help="keyword (default), vector or hybrid (or search, vsearch, query)")
     add.add_argument("-c", "--collection", action="append", dest="collections", default=[], metavar="NAME")
     add.add_argument("--group", help="share it with this group (its members may run it)")
+    add.add_argument("--webhook", default="", metavar="URL",
+                     help="POST a JSON digest of its new matches here (every PMD_DIGEST_INTERVAL seconds)")
+    add.add_argument("--email", action="store_true", help="email a digest of its new matches (when email is configured)")
     add.set_defaults(func=cmd_add)
     listing = verbs.add_parser("list", help="your saved searches and those shared with your groups")
     listing.add_argument("--json", action="store_true")
@@ -40,7 +43,8 @@ def cmd_add(args) -> int:
 
         raise CommandError(str(exc)) from None
     saved = saved_search_add(access=local_access(), name=args.name, query=" ".join(args.query), mode=mode,
-                             collections=args.collections, group=args.group)
+                             collections=args.collections, group=args.group, webhook_url=args.webhook,
+                             email_digest=args.email)
     stdout_console().print(f"saved '{saved.name}'" + (f", shared with {saved.group.name}" if saved.group else ""),
                            markup=False)
     return 0

@@ -8,6 +8,8 @@ app_name = "search"
 
 urlpatterns = [
     path("", views.search_page, name="search"),
+    path("feedback/", views.result_feedback, name="feedback"),
+    path("suggest/", views.search_suggestions, name="suggest"),
     path("ask/stream", views.ask_stream, name="ask_stream"),
     path("ask/<uuid:conversation>/delete/", views.ask_forget, name="ask_forget"),
     path("doc/<str:collection>/<path:path>", views.document_page, name="document"),

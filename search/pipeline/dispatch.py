@@ -26,7 +26,7 @@ from search.results import SearchResponse, SearchResult
 from search.retrieval.common import collection_ids_for, request_access
 from search.retrieval.filters import fields_resolved, filtered_notes, frontmatter_keys
 from search.retrieval.keyword import keyword_search
-from search.retrieval.spelling import query_correction
+from search.retrieval.spelling import query_correction, typed_prefix
 
 # A top hit holding at least this share of the query (its rarity-weighted words) is a strong answer:
 # no correction. 0.7 on SciFact keeps 0.965 of clean nDCG@10 under typos and clean queries unchanged
@@ -90,6 +90,9 @@ def search_run(request: SearchRequest) -> SearchResponse:
             filters = read_time.filters.merged(filters)
             request.query = read_time.text
     request.filters = filters if filters is not None and not filters.empty else None
+    if request.typing and request.mode == Mode.KEYWORD and original and not original[-1].isspace() \
+            and request.query.strip() and original.rstrip().endswith(request.query.rstrip()):
+        request.query = typed_prefix(request.query, collection_ids=collection_ids_for(request.collections, access))
     if not request.query.strip() and request.filters is None and not request.searches:
         raise EmptyQuery()
     filter_ms = (time.perf_counter() - started) * 1000

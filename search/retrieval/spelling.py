@@ -14,6 +14,7 @@ Words shorter than MIN_LENGTH, with digits, phrases, prefixes and exclusions are
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -23,10 +24,11 @@ from django.db import connection
 
 from indexing.keyword import WORD, prepare_text
 from indexing.models import Collection
-from search.retrieval.query_parser import parse_query
+from search.retrieval.query_parser import MIN_PREFIX, parse_query
 
 MIN_LENGTH = 4
-MAX_WORDS = 8  # words of one query looked at
+MAX_WORDS = 32  # words of one query looked at (a long question's typo may be its 20th word)
+MAX_CORRECTED = 4  # unmatched words corrected in one query (names the notes lack cost a look-up each)
 _PLAIN = re.compile(r"^[^\W\d_]+$")
 # the words of a term: letters and digits; a word with a digit (b12, h1n1) is a name, not a typo
 _LETTERS = re.compile(r"[^\W_]+")
@@ -56,30 +58,21 @@ def query_correction(query: str, *, collection_ids: list[int] | None) -> Correct
     None when every word matches somewhere or no close word exists."""
     if collection_ids == [] or not query:
         return None
-    collections = Collection.objects.all() if collection_ids is None else Collection.objects.filter(id__in=collection_ids)
-    configs = sorted(set(collections.values_list("text_search_config", flat=True))) or [settings.PMD_TEXT_SEARCH_CONFIG]
+    configs = _configs(collection_ids)
     words = [w for term in parse_query(query).terms for w in _LETTERS.findall(term) if len(w) >= MIN_LENGTH]
     words = list(dict.fromkeys(w for w in words if _PLAIN.match(w)))
     words = words[:MAX_WORDS]
     if not words:
         return None
-    scope, scope_params = "", []
-    if collection_ids is not None:
-        scope, scope_params = " AND t.collection_id = ANY(%s::bigint[])", [collection_ids]
+    scope, scope_params = _scope(collection_ids)
     with connection.cursor() as cursor:
-        # Each word's lexemes (one per configuration) and whether any is indexed in the collections.
-        cursor.execute(
-            "SELECT w.i, array_agg(DISTINCT u.lexeme), bool_or(EXISTS (SELECT 1 FROM search_keyword_term t"
-            " WHERE t.lexeme = u.lexeme" + scope + ")) FROM unnest(%s::text[]) WITH ORDINALITY w(t, i)"
-            " CROSS JOIN unnest(%s::text[]) c(cfg) CROSS JOIN LATERAL unnest(to_tsvector(c.cfg::regconfig, w.t)) u"
-            " GROUP BY w.i",
-            [*scope_params, [prepare_text(w) for w in words], configs],
-        )
-        missing = {words[i - 1]: [lex for lex in lexemes if lex] for i, lexemes, found in cursor.fetchall() if not found}
+        missing = _unmatched(cursor, words, configs, scope, scope_params)
         fixes: list[tuple[str, str]] = []
-        for word, lexemes in missing.items():
+        parsed = parse_query(query)
+        context = [w for w in _LETTERS.findall(parsed.positive_text) if w not in missing]
+        for word, lexemes in list(missing.items())[:MAX_CORRECTED]:
             low = word.lower()
-            lexeme = _nearest_by_one_edit(cursor, low, configs, scope, scope_params)
+            lexeme = _nearest_by_one_edit(cursor, low, configs, scope, scope_params, context)
             if lexeme is None:
                 lexeme = _nearest_in_vocabulary(cursor, low, lexemes, scope, scope_params)
             if lexeme is None:
@@ -94,30 +87,127 @@ def query_correction(query: str, *, collection_ids: list[int] | None) -> Correct
     return correction
 
 
-def _one_edit(word: str) -> set[str]:
-    """Every word one deletion, transposition, substitution or insertion away."""
-    letters = set("abcdefghijklmnopqrstuvwxyz") | set(word)
-    splits = [(word[:i], word[i:]) for i in range(len(word) + 1)]
-    out = {a + b[1:] for a, b in splits if b}
-    out |= {a + b[1] + b[0] + b[2:] for a, b in splits if len(b) > 1}
-    out |= {a + ch + b[1:] for a, b in splits if b for ch in letters}
-    out |= {a + ch + b for a, b in splits for ch in letters}
-    out.discard(word)
-    return {w for w in out if len(w) >= MIN_LENGTH - 1}
+def _configs(collection_ids: list[int] | None) -> list[str]:
+    collections = Collection.objects.all() if collection_ids is None else Collection.objects.filter(id__in=collection_ids)
+    return sorted(set(collections.values_list("text_search_config", flat=True))) or [settings.PMD_TEXT_SEARCH_CONFIG]
 
 
-def _nearest_by_one_edit(cursor, word: str, configs: list[str], scope: str, scope_params: list) -> str | None:
-    """The most frequent indexed lexeme of a word one edit away (each candidate read by the
-    collections' configurations, so `vaccinaton` finds `vaccin`, the stem of `vaccination`)."""
+def _scope(collection_ids: list[int] | None) -> tuple[str, list]:
+    if collection_ids is None:
+        return "", []
+    return " AND t.collection_id = ANY(%s::bigint[])", [collection_ids]
+
+
+def _unmatched(cursor, words: list[str], configs: list[str], scope: str, scope_params: list) -> dict[str, list[str]]:
+    """The words none of whose lexemes (one per configuration) is indexed in the collections, with them."""
     cursor.execute(
-        "SELECT u.lexeme FROM unnest(%s::text[]) w(t) CROSS JOIN unnest(%s::text[]) c(cfg)"
-        " CROSS JOIN LATERAL unnest(to_tsvector(c.cfg::regconfig, w.t)) u"
-        " JOIN search_keyword_term t ON t.lexeme = u.lexeme" + scope + " WHERE u.lexeme ~ '^[[:alpha:]]+$'"
-        + " GROUP BY u.lexeme ORDER BY sum(t.df) DESC, u.lexeme LIMIT 1",
-        [sorted(_one_edit(word)), configs, *scope_params],
+        "SELECT w.i, array_agg(DISTINCT u.lexeme), bool_or(EXISTS (SELECT 1 FROM search_keyword_term t"
+        " WHERE t.lexeme = u.lexeme" + scope + ")) FROM unnest(%s::text[]) WITH ORDINALITY w(t, i)"
+        " CROSS JOIN unnest(%s::text[]) c(cfg) CROSS JOIN LATERAL unnest(to_tsvector(c.cfg::regconfig, w.t)) u"
+        " GROUP BY w.i",
+        [*scope_params, [prepare_text(w) for w in words], configs],
     )
-    row = cursor.fetchone()
-    return row[0] if row else None
+    return {words[i - 1]: [lex for lex in lexemes if lex] for i, lexemes, found in cursor.fetchall() if not found}
+
+
+_TYPED_LAST = re.compile(r"(?:^|\s)([^\W\d_][\w'.-]*)$")
+
+
+def typed_prefix(query: str, *, collection_ids: list[int] | None) -> str:
+    """The query being typed with its last word as a prefix (`datab` → `datab*`), when no note of the
+    collections holds that word whole: the web box searches as you type. A whole word stays a word
+    (its stem is what it matches; `databases*` would match no stem)."""
+    match = _TYPED_LAST.search(query or "")
+    if match is None or collection_ids == [] or len(match.group(1)) < MIN_PREFIX:
+        return query
+    word = match.group(1)
+    scope, scope_params = _scope(collection_ids)
+    with connection.cursor() as cursor:
+        if not _unmatched(cursor, [word], _configs(collection_ids), scope, scope_params):
+            return query
+    return query[:match.end()] + "*"
+
+
+# What a slip of the finger most often is, as the correction that undoes it: two letters swapped, a
+# neighbouring key struck, a letter left out (corrected by inserting it) rather than one typed twice
+# or struck by accident (corrected by deleting it), then any other letter.
+EDIT_PRIOR = {"transposition": 1.0, "neighbour": 1.0, "insertion": 0.5, "substitution": 0.0, "deletion": 0.0}
+_KEYBOARD = ("qwertyuiop", "asdfghjkl", "zxcvbnm")
+_KEY_AT = {ch: (row, col) for row, keys in enumerate(_KEYBOARD) for col, ch in enumerate(keys)}
+
+
+def _neighbours(a: str, b: str) -> bool:
+    """Keys next to each other on a QWERTY keyboard (rows offset as on the keys)."""
+    if a not in _KEY_AT or b not in _KEY_AT:
+        return False
+    (ra, ca), (rb, cb) = _KEY_AT[a], _KEY_AT[b]
+    return abs(ra - rb) <= 1 and -1 <= (cb + rb * 0.5) - (ca + ra * 0.5) <= 1 and (ra, ca) != (rb, cb)
+
+
+def _one_edit(word: str) -> dict[str, str]:
+    """Every word one deletion, transposition, substitution or insertion away, with the kind of edit
+    (a substitution by a neighbouring key is a `neighbour`)."""
+    letters = sorted(set("abcdefghijklmnopqrstuvwxyz") | set(word))
+    splits = [(word[:i], word[i:]) for i in range(len(word) + 1)]
+    out: dict[str, str] = {}
+
+    def add(candidate: str, kind: str) -> None:
+        if candidate != word and len(candidate) >= MIN_LENGTH - 1 and \
+                EDIT_PRIOR[kind] >= EDIT_PRIOR[out.get(candidate, "substitution")]:
+            out[candidate] = kind
+
+    for a, b in splits:
+        if b:
+            add(a + b[1:], "deletion")
+            for ch in letters:
+                add(a + ch + b[1:], "neighbour" if _neighbours(b[0], ch) else "substitution")
+        if len(b) > 1:
+            add(a + b[1] + b[0] + b[2:], "transposition")
+        for ch in letters:
+            add(a + ch + b, "insertion")
+    return out
+
+
+CANDIDATES = 20  # one-edit words looked at, the most frequent first
+# Fitted on the odd Cranfield queries (`pmd bench … --typos --split odd`): a candidate's log frequency,
+# plus PRIOR_WEIGHT × its edit's likelihood, plus COOCCURRENCE_WEIGHT × log of the passages it shares
+# with the query's other words.
+COOCCURRENCE_WEIGHT = 2.0
+PRIOR_WEIGHT = 1.0
+
+
+def _nearest_by_one_edit(cursor, word: str, configs: list[str], scope: str, scope_params: list,
+                         context: list[str] = ()) -> str | None:
+    """The indexed lexeme of a word one edit away (each candidate read by the collections'
+    configurations, so `vaccinaton` finds `vaccin`, the stem of `vaccination`) that best fits the
+    query: the more passages it shares with the query's other words, then the more frequent. By
+    frequency alone the rarest word of a query (the one that matters) loses to a common neighbour:
+    `ctied` in a query on citations is `cited`, not `cities`."""
+    posting_scope = scope.replace("t.collection_id", "p.collection_id")
+    edits = _one_edit(word)
+    cursor.execute(
+        "WITH cand AS (SELECT u.lexeme, max(w.prior) AS prior, (SELECT sum(t.df)::float8 FROM search_keyword_term t"
+        " WHERE t.lexeme = u.lexeme" + scope + ") AS df FROM unnest(%s::text[], %s::float8[]) w(t, prior)"
+        " CROSS JOIN unnest(%s::text[]) c(cfg) CROSS JOIN LATERAL unnest(to_tsvector(c.cfg::regconfig, w.t)) u"
+        " WHERE u.lexeme ~ '^[[:alpha:]]+$' AND EXISTS (SELECT 1 FROM search_keyword_term t WHERE t.lexeme = u.lexeme"
+        + scope + ") GROUP BY u.lexeme ORDER BY df DESC, u.lexeme LIMIT " + str(CANDIDATES) + "),"
+        " ctx AS (SELECT DISTINCT p.passage_id FROM search_keyword_posting p WHERE p.lexeme IN ("
+        " SELECT u.lexeme FROM unnest(%s::text[]) c(cfg), unnest(to_tsvector(c.cfg::regconfig, %s)) u)" + posting_scope + ")"
+        " SELECT cand.lexeme, cand.df, cand.prior, (SELECT count(*) FROM search_keyword_posting p WHERE p.lexeme = cand.lexeme"
+        + posting_scope + " AND p.passage_id IN (SELECT passage_id FROM ctx))::float8 FROM cand",
+        [*scope_params, list(edits), [EDIT_PRIOR[k] * PRIOR_WEIGHT for k in edits.values()], configs, *scope_params,
+         configs, prepare_text(" ".join(context)), *scope_params, *scope_params],
+    )
+    rows = cursor.fetchall()
+    if not rows:
+        return None
+    return max(rows, key=lambda r: (_fit(r[1], r[2], r[3]), r[1], r[0]))[0]
+
+
+def _fit(df: float, prior: float, shared: float) -> float:
+    """How well a candidate fits: log frequency, the edit's likelihood and the passages it shares
+    with the query's other words (log)."""
+    return math.log1p(df) + prior + COOCCURRENCE_WEIGHT * math.log1p(shared)
 
 
 def _nearest_in_vocabulary(cursor, word: str, lexemes: list[str], scope: str, scope_params: list) -> str | None:

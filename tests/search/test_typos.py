@@ -104,3 +104,21 @@ def test_every_face_shows_the_correction_and_searches_as_written_on_request(requ
     mcp = call_tool("pmd_search", {"query": "diabtes"})
     assert mcp["corrected_query"] == "diabetes" and mcp["results"]
     assert call_tool("pmd_search", {"query": "diabtes", "exact": True})["corrected_query"] is None
+
+
+def test_a_correction_fits_the_other_words_of_the_query_not_only_the_most_frequent(db, tmp_path):
+    """`ctied` is one edit from both `cities` (frequent here) and `cited`: next to `papers` it is `cited`."""
+    notes = {f"city{i}.md": f"# Town {i}\n\nLarge cities and their parks.\n" for i in range(6)}
+    notes["papers.md"] = "# Citations\n\nThe papers cited most often.\n"
+    collection = make_vault(tmp_path / "c", notes, name="cities")
+    assert query_correction("papers ctied", collection_ids=[collection.id]).text == "papers cited"
+    assert query_correction("parks ctied", collection_ids=[collection.id]).text == "parks cities"
+
+
+def test_the_likelier_slip_wins_between_equally_fitting_words():
+    from search.retrieval.spelling import _neighbours, _one_edit
+
+    edits = _one_edit("form")
+    assert edits["from"] == "transposition" and edits["dorm"] == "neighbour" and edits["norm"] == "substitution"
+    assert edits["fom"] == "deletion" and edits["forms"] == "insertion"
+    assert _neighbours("s", "d") and _neighbours("g", "b") and not _neighbours("q", "p")

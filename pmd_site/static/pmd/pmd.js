@@ -41,7 +41,7 @@
   // A click anywhere on a result card opens it (links keep their own behaviour).
   document.addEventListener("click", function (event) {
     var card = event.target.closest && event.target.closest("#results .result");
-    if (!card || event.target.closest("a") || window.getSelection().toString()) return;
+    if (!card || event.target.closest("a, button, form") || window.getSelection().toString()) return;
     window.location.href = card.dataset.href;
   });
 
@@ -60,6 +60,94 @@
         });
       }
     }
+  });
+
+  // Search box completions (pmd_site/web/views/search.py search_suggestions): the filter key, tag or
+  // value being typed. ↑ ↓ choose while the list is open, Enter or a click takes one, Escape closes.
+  var suggestTimer = null, suggestAsked = 0;
+
+  function suggestionList() { return document.getElementById("suggestions"); }
+
+  function closeSuggestions() {
+    var list = suggestionList(), box = document.getElementById("q");
+    if (list) { list.hidden = true; list.textContent = ""; }
+    if (box) box.setAttribute("aria-expanded", "false");
+  }
+
+  function takeSuggestion(item) {
+    var box = document.getElementById("q");
+    if (!box || !item) return;
+    box.value = item.dataset.text;
+    closeSuggestions();
+    box.focus();
+    // a whole value ends the filter: search with it; a key waits for its value
+    if (!/:$/.test(box.value)) box.dispatchEvent(new Event("input", { bubbles: true }));
+  }
+
+  function showSuggestions(found) {
+    var list = suggestionList(), box = document.getElementById("q");
+    if (!list || !box) return;
+    list.textContent = "";
+    found.forEach(function (s, i) {
+      var item = document.createElement("li");
+      item.setAttribute("role", "option");
+      item.id = "suggestion-" + i;
+      item.dataset.text = s.text;
+      var label = document.createElement("span");
+      label.className = "label";
+      label.textContent = s.label;
+      var hint = document.createElement("span");
+      hint.className = "hint";
+      hint.textContent = s.hint;
+      item.appendChild(label);
+      item.appendChild(hint);
+      list.appendChild(item);
+    });
+    list.hidden = !found.length;
+    box.setAttribute("aria-expanded", found.length ? "true" : "false");
+  }
+
+  document.addEventListener("input", function (event) {
+    var box = event.target;
+    if (!box || box.id !== "q" || !box.dataset.suggest) return;
+    clearTimeout(suggestTimer);
+    var text = box.value;
+    if (!text || /\s$/.test(text)) { closeSuggestions(); return; }
+    suggestTimer = setTimeout(function () {
+      var asked = ++suggestAsked;
+      var form = box.form, params = new URLSearchParams({ q: text });
+      if (form && form.collection && form.collection.value) params.set("collection", form.collection.value);
+      fetch(box.dataset.suggest + "?" + params.toString(), { credentials: "same-origin" })
+        .then(function (r) { return r.ok ? r.json() : { suggestions: [] }; })
+        .then(function (data) { if (asked === suggestAsked && box.value === text) showSuggestions(data.suggestions || []); })
+        .catch(closeSuggestions);
+    }, 120);
+  });
+
+  document.addEventListener("keydown", function (event) {
+    var list = suggestionList();
+    if (!list || list.hidden || event.target.id !== "q") return;
+    var items = Array.from(list.children);
+    var current = items.findIndex(function (el) { return el.classList.contains("active"); });
+    if (event.key === "ArrowDown" || event.key === "ArrowUp") {
+      event.preventDefault();
+      event.stopImmediatePropagation();
+      var next = event.key === "ArrowDown" ? Math.min(items.length - 1, current + 1) : Math.max(0, current - 1);
+      items.forEach(function (el, i) { el.classList.toggle("active", i === next); });
+      event.target.setAttribute("aria-activedescendant", items[next] ? items[next].id : "");
+    } else if (event.key === "Enter" && current >= 0) {
+      event.preventDefault();
+      event.stopImmediatePropagation();
+      takeSuggestion(items[current]);
+    } else if (event.key === "Escape") {
+      closeSuggestions();
+    }
+  }, true);
+
+  document.addEventListener("mousedown", function (event) {
+    var item = event.target.closest && event.target.closest("#suggestions li");
+    if (item) { event.preventDefault(); takeSuggestion(item); }
+    else if (!(event.target.closest && event.target.closest("#q"))) closeSuggestions();
   });
 
   // Copy buttons: data-copy="<selector of the element whose text to copy>".

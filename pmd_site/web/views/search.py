@@ -10,21 +10,25 @@ from dataclasses import dataclass, field
 from urllib.parse import urlencode
 
 from django.contrib.auth.decorators import login_required
+from django.http import HttpResponseNotFound, HttpResponseRedirect, JsonResponse
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.urls import reverse
 from django.utils.safestring import SafeString
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_GET, require_POST
 
 from django.db.models import Q
 
 from indexing.access import visible_collection_names
 from indexing.errors import EmptyQuery, InvalidSearchInput, PmdError
 from indexing.selectors import _visible_documents
+from indexing.services.search_log import search_feedback_record
 from search.filters import TYPE_NAMES, filters_from_options
 from search.formatters import shows_dates
 from search.pipeline.answer import answer_model
 from search.pipeline.dispatch import search_run
 from search.request import SearchRequest
 from search.results import SearchResult
+from search.retrieval.suggest import query_suggestions
 from pmd_site.web.errors import problem_for
 from pmd_site.web.forms import ASK, MODE_LABELS, SORT_LABELS, WEB_LIMIT, SearchForm
 from pmd_site.web.pages import access_of, page, wants_fragment
@@ -224,7 +228,8 @@ def ask_context(*, query: str, collection: str, after: str, before: str, convers
 
 
 def _run_search(*, query: str, mode: str, collection: str, access, sort: str = "relevance",
-                after: str = "", before: str = "", exact: bool = False, words: bool = False) -> dict:
+                after: str = "", before: str = "", exact: bool = False, words: bool = False,
+                typing: bool = False) -> dict:
     # The query text may hold filters (tag:db, after:"last week", status:draft): search_run reads them;
     # the date range inputs are structured filters, merged with them.
     started = time.perf_counter()
@@ -234,7 +239,7 @@ def _run_search(*, query: str, mode: str, collection: str, access, sort: str = "
         search_request = SearchRequest(
             query=query, mode=mode, limit=WEB_LIMIT,  # search_run maps the web name to its Mode
             collections=[collection] if collection else [], access=access, sort=sort, filters=filters,
-            correct=not exact, time_words=not words, face="web",
+            correct=not exact, time_words=not words, face="web", typing=typing,
         )
         response = search_run(search_request)
     except EmptyQuery:  # nothing asked yet (or the query was cleared): the page's empty state
@@ -270,7 +275,8 @@ def _run_search(*, query: str, mode: str, collection: str, access, sort: str = "
                           if response.corrected_query else None),
             "time_words": ({"phrase": response.time_words, "remove_url": search_url({**params, "words": "1"})}
                            if response.time_words else None),
-            "filtered": response.filters.describe() if response.filters is not None else ""}
+            "filtered": response.filters.describe() if response.filters is not None else "",
+            "search_id": response.search_id}
 
 
 @login_required
@@ -299,7 +305,8 @@ def search_page(request):
         context.update(_run_search(query=context["query"], mode=context["mode"],
                                    collection=context["collection"], access=access_of(request),
                                    sort=context["sort"], after=context["after"], before=context["before"],
-                                   exact=form.cleaned_data["exact"], words=form.cleaned_data["words"]))
+                                   exact=form.cleaned_data["exact"], words=form.cleaned_data["words"],
+                                   typing=request.headers.get("HX-Trigger") == "q"))
     else:
         context["mode"] = request.GET.get("mode") if request.GET.get("mode") in MODE_LABELS else "keyword"
         context["query"] = request.GET.get("q", "")[:1000]
@@ -310,3 +317,32 @@ def search_page(request):
     if "elapsed_ms" in context:
         response.headers["Server-Timing"] = f"search;dur={context['elapsed_ms']:.1f}"
     return response
+
+
+@login_required
+@require_GET
+def search_suggestions(request):
+    """The search box's completions of the filter being typed (keys, tags, values), as JSON for pmd.js."""
+    collection = request.GET.get("collection", "")[:200]
+    try:
+        found = query_suggestions(access=access_of(request), text=request.GET.get("q", "")[:1000],
+                                  collections=[collection] if collection else None)
+    except PmdError:  # a collection this user does not see: nothing to offer
+        found = []
+    return JsonResponse({"suggestions": [{"text": s.text, "label": s.label, "hint": s.hint} for s in found]})
+
+
+@login_required
+@require_POST
+def result_feedback(request):
+    """A thumbs up or down on a result (the search log keeps it with the search; only the searcher's own)."""
+    sid, uri, vote = request.POST.get("sid", ""), request.POST.get("uri", "")[:4200], request.POST.get("helpful", "")
+    recorded = sid.isdigit() and uri.startswith("pmd://") and vote in ("1", "0") and search_feedback_record(
+        access=access_of(request), entry_id=int(sid), uri=uri, helpful=vote == "1")
+    if wants_fragment(request):
+        return page(request, "search/_feedback.html", {"sid": sid, "uri": uri, "voted": vote if recorded else "",
+                                                       "recorded": recorded}, status=200 if recorded else 404)
+    back = request.headers.get("Referer", "")
+    if not url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()}, require_https=request.is_secure()):
+        back = reverse("search:search")
+    return HttpResponseRedirect(back) if recorded else HttpResponseNotFound("no such search of yours")

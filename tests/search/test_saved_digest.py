@@ -1,0 +1,75 @@
+"""The digest of saved searches (issue 31, item 4): new matches POSTed to a saved search's webhook (a
+real local HTTP server here) and emailed to its owner only when email is configured, from the beat task."""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+import pytest
+
+from indexing.access import Access
+from indexing.errors import InvalidSearchInput
+from indexing.services.saved_searches import saved_search_add
+from tests.support.factories import make_user, make_vault
+
+
+class _Receiver(BaseHTTPRequestHandler):
+    received: list = []
+
+    def do_POST(self):  # noqa: N802 - http.server's name
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        _Receiver.received.append(json.loads(body))
+        self.send_response(204)
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def receiver():
+    server = HTTPServer(("127.0.0.1", 0), _Receiver)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_port}/hook"
+    server.shutdown()
+    server.server_close()
+
+
+def test_new_matches_go_to_the_webhook_and_by_email_when_configured(db, tmp_path, receiver, settings, mailoutbox):
+    from pmd_site.tasks import saved_digest
+
+    settings.PMD_DIGEST_PRIVATE_WEBHOOKS = True
+    folder = tmp_path / "v"
+    collection = make_vault(folder, {"a.md": "# Alpha\n\npostgres vacuum\n"}, name="dig")
+    ana = make_user("ana", email="ana@example.org")
+    saved_search_add(access=Access.for_user(ana), name="vacuum", query="vacuum", webhook_url=receiver,
+                     email_digest=True)
+    _Receiver.received.clear()
+    assert saved_digest() == {"vacuum": {"new": 0}}  # the first digest starts from what exists
+    (folder / "b.md").write_text("# Beta\n\nvacuum freeze\n")
+    from indexing.services.scanning import collection_index
+
+    collection_index(collection)
+    assert saved_digest() == {"vacuum": {"new": 1, "webhook": None}}  # no email server: no email
+    assert [(d["saved_search"], [n["uri"] for n in d["new"]]) for d in _Receiver.received] == [
+        ("vacuum", ["pmd://dig/b.md"])]
+    assert not mailoutbox
+    assert saved_digest() == {"vacuum": {"new": 0}}  # nothing new since
+
+    settings.EMAIL_HOST = "smtp.example.org"
+    (folder / "c.md").write_text("# Gamma\n\nvacuum analyze\n")
+    collection_index(collection)
+    assert saved_digest() == {"vacuum": {"new": 1, "webhook": None, "email": None}}
+    assert mailoutbox[0].to == ["ana@example.org"] and "pmd://dig/c.md" in mailoutbox[0].body
+
+
+def test_a_webhook_must_be_http_and_public_unless_allowed(db, settings):
+    ana = make_user("ana")
+    with pytest.raises(InvalidSearchInput):
+        saved_search_add(access=Access.for_user(ana), name="x", query="x", webhook_url="file:///etc/passwd")
+    settings.PMD_DIGEST_PRIVATE_WEBHOOKS = False
+    with pytest.raises(InvalidSearchInput):
+        saved_search_add(access=Access.for_user(ana), name="y", query="y", webhook_url="http://127.0.0.1:9/hook")
