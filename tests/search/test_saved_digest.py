@@ -73,3 +73,35 @@ def test_a_webhook_must_be_http_and_public_unless_allowed(db, settings):
     settings.PMD_DIGEST_PRIVATE_WEBHOOKS = False
     with pytest.raises(InvalidSearchInput):
         saved_search_add(access=Access.for_user(ana), name="y", query="y", webhook_url="http://127.0.0.1:9/hook")
+
+
+class _Redirector(BaseHTTPRequestHandler):
+    followed: list = []
+
+    def do_POST(self):  # noqa: N802 - http.server's name
+        if self.path == "/hook":
+            self.send_response(307)
+            self.send_header("Location", "/inside")
+            self.end_headers()
+        else:
+            _Redirector.followed.append(self.path)
+            self.send_response(204)
+            self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+def test_a_webhook_that_redirects_is_not_followed(settings):
+    """A public address could redirect the digest to a private one: the redirect is a failure."""
+    from indexing.services.notify import webhook_post
+
+    settings.PMD_DIGEST_PRIVATE_WEBHOOKS = True  # the test server is on loopback
+    server = HTTPServer(("127.0.0.1", 0), _Redirector)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        outcome = webhook_post(f"http://127.0.0.1:{server.server_port}/hook", {"new": []})
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert outcome == "HTTP 307" and _Redirector.followed == []
