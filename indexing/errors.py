@@ -126,10 +126,11 @@ class NotEmbedded(InvalidSearchInput):
     code = "not_embedded"
 
     def __init__(self, message: str = "", suggestions: list[str] | None = None, *, model: str | None = None,
-                 held: list[str] | None = None):
+                 held: list[str] | None = None, underway: bool = False):
         super().__init__(message, suggestions)
         self.model = model
         self.held = held or []  # other models' vectors in the index: no advice to re-embed blindly
+        self.underway = underway  # a worker is embedding (or will): no advice to run `pmd embed`
 
 
 class MultiGetRefused(InvalidRequest):
@@ -209,6 +210,21 @@ class AccessDenied(PmdError, PermissionError):
 
     code = "forbidden"
     http_status = 403
+
+
+class SignInRefused(AccessDenied):
+    """A sign-in through an identity provider or a proxy that pmd will not accept: the account is
+    deactivated, does not exist where only existing accounts may sign in, or its name is taken."""
+
+    code = "sign_in_refused"
+
+
+class SignInFailed(PmdError):
+    """A sign-in through an identity provider that could not be completed or verified (discovery
+    failed, a state seen before, an ID token with a wrong issuer, audience, signature or age)."""
+
+    code = "sign_in_failed"
+    http_status = 400
 
 
 class TokenThrottled(PmdError):
@@ -298,6 +314,18 @@ class UserNotFound(NotFound):
 
 class GroupNotFound(NotFound):
     code = "group_not_found"
+
+
+class SavedSearchNotFound(NotFound):
+    """No saved search of that name among those the caller sees (their own and their groups')."""
+
+    code = "saved_search_not_found"
+
+    def __init__(self, message: str = "", suggestions: list[str] | None = None, *, name: str | None = None):
+        if name is not None and not message:
+            message = f"no saved search named '{name}'"
+        super().__init__(message, suggestions)
+        self.name = name
 
 
 class TokenNotFound(NotFound):
@@ -469,3 +497,13 @@ class ReplacesVectors(InvalidRequest):
 
     code = "replaces_vectors"
     http_status = 409
+
+
+class SavedSearchExists(Conflict):
+    code = "saved_search_exists"
+
+    def __init__(self, message: str = "", suggestions: list[str] | None = None, *, name: str | None = None):
+        if name is not None and not message:
+            message = f"you already have a saved search named '{name}'"
+        super().__init__(message, suggestions)
+        self.name = name

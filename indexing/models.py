@@ -135,6 +135,13 @@ class Document(models.Model):
     def uri(self) -> str:
         return f"pmd://{self.collection.name}/{self.path}"
 
+    @property
+    def file_type(self) -> str:
+        """markdown, pdf, docx, pptx, xlsx, html, epub or text: what the path's extension is read as."""
+        from indexing.convert import format_of
+
+        return format_of(self.path)
+
 
 class PathContext(models.Model):
     """Text describing a part of the knowledge base, inherited by everything below it.
@@ -206,6 +213,24 @@ class LLMCache(models.Model):
     class Meta:
         verbose_name = "LLM cache entry"
         verbose_name_plural = "LLM cache"
+
+
+class Extraction(models.Model):
+    """The text a converter made of a file's bytes (indexing/convert), by their SHA-256, the format
+    and the converter's version: a file touched but unchanged, renamed or copied into another
+    collection is never converted twice. A file the converter refused keeps its reason here, so a
+    file that hangs the converter costs its time limit once, not at every scan."""
+
+    key = models.CharField(max_length=100, primary_key=True)  # sha256:format:version
+    text = models.TextField(blank=True)
+    units = models.PositiveIntegerField(default=0)  # pages, slides, sheets or chapters read
+    warnings = models.JSONField(default=list, blank=True)
+    refused = models.TextField(blank=True)  # why it could not be read; "" when it was
+    seconds = models.FloatField(default=0)  # how long the conversion took
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return self.key
 
 
 class FileProblem(models.Model):
@@ -590,3 +615,69 @@ class IndexSetting(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name}={self.value}"
+
+
+# --- Search analytics (issue 31): what people searched, what they found, what they opened ----------
+
+class SearchLogEntry(models.Model):
+    """One search: by whom, from which face, how it went. Kept PMD_SEARCH_LOG_DAYS days; a member sees
+    only their own, staff see all (the team's content gaps are the zero-result and weak queries)."""
+
+    at = models.DateTimeField(auto_now_add=True, db_index=True)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE,
+                             related_name="+")  # None: the local user (CLI on the server)
+    token = models.ForeignKey("indexing.ApiToken", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    face = models.CharField(max_length=10)  # cli | api | web | mcp | "" (a script calling the service)
+    mode = models.CharField(max_length=10)
+    query = models.CharField(max_length=2000)
+    results = models.IntegerField()
+    top_score = models.FloatField(null=True, blank=True)
+    latency_ms = models.FloatField()
+    corrected_query = models.CharField(max_length=2000, blank=True, default="")
+    opened_uri = models.CharField(max_length=4200, blank=True, default="")  # the first result opened (web, API)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+
+
+class SavedSearch(models.Model):
+    """A query with its filters and mode, kept to run again: private to its owner or shared with a group
+    (its members may run it; only the owner changes it). `seen` holds the results of the last run, so
+    a run can say what is new since then."""
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE,
+                              related_name="+")  # None: the local user
+    name = models.CharField(max_length=100)
+    query = models.CharField(max_length=2000)
+    mode = models.CharField(max_length=10, default="keyword")
+    filters = models.JSONField(default=dict, blank=True)  # SearchFilters.from_dict form
+    collections = models.JSONField(default=list, blank=True)
+    group = models.ForeignKey("auth.Group", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created = models.DateTimeField(auto_now_add=True)
+    last_run = models.DateTimeField(null=True, blank=True)
+    seen = models.JSONField(default=list, blank=True)  # the result URIs of the last run
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [models.UniqueConstraint(fields=["owner", "name"], name="saved_search_name_per_owner",
+                                               nulls_distinct=False)]
+
+
+# --- Team sign-in --------------------------------------------------------------------------
+
+class ExternalIdentity(models.Model):
+    """Who an identity provider (an OpenID provider, the forward-auth proxy, LDAP) says signed in:
+    its stable subject, tied to one pmd account, so a name changed at the provider cannot take
+    over another account."""
+
+    provider = models.CharField(max_length=100)  # "openid:<id>", "forward-auth", "ldap"
+    subject = models.CharField(max_length=255)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="external_identities")
+    created = models.DateTimeField(auto_now_add=True)
+    last_sign_in = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["provider", "subject"], name="external_identity_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.provider}:{self.subject} -> {self.user_id}"

@@ -26,6 +26,11 @@ def absolute_path(path) -> str:
 
 _DOCID_RE = re.compile(r"^#?([0-9a-fA-F]{6})$")
 _LINE_SUFFIX_RE = re.compile(r"^(?P<ref>.+?):(?P<line>\d+)$")
+# Where in a converted file (indexing.convert): `report.pdf:p12`, `deck.pptx:s3`, or the fragment
+# results carry, `pmd://c/report.pdf#page=12` (`#slide=3`, `#sheet=Budget`, `#chapter=2`).
+_UNIT_SUFFIX_RE = re.compile(r"^(?P<ref>.+?):(?P<unit>p|s|page|slide)(?P<name>\d+)$")
+_UNIT_FRAGMENT_RE = re.compile(r"^(?P<ref>.+?)#(?P<unit>page|slide|sheet|chapter)=(?P<name>[^#\]\n]{1,200})$")
+_UNIT_LETTERS = {"p": "page", "s": "slide"}
 
 
 @dataclass(frozen=True)
@@ -36,6 +41,7 @@ class Reference:
     collection: str | None = None
     path: str = ""
     line: int | None = None
+    unit: tuple[str, str] | None = None  # ("page", "12"): a page, slide, sheet or chapter of a converted file
 
 
 def normalize_relative(path: str) -> str:
@@ -66,16 +72,21 @@ def parse_reference(text: str) -> Reference:
     if not text:
         raise InvalidPath("empty document reference")
     line = None
-    match = _LINE_SUFFIX_RE.match(text)
+    unit = None
+    match = _UNIT_SUFFIX_RE.match(text) or _UNIT_FRAGMENT_RE.match(text)
+    if match:
+        text = match.group("ref")
+        unit = (_UNIT_LETTERS.get(match.group("unit"), match.group("unit")), match.group("name"))
+    match = _LINE_SUFFIX_RE.match(text) if unit is None else None
     if match:
         text, line = match.group("ref"), int(match.group("line"))
     docid = _DOCID_RE.match(text)
     if docid and (text.startswith("#") or "/" not in text and "." not in text):
-        return Reference(docid=docid.group(1).lower(), line=line)
+        return Reference(docid=docid.group(1).lower(), line=line, unit=unit)
     if text.startswith(SCHEME):
         collection, path = parse_virtual(text)
-        return Reference(collection=collection, path=path, line=line)
-    return Reference(path=normalize_relative(text), line=line)
+        return Reference(collection=collection, path=path, line=line, unit=unit)
+    return Reference(path=normalize_relative(text), line=line, unit=unit)
 
 
 def virtual_path(collection: str, path: str) -> str:

@@ -14,6 +14,7 @@ from django.db.models import Count, Q
 
 from indexing import errors
 from indexing.access import Access, collection_suggestions, visible_collections
+from indexing.convert import unit_lines
 from indexing.language import language_label
 from indexing.models import Collection, Content, Document, FileProblem, Job, PathContext
 from indexing.paths import (
@@ -81,6 +82,7 @@ def _filesystem_reference(text: str, access: Access) -> tuple[str, str] | None:
 class ResolvedDocument:
     document: Document
     line: int | None = None
+    unit: tuple[str, str] | None = None  # ("page", "12") of a converted file
 
 
 def document_resolve(reference: str, *, access: Access, collections: list[str] | None = None) -> ResolvedDocument:
@@ -100,28 +102,31 @@ def document_resolve(reference: str, *, access: Access, collections: list[str] |
         matches = list(docs.filter(docid=ref.docid)[:2])
         if not matches:
             raise errors.DocumentNotFound(f"no document with docid #{ref.docid}")
-        return ResolvedDocument(matches[0], ref.line)
+        return ResolvedDocument(matches[0], ref.line, ref.unit)
     if ref.collection:
         if not visible_collections(access).filter(name=ref.collection).exists():
             raise errors.CollectionNotFound(
                 name=ref.collection, suggestions=collection_suggestions(ref.collection, access))
         found = docs.filter(collection__name=ref.collection, path=ref.path).first()
         if found:
-            return ResolvedDocument(found, ref.line)
+            return ResolvedDocument(found, ref.line, ref.unit)
         raise errors.DocumentNotFound(f"no document pmd://{ref.collection}/{ref.path}",
                                _suggest(ref.path, [ref.collection], access))
     # A bare path: exact path in any collection, then `collection/path`, then a unique suffix.
     found = docs.filter(path=ref.path).first()
     if found:
-        return ResolvedDocument(found, ref.line)
+        return ResolvedDocument(found, ref.line, ref.unit)
     head, _, tail = ref.path.partition("/")
     if tail:
         found = docs.filter(collection__name=head, path=tail).first()
         if found:
-            return ResolvedDocument(found, ref.line)
+            return ResolvedDocument(found, ref.line, ref.unit)
     suffix = list(docs.filter(path__endswith="/" + ref.path)[:2])
     if len(suffix) == 1:
-        return ResolvedDocument(suffix[0], ref.line)
+        return ResolvedDocument(suffix[0], ref.line, ref.unit)
+    if tail and (not collections or head in collections) and visible_collections(access).filter(name=head).exists():
+        # `rustbook/ch99.md`: a note of that collection was meant; suggest its notes, not another's
+        raise errors.DocumentNotFound(f"no document pmd://{head}/{tail}", _suggest(tail, [head], access))
     raise errors.DocumentNotFound(f"no document {ref.path}", _suggest(ref.path, collections, access))
 
 
@@ -161,6 +166,15 @@ def document_page(reference: str, *, access: Access, from_line: int | None = Non
     """Resolve a reference (its `:LINE` is the first line unless `from_line` is given) and cut its window."""
     resolved = document_resolve(reference, access=access, collections=collections or None)
     doc = resolved.document
+    if resolved.unit is not None:  # `report.pdf:p12`: that page's lines, from its marker on
+        unit, name = resolved.unit
+        found = unit_lines(doc.content.body, unit, name)
+        if found is None:
+            raise errors.DocumentNotFound(f"{doc.uri} has no {unit} {name}")
+        first, count = found
+        lines, first = document_lines(doc, from_line=from_line or first,
+                                      max_lines=count if max_lines is None else min(max_lines, count))
+        return DocumentPage(doc, lines, first, total_lines=len(doc.content.body.splitlines()))
     lines, first = document_lines(doc, from_line=from_line or resolved.line, max_lines=max_lines)
     total = len(doc.content.body.splitlines())
     if first > max(total, 1):
@@ -563,6 +577,53 @@ def answer_costs() -> list[dict]:
             .order_by("model"))
     return [{**row, "median_ms": round(row["median_ms"] or 0, 1),
              "median_first_token_ms": round(row["median_first_token_ms"] or 0, 1)} for row in rows]
+
+
+# --- the search log (issue 31) ------------------------------------------------------------------------
+
+WEAK_SCORE = 0.3  # a top hit holding less of the query than this: the notes barely answer it
+SLOW_MS = 1000.0
+
+
+def search_log_report(*, access, days: int = 30, limit: int = 10, now=None) -> dict:
+    """Over the last `days`: the most asked queries, those that found nothing or only weak hits (the
+    team's content gaps), the slowest, and the most recent. Staff see everyone's searches, a member
+    only their own."""
+    from datetime import timedelta
+
+    from django.db.models import Avg, Count, Max, Q
+    from django.utils import timezone
+
+    from indexing.models import SearchLogEntry
+
+    since = (now or timezone.now()) - timedelta(days=max(1, int(days)))
+    entries = SearchLogEntry.objects.filter(at__gte=since)
+    if not access.is_staff:
+        entries = entries.filter(user=access.user) if access.user is not None else entries.none()
+
+    def grouped(qs, order):
+        rows = (qs.values("query").annotate(searches=Count("id"), people=Count("user", distinct=True),
+                                            results=Max("results"), top_score=Max("top_score"),
+                                            latency_ms=Avg("latency_ms"), last=Max("at"))
+                .order_by(*order)[:limit])
+        return [{**row, "last": row["last"].isoformat(), "latency_ms": round(row["latency_ms"] or 0, 1)} for row in rows]
+
+    def recent(qs):
+        return [{"at": e.at.isoformat(), "user": e.user.get_username() if e.user else "local", "face": e.face,
+                 "mode": e.mode, "query": e.query, "results": e.results, "top_score": e.top_score,
+                 "latency_ms": round(e.latency_ms, 1), "opened": e.opened_uri}
+                for e in qs.select_related("user")[:limit]]
+
+    return {
+        "days": days, "since": since.isoformat(), "searches": entries.count(),
+        "everyone": access.is_staff,
+        "top": grouped(entries, ("-searches", "query")),
+        "zero_results": grouped(entries.filter(results=0), ("-searches", "query")),
+        "weak": grouped(entries.filter(results__gt=0).filter(Q(top_score__lt=WEAK_SCORE)), ("-searches", "query")),
+        "slow": grouped(entries.filter(latency_ms__gte=SLOW_MS), ("-latency_ms", "query")),
+        "opened": entries.exclude(opened_uri="").count(),
+        "recent": recent(entries),
+    }
 
 
 @dataclass

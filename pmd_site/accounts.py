@@ -18,10 +18,18 @@ def password_reset_enabled() -> bool:
 
 
 class LoginView(auth_views.LoginView):
-    """Django's login, telling the template whether to offer a reset link."""
+    """Django's login, telling the template whether to offer a reset link, which identity
+    providers to offer and whether to show the password form."""
 
     def get_context_data(self, **kwargs):
-        return {**super().get_context_data(**kwargs), "password_reset_enabled": password_reset_enabled()}
+        from pmd_site.signin.oidc import providers
+
+        return {**super().get_context_data(**kwargs), "password_reset_enabled": password_reset_enabled(),
+                "providers": providers(),
+                # Under SSO the form stays reachable for the break-glass admin (?password=1).
+                "password_form": settings.PMD_PASSWORD_LOGIN or bool(settings.PMD_LDAP_URL)
+                or "password" in self.request.GET
+                or self.request.method == "POST"}
 
 
 def _only_with_email(view):

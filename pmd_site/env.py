@@ -60,6 +60,44 @@ def get_list(name: str, default: list[str] | None = None, *, sep: str = ",") -> 
     return [item.strip() for item in raw.split(sep) if item.strip()]
 
 
+def get_networks(name: str) -> list:
+    """Addresses or networks ("10.0.0.5, 172.18.0.0/16, ::1"), as ip_network objects."""
+    import ipaddress
+
+    networks = []
+    for item in get_list(name):
+        try:
+            networks.append(ipaddress.ip_network(item, strict=False))
+        except ValueError:
+            raise ConfigError(f"{name}: {item!r} is not an address or a network") from None
+    return networks
+
+
+def get_oidc_providers() -> list[dict]:
+    """The OpenID providers named in PMD_OIDC_PROVIDERS, each from its PMD_OIDC_<ID>_* variables."""
+    providers = []
+    for ident in get_list("PMD_OIDC_PROVIDERS"):
+        if not ident.replace("_", "").replace("-", "").isalnum():
+            raise ConfigError(f"PMD_OIDC_PROVIDERS: {ident!r} must be letters, digits, - or _")
+        prefix = f"PMD_OIDC_{ident.upper().replace('-', '_')}_"
+        provider = {
+            "id": ident.lower(),
+            "name": get_str(prefix + "NAME", ident),
+            "issuer": get_str(prefix + "ISSUER"),
+            "client_id": get_str(prefix + "CLIENT_ID"),
+            "client_secret": get_str(prefix + "CLIENT_SECRET"),
+            "scopes": get_str(prefix + "SCOPES", "openid email profile groups"),
+            "username_claim": get_str(prefix + "USERNAME_CLAIM", "preferred_username"),
+        }
+        for field in ("issuer", "client_id"):
+            if not provider[field]:
+                raise ConfigError(f"{prefix}{field.upper()} is not set (OpenID provider {ident!r})")
+        if "openid" not in provider["scopes"].split():
+            provider["scopes"] = "openid " + provider["scopes"]
+        providers.append(provider)
+    return providers
+
+
 def get_path(name: str, default: Path) -> Path:
     raw = os.environ.get(name)
     return Path(raw).expanduser() if raw else default

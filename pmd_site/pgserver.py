@@ -111,11 +111,16 @@ class ServerStatus:
         return f"stopped (data {self.data_dir})"
 
 
+def data_dir_of(home: Path) -> Path:
+    """Where the embedded server of `home` keeps its data (a path only: nothing is created)."""
+    return Path(home) / "postgres" / "data"
+
+
 class EmbeddedPostgres:
     def __init__(self, home: Path):
         self.home = Path(home)
         self.root = self.home / "postgres"
-        self.data_dir = self.root / "data"
+        self.data_dir = data_dir_of(self.home)
         self.log_file = self.root / "server.log"
         self.run_dir = run_dir_for(self.home)
         self.socket_dir = socket_dir_for(self.home)

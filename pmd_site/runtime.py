@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 
-from pmd_site.pgserver import EmbeddedPostgres
+from pmd_site.pgserver import EmbeddedPostgres, data_dir_of
 from pmd_site.startup import start_up_over
 
 
@@ -32,7 +32,9 @@ def require_existing_index() -> None:
     if os.environ.get("DATABASE_URL"):
         return
     home = env.pmd_home()
-    if not (EmbeddedPostgres(home).data_dir / "PG_VERSION").exists():
+    # The data folder's path alone: making an EmbeddedPostgres would create a run folder (and the
+    # home holding its pointer) when the home's path is too long for a socket.
+    if not (data_dir_of(home) / "PG_VERSION").exists():
         home_from = "from PMD_HOME" if os.environ.get("PMD_HOME") else "PMD_HOME is not set: the default for this user"
         raise IndexMissing(home=str(home), home_from=home_from)
 

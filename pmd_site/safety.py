@@ -47,6 +47,7 @@ def unsafe_settings(settings) -> list[str]:
         warnings.append("PMD_ALLOWED_HOSTS is empty: set the host names the server answers to")
     elif "*" in hosts:
         warnings.append("PMD_ALLOWED_HOSTS contains '*': any Host header is accepted (DNS rebinding); list the real names")
+    warnings += _sign_in_problems(settings)
     home = Path(settings.PMD_HOME)
     if _open_to_others(home):
         warnings.append(f"PMD_HOME ({home}) is open to other users of this machine: chmod o-rwx {home}")
@@ -54,3 +55,18 @@ def unsafe_settings(settings) -> list[str]:
         if _open_to_others(secret):
             warnings.append(f"{secret} is readable by other users of this machine: chmod 600 {secret}")
     return warnings
+
+
+def _sign_in_problems(settings) -> list[str]:
+    """Team sign-in settings that let anyone in, or nobody."""
+    problems = []
+    if getattr(settings, "PMD_FORWARD_AUTH", False):
+        widest = [str(n) for n in settings.PMD_FORWARD_AUTH_PROXIES if n.prefixlen == 0]
+        if widest:
+            problems.append(f"PMD_FORWARD_AUTH_PROXIES contains {widest[0]}: every client is trusted to name "
+                            "itself in Remote-User; list only the reverse proxy's addresses")
+    if not getattr(settings, "PMD_PASSWORD_LOGIN", True) and not (
+            settings.PMD_OIDC_PROVIDERS or settings.PMD_FORWARD_AUTH or getattr(settings, "PMD_LDAP_URL", "")):
+        problems.append("PMD_PASSWORD_LOGIN is off but no identity provider is configured (PMD_OIDC_PROVIDERS, "
+                        "PMD_FORWARD_AUTH, PMD_LDAP_URL): only the break-glass accounts can sign in")
+    return problems

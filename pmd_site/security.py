@@ -8,6 +8,8 @@
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit
+
 from axes.backends import AxesStandaloneBackend
 from django.conf import settings
 from django.utils.deprecation import MiddlewareMixin
@@ -47,6 +49,9 @@ class LoginThrottleBackend(AxesStandaloneBackend):
         return super().authenticate(request, username=username, password=password, **kwargs)
 
 
+SELF = "'self'"
+
+
 def content_security_policy() -> str:
     """The policy of every HTML page: nothing but pmd's own scripts, styles, fonts and frames.
 
@@ -56,7 +61,18 @@ def content_security_policy() -> str:
     images = "'self' data: https:" if settings.PMD_ALLOW_REMOTE_IMAGES else "'self' data:"
     return ("default-src 'self'; script-src 'self'; style-src 'self'; style-src-attr 'unsafe-inline'; "
             f"img-src {images}; object-src 'none'; base-uri 'self'; frame-ancestors 'none'; "
-            "form-action 'self'")
+            f"form-action {' '.join([SELF, *_signin_origins()])}")
+
+
+def _signin_origins() -> list[str]:
+    """The OpenID providers' origins: the sign-out form's answer redirects there (RP-initiated
+    logout), and browsers hold a form's redirects to form-action too."""
+    origins = []
+    for provider in getattr(settings, "PMD_OIDC_PROVIDERS", []):
+        parts = urlsplit(provider["issuer"])
+        if parts.scheme in {"http", "https"} and parts.netloc and f"{parts.scheme}://{parts.netloc}" not in origins:
+            origins.append(f"{parts.scheme}://{parts.netloc}")
+    return origins
 
 
 class ContentSecurityPolicyMiddleware(MiddlewareMixin):

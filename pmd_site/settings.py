@@ -79,6 +79,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "pmd_site.web.forward_auth.ForwardAuthMiddleware",  # Remote-User from the trusted proxy (PMD_FORWARD_AUTH)
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
@@ -176,7 +177,8 @@ LOGOUT_REDIRECT_URL = "/accounts/login/"
 # --- Login throttling (django-axes), bearer-token throttling, CSP, email ----------------
 AUTHENTICATION_BACKENDS = [
     "pmd_site.security.LoginThrottleBackend",  # refuses locked-out logins before checking passwords
-    "django.contrib.auth.backends.ModelBackend",
+    "pmd_site.signin.backends.PasswordBackend",  # the password form (PMD_PASSWORD_LOGIN)
+    "pmd_site.signin.backends.ProviderBackend",  # sessions begun by a provider or the proxy
 ]
 PMD_LOGIN_FAILURE_LIMIT = env.get_int("PMD_LOGIN_FAILURE_LIMIT", 10, minimum=0)
 PMD_LOGIN_COOLOFF_MINUTES = env.get_int("PMD_LOGIN_COOLOFF_MINUTES", 15, minimum=1)
@@ -187,9 +189,60 @@ AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]  # either one reaching the 
 AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False  # a lockout ends on time, however hard it is hammered
 AXES_CLIENT_IP_CALLABLE = "pmd_site.security.client_address"
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+AXES_VERBOSE = False  # its "AXES: BEGIN" line, once per process start (four times per `pmd up`), told nobody anything
 AXES_DISABLE_ACCESS_LOG = True  # no ever-growing table of successful logins (last_login is kept anyway)
 PMD_TOKEN_FAILURE_LIMIT = env.get_int("PMD_TOKEN_FAILURE_LIMIT", 20, minimum=0)
 PMD_TOKEN_COOLOFF_MINUTES = env.get_int("PMD_TOKEN_COOLOFF_MINUTES", 15, minimum=1)
+# --- Team sign-in: OpenID Connect providers, forward auth, LDAP, the groups they bring -------
+# First sign-in through a provider creates the account (false: only accounts an admin made).
+PMD_SIGNIN_CREATE_USERS = env.get_bool("PMD_SIGNIN_CREATE_USERS", True)
+# The claim (OpenID) holding the person's groups; the proxy's header is PMD_FORWARD_AUTH_GROUPS_HEADER.
+PMD_GROUPS_CLAIM = env.get_str("PMD_GROUPS_CLAIM", "groups")
+# Only these provider groups become pmd groups (a prefix, an allow-list; neither: all of them).
+PMD_GROUPS_PREFIX = env.get_str("PMD_GROUPS_PREFIX", "")
+PMD_GROUPS_ALLOWED = env.get_list("PMD_GROUPS_ALLOWED")
+# Members of these provider groups are staff / superusers (set: recomputed at every sign-in).
+PMD_STAFF_GROUPS = env.get_list("PMD_STAFF_GROUPS")
+PMD_SUPERUSER_GROUPS = env.get_list("PMD_SUPERUSER_GROUPS")
+# false: the password form only for the break-glass accounts named in PMD_PASSWORD_LOGIN_USERS.
+PMD_PASSWORD_LOGIN = env.get_bool("PMD_PASSWORD_LOGIN", True)
+PMD_PASSWORD_LOGIN_USERS = env.get_list("PMD_PASSWORD_LOGIN_USERS", ["admin"])
+PMD_FORWARD_AUTH = env.get_bool("PMD_FORWARD_AUTH", False)
+PMD_FORWARD_AUTH_PROXIES = env.get_networks("PMD_FORWARD_AUTH_PROXIES")
+if PMD_FORWARD_AUTH and not PMD_FORWARD_AUTH_PROXIES:
+    raise ConfigError("PMD_FORWARD_AUTH=true needs PMD_FORWARD_AUTH_PROXIES: the proxy's addresses or networks")
+PMD_FORWARD_AUTH_USER_HEADER = env.get_str("PMD_FORWARD_AUTH_USER_HEADER", "Remote-User")
+PMD_FORWARD_AUTH_GROUPS_HEADER = env.get_str("PMD_FORWARD_AUTH_GROUPS_HEADER", "Remote-Groups")
+PMD_FORWARD_AUTH_EMAIL_HEADER = env.get_str("PMD_FORWARD_AUTH_EMAIL_HEADER", "Remote-Email")
+PMD_FORWARD_AUTH_LOGOUT_URL = env.get_str("PMD_FORWARD_AUTH_LOGOUT_URL", "")
+# OpenID Connect: PMD_OIDC_PROVIDERS=authentik,keycloak, then PMD_OIDC_<ID>_ISSUER, _CLIENT_ID,
+# _CLIENT_SECRET, _SCOPES, _NAME (the button's label) and _USERNAME_CLAIM for each.
+PMD_OIDC_PROVIDERS = env.get_oidc_providers()
+PMD_OIDC_TIMEOUT = env.get_float("PMD_OIDC_TIMEOUT", 10.0)
+# LDAP (the ldap extra): django-auth-ldap binds as PMD_LDAP_BIND_DN and searches for the person.
+PMD_LDAP_URL = env.get_str("PMD_LDAP_URL", "")
+if PMD_LDAP_URL:
+    try:
+        import ldap
+        from django_auth_ldap.config import GroupOfNamesType, GroupOfUniqueNamesType, LDAPSearch, PosixGroupType
+    except ImportError:
+        raise ConfigError("PMD_LDAP_URL needs the ldap extra: pip install 'pmd[ldap]'") from None
+    AUTH_LDAP_SERVER_URI = PMD_LDAP_URL
+    AUTH_LDAP_BIND_DN = env.get_str("PMD_LDAP_BIND_DN", "")
+    AUTH_LDAP_BIND_PASSWORD = env.get_str("PMD_LDAP_BIND_PASSWORD", "")
+    AUTH_LDAP_START_TLS = env.get_bool("PMD_LDAP_START_TLS", False)
+    AUTH_LDAP_USER_SEARCH = LDAPSearch(env.get_str("PMD_LDAP_USER_SEARCH", ""), ldap.SCOPE_SUBTREE,
+                                       env.get_str("PMD_LDAP_USER_FILTER", "(uid=%(user)s)"))
+    if env.get_str("PMD_LDAP_GROUP_SEARCH"):
+        _group_types = {"groupOfNames": GroupOfNamesType, "groupOfUniqueNames": GroupOfUniqueNamesType,
+                        "posixGroup": PosixGroupType}
+        _group_type = env.get_str("PMD_LDAP_GROUP_TYPE", "groupOfNames")
+        if _group_type not in _group_types:
+            raise ConfigError(f"PMD_LDAP_GROUP_TYPE={_group_type!r}: use {', '.join(_group_types)}")
+        AUTH_LDAP_GROUP_SEARCH = LDAPSearch(env.get_str("PMD_LDAP_GROUP_SEARCH"), ldap.SCOPE_SUBTREE,
+                                            f"(objectClass={_group_type})")
+        AUTH_LDAP_GROUP_TYPE = _group_types[_group_type](name_attr="cn")
+    AUTHENTICATION_BACKENDS.insert(1, "pmd_site.signin.ldap.LdapBackend")  # after the lockout check
 # Documents may show images from any https: address (off: only pmd's own and data: images).
 PMD_ALLOW_REMOTE_IMAGES = env.get_bool("PMD_ALLOW_REMOTE_IMAGES", False)
 # Password reset by email is offered only when an SMTP server is configured.
@@ -237,6 +290,17 @@ PMD_WATCH_DEBOUNCE_MS = env.get_int("PMD_WATCH_DEBOUNCE_MS", 300, minimum=10)
 # --- Indexing --------------------------------------------------------------------
 PMD_MAX_FILE_BYTES = env.get_int("PMD_MAX_FILE_BYTES", 5 * 1024 * 1024, minimum=1)
 PMD_DEFAULT_MASK = env.get_str("PMD_DEFAULT_MASK", "**/*.md")
+# Files that are not markdown (PDF, DOCX, PPTX, XLSX, HTML, EPUB: indexing/convert) are read in a
+# child process with these limits; a file over one is a problem with the reason, the rest indexes.
+PMD_CONVERT_MAX_FILE_BYTES = env.get_int("PMD_CONVERT_MAX_FILE_BYTES", 100 * 1024 * 1024, minimum=1)
+PMD_CONVERT_SECONDS = env.get_int("PMD_CONVERT_SECONDS", 120, minimum=1)
+PMD_CONVERT_MEMORY_MB = env.get_int("PMD_CONVERT_MEMORY_MB", 1024, minimum=0)
+PMD_CONVERT_MAX_PAGES = env.get_int("PMD_CONVERT_MAX_PAGES", 2000, minimum=1)
+PMD_CONVERT_MAX_UNZIPPED_BYTES = env.get_int("PMD_CONVERT_MAX_UNZIPPED_BYTES", 200 * 1024 * 1024, minimum=1)
+PMD_CONVERT_MAX_CELLS = env.get_int("PMD_CONVERT_MAX_CELLS", 200_000, minimum=1)
+# Scanned PDF pages (no text layer): auto reads them with tesseract when it is installed; off never.
+PMD_OCR = env.get_str("PMD_OCR", "auto")
+PMD_OCR_LANGUAGES = env.get_str("PMD_OCR_LANGUAGES", "eng")
 PMD_TEXT_SEARCH_CONFIG = env.get_str("PMD_TEXT_SEARCH_CONFIG", "english")
 # Language of new collections: auto (detected from a sample of the notes), or a code such as de.
 PMD_LANGUAGE = env.get_str("PMD_LANGUAGE", "auto")
@@ -255,6 +319,13 @@ PMD_GIT_PULL_TIMEOUT = max(1.0, env.get_float("PMD_GIT_PULL_TIMEOUT", 120.0))
 PMD_BM25_K1 = env.get_float("PMD_BM25_K1", 0.9)
 PMD_BM25_B = env.get_float("PMD_BM25_B", 0.4)
 PMD_BM25_TITLE_WEIGHT = env.get_float("PMD_BM25_TITLE_WEIGHT", 2.0)  # title/headings term frequency counts this much
+# Typos (issue 31): a query word no searched note holds is corrected from the collections' own words.
+PMD_TYPO_CORRECTION = env.get_bool("PMD_TYPO_CORRECTION", True)
+# The search log (issue 31): staff see the team's top, zero-result, weak and slow queries; kept this many days.
+PMD_SEARCH_LOG = env.get_bool("PMD_SEARCH_LOG", True)
+# Time words in a plain query ("notes last week", "yesterday", "recent") become a removable date filter.
+PMD_TIME_WORDS = env.get_bool("PMD_TIME_WORDS", True)
+PMD_SEARCH_LOG_DAYS = env.get_int("PMD_SEARCH_LOG_DAYS", 90, minimum=1)
 
 # --- LLM backend -------------------------------------------------------------------
 OLLAMA_URL = env.get_str("OLLAMA_URL", "http://127.0.0.1:11434")

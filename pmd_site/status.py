@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 from pathlib import Path
 from typing import Callable
 
@@ -101,17 +102,53 @@ def _watcher(access) -> dict:
     return watcher_health()
 
 
+_probe = threading.local()  # one question to the model server per report, shared by its sections
+
+
+def _model_server() -> dict:
+    cached = getattr(_probe, "models", None)
+    if cached is None:
+        from indexing.services.model_server import hybrid_without, model_server_status
+        from search.pipeline.absent import absent_models
+
+        cached = model_server_status()
+        # What this process's queries found missing (a server that lists a model it cannot run).
+        absent = {stage: reason for stage, (model, reason) in absent_models().items()}
+        if absent and cached["reachable"]:
+            cached["hybrid"] = hybrid_without(cached["models"], absent=absent)
+        _probe.models = cached
+    return cached
+
+
+def _models(access) -> dict:
+    return dict(_model_server())
+
+
 def _embeddings(access) -> dict:
     from indexing.access import visible_collection_names
     from indexing.services.embedding import embedding_status
 
     if access.collection_ids() is None:
-        return embedding_status()
-    # Counted over the collections this caller sees ("/" is no collection's name: none visible
-    # counts nothing); the other models' totals and the last embedding job are the whole index's
-    # and would tell them about collections they cannot see.
-    status = embedding_status(collections=visible_collection_names(access) or ["/"])
-    return {k: v for k, v in status.items() if k not in {"stale_fingerprints", "job"}}
+        status = embedding_status()
+    else:
+        # Counted over the collections this caller sees ("/" is no collection's name: none visible
+        # counts nothing); the other models' totals and the last embedding job are the whole index's
+        # and would tell them about collections they cannot see.
+        status = embedding_status(collections=visible_collection_names(access) or ["/"])
+        status = {k: v for k, v in status.items() if k not in {"stale_fingerprints", "job"}}
+    server = _model_server()
+    if not server["ok"]:
+        # Nothing new is embedded, and semantic queries cannot be embedded either: not green.
+        status["ok"] = False
+        status.setdefault("error", "the model server cannot embed: " + (server["error"] or "not reachable"))
+        if not status.get("mismatch") and status.get("pending"):
+            # "run `pmd embed`" alone would only wait: the server first
+            status["hint"] = (f"{status['pending']} note(s) or commit(s) without embeddings: the model server "
+                              "must answer first (then `pmd embed`, or the worker, embeds them)")
+        if status.get("state") in {"running", "queued", "pending"}:
+            status["state"] = "waiting"
+            status["reason"] = server["error"]
+    return status
 
 
 def _answers(access) -> dict:
@@ -127,16 +164,33 @@ def _security(access) -> dict:
     return {"ok": not warnings, "warnings": warnings}
 
 
+def _sign_in(access) -> dict:
+    """How people sign in: the OpenID providers (and whether their discovery answers now), forward
+    auth and its proxies, whether the password form is on."""
+    from pmd_site.signin.oidc import discovery_status, providers
+
+    found = [{"id": p.id, "name": p.name, "issuer": p.issuer, "discovery": discovery_status(p)} for p in providers()]
+    return {
+        "ok": all(p["discovery"] == "answering" for p in found),
+        "password_login": settings.PMD_PASSWORD_LOGIN or f"only {', '.join(settings.PMD_PASSWORD_LOGIN_USERS)}",
+        "forward_auth": (", ".join(str(n) for n in settings.PMD_FORWARD_AUTH_PROXIES)
+                         if settings.PMD_FORWARD_AUTH else False),
+        "openid_providers": found,
+    }
+
+
 SECTIONS: dict[str, Callable[..., dict]] = {
     "database": _database,
     "index": _index,
     "problems": _problems,
+    "models": _models,
     "embeddings": _embeddings,
     "broker": _broker,
     "workers": _workers,
     "watcher": _watcher,
     "answers": _answers,
     "security": _security,
+    "sign_in": _sign_in,
 }
 
 
@@ -149,7 +203,10 @@ MEMBER_FIELDS: dict[str, set[str]] = {
               "by_collection"},
     "problems": {"ok", "recent"},
     "embeddings": {"ok", "backend", "model", "chunking", "fingerprint", "contents", "embedded", "pending", "chunks",
-                   "hnsw_index", "stale_fingerprints", "mismatch", "hint", "job"},
+                   "hnsw_index", "stale_fingerprints", "mismatch", "hint", "job", "state", "waiting_since",
+                   "next_check_at", "progress"},
+    # Whether it answers and which models it has; not where it runs (url) nor its raw error.
+    "models": {"ok", "backend", "reachable", "models", "hybrid"},
     "broker": {"ok", "mode"},
     "workers": {"ok", "mode", "alive", "error"},
     "watcher": {"ok", "running", "last_seen_seconds_ago", "mode", "last_change_at", "error"},
@@ -212,6 +269,8 @@ def _member_view(name: str, data: dict) -> dict:
             value = {k: v for k, v in value.items() if k in nested}
         elif nested and isinstance(value, list):
             value = [{k: _redact_paths(v) for k, v in row.items() if k in nested} for row in value]
+        elif key == "hint":  # may name another model's folder (its vectors), not in this section's fields
+            value = _redact_paths(value)
         view[key] = value
     if not data.get("ok", True) and "error" in data and "error" not in view:
         view["error"] = _STAFF_ONLY_ERROR
@@ -222,6 +281,7 @@ def status_report(sections: list[str] | None = None, *, internals: bool = False,
     """The report; `internals` (staff, or the local CLI user) adds where things run and raw errors.
     Counts and names cover only the collections `access` sees."""
     report = {}
+    _probe.models = None
     for name, provider in SECTIONS.items():
         if sections and name not in sections:
             continue
@@ -231,4 +291,104 @@ def status_report(sections: list[str] | None = None, *, internals: bool = False,
             # The exception text can name sockets, hosts or paths: staff only.
             data = {"ok": False, "error": f"{exc.__class__.__name__}: {exc}" if internals else _STAFF_ONLY_ERROR}
         report[name] = data if internals else _member_view(name, data)
+    _probe.models = None
     return report
+
+
+# --- for people: one title and a few sentences per section (`pmd status`, the web page) ----------
+
+def duration(seconds: float) -> str:
+    """`42 s`, `3 min`, `2 h 5 min`, `3 days`: as long as a person needs."""
+    seconds = abs(float(seconds))
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    if seconds < 3600:
+        return f"{seconds // 60:.0f} min"
+    if seconds < 86400:
+        hours, minutes = divmod(seconds // 60, 60)
+        return f"{hours:.0f} h" + (f" {minutes:.0f} min" if minutes else "")
+    days = seconds // 86400
+    return f"{days:.0f} day{'s' if days != 1 else ''}"
+
+
+def relative_time(value, *, now=None) -> str:
+    """An ISO time (or datetime) as `3 min ago` or `in 40 s`; anything else as given."""
+    from datetime import datetime
+
+    from django.utils import timezone
+
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value)
+        except ValueError:
+            return value
+    if not isinstance(value, datetime):
+        return str(value)
+    if timezone.is_naive(value):
+        value = timezone.make_aware(value)
+    delta = (value - (now or timezone.now())).total_seconds()
+    if abs(delta) < 1:
+        return "now"
+    return f"in {duration(delta)}" if delta > 0 else f"{duration(delta)} ago"
+
+
+def size(count: float) -> str:
+    """Bytes as `512 B`, `3.2 MB`."""
+    for unit in ("B", "kB", "MB", "GB"):
+        if abs(count) < 1000 or unit == "GB":
+            return f"{count:.0f} {unit}" if unit == "B" else f"{count:.1f} {unit}"
+        count /= 1000
+    return str(count)
+
+
+TITLES = {"database": "Database", "index": "Index", "problems": "Problems", "models": "Model server",
+          "embeddings": "Embeddings", "broker": "Task queue", "workers": "Workers", "watcher": "Watcher",
+          "security": "Security"}
+_STATE_WORDS = {"running": "embedding now", "waiting": "waiting for the model server", "done": "up to date",
+                "queued": "queued, no worker has taken it yet", "pending": "not started"}
+
+
+def _models_lines(data: dict) -> list[str]:
+    where = f"{data.get('backend', '?')}" + (f" at {data['url']}" if data.get("url") else "")
+    if not data.get("reachable", True):
+        lines = [f"down: {data.get('error') or 'not reachable'}"] if "url" in data else ["down"]
+    elif not data.get("ok", True):
+        lines = [data.get("error") or "cannot embed"]
+    else:
+        lines = [f"answers ({where})"]
+    if data.get("advice"):
+        lines.append(f"what to do: {data['advice']}")
+    if data.get("hybrid"):
+        lines.append(data["hybrid"])
+    return lines
+
+
+def _embeddings_lines(data: dict) -> list[str]:
+    state = data.get("state")
+    lines = []
+    if state:
+        line = _STATE_WORDS.get(state, state)
+        if state == "waiting" and data.get("reason"):
+            line += f" ({data['reason']})"
+        if state == "waiting" and data.get("next_check_at"):
+            line += f"; next check {relative_time(data['next_check_at'])}"
+        lines.append(line)
+    if "contents" in data:
+        lines.append(f"{data.get('embedded', 0)} of {data['contents']} notes and commits have vectors"
+                     + (f" ({data.get('model')})" if data.get("model") else ""))
+    if data.get("hint"):
+        lines.append(data["hint"])
+    if data.get("error") and state != "waiting":
+        lines.insert(0, data["error"])
+    return lines
+
+
+def status_headlines(name: str, data: dict) -> list[str]:
+    """What a person reads first about a section: whether it works, and if not why and what to do."""
+    if name == "models":
+        return _models_lines(data)
+    if name == "embeddings":
+        return _embeddings_lines(data)
+    if not data.get("ok", True) and data.get("error"):
+        return [data["error"]]
+    return []

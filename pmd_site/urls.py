@@ -3,6 +3,7 @@ from django.urls import include, path, re_path
 from django.views.generic import RedirectView
 
 from pmd_site import accounts
+from pmd_site.web.views import signin
 from pmd_site.views import healthz
 from pmd_site.api import api
 
@@ -15,6 +16,9 @@ urlpatterns = [
     path("api/", api.urls),
     # Before django.contrib.auth.urls, which has the same names: reset only where email works.
     path("accounts/login/", accounts.LoginView.as_view(), name="login"),
+    path("accounts/logout/", signin.sign_out, name="logout"),  # and out of the identity provider
+    path("accounts/oidc/<slug:provider_id>/login/", signin.oidc_login, name="oidc_login"),
+    path("accounts/oidc/<slug:provider_id>/callback/", signin.oidc_callback, name="oidc_callback"),
     path("accounts/password_reset/", accounts.password_reset, name="password_reset"),
     path("accounts/password_reset/done/", accounts.password_reset_done, name="password_reset_done"),
     path("accounts/reset/<uidb64>/<token>/", accounts.password_reset_confirm, name="password_reset_confirm"),

@@ -79,6 +79,12 @@ class SearchRequest:
     # after which `query` holds only the words to search and `filters` everything to apply
     filters: SearchFilters | None = None
     sort: str = "relevance"  # relevance | date (newest first)
+    # False: search the words as written ("search instead for …"), no typo correction
+    correct: bool = True
+    # the face asking (cli, api, web, mcp): the search is logged (indexing.services.search_log); "" is not
+    face: str = ""
+    # read "last week", "yesterday", "recent" in the words as a date filter (PMD_TIME_WORDS too)
+    time_words: bool = True
 
     def effective_limit(self, *, machine_format: bool = False) -> int:
         if self.all:

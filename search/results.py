@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
+from indexing.convert import format_of
 from search.request import mode_verb
 
 if TYPE_CHECKING:
@@ -29,14 +30,28 @@ class SearchResult:
     # filename, mtime): the date that date filters and --sort date used.
     date: str | None = None
     date_source: str = ""
+    type: str = ""  # the file's format (indexing.convert.format_of): markdown, pdf, docx, …
+    # Where in a converted file the match is ("page 12") and its URI fragment ("page=12"): `where_found`.
+    location: str = ""
+    anchor: str = ""
+
+    def __post_init__(self) -> None:
+        self.type = self.type or format_of(self.path)
 
     @property
     def uri(self) -> str:
         return f"pmd://{self.collection}/{self.path}"
 
+    @property
+    def location_uri(self) -> str:
+        """`pmd://c/report.pdf#page=12` for a match on a page (slide, sheet); else "" ."""
+        return f"{self.uri}#{self.anchor}" if self.anchor else ""
+
     def as_dict(self) -> dict:
         data = asdict(self)
         data["uri"] = self.uri
+        data["location_uri"] = self.location_uri
+        data.pop("anchor")
         data["highlights"] = [list(h) for h in self.highlights]
         if data["explain"] is None:
             data.pop("explain")
@@ -54,6 +69,11 @@ class SearchResponse:
     timings: dict[str, float] = field(default_factory=dict)  # stage → milliseconds
     filters: SearchFilters | None = None  # what was applied (the query's and the caller's)
     sort: str = "relevance"
+    corrected_query: str | None = None  # typos corrected: the query searched instead of `query`
+    # Its entry in the search log, for the faces that note the result opened (API, web): not part of
+    # the answer's own JSON, which is the same bytes in-process and through the server.
+    search_id: int | None = None
+    time_words: str | None = None  # the words read as a date filter ("last week"): removable
 
     def as_dict(self) -> dict:
         return {
@@ -64,4 +84,6 @@ class SearchResponse:
             "timings_ms": {k: round(v, 2) for k, v in self.timings.items()},
             "filters": self.filters.as_dict() if self.filters is not None and not self.filters.empty else None,
             "sort": self.sort,
+            "corrected_query": self.corrected_query,
+            "time_words": self.time_words,
         }

@@ -46,10 +46,15 @@ class FiltersIn(BaseModel):
     exclude_path: FilterValues | None = Field(None, description="leave out paths matching any of these globs")
     after: str | None = Field(None, max_length=100, description="dated on or after: 2025-01-01, 2025-06, 'last week', 3d")
     before: str | None = Field(None, max_length=100, description="dated before")
-    fields: dict[str, FieldValue | list[FieldValue]] | None = Field(
-        None, description='frontmatter values: {"status": "draft", "author": ["ana", "bo"]} (lists: any of)')
-    exclude_fields: dict[str, FieldValue | list[FieldValue]] | None = Field(
-        None, description="leave out notes with these frontmatter values")
+    fields: dict[str, FieldValue | list[FieldValue] | dict[str, FieldValue]] | None = Field(
+        None, description='frontmatter values: {"status": "draft", "author": ["ana", "bo"]} (lists: any of); '
+                          'ranges on numbers and dates: {"priority": {">=": 2}, "date": {">=": "2025-01", "<=": "2025-03"}}')
+    exclude_fields: dict[str, FieldValue | list[FieldValue] | dict[str, FieldValue]] | None = Field(
+        None, description="leave out notes with these frontmatter values (or in these ranges)")
+    has: FilterValues | None = Field(None, description="notes whose frontmatter has these keys (any value)")
+    exclude_has: FilterValues | None = Field(None, description="notes whose frontmatter has none of these keys")
+    any_of: list[FiltersIn] | None = Field(
+        None, description='alternatives, one of which must hold: [{"tags": "db"}, {"fields": {"status": "draft"}}]')
 
 
 class SubSearch(BaseModel):
@@ -80,6 +85,10 @@ class ResultOut(BaseModel):
     date: str | None = Field(None, description="the note's date (ISO 8601, UTC), used by date filters and sort")
     date_source: str = Field("", description="where the date came from: frontmatter:date, frontmatter:created, "
                                              "filename or mtime")
+    type: str = Field("markdown", description="the file's format: markdown, pdf, docx, pptx, xlsx, html, epub, text")
+    location: str = Field("", description="where in the original the match is: page 12, slide 3, sheet Budget "
+                                          "(converted files)")
+    location_uri: str = Field("", description="the uri with the location: pmd://c/report.pdf#page=12")
 
 
 class SearchOut(BaseModel):
@@ -90,14 +99,22 @@ class SearchOut(BaseModel):
     timings_ms: dict[str, float] = {}
     filters: dict[str, Any] | None = Field(None, description="the filters applied (the query's and the body's)")
     sort: str = Field("relevance", description="the order of the results: relevance or date")
+    corrected_query: str | None = Field(None, description="typos corrected: the query searched instead of `query` "
+                                                          "(search `query` as written with correct=false)")
+    time_words: str | None = Field(None, description="words of the query read as a date filter (\"last week\"); "
+                                                     "time_words=false searches them as words")
+    search_id: int | None = Field(None, description="this search in the search log: POST /api/searches/{id}/opened "
+                                                    "with the result opened")
 
 
 ResultBrief = brief(ResultOut, "ResultBrief", (
-    "docid", "uri", "line", "score", "title", "snippet", "context", "date", "date_source"),
+    "docid", "uri", "line", "score", "title", "snippet", "context", "date", "date_source", "type", "location"),
     descriptions={"docid": "#docid: pass to pmd_get", "uri": "pmd://collection/path",
                   "line": "line of the best match (1-based)", "score": "0..1, comparable within one result list",
-                  "context": "descriptions of the folder, general → specific"})
-SearchBrief = brief(SearchOut, "SearchBrief", ("query", "mode", "results", "warnings", "filters"),
+                  "context": "descriptions of the folder, general → specific",
+                  "location": "page, slide or sheet of a converted file: pass `uri:p12` to pmd_get for that page"})
+SearchBrief = brief(SearchOut, "SearchBrief", ("query", "mode", "results", "warnings", "filters", "corrected_query",
+                                                   "time_words"),
                     types={"results": list[ResultBrief]},
                     descriptions={"filters": "the filters applied (the query's and the `filters` argument's)"})
 
@@ -200,6 +217,22 @@ class LinkOut(BaseModel):
     uri: str | None = None
     title: str | None = None
     path: str | None = None
+
+
+class FieldValueOut(BaseModel):
+    value: str
+    notes: int
+
+
+class FieldOut(BaseModel):
+    key: str = Field(description="the frontmatter key, as the notes spell it: filter with key:value, key:>=2, has:key")
+    notes: int = Field(description="notes that have the key")
+    types: dict[str, int] = Field(description="number, date, text, boolean, list, object: how many notes each")
+    values: list[FieldValueOut] = Field(description="the most frequent values (a list's items one by one)")
+
+
+class FieldsOut(BaseModel):
+    fields: list[FieldOut]
 
 
 class LinksOut(BaseModel):

@@ -8,11 +8,21 @@ from pathlib import Path
 import pytest
 
 from tests.support.factories import make_user, web_client
+from tests.support.servers import child_database_url
 from tests.support.paths import FIXTURE_CORPUS
 
 pytest_plugins = ["tests.support.ollama_fixtures"]  # the Ollama-compatible test server (tests/support/ollama_server.py)
 
 PASSWORD = "correct horse battery"  # of the `member` and `staff` users
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _cheap_password_hashing():
+    """One PBKDF2 round per password in this process (see tests/support/hashers.py)."""
+    from django.test import override_settings
+
+    with override_settings(PASSWORD_HASHERS=["tests.support.hashers.OneRoundPBKDF2PasswordHasher"]):
+        yield
 
 
 @pytest.fixture
@@ -74,14 +84,7 @@ def run_cli(capsys):
 @pytest.fixture
 def database_url(db) -> str:
     """The test database as a DATABASE_URL, for child processes that must neither start nor stop a server."""
-    from urllib.parse import quote
-
-    from django.db import connection
-
-    db_ = connection.settings_dict
-    password = f":{quote(db_['PASSWORD'], safe='')}" if db_["PASSWORD"] else ""
-    return (f"postgresql://{quote(db_['USER'], safe='')}{password}@/{db_['NAME']}"
-            f"?host={quote(db_['HOST'], safe='/')}&port={db_['PORT'] or 5432}")
+    return child_database_url()
 
 
 @pytest.fixture

@@ -4,6 +4,10 @@ It points PMD_HOME at a throwaway folder *before* Django reads its settings, sta
 real embedded PostgreSQL there for the session and stops it afterwards, also on
 SIGTERM. Servers left behind by a test run that was SIGKILLed are reaped at the next
 start (their owner pid is dead). With DATABASE_URL set, that server is used instead.
+
+Under pytest-xdist (`-n N`, as ./scripts/test runs the suite) every worker is a pytest process
+that imports this plugin itself, so each gets its own PMD_HOME and server; the controller, which
+runs no tests, starts none.
 """
 
 from __future__ import annotations
@@ -67,12 +71,20 @@ def _on_sigterm(signum, frame):
     raise SystemExit(128 + signum)
 
 
+def _runs_tests(config) -> bool:
+    """False in pytest-xdist's controller: it hands the tests to its workers (xdist registers its
+    "dsession" plugin only there, and only when it distributes)."""
+    return not config.pluginmanager.hasplugin("dsession")
+
+
 def pytest_sessionstart(session):
     if _home is None:
         return
-    _reap_orphans()
     atexit.register(_shutdown)
     signal.signal(signal.SIGTERM, _on_sigterm)
+    if not _runs_tests(session.config):
+        return
+    _reap_orphans()
     EmbeddedPostgres(_home).start()
 
 

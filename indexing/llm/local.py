@@ -21,6 +21,7 @@ import math
 import os
 import shutil
 import threading
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -122,11 +123,41 @@ def model_window(model: str, models_dir: Path) -> int | None:
     return KNOWN_WINDOWS.get(hub_name(model))
 
 
+QUERY_TEXTS = 4  # an embedding call of at most this many texts is a query's (bulk embedding sends batches)
+
+
+class QueriesFirst:
+    """One inference at a time, and a query waiting goes before bulk work: a search in the web
+    server used to wait behind every queued batch of an in-process embedding run."""
+
+    def __init__(self):
+        self._turn = threading.Condition()
+        self._busy = False
+        self._queries_waiting = 0
+
+    @contextmanager
+    def hold(self, *, query: bool):
+        with self._turn:
+            self._queries_waiting += query
+            try:
+                while self._busy or (not query and self._queries_waiting):
+                    self._turn.wait()
+            finally:
+                self._queries_waiting -= query
+            self._busy = True
+        try:
+            yield
+        finally:
+            with self._turn:
+                self._busy = False
+                self._turn.notify_all()
+
+
 # --- loading -------------------------------------------------------------------------------
 
 
 class _Loaded:
-    """One model in memory: its ONNX session, tokenizer and a lock (one inference at a time)."""
+    """One model in memory: its ONNX session, tokenizer and a lock (one inference at a time, queries first)."""
 
     def __init__(self, folder: Path, threads: int, *, pairs: bool):
         try:
@@ -156,7 +187,7 @@ class _Loaded:
         self.tokenizer.no_padding()
         pad = _read_json(folder / "config.json").get("pad_token_id", 0)
         self.pad_id = int(pad) if isinstance(pad, int) else 0
-        self.lock = threading.Lock()
+        self.lock = QueriesFirst()
 
     def _feed(self, encodings):
         np = self.np
@@ -183,10 +214,11 @@ class _Loaded:
 
     def embed(self, texts: list[str]) -> list[list[float]]:
         np = self.np
+        query = len(texts) <= QUERY_TEXTS
 
         def run(encodings):
             feed, mask = self._feed(encodings)
-            with self.lock:
+            with self.lock.hold(query=query):
                 outputs = dict(zip(self.outputs, self.session.run(None, feed)))
             if "sentence_embedding" in outputs:
                 vectors = outputs["sentence_embedding"]
@@ -208,7 +240,7 @@ class _Loaded:
 
         def run(encodings):
             feed, _ = self._feed(encodings)
-            with self.lock:
+            with self.lock.hold(query=True):  # re-ranking is always a query's
                 logits = np.asarray(self.session.run(None, feed)[0], dtype=np.float64)
             logits = logits.reshape(len(encodings), -1)
             if logits.shape[1] == 1:

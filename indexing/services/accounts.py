@@ -7,13 +7,17 @@ from __future__ import annotations
 import secrets
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
 from django.contrib.auth.password_validation import validate_password
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.utils import timezone
 
 from indexing import errors
 from indexing.access import Access
+from indexing.models import ExternalIdentity
 from indexing.services.audit import audit_record
 from indexing.services.throttling import reset_token_failures
 
@@ -130,3 +134,116 @@ def admin_ensure(*, username: str, access: Access, reset: bool = False) -> Admin
     else:
         user_password_set(username=username, password=password, access=access, validate=False)
     return AdminAccount(username, password)
+
+
+# --- Sign-in through an identity provider (OpenID Connect, forward auth, LDAP) --------------
+# Every such path ends here: one rule for which account a provider's person gets, one mapping
+# of the provider's groups to pmd's groups (which decide who sees which collection), one audit.
+
+
+@dataclass
+class ProviderSignIn:
+    """What an identity provider vouches for. `groups` None: the provider said nothing about
+    groups (memberships stay as they are); a list, even empty, is the whole truth."""
+
+    provider: str  # "openid:<id>", "forward-auth", "ldap"
+    subject: str  # the provider's stable id for the person (OpenID `sub`, the proxy's user name)
+    username: str
+    email: str = ""
+    groups: list[str] | None = None
+
+
+def _group_managed(name: str) -> bool:
+    """A pmd group the provider decides (PMD_GROUPS_PREFIX / PMD_GROUPS_ALLOWED; all when neither
+    is set): the provider adds and removes these memberships, others are left to the admin."""
+    allowed, prefix = settings.PMD_GROUPS_ALLOWED, settings.PMD_GROUPS_PREFIX
+    if not allowed and not prefix:
+        return True
+    return name in allowed or bool(prefix and name.startswith(prefix))
+
+
+def provider_groups_mapped(groups: list[str]) -> set[str]:
+    """The pmd groups a provider's group names become: the managed ones, as named there."""
+    return {g.strip() for g in groups if g.strip() and len(g.strip()) <= 150 and _group_managed(g.strip())}
+
+
+def _groups_apply(user, groups: list[str], via: str) -> None:
+    wanted = provider_groups_mapped(groups)
+    current = set(user.groups.values_list("name", flat=True))
+    added = sorted(wanted - current)
+    removed = sorted(g for g in current - wanted if _group_managed(g))
+    for name in added:
+        group, created = Group.objects.get_or_create(name=name)
+        if created:
+            audit_record(None, "group.create", name, via=via)
+        user.groups.add(group)
+    if removed:
+        user.groups.remove(*Group.objects.filter(name__in=removed))
+    if added or removed:
+        audit_record(None, "user.groups", user.get_username(), added=added, removed=removed, via=via)
+    staff_groups, superuser_groups = set(settings.PMD_STAFF_GROUPS), set(settings.PMD_SUPERUSER_GROUPS)
+    if not staff_groups and not superuser_groups:
+        return  # roles are the admin's to give
+    before = user_role(user)
+    named = {g.strip() for g in groups}
+    user.is_superuser = bool(named & superuser_groups) if superuser_groups else user.is_superuser
+    user.is_staff = user.is_superuser or (bool(named & staff_groups) if staff_groups else user.is_staff)
+    if user_role(user) != before:
+        user.save(update_fields=["is_staff", "is_superuser"])
+        audit_record(None, "user.role", user.get_username(), role=user_role(user), was=before, via=via)
+
+
+def _username_for(signin: ProviderSignIn) -> str:
+    """The provider's user name, kept to what a pmd name may hold (the web form's rules)."""
+    cleaned = "".join(c for c in signin.username.strip() if c.isalnum() or c in "@.+-_")[:150]
+    return _check_username(cleaned or signin.subject)
+
+
+def _account_for(signin: ProviderSignIn):
+    """The account tied to the provider's subject; on first sight the account of that name
+    (pre-created by an admin) or a new one. A local superuser with a password is never taken
+    over by a provider (the break-glass admin stays local)."""
+    User = get_user_model()
+    link = (ExternalIdentity.objects.select_for_update().select_related("user")
+            .filter(provider=signin.provider, subject=signin.subject).first())
+    if link is not None:
+        return link.user, link
+    username = _username_for(signin)
+    user = User.objects.filter(**{User.USERNAME_FIELD: username}).first()
+    if user is not None:
+        if user.is_superuser and user.has_usable_password():
+            raise errors.SignInRefused(f"'{username}' is a local administrator account: it signs in with its password")
+        if ExternalIdentity.objects.filter(user=user, provider=signin.provider).exists():
+            raise errors.SignInRefused(f"the account '{username}' belongs to another person of {signin.provider}")
+        audit_record(None, "user.link", username, via=signin.provider)
+    elif not settings.PMD_SIGNIN_CREATE_USERS:
+        raise errors.SignInRefused(f"there is no account named '{username}' and only existing accounts may sign in")
+    else:
+        user = User.objects.create_user(username, email=signin.email or "", password=None)
+        audit_record(None, "user.create", username, role=user_role(user), via=signin.provider)
+    return user, ExternalIdentity.objects.create(provider=signin.provider, subject=signin.subject, user=user)
+
+
+def provider_sign_in(*, signin: ProviderSignIn):
+    """The account a provider's person signs in as, its groups and role brought up to date
+    (audited); SignInRefused for a deactivated account or one pmd may not create or take."""
+    with transaction.atomic():
+        user, link = _account_for(signin)
+        if not user.is_active:
+            raise errors.SignInRefused(f"the account '{user.get_username()}' is deactivated")
+        if signin.groups is not None:
+            _groups_apply(user, signin.groups, signin.provider)
+        if signin.email and signin.email != user.email:
+            user.email = signin.email
+            user.save(update_fields=["email"])
+        link.last_sign_in = timezone.now()
+        link.save(update_fields=["last_sign_in"])
+    return user
+
+
+def password_login_allowed(user) -> bool:
+    """Whether `user` may sign in with a password: everyone unless PMD_PASSWORD_LOGIN is off,
+    then only the break-glass accounts (PMD_PASSWORD_LOGIN_USERS)."""
+    if settings.PMD_PASSWORD_LOGIN:
+        return True
+    return user.get_username() in settings.PMD_PASSWORD_LOGIN_USERS

@@ -19,6 +19,7 @@ from indexing.git import GitTimedOut, git_run
 from indexing.language import AUTO, LANGUAGES, LanguageChoice, language_choice, sample_texts
 from indexing.keyword import keyword_index_rebuild
 from indexing.models import Collection
+from indexing.convert import formats_mask
 from indexing.paths import glob_regex
 from indexing.services.audit import audit_record
 from indexing.services.scanning import collection_files
@@ -108,6 +109,7 @@ def collection_create(
     path: str | Path,
     name: str | None = None,
     mask: str | None = None,
+    formats: list[str] | None = None,
     ignore_patterns: list[str] | None = None,
     text_search_config: str | None = None,
     title_from: str | None = None,
@@ -129,6 +131,7 @@ def collection_create(
     `text_search_config` names PostgreSQL's configuration directly and wins. The returned
     collection carries `language_choice` (indexing.language.LanguageChoice) to say what was chosen.
     """
+    mask = _mask_with_formats(mask, formats)
     root = collection_root_check(path=path, allowed_roots=allowed_roots, access=access)
     title_from = title_from_for(root, title_from)
     name = _check_name(name or default_name_for(root))
@@ -150,6 +153,17 @@ def collection_create(
         raise _name_taken(name, access) from None
     collection.language_choice = choice
     return collection
+
+
+def _mask_with_formats(mask: str | None, formats: list[str] | None) -> str | None:
+    """The mask of `formats` (`pdf,docx` → `**/*.{md,pdf,docx}`); they and a mask are one or the other."""
+    formats = [f for f in (formats or []) if f.strip()]
+    if not formats:
+        return mask
+    if mask and mask.strip():
+        raise errors.InvalidGlob("give the files to index as a mask or as formats, not both "
+                          f"(the formats {', '.join(formats)} are the mask {formats_mask(formats)})")
+    return formats_mask(formats)
 
 
 def _language_choice(collection: Collection, *, language: str | None, config: str | None) -> LanguageChoice:

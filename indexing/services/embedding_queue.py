@@ -35,7 +35,7 @@ from django.utils import timezone
 
 from indexing.locks import EMBEDDING_QUEUE, advisory_lock
 from indexing.models import Job
-from indexing.services.embedding import embed_pending, embedding_config
+from indexing.services.embedding import embed_pending, embedding_config, embedding_waiting
 from indexing.services.jobs import job_create, job_finish, job_release
 from indexing.errors import LLMBackendError
 from indexing.llm import get_backend
@@ -81,11 +81,6 @@ def embedding_job_run(*, job: Job, collections: list[str] | None = None, force: 
     for other in others:
         _resume(other, done_by=job, done_scope=collections, report=report.as_dict())
     return report.as_dict()
-
-
-def embedding_waiting():
-    """Jobs of embedding requests waiting for the LLM backend (a queryset)."""
-    return Job.objects.filter(kind=Job.Kind.EMBED, state=Job.State.QUEUED, result__has_key="waiting")
 
 
 def _backend_problem() -> str | None:

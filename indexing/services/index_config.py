@@ -106,7 +106,7 @@ def index_config_set(*, values: dict[str, str], replace_vectors: bool = False, o
                                    f"{held} are removed once the new "
                                    "ones cover the index; until then vector search finds only what is done")
         if not replace_vectors:
-            raise ReplacesVectors(change.replaces_vectors + " (confirm with --yes)")
+            raise ReplacesVectors(change.replaces_vectors)  # each face says how to confirm
     for name, (_, value) in change.changed.items():
         IndexSetting.objects.update_or_create(name=name, defaults={"value": value})
         _use(name, value)

@@ -192,6 +192,7 @@ class CollectionAdded:
 
 
 def collection_add(*, path: str | Path, name: str | None = None, mask: str | None = None,
+                   formats: list[str] | None = None,
                    ignore_patterns: list[str] | None = None, text_search_config: str | None = None,
                    title_from: str | None = None, language: str | None = None, transclude: bool = False,
                    allowed_roots: list[Path] | None = None, index: Literal["now", "job", "no"] = "now",
@@ -202,6 +203,7 @@ def collection_add(*, path: str | Path, name: str | None = None, mask: str | Non
     `index="now"` scans here (the CLI and `pmd up`, which show the report); `"job"` starts an
     index job (a worker, or a thread here) to follow (web UI, API); `"no"` only registers it.
     `allowed_roots`: None for the local CLI; the other faces pass PMD_COLLECTION_ROOTS.
+    `formats`: the formats to read besides markdown (`pdf`, `docx`, …: indexing.convert), instead of a mask.
     `title_from`: "heading", "filename", or None to choose by the folder (an Obsidian vault: file names).
     The member who adds it (not the local user) owns it: they see it whatever its visibility."""
     require_write(access)
@@ -209,7 +211,7 @@ def collection_add(*, path: str | Path, name: str | None = None, mask: str | Non
         raise errors.InvalidCollection(f"unknown visibility '{visibility}': use one of "
                               f"{', '.join(Collection.Visibility.values)}")
     owner = None if access.local else access.user
-    collection = collection_create(path=path, name=name, mask=mask, ignore_patterns=ignore_patterns,
+    collection = collection_create(path=path, name=name, mask=mask, formats=formats, ignore_patterns=ignore_patterns,
                                    text_search_config=text_search_config, title_from=title_from, language=language,
                                    transclude=transclude, allowed_roots=allowed_roots,
                                    owner=owner, visibility=visibility, access=access)

@@ -21,10 +21,13 @@ from django.db import transaction
 from django.utils import timezone
 
 from indexing import errors
+from indexing.convert import ConversionRefused, format_of, is_converted
 from indexing.folders import collection_folder_refusal, pseudo_mount_points
 from indexing.locks import advisory_lock, collection_lock_key
 from indexing.models import Collection, Content, Document, DocumentLink, FileProblem
 from indexing.paths import Selection
+from indexing.convert.sandbox import Converter
+from indexing.services.converting import convert_limits, file_text_extract
 from indexing.services.links import (
     FEW_TARGETS,
     LINK_PROBLEM_PREFIX,
@@ -40,6 +43,7 @@ from indexing.keyword import keyword_index_update  # the BM25 index follows ever
 
 ProgressCallback = Callable[[int, int, str], None]
 FLUSH_EVERY = 500
+CONVERT_PROGRESS_BYTES = 1024 * 1024  # a file this large to convert is named in the progress line
 
 
 @dataclass
@@ -47,6 +51,7 @@ class FileIssue:
     path: str
     message: str
     severity: str = "warning"
+    known: bool = False  # the last scan reported it too (`pmd up` does not repeat it at every start)
 
     def __str__(self) -> str:
         return f"{self.path}: {self.message}"
@@ -293,6 +298,7 @@ def _collection_scan(
     reading = note_reading(collection.title_from)
     reread = collection.reading != reading
 
+    converter = Converter(convert_limits())  # started by the first file that is not markdown
     for done, (rel, abspath) in enumerate(files, start=1):
         if progress and (done % 50 == 0 or done == total):
             progress(done, total, rel)
@@ -317,15 +323,18 @@ def _collection_scan(
                 batch.reactivate.append(known[0])
                 report.reactivated += 1
             continue
-        if st.st_size > limit:
+        converted = is_converted(rel)
+        file_limit = settings.PMD_CONVERT_MAX_FILE_BYTES if converted else limit
+        if st.st_size > file_limit:
             report.skipped += 1
             report.issues.append(FileIssue(
-                rel, f"{st.st_size:,} bytes is over the {limit:,}-byte limit (PMD_MAX_FILE_BYTES): skipped"
+                rel, f"{st.st_size:,} bytes is over the {file_limit:,}-byte limit "
+                     f"({'PMD_CONVERT_MAX_FILE_BYTES' if converted else 'PMD_MAX_FILE_BYTES'}): skipped"
             ))
             continue
         try:
             with collection_file_open(collection, abspath) as handle:
-                raw = handle.read(limit + 1)
+                raw = handle.read(file_limit + 1)
         except FileNotFoundError:
             seen.discard(rel)
             report.issues.append(FileIssue(rel, "vanished during the scan"))
@@ -333,6 +342,19 @@ def _collection_scan(
         except OSError as exc:
             report.issues.append(FileIssue(rel, f"cannot read: {exc.strerror}", "error"))
             continue
+        if converted:  # PDF, DOCX, …: its text, converted once per content (indexing.convert)
+            if progress and st.st_size > CONVERT_PROGRESS_BYTES:
+                progress(done, total, f"converting {rel}")
+            try:
+                extracted = file_text_extract(data=raw, fmt=format_of(rel), converter=converter)
+            except ConversionRefused as exc:
+                report.skipped += 1
+                report.issues.append(FileIssue(rel, f"{exc}: skipped", "error"))
+                if known:
+                    seen.discard(rel)  # what was indexed of it is no longer its text
+                continue
+            report.issues += [FileIssue(rel, warning) for warning in extracted.warnings]
+            raw = extracted.text.encode("utf-8", "surrogatepass")
         try:
             parsed = parse_markdown(raw, rel, title_from=collection.title_from)
         except BinaryFile as exc:
@@ -371,6 +393,7 @@ def _collection_scan(
         if batch.size >= FLUSH_EVERY:
             batch.flush(report)
 
+    converter.close()
     missing = [v[0] for path, v in existing.items() if v[4] and path not in seen]
     batch.deactivate = missing
     report.removed = len(missing)
@@ -525,6 +548,9 @@ class _Batch:
                         collection=self.collection, message__startswith=LINK_PROBLEM_PREFIX,
                     ).order_by("path", "id").values_list("path", "message"))
                 report.issues += [FileIssue(path, message) for path, message in link_issues]
+                known = set(FileProblem.objects.filter(collection=self.collection).values_list("path", "message"))
+                for issue in report.issues:
+                    issue.known = (issue.path, issue.message[:2000]) in known
                 FileProblem.objects.filter(collection=self.collection).delete()
                 FileProblem.objects.bulk_create(
                     [FileProblem(collection=self.collection, path=i.path, severity=i.severity, message=i.message[:2000])

@@ -19,11 +19,13 @@ from django.db.models import Count, Q
 from django.utils.html import format_html
 
 from indexing.errors import InvalidCollection, PmdError
+from indexing.language import LANGUAGES
 from indexing.models import (
     AuditEvent,
     Collection,
     Content,
     Document,
+    ExternalIdentity,
     FileProblem,
     Job,
     LLMCache,
@@ -72,6 +74,15 @@ class CollectionAdminForm(forms.ModelForm):
                 self.fields["title_from"].choices = [("", "automatic: the file name in an Obsidian vault, else headings"),
                                                      *Collection.TitleFrom.choices]
                 self.initial["title_from"] = ""
+        if not self.instance.pk and "text_search_config" in self.fields:  # adding: the language chooses it
+            self.fields["text_search_config"].required = False
+            self.initial["text_search_config"] = ""
+
+    language = forms.ChoiceField(
+        required=False, label="Language",
+        choices=[("", "automatic: detected from the notes")] + [(code, name) for code, (name, _) in LANGUAGES.items()
+                                                                 if code != "mixed"],
+        help_text="for stemming and stop words in keyword search; a text search configuration, if given, wins")
 
     def clean_title_from(self):
         return self.cleaned_data.get("title_from") or (self.instance.title_from if self.instance.pk else "")
@@ -110,6 +121,7 @@ class CollectionAdminForm(forms.ModelForm):
                     path=cleaned["root_path"], name=cleaned["name"], mask=cleaned.get("mask") or None,
                     ignore_patterns=cleaned.get("ignore_patterns") or None,
                     text_search_config=cleaned.get("text_search_config") or None,
+                    language=cleaned.get("language") or None,
                     title_from=cleaned.get("title_from") or None, transclude=bool(cleaned.get("transclude")),
                     allowed_roots=settings.PMD_COLLECTION_ROOTS, index="no", access=self.access,
                     visibility=visibility,
@@ -123,6 +135,7 @@ class CollectionAdminForm(forms.ModelForm):
         self.instance = added.collection
         cleaned["root_path"] = added.collection.root_path  # the resolved folder, as the service stored it
         cleaned["title_from"] = added.collection.title_from  # as the service chose it
+        cleaned["text_search_config"] = added.collection.text_search_config  # from the language, as chosen
         return cleaned
 
     def _post_clean(self):
@@ -163,6 +176,13 @@ class CollectionAdmin(StaffAdmin):
         ("Dates", {"fields": ("created_at", "updated_at", "last_indexed_at")}),
     )
     actions = ["reindex", "embed"]
+
+    def get_fieldsets(self, request, obj=None):
+        """Adding: the notes' language too (afterwards the text search configuration says it)."""
+        if obj is not None:
+            return self.fieldsets
+        first, *rest = self.fieldsets
+        return ((first[0], {**first[1], "fields": (*first[1]["fields"], "language")}), *rest)
 
     def visible_rows(self, rows, collections, request):
         return rows.filter(pk__in=collections.values("pk"))
@@ -270,8 +290,11 @@ class DocumentAdmin(StaffAdmin):
 @admin.register(Job)
 class JobAdmin(StaffAdmin):
     staff_may_change = False
-    list_display = ("created_at", "kind", "collection", "state", "progress", "created_by", "message")
+    list_display = ("created_at", "kind", "collection", "state", "progress", "created_by", "message_text")
     list_filter = ("kind", "state")
+
+    class Media:
+        css = {"all": ("pmd/admin.css",)}  # the Message column keeps a readable width
     readonly_fields = [f.name for f in Job._meta.fields]
 
     def visible_rows(self, rows, collections, request):
@@ -283,6 +306,14 @@ class JobAdmin(StaffAdmin):
     @admin.display(description="progress")
     def progress(self, obj):
         return f"{obj.done}/{obj.total} ({obj.percent}%)"
+
+    @admin.display(description="message")
+    def message_text(self, obj):
+        """Readable in the list: a column wide enough to read, long messages shortened (whole in the title)."""
+        from django.utils.html import format_html
+
+        text = obj.message if len(obj.message) <= 240 else obj.message[:239] + "…"
+        return format_html('<span class="job-message" title="{}">{}</span>', obj.message, text)
 
 
 @admin.register(FileProblem)
@@ -350,3 +381,17 @@ class AuditEventAdmin(StaffAdmin):
         for name in names:
             seen_contexts |= Q(target__startswith=f"pmd://{name}/")
         return rows.exclude(Q(action__startswith="context.") & ~seen_contexts)
+
+
+@admin.register(ExternalIdentity)
+class ExternalIdentityAdmin(admin.ModelAdmin):
+    """Which identity provider's person signs in as which account (issue 29). Superusers only, by
+    Django's permissions; deleting a row lets that provider's next sign-in find an account afresh."""
+
+    list_display = ("user", "provider", "subject", "last_sign_in")
+    list_filter = ("provider",)
+    search_fields = ("subject", "user__username")
+    readonly_fields = ("provider", "subject", "user", "created", "last_sign_in")
+
+    def has_add_permission(self, request):
+        return False

@@ -65,6 +65,8 @@ class CollectionIn(Schema):
     path: str = Field(..., min_length=1, max_length=4096, description="folder on the server")
     name: str | None = Field(None, max_length=200)
     mask: str | None = Field(None, max_length=500)
+    formats: list[str] = Field([], description="formats to read besides markdown, instead of a mask: pdf, docx, "
+                                               "pptx, xlsx, html, epub, text")
     ignore: list[str] = []
     language: str | None = Field(None, max_length=63, description="auto (default: detected from the notes), "
                                                                     "a code such as de, or none")
@@ -90,7 +92,7 @@ def _started(job) -> dict:
 @router.post("", response={201: CollectionCreatedOut, 400: ErrorOut, 403: ErrorOut, 409: ErrorOut},
              summary="Add a folder as a collection (staff)")
 def collection_add(request, body: CollectionIn):
-    added = add_collection(path=body.path, name=body.name, mask=body.mask, ignore_patterns=body.ignore,
+    added = add_collection(path=body.path, name=body.name, mask=body.mask, formats=body.formats, ignore_patterns=body.ignore,
                            language=body.language, text_search_config=body.config,
                            allowed_roots=settings.PMD_COLLECTION_ROOTS, index="job" if body.index else "no",
                            access=request.auth, visibility=body.visibility, title_from=body.title_from,

@@ -1,13 +1,19 @@
-"""/api/search, /api/vsearch, /api/query: the CLI's three searches (`pmd search|vsearch|query --json`)."""
+"""/api/search, /api/vsearch, /api/query: the CLI's three searches (`pmd search|vsearch|query --json`);
+/api/fields: the frontmatter keys they can filter by (`pmd fields --json`)."""
 
 from typing import Literal
 
 from ninja import Field, Query, Router, Schema
 
+from indexing.selectors import search_log_report
+from indexing.services.saved_searches import saved_search_add, saved_search_remove, saved_searches_visible
+from indexing.services.search_log import search_log_opened
 from pmd_site.api.schemas import ErrorOut
 from search.filters import SearchFilters, filters_from_options
 from search.pipeline.dispatch import search_run
-from search.schemas import FiltersIn, SearchOut
+from search.pipeline.saved import saved_search_dict, saved_search_run
+from search.retrieval.filters import frontmatter_fields
+from search.schemas import FieldsOut, FiltersIn, SearchOut
 from search.request import (
     DEFAULT_LIMIT_MACHINE,
     MODE_ALIASES,
@@ -43,6 +49,10 @@ class _SearchBase(Schema):
     recency_boost: float | None = Field(None, ge=0.0, le=5.0, description="query: raise notes dated this week / "
                                         "month (0 off; default PMD_RECENCY_BOOST)")
     sort: Literal["relevance", "date"] = Field("relevance", description="relevance, or date (newest first)")
+    time_words: bool = Field(True, description="false: \"last week\", \"yesterday\", \"recent\" are words, "
+                                               "not a date filter")
+    correct: bool = Field(True, description="false: search the words as written, no typo correction "
+                                            "(\"search instead for …\")")
 
 
 class SearchIn(_SearchBase):
@@ -64,7 +74,7 @@ class SearchQuery(_SearchBase):
 
 def search_request_from(data: _SearchBase, *, access, mode: str | None = None) -> SearchRequest:
     """Build the shared SearchRequest; a machine caller gets the --json default limit."""
-    fields = {**data.dict(by_alias=False), "access": access}
+    fields = {**data.dict(by_alias=False), "access": access, "face": "api"}
     if isinstance(data, SearchQuery):
         fields["filters"] = filters_from_options(
             tags=data.tag, exclude_tags=data.exclude_tag, paths=data.path,
@@ -83,7 +93,8 @@ def search_request_from(data: _SearchBase, *, access, mode: str | None = None) -
 
 def _search(request, data: SearchIn, mode: str | None = None) -> dict:
     request = search_request_from(data, access=request.auth, mode=mode)
-    return search_run(request).as_dict()
+    response = search_run(request)
+    return {**response.as_dict(), "search_id": response.search_id}
 
 
 _SEARCH_RESPONSES = {200: SearchOut, 401: ErrorOut, 404: ErrorOut, 422: ErrorOut, 503: ErrorOut}
@@ -108,3 +119,62 @@ def vsearch_post(request, body: SearchIn):
              summary="Hybrid search: expansion, BM25 + vectors, fusion, re-ranking")
 def query_post(request, body: SearchIn):
     return _search(request, body, mode=Mode.HYBRID)
+
+
+@router.get("/fields", response={200: FieldsOut, 401: ErrorOut, 404: ErrorOut},
+            summary="The frontmatter keys to filter by, with their types and most frequent values")
+def fields_get(request, collection: list[str] = Query(default_factory=list)):
+    return {"fields": frontmatter_fields(access=request.auth, collections=collection or None)}
+
+
+class OpenedIn(Schema):
+    uri: str = Field(min_length=1, max_length=4200, description="the result opened (pmd://collection/path)")
+
+
+@router.post("/searches/{search_id}/opened", response={200: dict, 401: ErrorOut, 404: ErrorOut},
+             summary="Note the result opened from a search (its search_id); only by whoever searched")
+def search_opened(request, search_id: int, body: OpenedIn):
+    return {"recorded": search_log_opened(access=request.auth, entry_id=search_id, uri=body.uri)}
+
+
+@router.get("/searches", response={200: dict, 401: ErrorOut},
+            summary="The search log: top, zero-result, weak and slow queries (staff: everyone's; a member: their own)")
+def searches_get(request, days: int = Query(30, ge=1, le=3650), limit: int = Query(10, ge=1, le=100)):
+    return search_log_report(access=request.auth, days=days, limit=limit)
+
+
+class SavedIn(Schema):
+    name: str = Field(min_length=1, max_length=100)
+    query: str = Field("", max_length=2000, description="words and filters, as in /api/search")
+    mode: SearchMode = "search"
+    filters: FiltersIn | None = None
+    collections: list[str] = Field(default_factory=list)
+    group: str | None = Field(None, description="share it with this group of yours (its members may run it)")
+
+
+@router.get("/saved", response={200: dict, 401: ErrorOut}, summary="Your saved searches and those shared with your groups")
+def saved_list(request):
+    return {"saved": [saved_search_dict(s) for s in saved_searches_visible(access=request.auth)
+                      .select_related("group", "owner")]}
+
+
+@router.post("/saved", response={201: dict, 401: ErrorOut, 404: ErrorOut, 409: ErrorOut, 422: ErrorOut},
+             summary="Save a search (private, or shared with a group)")
+def saved_add(request, body: SavedIn):
+    saved = saved_search_add(access=request.auth, name=body.name, query=body.query, mode=mode_normalize(body.mode),
+                             filters=body.filters.model_dump(exclude_none=True) if body.filters else None,
+                             collections=body.collections, group=body.group)
+    return 201, saved_search_dict(saved)
+
+
+@router.post("/saved/{name}/run", response={200: dict, 401: ErrorOut, 404: ErrorOut},
+             summary="Run a saved search: its results, and `new`: those new since its last run")
+def saved_run(request, name: str, limit: int | None = Query(None, ge=1, le=1000)):
+    response, new = saved_search_run(access=request.auth, name=name, face="api", limit=limit or DEFAULT_LIMIT_MACHINE)
+    return {**response.as_dict(), "new": new}
+
+
+@router.delete("/saved/{name}", response={204: None, 401: ErrorOut, 404: ErrorOut}, summary="Remove a saved search of yours")
+def saved_remove(request, name: str):
+    saved_search_remove(access=request.auth, name=name)
+    return 204, None

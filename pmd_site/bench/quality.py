@@ -291,11 +291,13 @@ def retrieval_mode(service_fn: Callable, mode: str, **request_options) -> Callab
 
 
 def bench_retrieval(dataset_dir: str, options: BenchOptions, *, service_fn: Callable, mode: str,
-                    on_pass: Callable[[int], None] | None = None, **request_options) -> BenchReport:
+                    on_pass: Callable[[int], None] | None = None, rewrite: Callable | None = None,
+                    timed: bool = True, **request_options) -> BenchReport:
     """Two passes over the queries. Pass 1: each query at n=DEPTH; this is the run that is
     scored, and it warms the query-embedding cache and the database buffers. Pass 2: each query
     at n=10 and at n=DEPTH, timed: the latencies reported. `on_pass(1 | 2)` is called before each
-    pass so a mode can keep per-stage timings of the warm pass only."""
+    pass so a mode can keep per-stage timings of the warm pass only. `rewrite(queries, collection)`
+    changes the queries' texts once the collection is indexed (`--typos`); `timed=False` skips pass 2."""
     root = _dataset(dataset_dir)
     for needed in ("queries.tsv", "qrels.tsv"):
         if not (root / needed).is_file():
@@ -310,6 +312,8 @@ def bench_retrieval(dataset_dir: str, options: BenchOptions, *, service_fn: Call
     index_s = time.perf_counter() - index_started
 
     access_for = _access_factory(options, collection)
+    if rewrite is not None:
+        queries = rewrite(queries, collection)
 
     def call(text: str, limit: int):
         request = SearchRequest(query=text, mode=mode, limit=limit, collections=[collection.name],
@@ -331,7 +335,7 @@ def bench_retrieval(dataset_dir: str, options: BenchOptions, *, service_fn: Call
             options.progress(n, 2 * len(queries), qid)
     if on_pass:
         on_pass(2)
-    for n, (qid, text) in enumerate(queries, start=1):
+    for n, (qid, text) in enumerate(queries if timed else [], start=1):
         top_ms.append(call(text, 10)[1])
         deep_ms.append(call(text, DEPTH)[1])
         if options.progress:

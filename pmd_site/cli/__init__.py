@@ -28,6 +28,9 @@ COMMANDS_BY_MODULE = {
     "pmd_site.cli.related": ("related",),
     "pmd_site.cli.contexts": ("context",),
     "pmd_site.cli.search": ("search",),
+    "pmd_site.cli.fields": ("fields",),
+    "pmd_site.cli.searches": ("searches",),
+    "pmd_site.cli.saved": ("saved",),
     "pmd_site.cli.query": ("query",),
     "pmd_site.cli.ask": ("ask",),
     "pmd_site.cli.embed": ("embed", "vsearch", "models"),
@@ -51,12 +54,14 @@ MODULE_OF_COMMAND = {command: module for module, commands in COMMANDS_BY_MODULE.
 CLI_HINTS = {
     "collection_exists": "choose another with --name, or `pmd collection remove {name}`",
     "collection_not_found": "see `pmd collection list`",
-    "not_embedded": lambda exc: None if getattr(exc, "held", None) else "run `pmd embed`",
+    "not_embedded": lambda exc: None if getattr(exc, "held", None) or getattr(exc, "underway", False) else "run `pmd embed`",
     "llm_model_missing": lambda exc: None if exc.backend == "openai" else "pull it with `pmd models pull`",
     "user_not_found": "create one with `pmd user create {name}`",
     "token_not_found": "see `pmd token list`",
+    "saved_search_not_found": "see `pmd saved list`",
     "account_exists": "`pmd user password {name}` sets a new password",
     "answer_model_unset": "e.g. `ollama pull qwen3:1.7b`, then PMD_ANSWER_MODEL=qwen3:1.7b in .env",
+    "replaces_vectors": lambda exc: None if "--yes" in exc.message else "confirm with --yes",
 }
 
 

@@ -29,6 +29,9 @@ def register(sub) -> None:
                         help="--mode filtered: notes in the synthetic vault written to DATASET_DIR (default 100000)")
     parser.add_argument("--language", help="language of the bench collection when it is created (default auto; "
                                            "with --fresh to change it)")
+    parser.add_argument("--typos", action="store_true",
+                        help="retrieval modes: also with one synthetic typo in each query's rarest word (fixed seed), "
+                             "typo correction off and on")
     parser.add_argument("--json", action="store_true")
     parser.set_defaults(func=cmd_bench)
 
@@ -41,7 +44,12 @@ def cmd_bench(args) -> int:
         options = BenchOptions(collection=args.collection, fresh=args.fresh, run_file=args.run_file,
                                limit=args.limit, split=args.split, progress=progress, as_user=args.as_user,
                                commits=args.commits, docs=args.docs, language=args.language)
-        report = MODES[args.mode](args.dataset, options)
+        if args.typos:
+            from pmd_site.bench.typos import bench_typos
+
+            report = bench_typos(args.dataset, options, mode_name=args.mode)
+        else:
+            report = MODES[args.mode](args.dataset, options)
     if args.json:
         print_json({"title": report.title, **report.data})
         return 0

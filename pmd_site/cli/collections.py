@@ -21,6 +21,8 @@ def register(sub) -> None:
     add.add_argument("path")
     add.add_argument("--name", help="collection name (default: the folder's name)")
     add.add_argument("--mask", help="glob of files to index (default: **/*.md)")
+    add.add_argument("--formats", metavar="LIST",
+                     help="formats to read besides markdown, instead of --mask: pdf,docx,pptx,xlsx,html,epub,text")
     add.add_argument("--ignore", action="append", default=[], metavar="GLOB", help="ignore pattern (repeatable)")
     add.add_argument("--language", help="language of the notes, for stemming and stop words: auto (the default: "
                                         "detected from the notes), en, de, fr, es, ru, zh, ja, ... or none")
@@ -85,7 +87,9 @@ def register(sub) -> None:
     upd.set_defaults(func=cmd_update)
 
 
-def _print_report(report, *, console) -> None:
+def _print_report(report, *, console, new_only: bool = False) -> None:
+    """The scan's line and its problems; `new_only`: those the last scan did not report already
+    (`pmd up` at every start), the others counted in one line."""
     parts = [f"[green]{report.added} added[/]", f"{report.updated} updated", f"{report.unchanged} unchanged",
              f"{report.removed} removed"]
     if report.reactivated:
@@ -95,10 +99,14 @@ def _print_report(report, *, console) -> None:
     errors = report.errors
     parts.append(f"[red]{errors} errors[/]" if errors else "0 errors")
     console.print(f"[bold]{escape(report.collection)}[/]: " + ", ".join(parts) + f" [dim]({report.elapsed:.2f}s)[/]")
-    for issue in report.issues[:20]:
+    issues = [i for i in report.issues if not i.known] if new_only else report.issues
+    for issue in issues[:20]:
         warn(str(issue))
-    if len(report.issues) > 20:
-        warn(f"… and {len(report.issues) - 20} more (see `pmd collection show {report.collection}`)")
+    if len(issues) > 20:
+        warn(f"… and {len(issues) - 20} more (see `pmd collection show {report.collection}`)")
+    if len(issues) < len(report.issues):
+        known = len(report.issues) - len(issues)
+        warn(f"{known} problem(s) reported before, unchanged (see `pmd collection show {report.collection}`)")
 
 
 def _print_history(history, *, console) -> None:
@@ -122,7 +130,9 @@ def cmd_add(args) -> int:
     console = stdout_console()
     label = f"indexing {args.name or Path(args.path).expanduser().name}"
     with progress_bar(label, enabled=not args.json and not args.no_index) as progress:
-        added = collection_add(path=args.path, name=args.name, mask=args.mask, ignore_patterns=args.ignore,
+        added = collection_add(path=args.path, name=args.name, mask=args.mask,
+                               formats=(args.formats or "").split(",") if args.formats else None,
+                               ignore_patterns=args.ignore,
                                text_search_config=args.text_search_config, title_from=args.title_from,
                                language=args.language, transclude=args.transclude,
                                index="no" if args.no_index else "now",

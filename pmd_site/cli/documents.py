@@ -88,9 +88,11 @@ def cmd_ls(args) -> int:
         return 0
     docs = documents_list(args.target, access=local_access())
     if args.json:
-        print_json([{"docid": d.docid, "uri": d.uri, "title": d.title, "size": d.size} for d in docs])
+        print_json([{"docid": d.docid, "uri": d.uri, "title": d.title, "size": d.size, "type": d.file_type}
+                    for d in docs])
         return 0
     if docs:  # one print for the whole listing: rich's cost is per call, and a folder can hold thousands
-        console.print("\n".join(f"[cyan]#{d.docid}[/]  {escape(d.uri)}  [dim]{escape(d.title)}[/]" for d in docs),
+        console.print("\n".join(f"[cyan]#{d.docid}[/]  {escape(d.uri)}  [dim]{escape(d.title)}[/]"
+                                + ("" if d.file_type == "markdown" else f"  [dim]\\[{d.file_type}][/]") for d in docs),
                       highlight=False)
     return 0

@@ -64,6 +64,13 @@ def cmd_embed(args) -> int:
     names = [c.name for c in collections] or None
     console = stdout_console()
     _confirm_replacing(args)
+    from indexing.services.model_server import model_server_problem
+
+    problem = model_server_problem()  # seconds at most: never a silent wait for a server that is down
+    if problem is not None:
+        if args.wait:
+            raise problem
+        warn(f"{problem.message} (queued: it runs once the server answers)")
     job, queued = embedding_request_here(collections=names, force=args.force,
                                          collection=collections[0] if len(collections) == 1 else None)
     if queued:
@@ -125,6 +132,11 @@ def _follow(job, *, json_output: bool):
             progress(job.done, job.total, job.message if job.state == Job.State.RUNNING else job.state)
             if job.finished:
                 return job
+            if "waiting" in (job.result or {}):  # the model server went away: say so instead of waiting
+                from indexing.errors import LLMBackendUnavailable
+
+                raise LLMBackendUnavailable(message=f"{job.message}; the request stays queued and runs by itself "
+                                                    "once it answers (`pmd status` shows when it checks next)")
             time.sleep(0.5)
 
 

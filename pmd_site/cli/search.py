@@ -48,6 +48,10 @@ def add_search_options(parser) -> None:
                               "repeatable")
     parser.add_argument("--sort", choices=("relevance", "date"), default="relevance",
                         help="order of the results: relevance (default) or date, newest first")
+    parser.add_argument("--exact", action="store_false", dest="correct",
+                        help="search the words as written: no typo correction")
+    parser.add_argument("--no-time-words", action="store_false", dest="time_words",
+                        help="'last week', 'yesterday', 'recent' are words, not a date filter")
     fmt = parser.add_mutually_exclusive_group()
     for name, text in (("json", "JSON"), ("csv", "CSV"), ("md", "markdown"), ("xml", "XML"),
                        ("files", "one line per file: #docid,score,pmd://path,context")):
@@ -72,6 +76,7 @@ def search_request_from_args(args, *, mode: str, **overrides):
         query=" ".join(args.query), mode=mode, limit=args.limit, all=args.all, min_score=args.min_score,
         collections=list(args.collections or []), full=args.full, line_numbers=args.line_numbers,
         hits_per_document=args.hits_per_document, access=local_access(), sort=args.sort,
+        correct=getattr(args, "correct", True), time_words=getattr(args, "time_words", True), face="cli",
         filters=filters_from_options(tags=args.tags, exclude_tags=args.exclude_tags, paths=args.paths,
                                      after=args.after, before=args.before, where=args.where),
         **overrides,
@@ -95,6 +100,16 @@ def search_and_print(args, *, mode: str, **overrides):
 
     request = search_request_from_args(args, mode=mode, **overrides)
     response = search_run(request)
+    if response.corrected_query:
+        from pmd_site.cli.output import escape, stderr_console
+
+        stderr_console().print(f"showing results for [bold]{escape(response.corrected_query)}[/]; search instead for "
+                               f"{escape(response.query)!r} with --exact", markup=True, highlight=False)
+    if response.time_words:
+        from pmd_site.cli.output import escape, stderr_console
+
+        stderr_console().print(f"read {escape(response.time_words)!r} as a date filter ({escape(response.filters.describe())}); "
+                               "--no-time-words searches the words", markup=True, highlight=False)
     for message in response.warnings:
         warn(message)
     text = format_response(response, args.format, color=args.format == "cli" and color_enabled(sys.stdout),

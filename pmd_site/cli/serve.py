@@ -76,6 +76,8 @@ def register(sub) -> None:
     check = sub.add_parser("healthcheck", help="exit 0 if a service here is healthy (for container health checks)")
     check.add_argument("service", choices=["web", "worker", "watcher"])
     check.add_argument("--url", default="http://127.0.0.1:8000/healthz", help="web: the health URL")
+    check.add_argument("--queues", choices=["all", "index", "embed"], default="all",
+                       help="worker: the queues the worker here takes (as given to `pmd worker --queues`)")
     check.set_defaults(func=cmd_healthcheck, needs_db=False)
 
     migrate = sub.add_parser("migrate", help="apply database migrations (and collect static files)")
@@ -141,7 +143,7 @@ def cmd_worker(args) -> int:
 
     which = getattr(args, "queues", "all")
     queues = {"all": [DEFAULT_QUEUE, EMBED_QUEUE], "index": [DEFAULT_QUEUE], "embed": [EMBED_QUEUE]}[which]
-    name = "pmd-worker" if which == "all" else f"pmd-{which}"
+    name = worker_name(which)
     argv = ["worker", "--loglevel=INFO", f"--hostname={name}@%h", f"--queues={','.join(queues)}"]
     if args.concurrency:
         argv.append(f"--concurrency={args.concurrency}")
@@ -201,6 +203,11 @@ def cmd_watch(args) -> int:
     return 0
 
 
+def worker_name(queues: str) -> str:
+    """The celery name of a worker taking `queues` (its health check pings that name)."""
+    return "pmd-worker" if queues == "all" else f"pmd-{queues}"
+
+
 def cmd_healthcheck(args) -> int:
     """Quiet on success; one line on failure (docker shows it in `docker inspect`)."""
     if args.service == "web":
@@ -219,7 +226,7 @@ def cmd_healthcheck(args) -> int:
         import socket
 
         app = _celery_app()
-        name = f"pmd-worker@{socket.gethostname()}"
+        name = f"{worker_name(args.queues)}@{socket.gethostname()}"
         replies = app.control.inspect(timeout=2.0, destination=[name]).ping() or {}
         if name not in replies:
             raise CommandError(f"worker {name} did not answer a ping within 2s")
@@ -283,7 +290,7 @@ def _add_folders(dirs: list[str], console) -> list[str]:
             [refreshed] = collections_refresh(names=[collection.name], access=local_access()).collections
         if refreshed.problem:
             raise CommandError(refreshed.problem)
-        _print_report(refreshed.report, console=console)
+        _print_report(refreshed.report, console=console, new_only=True)
         names.append(refreshed.collection)
     return names
 

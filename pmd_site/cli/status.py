@@ -20,11 +20,13 @@ def _render_value(value) -> str:
         return "yes" if value else "no"
     if value is None:
         return "-"
+    if isinstance(value, dict) and "model" in value and "present" in value:  # a role's model (models section)
+        return str(value["model"]) + (" (missing)" if value["present"] is False else "")
     return str(value)
 
 
 def cmd_status(args) -> int:
-    from pmd_site.status import status_report
+    from pmd_site.status import TITLES, status_headlines, status_report
 
     report = status_report(internals=True, access=local_access())  # the local OS user runs the server: the full report
     if args.json:
@@ -34,11 +36,13 @@ def cmd_status(args) -> int:
     for section, data in report.items():
         ok = data.get("ok", True)
         mark = "[green]●[/]" if ok else "[red]●[/]"
-        console.print(f"{mark} [bold]{section}[/]")
-        if not ok and "error" in data:
-            console.print(f"    [red]{escape(data['error'])}[/]")
+        console.print(f"{mark} [bold]{section}[/]" + (f" ({TITLES[section]})" if section in TITLES
+                                                          and TITLES[section].lower() != section else ""))
+        headlines = status_headlines(section, data)
+        for line in headlines:
+            console.print(f"    {'[red]' if not ok else ''}{escape(line)}{'[/]' if not ok else ''}", highlight=False)
         for key, value in data.items():
-            if key in {"ok", "error"}:
+            if key in {"ok", "error"} or (headlines and key in {"advice", "hybrid", "hint", "reason"}):
                 continue
             if isinstance(value, list):
                 if not value:

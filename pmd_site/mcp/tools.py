@@ -33,6 +33,7 @@ from search.schemas import (
     MultiGetBrief,
     RelatedBrief,
     RelatedNoteBrief,
+    FieldsOut,
     ResultBrief,
     SearchBrief,
     SubSearch,
@@ -49,7 +50,7 @@ def _result(model: BaseModel, text: str) -> CallToolResult:
 
 def _search(ctx: Context, *, filters: FiltersIn | None = None, **fields) -> SearchBrief:
     given = filters.model_dump(exclude_none=True) if filters is not None else None
-    request = SearchRequest(**fields, filters=SearchFilters.from_dict(given), access=mcp_access(ctx))
+    request = SearchRequest(**fields, filters=SearchFilters.from_dict(given), access=mcp_access(ctx), face="mcp")
     response = search_run(request)  # errors: PmdError, mapped by tool_call
     applied = response.filters.as_dict() if response.filters is not None and not response.filters.empty else None
     return SearchBrief(
@@ -57,7 +58,7 @@ def _search(ctx: Context, *, filters: FiltersIn | None = None, **fields) -> Sear
         results=[ResultBrief(docid=r.docid, uri=r.uri, line=r.line, score=round(r.score, 4), title=r.title,
                      snippet=r.snippet, context=r.context, date=r.date, date_source=r.date_source)
                  for r in response.results],
-        filters=applied,
+        filters=applied, corrected_query=response.corrected_query, time_words=response.time_words,
     )
 
 
@@ -87,12 +88,13 @@ def register_tools(server: MCPServer) -> None:
         min_score: float = Field(0.0, ge=0.0, le=1.0),
         filters: FiltersIn | None = Field(None, description=FILTERS_HELP),
         sort: Literal["relevance", "date"] = Field("relevance", description="date: newest first"),
+        exact: bool = Field(False, description="search the words as written: no typo correction"),
         ctx: Context = None,
     ) -> SearchBrief:
         """Fast BM25 keyword search. Use first, and for exact terms, names, identifiers and error messages.
         Filters (tag:db, path:meetings/**, after:"last week", status:draft) narrow it; filters alone list notes."""
         result = _search(ctx, query=query, mode=Mode.KEYWORD, collections=collections, limit=limit, min_score=min_score,
-                         filters=filters, sort=sort)
+                         filters=filters, sort=sort, correct=not exact)
         return _result(result, render("search", "mcp", result))
 
     @server.tool(name="pmd_vector_search", title="Semantic search", annotations=READ_ONLY)
@@ -104,11 +106,12 @@ def register_tools(server: MCPServer) -> None:
         min_score: float = Field(0.0, ge=0.0, le=1.0),
         filters: FiltersIn | None = Field(None, description=FILTERS_HELP),
         sort: Literal["relevance", "date"] = Field("relevance", description="date: newest first"),
+        exact: bool = Field(False, description="search the words as written: no typo correction"),
         ctx: Context = None,
     ) -> SearchBrief:
         """Semantic (embedding) search: finds passages by meaning when the wording differs from the query."""
         result = _search(ctx, query=query, mode=Mode.VECTOR, collections=collections, limit=limit, min_score=min_score,
-                         filters=filters, sort=sort)
+                         filters=filters, sort=sort, correct=not exact)
         return _result(result, render("search", "mcp", result))
 
     @server.tool(name="pmd_deep_search", title="Deep hybrid search", annotations=READ_ONLY)
@@ -126,6 +129,7 @@ def register_tools(server: MCPServer) -> None:
         min_score: float = Field(0.0, ge=0.0, le=1.0),
         filters: FiltersIn | None = Field(None, description=FILTERS_HELP),
         sort: Literal["relevance", "date"] = Field("relevance", description="date: newest first"),
+        exact: bool = Field(False, description="search the words as written: no typo correction"),
         link_boost: float | None = Field(None, ge=0.0, le=5.0,
                                          description="raise notes linked to or from better hits (0 off)"),
         recency_boost: float | None = Field(None, ge=0.0, le=5.0,
@@ -138,7 +142,8 @@ def register_tools(server: MCPServer) -> None:
         typed = [(s.type, " ".join(s.query.split())) for s in searches or []]
         result = _search(ctx, query=query, mode=Mode.HYBRID, searches=typed, intent=intent, rerank=rerank,
                          candidate_limit=candidate_limit, collections=collections, limit=limit, min_score=min_score,
-                         filters=filters, sort=sort, link_boost=link_boost, recency_boost=recency_boost)
+                         filters=filters, sort=sort, link_boost=link_boost, recency_boost=recency_boost,
+                         correct=not exact)
         return _result(result, render("search", "mcp", result))
 
     @server.tool(name="pmd_get", title="Read a document", annotations=READ_ONLY)
@@ -201,7 +206,20 @@ def register_tools(server: MCPServer) -> None:
 # --- links (indexing.links): a separate block, registered by pmd_site.mcp.server --------------------
 
 def register_link_tools(server: MCPServer) -> None:
-    """Add pmd_links to `server`."""
+    """Add pmd_links and pmd_fields to `server`."""
+
+    @server.tool(name="pmd_fields", title="Frontmatter keys to filter by", annotations=READ_ONLY)
+    @tool_call
+    def pmd_fields(
+        collections: list[str] = Field(default_factory=list),
+        ctx: Context = None,
+    ) -> FieldsOut:
+        """The frontmatter keys of the notes, with their types and most frequent values: what the search tools'
+        query can filter by (status:draft, priority:>=2, date:2025-01..2025-03, has:due, tag:a OR status:b)."""
+        from search.retrieval.filters import frontmatter_fields
+
+        result = FieldsOut(fields=frontmatter_fields(access=mcp_access(ctx), collections=collections or None))
+        return _result(result, render("fields", "mcp", result))
 
     @server.tool(name="pmd_links", title="Links and backlinks of a note", annotations=READ_ONLY)
     @tool_call

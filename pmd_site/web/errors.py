@@ -42,6 +42,8 @@ PROBLEMS_BY_CODE = {
     "not_embedded": ("no-embeddings", "No embeddings yet"),
     "answer_model_unset": ("setup", "Ask needs a chat model"),
     "ask_throttled": ("invalid", "Too many questions"),
+    "sign_in_refused": ("invalid", "Sign-in refused"),
+    "sign_in_failed": ("invalid", "Sign-in failed"),
 }
 # Titles of the other kinds: on a page of its own, and as a state of the search page.
 PAGE_TITLES = {"not-found": "Not found", "invalid": "This cannot be done", "error": "Something went wrong"}

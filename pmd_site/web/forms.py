@@ -25,6 +25,8 @@ class SearchForm(forms.Form):
     after = forms.CharField(required=False, max_length=40, strip=True)
     before = forms.CharField(required=False, max_length=40, strip=True)
     conversation = forms.UUIDField(required=False)  # Ask mode: the conversation a follow-up continues
+    exact = forms.BooleanField(required=False)  # "search instead for …": no typo correction
+    words = forms.BooleanField(required=False)  # time words ("last week") are words, not a date filter
 
     def __init__(self, *args, collection_names: list[str] | None = None, **kwargs):
         super().__init__(*args, **kwargs)
@@ -58,6 +60,12 @@ class CollectionAddForm(forms.Form):
         max_length=500, required=False, label="Files",
         help_text="Glob of files to index.",
         widget=forms.TextInput(attrs={"placeholder": "**/*.md", "autocomplete": "off"}),
+    )
+    formats = forms.MultipleChoiceField(
+        label="Other formats", required=False, widget=forms.CheckboxSelectMultiple,
+        choices=[("pdf", "PDF"), ("docx", "Word"), ("pptx", "PowerPoint"), ("xlsx", "Excel"), ("html", "HTML"),
+                 ("epub", "EPUB"), ("text", "Text (.txt .rst .org)")],
+        help_text="Read these besides markdown (leave Files empty: they make its glob).",
     )
     title_from = forms.ChoiceField(
         label="Titles", required=False, initial="",

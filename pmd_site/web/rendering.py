@@ -100,6 +100,17 @@ def render_markdown(text: str, *, offset: int | None = None,
     return mark_safe(clean), offset
 
 
+_UNIT_MARKER = re.compile(r"<p([^>]*)>\[(page|slide|sheet|chapter) ([^<\]\n]{1,200})\]</p>")
+
+
+def unit_markers(html: SafeString) -> SafeString:
+    """A converted file's marker lines (`[page 12]`) shown as page (slide, sheet) separators, each
+    with the anchor results link to (`#page=12`). The name is already escaped by the renderer."""
+    return mark_safe(_UNIT_MARKER.sub(
+        lambda m: f'<p{m.group(1)} class="unit-marker"><span id="{m.group(2)}={m.group(3)}">'
+                  f'{m.group(2).capitalize()} {m.group(3)}</span></p>', html))
+
+
 PART_LINES = 3000      # a page shows at most this many lines of a note…
 PART_CHARS = 300_000   # …and this many characters; a longer note is shown in parts (?part=2)
 _FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")

@@ -41,6 +41,9 @@ def percent(score: float) -> str:
 
 
 def location(result: SearchResult) -> str:
+    """`pmd://c/note.md:12`; a match in a converted file names its page: `pmd://c/report.pdf#page=12`."""
+    if result.anchor:
+        return result.location_uri
     return f"{result.uri}:{result.line}" if result.line else result.uri
 
 
@@ -105,6 +108,8 @@ def _cli(response: SearchResponse, *, color: bool = False, line_numbers: bool = 
     for r in response.results:
         c = (lambda code: code) if color else (lambda code: "")
         head = f"{c(_CYAN)}{safe(location(r))}{c(_RESET)} {c(_DIM)}#{r.docid}{c(_RESET)}"
+        if r.type and r.type != "markdown":
+            head += f" {c(_DIM)}[{r.type}]{c(_RESET)}"
         lines = [head]
         if r.title:
             lines.append(f"{c(_BOLD)}{safe(r.title)}{c(_RESET)}")
@@ -219,14 +224,30 @@ def _files(response: SearchResponse, **_) -> str:
 @renders("search", "mcp")
 def _mcp(result, **_) -> str:
     """`result`: the pmd_search tools' SearchBrief."""
+    corrected = getattr(result, "corrected_query", None)
+    lead = ([f"showing results for {corrected!r}; search instead for {result.query!r} with exact=true"]
+            if corrected else [])
+    if getattr(result, "time_words", None):
+        lead.append(f"read {result.time_words!r} as a date filter (see filters)")
     if not result.results:
-        return f"no results for {result.query!r}" + "".join(f"\nwarning: {w}" for w in result.warnings)
-    out = []
+        return "\n".join(lead + [f"no results for {result.query!r}"]) + "".join(f"\nwarning: {w}" for w in result.warnings)
+    out = lead
     for hit in result.results:
         dated = f" [{hit.date[:10]}]" if result.filters and hit.date else ""
-        out.append(f"#{hit.docid} {hit.uri}:{hit.line} ({hit.score:.2f}){dated} {hit.title}")
+        where = f"{hit.uri}:{hit.line}" + (f" ({hit.location})" if getattr(hit, "location", "") else "")
+        kind = f" [{hit.type}]" if getattr(hit, "type", "markdown") not in ("markdown", "") else ""
+        out.append(f"#{hit.docid} {where} ({hit.score:.2f}){dated}{kind} {hit.title}")
         snippet = " ".join(hit.snippet.split())
         if snippet:
             out.append(f"  {snippet[:300]}")
     out += [f"warning: {w}" for w in result.warnings]
     return "\n".join(out)
+
+
+@renders("fields", "mcp")
+def _fields_mcp(result, **_) -> str:
+    """`result`: FieldsOut, one line per frontmatter key."""
+    if not result.fields:
+        return "no frontmatter keys"
+    return "\n".join(f"{f.key} ({f.notes} notes; {', '.join(f.types)}): "
+                     + ", ".join(f"{v.value} ({v.notes})" for v in f.values) for f in result.fields)

@@ -38,3 +38,10 @@ def forget_absent() -> None:
     """Ask again at the next query (a model was pulled; tests)."""
     with _lock:
         _absent.clear()
+
+
+def absent_models() -> dict[str, tuple[str, str]]:
+    """Stage -> (model, reason) for each model this process found missing and skips now (status)."""
+    now = time.monotonic()
+    with _lock:
+        return {stage: (model, reason) for (stage, model), (until, reason) in _absent.items() if until > now}

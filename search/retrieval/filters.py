@@ -65,12 +65,52 @@ def filter_sql(filters: SearchFilters | None, alias: str = "d") -> tuple[str, li
         parts.append(f"{alias}.note_date < %s")
         params.append(filters.before)
     for entry in filters.fields:
-        parts.append(f"{alias}.frontmatter @> ANY(%s::jsonb[])")
-        params.append(field_documents(entry))
+        sql, values = field_condition(entry, alias)
+        parts.append(sql)
+        params.extend(values)
     for entry in filters.exclude_fields:
-        parts.append(f"NOT ({alias}.frontmatter @> ANY(%s::jsonb[]))")
-        params.append(field_documents(entry))
+        sql, values = field_condition(entry, alias)
+        parts.append(f"NOT coalesce({sql}, false)")
+        params.extend(values)
+    for group in filters.any_of:  # one of the alternatives holds
+        alternatives = []
+        for alternative in group:
+            sql, values = filter_sql(alternative, alias)
+            alternatives.append("(true" + sql + ")")
+            params.extend(values)
+        parts.append("(" + " OR ".join(alternatives) + ")")
     return "".join(f" AND {p}" for p in parts), params
+
+
+_SQL_OPERATORS = {">=": ">=", ">": ">", "<": "<", "<=": "<="}
+_NUMERIC_TEXT = r"^\s*-?[0-9]+(\.[0-9]+)?\s*$"
+
+
+def field_condition(entry: FieldFilter, alias: str = "d") -> tuple[str, list]:
+    """A frontmatter condition: the value (GIN containment), the key's presence, or a range on a number
+    or an ISO date (YYYY-MM-DD…, compared as its day), under any spelling of the key."""
+    keys = list(entry.keys or dict.fromkeys([entry.key, entry.key.lower()]))
+    if entry.has:
+        return f"({alias}.frontmatter ?| %s::text[])", [keys]
+    if not entry.bounds:
+        return f"{alias}.frontmatter @> ANY(%s::jsonb[])", [field_documents(entry)]
+    per_key, params = [], []
+    numeric = all(_NUMBER.match(value) for _, value in entry.bounds)
+    for key in keys:
+        if numeric:
+            value = (f"(CASE WHEN jsonb_typeof({alias}.frontmatter->%s) = 'number' THEN ({alias}.frontmatter->>%s)::numeric"
+                     f" WHEN {alias}.frontmatter->>%s ~ %s THEN trim({alias}.frontmatter->>%s)::numeric END)")
+            value_params = [key, key, key, _NUMERIC_TEXT, key]
+        else:
+            value = (f"(CASE WHEN {alias}.frontmatter->>%s ~ '^[0-9]{{4}}-[0-9]{{2}}-[0-9]{{2}}'"
+                     f" THEN left({alias}.frontmatter->>%s, 10) END)")
+            value_params = [key, key]
+        conditions = []
+        for op, bound in entry.bounds:
+            conditions.append(f"{value} {_SQL_OPERATORS[op]} %s" + ("::numeric" if numeric else ""))
+            params.extend(value_params + [bound if numeric else bound[:10]])
+        per_key.append("(" + " AND ".join(conditions) + ")")
+    return "(" + " OR ".join(per_key) + ")", params
 
 
 def glob_prefix(pattern: str) -> str:
@@ -93,7 +133,7 @@ def narrows_by_index(filters: SearchFilters | None) -> bool:
     to list them, and searches test the filter on their candidates instead."""
     if filters is None or filters.empty:
         return False
-    return bool(filters.tags or filters.fields or filters.after is not None or filters.before is not None
+    return bool(filters.tags or any(not (f.has or f.bounds) for f in filters.fields) or filters.after is not None or filters.before is not None
                 or any(all(glob_prefix(g) for g in group) for group in filters.paths))
 
 
@@ -187,12 +227,12 @@ def _rectangular(rows: list[list[str]]) -> list[list[str]]:
 def fields_resolved(filters: SearchFilters, collection_ids: list[int] | None) -> tuple[SearchFilters, list[str]]:
     """Structured field filters with their keys' spellings in the index, and a warning for a key
     no visible note has (the filter stays: it matches nothing)."""
-    pending = [f for f in filters.fields + filters.exclude_fields if not f.keys]
+    pending = [f for f in filters.all_fields() if not f.keys]
     if not pending:
         return filters, []
     asked: dict[str, list[str]] = {}
     for entry in pending:
-        asked.setdefault(entry.key.lower(), []).extend(entry.values)
+        asked.setdefault(entry.key.lower(), []).extend(entry.values if not (entry.has or entry.bounds) else [])
     found = frontmatter_keys(asked, collection_ids)
     warnings = []
     for entry in pending:
@@ -291,3 +331,47 @@ def _opening(body: str) -> tuple[int, str]:
         if size >= SNIPPET_CHARS or len(taken) >= 4:
             break
     return (first or 1), "\n".join(taken)
+
+
+# --- field discovery: the frontmatter keys a searcher can filter by ---------------------------------
+
+TOP_VALUES = 5
+_ISO_DATE_TEXT = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}"
+
+
+def frontmatter_fields(*, access, collections: list[str] | None = None, top: int = TOP_VALUES) -> list[dict]:
+    """The frontmatter keys of the active notes the searcher sees (in `collections`), most used first:
+    {key, types (number, date, text, boolean, list, object: as many notes), notes, values: the `top`
+    most frequent values (a list's items count one by one) with their counts}. What `pmd fields`,
+    /api/fields and the MCP tool show, and what the web box completes from."""
+    collection_ids = collection_ids_for(collections or [], access)
+    if collection_ids == []:
+        return []
+    where, scope = "", []
+    if collection_ids is not None:
+        where, scope = " AND d.collection_id = ANY(%s::bigint[])", [collection_ids]
+    source = ("FROM indexing_document d CROSS JOIN LATERAL jsonb_each(CASE WHEN jsonb_typeof(d.frontmatter) = 'object'"
+              " THEN d.frontmatter ELSE '{}'::jsonb END) e(k, v)")
+    condition = " WHERE d.active AND d.frontmatter <> '{}'::jsonb" + where
+    entries = source + condition
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT e.k, CASE jsonb_typeof(e.v) WHEN 'string' THEN CASE WHEN e.v #>> '{}' ~ %s THEN 'date' ELSE 'text' END"
+            " WHEN 'array' THEN 'list' ELSE jsonb_typeof(e.v) END AS t, count(*) " + entries
+            + " GROUP BY 1, 2", [_ISO_DATE_TEXT, *scope])
+        types: dict[str, dict[str, int]] = {}
+        for key, kind, count in cursor.fetchall():
+            types.setdefault(key, {})[kind] = int(count)
+        cursor.execute(
+            "SELECT k, val, n FROM (SELECT k, val, count(*) AS n, row_number() OVER (PARTITION BY k ORDER BY count(*) DESC,"
+            " val) AS r FROM (SELECT e.k, x.val " + source + " CROSS JOIN LATERAL (SELECT CASE WHEN jsonb_typeof(e.v)"
+            " = 'array' THEN a.value #>> '{}' ELSE e.v #>> '{}' END AS val FROM jsonb_array_elements(CASE WHEN"
+            " jsonb_typeof(e.v) = 'array' THEN e.v ELSE jsonb_build_array(e.v) END) a) x" + condition + " AND jsonb_typeof(e.v) <> 'object'"
+            " AND x.val IS NOT NULL AND length(x.val) <= 200) s GROUP BY k, val) t WHERE r <= %s ORDER BY k, n DESC, val",
+            [*scope, int(top)])
+        values: dict[str, list[dict]] = {}
+        for key, value, count in cursor.fetchall():
+            values.setdefault(key, []).append({"value": value, "notes": int(count)})
+    out = [{"key": key, "notes": sum(kinds.values()), "types": dict(sorted(kinds.items(), key=lambda kv: -kv[1])),
+            "values": values.get(key, [])} for key, kinds in types.items()]
+    return sorted(out, key=lambda f: (-f["notes"], f["key"].lower()))

@@ -40,6 +40,7 @@ from indexing.models import (
 from indexing.selectors import contexts_for
 from indexing.services.embedding import (
     embedding_config,
+    embedding_underway,
     fingerprint_configured,
     pending_count,
 )
@@ -126,9 +127,10 @@ def search_by_vector(request: SearchRequest, vector: list[float], fingerprint: E
             Collection.objects.filter(pk__in=collection_ids).values_list("name", flat=True)))
     response.timings["pending_check"] = (time.perf_counter() - started) * 1000
     if missing:
+        underway = embedding_underway()
         response.warnings.append(
-            f"{missing} document(s) have no embeddings yet and cannot be found by vector search: run `pmd embed`"
-        )
+            f"{missing} document(s) have no embeddings yet and cannot be found by vector search: "
+            + (f"they are {underway}, and join as they are done" if underway else "run `pmd embed`"))
     return response
 
 
@@ -160,6 +162,10 @@ def _not_embedded(model: str, *, dims: int | None = None) -> errors.NotEmbedded:
             f"the index holds embeddings from {', '.join(held)}, not from {model}{f' ({dims}d)' if dims else ''} "
             f"with the current chunk settings; vector search never mixes models: {why}",
             model=model, held=held)
+    underway = embedding_underway()
+    if underway:
+        return errors.NotEmbedded(f"nothing is embedded with {model} yet: the notes are {underway}",
+                                  model=model, underway=True)
     return errors.NotEmbedded(f"nothing is embedded with {model} yet", model=model)
 
 

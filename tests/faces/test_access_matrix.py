@@ -7,7 +7,9 @@ nowhere else (SECRET_WORD) and words only its documents use (HIDDEN_QUERY).
 
 Principals (PRINCIPALS): a member without access, a member with access through a group, a staff
 member without access (read-only and write tokens), a superuser, tokens limited to `handbook` of
-a user who sees both (a member and a superuser), and the two members' web sessions.
+a user who sees both (a member and a superuser), the two members' web sessions, and two members
+an identity provider made (issue 29): one the provider puts in `hr`, one it took out of `hr` at
+their latest sign-in.
 
 For a principal who may not see `hr-secret`, every answer must: leave out its documents, counts,
 contexts, jobs and problems; name neither it nor its secret word; and answer a request naming it
@@ -83,6 +85,8 @@ PRINCIPALS = {p.name: p for p in [
     Principal("root_limited", "root", sees_hidden=False, staff=True),  # superuser's token limited to handbook
     Principal("outsider_session", "outsider", sees_hidden=False, session=True),
     Principal("insider_session", "insider", sees_hidden=True, session=True),
+    Principal("provider_insider", "sso-insider", sees_hidden=True),  # in hr at the provider
+    Principal("provider_leaver", "sso-leaver", sees_hidden=False),  # was in hr; the provider took them out
 ]}
 TOKEN_PRINCIPALS = [n for n, p in PRINCIPALS.items() if not p.session]
 READ_ONLY_TOKENS = [n for n in TOKEN_PRINCIPALS if n != "staffer_write"]
@@ -101,6 +105,7 @@ JOBS_SEEN = {
 JOBS_SEEN["staffer_write"] = JOBS_SEEN["staffer"]
 JOBS_SEEN["outsider_session"] = JOBS_SEEN["outsider"]
 JOBS_SEEN["insider_session"] = JOBS_SEEN["insider"]
+JOBS_SEEN["provider_insider"] = JOBS_SEEN["provider_leaver"] = set()
 
 
 def assert_no_leak(text: str, where: str = "") -> None:
@@ -184,6 +189,16 @@ def _build_world(root: Path) -> World:
     group_members_change(name="hr", users=["insider"], access=local, add=True)
     collection_share(name=HIDDEN, access=local, visibility=Collection.Visibility.SHARED, groups=["hr"])
     assert Group.objects.get(name="hr").user_set.get() == world.users["insider"]
+    # Members an OpenID provider made: their hr membership is the provider's word at each sign-in.
+    from indexing.services.accounts import ProviderSignIn, provider_sign_in
+
+    def provider_says(name, groups):
+        return provider_sign_in(signin=ProviderSignIn(provider="openid:matrix", subject=f"sub-{name}",
+                                                      username=name, groups=groups))
+
+    world.users["sso-insider"] = provider_says("sso-insider", ["hr", "choir"])
+    provider_says("sso-leaver", ["hr"])
+    world.users["sso-leaver"] = provider_says("sso-leaver", ["choir"])
     embed_pending()
 
     context_set(target="/", text="Company knowledge base", access=local)
@@ -205,6 +220,7 @@ def _build_world(root: Path) -> World:
         ("outsider", "outsider", False, []), ("insider", "insider", False, []),
         ("staffer", "staffer", False, []), ("staffer_write", "staffer", True, []), ("root", "root", False, []),
         ("insider_limited", "insider", False, ["handbook"]), ("root_limited", "root", False, ["handbook"]),
+        ("provider_insider", "sso-insider", False, []), ("provider_leaver", "sso-leaver", False, []),
     ]:
         world.tokens[principal] = token_create(user=user, name=principal, access=local, can_write=write,
                                                collections=limited).raw
@@ -275,6 +291,7 @@ def _uris(response) -> list[str]:
 def _without_timings(response) -> str:
     body = _body(response)
     body.pop("timings_ms", None)
+    body.pop("search_id", None)  # this search's own entry in the search log: one per request
     return json.dumps(body)
 
 

@@ -105,6 +105,29 @@ def test_api_add_takes_a_language_and_lists_it(db, tmp_path, settings):
     assert response.json()["collection"]["language"] == "Spanish"
 
 
+def test_the_admin_adds_with_a_language_or_detects_it(db, tmp_path, settings, django_capture_on_commit_callbacks):
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+
+    from indexing.models import Collection
+
+    settings.PMD_COLLECTION_ROOTS = [tmp_path]
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "a.md").write_text(GERMAN, encoding="utf-8")
+    client = Client()
+    client.force_login(get_user_model().objects.create_superuser("root", password="x" * 12))
+    form = {"root_path": str(tmp_path / "notes"), "mask": "**/*.md", "ignore_patterns": "[]", "visibility": "everyone"}
+    page = client.get("/admin/indexing/collection/add/").content.decode()
+    assert 'name="language"' in page
+    with django_capture_on_commit_callbacks(execute=False):
+        assert client.post("/admin/indexing/collection/add/", {**form, "name": "es"} | {"language": "es"}).status_code == 302
+        assert client.post("/admin/indexing/collection/add/", {**form, "name": "auto"}).status_code == 302
+    assert Collection.objects.get(name="es").text_search_config == "spanish"
+    assert Collection.objects.get(name="auto").text_search_config == "german"  # detected from the note
+    change = client.get(f"/admin/indexing/collection/{Collection.objects.get(name='es').pk}/change/").content.decode()
+    assert 'name="language"' not in change  # afterwards the text search configuration says it
+
+
 @pytest.mark.parametrize("query, code", [("如何查看容器的日志", "zh"), ("過去に実行したコマンドを見るには？", "ja"),
                                          ("Wie öffne ich eine SQLite-Datenbank?", "de"),
                                          ("how do I remove a stopped docker container", "en"),

@@ -62,9 +62,21 @@ def _history():
     return HistoryResponse(query="fix", mode="keyword", results=[hit])
 
 
+def _answer():
+    passage = SimpleNamespace(number=1, source="pmd://notes/a.md:2", title="Alpha")
+    return SimpleNamespace(text="Alpha says beta [1].", nearest=[], passages=[passage], cited={1}, flags=[],
+                           timings={"first_token": 120.0, "total": 900.0}, model="qwen3:1.7b", tokens_in=300,
+                           tokens_out=20, state="answered", as_dict=lambda: {"text": "Alpha says beta [1]."})
+
+
+def _fields():
+    value = SimpleNamespace(value="draft", notes=2)
+    return SimpleNamespace(fields=[SimpleNamespace(key="status", notes=3, types=["text"], values=[value])])
+
+
 SAMPLES = {
     "search": _search, "explain": _search, "history": _history, "links": _links, "backlinks": _links,
-    "related": _related,
+    "related": _related, "ask": _answer,
 }
 MCP_SAMPLES = {
     "search": lambda: SearchBrief(query="alpha", mode="search", results=[ResultBrief(
@@ -79,6 +91,8 @@ MCP_SAMPLES = {
     "documents": lambda: MultiGetBrief(documents=[], missing=["x.md"]),
     "document": lambda: SimpleNamespace(docid="abc1", uri="pmd://notes/n1.md", from_line=1, to_line=1, total_lines=2,
                                         truncated=True, text="hello"),
+    "ask": _answer,
+    "fields": _fields,
     "status": lambda: SimpleNamespace(documents=1, collections=[SimpleNamespace(uri="pmd://notes/", documents=1)],
                                       embeddings=SimpleNamespace(model="m", embedded=1, pending=0, hint=None)),
 }

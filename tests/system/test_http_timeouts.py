@@ -24,7 +24,7 @@ from indexing.access import Access
 pytestmark = pytest.mark.django_db(transaction=True)
 
 from tests.support.factories import make_user
-from tests.support.servers import pmd_serve
+from tests.support.servers import child_database_url, pmd_serve
 TIMEOUT = 1  # every PMD_HTTP_*_TIMEOUT of the server under test
 CLOSE_DEADLINE = 20.0  # generous: the server closes after about TIMEOUT
 BIG_FILE_BYTES = 32 * 1024 * 1024  # more than the kernel buffers between the server and a client
@@ -48,8 +48,13 @@ class Server:
                    for c in psutil.Process(self.proc.pid).net_connections(kind="tcp"))
 
 
-@pytest.fixture
-def server(database_url, tmp_path):
+@pytest.fixture(scope="module")
+def server(django_db_setup, django_db_blocker, tmp_path_factory):
+    """One server for the module: each test opens its own connections and waits until the server
+    has closed them, so none is left behind for the next."""
+    tmp_path = tmp_path_factory.mktemp("http-timeouts")
+    with django_db_blocker.unblock():
+        database_url = child_database_url()
     static = tmp_path / "static"
     static.mkdir()
     with open(static / "big.bin", "wb") as handle:

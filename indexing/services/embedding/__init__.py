@@ -62,7 +62,7 @@ from indexing.services.embedding.run import (
     ProgressCallback,
     embed_pending,
 )
-from indexing.services.embedding.status import embedding_status
+from indexing.services.embedding.status import embedding_status, embedding_underway, embedding_waiting
 
 __all__ = [
     "CONTENTS_PER_ROUND",
@@ -76,6 +76,8 @@ __all__ = [
     "embedding_config",
     "embedding_running",
     "embedding_status",
+    "embedding_underway",
+    "embedding_waiting",
     "fingerprint_configured",
     "fingerprint_ensure",
     "forget_pending_counts",

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from indexing.models import Chunk, EmbeddingFingerprint, Job
+from django.db.models import Count, Exists, OuterRef, Q
+
+from indexing.models import Chunk, Commit, ContentEmbedding, Document, EmbeddingFingerprint, Job
 from indexing.services.embedding.config import embedding_config, fingerprint_configured
 from indexing.services.embedding.hnsw import hnsw_index_exists
 from indexing.services.embedding.lock import embedding_running
@@ -70,4 +72,70 @@ def embedding_status(*, collections: list[str] | None = None) -> dict:
         status["job"] = {"id": str(job.id), "state": state, "done": job.done, "total": job.total,
                          "percent": job.percent, "message": job.message,
                          "created_at": job.created_at.isoformat()}
+    status.update(_state(status["pending"]))
+    status["progress"] = embedding_progress(fingerprint=fingerprint, collections=collections)
+    if status["state"] == "waiting":
+        status["ok"] = False  # nothing is embedded while it waits: never green
     return status
+
+
+def embedding_underway() -> str:
+    """What a search missing vectors may tell the user to expect ("" when no embedding is on its
+    way): while a worker embeds, advice to run `pmd embed` would be wrong."""
+    if embedding_running():
+        return "being embedded now"
+    if embedding_waiting().exists():
+        return "queued for embedding, waiting for the model server (`pmd status` says why)"
+    if Job.objects.filter(kind=Job.Kind.EMBED, state__in=[Job.State.QUEUED, Job.State.RUNNING]).exists():
+        return "queued for embedding"
+    return ""
+
+
+def embedding_waiting():
+    """Jobs of embedding requests waiting for the LLM backend (a queryset; indexing/services/embedding_queue.py
+    parks them)."""
+    return Job.objects.filter(kind=Job.Kind.EMBED, state=Job.State.QUEUED, result__has_key="waiting")
+
+
+def _state(pending: int) -> dict:
+    """Where embedding stands: `running`, `waiting` (for the model server: why, and the next check),
+    `queued` (no worker took it yet), `pending` (nothing asked for it) or `done`."""
+    waiting = list(embedding_waiting().order_by("created_at"))
+    checker = next((j for j in waiting if j.result["waiting"].get("checks") is not None), None)
+    checker = checker or (waiting[0] if waiting else None)
+    if checker is not None:
+        marker = checker.result["waiting"]
+        reason = checker.message.removeprefix("waiting for the LLM backend: ")
+        return {"state": "waiting", "reason": reason, "waiting_since": marker.get("since"),
+                "next_check_at": marker.get("next_check_at"), "checks": marker.get("checks")}
+    if embedding_running():
+        return {"state": "running"}
+    if not pending:
+        return {"state": "done"}
+    if Job.objects.filter(kind=Job.Kind.EMBED, state=Job.State.QUEUED).exists():
+        return {"state": "queued"}
+    return {"state": "pending", "reason": "nothing asked for it yet: `pmd embed` (or a worker, once it starts)"}
+
+
+def embedding_progress(*, fingerprint: EmbeddingFingerprint | None, collections: list[str] | None = None) -> list[dict]:
+    """Per collection, how many notes and commits there are and how many have vectors (counted by
+    content, as embedding works: two notes with the same text are one)."""
+    done = (Exists(ContentEmbedding.objects.filter(content=OuterRef("content"), fingerprint=fingerprint))
+            if fingerprint is not None else None)
+    rows: dict[str, dict] = {}
+    for kind, model, extra in (("notes", Document, {"active": True}), ("commits", Commit, {})):
+        items = model.objects.filter(**extra)
+        if collections:
+            items = items.filter(collection__name__in=collections)
+        embedded = Count("content", distinct=True, filter=Q(has_vectors=True)) if done is not None else None
+        if done is not None:
+            items = items.annotate(has_vectors=done)
+        counted = items.values("collection__name").annotate(total=Count("content", distinct=True),
+                                                            **({"embedded": embedded} if embedded else {}))
+        for row in counted.order_by():
+            name = row["collection__name"]
+            entry = rows.setdefault(name, {"name": name, "notes": 0, "notes_embedded": 0,
+                                           "commits": 0, "commits_embedded": 0})
+            entry[kind] = row["total"]
+            entry[f"{kind}_embedded"] = row.get("embedded", 0)
+    return [rows[name] for name in sorted(rows)]

@@ -109,7 +109,13 @@ def collections_page(request):
 @require_POST
 def embed_all(request):
     """The "run embedding" button of the search page's no-embeddings state."""
+    from indexing.services.model_server import model_server_problem
+
+    blocked = model_server_problem()
     job = embedding_request(created_by=request.user)
+    if blocked is not None:
+        messages.warning(request, f"Embedding is queued but cannot run now: {blocked.message}. "
+                                  "It starts by itself once the model server answers.")
     return redirect(reverse("search:collections") + f"?job={job.pk}")
 
 
@@ -121,7 +127,8 @@ def collection_add(request):
         with form_problems(form):
             collection = add_collection(
                 path=form.cleaned_data["path"], name=form.cleaned_data["name"] or None,
-                mask=form.cleaned_data["mask"] or None, language=form.cleaned_data["language"] or None,
+                mask=form.cleaned_data["mask"] or None, formats=form.cleaned_data["formats"] or None,
+                language=form.cleaned_data["language"] or None,
                 allowed_roots=settings.PMD_COLLECTION_ROOTS,
                 index="job", access=access_of(request), visibility=form.cleaned_data["visibility"],
                 title_from=form.cleaned_data["title_from"] or None,

@@ -8,17 +8,19 @@ from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
 from django.http import HttpResponse
+from django.utils.http import content_disposition_header
 from django.shortcuts import redirect
 from django.urls import reverse
 from django.views.decorators.http import require_GET
 
-from indexing.attachments import attachment_find, attachment_read
+from indexing.convert import is_converted
+from indexing.attachments import attachment_find, attachment_read, original_read
 from indexing.links import document_links
 from indexing.markdown import LinkTargets
 from indexing.selectors import contexts_for, document_resolve
 from search.retrieval.related import related_notes
 from pmd_site.web.pages import access_of, page, wants_fragment
-from pmd_site.web.rendering import note_part, render_markdown
+from pmd_site.web.rendering import note_part, render_markdown, unit_markers
 from pmd_site.web.views.search import TagLink, document_url, tag_search_url
 
 LINKS_SHOWN = 200  # of each kind; the totals say when there are more
@@ -99,6 +101,11 @@ def _part_number(request) -> int | None:
 @require_GET
 def document_page(request, collection: str, path: str):
     document = _resolve(request, collection, path)
+    if request.GET.get("sid", "").isdigit():  # opened from a search's results: the search log notes it
+        from indexing.services.search_log import search_log_opened
+
+        search_log_opened(access=access_of(request), entry_id=int(request.GET["sid"]),
+                          uri=f"pmd://{document.collection.name}/{document.path}")
     body = document.content.body
     view = "source" if request.GET.get("view") == "source" else "rendered"
     try:
@@ -123,6 +130,9 @@ def document_page(request, collection: str, path: str):
         "tags": [TagLink(name=t, url=tag_search_url(t)) for t in tags[:TAGS_SHOWN]],
         "tags_more": max(0, len(tags) - TAGS_SHOWN),
         "related_url": reverse("search:related", args=[document.collection.name, document.path]),
+        "file_type": document.file_type,
+        "original_url": (reverse("search:original", args=[document.collection.name, document.path])
+                         if is_converted(document.path) else ""),
     }
     context.update(_link_items(document, access_of(request)))
     if view == "source":
@@ -133,6 +143,8 @@ def document_page(request, collection: str, path: str):
         context["html"], context["frontmatter_lines"] = render_markdown(
             part.text, offset=None if part.number == 1 else part.first_line - 1,
             links=_link_targets(document, context["outgoing"]))
+        if is_converted(document.path):
+            context["html"] = unit_markers(context["html"])
         context["frontmatter_lines"] = part.frontmatter_lines
     return page(request, "search/document.html", context)
 
@@ -174,6 +186,19 @@ def document_file(request, collection: str, path: str):
     response.headers["Content-Security-Policy"] = "default-src 'none'; style-src 'unsafe-inline'; sandbox"
     response.headers["X-Content-Type-Options"] = "nosniff"
     response.headers["Cache-Control"] = "private, max-age=300"
+    return response
+
+
+@login_required
+@require_GET
+def document_original(request, collection: str, path: str):
+    """The original file of a document (a PDF, a deck…), downloaded, never shown inline."""
+    found = original_read(collection, path, access=access_of(request))
+    response = HttpResponse(found.data, content_type=found.content_type)
+    response.headers["Content-Disposition"] = content_disposition_header(True, found.filename)
+    response.headers["Content-Security-Policy"] = "default-src 'none'; sandbox"
+    response.headers["X-Content-Type-Options"] = "nosniff"
+    response.headers["Cache-Control"] = "private, no-store"
     return response
 
 

@@ -161,13 +161,16 @@ class ResultCard:
         return " › ".join(self.result.context[-2:])
 
 
-def document_url(collection: str, path: str, *, line: int | None = None, query: str = "") -> str:
+def document_url(collection: str, path: str, *, line: int | None = None, query: str = "",
+                 search_id: int | None = None) -> str:
     url = reverse("search:document", args=[collection, path])
     params = {}
     if line:
         params["line"] = line
     if query:
         params["q"] = query
+    if search_id:
+        params["sid"] = search_id  # the search log notes the result opened
     if params:
         url += "?" + urlencode(params)
     return url + (f"#L{line}" if line else "")
@@ -188,7 +191,7 @@ def ask_context(*, query: str, collection: str, after: str, before: str, convers
 
 
 def _run_search(*, query: str, mode: str, collection: str, access, sort: str = "relevance",
-                after: str = "", before: str = "") -> dict:
+                after: str = "", before: str = "", exact: bool = False, words: bool = False) -> dict:
     # The query text may hold filters (tag:db, after:"last week", status:draft): search_run reads them;
     # the date range inputs are structured filters, merged with them.
     started = time.perf_counter()
@@ -198,13 +201,21 @@ def _run_search(*, query: str, mode: str, collection: str, access, sort: str = "
         search_request = SearchRequest(
             query=query, mode=mode, limit=WEB_LIMIT,  # search_run maps the web name to its Mode
             collections=[collection] if collection else [], access=access, sort=sort, filters=filters,
+            correct=not exact, time_words=not words, face="web",
         )
         response = search_run(search_request)
     except EmptyQuery:  # nothing asked yet (or the query was cleared): the page's empty state
         return {"searched": False}
     except Exception as exc:  # noqa: BLE001 - every failure becomes a state the page explains
         log.info("web search failed (%s): %s", mode, exc, exc_info=not isinstance(exc, ValueError))
-        return {"problem": problem_for(exc, search=True), "elapsed_ms": (time.perf_counter() - started) * 1000}
+        problem = problem_for(exc, search=True)
+        found = {"problem": problem, "elapsed_ms": (time.perf_counter() - started) * 1000}
+        if problem.kind == "no-embeddings":  # say before "Run embedding" is pressed whether it can run
+            from indexing.services.model_server import model_server_problem
+
+            blocked = model_server_problem()
+            found["embedding_blocked"] = blocked.message if blocked is not None else ""
+        return found
     tags = _tags_by_document(response.results, access)
     elapsed = (time.perf_counter() - started) * 1000
     cards = []
@@ -213,12 +224,18 @@ def _run_search(*, query: str, mode: str, collection: str, access, sort: str = "
         cards.append(ResultCard(
             result=r, rank=i,
             snippet_html=highlight_snippet(r.snippet, r.highlights),
-            url=document_url(r.collection, r.path, line=r.line, query=query),
+            url=document_url(r.collection, r.path, line=r.line, query=query, search_id=response.search_id),
             tags=shown, tags_more=more,
         ))
     notes = {(r.collection, r.path) for r in response.results}
     return {"cards": cards, "tag_facets": tag_facets([tags.get(key, []) for key in notes], params), "warnings": response.warnings, "elapsed_ms": elapsed, "timings": response.timings,
             "dated": shows_dates(response),
+            "corrected": ({"query": response.corrected_query,
+                           "url": search_url({**params, "q": response.corrected_query}),
+                           "instead_url": search_url({**params, "exact": "1"})}
+                          if response.corrected_query else None),
+            "time_words": ({"phrase": response.time_words, "remove_url": search_url({**params, "words": "1"})}
+                           if response.time_words else None),
             "filtered": response.filters.describe() if response.filters is not None else ""}
 
 
@@ -247,7 +264,8 @@ def search_page(request):
             return page(request, template, context)
         context.update(_run_search(query=context["query"], mode=context["mode"],
                                    collection=context["collection"], access=access_of(request),
-                                   sort=context["sort"], after=context["after"], before=context["before"]))
+                                   sort=context["sort"], after=context["after"], before=context["before"],
+                                   exact=form.cleaned_data["exact"], words=form.cleaned_data["words"]))
     else:
         context["mode"] = request.GET.get("mode") if request.GET.get("mode") in MODE_LABELS else "keyword"
         context["query"] = request.GET.get("q", "")[:1000]

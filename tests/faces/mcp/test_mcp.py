@@ -22,7 +22,7 @@ pytestmark = pytest.mark.django_db(transaction=True, available_apps=[
 ])
 
 TOOLS = {"pmd_search", "pmd_vector_search", "pmd_deep_search", "pmd_get", "pmd_multi_get", "pmd_status", "pmd_links", "pmd_related",
-         "pmd_search_history", "pmd_ask"}
+         "pmd_fields", "pmd_search_history", "pmd_ask"}
 
 
 async def _exercise(client, doc) -> dict:
@@ -188,9 +188,13 @@ def _child_env(database_url: str) -> dict:
     return env
 
 
-def test_stdio_transport_end_to_end(indexed_collection, database_url):
+def test_stdio_transport_end_to_end(indexed_collection, database_url, monkeypatch):
     from mcp import Client
-    from mcp.client.stdio import StdioServerParameters
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    # The SDK binds its child's stderr default (sys.stderr) when first imported: an earlier test's
+    # captured stream has no file descriptor. The child's log goes to the real stderr.
+    monkeypatch.setattr(stdio_client.__wrapped__, "__defaults__", (sys.__stderr__,))
 
     doc = indexed_collection.documents.filter(active=True).order_by("path").first()
     params = StdioServerParameters(command=sys.executable, args=["-m", "pmd_site.cli", "mcp"],

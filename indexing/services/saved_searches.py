@@ -1,0 +1,73 @@
+"""Saved searches (issue 31): a query with its filters and mode, private or shared with a group.
+
+Writes here; running one is search.pipeline.saved.saved_search_run (it searches, which is above this
+layer). A member sees their own saved searches and those shared with a group they are in; only the
+owner removes one. The local user (the CLI on the server) owns those it saves.
+"""
+
+from __future__ import annotations
+
+from django.contrib.auth.models import Group
+from django.db.models import Q
+from django.utils import timezone
+
+from indexing.errors import GroupNotFound, InvalidSearchInput, SavedSearchExists, SavedSearchNotFound
+from indexing.models import SavedSearch
+
+
+def _owner(access):
+    return None if access.local else access.user
+
+
+def saved_searches_visible(*, access):
+    """The saved searches `access` may see and run: its own, and those shared with its groups."""
+    if access.local:
+        return SavedSearch.objects.filter(owner=None) | SavedSearch.objects.exclude(group=None)
+    if access.user is None:
+        return SavedSearch.objects.none()
+    return SavedSearch.objects.filter(Q(owner=access.user) | Q(group__in=access.user.groups.all())).distinct()
+
+
+def saved_search_add(*, access, name: str, query: str, mode: str = "keyword", filters: dict | None = None,
+                     collections: list[str] | None = None, group: str | None = None) -> SavedSearch:
+    name = " ".join((name or "").split())[:100]
+    if not name:
+        raise InvalidSearchInput("a saved search needs a name")
+    if not (query or "").strip() and not filters:
+        raise InvalidSearchInput("a saved search needs words or filters")
+    owner = _owner(access)
+    shared = None
+    if group:
+        shared = Group.objects.filter(name=group).first()
+        if shared is None or (not access.local and not access.is_staff
+                              and not access.user.groups.filter(pk=shared.pk).exists()):
+            raise GroupNotFound(f"no group named '{group}' of yours")
+    if SavedSearch.objects.filter(owner=owner, name=name).exists():
+        raise SavedSearchExists(name=name)
+    return SavedSearch.objects.create(owner=owner, name=name, query=(query or "").strip()[:2000], mode=mode,
+                                      filters=filters or {}, collections=list(collections or []), group=shared)
+
+
+def saved_search_get(*, access, name: str) -> SavedSearch:
+    """One's own first, then one shared with a group of theirs."""
+    visible = saved_searches_visible(access=access).filter(name=name)
+    found = visible.filter(owner=_owner(access)).first() or visible.first()
+    if found is None:
+        raise SavedSearchNotFound(name=name)
+    return found
+
+
+def saved_search_remove(*, access, name: str) -> None:
+    deleted, _ = SavedSearch.objects.filter(owner=_owner(access), name=name).delete()
+    if not deleted:
+        raise SavedSearchNotFound(name=name)
+
+
+def saved_search_mark_run(saved: SavedSearch, uris: list[str]) -> list[str]:
+    """Note a run's results; the URIs new since the last run (all of them on the first)."""
+    before = set(saved.seen or [])
+    new = [u for u in uris if u not in before] if saved.last_run is not None else list(uris)
+    saved.seen = list(dict.fromkeys(list(saved.seen or []) + uris))[-5000:]
+    saved.last_run = timezone.now()
+    saved.save(update_fields=["seen", "last_run"])
+    return new

@@ -1,0 +1,72 @@
+"""Forward authentication: a reverse proxy (Authelia, Authentik's outpost, oauth2-proxy, Traefik or
+Caddy forward-auth) signs people in and names them in request headers.
+
+The headers count only on connections from the proxies in PMD_FORWARD_AUTH_PROXIES; from any
+other address they are ignored, or anyone could send `Remote-User: admin`. The connection's own
+address is checked, never X-Forwarded-For (which the client writes).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import logging
+
+from django.conf import settings
+from django.contrib.auth import login
+from django.utils.deprecation import MiddlewareMixin
+
+from indexing import errors
+from indexing.services.accounts import ProviderSignIn, provider_sign_in
+from pmd_site.web.errors import problem_response
+
+log = logging.getLogger(__name__)
+
+PROVIDER = "forward-auth"
+SESSION_KEY = "pmd_forward_auth"  # digest of the headers the session was signed in with
+BACKEND = "pmd_site.signin.backends.ProviderBackend"
+
+
+def _meta_key(header: str) -> str:
+    return "HTTP_" + header.upper().replace("-", "_")
+
+
+def from_trusted_proxy(remote_addr: str | None) -> bool:
+    try:
+        address = ipaddress.ip_address((remote_addr or "").strip())
+    except ValueError:
+        return False
+    return any(address.version == net.version and address in net for net in settings.PMD_FORWARD_AUTH_PROXIES)
+
+
+def header_groups(value: str) -> list[str]:
+    """Remote-Groups as proxies send it: comma-separated (Authelia, Authentik), or spaces."""
+    separator = "," if "," in value else None
+    return [g.strip() for g in value.split(separator) if g.strip()]
+
+
+class ForwardAuthMiddleware(MiddlewareMixin):
+    """Signs in the person the trusted proxy names; again (groups and role refreshed) whenever
+    the proxy names someone else or sends other groups."""
+
+    def process_request(self, request):
+        if not settings.PMD_FORWARD_AUTH or not from_trusted_proxy(request.META.get("REMOTE_ADDR")):
+            return None
+        username = request.META.get(_meta_key(settings.PMD_FORWARD_AUTH_USER_HEADER), "").strip()
+        if not username:
+            return None
+        raw_groups = request.META.get(_meta_key(settings.PMD_FORWARD_AUTH_GROUPS_HEADER))
+        email = request.META.get(_meta_key(settings.PMD_FORWARD_AUTH_EMAIL_HEADER), "").strip()
+        digest = hashlib.sha256("\n".join([username, raw_groups or "", email]).encode()).hexdigest()
+        if request.user.is_authenticated and request.session.get(SESSION_KEY) == digest:
+            return None
+        groups = header_groups(raw_groups) if raw_groups is not None else None
+        try:
+            user = provider_sign_in(signin=ProviderSignIn(provider=PROVIDER, subject=username, username=username,
+                                                          email=email, groups=groups))
+        except errors.PmdError as exc:  # a deactivated account, a name pmd may not take
+            log.warning("forward auth: %s", exc)
+            return problem_response(request, exc)
+        login(request, user, backend=BACKEND)
+        request.session[SESSION_KEY] = digest
+        return None

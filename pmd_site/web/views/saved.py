@@ -1,0 +1,63 @@
+"""Saved searches in the browser: save the search on screen, list them, run one (its new results marked),
+remove one of yours. The same services as `pmd saved` and /api/saved."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.shortcuts import redirect
+from django.views.decorators.http import require_GET, require_POST
+
+from indexing.errors import PmdError
+from indexing.services.saved_searches import saved_search_add, saved_search_remove, saved_searches_visible
+from pmd_site.web.pages import access_of, page
+from search.pipeline.saved import saved_search_dict, saved_search_run
+from search.request import mode_normalize
+
+
+@login_required
+@require_GET
+def saved_page(request):
+    access = access_of(request)
+    rows = [{**saved_search_dict(s), "mine": s.owner_id == request.user.pk}
+            for s in saved_searches_visible(access=access).select_related("group", "owner")]
+    groups = list(request.user.groups.values_list("name", flat=True))
+    return page(request, "search/saved.html", {"saved": rows, "groups": groups})
+
+
+@login_required
+@require_POST
+def saved_add(request):
+    try:
+        saved = saved_search_add(access=access_of(request), name=request.POST.get("name", ""),
+                                 query=request.POST.get("q", ""), mode=mode_normalize(request.POST.get("mode") or "keyword"),
+                                 collections=[request.POST["collection"]] if request.POST.get("collection") else [],
+                                 group=request.POST.get("group") or None)
+        messages.success(request, f"Saved “{saved.name}”.")
+    except (PmdError, ValueError) as exc:
+        messages.error(request, str(exc))
+    return redirect("search:saved")
+
+
+@login_required
+@require_GET
+def saved_run(request, name: str):
+    try:
+        response, new = saved_search_run(access=access_of(request), name=name, face="web", limit=50)
+    except PmdError as exc:
+        messages.error(request, str(exc))
+        return redirect("search:saved")
+    fresh = set(new)
+    rows = [{"result": r, "new": r.uri in fresh} for r in response.results]
+    return page(request, "search/saved_run.html", {"name": name, "response": response, "rows": rows, "new": len(new)})
+
+
+@login_required
+@require_POST
+def saved_remove(request, name: str):
+    try:
+        saved_search_remove(access=access_of(request), name=name)
+        messages.success(request, f"Removed “{name}”.")
+    except PmdError as exc:
+        messages.error(request, str(exc))
+    return redirect("search:saved")

@@ -1,0 +1,137 @@
+"""Forward authentication: the trusted proxy's Remote-User / Remote-Groups / Remote-Email sign
+people in; the same headers from any other address are ignored."""
+
+from __future__ import annotations
+
+import ipaddress
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.test import Client
+
+from indexing.access import Access, visible_collection_names
+from indexing.models import AuditEvent
+from indexing.services.sharing import collection_share
+from tests.support.factories import make_group, make_user, make_vault
+
+pytestmark = pytest.mark.django_db
+PROXY = "10.9.0.3"  # only an address written into requests: no traffic goes anywhere
+
+
+@pytest.fixture(autouse=True)
+def forward_auth(settings):
+    settings.PMD_FORWARD_AUTH = True
+    settings.PMD_FORWARD_AUTH_PROXIES = [ipaddress.ip_network("10.9.0.0/24"), ipaddress.ip_network("::1")]
+
+
+def from_proxy(user="carol", groups="research,choir", email="carol@example.org", address=PROXY, **extra):
+    headers = {"HTTP_REMOTE_USER": user, "HTTP_REMOTE_EMAIL": email, **extra}
+    if groups is not None:
+        headers["HTTP_REMOTE_GROUPS"] = groups
+    return Client(REMOTE_ADDR=address, **headers)
+
+
+def who(client) -> str | None:
+    response = client.get("/")
+    return response.context["user"].get_username() if response.status_code == 200 else None
+
+
+def test_the_proxy_signs_people_in_with_their_groups():
+    client = from_proxy()
+    assert who(client) == "carol"
+    carol = get_user_model().objects.get(username="carol")
+    assert carol.email == "carol@example.org" and not carol.has_usable_password()
+    assert set(carol.groups.values_list("name", flat=True)) == {"research", "choir"}
+    assert AuditEvent.objects.filter(action="user.create", target="carol", detail__via="forward-auth").exists()
+
+
+@pytest.mark.parametrize("address", ["127.0.0.1", "10.9.1.3", "192.0.2.7", "::2"])
+def test_headers_from_any_other_address_are_ignored(address):
+    client = from_proxy(user="admin", address=address)
+    response = client.get("/")
+    assert response.status_code == 302 and response["Location"].startswith("/accounts/login/")
+    assert not get_user_model().objects.filter(username="admin").exists()
+
+
+def test_x_forwarded_for_does_not_make_a_client_the_proxy(settings):
+    settings.PMD_BEHIND_HTTPS_PROXY = True
+    client = from_proxy(address="127.0.0.1", HTTP_X_FORWARDED_FOR=PROXY)
+    assert client.get("/").status_code == 302
+
+
+def test_headers_count_only_when_forward_auth_is_on(settings):
+    settings.PMD_FORWARD_AUTH = False
+    assert from_proxy().get("/").status_code == 302
+
+
+def test_header_names_are_configurable(settings):
+    settings.PMD_FORWARD_AUTH_USER_HEADER = "X-Forwarded-User"
+    settings.PMD_FORWARD_AUTH_GROUPS_HEADER = "X-Forwarded-Groups"
+    client = Client(REMOTE_ADDR=PROXY, HTTP_X_FORWARDED_USER="dana", HTTP_X_FORWARDED_GROUPS="ops")
+    assert who(client) == "dana"
+    assert list(get_user_model().objects.get(username="dana").groups.values_list("name", flat=True)) == ["ops"]
+    assert who(from_proxy(user="ignored-now")) is None  # Remote-User is no longer the header
+
+
+def test_group_changes_at_the_proxy_follow_at_once(tmp_path, settings):
+    settings.PMD_COLLECTION_ROOTS = [tmp_path]
+    make_vault(tmp_path / "lab", {"a.md": "# Lab\n\nassay\n"}, name="lab")
+    make_group("research")
+    collection_share(name="lab", access=Access.local_user(), visibility="shared", groups=["research"])
+    client = from_proxy()
+    assert who(client) == "carol"
+    carol = get_user_model().objects.get(username="carol")
+    assert visible_collection_names(Access.for_user(carol)) == ["lab"]
+    # The proxy now sends other groups on the same session: the next request maps them.
+    client.defaults["HTTP_REMOTE_GROUPS"] = "choir"
+    assert who(client) == "carol"
+    assert visible_collection_names(Access.for_user(carol)) == []
+    # ... and another person on the same browser is signed in as that person.
+    client.defaults["HTTP_REMOTE_USER"] = "dora"
+    assert who(client) == "dora"
+
+
+def test_a_deactivated_account_is_refused():
+    make_user("erin", is_active=False)
+    response = from_proxy(user="erin").get("/")
+    assert response.status_code == 403 and b"deactivated" in response.content
+
+
+def test_the_local_admin_is_not_taken_over_by_a_header():
+    make_user("admin", superuser=True)
+    assert from_proxy(user="admin").get("/").status_code == 403
+
+
+def test_proxies_and_providers_are_read_from_the_environment(monkeypatch):
+    from indexing.errors import ConfigError
+    from pmd_site import env
+
+    monkeypatch.setenv("PMD_FORWARD_AUTH_PROXIES", "172.18.0.0/16, 10.0.0.5 ,::1")
+    assert [str(n) for n in env.get_networks("PMD_FORWARD_AUTH_PROXIES")] == ["172.18.0.0/16", "10.0.0.5/32", "::1/128"]
+    monkeypatch.setenv("PMD_FORWARD_AUTH_PROXIES", "traefik")
+    with pytest.raises(ConfigError, match="not an address"):
+        env.get_networks("PMD_FORWARD_AUTH_PROXIES")
+
+    monkeypatch.setenv("PMD_OIDC_PROVIDERS", "authentik,pocket-id")
+    monkeypatch.setenv("PMD_OIDC_AUTHENTIK_ISSUER", "https://auth.example.org/application/o/pmd/")
+    monkeypatch.setenv("PMD_OIDC_AUTHENTIK_CLIENT_ID", "abc")
+    monkeypatch.setenv("PMD_OIDC_AUTHENTIK_SCOPES", "email groups")
+    monkeypatch.setenv("PMD_OIDC_POCKET_ID_ISSUER", "https://id.example.org")
+    with pytest.raises(ConfigError, match="PMD_OIDC_POCKET_ID_CLIENT_ID"):
+        env.get_oidc_providers()
+    monkeypatch.setenv("PMD_OIDC_POCKET_ID_CLIENT_ID", "def")
+    monkeypatch.setenv("PMD_OIDC_POCKET_ID_NAME", "Pocket ID")
+    first, second = env.get_oidc_providers()
+    assert first["id"] == "authentik" and first["name"] == "authentik" and first["scopes"] == "openid email groups"
+    assert second["id"] == "pocket-id" and second["name"] == "Pocket ID" and second["client_secret"] == ""
+
+
+def test_status_warns_about_trusting_every_address_and_about_no_way_in(settings):
+    from pmd_site.safety import unsafe_settings
+
+    settings.PMD_FORWARD_AUTH_PROXIES = [ipaddress.ip_network("0.0.0.0/0")]
+    assert any("every client is trusted" in w for w in unsafe_settings(settings))
+    settings.PMD_FORWARD_AUTH = False
+    settings.PMD_PASSWORD_LOGIN = False
+    settings.PMD_OIDC_PROVIDERS = []
+    assert any("only the break-glass accounts" in w for w in unsafe_settings(settings))

@@ -1,0 +1,78 @@
+"""Converted files in the web UI: results say their type and page, the document view shows the
+page markers, and the original downloads (as an attachment) only for those who see the collection."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from indexing.models import Collection
+from tests.support.formats import FORMAT_FIXTURES as FIXTURES, convert_once, formats_collection
+
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def reports(tmp_path, monkeypatch):
+    return formats_collection(tmp_path / "reports", "reports", ("report.pdf", "guide.html"), ["pdf", "html"],
+                              monkeypatch)
+
+
+def test_results_and_document_view_name_the_page(member_client, reports):
+    page = member_client.get("/", {"q": "fog horn repaired"}).content.decode()
+    assert '<span class="type-label" title="file type">pdf</span>' in page
+    assert "reports/report.pdf · page 2" in page
+    view = member_client.get("/doc/reports/report.pdf").content.decode()
+    assert '<span id="page=2">Page 2</span>' in view
+    assert 'href="/original/reports/report.pdf" download>Original PDF</a>' in view
+
+
+def test_the_original_downloads_as_an_attachment_with_a_safe_type(member_client, reports):
+    response = member_client.get("/original/reports/report.pdf")
+    assert response.status_code == 200
+    assert response["Content-Type"] == "application/pdf"
+    assert response["Content-Disposition"] == 'attachment; filename="report.pdf"'
+    assert response["X-Content-Type-Options"] == "nosniff"
+    assert response.content == (FIXTURES / "report.pdf").read_bytes()
+    html = member_client.get("/original/reports/guide.html")
+    assert html["Content-Type"] == "application/octet-stream"  # never rendered as a page
+    assert html["Content-Disposition"].startswith("attachment")
+
+
+def test_the_original_is_not_found_for_those_who_do_not_see_the_collection(member_client, reports, tmp_path):
+    assert member_client.get("/original/reports/missing.pdf").status_code == 404
+    (Path(reports.root_path) / "unindexed.pdf").write_bytes(b"%PDF-")  # on disk but not a document
+    assert member_client.get("/original/reports/unindexed.pdf").status_code == 404
+    assert member_client.get("/original/reports/../../etc/passwd").status_code == 404
+    Collection.objects.filter(pk=reports.pk).update(visibility=Collection.Visibility.PRIVATE)
+    assert member_client.get("/original/reports/report.pdf").status_code == 404
+
+
+def test_staff_add_a_collection_with_formats_in_the_form_and_the_api(staff, staff_client, tmp_path, settings,
+                                                                     eager_tasks, monkeypatch):
+    from tests.support.factories import api_client
+
+    convert_once(monkeypatch)
+    settings.PMD_COLLECTION_ROOTS = [tmp_path]
+    for name in ("web", "api"):
+        (tmp_path / name).mkdir()
+        shutil.copy(FIXTURES / "report.pdf", tmp_path / name / "report.pdf")
+    form = staff_client.post("/collections/add/", {"path": str(tmp_path / "web"), "name": "web", "formats": ["pdf"],
+                                                   "visibility": "everyone", "language": "auto"})
+    assert form.status_code == 302, form.content.decode()[:2000]
+    assert Collection.objects.get(name="web").mask == "**/*.{md,pdf}"
+    assert member_sees(staff_client, "web")
+    created = api_client(staff).post("/api/collections", {"path": str(tmp_path / "api"), "name": "api",
+                                                          "formats": ["pdf", "docx"]}, content_type="application/json")
+    assert created.status_code == 201, created.content
+    assert created.json()["collection"]["mask"] == "**/*.{md,pdf,docx}"
+    both = staff_client.post("/collections/add/", {"path": str(tmp_path / "web"), "name": "both", "mask": "**/*.md",
+                                                   "formats": ["pdf"], "visibility": "everyone", "language": "auto"})
+    assert both.status_code == 400 and "as a mask or as formats, not both" in both.content.decode()
+
+
+def member_sees(client, collection: str) -> bool:
+    return client.get(f"/doc/{collection}/report.pdf").status_code == 200

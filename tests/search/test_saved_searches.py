@@ -1,0 +1,79 @@
+"""Saved searches (issue 31, item 4): save, list, run (with what is new since the last run), remove,
+private or shared with a group; a member never sees another member's private ones."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.support.factories import api_client, make_group, make_user, make_vault, write_notes
+
+NOTES = {"a.md": "---\ntags: [db]\n---\n# A\n\npostgres vacuum\n", "b.md": "# B\n\npostgres replication\n"}
+
+
+@pytest.fixture
+def vault(db, tmp_path):
+    return make_vault(tmp_path / "v", NOTES, name="saved")
+
+
+def test_cli_add_list_run_new_since_last_run_and_rm(vault, run_cli, tmp_path):
+    assert run_cli("saved", "add", "pg", "postgres", "tag:db")[0] == 0
+    code, out, err = run_cli("saved", "add", "pg", "other")
+    assert code != 0 and "already have a saved search named 'pg'" in err
+    code, out, err = run_cli("saved", "list", "--json")
+    assert [s["name"] for s in json.loads(out)["saved"]] == ["pg"]
+    code, out, err = run_cli("saved", "run", "pg", "--json")
+    first = json.loads(out)
+    assert [r["uri"] for r in first["results"]] == ["pmd://saved/a.md"] and first["new"] == ["pmd://saved/a.md"]
+    write_notes(tmp_path / "v", {"c.md": "---\ntags: [db]\n---\n# C\n\npostgres indexes\n"})
+    from indexing.models import Collection
+    from indexing.services.scanning import collection_index
+
+    collection_index(Collection.objects.get(name="saved"))
+    code, out, err = run_cli("saved", "run", "pg")
+    assert "1 new since the last run: pmd://saved/c.md" in " ".join(out.split())
+    assert run_cli("saved", "rm", "pg")[0] == 0
+    code, out, err = run_cli("saved", "run", "pg")
+    assert code != 0 and "no saved search named 'pg'" in err and "pmd saved list" in err
+
+
+def test_api_private_and_shared_saved_searches(vault):
+    ana, bo, cy = make_user("ana"), make_user("bo"), make_user("cy")
+    make_group("team", ana, bo)
+    as_ana, as_bo, as_cy = api_client(ana), api_client(bo), api_client(cy)
+    mine = as_ana.post("/api/saved", {"name": "mine", "query": "postgres"}, content_type="application/json")
+    assert mine.status_code == 201, mine.content
+    shared = as_ana.post("/api/saved", {"name": "ours", "query": "vacuum", "group": "team"},
+                         content_type="application/json")
+    assert shared.status_code == 201 and shared.json()["shared_with"] == "team"
+    assert as_cy.post("/api/saved", {"name": "x", "query": "q", "group": "team"},
+                      content_type="application/json").status_code == 404  # not cy's group
+    assert [s["name"] for s in as_ana.get("/api/saved").json()["saved"]] == ["mine", "ours"]
+    assert [s["name"] for s in as_bo.get("/api/saved").json()["saved"]] == ["ours"]  # never ana's private one
+    assert as_cy.get("/api/saved").json()["saved"] == []
+    assert as_bo.post("/api/saved/mine/run").status_code == 404
+    ran = as_bo.post("/api/saved/ours/run").json()
+    assert [r["uri"] for r in ran["results"]] == ["pmd://saved/a.md"] and ran["new"] == ["pmd://saved/a.md"]
+    assert as_bo.delete("/api/saved/ours").status_code == 404  # only the owner removes it
+    assert as_ana.delete("/api/saved/ours").status_code == 204
+    assert as_bo.get("/api/saved").json()["saved"] == []
+
+
+def test_web_save_list_run_and_remove(vault):
+    from tests.support.factories import web_client
+
+    ana, bo = make_user("ana"), make_user("bo")
+    client = web_client(ana)
+    results = client.get("/", {"q": "postgres tag:db"}).content.decode()
+    assert "Save this search" in results
+    assert client.post("/saved/add/", {"name": "db notes", "q": "postgres tag:db", "mode": "keyword"}).status_code == 302
+    listing = client.get("/saved/").content.decode()
+    assert "db notes" in listing and "Remove" in listing
+    ran = client.get("/saved/db notes/").content.decode()
+    assert "1 new" in ran and "a.md" in ran
+    assert "0 new" in client.get("/saved/db notes/").content.decode()
+    assert "db notes" not in web_client(bo).get("/saved/").content.decode()  # ana's, private
+    assert web_client(bo).get("/saved/db notes/").status_code == 302  # not found: back to the list
+    client.post("/saved/db notes/remove/")
+    assert "No saved searches yet" in client.get("/saved/").content.decode()
