@@ -75,13 +75,12 @@ def count_tokens(text: str) -> int:
     English prose, which is what real sub-word tokenizers give; pmd does not load
     the model's own tokenizer (it lives inside the LLM server).
     """
-    total = 0
-    for match in _TOKEN_RE.finditer(text):
-        if match.lastgroup == "word":
-            total += -(-(match.end() - match.start()) // _CHARS_PER_PIECE)
-        else:
-            total += 1
-    return total
+    # One match per token, all found in C: a word's greedy runs of at most 5 characters are its
+    # rounded-up count (half the time of a loop over the words; Ask counts before the first token).
+    return len(_PIECE_RE.findall(text))
+
+
+_PIECE_RE = re.compile(rf"[{_CJK}]|[^\W_{_CJK}]{{1,{_CHARS_PER_PIECE}}}|[^\w\s]|_")
 
 
 # --- parameters and results ----------------------------------------------------------

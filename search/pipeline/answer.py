@@ -282,11 +282,13 @@ def passages_pack(results: list[SearchResult], *, budget: int) -> list[Passage]:
     for result, section in zip(results, sections):
         if section is None:
             text, start, tokens = result.snippet, result.line, count_tokens(result.snippet)
-        else:
-            text, start, tokens = _section_around(section, result.line, cap)
-        if (result.collection, result.path, start) in seen or not text.strip():
+        else:  # counting stops once the passage cannot fit in what is left (text None)
+            text, start, tokens = _section_around(section, result.line, cap, limit=max(0, room - used - 12))
+        if (result.collection, result.path, start) in seen or (text is not None and not text.strip()):
             continue
         seen.add((result.collection, result.path, start))
+        if text is None:
+            continue
         tokens += 12  # and its header line
         if used + tokens > room:
             continue
@@ -297,7 +299,7 @@ def passages_pack(results: list[SearchResult], *, budget: int) -> list[Passage]:
     return passages
 
 
-def _section_around(section: SectionText, line: int, cap: int) -> tuple[str, int, int]:
+def _section_around(section: SectionText, line: int, cap: int, *, limit: int) -> tuple[str | None, int, int]:
     """The part of `section` around `line` (of the document) within about `cap` tokens, the line
     it starts at and its tokens; a piece of a long section gets its section's heading on top."""
     lines = section.text.splitlines()
@@ -305,13 +307,14 @@ def _section_around(section: SectionText, line: int, cap: int) -> tuple[str, int
     if section.heading:
         lines.insert(0, section.heading)
         offset -= 1
-    text, start, tokens = _section_at(lines, line - offset + 1, cap)
+    text, start, tokens = _section_at(lines, line - offset + 1, cap, limit=limit)
     return text, start + offset - 1, tokens
 
 
-def _section_at(lines: list[str], line: int, cap: int) -> tuple[str, int, int]:
+def _section_at(lines: list[str], line: int, cap: int, *, limit: int | None = None) -> tuple[str | None, int, int]:
     """The section holding `line` (1-based) as text within about `cap` tokens, its first line and
-    its tokens."""
+    its tokens; text None as soon as it has more than `limit` tokens (it would not fit: counting
+    the rest of a long section is most of packing's time)."""
     hit = max(0, min(line - 1, len(lines) - 1)) if lines else 0
     start = hit
     while start > 0 and not lines[start].startswith("#"):
@@ -337,6 +340,10 @@ def _section_at(lines: list[str], line: int, cap: int) -> tuple[str, int, int]:
         kept.append(text)
         total += cost + 1
         tokens += cost
+        if limit is not None and tokens > limit:
+            return None, start + 1, tokens
+    if limit is not None and tokens > limit:
+        return None, start + 1, tokens
     return "\n".join(kept), start + 1, tokens
 
 

@@ -92,9 +92,10 @@ def test_api_ask_throttled_and_unconfigured(notes, settings):
 
 
 def test_mcp_pmd_ask(notes):
-    from tests.support.mcp_client import call_tool
+    from tests.support.mcp_client import call_tool, close_other_connections
 
     result = call_tool("pmd_ask", {"question": "autovacuum dead tuples", "collections": ["team"]})
+    close_other_connections()  # the tool's worker thread kept its connection (see tests/support/mcp_client.py)
     assert result["state"] == "answered" and result["passages"][0]["source"].startswith("pmd://team/vacuum.md:")
     assert result["passages"][0].get("text") is None  # an agent reads the note with pmd_get
 

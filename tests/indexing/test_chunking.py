@@ -265,3 +265,16 @@ def test_a_two_megabyte_word_is_cut_at_token_boundaries():
     assert_well_formed(text, chunks, params)
     assert len(chunks) == -(-400_000 // params.max_tokens)  # inside one word there is no word start to overlap from
     assert all(after.char_start == before.char_end for before, after in zip(chunks, chunks[1:]))
+
+
+def test_token_count_is_the_number_of_token_starts():
+    """count_tokens (one regex match per token) agrees with the per-token offsets the chunker cuts at."""
+    import random
+
+    from indexing.chunking import _token_starts
+
+    rng = random.Random(7)
+    alphabet = "ab cdé_\n\t.,;漢字かな한글ﾊ0123456789-–—\u00a0\u2028ΩЖ  xyzαβ#*`"
+    for _ in range(2000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40)))
+        assert count_tokens(text) == len(_token_starts(text)), text
