@@ -26,15 +26,40 @@ def search_log_record(*, access, face: str, mode: str, query: str, results: int,
     if not settings.PMD_SEARCH_LOG or not face:
         return None
     user = access.user if access is not None and not access.local and access.user is not None else None
-    entry = SearchLogEntry.objects.create(
-        user=user if user is not None and user.is_authenticated else None,
-        token=getattr(access, "token", None), face=face[:10], mode=mode[:10], query=(query or "")[:2000],
-        results=results, top_score=top_score, latency_ms=latency_ms, corrected_query=(corrected_query or "")[:2000],
-    )
+    fields = dict(user=user if user is not None and user.is_authenticated else None,
+                  token=getattr(access, "token", None), face=face[:10], mode=mode[:10], query=(query or "")[:2000],
+                  results=results, top_score=top_score, latency_ms=latency_ms,
+                  corrected_query=(corrected_query or "")[:2000])
+    entry = _still_typing(fields)
+    if entry is not None:
+        for name, value in fields.items():
+            setattr(entry, name, value)
+        entry.at = timezone.now()
+        entry.save()
+    else:
+        entry = SearchLogEntry.objects.create(**fields)
     if time.monotonic() - _last_prune[0] > PRUNE_EVERY_SECONDS:
         _last_prune[0] = time.monotonic()
         search_log_prune()
     return entry.pk
+
+
+TYPING_SECONDS = 10
+
+
+def _still_typing(fields: dict) -> SearchLogEntry | None:
+    """The web box searches at every pause in typing: "postg", "postgres", "postgres vac"… are one
+    search, logged once. The entry the same person made in the same face and mode moments ago, when
+    one query extends (or backspaces) the other and nothing was opened or rated from it yet."""
+    if fields["face"] != "web" or fields["user"] is None:
+        return None
+    last = (SearchLogEntry.objects.filter(user=fields["user"], face="web",
+                                          at__gte=timezone.now() - timedelta(seconds=TYPING_SECONDS))
+            .order_by("-at", "-id").first())
+    if last is None or last.mode != fields["mode"] or last.opened_uri or SearchFeedback.objects.filter(entry=last).exists():
+        return None
+    before, now = last.query.strip().casefold(), fields["query"].strip().casefold()
+    return last if before and now and (now.startswith(before) or before.startswith(now)) else None
 
 
 def search_log_opened(*, access, entry_id: int, uri: str) -> bool:

@@ -67,3 +67,21 @@ def test_retention_and_off(vault, run_cli, settings):
     settings.PMD_SEARCH_LOG = False
     run_cli("search", "tomatoes")
     assert SearchLogEntry.objects.count() == 1
+
+
+def test_typing_in_the_web_box_is_one_search_in_the_log(vault):
+    """The box searches at each pause: "postg", "postgres", "postgres vac" are one entry, the last;
+    a new query, another person, or a search whose result was opened start new ones."""
+    bo, cy = make_user("bo"), make_user("cy")
+    web = web_client(bo)
+    for typed in ("postg", "postgres", "postgres vac", "postgres vacuum"):
+        web.get("/", {"q": typed})
+    web_client(cy).get("/", {"q": "postgres"})
+    assert list(SearchLogEntry.objects.filter(user=bo).values_list("query", flat=True)) == ["postgres vacuum"]
+    assert SearchLogEntry.objects.filter(user=cy).count() == 1
+    opened = SearchLogEntry.objects.get(user=bo)
+    web.get("/doc/log/a.md", {"sid": opened.pk})
+    web.get("/", {"q": "postgres vacuum tuning"})  # after opening a result: a search of its own
+    web.get("/", {"q": "tomatoes"})  # another query
+    assert list(SearchLogEntry.objects.filter(user=bo).order_by("id").values_list("query", flat=True)) == [
+        "postgres vacuum", "postgres vacuum tuning", "tomatoes"]
