@@ -54,6 +54,24 @@ def saved_search_add(*, access, name: str, query: str, mode: str = "keyword", fi
                                       webhook_url=webhook_url, email_digest=bool(email_digest))
 
 
+def saved_search_digest_set(*, access, name: str, webhook_url: str | None = None,
+                            email_digest: bool | None = None) -> SavedSearch:
+    """Change where a saved search of one's own sends its digest (None: leave as it is; "" or False:
+    stop sending there). Only the owner changes it, as with removing it."""
+    saved = SavedSearch.objects.filter(owner=_owner(access), name=name).first()
+    if saved is None:
+        raise SavedSearchNotFound(name=name)
+    if webhook_url is not None:
+        webhook_url = webhook_url.strip()
+        if webhook_url:
+            webhook_check(webhook_url)
+        saved.webhook_url = webhook_url
+    if email_digest is not None:
+        saved.email_digest = bool(email_digest)
+    saved.save(update_fields=["webhook_url", "email_digest"])
+    return saved
+
+
 def saved_search_get(*, access, name: str) -> SavedSearch:
     """One's own first, then one shared with a group of theirs."""
     visible = saved_searches_visible(access=access).filter(name=name)

@@ -6,7 +6,8 @@ from typing import Literal
 from ninja import Field, Query, Router, Schema
 
 from indexing.selectors import search_log_report
-from indexing.services.saved_searches import saved_search_add, saved_search_remove, saved_searches_visible
+from indexing.services.saved_searches import (saved_search_add, saved_search_digest_set, saved_search_remove,
+                                             saved_searches_visible)
 from indexing.services.search_log import search_feedback_record, search_log_opened
 from pmd_site.api.schemas import ErrorOut
 from search.filters import SearchFilters, filters_from_options
@@ -180,6 +181,19 @@ def saved_add(request, body: SavedIn):
                              collections=body.collections, group=body.group, webhook_url=body.webhook_url,
                              email_digest=body.email_digest)
     return 201, saved_search_dict(saved)
+
+
+class SavedDigestIn(Schema):
+    webhook_url: str | None = Field(None, max_length=2000, description="POST its new matches here; \"\" stops")
+    email_digest: bool | None = Field(None, description="email its new matches to you (when email is configured)")
+
+
+@router.patch("/saved/{name}", response={200: dict, 401: ErrorOut, 404: ErrorOut, 422: ErrorOut},
+              summary="Change where a saved search of yours sends its digest (webhook, email)")
+def saved_digest_set(request, name: str, body: SavedDigestIn):
+    saved = saved_search_digest_set(access=request.auth, name=name, webhook_url=body.webhook_url,
+                                    email_digest=body.email_digest)
+    return saved_search_dict(saved)
 
 
 @router.post("/saved/{name}/run", response={200: dict, 401: ErrorOut, 404: ErrorOut},

@@ -27,6 +27,11 @@ def register(sub) -> None:
     run.add_argument("-n", type=int, dest="limit", metavar="N")
     run.add_argument("--json", action="store_true")
     run.set_defaults(func=cmd_run)
+    digest = verbs.add_parser("digest", help="change where one of your saved searches sends its new matches")
+    digest.add_argument("name")
+    digest.add_argument("--webhook", metavar="URL", help="POST a JSON digest here ('' stops)")
+    digest.add_argument("--email", choices=["on", "off"], help="email a digest to you (when email is configured)")
+    digest.set_defaults(func=cmd_digest)
     remove = verbs.add_parser("rm", help="remove one of your saved searches")
     remove.add_argument("name")
     remove.set_defaults(func=cmd_rm)
@@ -46,6 +51,17 @@ def cmd_add(args) -> int:
                              collections=args.collections, group=args.group, webhook_url=args.webhook,
                              email_digest=args.email)
     stdout_console().print(f"saved '{saved.name}'" + (f", shared with {saved.group.name}" if saved.group else ""),
+                           markup=False)
+    return 0
+
+
+def cmd_digest(args) -> int:
+    from indexing.services.saved_searches import saved_search_digest_set
+
+    saved = saved_search_digest_set(access=local_access(), name=args.name, webhook_url=args.webhook,
+                                    email_digest=None if args.email is None else args.email == "on")
+    where = [w for w in (saved.webhook_url, "email" if saved.email_digest else "") if w]
+    stdout_console().print(f"'{saved.name}' sends its digest to " + (", ".join(where) if where else "nowhere"),
                            markup=False)
     return 0
 

@@ -77,3 +77,40 @@ def test_web_save_list_run_and_remove(vault):
     assert web_client(bo).get("/saved/db notes/").status_code == 302  # not found: back to the list
     client.post("/saved/db notes/remove/")
     assert "No saved searches yet" in client.get("/saved/").content.decode()
+
+
+def test_the_digest_is_changed_by_its_owner_from_every_face(vault, run_cli, settings):
+    """Where a saved search sends its new matches: set and cleared from the web, the API and the CLI,
+    only by its owner, and a private address refused (unless allowed) whatever the face."""
+    from indexing.models import SavedSearch
+    from tests.support.factories import web_client
+
+    settings.PMD_DIGEST_PRIVATE_WEBHOOKS = False
+    ana, bo = make_user("ana"), make_user("bo")
+    make_group("team", ana, bo)
+    client = web_client(ana)
+    client.post("/saved/add/", {"name": "db", "q": "postgres", "mode": "keyword"})
+    listing = client.get("/saved/").content.decode()
+    assert 'name="webhook_url"' in listing and "no email server set up" in listing
+    client.post("/saved/db/digest/", {"webhook_url": "https://hooks.example.org/x", "email_digest": "on"})
+    saved = SavedSearch.objects.get(name="db")
+    assert (saved.webhook_url, saved.email_digest) == ("https://hooks.example.org/x", True)
+    refused = client.post("/saved/db/digest/", {"webhook_url": "http://127.0.0.1:8000/x"}, follow=True)
+    assert "private or loopback" in refused.content.decode()
+    assert SavedSearch.objects.get(name="db").webhook_url == "https://hooks.example.org/x"  # nothing lost
+
+    as_ana, as_bo = api_client(ana), api_client(bo)
+    as_ana.post("/api/saved", {"name": "ours", "query": "vacuum", "group": "team"}, content_type="application/json")
+    assert as_bo.patch("/api/saved/ours", {"webhook_url": "https://evil.example.org/"},
+                       content_type="application/json").status_code == 404  # shared with bo, still ana's
+    changed = as_ana.patch("/api/saved/ours", {"email_digest": True}, content_type="application/json")
+    assert changed.status_code == 200 and changed.json()["email_digest"] is True and changed.json()["webhook_url"] == ""
+    assert as_ana.patch("/api/saved/ours", {"webhook_url": "http://10.0.0.5/"},
+                        content_type="application/json").status_code == 422
+
+    assert run_cli("saved", "add", "mine", "postgres")[0] == 0
+    code, out, _ = run_cli("saved", "digest", "mine", "--webhook", "https://hooks.example.org/y", "--email", "on")
+    assert code == 0 and "hooks.example.org/y, email" in out
+    code, out, _ = run_cli("saved", "digest", "mine", "--webhook", "", "--email", "off")
+    assert code == 0 and "nowhere" in out
+    assert run_cli("saved", "digest", "nope", "--email", "on")[0] != 0

@@ -9,7 +9,8 @@ from django.shortcuts import redirect
 from django.views.decorators.http import require_GET, require_POST
 
 from indexing.errors import PmdError
-from indexing.services.saved_searches import saved_search_add, saved_search_remove, saved_searches_visible
+from indexing.services.saved_searches import (saved_search_add, saved_search_digest_set, saved_search_remove,
+                                             saved_searches_visible)
 from pmd_site.web.pages import access_of, page
 from search.pipeline.saved import saved_search_dict, saved_search_run
 from search.request import mode_normalize
@@ -22,7 +23,15 @@ def saved_page(request):
     rows = [{**saved_search_dict(s), "mine": s.owner_id == request.user.pk}
             for s in saved_searches_visible(access=access).select_related("group", "owner")]
     groups = list(request.user.groups.values_list("name", flat=True))
-    return page(request, "search/saved.html", {"saved": rows, "groups": groups})
+    from django.conf import settings
+
+    from indexing.services.notify import email_configured
+
+    seconds = settings.PMD_DIGEST_INTERVAL
+    interval = ("" if not seconds else "day" if seconds == 86400
+                else f"{seconds / 3600:g} hours" if seconds >= 3600 else f"{seconds} seconds")
+    return page(request, "search/saved.html", {"saved": rows, "groups": groups, "email": email_configured(),
+                                               "interval": interval})
 
 
 @login_required
@@ -50,6 +59,18 @@ def saved_run(request, name: str):
     fresh = set(new)
     rows = [{"result": r, "new": r.uri in fresh} for r in response.results]
     return page(request, "search/saved_run.html", {"name": name, "response": response, "rows": rows, "new": len(new)})
+
+
+@login_required
+@require_POST
+def saved_digest(request, name: str):
+    try:
+        saved_search_digest_set(access=access_of(request), name=name, webhook_url=request.POST.get("webhook_url", ""),
+                                email_digest=request.POST.get("email_digest") == "on")
+        messages.success(request, f"“{name}” sends its digest as you chose.")
+    except PmdError as exc:
+        messages.error(request, str(exc))
+    return redirect("search:saved")
 
 
 @login_required
