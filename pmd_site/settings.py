@@ -106,18 +106,18 @@ ASGI_APPLICATION = "pmd_site.asgi.application"
 WSGI_APPLICATION = "pmd_site.wsgi.application"
 
 
-def _database_from_url(url: str) -> dict:
+def _database_from_url(url: str, variable: str = "DATABASE_URL") -> dict:
     # compose writes POSTGRES_PASSWORD into DATABASE_URL as it is, so the password may hold a
     # '/' (`openssl rand -base64`), '#' or '?': the user part ends at the last '@'.
     scheme, _, rest = url.partition("://")
     userinfo, _, rest = rest.rpartition("@")
     parsed = urlparse(f"{scheme}://{rest}")
     if parsed.scheme not in {"postgres", "postgresql", "pgsql"}:
-        raise ConfigError(f"DATABASE_URL must be a postgres:// URL, got scheme {parsed.scheme!r}")
+        raise ConfigError(f"{variable} must be a postgres:// URL, got scheme {parsed.scheme!r}")
     try:
         port = parsed.port
     except ValueError as exc:
-        raise ConfigError(f"DATABASE_URL: {exc}") from None
+        raise ConfigError(f"{variable}: {exc}") from None
     options = dict(parse_qsl(parsed.query))
     name = unquote(parsed.path.lstrip("/")) or "pmd"
     host = options.pop("host", parsed.hostname or "")
@@ -164,6 +164,23 @@ if DB_POOL:
         **DATABASES["default"]["OPTIONS"],
         "pool": {"min_size": 1, "max_size": env.get_int("PMD_DB_POOL_MAX", 20, minimum=1), "timeout": 30},
     }
+
+# Read replicas (streaming replicas of DATABASE_URL's server): searches, gets and listings read
+# from them, everything else from the primary (indexing/replicas.py says what and why).
+DATABASE_REPLICAS = []
+for _number, _url in enumerate(env.get_list("DATABASE_REPLICA_URLS", []), start=1):
+    _alias = f"replica_{_number}"
+    _replica = _database_from_url(_url, "DATABASE_REPLICA_URLS")
+    _replica["OPTIONS"].setdefault("connect_timeout", str(env.get_int("PMD_DB_REPLICA_CONNECT_TIMEOUT", 2, minimum=1)))
+    DATABASES[_alias] = {**DATABASES["default"], **_replica,
+                         "OPTIONS": {**DATABASES["default"].get("OPTIONS", {}), **_replica["OPTIONS"]},
+                         "TEST": {"MIRROR": "default"}}
+    DATABASE_REPLICAS.append(_alias)
+DATABASE_ROUTERS = ["indexing.replicas.ReplicaRouter"]
+# Seconds a process reads from the primary after it changed notes (its own writes, on every replica).
+PMD_DB_REPLICA_PIN_SECONDS = max(0.0, env.get_float("PMD_DB_REPLICA_PIN_SECONDS", 5.0))
+# Seconds a replica that did not answer is left alone before one read tries it again.
+PMD_DB_REPLICA_RETRY_SECONDS = max(0.0, env.get_float("PMD_DB_REPLICA_RETRY_SECONDS", 30.0))
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
