@@ -211,15 +211,15 @@ def replicas_health() -> list[dict]:
         params = wrapper.get_connection_params()
         params["connect_timeout"] = min(int(params.get("connect_timeout") or 2), 2)
         row = {"alias": alias, "host": wrapper.settings_dict.get("HOST") or "localhost",
-               "port": wrapper.settings_dict.get("PORT") or "5432", "answers": False, "lag_seconds": None,
-               "error": None}
+               "port": wrapper.settings_dict.get("PORT") or "5432", "answers": False, "standby": None,
+               "lag_seconds": None, "error": None}
         try:
             with psycopg.connect(**params, autocommit=True) as conn:
-                lag = conn.execute(
-                    "SELECT CASE WHEN pg_last_wal_receive_lsn() = pg_last_wal_replay_lsn() THEN 0 "
-                    "ELSE extract(epoch FROM now() - pg_last_xact_replay_timestamp()) END").fetchone()[0]
-                row["answers"] = True
-                row["lag_seconds"] = None if lag is None else round(float(lag), 3)
+                # Caught up (all it received is applied): no lag, however long ago the last change was.
+                standby, lag = conn.execute(
+                    "SELECT pg_is_in_recovery(), CASE WHEN pg_last_wal_receive_lsn() = pg_last_wal_replay_lsn() THEN 0 "
+                    "ELSE extract(epoch FROM now() - pg_last_xact_replay_timestamp()) END").fetchone()
+                row.update(answers=True, standby=standby, lag_seconds=None if lag is None else round(float(lag), 3))
         except psycopg.Error as exc:
             row["error"] = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         rows.append(row)

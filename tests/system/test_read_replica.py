@@ -195,6 +195,20 @@ def test_search_get_and_listings_read_from_the_replica_and_writes_go_to_the_prim
 
 
 @replica_db
+def test_status_shows_each_replica_whether_it_answers_and_its_lag(pair):
+    from indexing.access import Access
+    from pmd_site.status import status_headlines, status_report
+
+    database = status_report(["database"], internals=True, access=Access.local_user())["database"]
+    [replica] = database["replicas"]
+    assert replica["alias"] == ALIAS and replica["port"] == str(pair.port)
+    assert replica["answers"] is True and replica["standby"] is True and replica["lag_seconds"] is not None
+    assert status_headlines("database", database) == []
+    member = status_report(["database"], internals=False, access=Access.local_user())["database"]
+    assert "replicas" not in member  # where things run is for staff
+
+
+@replica_db
 def test_a_note_just_indexed_is_found_by_its_writer_while_the_replica_lags(pair, corpus_dir):
     from indexing.access import Access
     from indexing.services.refresh import collections_refresh
@@ -244,6 +258,13 @@ def test_a_replica_stopped_mid_test_leaves_reads_on_the_primary_without_an_error
         code, out, _ = run_cli("get", "notes/guides/postgres-tuning.md")
         assert code == 0 and out
         assert time.monotonic() - started < 2
+
+        from indexing.access import Access
+        from pmd_site.status import status_headlines, status_report
+
+        database = status_report(["database"], internals=True, access=Access.local_user())["database"]
+        assert database["ok"] and database["replicas"][0]["answers"] is False
+        assert status_headlines("database", database)[0].startswith(f"read replica {ALIAS} (127.0.0.1:{pair.port}) does not answer")
     finally:
         logging.getLogger("pmd.database").removeHandler(handler)
         pair.pg_ctl("-l", str(pair.data / "server.log"), "-w", "-t", "60", "-o",
