@@ -293,6 +293,11 @@ WHITENOISE_USE_FINDERS = True
 CELERY_BROKER_URL = env.get_str("CELERY_BROKER_URL", "")
 CELERY_RESULT_BACKEND = env.get_str("CELERY_RESULT_BACKEND", "")
 CELERY_TASK_ALWAYS_EAGER = env.get_bool("PMD_TASKS_EAGER", False)
+# What `pmd worker` takes when --queues is not given: all, index (indexing, converting and the
+# rest) or embed; one image on several hosts, each host its role (e.g. embed next to the GPU).
+PMD_WORKER_QUEUES = env.get_str("PMD_WORKER_QUEUES", "all").strip().lower() or "all"
+if PMD_WORKER_QUEUES not in ("all", "index", "embed"):
+    raise ConfigError(f"PMD_WORKER_QUEUES={PMD_WORKER_QUEUES!r} must be all, index or embed")
 PMD_RECONCILE_INTERVAL = env.get_int("PMD_RECONCILE_INTERVAL", 900, minimum=0)
 PMD_PULL_ON_RECONCILE = env.get_bool("PMD_PULL_ON_RECONCILE", False)
 # A running job whose process sent no heartbeat for this long (another machine's worker) is
