@@ -142,12 +142,9 @@ def cmd_worker(args) -> int:
     from pmd_site.runtime import database_lease
 
     app = _celery_app()
-    from pmd_site.celery import DEFAULT_QUEUE, EMBED_QUEUE
-
     which = _queues(args)
-    queues = {"all": [DEFAULT_QUEUE, EMBED_QUEUE], "index": [DEFAULT_QUEUE], "embed": [EMBED_QUEUE]}[which]
     name = worker_name(which)
-    argv = ["worker", "--loglevel=INFO", f"--hostname={name}@%h", f"--queues={','.join(queues)}"]
+    argv = ["worker", "--loglevel=INFO", f"--hostname={name}@%h", f"--queues={','.join(celery_queues(which))}"]
     if args.concurrency:
         argv.append(f"--concurrency={args.concurrency}")
     with database_lease():
@@ -211,6 +208,13 @@ def _queues(args) -> str:
     from django.conf import settings
 
     return getattr(args, "queues", None) or settings.PMD_WORKER_QUEUES
+
+
+def celery_queues(which: str) -> list[str]:
+    """The celery queues of `pmd worker --queues WHICH` (pmd_site/celery.py routes the tasks to them)."""
+    from pmd_site.celery import DEFAULT_QUEUE, EMBED_QUEUE
+
+    return {"all": [DEFAULT_QUEUE, EMBED_QUEUE], "index": [DEFAULT_QUEUE], "embed": [EMBED_QUEUE]}[which]
 
 
 def worker_name(queues: str) -> str:
