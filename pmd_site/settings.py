@@ -168,13 +168,20 @@ if DB_POOL:
 # Read replicas (streaming replicas of DATABASE_URL's server): searches, gets and listings read
 # from them, everything else from the primary (indexing/replicas.py says what and why).
 DATABASE_REPLICAS = []
+_REPLICA_CONNECT_TIMEOUT = env.get_int("PMD_DB_REPLICA_CONNECT_TIMEOUT", 2, minimum=1)
 for _number, _url in enumerate(env.get_list("DATABASE_REPLICA_URLS", []), start=1):
     _alias = f"replica_{_number}"
     _replica = _database_from_url(_url, "DATABASE_REPLICA_URLS")
-    _replica["OPTIONS"].setdefault("connect_timeout", str(env.get_int("PMD_DB_REPLICA_CONNECT_TIMEOUT", 2, minimum=1)))
-    DATABASES[_alias] = {**DATABASES["default"], **_replica,
-                         "OPTIONS": {**DATABASES["default"].get("OPTIONS", {}), **_replica["OPTIONS"]},
-                         "TEST": {"MIRROR": "default"}}
+    _replica["OPTIONS"].setdefault("connect_timeout", str(_REPLICA_CONNECT_TIMEOUT))
+    _options = {**DATABASES["default"].get("OPTIONS", {}), **_replica["OPTIONS"]}
+    if "pool" in _options:
+        from psycopg_pool import ConnectionPool
+
+        # A replica that went away must not hold a read for the pool's 30 s, nor hand out its
+        # connections from before a restart: wait briefly, check each one handed out.
+        _options["pool"] = {**_options["pool"], "timeout": _REPLICA_CONNECT_TIMEOUT,
+                            "check": ConnectionPool.check_connection}
+    DATABASES[_alias] = {**DATABASES["default"], **_replica, "OPTIONS": _options, "TEST": {"MIRROR": "default"}}
     DATABASE_REPLICAS.append(_alias)
 DATABASE_ROUTERS = ["indexing.replicas.ReplicaRouter"]
 # Seconds a process reads from the primary after it changed notes (its own writes, on every replica).

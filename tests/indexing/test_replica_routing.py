@@ -114,3 +114,27 @@ def test_threads_of_a_search_read_where_the_search_reads():
         return run_concurrently({"vector": replicas.read_alias}, timeout=5).results["vector"]
 
     assert hybrid() == REPLICA
+
+
+def test_database_replica_urls_become_replica_aliases_of_the_same_database(tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from tests.support.paths import ROOT
+
+    script = ("import django, json; django.setup(); from django.conf import settings; "
+              "print(json.dumps([settings.DATABASE_REPLICAS, {a: [d['HOST'], d['PORT'], d['NAME'], d['TEST'], "
+              "{k: str(v) for k, v in d['OPTIONS'].items()}] for a, d in settings.DATABASES.items()}]))")
+    env = {**os.environ, "PMD_HOME": str(tmp_path), "DATABASE_URL": "postgres://pmd:pw@primary/pmd",
+           "DATABASE_REPLICA_URLS": "postgres://pmd:pw@r1:5433/pmd, postgres://pmd:pw@r2/pmd", "PMD_INDEX": "work",
+           "DJANGO_SETTINGS_MODULE": "pmd_site.settings", "PMD_DB_POOL": "true"}
+    done = subprocess.run([sys.executable, "-c", script], env=env, cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    aliases, databases = json.loads(done.stdout)
+    assert aliases == ["replica_1", "replica_2"]
+    assert databases["replica_1"][:3] == ["r1", "5433", "pmd_work"] and databases["replica_2"][0] == "r2"
+    assert databases["replica_1"][3]["MIRROR"] == "default"  # tests read the test database through it
+    options = databases["replica_1"][4]
+    assert options["connect_timeout"] == "2" and "'timeout': 2" in options["pool"] and "check" in options["pool"]
