@@ -19,11 +19,11 @@ from __future__ import annotations
 import getpass
 
 from django.contrib.auth import get_user_model
-from django.db import connection
 from django.db.models import QuerySet
 from django.db.models.signals import pre_delete
 from django.dispatch import receiver
 
+from indexing.replicas import read_connection
 from indexing import errors
 from indexing.models import AuditEvent, Collection
 
@@ -143,7 +143,7 @@ def _visible_ids(access: Access) -> list[int]:
                         OR EXISTS (SELECT 1 FROM {shared_groups} sg JOIN {user_groups} ug ON ug.group_id = sg.group_id
                                    WHERE sg.collection_id = c.id AND ug.user_id = %(user)s))))""" + token_clause
            ).format(**tables)
-    with connection.cursor() as cursor:
+    with read_connection().cursor() as cursor:
         cursor.execute(sql, params)
         return [row[0] for row in cursor.fetchall()]
 

@@ -17,6 +17,7 @@ from indexing.access import Access, collection_suggestions, visible_collections
 from indexing.convert import unit_lines
 from indexing.language import language_label
 from indexing.models import Collection, Content, Document, FileProblem, Job, PathContext
+from indexing.replicas import read_connection, replica_reads
 from indexing.paths import (
     absolute_path,
     glob_match,
@@ -161,6 +162,7 @@ class DocumentPage:
                 "context": contexts_for(doc.collection, doc.path), "frontmatter": doc.frontmatter}
 
 
+@replica_reads
 def document_page(reference: str, *, access: Access, from_line: int | None = None, max_lines: int | None = None,
                   collections: list[str] | None = None) -> DocumentPage:
     """Resolve a reference (its `:LINE` is the first line unless `from_line` is given) and cut its window."""
@@ -205,6 +207,7 @@ def context_list(*, access: Access) -> list[PathContext]:
     return list(contexts)
 
 
+@replica_reads
 def documents_list(target: str | None = None, *, access: Access, limit: int | None = None,
                    offset: int = 0) -> list[Document]:
     """`pmd ls` (and MCP's paged resources/list): documents of `collection[/prefix]` (or
@@ -259,6 +262,7 @@ OVERVIEW_FIELDS = ("name", "path", "mask", "title_from", "transclude", "language
                    "owner", "shared_users", "shared_groups")
 
 
+@replica_reads
 def collections_overview(*, access: Access) -> list[CollectionDetail]:
     """Every collection `access` sees with its counts: the rows of `ls`, `collection list`, the
     API's and the web UI's collections, MCP's instructions and the status report."""
@@ -418,6 +422,7 @@ class _Bodies:
         return self.cache[doc.content_id]
 
 
+@replica_reads
 def documents_multi_get(
     spec: str,
     *,
@@ -663,12 +668,10 @@ def sections_at(*, places: list[tuple[str, str, int]]) -> list[SectionText | Non
     document has no indexed passage there. One query; each body is read once however many hits it
     has, and cut here: Postgres finds a character offset by walking the UTF-8 string, costly in
     notebooks of many sections when Ask packs a dozen passages before the model's first token."""
-    from django.db import connection
-
     found: list[SectionText | None] = [None] * len(places)
     if not places:
         return found
-    with connection.cursor() as cursor:
+    with read_connection().cursor() as cursor:
         cursor.execute(_SECTIONS_AT, [[c for c, _, _ in places], [p for _, p, _ in places],
                                       [max(1, int(n or 1)) for _, _, n in places]])
         rows = cursor.fetchall()

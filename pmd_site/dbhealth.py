@@ -38,36 +38,17 @@ MESSAGE = "the database is not reachable right now; retry in a few seconds"
 RETRY_AFTER_SECONDS = 5
 PROBE_INTERVAL = 1.0  # seconds between probes while the database is down
 PROBE_CONNECT_TIMEOUT = 2
-# SQLSTATE classes/codes of a server that is going away or cannot take us: connection exceptions,
-# admin/crash shutdown, "the database system is starting up", too many connections.
-_UNAVAILABLE_SQLSTATES = ("08", "57P01", "57P02", "57P03", "53300")
 
 
 class DatabaseUnavailable(Exception):
     """Raised instead of a driver error once it is clear the database cannot answer."""
 
 
-def _driver_error(exc: BaseException) -> BaseException:
-    """Django wraps psycopg's errors; the original (with its SQLSTATE) is the cause."""
-    cause = exc.__cause__
-    return cause if cause is not None and type(cause).__module__.startswith("psycopg") else exc
-
-
 def is_unavailable(exc: BaseException | None) -> bool:
     """Is `exc` the database being unreachable (rather than a bad query, a timeout, a bug)?"""
-    if exc is None:
-        return False
-    if isinstance(exc, DatabaseUnavailable):
-        return True
-    import psycopg
-    from django.db import InterfaceError, OperationalError
+    from indexing.replicas import connection_lost
 
-    if isinstance(exc, (InterfaceError, psycopg.InterfaceError)):
-        return True  # "connection already closed"
-    if not isinstance(exc, (OperationalError, psycopg.OperationalError)):
-        return False
-    sqlstate = getattr(_driver_error(exc), "sqlstate", None)
-    return sqlstate is None or sqlstate.startswith(_UNAVAILABLE_SQLSTATES)
+    return isinstance(exc, DatabaseUnavailable) or connection_lost(exc)
 
 
 class _State:

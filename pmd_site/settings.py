@@ -106,18 +106,18 @@ ASGI_APPLICATION = "pmd_site.asgi.application"
 WSGI_APPLICATION = "pmd_site.wsgi.application"
 
 
-def _database_from_url(url: str) -> dict:
+def _database_from_url(url: str, variable: str = "DATABASE_URL") -> dict:
     # compose writes POSTGRES_PASSWORD into DATABASE_URL as it is, so the password may hold a
     # '/' (`openssl rand -base64`), '#' or '?': the user part ends at the last '@'.
     scheme, _, rest = url.partition("://")
     userinfo, _, rest = rest.rpartition("@")
     parsed = urlparse(f"{scheme}://{rest}")
     if parsed.scheme not in {"postgres", "postgresql", "pgsql"}:
-        raise ConfigError(f"DATABASE_URL must be a postgres:// URL, got scheme {parsed.scheme!r}")
+        raise ConfigError(f"{variable} must be a postgres:// URL, got scheme {parsed.scheme!r}")
     try:
         port = parsed.port
     except ValueError as exc:
-        raise ConfigError(f"DATABASE_URL: {exc}") from None
+        raise ConfigError(f"{variable}: {exc}") from None
     options = dict(parse_qsl(parsed.query))
     name = unquote(parsed.path.lstrip("/")) or "pmd"
     host = options.pop("host", parsed.hostname or "")
@@ -164,6 +164,30 @@ if DB_POOL:
         **DATABASES["default"]["OPTIONS"],
         "pool": {"min_size": 1, "max_size": env.get_int("PMD_DB_POOL_MAX", 20, minimum=1), "timeout": 30},
     }
+
+# Read replicas (streaming replicas of DATABASE_URL's server): searches, gets and listings read
+# from them, everything else from the primary (indexing/replicas.py says what and why).
+DATABASE_REPLICAS = []
+_REPLICA_CONNECT_TIMEOUT = env.get_int("PMD_DB_REPLICA_CONNECT_TIMEOUT", 2, minimum=1)
+for _number, _url in enumerate(env.get_list("DATABASE_REPLICA_URLS", []), start=1):
+    _alias = f"replica_{_number}"
+    _replica = _database_from_url(_url, "DATABASE_REPLICA_URLS")
+    _replica["OPTIONS"].setdefault("connect_timeout", str(_REPLICA_CONNECT_TIMEOUT))
+    _options = {**DATABASES["default"].get("OPTIONS", {}), **_replica["OPTIONS"]}
+    if "pool" in _options:
+        from psycopg_pool import ConnectionPool
+
+        # A replica that went away must not hold a read for the pool's 30 s, nor hand out its
+        # connections from before a restart: wait briefly, check each one handed out.
+        _options["pool"] = {**_options["pool"], "timeout": _REPLICA_CONNECT_TIMEOUT,
+                            "check": ConnectionPool.check_connection}
+    DATABASES[_alias] = {**DATABASES["default"], **_replica, "OPTIONS": _options, "TEST": {"MIRROR": "default"}}
+    DATABASE_REPLICAS.append(_alias)
+DATABASE_ROUTERS = ["indexing.replicas.ReplicaRouter"]
+# Seconds a process reads from the primary after it changed notes (its own writes, on every replica).
+PMD_DB_REPLICA_PIN_SECONDS = max(0.0, env.get_float("PMD_DB_REPLICA_PIN_SECONDS", 5.0))
+# Seconds a replica that did not answer is left alone before one read tries it again.
+PMD_DB_REPLICA_RETRY_SECONDS = max(0.0, env.get_float("PMD_DB_REPLICA_RETRY_SECONDS", 30.0))
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -276,6 +300,11 @@ WHITENOISE_USE_FINDERS = True
 CELERY_BROKER_URL = env.get_str("CELERY_BROKER_URL", "")
 CELERY_RESULT_BACKEND = env.get_str("CELERY_RESULT_BACKEND", "")
 CELERY_TASK_ALWAYS_EAGER = env.get_bool("PMD_TASKS_EAGER", False)
+# What `pmd worker` takes when --queues is not given: all, index (indexing, converting and the
+# rest) or embed; one image on several hosts, each host its role (e.g. embed next to the GPU).
+PMD_WORKER_QUEUES = env.get_str("PMD_WORKER_QUEUES", "all").strip().lower() or "all"
+if PMD_WORKER_QUEUES not in ("all", "index", "embed"):
+    raise ConfigError(f"PMD_WORKER_QUEUES={PMD_WORKER_QUEUES!r} must be all, index or embed")
 PMD_RECONCILE_INTERVAL = env.get_int("PMD_RECONCILE_INTERVAL", 900, minimum=0)
 PMD_PULL_ON_RECONCILE = env.get_bool("PMD_PULL_ON_RECONCILE", False)
 # A running job whose process sent no heartbeat for this long (another machine's worker) is

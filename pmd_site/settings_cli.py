@@ -27,9 +27,10 @@ INSTALLED_APPS = [app for app in _ALL_APPS if app not in WEB_ONLY_APPS]  # …mi
 
 # One command, one connection: the web server's pool (PMD_DB_POOL, which pmd_site.asgi turns on)
 # would add a thread and psycopg_pool here, and wait its whole timeout for a server that is down.
-DATABASES = {"default": {
-    **DATABASES["default"],  # noqa: F405
+# The same for each read replica (DATABASE_REPLICA_URLS): a command on any host reads from them too.
+DATABASES = {alias: {
+    **database,
     "CONN_MAX_AGE": 0,
     "CONN_HEALTH_CHECKS": False,
-    "OPTIONS": {k: v for k, v in DATABASES["default"]["OPTIONS"].items() if k != "pool"},  # noqa: F405
-}}
+    "OPTIONS": {k: v for k, v in database["OPTIONS"].items() if k != "pool"},
+} for alias, database in DATABASES.items()}  # noqa: F405

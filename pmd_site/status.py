@@ -25,6 +25,8 @@ from pmd_site.safety import unsafe_settings
 def _database(access) -> dict:
     from django.db import connection
 
+    from indexing.replicas import replicas_health
+
     with connection.cursor() as cursor:
         cursor.execute("SELECT version(), (SELECT extversion FROM pg_extension WHERE extname = 'vector')")
         version, vector = cursor.fetchone()
@@ -37,6 +39,7 @@ def _database(access) -> dict:
         "server": version.split(" on ")[0],
         "pgvector": vector,
         "pmd_home": str(settings.PMD_HOME) if settings.EMBEDDED_DATABASE else None,
+        **({"replicas": replicas_health()} if settings.DATABASE_REPLICAS else {}),
     }
 
 
@@ -385,12 +388,26 @@ def _embeddings_lines(data: dict) -> list[str]:
     return lines
 
 
+def _replica_lines(replicas: list[dict]) -> list[str]:
+    """A replica that does not answer, or is no standby: searches read from the primary instead."""
+    lines = []
+    for replica in replicas:
+        where = f"read replica {replica['alias']} ({replica['host']}:{replica['port']})"
+        if not replica["answers"]:
+            lines.append(f"{where} does not answer ({replica['error']}): searches read from the primary meanwhile")
+        elif replica["standby"] is False:
+            lines.append(f"{where} is not a standby: DATABASE_REPLICA_URLS must name streaming replicas of the primary")
+    return lines
+
+
 def status_headlines(name: str, data: dict) -> list[str]:
     """What a person reads first about a section: whether it works, and if not why and what to do."""
     if name == "models":
         return _models_lines(data)
     if name == "embeddings":
         return _embeddings_lines(data)
+    if name == "database" and data.get("ok", True):
+        return _replica_lines(data.get("replicas", []))
     if not data.get("ok", True) and data.get("error"):
         return [data["error"]]
     return []

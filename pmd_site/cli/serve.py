@@ -33,6 +33,7 @@ from pmd_site.supervisor import (  # standard library only: cheap
 )
 
 ADMIN_USERNAME = "admin"
+WORKER_QUEUES = ("all", "index", "embed")  # PMD_WORKER_QUEUES takes the same names (pmd_site/settings.py)
 
 
 def register(sub) -> None:
@@ -58,9 +59,10 @@ def register(sub) -> None:
 
     worker = sub.add_parser("worker", help="run only a celery worker (embedding and indexing tasks)")
     worker.add_argument("--concurrency", type=int, default=None, help="task processes (default: celery's)")
-    worker.add_argument("--queues", choices=["all", "index", "embed"], default="all",
-                        help="which work it takes: indexing, embedding, or both (default; `pmd up` runs one of each "
-                             "so that indexing never waits behind embedding)")
+    worker.add_argument("--queues", choices=WORKER_QUEUES, default=None,
+                        help="which work it takes: indexing (with converting), embedding, or both (default: "
+                             "PMD_WORKER_QUEUES, else both; `pmd up` runs one of each so that indexing never waits "
+                             "behind embedding)")
     worker.set_defaults(func=cmd_worker, needs_db=False)
 
     beat = sub.add_parser("beat", help="run only the scheduler (periodic reconciliation)")
@@ -76,8 +78,9 @@ def register(sub) -> None:
     check = sub.add_parser("healthcheck", help="exit 0 if a service here is healthy (for container health checks)")
     check.add_argument("service", choices=["web", "worker", "watcher"])
     check.add_argument("--url", default="http://127.0.0.1:8000/healthz", help="web: the health URL")
-    check.add_argument("--queues", choices=["all", "index", "embed"], default="all",
-                       help="worker: the queues the worker here takes (as given to `pmd worker --queues`)")
+    check.add_argument("--queues", choices=WORKER_QUEUES, default=None,
+                       help="worker: the queues the worker here takes (as given to `pmd worker --queues`; "
+                            "default: PMD_WORKER_QUEUES, else all)")
     check.set_defaults(func=cmd_healthcheck, needs_db=False)
 
     migrate = sub.add_parser("migrate", help="apply database migrations (and collect static files)")
@@ -139,12 +142,9 @@ def cmd_worker(args) -> int:
     from pmd_site.runtime import database_lease
 
     app = _celery_app()
-    from pmd_site.celery import DEFAULT_QUEUE, EMBED_QUEUE
-
-    which = getattr(args, "queues", "all")
-    queues = {"all": [DEFAULT_QUEUE, EMBED_QUEUE], "index": [DEFAULT_QUEUE], "embed": [EMBED_QUEUE]}[which]
+    which = _queues(args)
     name = worker_name(which)
-    argv = ["worker", "--loglevel=INFO", f"--hostname={name}@%h", f"--queues={','.join(queues)}"]
+    argv = ["worker", "--loglevel=INFO", f"--hostname={name}@%h", f"--queues={','.join(celery_queues(which))}"]
     if args.concurrency:
         argv.append(f"--concurrency={args.concurrency}")
     with database_lease():
@@ -203,6 +203,20 @@ def cmd_watch(args) -> int:
     return 0
 
 
+def _queues(args) -> str:
+    """The worker's queues: --queues, else PMD_WORKER_QUEUES (one image, a role per host), else all."""
+    from django.conf import settings
+
+    return getattr(args, "queues", None) or settings.PMD_WORKER_QUEUES
+
+
+def celery_queues(which: str) -> list[str]:
+    """The celery queues of `pmd worker --queues WHICH` (pmd_site/celery.py routes the tasks to them)."""
+    from pmd_site.celery import DEFAULT_QUEUE, EMBED_QUEUE
+
+    return {"all": [DEFAULT_QUEUE, EMBED_QUEUE], "index": [DEFAULT_QUEUE], "embed": [EMBED_QUEUE]}[which]
+
+
 def worker_name(queues: str) -> str:
     """The celery name of a worker taking `queues` (its health check pings that name)."""
     return "pmd-worker" if queues == "all" else f"pmd-{queues}"
@@ -226,7 +240,7 @@ def cmd_healthcheck(args) -> int:
         import socket
 
         app = _celery_app()
-        name = f"{worker_name(args.queues)}@{socket.gethostname()}"
+        name = f"{worker_name(_queues(args))}@{socket.gethostname()}"
         replies = app.control.inspect(timeout=2.0, destination=[name]).ping() or {}
         if name not in replies:
             raise CommandError(f"worker {name} did not answer a ping within 2s")

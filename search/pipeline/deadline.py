@@ -13,6 +13,8 @@ query would leak one.
 
 from __future__ import annotations
 
+import contextvars
+import functools
 import queue
 import threading
 import time
@@ -57,8 +59,8 @@ def run_concurrently(
             outcome.alongside = alongside()
         return outcome
     tasks: queue.SimpleQueue = queue.SimpleQueue()
-    for item in calls.items():
-        tasks.put(item)
+    for name, call in calls.items():  # each in the caller's context (e.g. which database it reads)
+        tasks.put((name, functools.partial(contextvars.copy_context().run, call)))
     done: queue.SimpleQueue = queue.SimpleQueue()
     stop = threading.Event()
 

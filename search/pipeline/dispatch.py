@@ -19,6 +19,7 @@ from django.conf import settings
 from indexing.convert import is_converted, location_at
 from indexing.errors import EmptyQuery, InvalidSearchInput
 from indexing.models import Document
+from indexing.replicas import replica_reads
 from indexing.services.search_log import search_log_record
 from search.filters import SORT_DATE, SORTS, SearchFilters, parse_filters, time_words
 from search.request import Mode, SearchRequest, mode_normalize
@@ -56,6 +57,7 @@ def sort_normalize(name: str | None) -> str:
     return text
 
 
+@replica_reads
 def search_run(request: SearchRequest) -> SearchResponse:
     """Run the request through its mode's service (the one place adapters call). A request with
     neither words nor a filter is EmptyQuery here, whatever the mode and the face."""

@@ -23,8 +23,8 @@ import json
 import re
 import time
 
-from django.db import connection
 
+from indexing.replicas import read_connection
 from indexing.models import Collection, PathContext
 from indexing.selectors import contexts_for
 from search.filters import FieldFilter, SearchFilters, glob_to_regex
@@ -193,7 +193,7 @@ def frontmatter_keys(words: dict[str, list[str]], collection_ids: list[int] | No
     if collection_ids is not None:
         where, scope = " AND d.collection_id = ANY(%s::bigint[])", [collection_ids]
     found: dict[str, list[str]] = {}
-    with connection.cursor() as cursor:
+    with read_connection().cursor() as cursor:
         for word, values in words.items():
             spellings = list(dict.fromkeys([word, word.capitalize(), word.upper(), word.title()]))
             entries = [FieldFilter(key=word, values=list(values) or [""], keys=(s,)) for s in spellings]
@@ -260,7 +260,7 @@ def matching_count(filters: SearchFilters, collection_ids: list[int] | None, *, 
     if collection_ids == []:
         return 0
     where, params = documents_where(filters, collection_ids)
-    with connection.cursor() as cursor:
+    with read_connection().cursor() as cursor:
         cursor.execute(
             "SELECT count(*) FROM (SELECT 1 FROM indexing_document d WHERE d.active" + where
             + " LIMIT %s) s", [*params, int(cap)],
@@ -282,7 +282,7 @@ def filtered_notes(request, filters: SearchFilters) -> SearchResponse:
     if collection_ids == []:
         return response
     where, params = documents_where(filters, collection_ids)
-    with connection.cursor() as cursor:
+    with read_connection().cursor() as cursor:
         cursor.execute(
             "SELECT d.docid, d.collection_id, d.path, d.title, d.note_date, d.date_source,"
             " CASE WHEN %s THEN c.body ELSE substr(c.body, 1, %s) END"
@@ -354,7 +354,7 @@ def frontmatter_fields(*, access, collections: list[str] | None = None, top: int
               " THEN d.frontmatter ELSE '{}'::jsonb END) e(k, v)")
     condition = " WHERE d.active AND d.frontmatter <> '{}'::jsonb" + where
     entries = source + condition
-    with connection.cursor() as cursor:
+    with read_connection().cursor() as cursor:
         cursor.execute(
             "SELECT e.k, CASE jsonb_typeof(e.v) WHEN 'string' THEN CASE WHEN e.v #>> '{}' ~ %s THEN 'date' ELSE 'text' END"
             " WHEN 'array' THEN 'list' ELSE jsonb_typeof(e.v) END AS t, count(*) " + entries

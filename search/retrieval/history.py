@@ -20,8 +20,9 @@ import re
 import time
 from dataclasses import dataclass, field
 
-from django.db import connection, transaction
+from django.db import transaction
 
+from indexing.replicas import read_alias, read_connection
 from indexing.errors import InvalidSearchInput
 from indexing.access import Access
 from indexing.models import Commit, Document
@@ -198,7 +199,7 @@ def history_keyword(request: HistoryRequest, scope: HistoryScope, *, k: int) -> 
     if scope.nothing:
         return []
     words = query_words(request.query)
-    with connection.cursor() as cursor:
+    with read_connection().cursor() as cursor:
         if not words:
             cursor.execute(_LATEST.format(scope=scope.sql), {**scope.params, "k": int(k)})
             return [(pk, float(score)) for pk, score in cursor.fetchall()]
@@ -208,7 +209,7 @@ def history_keyword(request: HistoryRequest, scope: HistoryScope, *, k: int) -> 
         rows = []
     # The planner prices `tsv @@` per row as if the vectors were small; on a sequential scan each
     # one is de-toasted (diffs), ten times slower than the GIN bitmap scan it is kept to here.
-    with transaction.atomic(), connection.cursor() as cursor, planner_settings(cursor, {"enable_seqscan": "off"}):
+    with transaction.atomic(using=read_alias()), read_connection().cursor() as cursor, planner_settings(cursor, {"enable_seqscan": "off"}):
         for ids, tsquery in groups:
             # `+ 0`: the GIN index finds the matches; the collection btree would de-toast them all
             cursor.execute(_KEYWORD.format(scope=scope.sql.replace("c.collection_id =", "c.collection_id + 0 =")), {
@@ -228,7 +229,7 @@ def history_embedded_fingerprint():
     fingerprint = fingerprint_configured(embedding_config())
     if fingerprint is None:
         return None
-    with connection.cursor() as cursor:
+    with read_connection().cursor() as cursor:
         cursor.execute("SELECT EXISTS (SELECT 1 FROM indexing_chunk ch JOIN indexing_commit c"
                        " ON c.content_hash = ch.content_hash WHERE ch.fingerprint_id = %s)", [fingerprint.pk])
         return fingerprint if cursor.fetchone()[0] else None
@@ -278,7 +279,7 @@ def history_vector(request: HistoryRequest, scope: HistoryScope, *, k: int,
         GROUP BY c.id ORDER BY distance, c.id LIMIT %(limit)s
     """
     started = time.perf_counter()
-    with transaction.atomic(), connection.cursor() as cursor, planner_settings(cursor, planner):
+    with transaction.atomic(using=read_alias()), read_connection().cursor() as cursor, planner_settings(cursor, planner):
         cursor.execute(sql, {**scope.params, "query": literal, "k": wanted, "limit": int(k)})
         rows = cursor.fetchall()
     if timings is not None:

@@ -43,8 +43,8 @@ import re
 import time
 
 from django.conf import settings
-from django.db import connection
 
+from indexing.replicas import read_connection
 from indexing.markdown import without_comments
 from indexing.models import Collection, PathContext
 from indexing.text import strip_frontmatter
@@ -278,7 +278,7 @@ def keyword_search(request: SearchRequest, *, snippets: bool = True) -> SearchRe
                      and matching_count(filters, collection_ids, cap=LISTED_DOCUMENTS + 1) <= LISTED_DOCUMENTS)
     sql, params = _score_sql(parsed, configs, collection_ids, limit, per_document, request.full, filters,
                              list_matching=list_matching)
-    with connection.cursor() as cursor:
+    with read_connection().cursor() as cursor:
         cursor.execute(sql, params)
         rows = cursor.fetchall()
     response.timings["bm25"] = (time.perf_counter() - started) * 1000
@@ -354,7 +354,7 @@ def _snippet_filler(weights: dict, parsed: ParsedQuery):
 
 def _searchable_phrases(phrases: list[str], configs: list[str]) -> list[str]:
     """The phrases whose tsquery is not empty in at least one of the configurations."""
-    with connection.cursor() as cursor:
+    with read_connection().cursor() as cursor:
         cursor.execute(
             "SELECT p.i FROM unnest(%s::text[]) WITH ORDINALITY p(text, i) WHERE EXISTS (SELECT 1"
             " FROM unnest(%s::text[]) c(cfg) WHERE numnode(phraseto_tsquery(c.cfg::regconfig, p.text)) > 0)",
@@ -365,7 +365,7 @@ def _searchable_phrases(phrases: list[str], configs: list[str]) -> list[str]:
 
 
 def _has_lexemes(parsed: ParsedQuery, configs: list[str]) -> bool:
-    with connection.cursor() as cursor:
+    with read_connection().cursor() as cursor:
         cursor.execute(
             "SELECT count(*) FROM unnest(%s::text[]) c(cfg), unnest(to_tsvector(c.cfg::regconfig, %s)) u",
             [configs, prepare_text(parsed.positive_text)],
@@ -440,7 +440,7 @@ class _Matcher:
     def _lexemes(self, wanted: dict[str, set[str]]) -> None:
         if len(_WORD_CACHE) > _WORD_CACHE_MAX:
             _WORD_CACHE.clear()
-        with connection.cursor() as cursor:
+        with read_connection().cursor() as cursor:
             for config, words in wanted.items():
                 ordered = sorted(words)
                 cursor.execute(

@@ -20,8 +20,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from django.conf import settings
-from django.db import connection
 
+from indexing.replicas import read_connection
 from indexing.keyword import WORD, prepare_text
 from indexing.models import Collection
 from search.retrieval.query_parser import MIN_PREFIX, parse_query
@@ -65,7 +65,7 @@ def query_correction(query: str, *, collection_ids: list[int] | None) -> Correct
     if not words:
         return None
     scope, scope_params = _scope(collection_ids)
-    with connection.cursor() as cursor:
+    with read_connection().cursor() as cursor:
         missing = _unmatched(cursor, words, configs, scope, scope_params)
         fixes: list[tuple[str, str]] = []
         parsed = parse_query(query)
@@ -122,7 +122,7 @@ def typed_prefix(query: str, *, collection_ids: list[int] | None) -> str:
         return query
     word = match.group(1)
     scope, scope_params = _scope(collection_ids)
-    with connection.cursor() as cursor:
+    with read_connection().cursor() as cursor:
         if not _unmatched(cursor, [word], _configs(collection_ids), scope, scope_params):
             return query
     return query[:match.end()] + "*"

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from django.db import connection
+from indexing.replicas import read_connection
 
 from search.retrieval.common import collection_ids_for
 from search.retrieval.filters import frontmatter_fields
@@ -77,7 +77,7 @@ def _tags(access, collections: list[str] | None, prefix: str, limit: int) -> lis
     if ids is not None:
         scope, params = " AND d.collection_id = ANY(%s::bigint[])", [ids]
     like = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-    with connection.cursor() as cursor:
+    with read_connection().cursor() as cursor:
         cursor.execute("SELECT t, count(*) FROM indexing_document d CROSS JOIN LATERAL unnest(d.tags) t"
                        " WHERE d.active" + scope + " AND lower(t) LIKE %s GROUP BY t ORDER BY count(*) DESC, t LIMIT %s",
                        [*params, like, limit])

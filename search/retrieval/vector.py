@@ -26,8 +26,9 @@ import time
 from collections import defaultdict
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 
+from indexing.replicas import read_alias, read_connection
 from indexing import errors
 from indexing.markdown import without_comments
 from indexing.models import (
@@ -252,7 +253,7 @@ def _run_nearest(fingerprint: EmbeddingFingerprint, vector: list[float], *, k: i
             "enable_seqscan": "off",
             "enable_sort": "off",
         }
-    with transaction.atomic(), connection.cursor() as cursor, _planner_settings(cursor, planner):
+    with transaction.atomic(using=read_alias()), read_connection().cursor() as cursor, _planner_settings(cursor, planner):
         cursor.execute(("EXPLAIN " if explain else "") + sql, params)
         return cursor.fetchall()
 
@@ -274,7 +275,7 @@ def _planner_settings(cursor, values: dict[str, str]):
         yield
     finally:
         restore = [(name, old) for name, old in zip(names, previous) if old is not None]
-        if restore and not connection.needs_rollback:
+        if restore and not cursor.db.needs_rollback:
             cursor.execute("SELECT " + ", ".join("set_config(%s, %s, true)" for _ in restore),
                            [x for pair in restore for x in pair])
 
