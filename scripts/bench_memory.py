@@ -97,6 +97,7 @@ def main() -> int:
     args = parser.parse_args()
 
     scratch = Path(tempfile.mkdtemp(prefix="pmd-mem-"))
+    scratch.chmod(0o755)  # as root the embedded PostgreSQL runs as its own user and must enter it
     notes = scratch / "notes"
     notes.mkdir()
     for path in sorted((Path(args.dataset) / "docs").glob("*.md"))[:args.notes]:
@@ -136,11 +137,12 @@ def main() -> int:
     finally:
         sampler.stop.set()
         sampler.join()
-        os.killpg(up.pid, signal.SIGINT)
-        try:
-            up.wait(60)
-        except subprocess.TimeoutExpired:
-            os.killpg(up.pid, signal.SIGKILL)
+        if up.poll() is None:
+            up.send_signal(signal.SIGINT)  # pmd up stops its children and the servers it started
+            try:
+                up.wait(60)
+            except subprocess.TimeoutExpired:
+                os.killpg(up.pid, signal.SIGKILL)
         log.close()
     mb = 1024 * 1024
     print(f"{args.notes} SciFact notes, {args.queries} searches; {args.pmd}; "
