@@ -8,7 +8,8 @@ PMD_HOME (PMD_LLM_BACKEND=local, PMD_EMBED_MODEL=MODEL_FOLDER), waits until ever
 vectors, runs --queries semantic and hybrid searches through the running server (client mode,
 so the web process embeds the queries), stops it, and prints each process's peak RSS and PSS
 (sampled every 0.5 s) and the peak of their sum. PostgreSQL and Redis are not counted.
---pmd runs another checkout's pmd (its .venv/bin/pmd) to compare versions in one run."""
+--checkout DIR runs the pmd code of another checkout (e.g. a `git worktree` of an older commit,
+through PYTHONPATH, with this virtualenv) to compare versions side by side."""
 
 from __future__ import annotations
 
@@ -93,6 +94,7 @@ def main() -> int:
     parser.add_argument("--queries", type=int, default=30)
     parser.add_argument("--port", type=int, default=8791)
     parser.add_argument("--pmd", default=str(ROOT / ".venv/bin/pmd"))
+    parser.add_argument("--checkout", help="run the pmd code in this folder instead (PYTHONPATH)")
     parser.add_argument("--timeout", type=float, default=3600)
     args = parser.parse_args()
 
@@ -107,6 +109,8 @@ def main() -> int:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PMD_", "DATABASE_", "CELERY_"))}
     env.update(PMD_HOME=str(scratch / "home"), PMD_LLM_BACKEND="local",
                PMD_EMBED_MODEL=str(Path(args.model).resolve()), PMD_LOG_LEVEL="WARNING")
+    if args.checkout:
+        env["PYTHONPATH"] = str(Path(args.checkout).resolve())
     log = open(scratch / "up.log", "w")
     up = subprocess.Popen([args.pmd, "up", str(notes), "--port", str(args.port)], env=env,
                           stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -145,7 +149,7 @@ def main() -> int:
                 os.killpg(up.pid, signal.SIGKILL)
         log.close()
     mb = 1024 * 1024
-    print(f"{args.notes} SciFact notes, {args.queries} searches; {args.pmd}; "
+    print(f"{args.notes} SciFact notes, {args.queries} searches; {args.checkout or ROOT}; "
           + ", ".join(f"{k} {v:.0f} s" for k, v in phases.items()) + f"; load average {os.getloadavg()[0]:.1f}")
     print("| process | peak RSS MB | peak PSS MB |")
     print("|---|---:|---:|")
