@@ -63,6 +63,9 @@ def register(sub) -> None:
                         help="which work it takes: indexing (with converting), embedding, or both (default: "
                              "PMD_WORKER_QUEUES, else both; `pmd up` runs one of each so that indexing never waits "
                              "behind embedding)")
+    worker.add_argument("--pool", choices=["prefork", "threads", "solo"], default=None,
+                        help="how tasks run: prefork (celery's default: a process per task slot), or threads "
+                             "inside this process (`pmd up`: one process per worker instead of two)")
     worker.set_defaults(func=cmd_worker, needs_db=False)
 
     beat = sub.add_parser("beat", help="run only the scheduler (periodic reconciliation)")
@@ -147,6 +150,8 @@ def cmd_worker(args) -> int:
     argv = ["worker", "--loglevel=INFO", f"--hostname={name}@%h", f"--queues={','.join(celery_queues(which))}"]
     if args.concurrency:
         argv.append(f"--concurrency={args.concurrency}")
+    if getattr(args, "pool", None):
+        argv.append(f"--pool={args.pool}")
     with database_lease():
         app.worker_main(argv)
     return 0
@@ -462,6 +467,20 @@ def _one_pmd_up(url: str):
     return lock
 
 
+def up_children(args, *, broker: bool, watch: bool) -> list[tuple[str, ...]]:
+    """The processes `pmd up` runs: (name, pmd command…). Each worker runs its one task slot as a
+    thread of its own process: a prefork pool doubled the workers' processes, each a whole Django
+    and celery (about 100 MB apiece) for nothing, since one task at a time runs in each."""
+    children = [("web", "serve", "--host", args.host, "--port", str(args.port))]
+    if broker:
+        children += [("worker", "worker", "--concurrency", "1", "--pool", "threads", "--queues", "index"),
+                     ("embedder", "worker", "--concurrency", "1", "--pool", "threads", "--queues", "embed"),
+                     ("beat", "beat")]
+    if watch and not args.no_watch:
+        children.append(("watcher", "watch"))
+    return children
+
+
 def cmd_up(args) -> int:
     from django.conf import settings
     from django.core.management import call_command
@@ -525,13 +544,8 @@ def cmd_up(args) -> int:
             supervisor.keep("postgres", server)
         if redis_server is not None:
             supervisor.keep("redis", redis_server)
-        supervisor.add("web", "serve", "--host", args.host, "--port", str(args.port))
-        if broker_url:
-            supervisor.add("worker", "worker", "--concurrency", "1", "--queues", "index")
-            supervisor.add("embedder", "worker", "--concurrency", "1", "--queues", "embed")
-            supervisor.add("beat", "beat")
-        if not args.no_watch and settings.PMD_WATCH:
-            supervisor.add("watcher", "watch")
+        for name, *argv in up_children(args, broker=bool(broker_url), watch=settings.PMD_WATCH):
+            supervisor.add(name, *argv)
         supervisor.start_all()
 
         console.print(f"\n[bold green]pmd is up[/]: {escape(url)}  (MCP: {escape(url)}mcp)")

@@ -141,6 +141,36 @@ def test_a_model_is_loaded_once_per_process(local, minilm):
     assert local_module._loaded == loaded and len(loaded) >= 1
 
 
+def test_bulk_embedding_runs_in_small_sub_batches_of_similar_length(local, minilm, monkeypatch):
+    """The attention buffers ONNX Runtime keeps grow with the rows of one inference (issue 32)."""
+    backend = get_backend()
+    backend.embed(["warm up"], model=str(minilm))
+    loaded = next(v for k, v in local_module._loaded.items() if str(minilm) in k[1])
+    shapes = []
+
+    class Recording:
+        def __init__(self, session):
+            self.session = session
+
+        def run(self, names, feed):
+            shapes.append(feed["input_ids"].shape)
+            return self.session.run(names, feed)
+
+    monkeypatch.setattr(loaded, "session", Recording(loaded.session))
+    backend.embed([("word " * n).strip() for n in range(1, 33)], model=str(minilm))
+    assert [rows for rows, _ in shapes] == [local_module.SUB_BATCH] * (32 // local_module.SUB_BATCH)
+    assert local_module.SUB_BATCH <= 8
+    assert [width for _, width in shapes] == sorted(width for _, width in shapes), "padded per sub-batch"
+
+
+def test_loading_a_model_gives_the_loaders_scratch_memory_back(local, minilm, monkeypatch):
+    trimmed = []
+    monkeypatch.setattr(local_module, "give_back_free_memory", lambda: trimmed.append(True))
+    monkeypatch.setattr(local_module, "_loaded", {})
+    get_backend().embed(["one"], model=str(minilm))
+    assert trimmed == [True]
+
+
 def test_order_survives_the_length_sorted_batches(local, minilm):
     backend = get_backend()
     texts = [("word " * n).strip() for n in (50, 3, 200, 1, 20)] * 4

@@ -1,0 +1,43 @@
+"""The processes `pmd up` runs, and how many each costs (issue 32: memory on small boxes)."""
+
+from __future__ import annotations
+
+import argparse
+
+from pmd_site.cli import serve
+
+
+def _up_args(**overrides):
+    values = dict(host="127.0.0.1", port=8000, no_watch=False)
+    values.update(overrides)
+    return argparse.Namespace(**values)
+
+
+def test_pmd_up_runs_each_worker_as_one_process_with_a_thread_for_its_task():
+    children = {name: argv for name, *argv in serve.up_children(_up_args(), broker=True, watch=True)}
+    assert set(children) == {"web", "worker", "embedder", "beat", "watcher"}
+    for name in ("worker", "embedder"):
+        argv = children[name]
+        assert argv[argv.index("--pool") + 1] == "threads"
+        assert argv[argv.index("--concurrency") + 1] == "1"
+    assert children["worker"][-1] == "index" and children["embedder"][-1] == "embed"
+
+
+def test_pmd_up_without_a_broker_or_watching_runs_only_the_web_server():
+    children = serve.up_children(_up_args(no_watch=True), broker=False, watch=True)
+    assert [name for name, *_ in children] == ["web"]
+
+
+def test_pmd_worker_hands_the_pool_to_celery(monkeypatch):
+    import contextlib
+
+    import pmd_site.celery
+
+    seen = []
+    monkeypatch.setattr("pmd_site.runtime.database_lease", contextlib.nullcontext)
+    monkeypatch.setattr(pmd_site.celery.app, "worker_main", seen.append)
+    monkeypatch.setenv("PMD_SUPERVISOR_PID", "")
+    serve.cmd_worker(argparse.Namespace(queues="embed", concurrency=1, pool="threads"))
+    assert "--pool=threads" in seen[0] and "--queues=pmd-embed" in seen[0]
+    serve.cmd_worker(argparse.Namespace(queues="all", concurrency=None, pool=None))
+    assert not any(arg.startswith("--pool") for arg in seen[1])  # celery's own default
