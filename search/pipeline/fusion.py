@@ -31,6 +31,12 @@ weighs the two kinds of evidence per query by how much signal each list carries:
    all scores equal) has no z: its hits get +1, the documents it lacks 0. A list of one hit
    has no measurable NQC: a kind with no measurable list takes the other kind's NQC (the
    neutral prior w_v = σ(γ)).
+   A keyword hit's z is capped at KEYWORD_Z_CAP (4 sd). BM25 is heavy-tailed where cosine is
+   not: a passage that holds one rare query word can stand 5-10 sd above the list while the
+   best cosine rarely passes 3, so one partial match would outvote any vector evidence
+   (`how to change who owns a file`: chmod far ahead of chown on "change … file"). Capped, a
+   keyword #1 still leads its list; a clear keyword answer is pinned first by the strong-signal
+   rule in hybrid, not by its z.
 
 5. **A retriever with nothing to say.** An embedding model trained on English text only
    (all-MiniLM-L6-v2) returns noise for a Chinese or Japanese query, and little for a German
@@ -70,6 +76,7 @@ ORIGINAL_WEIGHT = 2.0
 VARIANT_WEIGHT = 1.0
 DEGENERATE_Z = 1.0  # a hit of a list without spread: one sd above an average hit
 DEFAULT_CANDIDATE_LIMIT = 40
+KEYWORD_Z_CAP = 4.0  # sd; fitted on odd queries of tldr-multi, SciFact, Cranfield and scifact-long
 NON_LATIN_TRUST = 0.0  # English-only model, query in another script (Han, kana, Cyrillic…)
 FOREIGN_LATIN_TRUST = 0.75  # English-only model, query in another Latin-script language
 
@@ -221,8 +228,9 @@ def _standardise(ranked: RankedList, depth: int, others: set[str]) -> tuple[_Sta
             hit.z = DEGENERATE_Z
         return _Standardised({k: DEGENERATE_Z for k in hits}, 0.0, own_nqc), hits
     mean = statistics.fmean(head)
+    cap = KEYWORD_Z_CAP if ranked.kind == KEYWORD else math.inf
     for hit in hits.values():
-        hit.z = ((hit.value if hit.value is not None else min(head)) - mean) / sd
+        hit.z = min(cap, ((hit.value if hit.value is not None else min(head)) - mean) / sd)
     if len(head) > len(values[:depth]):
         floor = (absent - mean) / sd
     else:

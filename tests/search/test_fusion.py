@@ -7,6 +7,7 @@ import pytest
 
 from search.pipeline.fusion import (
     KEYWORD,
+    KEYWORD_Z_CAP,
     NQC_BETA,
     NQC_GAMMA,
     ORIGINAL_WEIGHT,
@@ -207,3 +208,22 @@ def test_non_finite_values_do_not_poison_the_fusion():
     b = next(c for c in fused.candidates if c.key == "b")
     assert b.evidence.get(VECTOR, 0.0) < 1.0  # a NaN cosine is not a perfect match
     assert [c.key for c in fused.candidates][0] in {"a", "x"}
+
+
+def test_keyword_hits_far_above_their_list_are_ordered_by_the_other_evidence():
+    # BM25 is heavy-tailed: two pages matching the query's rare words stand 6-7 sd above a
+    # list of 100 ("Mac clipboard copy": windows-clip 64, pbcopy 61). Both are capped at
+    # KEYWORD_Z_CAP: keyword says "both", and the vector list, which prefers pbcopy, decides.
+    others = [f"d{i}" for i in range(98)]
+    keyword = kw(["clip", "pbcopy", *others], [64.0, 61.0, *[5.0 - 0.04 * i for i in range(98)]])
+    vector = vec(["pbcopy", "clip", *others], [0.60, 0.50, *[0.48 - 0.003 * i for i in range(98)]])
+    fusion = fuse([keyword, vector], limit=None)
+    by_key = {c.key: c for c in fusion.candidates}
+    assert by_key["clip"].kind_z[KEYWORD] == by_key["pbcopy"].kind_z[KEYWORD] == pytest.approx(KEYWORD_Z_CAP)
+    assert [c.key for c in fusion.candidates[:2]] == ["pbcopy", "clip"]
+    lone = fuse([vec(["top", *others], [0.9, *[0.1] * 98])])
+    assert lone.candidates[0].kind_z[VECTOR] > KEYWORD_Z_CAP  # a vector z is not capped
+    assert by_key["d0"].kind_z[KEYWORD] < KEYWORD_Z_CAP  # the rest of the list keeps its z
+    # lists that agree keep their #1
+    agreed = fuse([keyword, vec(["clip", "pbcopy", *others], [0.60, 0.50, *[0.48 - 0.003 * i for i in range(98)]])])
+    assert agreed.candidates[0].key == "clip"
