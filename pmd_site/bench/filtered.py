@@ -147,14 +147,13 @@ def _query_vectors(points: list[list[float]], count: int) -> list[list[float]]:
 def vectors_ensure(collection, *, fresh: bool):
     """The scratch fingerprint holding one synthetic vector per note of the collection, indexed."""
     from indexing.models import Chunk, EmbeddingFingerprint
-    from indexing.services.embedding import hnsw_index_ensure
+    from indexing.services.embedding import hnsw_index_drop, hnsw_index_ensure
 
     key = f"bench-filtered-{collection.pk}"[:32]
     fingerprint = EmbeddingFingerprint.objects.filter(key=key).first()
     active = collection.documents.filter(active=True).values("content_id").distinct().count()
     if fingerprint and (fresh or Chunk.objects.filter(fingerprint=fingerprint).count() != active):
-        with connection.cursor() as cursor:
-            cursor.execute(f'DROP INDEX IF EXISTS "{fingerprint.hnsw_index_name}"')
+        hnsw_index_drop(fingerprint)
         fingerprint.delete()
         fingerprint = None
     if fingerprint is None:

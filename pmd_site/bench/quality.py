@@ -56,6 +56,7 @@ class BenchOptions:
     as_user: str | None = None  # search as this member (access control on), not as the local user
     commits: int | None = None  # --mode history: index the newest N commits (default PMD_HISTORY_MAX_COMMITS)
     docs: int | None = None  # --mode filtered: notes in the synthetic vault (default 100,000)
+    size: int | None = None  # --mode vector-scale: synthetic vectors (default 1,000,000)
     language: str | None = None  # language of a new bench collection (default PMD_LANGUAGE: auto)
 
 
