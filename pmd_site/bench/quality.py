@@ -57,6 +57,7 @@ class BenchOptions:
     commits: int | None = None  # --mode history: index the newest N commits (default PMD_HISTORY_MAX_COMMITS)
     docs: int | None = None  # --mode filtered: notes in the synthetic vault (default 100,000)
     size: int | None = None  # --mode vector-scale: synthetic vectors (default 1,000,000)
+    storages: list[str] | None = None  # --mode vector-scale: which indexes (default all, and filtered)
     language: str | None = None  # language of a new bench collection (default PMD_LANGUAGE: auto)
 
 

@@ -29,6 +29,9 @@ def register(sub) -> None:
                         help="--mode filtered: notes in the synthetic vault written to DATASET_DIR (default 100000)")
     parser.add_argument("--size", type=int, metavar="N",
                         help="--mode vector-scale: synthetic 384-d vectors to index (default 1000000)")
+    parser.add_argument("--storage", metavar="LIST",
+                        help="--mode vector-scale: comma-separated indexes to measure, of vector, halfvec, bit, "
+                             "filtered (default all)")
     parser.add_argument("--language", help="language of the bench collection when it is created (default auto; "
                                            "with --fresh to change it)")
     parser.add_argument("--typos", action="store_true",
@@ -48,7 +51,8 @@ def cmd_bench(args) -> int:
     with progress_bar(f"bench {args.mode}", enabled=not args.json) as progress:
         options = BenchOptions(collection=args.collection, fresh=args.fresh, run_file=args.run_file,
                                limit=args.limit, split=args.split, progress=progress, as_user=args.as_user,
-                               commits=args.commits, docs=args.docs, language=args.language, size=args.size)
+                               commits=args.commits, docs=args.docs, language=args.language, size=args.size,
+                               storages=[s.strip() for s in args.storage.split(",") if s.strip()] if args.storage else None)
         if args.typos:
             from pmd_site.bench.typos import bench_typos
 
