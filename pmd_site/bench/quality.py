@@ -161,6 +161,26 @@ def evaluate_groups(run: dict[str, list[str]], qrels: dict[str, dict[str, int]],
     return out
 
 
+def made_up_words(rng, count: int) -> list[str]:
+    """`count` unique made-up words (consonant-vowel syllables) in a fixed order for the rng's seed:
+    the synthetic corpora's vocabulary (no real language's stemming or stop words apply)."""
+    consonants, vowels = "bcdfghklmnprstvz", "aeiou"
+    out: dict[str, None] = {}
+    while len(out) < count:
+        word = "".join(rng.choice(consonants) + rng.choice(vowels) for _ in range(rng.randint(2, 4)))
+        out[word] = None
+    return list(out)
+
+
+def zipf_cumulative(n: int) -> list[float]:
+    """Cumulative Zipf weights of ranks 1..n, for random.choices(cum_weights=...)."""
+    total, cumulative = 0.0, []
+    for rank in range(1, n + 1):
+        total += 1 / rank
+        cumulative.append(total)
+    return cumulative
+
+
 def percentile(values: list[float], p: float) -> float:
     """Nearest-rank percentile (p in 0..100)."""
     if not values:

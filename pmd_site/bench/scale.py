@@ -1,4 +1,5 @@
-"""`pmd bench --mode vector-scale [--size N]`: pgvector at a million chunks (issue 32, item 3).
+"""`pmd bench --mode vector-scale [--size N]`: pgvector at a million chunks (issue 32, item 3);
+`pmd bench FOLDER --mode keyword-scale [--size N]`: pmd's BM25 index at a million passages.
 
 No model can embed a million chunks on a small machine, so the vectors are synthetic, drawn to
 look like sentence embeddings where HNSW cares: CLUSTERS topic centres of uneven popularity
@@ -25,6 +26,10 @@ the environment variables PMD_BENCH_MAINTENANCE_WORK_MEM / PMD_BENCH_PARALLEL_WO
 
 Latency is per query, warm (a first pass over the queries warms the index pages), as the SQL
 client sees it: nearest-chunk step only, not pmd's document join or snippets.
+
+keyword-scale writes notes of SECTIONS headed sections (one passage each) of words drawn from a
+Zipf-shaped made-up vocabulary into FOLDER/docs, indexes them with pmd's own indexing service
+(the real keyword tables), and times keyword search (search_run, n=10) on 2–3 word queries.
 """
 
 from __future__ import annotations
@@ -337,3 +342,106 @@ def _row(storage: str, label: str, built: float | None, size_mb: float | None, r
     index = "" if size_mb is None else f"{size_mb:.0f} MB"
     return (f"  {storage}, {label}", f"{build:>8} {index:>9} {result['recall']:>9.4f} "
                                      f"{result['p50_ms']:>6.1f}ms {result['p95_ms']:>6.1f}ms")
+
+
+# --- keyword-scale -----------------------------------------------------------------------------
+
+SECTIONS = 10               # passages per note: a heading and ~WORDS_PER_SECTION words each
+WORDS_PER_SECTION = 50
+NOTES_PER_FOLDER = 1000
+KEYWORD_VOCABULARY = 50_000
+KEYWORD_TABLES = ("search_keyword_passage", "search_keyword_posting", "search_keyword_term")
+
+
+def keyword_corpus_write(folder, passages: int, *, fresh: bool = False) -> bool:
+    """FOLDER/docs: notes of SECTIONS sections (one passage each) of Zipf-drawn made-up words,
+    `passages` in all, the same for the same count. True when written now."""
+    import random
+    from pathlib import Path
+
+    from pmd_site.bench.quality import made_up_words, zipf_cumulative
+
+    folder = Path(folder)
+    marker = folder / "corpus.json"
+    spec = {"passages": passages, "seed": SEED, "sections": SECTIONS, "version": GENERATOR_VERSION}
+    if not fresh and marker.is_file() and json.loads(marker.read_text()) == spec:
+        return False
+    rng = random.Random(SEED)
+    vocabulary = made_up_words(rng, KEYWORD_VOCABULARY)
+    weights = zipf_cumulative(KEYWORD_VOCABULARY)
+    root = folder / "docs"
+    if root.exists():
+        for old in sorted(root.rglob("*.md")):
+            old.unlink()
+    for n in range(-(-passages // SECTIONS)):
+        parts = []
+        for _ in range(SECTIONS):
+            words = rng.choices(vocabulary, cum_weights=weights, k=WORDS_PER_SECTION + 3)
+            parts.append(f"## {' '.join(words[:3]).capitalize()}\n\n{' '.join(words[3:])}\n")
+        target = root / f"part-{n // NOTES_PER_FOLDER:04d}" / f"note-{n:07d}.md"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(f"# Note {n}\n\n" + "\n".join(parts))
+    (folder / "queries.tsv").write_text("")  # the folder reads as a dataset; the queries are generated
+    marker.write_text(json.dumps(spec))
+    return True
+
+
+def bench_keyword_scale(dataset_dir: str, options: BenchOptions) -> BenchReport:
+    """`pmd bench FOLDER --mode keyword-scale --size N`: N passages indexed by pmd's own indexing
+    (collection_index: the real BM25 tables), then keyword search n=10 through search_run, warm."""
+    import random
+    from pathlib import Path
+
+    from indexing.access import Access
+    from pmd_site.bench.quality import _bench_collection, made_up_words
+    from search.pipeline.dispatch import search_run
+    from search.request import Mode, SearchRequest
+
+    passages = int(options.size or 1_000_000)
+    if passages < 1000:
+        raise BenchmarkError("--size: at least 1000 passages")
+    folder = Path(dataset_dir).expanduser().resolve()
+    folder.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    written = keyword_corpus_write(folder, passages, fresh=options.fresh)
+    write_s = time.perf_counter() - started
+    started = time.perf_counter()
+    collection, scan = _bench_collection(folder, options, fresh=options.fresh or written)
+    index_s = time.perf_counter() - started
+    indexed_now = bool(scan and (scan.added or scan.updated))
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM search_keyword_passage WHERE collection_id = %s", [collection.pk])
+        stored = cursor.fetchone()[0]
+        sizes = {}
+        for table in KEYWORD_TABLES:
+            cursor.execute("SELECT pg_total_relation_size(%s)", [table])
+            sizes[table] = cursor.fetchone()[0] / 2**20
+    rng = random.Random(SEED + 5)
+    vocabulary = made_up_words(random.Random(SEED), KEYWORD_VOCABULARY)
+    texts = [" ".join(rng.choice(vocabulary[50:5000]) for _ in range(rng.randint(2, 3)))
+             for _ in range(int(options.limit or QUERIES))]
+    access = Access.local_user()
+    times: list[float] = []
+    for timed in (False, True):  # a first pass warms the buffers
+        for text in texts:
+            request = SearchRequest(query=text, mode=Mode.KEYWORD, access=access, collections=[collection.name],
+                                    limit=10)
+            t0 = time.perf_counter()
+            search_run(request)
+            if timed:
+                times.append((time.perf_counter() - t0) * 1000)
+    report = BenchReport(f"keyword-scale, {stored:,} passages")
+    report.lines += [
+        ("corpus", f"{folder / 'docs'}: {-(-passages // SECTIONS):,} notes of {SECTIONS} sections of "
+                   f"~{WORDS_PER_SECTION} Zipf-drawn words ({KEYWORD_VOCABULARY:,} made-up words); "
+                   + (f"written in {write_s:.0f} s, " if written else "kept, ")
+                   + (f"indexed in {index_s:.0f} s" if indexed_now else "index kept (--fresh rebuilds)")),
+        ("keyword index", ", ".join(f"{table.removeprefix('search_keyword_')} {mb:.0f} MB" for table, mb in sizes.items())
+                          + f" (all collections of this index, with their btrees)"),
+        ("keyword search, n=10", f"p50 {percentile(times, 50):.1f} ms, p95 {percentile(times, 95):.1f} ms "
+                                 f"({len(texts)} queries of 2–3 words, warm; goal p50 ≤ 50 ms at 1M)"),
+    ]
+    report.data = {"passages": stored, "notes": -(-passages // SECTIONS), "index_seconds": index_s if indexed_now else None,
+                   "write_seconds": write_s if written else None, "sizes_mb": sizes,
+                   "p50_ms": percentile(times, 50), "p95_ms": percentile(times, 95), "queries": len(texts)}
+    return report

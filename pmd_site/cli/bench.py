@@ -28,7 +28,8 @@ def register(sub) -> None:
     parser.add_argument("--docs", type=int, metavar="N",
                         help="--mode filtered: notes in the synthetic vault written to DATASET_DIR (default 100000)")
     parser.add_argument("--size", type=int, metavar="N",
-                        help="--mode vector-scale: synthetic 384-d vectors to index (default 1000000)")
+                        help="--mode vector-scale: synthetic 384-d vectors to index; --mode keyword-scale: passages "
+                             "written to DATASET_DIR and indexed (default 1000000 each)")
     parser.add_argument("--storage", metavar="LIST",
                         help="--mode vector-scale: comma-separated indexes to measure, of vector, halfvec, bit, "
                              "filtered (default all)")

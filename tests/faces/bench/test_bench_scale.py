@@ -39,3 +39,11 @@ def test_vector_scale_wants_a_thousand_vectors(run_cli):
         bench_vector_scale(None, BenchOptions(size=10))
     code, _, err = run_cli("bench", "--mode", "search")
     assert code != 0 and "DATASET_DIR" in err
+
+
+def test_keyword_scale_indexes_its_passages_and_times_keyword_search(run_cli, tmp_path):
+    code, out, _ = run_cli("bench", str(tmp_path / "kw"), "--mode", "keyword-scale", "--size", "1000",
+                           "--queries", "10")
+    assert code == 0
+    assert "keyword-scale, 1,000 passages" in out and "p50" in out and "p95" in out
+    assert len(list((tmp_path / "kw" / "docs").rglob("*.md"))) == 100  # ten passages a note
