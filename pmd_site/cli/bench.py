@@ -32,7 +32,8 @@ def register(sub) -> None:
                              "written to DATASET_DIR and indexed (default 1000000 each)")
     parser.add_argument("--storage", metavar="LIST",
                         help="--mode vector-scale: comma-separated indexes to measure, of vector, halfvec, bit, "
-                             "filtered (default all)")
+                             "filtered (one collection through the vector index), partial (and through a "
+                             "partial index; default all)")
     parser.add_argument("--language", help="language of the bench collection when it is created (default auto; "
                                            "with --fresh to change it)")
     parser.add_argument("--typos", action="store_true",
