@@ -408,6 +408,11 @@ PMD_LLM_RETRIES = env.get_int("PMD_LLM_RETRIES", 3, minimum=0)
 PMD_LLM_RETRY_BACKOFF = env.get_float("PMD_LLM_RETRY_BACKOFF", 0.5)
 PMD_OLLAMA_KEEP_ALIVE = env.get_str("PMD_OLLAMA_KEEP_ALIVE", "")
 PMD_HNSW_EF_SEARCH = env.get_int("PMD_HNSW_EF_SEARCH", 200, minimum=1)
+# What the HNSW index holds: full-precision `vector` or half-precision `halfvec` (half the index,
+# the memory that must stay cached; the table keeps full precision). README, "Scale".
+PMD_VECTOR_STORAGE = env.get_str("PMD_VECTOR_STORAGE", "vector").strip().lower()
+if PMD_VECTOR_STORAGE not in ("vector", "halfvec"):
+    raise ConfigError(f"PMD_VECTOR_STORAGE={PMD_VECTOR_STORAGE!r}: vector or halfvec")
 # `pmd query` ranking signals from the notes' structure (search.pipeline.signals); 0 = off.
 PMD_LINK_BOOST = max(0.0, env.get_float("PMD_LINK_BOOST", 0.0))
 PMD_RECENCY_BOOST = max(0.0, env.get_float("PMD_RECENCY_BOOST", 0.0))

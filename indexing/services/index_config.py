@@ -38,10 +38,12 @@ INDEX_SETTINGS: dict[str, type] = {
     "PMD_CHUNK_WINDOW": int,
     "PMD_EMBED_QUERY_PROMPT": str,
     "PMD_EMBED_DOC_PROMPT": str,
+    "PMD_VECTOR_STORAGE": str,
 }
 VECTOR_SETTINGS = {"PMD_LLM_BACKEND", "PMD_EMBED_MODEL", "PMD_CHUNK_TOKENS", "PMD_CHUNK_OVERLAP",
                    "PMD_CHUNK_WINDOW", "PMD_EMBED_DOC_PROMPT"}
 BACKENDS = {"ollama", "openai", "local"}
+STORAGES = ("vector", "halfvec")
 
 
 @dataclass
@@ -76,6 +78,8 @@ def _parse(name: str, value: str):
         parsed = kind(value.strip()) if kind is not str else value.strip()
     except ValueError:
         raise InvalidSetting(f"{name}={value!r}: expected {'a whole number' if kind is int else 'a number'}") from None
+    if name == "PMD_VECTOR_STORAGE" and parsed not in STORAGES:
+        raise InvalidSetting(f"PMD_VECTOR_STORAGE={value!r}: one of {', '.join(STORAGES)}")
     if name == "PMD_LLM_BACKEND" and parsed not in BACKENDS:
         raise InvalidSetting(f"PMD_LLM_BACKEND={value!r}: one of {', '.join(sorted(BACKENDS))}")
     return parsed

@@ -32,7 +32,7 @@ from pathlib import Path
 from django.db import connection
 
 from indexing.errors import BenchmarkError
-from pmd_site.bench.quality import BenchOptions, BenchReport, percentile
+from pmd_site.bench.quality import BenchOptions, BenchReport, made_up_words, percentile, zipf_cumulative
 
 SEED = 15
 DIMS = 384
@@ -63,21 +63,7 @@ SHAPES = [
 
 
 def _words(rng: random.Random) -> list[str]:
-    """Made-up words (consonant-vowel syllables), unique, in a fixed order."""
-    consonants, vowels = "bcdfghklmnprstvz", "aeiou"
-    out: dict[str, None] = {}
-    while len(out) < VOCABULARY:
-        word = "".join(rng.choice(consonants) + rng.choice(vowels) for _ in range(rng.randint(2, 4)))
-        out[word] = None
-    return list(out)
-
-
-def _zipf_weights(n: int) -> list[float]:
-    total, cumulative = 0.0, []
-    for rank in range(1, n + 1):
-        total += 1 / rank
-        cumulative.append(total)
-    return cumulative
+    return made_up_words(rng, VOCABULARY)
 
 
 def corpus_write(folder: Path, docs: int, *, fresh: bool = False) -> bool:
@@ -88,8 +74,8 @@ def corpus_write(folder: Path, docs: int, *, fresh: bool = False) -> bool:
         return False
     rng = random.Random(SEED)
     vocabulary = _words(rng)
-    word_weights = _zipf_weights(VOCABULARY)
-    tag_weights = _zipf_weights(TAGS)
+    word_weights = zipf_cumulative(VOCABULARY)
+    tag_weights = zipf_cumulative(TAGS)
     root = folder / "docs"
     if root.exists():
         for old in sorted(root.rglob("*.md")):
@@ -147,14 +133,13 @@ def _query_vectors(points: list[list[float]], count: int) -> list[list[float]]:
 def vectors_ensure(collection, *, fresh: bool):
     """The scratch fingerprint holding one synthetic vector per note of the collection, indexed."""
     from indexing.models import Chunk, EmbeddingFingerprint
-    from indexing.services.embedding import hnsw_index_ensure
+    from indexing.services.embedding import hnsw_index_drop, hnsw_index_ensure
 
     key = f"bench-filtered-{collection.pk}"[:32]
     fingerprint = EmbeddingFingerprint.objects.filter(key=key).first()
     active = collection.documents.filter(active=True).values("content_id").distinct().count()
     if fingerprint and (fresh or Chunk.objects.filter(fingerprint=fingerprint).count() != active):
-        with connection.cursor() as cursor:
-            cursor.execute(f'DROP INDEX IF EXISTS "{fingerprint.hnsw_index_name}"')
+        hnsw_index_drop(fingerprint)
         fingerprint.delete()
         fingerprint = None
     if fingerprint is None:

@@ -43,11 +43,25 @@ def _vsearch_scale(dataset_dir: str, options: BenchOptions) -> BenchReport:
     return vector.bench_vsearch_scale(dataset_dir, options)
 
 
+def _vector_scale(dataset_dir: str | None, options: BenchOptions) -> BenchReport:
+    from pmd_site.bench import scale  # numpy: imported when run
+
+    return scale.bench_vector_scale(dataset_dir, options)
+
+
+def _keyword_scale(dataset_dir: str, options: BenchOptions) -> BenchReport:
+    from pmd_site.bench import scale
+
+    return scale.bench_keyword_scale(dataset_dir, options)
+
+
 MODES: dict[str, Callable[[str, BenchOptions], BenchReport]] = {
     "index": bench_index,
     mode_verb(Mode.KEYWORD): retrieval_mode(_keyword_service, Mode.KEYWORD),
     mode_verb(Mode.VECTOR): _vsearch,  # embedding throughput, HNSW recall, then retrieval
     "vsearch-scale": _vsearch_scale,  # HNSW at 100k+ chunks
+    "keyword-scale": _keyword_scale,  # --size passages written to DATASET_DIR, pmd's BM25 index, n=10
+    "vector-scale": _vector_scale,  # pgvector at --size synthetic vectors: vector, halfvec, bit; filtered
     mode_verb(Mode.HYBRID): query_mode(),
     "query-no-expand": query_mode(expand=False),
     "query-no-rerank": query_mode(rerank=False),
@@ -55,3 +69,5 @@ MODES: dict[str, Callable[[str, BenchOptions], BenchReport]] = {
     "history": _history,  # DATASET_DIR is a git work tree: commits/s and history search latency
     "filtered": _filtered,  # filters at --docs synthetic notes (DATASET_DIR: where to write them)
 }
+
+NO_DATASET = {"vector-scale"}  # modes that generate their data (DATASET_DIR optional)

@@ -56,6 +56,8 @@ class BenchOptions:
     as_user: str | None = None  # search as this member (access control on), not as the local user
     commits: int | None = None  # --mode history: index the newest N commits (default PMD_HISTORY_MAX_COMMITS)
     docs: int | None = None  # --mode filtered: notes in the synthetic vault (default 100,000)
+    size: int | None = None  # --mode vector-scale: synthetic vectors (default 1,000,000)
+    storages: list[str] | None = None  # --mode vector-scale: which indexes (default all, and filtered)
     language: str | None = None  # language of a new bench collection (default PMD_LANGUAGE: auto)
 
 
@@ -157,6 +159,26 @@ def evaluate_groups(run: dict[str, list[str]], qrels: dict[str, dict[str, int]],
                        ranks=dict(zip(qids, ranks)))
         out[group] = metrics
     return out
+
+
+def made_up_words(rng, count: int) -> list[str]:
+    """`count` unique made-up words (consonant-vowel syllables) in a fixed order for the rng's seed:
+    the synthetic corpora's vocabulary (no real language's stemming or stop words apply)."""
+    consonants, vowels = "bcdfghklmnprstvz", "aeiou"
+    out: dict[str, None] = {}
+    while len(out) < count:
+        word = "".join(rng.choice(consonants) + rng.choice(vowels) for _ in range(rng.randint(2, 4)))
+        out[word] = None
+    return list(out)
+
+
+def zipf_cumulative(n: int) -> list[float]:
+    """Cumulative Zipf weights of ranks 1..n, for random.choices(cum_weights=...)."""
+    total, cumulative = 0.0, []
+    for rank in range(1, n + 1):
+        total += 1 / rank
+        cumulative.append(total)
+    return cumulative
 
 
 def percentile(values: list[float], p: float) -> float:

@@ -170,6 +170,7 @@ def bench_vsearch_scale(dataset_dir: str, options: BenchOptions) -> BenchReport:
         HNSW_EF_CONSTRUCTION,
         HNSW_M,
         fingerprint_configured,
+        hnsw_index_drop,
         hnsw_index_ensure,
     )
 
@@ -214,8 +215,7 @@ def bench_vsearch_scale(dataset_dir: str, options: BenchOptions) -> BenchReport:
         sweep = {ef: _recall(scratch, vectors, ef_search=ef, truths=truths) for ef in EF_SWEEP}
         recall = _recall(scratch, vectors)
     finally:
-        with connection.cursor() as cursor:
-            cursor.execute(f'DROP INDEX IF EXISTS "{scratch.hnsw_index_name}"')
+        hnsw_index_drop(scratch)
         Chunk.objects.filter(fingerprint=scratch).delete()
         scratch.delete()
         if not connection.in_atomic_block:  # give the dead rows back, or exact scans pay for them

@@ -10,14 +10,14 @@ def register(sub) -> None:
     from pmd_site.bench.quality import SPLITS
 
     parser = sub.add_parser("bench", help="benchmark retrieval quality/latency or indexing on a test collection")
-    parser.add_argument("dataset", metavar="DATASET_DIR", help="folder with docs/ (sub-folders allowed; doc id = file name without .md), queries.tsv, qrels.tsv "
+    parser.add_argument("dataset", metavar="DATASET_DIR", nargs="?", help="folder with docs/ (sub-folders allowed; doc id = file name without .md), queries.tsv, qrels.tsv "
                         "and optionally query_groups.tsv (query_id, groups…: metrics by group); or the name of a set "
-                        "shipped in pmd_site/bench/data (tldr-multi)")
+                        "shipped in pmd_site/bench/data (tldr-multi); not needed by --mode vector-scale (synthetic)")
     parser.add_argument("--mode", default="search", choices=sorted(MODES), help="what to measure (default search)")
     parser.add_argument("--run", dest="run_file", metavar="FILE", help="write the run as query_id<TAB>rank<TAB>doc_id")
     parser.add_argument("--collection", metavar="NAME", help="collection to use (default bench-<dataset>)")
     parser.add_argument("--fresh", action="store_true", help="drop and re-index the collection first")
-    parser.add_argument("--queries", type=int, dest="limit", metavar="N", help="only the first N queries (of the split)")
+    parser.add_argument("--queries", type=int, dest="limit", metavar="N", help="only the first N queries (of the split); --mode vector-scale: N queries (default 200)")
     parser.add_argument("--split", choices=SPLITS, default="all",
                         help="evaluate half of the queries, by 1-based position in queries.tsv: odd = 1st, 3rd, "
                              "5th…, even = 2nd, 4th…; fit on one half, report the other (default all)")
@@ -27,6 +27,13 @@ def register(sub) -> None:
                         help="--mode history (DATASET_DIR is a git work tree): index the newest N commits")
     parser.add_argument("--docs", type=int, metavar="N",
                         help="--mode filtered: notes in the synthetic vault written to DATASET_DIR (default 100000)")
+    parser.add_argument("--size", type=int, metavar="N",
+                        help="--mode vector-scale: synthetic 384-d vectors to index; --mode keyword-scale: passages "
+                             "written to DATASET_DIR and indexed (default 1000000 each)")
+    parser.add_argument("--storage", metavar="LIST",
+                        help="--mode vector-scale: comma-separated indexes to measure, of vector, halfvec, bit, "
+                             "filtered (one collection through the vector index), partial (and through a "
+                             "partial index; default all)")
     parser.add_argument("--language", help="language of the bench collection when it is created (default auto; "
                                            "with --fresh to change it)")
     parser.add_argument("--typos", action="store_true",
@@ -37,13 +44,17 @@ def register(sub) -> None:
 
 
 def cmd_bench(args) -> int:
-    from pmd_site.bench.modes import MODES
+    from indexing.errors import BenchmarkError
+    from pmd_site.bench.modes import MODES, NO_DATASET
     from pmd_site.bench.quality import BenchOptions
 
+    if args.dataset is None and args.mode not in NO_DATASET:
+        raise BenchmarkError(f"--mode {args.mode} needs a DATASET_DIR")
     with progress_bar(f"bench {args.mode}", enabled=not args.json) as progress:
         options = BenchOptions(collection=args.collection, fresh=args.fresh, run_file=args.run_file,
                                limit=args.limit, split=args.split, progress=progress, as_user=args.as_user,
-                               commits=args.commits, docs=args.docs, language=args.language)
+                               commits=args.commits, docs=args.docs, language=args.language, size=args.size,
+                               storages=[s.strip() for s in args.storage.split(",") if s.strip()] if args.storage else None)
         if args.typos:
             from pmd_site.bench.typos import bench_typos
 

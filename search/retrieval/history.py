@@ -27,7 +27,7 @@ from indexing.errors import InvalidSearchInput
 from indexing.access import Access
 from indexing.models import Commit, Document
 from indexing.paths import Selection
-from indexing.services.embedding import embedding_config, fingerprint_configured
+from indexing.services.embedding import distance_sql, embedding_config, fingerprint_configured
 from search.filters import clean_glob, date_boundary, glob_to_regex
 from indexing.keyword import WORD, prepare_text
 from search.retrieval.common import collection_ids_for
@@ -256,7 +256,7 @@ def history_vector(request: HistoryRequest, scope: HistoryScope, *, k: int,
     if filtered:  # measured exactly among the matching commits' chunks
         sql = f"""
         WITH measured AS MATERIALIZED (
-            SELECT ch.content_hash, (ch.embedding::vector({dims})) <=> %(query)s::vector({dims}) AS distance
+            SELECT ch.content_hash, {distance_sql(dims, "ch.embedding", "%(query)s")} AS distance
             FROM indexing_commit c JOIN indexing_chunk ch ON ch.content_hash = c.content_hash
                  AND ch.fingerprint_id = {fp}
             WHERE TRUE {scope.sql}
@@ -265,7 +265,7 @@ def history_vector(request: HistoryRequest, scope: HistoryScope, *, k: int,
     else:  # through the HNSW index, the scan going on while commits of other collections are skipped
         sql = f"""
         WITH nearest AS MATERIALIZED (
-            SELECT ch.content_hash, (ch.embedding::vector({dims})) <=> %(query)s::vector({dims}) AS distance
+            SELECT ch.content_hash, {distance_sql(dims, "ch.embedding", "%(query)s")} AS distance
             FROM indexing_chunk ch
             WHERE ch.fingerprint_id = {fp}
               AND EXISTS (SELECT 1 FROM indexing_commit c WHERE c.content_hash = ch.content_hash {scope.sql})

@@ -40,6 +40,7 @@ from indexing.models import (
 )
 from indexing.selectors import contexts_for
 from indexing.services.embedding import (
+    distance_sql,
     embedding_config,
     embedding_underway,
     fingerprint_configured,
@@ -216,7 +217,7 @@ def _run_nearest(fingerprint: EmbeddingFingerprint, vector: list[float], *, k: i
             SELECT DISTINCT d.content_hash FROM indexing_document d WHERE d.active {collection_filter}
         ), measured AS MATERIALIZED (
             SELECT c.content_hash, c.seq, c.char_start, c.char_end, c.start_line,
-                   (c.embedding::vector({dims})) <=> %(query)s::vector({dims}) AS distance
+                   {distance_sql(dims, "c.embedding", "%(query)s")} AS distance
             FROM matching m JOIN indexing_chunk c ON c.content_hash = m.content_hash AND c.fingerprint_id = {fp}
         ), nearest AS MATERIALIZED (
             SELECT * FROM measured ORDER BY distance LIMIT %(k)s
@@ -226,7 +227,7 @@ def _run_nearest(fingerprint: EmbeddingFingerprint, vector: list[float], *, k: i
         nearest = f"""
         WITH nearest AS MATERIALIZED (
             SELECT c.content_hash, c.seq, c.char_start, c.char_end, c.start_line,
-                   (c.embedding::vector({dims})) <=> %(query)s::vector({dims}) AS distance
+                   {distance_sql(dims, "c.embedding", "%(query)s")} AS distance
             FROM indexing_chunk c
             WHERE c.fingerprint_id = {fp}
               AND EXISTS (SELECT 1 FROM indexing_document d

@@ -109,6 +109,30 @@ def test_the_planner_uses_the_hnsw_index(embedded):
     assert fingerprint.hnsw_index_name not in exact
 
 
+def test_a_halfvec_index_answers_vector_search(embedded, settings):
+    """PMD_VECTOR_STORAGE=halfvec: the next index build holds half-precision vectors (the other
+    index is dropped), vector search plans through it, and it answers as exact search does."""
+    from indexing.services.embedding import hnsw_index_ensure, hnsw_index_exists, hnsw_index_name
+
+    fingerprint = EmbeddingFingerprint.objects.get()
+    full = hnsw_index_name(fingerprint)
+    settings.PMD_VECTOR_STORAGE = "halfvec"
+    assert not hnsw_index_exists(fingerprint) and hnsw_index_ensure(fingerprint)
+    half = hnsw_index_name(fingerprint)
+    assert half != full and hnsw_index_exists(fingerprint)
+    vector = get_backend().embed(["task: search result | query: hnsw"], model="embeddinggemma")[0]
+    plan = explain_nearest(fingerprint, vector, k=10)
+    assert f"Index Scan using {half}" in plan and "halfvec" in plan
+    settings.PMD_VECTOR_STORAGE = "vector"
+    assert not hnsw_index_exists(fingerprint), "the full-precision index was dropped"
+    settings.PMD_VECTOR_STORAGE = "halfvec"
+    for query in ("deploy blue green", "vector index rollout", "pgvector HNSW graphs nearest neighbour"):
+        approximate = [r.uri for r in vsearch(query, limit=5).results]
+        exact = [r.uri for r in vector_search(SearchRequest(query=query, mode=Mode.VECTOR, limit=5,
+                                                            access=Access.local_user()), exact=True).results]
+        assert approximate == exact and approximate
+
+
 def test_index_and_exact_search_agree_on_a_small_corpus(embedded):
     for query in ("deploy blue green", "vector index rollout", "ts_rank BM25"):
         approximate = [r.uri for r in vsearch(query, limit=5).results]

@@ -27,6 +27,7 @@ HNSW index: the `embedding` column is an untyped `vector`, so one table holds an
 dimension. pgvector can only index one dimension at a time, so each fingerprint
 gets a partial expression index
 ``USING hnsw ((embedding::vector(D)) vector_cosine_ops) WHERE fingerprint_id = N``
+(``halfvec`` in place of ``vector`` with PMD_VECTOR_STORAGE=halfvec)
 created at the end of a run (building after a bulk load is much faster than
 inserting into an existing graph) and dropped with its fingerprint. Vector search
 uses the same expression and predicate so the planner can pick it.
@@ -46,8 +47,12 @@ from indexing.services.embedding.config import (
 from indexing.services.embedding.hnsw import (
     HNSW_EF_CONSTRUCTION,
     HNSW_M,
+    distance_sql,
+    hnsw_index_drop,
     hnsw_index_ensure,
     hnsw_index_exists,
+    hnsw_index_name,
+    vector_storage,
 )
 from indexing.services.embedding.lock import embedding_running
 from indexing.services.embedding.pending import (
@@ -81,8 +86,12 @@ __all__ = [
     "fingerprint_configured",
     "fingerprint_ensure",
     "forget_pending_counts",
+    "distance_sql",
+    "hnsw_index_drop",
     "hnsw_index_ensure",
     "hnsw_index_exists",
+    "hnsw_index_name",
+    "vector_storage",
     "pending_contents",
     "pending_count",
     "wanted_contents",

@@ -28,7 +28,7 @@ from indexing.services.embedding.config import (
     fingerprint_ensure,
 )
 from indexing.errors import EmbeddingError
-from indexing.services.embedding.hnsw import hnsw_index_ensure, hnsw_index_exists
+from indexing.services.embedding.hnsw import hnsw_index_drop, hnsw_index_ensure, hnsw_index_exists
 from indexing.services.embedding.lock import (
     run_lock_release,
     run_lock_try,
@@ -329,8 +329,7 @@ def _drop_other_fingerprints(keep: EmbeddingFingerprint) -> list[str]:
     dropped = []
     for other in EmbeddingFingerprint.objects.exclude(pk=keep.pk):
         with transaction.atomic():
-            with connection.cursor() as cursor:
-                cursor.execute(f'DROP INDEX IF EXISTS "{other.hnsw_index_name}"')
+            hnsw_index_drop(other)
             ContentEmbedding.objects.filter(fingerprint=other).delete()
             Chunk.objects.filter(fingerprint=other).delete()
             other.delete()
