@@ -225,11 +225,25 @@ _STAFF_ONLY_ERROR = "not available (staff can see the details in the status repo
 
 
 # An absolute path inside a message (a refused folder, PMD_HOME=…): where things run is for staff.
-_SERVER_PATH = re.compile(r"(?<![\w.:/])/[^\s,;:'\"()]+")
+# Whole paths only: one starting a word (after a space, `=`, a quote or an opening bracket), never
+# the tail of another word (`a-b/c.md`, `@scope/pkg`, `pmd://notes/a.md`); a sentence's full stop
+# or colon after it is not part of it.
+_SERVER_PATH = re.compile(r"""(?<![^\s=('"`\[<])/[^\s,;'"`()\[\]<>]*[^\s,;:.'"`()\[\]<>]""")
 
 
 def _redact_paths(value):
-    return _SERVER_PATH.sub("(a folder on the server)", value) if isinstance(value, str) else value
+    """A member's copy of a message: server paths replaced; an unresolved link's message is the
+    note's own text (`(/docs/x.md)` is a link in the note, not a folder of this server)."""
+    from indexing.services.links import LINK_PROBLEM_PREFIX
+
+    if not isinstance(value, str) or value.startswith(LINK_PROBLEM_PREFIX):
+        return value
+    return _SERVER_PATH.sub(_server_path, value)
+
+
+def _server_path(match: re.Match) -> str:
+    bracketed = match.start() > 0 and match.string[match.start() - 1] in "([<"
+    return "a folder on the server" if bracketed else "(a folder on the server)"
 
 
 def _is_model_folder(model) -> bool:

@@ -25,7 +25,7 @@ class DocumentOut(Schema):
     frontmatter: dict[str, Any]
 
 
-@router.get("/get", response={200: DocumentOut, 401: ErrorOut, 404: ErrorOut, 422: ErrorOut},
+@router.get("/get", response={200: DocumentOut, 401: ErrorOut, 404: ErrorOut, 416: ErrorOut, 422: ErrorOut},
             summary="One document by path, pmd://collection/path or #docid (optionally :LINE)")
 def document_get(request, ref: str = Query(..., min_length=1, max_length=4096),
                  from_line: int | None = Query(None, ge=1), max_lines: int | None = Query(None, ge=0),

@@ -4,6 +4,8 @@ marked, a result is rated, and the staff Searches page shows what nobody found (
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -43,6 +45,7 @@ def test_completion_typo_correction_and_feedback(live_server, make_user, login, 
     box.press("ArrowDown")
     box.press("Enter")
     assert box.input_value() == "vacuum status:draft"
+    page.wait_for_url(re.compile(r"q=vacuum(\+|%20)status%3Adraft"))  # that search's answer, not an earlier one's
     page.locator("#results .result", has_text="Alpha").wait_for()
     assert page.locator("#results .result").count() == 1
 

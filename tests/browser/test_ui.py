@@ -211,3 +211,27 @@ def test_api_token_created_copied_used_and_revoked(live_server, make_user, login
     shot(page, "17-token-revoked")
     assert httpx.get(f"{live_server.url}/api/status", headers={"Authorization": f"Bearer {raw}"}).status_code == 401
     assert not [e for e in errors if "Content Security Policy" in e], errors
+
+
+def test_history_page_searches_as_you_type(live_server, make_user, login, tmp_path, shot):
+    """Issue 33: the History page had no search-as-you-type and a blank empty state."""
+    from indexing.access import Access
+    from indexing.services.refresh import collection_add
+    from tests.support.history_repo import build_notes_repo
+
+    build_notes_repo(tmp_path / "handbook")
+    collection_add(path=tmp_path / "handbook", name="handbook", access=Access.local_user())
+    make_user("hal")
+    page = login("hal")
+    page.goto(f"{live_server.url}/history/")
+    assert "Search the git history of your collections" in page.locator("#history-results").inner_text()
+    page.locator("#q").press_sequentially("weekends", delay=20)
+    page.wait_for_url(re.compile(r"/history/\?q=weekends"))
+    page.locator("#history-results .result.commit", has_text="Change the on-call rota").wait_for()
+    assert page.locator("#history-results .score").count() > 0
+    page.locator("#q").fill("")
+    page.locator("#history-author").press_sequentially("bob", delay=20)
+    page.wait_for_url(re.compile(r"author=bob"))
+    page.locator("#history-results .result.commit").first.wait_for()
+    page.wait_for_function("() => !document.querySelector('#history-results .score')")  # a list without words
+    shot(page, "history-as-you-type")

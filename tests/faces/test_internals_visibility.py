@@ -241,6 +241,32 @@ def test_members_see_problems_without_server_paths(member, staff):
 
 
 @pytest.mark.django_db
+def test_members_see_unresolved_link_messages_as_written(member, tmp_path):
+    """Issue 33: a note's link to /docs/x.md is the note's text, not a server folder: not redacted."""
+    from indexing.models import Collection
+    from indexing.services.scanning import collection_index
+
+    (tmp_path / "a.md").write_text("# A\n\nSee [the API](/docs/api.md) and [[Gone Note]].\n")
+    collection_index(Collection.objects.create(name="links", root_path=str(tmp_path)))
+    messages = [p["message"] for p in _api(member).get("/api/status", {"section": "problems"}).json()["problems"]["recent"]]
+    assert "unresolved link (/docs/api.md) on line 3" in messages
+    assert "unresolved link [[Gone Note]] on line 3" in messages
+    assert not [m for m in messages if "folder on the server" in m]
+
+
+def test_member_redaction_replaces_whole_server_paths_only():
+    from pmd_site.status import _redact_paths
+
+    assert _redact_paths("cannot read /srv/notes/a.md: permission denied") == (
+        "cannot read (a folder on the server): permission denied")
+    assert _redact_paths("refused (/srv/notes) twice") == "refused (a folder on the server) twice"  # no ((…))
+    assert _redact_paths("/srv/x is inside pmd's own data folder (PMD_HOME=/var/lib/pmd): not a collection") == (
+        "(a folder on the server) is inside pmd's own data folder (PMD_HOME=(a folder on the server)): not a collection")
+    for kept in ("see foo-bar/baz.md and @types/node", "pmd://notes/a/b.md is gone", "1/2 done"):
+        assert _redact_paths(kept) == kept
+
+
+@pytest.mark.django_db
 def test_members_see_the_local_models_name_but_not_its_folder(member, staff, settings, tmp_path, run_cli):
     """PMD_EMBED_MODEL may be a folder on the server (the local backend): members see its name only."""
     from indexing.models import EmbeddingFingerprint

@@ -181,6 +181,26 @@ def test_api_and_web_for_a_member(world):
     assert Client().get("/history/").status_code == 302  # sign in first
 
 
+@pytest.mark.django_db
+def test_web_history_page_searches_as_you_type_says_what_to_do_and_scores_only_words(world):
+    """Issue 33: no search-as-you-type, a blank empty state, "0.00" scores for filter-only lists."""
+    _, member, _ = world
+    web = Client()
+    web.force_login(member)
+    empty = web.get("/history/").content.decode()
+    assert "Search the git history of your collections" in empty and "meetings/**" in empty
+    assert 'hx-trigger="keyup changed delay:300ms from:(#q, #history-path, #history-author)' in empty
+    assert 'hx-select="#history-results"' in empty and 'id="history-results"' in empty
+    listed = web.get("/history/", {"author": "bob"}).content.decode()
+    assert "Bob Stone" in listed and 'class="score"' not in listed and "0.00" not in listed
+    scored = web.get("/history/", {"q": "rota", "author": "bob"}).content.decode()
+    assert 'class="score"' in scored
+    fragment = web.get("/history/", {"q": "weekends"}, HTTP_HX_REQUEST="true").content.decode()
+    assert 'id="history-results"' in fragment and "Change the on-call rota" in fragment
+    nothing = web.get("/history/", {"q": "rota", "author": "nobody-here"}).content.decode()
+    assert "No commits match. Try fewer or other words" in nothing
+
+
 @TRANSACTIONAL
 def test_mcp_over_http_with_tokens(request, tmp_path, django_user_model):
     """MCP as a member's token and as the owner's: the hidden commit only for the owner."""

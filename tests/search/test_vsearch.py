@@ -183,7 +183,7 @@ def test_empty_query_is_refused(embedded):
         vsearch("   ")
 
 
-def test_cli_vsearch_formats_and_errors(embedded, ollama, run_cli):
+def test_cli_vsearch_formats_and_errors(embedded, ollama, run_cli, caplog):
     code, out, err = run_cli("vsearch", "kubernetes", "plain", "note", "--json")
     assert code == 0, err
     data = json.loads(out)
@@ -192,9 +192,11 @@ def test_cli_vsearch_formats_and_errors(embedded, ollama, run_cli):
     code, out, err = run_cli("vsearch", "plain note kubernetes", "--files", "-n", "1")
     assert code == 0 and out.count("\n") == 1 and "pmd://notes/meetings/no-heading.md" in out
     ollama.stop()
+    caplog.clear()
     code, out, err = run_cli("vsearch", "kubernetes")
     assert code == 1
     assert "Ollama is not reachable at" in err and "Traceback" not in err
+    assert not [r for r in caplog.records if r.exc_info], "an expected outage logs no traceback"
 
 
 def test_bench_vsearch_modes_on_a_tiny_dataset(ollama, settings, tmp_path, monkeypatch):

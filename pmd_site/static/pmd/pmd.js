@@ -179,9 +179,7 @@
   });
 
   // Tag facets behind "more": data-filter-tags="<selector of the list>" keeps the tags holding what is typed.
-  document.addEventListener("input", function (event) {
-    var box = event.target.closest && event.target.closest("[data-filter-tags]");
-    if (!box) return;
+  function filterTags(box) {
     var list = document.querySelector(box.dataset.filterTags);
     if (!list) return;
     var wanted = box.value.trim().toLowerCase().replace(/^#/, "");
@@ -189,6 +187,33 @@
       var link = item.querySelector("[data-tag]");
       item.hidden = !!wanted && (!link || link.dataset.tag.toLowerCase().indexOf(wanted) === -1);
     });
+  }
+
+  document.addEventListener("input", function (event) {
+    var box = event.target.closest && event.target.closest("[data-filter-tags]");
+    if (box) filterTags(box);
+  });
+
+  // New results replace the facets: an open "more tags" and what its filter box holds stay as they were
+  // (a search answered while the user was filtering the tags must not undo the filter).
+  var tagsOpen = null;
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    if (!event.detail.target || event.detail.target.id !== "results") return;
+    var details = document.querySelector("#results details.more-tags");
+    var box = details && details.querySelector("[data-filter-tags]");
+    tagsOpen = details && details.open ? { text: box ? box.value : "", focused: box && box === document.activeElement } : null;
+  });
+  document.addEventListener("htmx:afterSwap", function (event) {
+    if (!event.detail.target || event.detail.target.id !== "results" || !tagsOpen) return;
+    var details = document.querySelector("#results details.more-tags");
+    var box = details && details.querySelector("[data-filter-tags]");
+    if (details) details.open = true;
+    if (box) {
+      box.value = tagsOpen.text;
+      filterTags(box);
+      if (tagsOpen.focused) box.focus();
+    }
+    tagsOpen = null;
   });
 
   // Forms that undo something ask first: data-confirm="<question>" (no inline handlers under the CSP).

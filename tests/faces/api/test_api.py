@@ -90,6 +90,15 @@ def test_get_document_by_path_uri_docid_and_line_range(api, indexed_collection):
     assert api.get("/api/get", {"ref": doc.path}).json()["docid"] == doc.docid
 
 
+def test_get_past_the_last_line_is_the_typed_error(api, indexed_collection):
+    """Issue 33: `note.md:99` past the end is an error on every face, as `pmd get` says it."""
+    response = api.get("/api/get", {"ref": "pmd://notes/guides/postgres-tuning.md:9999"})
+    assert response.status_code == 416
+    body = response.json()
+    assert body["code"] == "line_past_end" and "line 9999 is past its end" in body["message"]
+    assert "416" in api.get("/api/openapi.json").json()["paths"]["/api/get"]["get"]["responses"]
+
+
 def test_get_unknown_document_is_404_with_suggestions(api, indexed_collection):
     doc = indexed_collection.documents.filter(active=True).order_by("path").first()
     typo = doc.path[:-4] + "x.md"

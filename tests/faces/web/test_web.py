@@ -111,10 +111,11 @@ def test_unknown_collection_filter_is_a_clear_error(member_client, indexed_colle
 
 
 def test_hybrid_without_the_model_server_shows_keyword_results_and_says_so(member_client, indexed_collection,
-                                                                           ollama_down):
+                                                                           ollama_down, caplog):
     html = member_client.get("/", {"q": "PostgreSQL", "mode": "hybrid"}, **HTMX).content.decode()
     assert 'class="notice warning"' in html and "keyword results only" in html
     assert 'class="result"' in html and "notes/guides/postgres-tuning.md:" in html
+    assert not [r for r in caplog.records if r.exc_info], "an expected outage logs no traceback"
 
 
 def test_empty_index_tells_staff_to_add_a_collection(staff_client):
