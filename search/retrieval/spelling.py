@@ -9,7 +9,8 @@ corrected, so a query whose words all occur somewhere is never touched (no loss 
 and whether the corrected query is used is decided by the caller (search.pipeline.dispatch: only
 when the query as written finds nothing strong).
 
-Words shorter than MIN_LENGTH, with digits, phrases, prefixes and exclusions are left alone.
+Words shorter than MIN_LENGTH, with digits or a capital after their first letter (names, acronyms),
+phrases, prefixes and exclusions are left alone.
 """
 
 from __future__ import annotations
@@ -48,6 +49,12 @@ class Correction:
         return text
 
 
+def _a_name(word: str) -> bool:
+    """A capital after the first letter (ComYMV, aPKCz, dLNs, iPhone) marks a name or an acronym the
+    notes may simply not hold, not a typo: people do not mistype into mixed case."""
+    return word[1:] != word[1:].lower()
+
+
 def _distance_limit(word: str) -> int:
     """Edits allowed: one in a short word, two (a transposition is two) in a longer one."""
     return 1 if len(word) < 5 else 2
@@ -60,7 +67,7 @@ def query_correction(query: str, *, collection_ids: list[int] | None) -> Correct
         return None
     configs = _configs(collection_ids)
     words = [w for term in parse_query(query).terms for w in _LETTERS.findall(term) if len(w) >= MIN_LENGTH]
-    words = list(dict.fromkeys(w for w in words if _PLAIN.match(w)))
+    words = list(dict.fromkeys(w for w in words if _PLAIN.match(w) and not _a_name(w)))
     words = words[:MAX_WORDS]
     if not words:
         return None

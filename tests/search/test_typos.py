@@ -39,6 +39,14 @@ def test_a_misspelt_word_is_corrected_to_a_word_the_notes_use(vault):
     assert query_correction("diabtes", collection_ids=[]) is None  # nothing visible: nothing to learn from
 
 
+def test_names_and_acronyms_in_mixed_case_are_not_corrected(vault):
+    """ComYMV, aPKCz, dLNs: a capital after the first letter marks a name the notes may lack (SciFact's
+    own queries hold such words, and "correcting" them lost relevant hits); a capitalised word is not one."""
+    assert query_correction("Diabtes insulin", collection_ids=[vault.id]).words[0][0] == "Diabtes"
+    assert query_correction("DiaBtes insulin", collection_ids=[vault.id]) is None
+    assert query_correction("dIABTES", collection_ids=[vault.id]) is None
+
+
 def test_keyword_search_retries_with_the_correction_and_says_so(vault):
     response = run("diabtes")
     assert [r.path for r in response.results][:1] == ["diabetes.md"]
