@@ -22,13 +22,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
-from markdown_it import MarkdownIt
-from markdown_it.rules_block import StateBlock
-from markdown_it.rules_core import StateCore
-from markdown_it.rules_inline import StateInline
-from markdown_it.token import Token
+if TYPE_CHECKING:  # markdown-it is imported when a note is rendered: a search only blanks comments (start-up)
+    from markdown_it import MarkdownIt
+    from markdown_it.rules_block import StateBlock
+    from markdown_it.rules_core import StateCore
+    from markdown_it.rules_inline import StateInline
+    from markdown_it.token import Token
 
 from indexing.structure import blank_spans, masked
 
@@ -153,6 +154,8 @@ def is_image(target: str) -> bool:
 def _callouts(state: StateCore) -> None:
     """A quote whose first line starts with `[!type]` becomes a callout: a <div> (or a <details>
     when foldable) with a title; runs between block and inline parsing."""
+    from markdown_it.token import Token
+
     tokens = state.tokens
     for i, token in enumerate(tokens):
         if token.type != "blockquote_open" or i + 2 >= len(tokens):
@@ -300,6 +303,8 @@ def _include(state: StateInline, silent: bool) -> bool:
 
 def _block_ids(state: StateCore) -> None:
     """A block ending in ` ^id` gets an anchor (block_anchor) instead of that text."""
+    from markdown_it.token import Token
+
     for token in state.tokens:
         if token.type != "inline" or "^" not in token.content or not token.children:
             continue
@@ -317,6 +322,8 @@ def _block_ids(state: StateCore) -> None:
 
 def _heading_anchors(state: StateCore) -> None:
     """Each heading gets an anchor (heading_anchor) for links to it; of two alike, the first."""
+    from markdown_it.token import Token
+
     seen: set[str] = set()
     tokens = state.tokens
     for i, token in enumerate(tokens[:-1]):
@@ -384,6 +391,8 @@ def _render_heading_anchor(self, tokens, idx, options, env) -> str:
 def markdown_reader() -> MarkdownIt:
     """The markdown-it reader of notes: CommonMark, tables, strikethrough, HTML (sanitised by
     whoever renders), and the dialects above. Parse `without_comments(text)`."""
+    from markdown_it import MarkdownIt
+
     md = MarkdownIt("commonmark", {"html": True}).enable(["table", "strikethrough"])
     md.block.ruler.before("fence", "pmd_admonition", _admonition,
                           {"alt": ["paragraph", "reference", "blockquote", "list"]})
