@@ -31,8 +31,6 @@ if TYPE_CHECKING:  # markdown-it is imported when a note is rendered: a search o
     from markdown_it.rules_inline import StateInline
     from markdown_it.token import Token
 
-from indexing.structure import blank_spans, masked
-
 # `[!type]` opening a quote's first line, a fold sign after it, then the title.
 CALLOUT_RE = re.compile(r"\[!([A-Za-z][\w-]{0,39})\]([+-]?)[ \t]*")
 # `:::type Title`, `:::type[Title]` and the closing `:::` (at least three colons).
@@ -66,6 +64,8 @@ def comment_spans(text: str) -> list[tuple[int, int]]:
     """[start, end) of each `%%…%%` comment outside code (as indexing.structure.masked finds them)."""
     if "%%" not in text:
         return []
+    from indexing.structure import masked
+
     with_comments = masked(text)
     without = masked(text.replace("%%", "\x01\x01"))  # the same mask with no %% comments in it
     spans: list[tuple[int, int]] = []
@@ -84,7 +84,17 @@ def comment_spans(text: str) -> list[tuple[int, int]]:
 
 def without_comments(text: str) -> str:
     """`text` with its `%%…%%` comments blanked (same length and lines: offsets stay valid)."""
-    return blank_spans(text, comment_spans(text))
+    return _blanked(text, comment_spans(text))
+
+
+def _blanked(text: str, spans: list[tuple[int, int]]) -> str:
+    """indexing.structure.blank_spans, whose module (dozens of patterns) is imported only when there is
+    something to blank: a search's snippets seldom have any (start-up of `pmd search`)."""
+    if not spans:
+        return text
+    from indexing.structure import blank_spans
+
+    return blank_spans(text, spans)
 
 
 _QUOTE_CALLOUT_RE = re.compile(r"^[ \t]{0,3}(?:>[ \t]?)+(\[![A-Za-z][\w-]{0,39}\][+-]?)", re.MULTILINE)
@@ -109,7 +119,7 @@ def searchable_text(text: str) -> str:
     if "==" in text:
         for m in _HIGHLIGHT_MARK_RE.finditer(text):
             spans += [(m.start(), m.start() + 2), (m.end() - 2, m.end())]
-    return blank_spans(text, spans)
+    return _blanked(text, spans)
 
 
 # --- the links a rendered note points to -----------------------------------------------------------
