@@ -22,15 +22,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
-from markdown_it import MarkdownIt
-from markdown_it.rules_block import StateBlock
-from markdown_it.rules_core import StateCore
-from markdown_it.rules_inline import StateInline
-from markdown_it.token import Token
-
-from indexing.structure import blank_spans, masked
+if TYPE_CHECKING:  # markdown-it is imported when a note is rendered: a search only blanks comments (start-up)
+    from markdown_it import MarkdownIt
+    from markdown_it.rules_block import StateBlock
+    from markdown_it.rules_core import StateCore
+    from markdown_it.rules_inline import StateInline
+    from markdown_it.token import Token
 
 # `[!type]` opening a quote's first line, a fold sign after it, then the title.
 CALLOUT_RE = re.compile(r"\[!([A-Za-z][\w-]{0,39})\]([+-]?)[ \t]*")
@@ -65,6 +64,8 @@ def comment_spans(text: str) -> list[tuple[int, int]]:
     """[start, end) of each `%%…%%` comment outside code (as indexing.structure.masked finds them)."""
     if "%%" not in text:
         return []
+    from indexing.structure import masked
+
     with_comments = masked(text)
     without = masked(text.replace("%%", "\x01\x01"))  # the same mask with no %% comments in it
     spans: list[tuple[int, int]] = []
@@ -83,7 +84,17 @@ def comment_spans(text: str) -> list[tuple[int, int]]:
 
 def without_comments(text: str) -> str:
     """`text` with its `%%…%%` comments blanked (same length and lines: offsets stay valid)."""
-    return blank_spans(text, comment_spans(text))
+    return _blanked(text, comment_spans(text))
+
+
+def _blanked(text: str, spans: list[tuple[int, int]]) -> str:
+    """indexing.structure.blank_spans, whose module (dozens of patterns) is imported only when there is
+    something to blank: a search's snippets seldom have any (start-up of `pmd search`)."""
+    if not spans:
+        return text
+    from indexing.structure import blank_spans
+
+    return blank_spans(text, spans)
 
 
 _QUOTE_CALLOUT_RE = re.compile(r"^[ \t]{0,3}(?:>[ \t]?)+(\[![A-Za-z][\w-]{0,39}\][+-]?)", re.MULTILINE)
@@ -108,7 +119,7 @@ def searchable_text(text: str) -> str:
     if "==" in text:
         for m in _HIGHLIGHT_MARK_RE.finditer(text):
             spans += [(m.start(), m.start() + 2), (m.end() - 2, m.end())]
-    return blank_spans(text, spans)
+    return _blanked(text, spans)
 
 
 # --- the links a rendered note points to -----------------------------------------------------------
@@ -153,6 +164,8 @@ def is_image(target: str) -> bool:
 def _callouts(state: StateCore) -> None:
     """A quote whose first line starts with `[!type]` becomes a callout: a <div> (or a <details>
     when foldable) with a title; runs between block and inline parsing."""
+    from markdown_it.token import Token
+
     tokens = state.tokens
     for i, token in enumerate(tokens):
         if token.type != "blockquote_open" or i + 2 >= len(tokens):
@@ -300,6 +313,8 @@ def _include(state: StateInline, silent: bool) -> bool:
 
 def _block_ids(state: StateCore) -> None:
     """A block ending in ` ^id` gets an anchor (block_anchor) instead of that text."""
+    from markdown_it.token import Token
+
     for token in state.tokens:
         if token.type != "inline" or "^" not in token.content or not token.children:
             continue
@@ -317,6 +332,8 @@ def _block_ids(state: StateCore) -> None:
 
 def _heading_anchors(state: StateCore) -> None:
     """Each heading gets an anchor (heading_anchor) for links to it; of two alike, the first."""
+    from markdown_it.token import Token
+
     seen: set[str] = set()
     tokens = state.tokens
     for i, token in enumerate(tokens[:-1]):
@@ -384,6 +401,8 @@ def _render_heading_anchor(self, tokens, idx, options, env) -> str:
 def markdown_reader() -> MarkdownIt:
     """The markdown-it reader of notes: CommonMark, tables, strikethrough, HTML (sanitised by
     whoever renders), and the dialects above. Parse `without_comments(text)`."""
+    from markdown_it import MarkdownIt
+
     md = MarkdownIt("commonmark", {"html": True}).enable(["table", "strikethrough"])
     md.block.ruler.before("fence", "pmd_admonition", _admonition,
                           {"alt": ["paragraph", "reference", "blockquote", "list"]})

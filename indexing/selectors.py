@@ -15,7 +15,6 @@ from django.db.models import Count, Q
 from indexing import errors
 from indexing.access import Access, collection_suggestions, visible_collections
 from indexing.convert import unit_lines
-from indexing.language import language_label
 from indexing.models import Collection, Content, Document, FileProblem, Job, PathContext
 from indexing.replicas import read_connection, replica_reads
 from indexing.paths import (
@@ -270,6 +269,8 @@ def collections_overview(*, access: Access) -> list[CollectionDetail]:
 
 
 def _overview(collections) -> list[CollectionDetail]:
+    from indexing.language import language_label  # its patterns are not a search's to compile (start-up)
+
     # Ordered here: Meta.ordering does not apply to a query that aggregates.
     rows = collections.prefetch_related("shared_users", "shared_groups").select_related("owner").order_by("name").annotate(
         active_documents=Count("documents", filter=Q(documents__active=True)),

@@ -6,12 +6,10 @@ import hashlib
 import html
 import re
 import time
-import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import date, datetime
 
-import yaml
 
 _FRONTMATTER_RE = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.S)
 # TOML frontmatter (Hugo, Zola, mdBook): `+++` lines around it.
@@ -78,32 +76,33 @@ FRONTMATTER_MAX_DEPTH = 32
 FRONTMATTER_MAX_SECONDS = 5.0
 
 
-class FrontmatterRefused(yaml.YAMLError):
+class FrontmatterRefused(ValueError):
     """Frontmatter pmd will not read: the note is indexed without it."""
 
 
-# libyaml when installed (PyYAML's wheels include it): the pure-Python parser reads about 30 KB/s.
-_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-_OPENS = (yaml.SequenceStartEvent, yaml.MappingStartEvent)
-_CLOSES = (yaml.SequenceEndEvent, yaml.MappingEndEvent)
-
-
 def _frontmatter_load(source: str):
-    """YAML's safe load, after a pass over its events that refuses aliases, deep nesting and overtime."""
+    """YAML's safe load, after a pass over its events that refuses aliases, deep nesting and overtime.
+    PyYAML is imported here, when a note's frontmatter is read: a search never reads it (start-up)."""
+    import yaml
+
+    # libyaml when installed (PyYAML's wheels include it): the pure-Python parser reads about 30 KB/s.
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    opens = (yaml.SequenceStartEvent, yaml.MappingStartEvent)
+    closes = (yaml.SequenceEndEvent, yaml.MappingEndEvent)
     deadline = time.monotonic() + FRONTMATTER_MAX_SECONDS
     depth = 0
-    for count, event in enumerate(yaml.parse(source, Loader=_YAML_LOADER)):
+    for count, event in enumerate(yaml.parse(source, Loader=loader)):
         if isinstance(event, yaml.AliasEvent):
             raise FrontmatterRefused("it uses YAML aliases (*name), which pmd does not expand")
-        if isinstance(event, _OPENS):
+        if isinstance(event, opens):
             depth += 1
             if depth > FRONTMATTER_MAX_DEPTH:
                 raise FrontmatterRefused(f"it nests deeper than {FRONTMATTER_MAX_DEPTH} levels")
-        elif isinstance(event, _CLOSES):
+        elif isinstance(event, closes):
             depth -= 1
         if count % 1024 == 0 and time.monotonic() > deadline:
             raise FrontmatterRefused(f"it took more than {FRONTMATTER_MAX_SECONDS:g} s to read")
-    return yaml.load(source, Loader=_YAML_LOADER)
+    return yaml.load(source, Loader=loader)
 
 
 def _toml_depth_refusal(source: str) -> str:
@@ -131,6 +130,8 @@ def parse_toml_frontmatter(text: str) -> tuple[dict, list[str]]:
     refusal = _toml_depth_refusal(source)
     if refusal:
         return {}, [f"frontmatter refused, {refusal}: ignored"]
+    import tomllib
+
     try:
         data = tomllib.loads(source)
     except tomllib.TOMLDecodeError as exc:
@@ -152,6 +153,8 @@ def parse_frontmatter(text: str) -> tuple[dict, list[str]]:
     source = match.group(1)
     if len(source) > FRONTMATTER_MAX_CHARS:
         return {}, [f"frontmatter is longer than {FRONTMATTER_MAX_CHARS:,} characters: ignored"]
+    import yaml
+
     try:
         data = _frontmatter_load(source)
     except FrontmatterRefused as exc:

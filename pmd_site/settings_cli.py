@@ -34,3 +34,18 @@ DATABASES = {alias: {
     "CONN_HEALTH_CHECKS": False,
     "OPTIONS": {k: v for k, v in database["OPTIONS"].items() if k != "pool"},
 } for alias, database in DATABASES.items()}  # noqa: F405
+
+# Django's logging set-up makes its admins' mail handler, which imports the exception reporter named
+# here at once, and with it django.views.debug's template engine and tag libraries (a tenth of a
+# `pmd search`'s imports). A command never renders a report (no ADMINS: the handler sends nothing),
+# so the reporter is named by a stand-in that imports Django's when one is made.
+DEFAULT_EXCEPTION_REPORTER = "pmd_site.settings_cli.ExceptionReporter"
+
+
+class ExceptionReporter:
+    """django.views.debug.ExceptionReporter, imported when a report is made."""
+
+    def __new__(cls, *args, **kwargs):
+        from django.views.debug import ExceptionReporter
+
+        return ExceptionReporter(*args, **kwargs)

@@ -206,8 +206,23 @@ def test_in_process_reads_load_neither_the_web_apps_nor_celery_nor_rich(served, 
                 "psutil",  # only when the embedded server must be started or stopped
                 "psycopg_pool",
                 "search.pipeline.hybrid", "search.retrieval.vector", "indexing.llm",  # a keyword search
+                "markdown_it", "yaml", "tomllib",  # rendering a note, reading its frontmatter
+                "indexing.structure", "indexing.language",  # a note's links and tags, a collection's language
+                "django.views.debug", "django.template.defaulttags",  # the error reporter (DEFAULT_EXCEPTION_REPORTER)
                 "pmd_site.cli.bench", "pmd_site.cli.serve", "pmd_site.cli.collections"}  # other commands' modules
     assert not imported & unwanted, sorted(imported & unwanted)
+
+
+def test_the_lean_settings_report_errors_with_djangos_reporter():
+    """The CLI's settings name a stand-in reporter (nothing imported at start-up); a report made with it
+    is Django's own."""
+    from django.utils.module_loading import import_string
+    from django.views.debug import ExceptionReporter
+
+    from pmd_site import settings_cli
+
+    reporter = import_string(settings_cli.DEFAULT_EXCEPTION_REPORTER)(None, ValueError, ValueError("x"), None)
+    assert type(reporter) is ExceptionReporter and "ValueError" in reporter.get_traceback_text()
 
 
 def test_each_command_is_registered_by_the_module_that_says_so():
