@@ -421,7 +421,8 @@ def _keyword(request: SearchRequest) -> SearchResponse:
 
 
 def _vector(request: SearchRequest) -> SearchResponse:
-    return vector_search(request, snippets=False)  # the shown hits' snippets: complete_snippets
+    # the shown hits' snippets: complete_snippets; the chance cosine: fusion's NQC
+    return vector_search(request, snippets=False, chance=True)
 
 
 def _add_list(lists, hits, name: str, response: SearchResponse, weight: float) -> None:

@@ -65,10 +65,11 @@ EXACT_FILTER_DOCUMENTS = 5000
 SNIPPET_LINES = 4
 
 
-def vector_search(request: SearchRequest, *, exact: bool = False, snippets: bool = True) -> SearchResponse:
+def vector_search(request: SearchRequest, *, exact: bool = False, snippets: bool = True,
+                  chance: bool = False) -> SearchResponse:
     """The `vsearch` service: one SearchRequest in, one SearchResponse out. `snippets=False`
     leaves snippets, lines and highlights to `complete_snippets` (hybrid search shows a few
-    of the hits it fetches)."""
+    of the hits it fetches); `chance=True` adds the index's `chance_cosine` (hybrid's fusion)."""
     query = request.query.strip()
     if not query:
         raise errors.InvalidSearchInput("empty query")
@@ -88,8 +89,13 @@ def vector_search(request: SearchRequest, *, exact: bool = False, snippets: bool
     response.timings["embed_query"] = (time.perf_counter() - started) * 1000
     if fingerprint is None:
         raise _not_embedded(config.model, dims=len(vector))
-    return search_by_vector(request, vector, fingerprint, response=response, collection_ids=collection_ids,
-                            exact=exact, snippets=snippets)
+    response = search_by_vector(request, vector, fingerprint, response=response, collection_ids=collection_ids,
+                                exact=exact, snippets=snippets)
+    if chance:
+        started = time.perf_counter()
+        response.chance_score = chance_cosine(fingerprint)
+        response.timings["chance"] = (time.perf_counter() - started) * 1000
+    return response
 
 
 def search_by_vector(request: SearchRequest, vector: list[float], fingerprint: EmbeddingFingerprint, *,
@@ -113,7 +119,6 @@ def search_by_vector(request: SearchRequest, vector: list[float], fingerprint: E
         if not matching:
             return response
         filtered_exact = matching <= EXACT_FILTER_DOCUMENTS
-    response.chance_score = chance_cosine(fingerprint)
     started = time.perf_counter()
     rows = nearest_chunks(fingerprint, vector, k=wanted, collection_ids=collection_ids, exact=exact or filtered_exact,
                           filters=filters)
