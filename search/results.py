@@ -74,6 +74,9 @@ class SearchResponse:
     # the answer's own JSON, which is the same bytes in-process and through the server.
     search_id: int | None = None
     time_words: str | None = None  # the words read as a date filter ("last week"): removable
+    # Vector search: the cosine of two unrelated passages in this index (fusion measures a list's
+    # commitment above it); not part of the answer.
+    chance_score: float | None = None
 
     def as_dict(self) -> dict:
         return {

@@ -19,8 +19,17 @@ weighs the two kinds of evidence per query by how much signal each list carries:
    computed on each kind's own list for the query (the variants' mean when the query has
    none of that kind). A list whose top stands out from its bulk is committed to an answer:
        w_v = σ(β·(NQC_V − NQC_K) + γ),   w_k = 1 − w_v,   fused = w_k·Z_K + w_v·Z_V
-   β = 2, γ = 0.5 (a slight vector tilt), fitted on the odd-numbered queries of SciFact,
-   Cranfield and scifact-long jointly; one set for every collection. This is the no-LLM
+   The mean is measured from what a list scores by chance: 0 for BM25 (a document without
+   the query's words), and for cosines the index's chance cosine (the median cosine of two
+   unrelated passages, search.retrieval.vector.chance_cosine): about 0.1-0.2 for
+   all-MiniLM-L6-v2, 0.82 for multilingual-e5-small, whose cosines all sit in a narrow band
+   near 0.9, so that NQC on raw cosines (≈0.015 against ≈0.75 for keyword) gave a strong
+   vector list a third of the say. Above chance the mean is held to at least
+   NQC_CHANCE_FLOOR of the room left (1 − chance), so a list at chance level cannot claim an
+   unbounded commitment.
+   β = 1, γ = 0.5 (a slight vector tilt), fitted on the odd-numbered queries of tldr-multi
+   (MiniLM and multilingual-e5-small), SciFact, Cranfield and scifact-long jointly; one set for
+   every collection. This is the no-LLM
    analogue of dynamic alpha tuning (Hsu & Tzeng 2025, who ask an LLM to grade each
    retriever's top hit).
 4. **Short and degenerate lists.** A kind with no hits gets weight 0 (fused = the other
@@ -70,7 +79,8 @@ KEYWORD, VECTOR = "keyword", "vector"
 KINDS = (KEYWORD, VECTOR)
 FUSION_DEPTH = 100  # hits per list the statistics are taken over (fetched whatever -n is)
 NQC_TOP = 10
-NQC_BETA = 2.0
+NQC_BETA = 1.0
+NQC_CHANCE_FLOOR = 0.07  # share of (1 − chance) below which the mean above chance is not taken
 NQC_GAMMA = 0.5
 ORIGINAL_WEIGHT = 2.0
 VARIANT_WEIGHT = 1.0
@@ -91,6 +101,7 @@ class RankedList:
     weight: float = VARIANT_WEIGHT
     kind: str = ""  # KEYWORD or VECTOR; by default the name's suffix
     values: list[float] = field(default_factory=list)  # what is standardised (raw BM25, cosine); default scores
+    chance: float | None = None  # a cosine list: what unrelated texts score (None: a score with 0 at chance, BM25)
 
     def __post_init__(self) -> None:
         if not self.kind:
@@ -154,13 +165,18 @@ def sigmoid(x: float) -> float:
     return 1.0 / (1.0 + math.exp(-x)) if x >= 0 else math.exp(x) / (1.0 + math.exp(x))
 
 
-def nqc(values: list[float], top: int = NQC_TOP) -> float:
+def nqc(values: list[float], top: int = NQC_TOP, *, chance: float | None = None) -> float:
     """Normalised Query Commitment (Shtok et al., TOIS 2012): sd of the top `top` scores over
-    |mean| of the list (the list stands in for the corpus score). 0 without two hits."""
+    |mean| of the list (the list stands in for the corpus score). 0 without two hits.
+    `chance` (cosine lists): the mean is taken above that cosine, and at least
+    NQC_CHANCE_FLOOR·(1 − chance), so cosines of every model are read on BM25's footing."""
     head = values[:top]
     if len(head) < 2:
         return 0.0
-    mean = abs(statistics.fmean(values))
+    if chance is None:
+        mean = abs(statistics.fmean(values))
+    else:
+        mean = max(statistics.fmean(values) - chance, NQC_CHANCE_FLOOR * (1.0 - chance))
     return statistics.pstdev(head) / mean if mean > 1e-12 else 0.0
 
 
@@ -218,7 +234,7 @@ def _standardise(ranked: RankedList, depth: int, others: set[str]) -> tuple[_Sta
     # zeros belong to the list's distribution (up to the depth). One keyword hit among a
     # handful of documents is then far above the rest, not a list "without spread".
     absent = 0.0
-    own_nqc = nqc(head) if len(head) >= 2 else None  # on the list as retrieved (Shtok et al.), before the zeros
+    own_nqc = nqc(head, chance=ranked.chance) if len(head) >= 2 else None  # on the list as retrieved (Shtok et al.), before the zeros
     if len(hits) < depth and len(head) == len(hits):
         missing = len([k for k in others if k not in hits])
         head = head + [0.0] * min(missing, depth - len(head))

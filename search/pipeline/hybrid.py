@@ -421,7 +421,8 @@ def _keyword(request: SearchRequest) -> SearchResponse:
 
 
 def _vector(request: SearchRequest) -> SearchResponse:
-    return vector_search(request, snippets=False)  # the shown hits' snippets: complete_snippets
+    # the shown hits' snippets: complete_snippets; the chance cosine: fusion's NQC
+    return vector_search(request, snippets=False, chance=True)
 
 
 def _add_list(lists, hits, name: str, response: SearchResponse, weight: float) -> None:
@@ -436,7 +437,9 @@ def _add_list(lists, hits, name: str, response: SearchResponse, weight: float) -
     # fusion standardises the retriever's own score: best-passage BM25 (its per-query
     # ideal is a constant factor, which z-scores and NQC ignore) or the best chunk's cosine
     values = [float(r.scores.get("bm25" if kind == KEYWORD else "cosine", r.score)) for r in response.results]
-    lists.append(RankedList(name=name, keys=keys, scores=scores, weight=weight, kind=kind, values=values))
+    chance = response.chance_score if kind == VECTOR else None  # cosines: commitment above chance
+    lists.append(RankedList(name=name, keys=keys, scores=scores, weight=weight, kind=kind, values=values,
+                            chance=chance))
     hits[name] = by_key
 
 

@@ -66,10 +66,11 @@ EXACT_FILTER_DOCUMENTS = 5000
 SNIPPET_LINES = 4
 
 
-def vector_search(request: SearchRequest, *, exact: bool = False, snippets: bool = True) -> SearchResponse:
+def vector_search(request: SearchRequest, *, exact: bool = False, snippets: bool = True,
+                  chance: bool = False) -> SearchResponse:
     """The `vsearch` service: one SearchRequest in, one SearchResponse out. `snippets=False`
     leaves snippets, lines and highlights to `complete_snippets` (hybrid search shows a few
-    of the hits it fetches)."""
+    of the hits it fetches); `chance=True` adds the index's `chance_cosine` (hybrid's fusion)."""
     query = request.query.strip()
     if not query:
         raise errors.InvalidSearchInput("empty query")
@@ -89,8 +90,13 @@ def vector_search(request: SearchRequest, *, exact: bool = False, snippets: bool
     response.timings["embed_query"] = (time.perf_counter() - started) * 1000
     if fingerprint is None:
         raise _not_embedded(config.model, dims=len(vector))
-    return search_by_vector(request, vector, fingerprint, response=response, collection_ids=collection_ids,
-                            exact=exact, snippets=snippets)
+    response = search_by_vector(request, vector, fingerprint, response=response, collection_ids=collection_ids,
+                                exact=exact, snippets=snippets)
+    if chance:
+        started = time.perf_counter()
+        response.chance_score = chance_cosine(fingerprint)
+        response.timings["chance"] = (time.perf_counter() - started) * 1000
+    return response
 
 
 def search_by_vector(request: SearchRequest, vector: list[float], fingerprint: EmbeddingFingerprint, *,
@@ -134,6 +140,39 @@ def search_by_vector(request: SearchRequest, vector: list[float], fingerprint: E
             f"{missing} document(s) have no embeddings yet and cannot be found by vector search: "
             + (f"they are {underway}, and join as they are done" if underway else "run `pmd embed`"))
     return response
+
+
+CHANCE_SAMPLE = 1024  # chunks whose pairwise cosines give the chance cosine
+CHANCE_MIN_PAIRS = 32  # fewer chunks than twice this: no chance cosine (raw cosines)
+CHANCE_TTL = 600.0  # seconds an index's chance cosine is kept in this process
+_CHANCE_SQL = """
+WITH s AS (SELECT c.embedding AS e, row_number() OVER (ORDER BY c.content_hash, c.seq) AS r
+             FROM indexing_chunk c WHERE c.fingerprint_id = %s ORDER BY c.content_hash, c.seq LIMIT %s),
+     half AS (SELECT count(*) / 2 AS h FROM s)
+SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY 1 - (a.e <=> b.e)), min(half.h)
+  FROM s a CROSS JOIN half JOIN s b ON b.r = a.r + half.h"""
+_chance: dict[int, tuple[float, float | None]] = {}
+
+
+def chance_cosine(fingerprint: EmbeddingFingerprint) -> float | None:
+    """The cosine two unrelated passages of this index have (the median over pairs of a sample),
+    or None below 2·CHANCE_MIN_PAIRS chunks. Models differ widely (all-MiniLM-L6-v2 about 0.1-0.2,
+    multilingual-e5-small about 0.82): fusion reads a vector list's commitment above it.
+
+    The sample is the first chunks in content-hash order (a uniform, repeatable draw of notes
+    read off the (fingerprint, content, seq) index: the same cost at any size), each paired
+    with one from the sample's other half; kept CHANCE_TTL seconds per process."""
+    now = time.monotonic()
+    cached = _chance.get(fingerprint.pk)
+    if cached is not None and now - cached[0] < CHANCE_TTL:
+        return cached[1]
+    with read_connection().cursor() as cursor:
+        cursor.execute(_CHANCE_SQL, [fingerprint.pk, CHANCE_SAMPLE])
+        row = cursor.fetchone()
+    enough = row is not None and row[0] is not None and (row[1] or 0) >= CHANCE_MIN_PAIRS
+    value = float(row[0]) if enough and math.isfinite(row[0]) else None
+    _chance[fingerprint.pk] = (now, value)
+    return value
 
 
 def query_embedding(query: str, *, model: str, use_cache: bool = True) -> tuple[list[float], bool]:

@@ -9,6 +9,7 @@ from search.pipeline.fusion import (
     KEYWORD,
     KEYWORD_Z_CAP,
     NQC_BETA,
+    NQC_CHANCE_FLOOR,
     NQC_GAMMA,
     ORIGINAL_WEIGHT,
     VECTOR,
@@ -40,6 +41,41 @@ def test_nqc_is_the_spread_of_the_top_over_the_mean():
     assert nqc(values, top=3) == pytest.approx(statistics.pstdev([10, 8, 5]) / statistics.fmean(values))
     assert nqc([1.0]) == 0.0 and nqc([]) == 0.0
     assert nqc([2.0 * v for v in values]) == pytest.approx(nqc(values))  # scale-free
+
+
+def test_nqc_of_cosines_is_measured_above_chance():
+    """A model whose unrelated passages already score 0.82 (multilingual-e5-small) puts every
+    list in a narrow band near 0.9: raw NQC reads it as uncommitted; above chance it reads like
+    a list of cosines spread from 0 (all-MiniLM-L6-v2) with the same shape."""
+    band = [0.90, 0.88, 0.87, 0.86] + [0.84] * 20
+    wide = [0.1 + (v - 0.82) / 0.18 * 0.9 for v in band]  # the same list, chance 0.1, room 0.9
+    assert nqc(band) < 0.05
+    assert nqc(band, chance=0.82) == pytest.approx(statistics.pstdev(band[:10]) / (statistics.fmean(band) - 0.82))
+    assert nqc(band, chance=0.82) == pytest.approx(nqc(wide, chance=0.1))
+    assert nqc(band, chance=0.82) > 10 * nqc(band)
+    assert nqc([2.0, 1.0], chance=None) == nqc([2.0, 1.0])  # BM25: 0 is chance already
+
+
+def test_a_cosine_list_at_chance_level_has_a_bounded_commitment():
+    at_chance = [0.83, 0.82, 0.81, 0.80, 0.80]
+    floor = NQC_CHANCE_FLOOR * (1 - 0.82)
+    assert nqc(at_chance, chance=0.82) == pytest.approx(statistics.pstdev(at_chance) / floor)
+    assert math.isfinite(nqc([0.5, 0.5], chance=1.0))
+
+
+def test_a_strong_cosine_band_gets_its_say_once_chance_is_known():
+    keys = [f"d{i}" for i in range(30)]
+    keyword = kw(keys[::-1], [12.0, 7.0, 6.5] + [6.0 - 0.1 * i for i in range(27)])
+    cosines = [0.93, 0.88, 0.87] + [0.86 - 0.001 * i for i in range(27)]
+    raw = fuse([keyword, vec(keys, cosines)])
+    known = vec(keys, cosines)
+    known.chance = 0.82
+    above = fuse([keyword, known])
+    assert above.nqc[VECTOR] > 5 * raw.nqc[VECTOR] and above.nqc[KEYWORD] == raw.nqc[KEYWORD]
+    assert above.weights[VECTOR] > raw.weights[VECTOR] + 0.15
+    # the keyword #1 (d29, a partial match) no longer outranks the vector list's #2
+    assert [c.key for c in raw.candidates[:2]] == ["d0", "d29"]
+    assert [c.key for c in above.candidates[:2]] == ["d0", "d1"]
 
 
 def test_weights_follow_the_more_committed_list():

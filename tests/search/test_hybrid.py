@@ -414,3 +414,16 @@ def test_the_deadline_counts_from_the_start_not_from_the_end_of_alongside():
     assert outcome.results == {"fast": "fast"}  # finished while alongside ran: still collected
     assert outcome.timed_out == ["late"]
     assert wait_for_stragglers(5)
+
+
+def test_the_vector_list_commitment_is_read_above_the_index_chance_cosine(kb, monkeypatch):
+    from search.retrieval import vector as vector_module
+
+    def vector_nqc():
+        response = hybrid_search(req("postgres vacuum dead tuples", expand=False, rerank=False, explain=True))
+        return response.results[0].explain["fusion"]["nqc"]["vector"]
+
+    raw = vector_nqc()  # this small index has too few chunks for a chance cosine: raw cosines
+    monkeypatch.setattr(vector_module, "chance_cosine", lambda fingerprint: 0.5)
+    above = vector_nqc()
+    assert above > raw > 0

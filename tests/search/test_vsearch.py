@@ -238,3 +238,31 @@ def test_snippet_of_a_chunk_inside_one_long_paragraph():
     assert snippet.startswith("…") and "topic44" in snippet and len(snippet) <= 302
     assert [snippet[s:e] for s, e in highlights] == ["topic44"]
     assert "Sentence 10 " not in snippet, "only text from the chunk"
+
+
+def _chunks(fingerprint, vectors):
+    from indexing.models import Chunk, Content
+    for i, vector in enumerate(vectors):
+        content, _ = Content.objects.get_or_create(hash=f"{i:064x}", defaults={"body": f"note {i}"})
+        Chunk.objects.create(fingerprint=fingerprint, content=content, seq=0, char_start=0, char_end=6,
+                             embedding=vector)
+
+
+def test_chance_cosine_is_the_median_cosine_of_unrelated_chunks(monkeypatch):
+    """Fusion reads a vector list's commitment above this (search.pipeline.fusion, 3.)."""
+    from search.retrieval import vector as vector_module
+    monkeypatch.setattr(vector_module, "_chance", {})
+    small = EmbeddingFingerprint.objects.create(key="chance-small", model="m", dims=3)
+    _chunks(small, [[1.0, 0.0, 0.0]] * 10)
+    assert vector_module.chance_cosine(small) is None  # too few chunks to say
+    band = EmbeddingFingerprint.objects.create(key="chance-band", model="m", dims=3)
+    # three directions 60° apart (cosine 0.5); the sample's halves pair chunks of different ones
+    _chunks(band, [[1.0, 0.0, 0.0] if i % 3 == 0 else [0.5, 0.8660254, 0.0] if i % 3 == 1
+                   else [0.5, 0.2886751, 0.8164966] for i in range(80)])
+    value = vector_module.chance_cosine(band)
+    assert value == pytest.approx(0.5, abs=1e-4)
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+    with CaptureQueriesContext(connection) as queries:
+        assert vector_module.chance_cosine(band) == value
+    assert not queries.captured_queries  # kept per process
