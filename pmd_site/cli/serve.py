@@ -14,6 +14,7 @@ are what `pmd up` runs and what the docker compose services run.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
@@ -46,6 +47,12 @@ def register(sub) -> None:
     up.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     up.add_argument("--port", type=int, default=8000, help="port (default 8000)")
     up.add_argument("--no-watch", action="store_true", help="do not watch collection folders")
+    up.add_argument("--profile", choices=["default", "small"], default=None,
+                    help="default (PMD_PROFILE): web, an index worker, an embedder, the scheduler and the watcher, "
+                         "each a process; small: web and ONE worker process running both queues with the "
+                         "scheduler and the watcher as threads (about half the memory; indexing may then wait "
+                         "behind an embedding batch). Either way only the process that embeds loads the local "
+                         "models; the web server asks it for query vectors")
     up.add_argument("--reset-admin-password", action="store_true",
                     help=f"give the '{ADMIN_USERNAME}' account a new generated password and print it")
     up.set_defaults(func=cmd_up, needs_db=False)
@@ -66,6 +73,10 @@ def register(sub) -> None:
     worker.add_argument("--pool", choices=["prefork", "threads", "solo"], default=None,
                         help="how tasks run: prefork (celery's default: a process per task slot), or threads "
                              "inside this process (`pmd up`: one process per worker instead of two)")
+    worker.add_argument("--with-beat", action="store_true",
+                        help="also run the scheduler, as a thread of this process (`pmd up` with PMD_PROFILE=small)")
+    worker.add_argument("--with-watcher", action="store_true",
+                        help="also run the folder watcher, as a thread of this process (PMD_PROFILE=small)")
     worker.set_defaults(func=cmd_worker, needs_db=False)
 
     beat = sub.add_parser("beat", help="run only the scheduler (periodic reconciliation)")
@@ -144,6 +155,8 @@ def cmd_worker(args) -> int:
     die_with_supervisor()
     from pmd_site.runtime import database_lease
 
+    from django.conf import settings
+
     app = _celery_app()
     which = _queues(args)
     name = worker_name(which)
@@ -152,16 +165,46 @@ def cmd_worker(args) -> int:
         argv.append(f"--concurrency={args.concurrency}")
     if getattr(args, "pool", None):
         argv.append(f"--pool={args.pool}")
-    with database_lease():
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(database_lease())
+        if settings.PMD_MODEL_SOCKET and which in {"all", "embed"}:
+            # This process embeds: it alone loads the local models and answers the others' queries.
+            from indexing.llm import get_backend
+            from indexing.llm.shared import serve_models
+
+            stack.callback(serve_models(settings.PMD_MODEL_SOCKET, get_backend).close)
+        if getattr(args, "with_beat", False):
+            from celery.beat import EmbeddedService
+
+            schedule = stack.enter_context(_beat_schedule())
+            beat = EmbeddedService(app, thread=True, schedule_filename=str(schedule))
+            beat.start()
+            stack.callback(beat.stop)
+        if getattr(args, "with_watcher", False):
+            import threading
+
+            from pmd_site.watcher import run_watcher
+
+            stop = threading.Event()
+            threading.Thread(target=run_watcher, kwargs={"stop_event": stop}, daemon=True, name="pmd-watcher").start()
+            stack.callback(stop.set)
         app.worker_main(argv)
     return 0
 
 
 def cmd_beat(args) -> int:
     die_with_supervisor()
+    app = _celery_app()
+    with _beat_schedule() as schedule:
+        app.start(["beat", "--loglevel=INFO", f"--schedule={schedule}"])
+    return 0
+
+
+@contextlib.contextmanager
+def _beat_schedule():
+    """The scheduler's state file, private and locked (one scheduler per index)."""
     from django.conf import settings
 
-    app = _celery_app()
     import shutil
     import tempfile
     from pathlib import Path
@@ -189,12 +232,11 @@ def cmd_beat(args) -> int:
         raise CommandError(f"a scheduler is already running for index {settings.PMD_INDEX!r} ({holder}): "
                            "only one may run per index")
     try:
-        app.start(["beat", "--loglevel=INFO", f"--schedule={schedule}"])
+        yield schedule
     finally:
         lock.close()
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
-    return 0
 
 
 def cmd_watch(args) -> int:
@@ -467,16 +509,22 @@ def _one_pmd_up(url: str):
     return lock
 
 
-def up_children(args, *, broker: bool, watch: bool) -> list[tuple[str, ...]]:
+def up_children(args, *, broker: bool, watch: bool, profile: str = "default") -> list[tuple[str, ...]]:
     """The processes `pmd up` runs: (name, pmd command…). Each worker runs its one task slot as a
     thread of its own process: a prefork pool doubled the workers' processes, each a whole Django
-    and celery (about 100 MB apiece) for nothing, since one task at a time runs in each."""
+    and celery (about 100 MB apiece) for nothing, since one task at a time runs in each. The small
+    profile goes further: one worker for both queues (two task threads), the scheduler and the
+    watcher as threads of it."""
     children = [("web", "serve", "--host", args.host, "--port", str(args.port))]
+    watching = watch and not args.no_watch
+    if broker and profile == "small":
+        worker = ["worker", "--concurrency", "2", "--pool", "threads", "--queues", "all", "--with-beat"]
+        return [*children, ("worker", *worker, *(["--with-watcher"] if watching else []))]
     if broker:
         children += [("worker", "worker", "--concurrency", "1", "--pool", "threads", "--queues", "index"),
                      ("embedder", "worker", "--concurrency", "1", "--pool", "threads", "--queues", "embed"),
                      ("beat", "beat")]
-    if watch and not args.no_watch:
+    if watching:
         children.append(("watcher", "watch"))
     return children
 
@@ -531,6 +579,10 @@ def cmd_up(args) -> int:
         connections.close_all()
         if broker_url:
             env["CELERY_BROKER_URL"] = broker_url
+            # The process that embeds serves the local models to the others (one copy in memory).
+            from pmd_site.serverfiles import run_dir_for
+
+            env["PMD_MODEL_SOCKET"] = str(run_dir_for(settings.PMD_HOME) / f"models-{settings.PMD_INDEX}.sock")
             console.print(f"broker: {'embedded Redis' if not settings.CELERY_BROKER_URL else 'CELERY_BROKER_URL'}"
                           f" ({'started' if redis_started else 'reused'})")
         else:
@@ -544,7 +596,8 @@ def cmd_up(args) -> int:
             supervisor.keep("postgres", server)
         if redis_server is not None:
             supervisor.keep("redis", redis_server)
-        for name, *argv in up_children(args, broker=bool(broker_url), watch=settings.PMD_WATCH):
+        profile = args.profile or settings.PMD_PROFILE
+        for name, *argv in up_children(args, broker=bool(broker_url), watch=settings.PMD_WATCH, profile=profile):
             supervisor.add(name, *argv)
         supervisor.start_all()
 
