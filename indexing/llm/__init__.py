@@ -49,7 +49,8 @@ def make_backend(kind: str, *, url: str, api_key: str = "", timeout: float = 120
         if socket_path and not shared.serving_here():  # under `pmd up`: one process holds the models
             return shared.SharedModelsClient(Path(url), socket_path, threads=int(settings.PMD_LOCAL_THREADS),
                                              timeout=timeout)
-        return LocalBackend(Path(url), threads=int(settings.PMD_LOCAL_THREADS))
+        return LocalBackend(Path(url), threads=int(settings.PMD_LOCAL_THREADS),
+                            batch=int(getattr(settings, "PMD_LOCAL_BATCH", 0) or 0))
     raise LLMBackendError(f"PMD_LLM_BACKEND={kind!r} is not a backend pmd knows: use `ollama`, `openai` or `local`")
 
 
@@ -97,6 +98,7 @@ def get_backend(*, timeout: float | None = None, retries: int | None = None) -> 
         float(settings.PMD_LLM_RETRY_BACKOFF),
         int(settings.PMD_LOCAL_THREADS) if kind == "local" else 0,
         str(getattr(settings, "PMD_MODEL_SOCKET", "") or "") if kind == "local" else "",
+        int(getattr(settings, "PMD_LOCAL_BATCH", 0) or 0) if kind == "local" else 0,
     )
     with _lock:
         backend = _cached.get(key)

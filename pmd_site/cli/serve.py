@@ -509,6 +509,9 @@ def _one_pmd_up(url: str):
     return lock
 
 
+SMALL_PROFILE_BATCH = 2  # texts per inference of the local models under the small profile
+
+
 def up_children(args, *, broker: bool, watch: bool, profile: str = "default") -> list[tuple[str, ...]]:
     """The processes `pmd up` runs: (name, pmd command…). Each worker runs its one task slot as a
     thread of its own process: a prefork pool doubled the workers' processes, each a whole Django
@@ -597,6 +600,8 @@ def cmd_up(args) -> int:
         if redis_server is not None:
             supervisor.keep("redis", redis_server)
         profile = args.profile or settings.PMD_PROFILE
+        if profile == "small" and not os.environ.get("PMD_LOCAL_BATCH", "").strip():
+            env["PMD_LOCAL_BATCH"] = str(SMALL_PROFILE_BATCH)
         for name, *argv in up_children(args, broker=bool(broker_url), watch=settings.PMD_WATCH, profile=profile):
             supervisor.add(name, *argv)
         supervisor.start_all()

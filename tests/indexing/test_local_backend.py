@@ -141,11 +141,16 @@ def test_a_model_is_loaded_once_per_process(local, minilm):
     assert local_module._loaded == loaded and len(loaded) >= 1
 
 
-def test_bulk_embedding_runs_in_small_sub_batches_of_similar_length(local, minilm, monkeypatch):
+@pytest.mark.parametrize("batch", [0, 2], ids=["default", "PMD_LOCAL_BATCH=2"])
+def test_bulk_embedding_runs_in_small_sub_batches_of_similar_length(local, minilm, monkeypatch, batch):
     """The attention buffers ONNX Runtime keeps grow with the rows of one inference (issue 32)."""
+    local.PMD_LOCAL_BATCH = batch
+    rows = batch or local_module.SUB_BATCH
     backend = get_backend()
     backend.embed(["warm up"], model=str(minilm))
-    loaded = next(v for k, v in local_module._loaded.items() if str(minilm) in k[1])
+    loaded = next(v for k, v in local_module._loaded.items() if str(minilm) in k[1] and k[-1] == rows)
+    # no memory plan kept per input shape: sub-batches come in every width
+    assert loaded.session.get_session_options().enable_mem_pattern is False
     shapes = []
 
     class Recording:
@@ -158,7 +163,7 @@ def test_bulk_embedding_runs_in_small_sub_batches_of_similar_length(local, minil
 
     monkeypatch.setattr(loaded, "session", Recording(loaded.session))
     backend.embed([("word " * n).strip() for n in range(1, 33)], model=str(minilm))
-    assert [rows for rows, _ in shapes] == [local_module.SUB_BATCH] * (32 // local_module.SUB_BATCH)
+    assert [n for n, _ in shapes] == [rows] * (32 // rows)
     assert local_module.SUB_BATCH <= 8
     assert [width for _, width in shapes] == sorted(width for _, width in shapes), "padded per sub-batch"
 

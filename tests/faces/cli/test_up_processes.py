@@ -51,6 +51,7 @@ def test_the_small_profile_runs_web_and_one_worker_with_the_scheduler_and_watche
     assert worker[worker.index("--queues") + 1] == "all"
     assert worker[worker.index("--pool") + 1] == "threads"
     assert {"--with-beat", "--with-watcher"} <= set(worker)
+    assert serve.SMALL_PROFILE_BATCH <= 4  # pmd up gives it PMD_LOCAL_BATCH: smaller ONNX buffers
     quiet = {name: argv for name, *argv in
              serve.up_children(_up_args(no_watch=True), broker=True, watch=True, profile="small")}
     assert "--with-watcher" not in quiet["worker"]
