@@ -29,8 +29,8 @@ from pmd_site.cli.output import (
     warn,
 )
 from pmd_site.supervisor import (  # standard library only: cheap
-    Supervisor,
     die_with_supervisor,
+    hand_over,
 )
 
 ADMIN_USERNAME = "admin"
@@ -549,10 +549,9 @@ def cmd_up(args) -> int:
     url = f"http://{'127.0.0.1' if args.host in {'0.0.0.0', '::'} else host}:{args.port}/"
     running = _one_pmd_up(url)
 
-    stop = _stop_on_sigterm()
-    pg_started = redis_started = False
-    supervisor = None
-    code = 0
+    _stop_on_sigterm()  # until the hand-over: a Ctrl-C during the setup ends it cleanly
+    pg_started = redis_started = handed_over = False
+    server = redis_server = None
     try:
         pg_started = ensure_database()
         server = embedded_server()
@@ -591,20 +590,19 @@ def cmd_up(args) -> int:
         else:
             warn("no task queue available: embeddings will not be computed in the background")
 
-        supervisor = Supervisor(env, json_logs=settings.PMD_LOG_FORMAT == "json", console=stdout_console(),
-                                color=color_enabled(sys.stdout))
-        # Every embedded server the children use is kept running, also one found running (`pmd db
-        # start`): the children cannot work without it. On the way out only what this run started is stopped.
-        if server is not None:
-            supervisor.keep("postgres", server)
-        if redis_server is not None:
-            supervisor.keep("redis", redis_server)
         profile = args.profile or settings.PMD_PROFILE
         if profile == "small" and not os.environ.get("PMD_LOCAL_BATCH", "").strip():
             env["PMD_LOCAL_BATCH"] = str(SMALL_PROFILE_BATCH)
-        for name, *argv in up_children(args, broker=bool(broker_url), watch=settings.PMD_WATCH, profile=profile):
-            supervisor.add(name, *argv)
-        supervisor.start_all()
+        # Every embedded server the children use is kept running, also one found running (`pmd db
+        # start`): the children cannot work without it. On the way out only what this run started is stopped.
+        spec = {
+            "env": env, "json_logs": settings.PMD_LOG_FORMAT == "json", "color": color_enabled(sys.stdout),
+            "home": str(settings.PMD_HOME),
+            "children": [list(child) for child in up_children(args, broker=bool(broker_url), watch=settings.PMD_WATCH,
+                                                               profile=profile)],
+            "keep": [name for name, kept in (("postgres", server), ("redis", redis_server)) if kept is not None],
+            "stop": [name for name, started in (("postgres", pg_started), ("redis", redis_started)) if started],
+        }
 
         console.print(f"\n[bold green]pmd is up[/]: {escape(url)}  (MCP: {escape(url)}mcp)")
         if password:
@@ -614,25 +612,17 @@ def cmd_up(args) -> int:
             console.print(f"log in as [bold]{escape(username)}[/] (forgot the password? `pmd user password {escape(username)}`,"
                           " or `pmd up --reset-admin-password`)")
         console.print("press Ctrl-C to stop\n")
-
-        while not stop.wait(0.5):
-            reason = supervisor.check()
-            if reason:
-                warn(f"{reason}: shutting down")
-                code = 1
-                break
+        handed_over = True
     finally:
-        if supervisor is not None:
-            console.print("stopping…")
-            supervisor.stop_all()
-        if redis_started:
-            redis_server.stop()
-        connections.close_all()
-        if pg_started:
-            server = embedded_server()
-            if server is not None:
+        if not handed_over:  # the setup failed: stop what this run started
+            if redis_started:
+                redis_server.stop()
+            connections.close_all()
+            if pg_started and server is not None:
                 server.stop()
-        if supervisor is not None:
-            console.print("stopped")
-        running.close()
-    return code
+            running.close()
+    # The loop runs without Django: this process becomes pmd_site.supervisor (same pid, the lock kept).
+    from pmd_site.serverfiles import run_dir_for
+
+    connections.close_all()
+    return hand_over(spec, str(run_dir_for(settings.PMD_HOME) / f"up-{settings.PMD_INDEX}.json"), running.fileno())
