@@ -10,7 +10,9 @@ backoff of 1, 2, 4… up to SERVER_RESTART_MAX_DELAY seconds. Stopping sends SIG
 waits STOP_GRACE_SECONDS, then kills each child's whole process group.
 
 It imports nothing of pmd's (the CLI hands in its console) and only the standard library
-at start-up, so a child can call `die_with_supervisor` first thing for free.
+at start-up, so a child can call `die_with_supervisor` first thing for free. After its setup
+`pmd up` replaces itself (exec, same pid) with `python -m pmd_site.supervisor`, whose loop
+(`supervise`) loads no Django: the embedded servers' classes are all it imports.
 """
 
 from __future__ import annotations
