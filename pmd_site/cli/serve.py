@@ -34,7 +34,6 @@ from pmd_site.supervisor import (  # standard library only: cheap
 )
 
 ADMIN_USERNAME = "admin"
-BACKGROUND_SETTINGS = {"DJANGO_SETTINGS_MODULE": "pmd_site.settings_cli"}
 WORKER_QUEUES = ("all", "index", "embed")  # PMD_WORKER_QUEUES takes the same names (pmd_site/settings.py)
 
 
@@ -78,19 +77,17 @@ def register(sub) -> None:
                         help="also run the scheduler, as a thread of this process (`pmd up` with PMD_PROFILE=small)")
     worker.add_argument("--with-watcher", action="store_true",
                         help="also run the folder watcher, as a thread of this process (PMD_PROFILE=small)")
-    # The worker, the scheduler and the watcher use none of the web's apps (admin, sessions, ninja,
-    # axes): without them each process is 15 MB smaller (pmd_site/settings_cli.py).
-    worker.set_defaults(func=cmd_worker, needs_db=False, environ_defaults=BACKGROUND_SETTINGS)
+    worker.set_defaults(func=cmd_worker, needs_db=False)
 
     beat = sub.add_parser("beat", help="run only the scheduler (periodic reconciliation)")
-    beat.set_defaults(func=cmd_beat, needs_db=False, environ_defaults=BACKGROUND_SETTINGS)
+    beat.set_defaults(func=cmd_beat, needs_db=False)
 
     watch = sub.add_parser("watch", help="run only the folder watcher (re-index on change)")
     watch.add_argument("--polling", action="store_true", default=None,
                        help="poll instead of file events (network filesystems); also PMD_WATCH_POLLING")
     watch.add_argument("--no-catch-up", dest="catch_up", action="store_false",
                        help="skip the initial re-index of every collection")
-    watch.set_defaults(func=cmd_watch, needs_db=False, environ_defaults=BACKGROUND_SETTINGS)
+    watch.set_defaults(func=cmd_watch, needs_db=False)
 
     check = sub.add_parser("healthcheck", help="exit 0 if a service here is healthy (for container health checks)")
     check.add_argument("service", choices=["web", "worker", "watcher"])
@@ -575,8 +572,6 @@ def cmd_up(args) -> int:
         env = dict(os.environ, PYTHONUNBUFFERED="1", PMD_HOME=str(settings.PMD_HOME),
                    PMD_INDEX=settings.PMD_INDEX, PMD_SUPERVISOR_PID=str(os.getpid()))
         env.setdefault("PMD_LOG_LEVEL", "INFO")  # the watcher and tasks report what they do
-        if env.get("DJANGO_SETTINGS_MODULE") == "pmd_site.settings":  # this process's default: each child picks its own
-            del env["DJANGO_SETTINGS_MODULE"]
         if args.dirs:
             env["PMD_COLLECTION_ROOTS"] = collection_roots_env(args.dirs)
         env = absolute_paths_env(env)

@@ -78,13 +78,3 @@ def test_only_the_worker_that_embeds_serves_the_models(monkeypatch, settings):
     assert served == []
     serve.cmd_worker(argparse.Namespace(queues="embed", concurrency=1, pool="threads"))
     assert served == ["/run/pmd/models.sock", "closed"]
-
-
-def test_the_background_processes_load_django_without_the_web_apps():
-    """The worker, the scheduler and the watcher need no admin, sessions or API apps (15 MB each)."""
-    parser = argparse.ArgumentParser()
-    serve.register(parser.add_subparsers())
-    for command in ("worker", "beat", "watch"):
-        args = parser.parse_args([command])
-        assert args.environ_defaults["DJANGO_SETTINGS_MODULE"] == "pmd_site.settings_cli"
-    assert "DJANGO_SETTINGS_MODULE" not in getattr(parser.parse_args(["serve"]), "environ_defaults", {})
