@@ -395,6 +395,16 @@ if PMD_RERANK_API not in {"auto", "chat", "rerank", "tei"}:
 PMD_RERANK_URL = env.get_str("PMD_RERANK_URL", "")
 PMD_RERANK_BATCH = env.get_int("PMD_RERANK_BATCH", 32, minimum=1)
 PMD_LOCAL_THREADS = env.get_int("PMD_LOCAL_THREADS", 0, minimum=0)
+# Texts per inference of the local models (0: 8). Fewer keep ONNX Runtime's buffers smaller.
+PMD_LOCAL_BATCH = env.get_int("PMD_LOCAL_BATCH", 0, minimum=0)
+# Set by `pmd up` for its children: the Unix socket on which the process that embeds serves the
+# local models to the others (indexing/llm/shared.py), so only it loads them.
+PMD_MODEL_SOCKET = env.get_str("PMD_MODEL_SOCKET", "")
+# `pmd up`'s processes: "default" (web, an index worker, an embedder, beat, watcher) or "small"
+# (web and one worker running both queues, the scheduler and the watcher: for small boxes).
+PMD_PROFILE = env.get_str("PMD_PROFILE", "default").strip().lower()
+if PMD_PROFILE not in {"default", "small"}:
+    raise ConfigError(f"PMD_PROFILE={PMD_PROFILE!r}: use default or small")
 # `pmd query` deadlines (seconds): the whole query, and its expansion / re-ranking stages.
 PMD_QUERY_TIMEOUT = env.get_float("PMD_QUERY_TIMEOUT", 30.0)
 PMD_EXPAND_TIMEOUT = env.get_float("PMD_EXPAND_TIMEOUT", 10.0)

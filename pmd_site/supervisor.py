@@ -10,7 +10,9 @@ backoff of 1, 2, 4… up to SERVER_RESTART_MAX_DELAY seconds. Stopping sends SIG
 waits STOP_GRACE_SECONDS, then kills each child's whole process group.
 
 It imports nothing of pmd's (the CLI hands in its console) and only the standard library
-at start-up, so a child can call `die_with_supervisor` first thing for free.
+at start-up, so a child can call `die_with_supervisor` first thing for free. After its setup
+`pmd up` replaces itself (exec, same pid) with `python -m pmd_site.supervisor`, whose loop
+(`supervise`) loads no Django: the embedded servers' classes are all it imports.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 # Children never see the folder `pmd up` was started in: -P keeps it off sys.path (a planted
 # `django/__init__.py` there would run as pmd's user, root included) and they run from "/".
@@ -211,3 +214,88 @@ def _kill_group(pgid: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signal.SIGKILL)
 
+
+
+# --- after the setup: pmd up's loop in a process of its own ----------------------------------------
+# `pmd up` prepares the database, indexes the folders and decides the children with Django loaded
+# (about 115 MB by then); it then replaces itself (exec, same pid) with this loop, which needs only
+# the standard library and the embedded servers' classes (about 25 MB).
+
+
+def hand_over(spec: dict, spec_file: str, lock_fd: int) -> int:
+    """Replace this process with `python -m pmd_site.supervisor SPEC_FILE` (same pid, so the
+    children's PMD_SUPERVISOR_PID holds), keeping the `pmd up` lock open; in-process if exec fails."""
+    fd = os.open(spec_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    with os.fdopen(fd, "w") as out:
+        json.dump(spec, out)
+    os.set_inheritable(lock_fd, True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        os.execv(sys.executable, [sys.executable, *CHILD_PYTHON_FLAGS, "-m", "pmd_site.supervisor", spec_file])
+    except OSError:
+        pass
+    return supervise(_read_spec(spec_file))
+
+
+def _read_spec(spec_file: str) -> dict:
+    with open(spec_file) as handle:
+        spec = json.load(handle)
+    with contextlib.suppress(OSError):
+        os.unlink(spec_file)
+    return spec
+
+
+def supervise(spec: dict) -> int:
+    """Run the children and keep the embedded servers alive until SIGINT/SIGTERM; then stop the
+    children and the servers this run started. spec: env, children [[name, arg…]], json_logs,
+    color, home, keep (server names), stop (server names)."""
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    console = None
+    if spec["color"]:
+        from rich.console import Console
+
+        console = Console()
+    supervisor = Supervisor(spec["env"], json_logs=spec["json_logs"], console=console, color=spec["color"])
+    servers = {}
+    if "postgres" in spec["keep"] or "postgres" in spec["stop"]:
+        from pmd_site.pgserver import EmbeddedPostgres
+
+        servers["postgres"] = EmbeddedPostgres(Path(spec["home"]))
+    if "redis" in spec["keep"] or "redis" in spec["stop"]:
+        from pmd_site.redisserver import EmbeddedRedis
+
+        servers["redis"] = EmbeddedRedis(Path(spec["home"]))
+    for name in spec["keep"]:
+        supervisor.keep(name, servers[name])
+    for name, *argv in spec["children"]:
+        supervisor.add(name, *argv)
+    code = 0
+    try:
+        supervisor.start_all()
+        while not stop.wait(0.5):
+            reason = supervisor.check()
+            if reason:
+                supervisor.say("pmd", f"{reason}: shutting down", "red")
+                code = 1
+                break
+    finally:
+        _print("stopping…")
+        supervisor.stop_all()
+        for name in ("redis", "postgres"):  # the broker first, the database last
+            if name in spec["stop"]:
+                with contextlib.suppress(Exception):
+                    servers[name].stop()
+        _print("stopped")
+    return code
+
+
+def _print(line: str) -> None:
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    sys.exit(supervise(_read_spec(sys.argv[1])))

@@ -8,6 +8,7 @@ PMD_HOME (PMD_LLM_BACKEND=local, PMD_EMBED_MODEL=MODEL_FOLDER), waits until ever
 vectors, runs --queries semantic and hybrid searches through the running server (client mode,
 so the web process embeds the queries), stops it, and prints each process's peak RSS and PSS
 (sampled every 0.5 s) and the peak of their sum. PostgreSQL and Redis are not counted.
+--profile small runs `pmd up` with PMD_PROFILE=small.
 --checkout DIR runs the pmd code of another checkout (e.g. a `git worktree` of an older commit,
 through PYTHONPATH, with this virtualenv) to compare versions side by side."""
 
@@ -96,6 +97,7 @@ def main() -> int:
     parser.add_argument("--pmd", default=str(ROOT / ".venv/bin/pmd"))
     parser.add_argument("--checkout", help="run the pmd code in this folder instead (PYTHONPATH)")
     parser.add_argument("--timeout", type=float, default=3600)
+    parser.add_argument("--profile", help="PMD_PROFILE for `pmd up` (default or small)")
     args = parser.parse_args()
 
     scratch = Path(tempfile.mkdtemp(prefix="pmd-mem-"))
@@ -109,6 +111,8 @@ def main() -> int:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PMD_", "DATABASE_", "CELERY_"))}
     env.update(PMD_HOME=str(scratch / "home"), PMD_LLM_BACKEND="local",
                PMD_EMBED_MODEL=str(Path(args.model).resolve()), PMD_LOG_LEVEL="WARNING")
+    if args.profile:
+        env["PMD_PROFILE"] = args.profile
     if args.checkout:
         env["PYTHONPATH"] = str(Path(args.checkout).resolve())
     log = open(scratch / "up.log", "w")
@@ -149,7 +153,8 @@ def main() -> int:
                 os.killpg(up.pid, signal.SIGKILL)
         log.close()
     mb = 1024 * 1024
-    print(f"{args.notes} SciFact notes, {args.queries} searches; {args.checkout or ROOT}; "
+    print(f"{args.notes} SciFact notes, {args.queries} searches; {args.checkout or ROOT}"
+          + (f" PMD_PROFILE={args.profile}" if args.profile else "") + "; "
           + ", ".join(f"{k} {v:.0f} s" for k, v in phases.items()) + f"; load average {os.getloadavg()[0]:.1f}")
     print("| process | peak RSS MB | peak PSS MB |")
     print("|---|---:|---:|")

@@ -42,9 +42,15 @@ def make_backend(kind: str, *, url: str, api_key: str = "", timeout: float = 120
     if kind == "openai":
         return OpenAIBackend(url, api_key=api_key, timeout=timeout, retries=retries, backoff=backoff)
     if kind == "local":
+        from indexing.llm import shared
         from indexing.llm.local import LocalBackend  # numpy/onnxruntime load only when a model does
 
-        return LocalBackend(Path(url), threads=int(settings.PMD_LOCAL_THREADS))
+        socket_path = str(getattr(settings, "PMD_MODEL_SOCKET", "") or "")
+        if socket_path and not shared.serving_here():  # under `pmd up`: one process holds the models
+            return shared.SharedModelsClient(Path(url), socket_path, threads=int(settings.PMD_LOCAL_THREADS),
+                                             timeout=timeout)
+        return LocalBackend(Path(url), threads=int(settings.PMD_LOCAL_THREADS),
+                            batch=int(getattr(settings, "PMD_LOCAL_BATCH", 0) or 0))
     raise LLMBackendError(f"PMD_LLM_BACKEND={kind!r} is not a backend pmd knows: use `ollama`, `openai` or `local`")
 
 
@@ -91,6 +97,8 @@ def get_backend(*, timeout: float | None = None, retries: int | None = None) -> 
         settings.PMD_OLLAMA_KEEP_ALIVE or None,
         float(settings.PMD_LLM_RETRY_BACKOFF),
         int(settings.PMD_LOCAL_THREADS) if kind == "local" else 0,
+        str(getattr(settings, "PMD_MODEL_SOCKET", "") or "") if kind == "local" else "",
+        int(getattr(settings, "PMD_LOCAL_BATCH", 0) or 0) if kind == "local" else 0,
     )
     with _lock:
         backend = _cached.get(key)

@@ -53,6 +53,7 @@ ONNX_FILES = ("model.onnx", "onnx/model.onnx")
 # Texts per inference: bounds the attention buffers (batch × heads × window²) that ONNX Runtime's
 # arena keeps for the life of the process. 8 instead of 16: the embedder's peak 590 instead of
 # 830 MB on 256-piece chunks, at the same CPU time per passage (scripts/bench_embed.py).
+# PMD_LOCAL_BATCH changes it (`pmd up --profile small`: 2).
 SUB_BATCH = 8
 
 
@@ -162,7 +163,8 @@ class QueriesFirst:
 class _Loaded:
     """One model in memory: its ONNX session, tokenizer and a lock (one inference at a time, queries first)."""
 
-    def __init__(self, folder: Path, threads: int, *, pairs: bool):
+    def __init__(self, folder: Path, threads: int, *, pairs: bool, batch: int = SUB_BATCH):
+        self.batch = batch
         try:
             import numpy as np
             import onnxruntime as ort
@@ -181,6 +183,9 @@ class _Loaded:
         # Idle threads sleep instead of spinning: the web server, the worker and PostgreSQL share
         # the cores (measured under load: query vectors 9 instead of 33 ms, embedding +20 %).
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        # No memory pattern: it keeps a planned block per input shape for the life of the session,
+        # and length-sorted sub-batches come in every width (96 passages: 375 instead of 515 MB).
+        options.enable_mem_pattern = False
         path = onnx_file(folder)
         self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
         self.inputs = {i.name for i in self.session.get_inputs()}
@@ -210,8 +215,8 @@ class _Loaded:
         """Run sub-batches of similar length (less padding), answers back in input order."""
         order = sorted(range(len(encodings)), key=lambda i: len(encodings[i].ids))
         answers: list = [None] * len(encodings)
-        for start in range(0, len(order), SUB_BATCH):
-            part = order[start:start + SUB_BATCH]
+        for start in range(0, len(order), self.batch):
+            part = order[start:start + self.batch]
             for index, value in zip(part, run([encodings[i] for i in part])):
                 answers[index] = value
         return answers
@@ -280,8 +285,10 @@ class LocalBackend(LLMBackend):
 
     kind = "local"
 
-    def __init__(self, models_dir: Path, *, threads: int = 0, allow_download: bool = True, **_ignored):
+    def __init__(self, models_dir: Path, *, threads: int = 0, allow_download: bool = True, batch: int = 0,
+                 **_ignored):
         self.models_dir = Path(models_dir)
+        self.batch = batch if batch > 0 else SUB_BATCH
         self.base_url = f"local:{self.models_dir}"
         self.threads = threads if threads > 0 else max(1, min(4, os.cpu_count() or 1))
         self.allow_download = allow_download
@@ -356,12 +363,12 @@ class LocalBackend(LLMBackend):
 
     def _model(self, model: str, *, pairs: bool = False) -> _Loaded:
         folder = self.folder(model).resolve()
-        key = (os.getpid(), str(folder), self.threads, pairs)
+        key = (os.getpid(), str(folder), self.threads, pairs, self.batch)
         with _load_lock:
             loaded = _loaded.get(key)
             if loaded is None:
                 try:
-                    loaded = _Loaded(folder, self.threads, pairs=pairs)
+                    loaded = _Loaded(folder, self.threads, pairs=pairs, batch=self.batch)
                 except LLMBackendError:
                     raise
                 except Exception as exc:  # a broken or foreign ONNX file

@@ -14,6 +14,7 @@ are what `pmd up` runs and what the docker compose services run.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
@@ -28,8 +29,8 @@ from pmd_site.cli.output import (
     warn,
 )
 from pmd_site.supervisor import (  # standard library only: cheap
-    Supervisor,
     die_with_supervisor,
+    hand_over,
 )
 
 ADMIN_USERNAME = "admin"
@@ -46,6 +47,12 @@ def register(sub) -> None:
     up.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     up.add_argument("--port", type=int, default=8000, help="port (default 8000)")
     up.add_argument("--no-watch", action="store_true", help="do not watch collection folders")
+    up.add_argument("--profile", choices=["default", "small"], default=None,
+                    help="default (PMD_PROFILE): web, an index worker, an embedder, the scheduler and the watcher, "
+                         "each a process; small: web and ONE worker process running both queues with the "
+                         "scheduler and the watcher as threads (about half the memory; indexing may then wait "
+                         "behind an embedding batch). Either way only the process that embeds loads the local "
+                         "models; the web server asks it for query vectors")
     up.add_argument("--reset-admin-password", action="store_true",
                     help=f"give the '{ADMIN_USERNAME}' account a new generated password and print it")
     up.set_defaults(func=cmd_up, needs_db=False)
@@ -66,6 +73,10 @@ def register(sub) -> None:
     worker.add_argument("--pool", choices=["prefork", "threads", "solo"], default=None,
                         help="how tasks run: prefork (celery's default: a process per task slot), or threads "
                              "inside this process (`pmd up`: one process per worker instead of two)")
+    worker.add_argument("--with-beat", action="store_true",
+                        help="also run the scheduler, as a thread of this process (`pmd up` with PMD_PROFILE=small)")
+    worker.add_argument("--with-watcher", action="store_true",
+                        help="also run the folder watcher, as a thread of this process (PMD_PROFILE=small)")
     worker.set_defaults(func=cmd_worker, needs_db=False)
 
     beat = sub.add_parser("beat", help="run only the scheduler (periodic reconciliation)")
@@ -144,6 +155,8 @@ def cmd_worker(args) -> int:
     die_with_supervisor()
     from pmd_site.runtime import database_lease
 
+    from django.conf import settings
+
     app = _celery_app()
     which = _queues(args)
     name = worker_name(which)
@@ -152,16 +165,46 @@ def cmd_worker(args) -> int:
         argv.append(f"--concurrency={args.concurrency}")
     if getattr(args, "pool", None):
         argv.append(f"--pool={args.pool}")
-    with database_lease():
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(database_lease())
+        if settings.PMD_MODEL_SOCKET and which in {"all", "embed"}:
+            # This process embeds: it alone loads the local models and answers the others' queries.
+            from indexing.llm import get_backend
+            from indexing.llm.shared import serve_models
+
+            stack.callback(serve_models(settings.PMD_MODEL_SOCKET, get_backend).close)
+        if getattr(args, "with_beat", False):
+            from celery.beat import EmbeddedService
+
+            schedule = stack.enter_context(_beat_schedule())
+            beat = EmbeddedService(app, thread=True, schedule_filename=str(schedule))
+            beat.start()
+            stack.callback(beat.stop)
+        if getattr(args, "with_watcher", False):
+            import threading
+
+            from pmd_site.watcher import run_watcher
+
+            stop = threading.Event()
+            threading.Thread(target=run_watcher, kwargs={"stop_event": stop}, daemon=True, name="pmd-watcher").start()
+            stack.callback(stop.set)
         app.worker_main(argv)
     return 0
 
 
 def cmd_beat(args) -> int:
     die_with_supervisor()
+    app = _celery_app()
+    with _beat_schedule() as schedule:
+        app.start(["beat", "--loglevel=INFO", f"--schedule={schedule}"])
+    return 0
+
+
+@contextlib.contextmanager
+def _beat_schedule():
+    """The scheduler's state file, private and locked (one scheduler per index)."""
     from django.conf import settings
 
-    app = _celery_app()
     import shutil
     import tempfile
     from pathlib import Path
@@ -189,12 +232,11 @@ def cmd_beat(args) -> int:
         raise CommandError(f"a scheduler is already running for index {settings.PMD_INDEX!r} ({holder}): "
                            "only one may run per index")
     try:
-        app.start(["beat", "--loglevel=INFO", f"--schedule={schedule}"])
+        yield schedule
     finally:
         lock.close()
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
-    return 0
 
 
 def cmd_watch(args) -> int:
@@ -467,16 +509,25 @@ def _one_pmd_up(url: str):
     return lock
 
 
-def up_children(args, *, broker: bool, watch: bool) -> list[tuple[str, ...]]:
+SMALL_PROFILE_BATCH = 2  # texts per inference of the local models under the small profile
+
+
+def up_children(args, *, broker: bool, watch: bool, profile: str = "default") -> list[tuple[str, ...]]:
     """The processes `pmd up` runs: (name, pmd command…). Each worker runs its one task slot as a
     thread of its own process: a prefork pool doubled the workers' processes, each a whole Django
-    and celery (about 100 MB apiece) for nothing, since one task at a time runs in each."""
+    and celery (about 100 MB apiece) for nothing, since one task at a time runs in each. The small
+    profile goes further: one worker for both queues (two task threads), the scheduler and the
+    watcher as threads of it."""
     children = [("web", "serve", "--host", args.host, "--port", str(args.port))]
+    watching = watch and not args.no_watch
+    if broker and profile == "small":
+        worker = ["worker", "--concurrency", "2", "--pool", "threads", "--queues", "all", "--with-beat"]
+        return [*children, ("worker", *worker, *(["--with-watcher"] if watching else []))]
     if broker:
         children += [("worker", "worker", "--concurrency", "1", "--pool", "threads", "--queues", "index"),
                      ("embedder", "worker", "--concurrency", "1", "--pool", "threads", "--queues", "embed"),
                      ("beat", "beat")]
-    if watch and not args.no_watch:
+    if watching:
         children.append(("watcher", "watch"))
     return children
 
@@ -498,10 +549,9 @@ def cmd_up(args) -> int:
     url = f"http://{'127.0.0.1' if args.host in {'0.0.0.0', '::'} else host}:{args.port}/"
     running = _one_pmd_up(url)
 
-    stop = _stop_on_sigterm()
-    pg_started = redis_started = False
-    supervisor = None
-    code = 0
+    _stop_on_sigterm()  # until the hand-over: a Ctrl-C during the setup ends it cleanly
+    pg_started = redis_started = handed_over = False
+    server = redis_server = None
     try:
         pg_started = ensure_database()
         server = embedded_server()
@@ -531,22 +581,28 @@ def cmd_up(args) -> int:
         connections.close_all()
         if broker_url:
             env["CELERY_BROKER_URL"] = broker_url
+            # The process that embeds serves the local models to the others (one copy in memory).
+            from pmd_site.serverfiles import run_dir_for
+
+            env["PMD_MODEL_SOCKET"] = str(run_dir_for(settings.PMD_HOME) / f"models-{settings.PMD_INDEX}.sock")
             console.print(f"broker: {'embedded Redis' if not settings.CELERY_BROKER_URL else 'CELERY_BROKER_URL'}"
                           f" ({'started' if redis_started else 'reused'})")
         else:
             warn("no task queue available: embeddings will not be computed in the background")
 
-        supervisor = Supervisor(env, json_logs=settings.PMD_LOG_FORMAT == "json", console=stdout_console(),
-                                color=color_enabled(sys.stdout))
+        profile = args.profile or settings.PMD_PROFILE
+        if profile == "small" and not os.environ.get("PMD_LOCAL_BATCH", "").strip():
+            env["PMD_LOCAL_BATCH"] = str(SMALL_PROFILE_BATCH)
         # Every embedded server the children use is kept running, also one found running (`pmd db
         # start`): the children cannot work without it. On the way out only what this run started is stopped.
-        if server is not None:
-            supervisor.keep("postgres", server)
-        if redis_server is not None:
-            supervisor.keep("redis", redis_server)
-        for name, *argv in up_children(args, broker=bool(broker_url), watch=settings.PMD_WATCH):
-            supervisor.add(name, *argv)
-        supervisor.start_all()
+        spec = {
+            "env": env, "json_logs": settings.PMD_LOG_FORMAT == "json", "color": color_enabled(sys.stdout),
+            "home": str(settings.PMD_HOME),
+            "children": [list(child) for child in up_children(args, broker=bool(broker_url), watch=settings.PMD_WATCH,
+                                                               profile=profile)],
+            "keep": [name for name, kept in (("postgres", server), ("redis", redis_server)) if kept is not None],
+            "stop": [name for name, started in (("postgres", pg_started), ("redis", redis_started)) if started],
+        }
 
         console.print(f"\n[bold green]pmd is up[/]: {escape(url)}  (MCP: {escape(url)}mcp)")
         if password:
@@ -556,25 +612,17 @@ def cmd_up(args) -> int:
             console.print(f"log in as [bold]{escape(username)}[/] (forgot the password? `pmd user password {escape(username)}`,"
                           " or `pmd up --reset-admin-password`)")
         console.print("press Ctrl-C to stop\n")
-
-        while not stop.wait(0.5):
-            reason = supervisor.check()
-            if reason:
-                warn(f"{reason}: shutting down")
-                code = 1
-                break
+        handed_over = True
     finally:
-        if supervisor is not None:
-            console.print("stopping…")
-            supervisor.stop_all()
-        if redis_started:
-            redis_server.stop()
-        connections.close_all()
-        if pg_started:
-            server = embedded_server()
-            if server is not None:
+        if not handed_over:  # the setup failed: stop what this run started
+            if redis_started:
+                redis_server.stop()
+            connections.close_all()
+            if pg_started and server is not None:
                 server.stop()
-        if supervisor is not None:
-            console.print("stopped")
-        running.close()
-    return code
+            running.close()
+    # The loop runs without Django: this process becomes pmd_site.supervisor (same pid, the lock kept).
+    from pmd_site.serverfiles import run_dir_for
+
+    connections.close_all()
+    return hand_over(spec, str(run_dir_for(settings.PMD_HOME) / f"up-{settings.PMD_INDEX}.json"), running.fileno())

@@ -15,16 +15,18 @@ import time
 from dataclasses import dataclass
 from urllib.parse import urlencode
 
+from typing import TYPE_CHECKING
+
 import httpx
-from authlib.common.security import generate_token
-from authlib.integrations.httpx_client import OAuth2Client
-from authlib.oauth2.rfc6749.errors import OAuth2Error
 from django.conf import settings
-from joserfc import jwt
-from joserfc.errors import JoseError
-from joserfc.jwk import KeySet
 
 from indexing import errors
+
+if TYPE_CHECKING:
+    from authlib.integrations.httpx_client import OAuth2Client
+    from joserfc.jwk import KeySet
+# Authlib and joserfc (17 MB with cryptography) load at the first sign-in through a provider, not
+# in every web server whether OpenID Connect is configured or not (issue 32: memory).
 
 # Signatures an ID token may carry: public-key ones (a client secret is no key the provider
 # alone holds, and `none` is no signature).
@@ -95,11 +97,15 @@ def discovery(provider: Provider, *, fresh: bool = False) -> dict:
 
 
 def _keys(provider: Provider, metadata: dict, *, fresh: bool = False) -> KeySet:
+    from joserfc.jwk import KeySet
+
     return _cached((provider.id, "keys"), lambda: KeySet.import_key_set(_get_json(metadata["jwks_uri"], "signing keys")),
                    fresh=fresh)
 
 
 def _client(provider: Provider, redirect_uri: str, metadata: dict | None = None, **kwargs) -> OAuth2Client:
+    from authlib.integrations.httpx_client import OAuth2Client
+
     methods = (metadata or {}).get("token_endpoint_auth_methods_supported") or ["client_secret_basic"]
     method = ("none" if not provider.client_secret else
               "client_secret_basic" if "client_secret_basic" in methods else "client_secret_post")
@@ -111,6 +117,8 @@ def _client(provider: Provider, redirect_uri: str, metadata: dict | None = None,
 def authorization_start(provider: Provider, *, redirect_uri: str) -> tuple[str, dict]:
     """The provider's sign-in URL and what the callback needs to check its answer (kept in the
     session): state, nonce and the PKCE verifier."""
+    from authlib.common.security import generate_token
+
     metadata = discovery(provider)
     pending = {"provider": provider.id, "state": generate_token(32), "nonce": generate_token(32),
                "verifier": generate_token(64), "at": time.time()}
@@ -122,6 +130,9 @@ def authorization_start(provider: Provider, *, redirect_uri: str) -> tuple[str, 
 
 def id_token_claims(provider: Provider, metadata: dict, id_token: str, *, nonce: str) -> dict:
     """The ID token's claims once its signature and claims check out; SignInFailed otherwise."""
+    from joserfc import jwt
+    from joserfc.errors import JoseError
+
     try:
         try:
             token = jwt.decode(id_token, _keys(provider, metadata), algorithms=SIGNING_ALGORITHMS)
@@ -150,6 +161,8 @@ def _jose_reason(exc: Exception) -> str:
 def authorization_finish(provider: Provider, pending: dict, params: dict, *, redirect_uri: str) -> tuple[dict, str]:
     """The person's claims (ID token, completed from the userinfo endpoint) and the raw ID token
     (kept for sign-out), from the provider's answer at the callback."""
+    from authlib.oauth2.rfc6749.errors import OAuth2Error
+
     metadata = discovery(provider)
     if params.get("error"):
         raise errors.SignInFailed(f"the identity provider refused the sign-in: "

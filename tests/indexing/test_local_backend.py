@@ -141,11 +141,16 @@ def test_a_model_is_loaded_once_per_process(local, minilm):
     assert local_module._loaded == loaded and len(loaded) >= 1
 
 
-def test_bulk_embedding_runs_in_small_sub_batches_of_similar_length(local, minilm, monkeypatch):
+@pytest.mark.parametrize("batch", [0, 2], ids=["default", "PMD_LOCAL_BATCH=2"])
+def test_bulk_embedding_runs_in_small_sub_batches_of_similar_length(local, minilm, monkeypatch, batch):
     """The attention buffers ONNX Runtime keeps grow with the rows of one inference (issue 32)."""
+    local.PMD_LOCAL_BATCH = batch
+    rows = batch or local_module.SUB_BATCH
     backend = get_backend()
     backend.embed(["warm up"], model=str(minilm))
-    loaded = next(v for k, v in local_module._loaded.items() if str(minilm) in k[1])
+    loaded = next(v for k, v in local_module._loaded.items() if str(minilm) in k[1] and k[-1] == rows)
+    # no memory plan kept per input shape: sub-batches come in every width
+    assert loaded.session.get_session_options().enable_mem_pattern is False
     shapes = []
 
     class Recording:
@@ -158,7 +163,7 @@ def test_bulk_embedding_runs_in_small_sub_batches_of_similar_length(local, minil
 
     monkeypatch.setattr(loaded, "session", Recording(loaded.session))
     backend.embed([("word " * n).strip() for n in range(1, 33)], model=str(minilm))
-    assert [rows for rows, _ in shapes] == [local_module.SUB_BATCH] * (32 // local_module.SUB_BATCH)
+    assert [n for n, _ in shapes] == [rows] * (32 // rows)
     assert local_module.SUB_BATCH <= 8
     assert [width for _, width in shapes] == sorted(width for _, width in shapes), "padded per sub-batch"
 
@@ -336,3 +341,66 @@ def test_up_falls_back_to_local_models_without_ollama(ollama_down, monkeypatch):
     assert choose_llm_backend()[1].endswith("embedding in-process with /srv/models/minilm")
     monkeypatch.setenv("PMD_LLM_BACKEND", "ollama")  # a choice the user made is kept
     assert choose_llm_backend()[0] is None
+
+
+# --- one copy of the models under `pmd up` -------------------------------------------------------
+
+SERVE_MODELS = """
+import sys, threading
+from pathlib import Path
+from indexing.llm.local import LocalBackend
+from indexing.llm.shared import serve_models
+serve_models(sys.argv[1], lambda: LocalBackend(Path(sys.argv[2]), threads=1))
+print("ready", flush=True)
+sys.stdin.read()  # until the test closes it
+"""
+
+
+@pytest.fixture
+def models_process(tmp_path):
+    """A process serving the local models on a socket, as `pmd up`'s embedder does."""
+    import subprocess
+    import sys
+
+    path = str(tmp_path / "models.sock")
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.Popen([sys.executable, "-c", SERVE_MODELS, path, str(tmp_path / "models")],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=root, text=True)
+    assert proc.stdout.readline().strip() == "ready"
+    yield path
+    proc.stdin.close()
+    proc.wait(10)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_process_with_the_models_socket_searches_by_meaning_without_loading_a_model(
+        local, tmp_path, ollama_down, models_process, monkeypatch):
+    """The web server under `pmd up` sends its query vectors to the embedder (issue 32: memory)."""
+    from indexing.llm.shared import SharedModelsClient
+    from indexing.services.collections import collection_create
+    from indexing.services.embedding import embed_pending
+    from indexing.services.scanning import collection_index
+    from search.retrieval.vector import vector_search
+
+    def no_loading(*args, **kwargs):
+        raise AssertionError("a model was loaded in the process that has the models socket")
+
+    monkeypatch.setattr(local_module._Loaded, "__init__", no_loading)
+    local.PMD_LLM_BACKEND = "local"
+    local.PMD_MODEL_SOCKET = models_process
+    assert isinstance(get_backend(), SharedModelsClient)
+    root = tmp_path / "kb"
+    root.mkdir()
+    for name, text in DOCS.items():
+        (root / name).write_text(text)
+    collection_index(collection_create(path=root, name="kb"))
+    assert embed_pending().dims == 384
+    response = vector_search(SearchRequest(query="which plants need water and sunlight", mode=Mode.VECTOR,
+                                           access=Access.local_user()))
+    assert response.results[0].path == "garden.md"
+
+
+def test_without_the_models_process_the_message_says_what_is_missing(local, tmp_path):
+    local.PMD_MODEL_SOCKET = str(tmp_path / "gone.sock")
+    with pytest.raises(LLMBackendUnavailable, match="worker that holds the models does not answer"):
+        get_backend().embed(["anything"], model=str(local.PMD_EMBED_MODEL))

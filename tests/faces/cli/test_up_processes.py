@@ -41,3 +41,40 @@ def test_pmd_worker_hands_the_pool_to_celery(monkeypatch):
     assert "--pool=threads" in seen[0] and "--queues=pmd-embed" in seen[0]
     serve.cmd_worker(argparse.Namespace(queues="all", concurrency=None, pool=None))
     assert not any(arg.startswith("--pool") for arg in seen[1])  # celery's own default
+
+
+def test_the_small_profile_runs_web_and_one_worker_with_the_scheduler_and_watcher_inside():
+    children = {name: argv for name, *argv in
+                serve.up_children(_up_args(), broker=True, watch=True, profile="small")}
+    assert set(children) == {"web", "worker"}
+    worker = children["worker"]
+    assert worker[worker.index("--queues") + 1] == "all"
+    assert worker[worker.index("--pool") + 1] == "threads"
+    assert {"--with-beat", "--with-watcher"} <= set(worker)
+    assert serve.SMALL_PROFILE_BATCH <= 4  # pmd up gives it PMD_LOCAL_BATCH: smaller ONNX buffers
+    quiet = {name: argv for name, *argv in
+             serve.up_children(_up_args(no_watch=True), broker=True, watch=True, profile="small")}
+    assert "--with-watcher" not in quiet["worker"]
+
+
+def test_only_the_worker_that_embeds_serves_the_models(monkeypatch, settings):
+    import contextlib
+
+    import pmd_site.celery
+    from indexing.llm import shared
+
+    served = []
+
+    class Listener:
+        def close(self):
+            served.append("closed")
+
+    monkeypatch.setattr("pmd_site.runtime.database_lease", contextlib.nullcontext)
+    monkeypatch.setattr(pmd_site.celery.app, "worker_main", lambda argv: None)
+    monkeypatch.setattr(shared, "serve_models", lambda path, backend_for: served.append(path) or Listener())
+    monkeypatch.setenv("PMD_SUPERVISOR_PID", "")
+    settings.PMD_MODEL_SOCKET = "/run/pmd/models.sock"
+    serve.cmd_worker(argparse.Namespace(queues="index", concurrency=1, pool="threads"))
+    assert served == []
+    serve.cmd_worker(argparse.Namespace(queues="embed", concurrency=1, pool="threads"))
+    assert served == ["/run/pmd/models.sock", "closed"]

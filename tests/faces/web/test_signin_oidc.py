@@ -247,3 +247,16 @@ def test_a_refusal_at_the_provider_and_a_foreign_next_address(provider, client):
     provider.person("ines", groups=[])
     _, answer, _ = sign_in(provider, "ines", next_url="https://evil.example/")
     assert answer.status_code == 302 and answer["Location"] == "/"
+
+
+def test_the_web_server_loads_the_sign_in_libraries_only_when_someone_signs_in():
+    """Authlib and joserfc cost every web process 17 MB (issue 32: memory)."""
+    import subprocess
+    import sys
+
+    probe = ("import django, sys; django.setup(); import pmd_site.urls, pmd_site.asgi; "
+             "print(sorted(m for m in sys.modules if m.split('.')[0] in {'authlib', 'joserfc'}))")
+    env = {**__import__("os").environ, "DJANGO_SETTINGS_MODULE": "pmd_site.settings"}
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
