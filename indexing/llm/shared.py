@@ -59,7 +59,7 @@ class SharedModelsClient(LocalBackend):
         except OSError as exc:
             raise LLMBackendUnavailable(self.socket_path, backend="local", message=(
                 f"the worker that holds the models does not answer at {self.socket_path} ({exc}): "
-                "it is starting or was stopped (`pmd up` restarts it); semantic search and "
+                "it is starting or was stopped (its supervisor restarts it); semantic search and "
                 "re-ranking come back with it")) from None
         try:
             reply = json.loads(answer)
