@@ -6,13 +6,12 @@ from typing import Literal
 from ninja import Field, Query, Router, Schema
 
 from indexing.selectors import search_log_report
-from indexing.services.saved_searches import (saved_search_add, saved_search_digest_set, saved_search_remove,
-                                             saved_searches_visible)
+from indexing.services.saved_searches import saved_search_add, saved_search_digest_set, saved_search_remove
 from indexing.services.search_log import search_feedback_record, search_log_opened
 from pmd_site.api.schemas import ErrorOut
 from search.filters import SearchFilters, filters_from_options
 from search.pipeline.dispatch import search_run
-from search.pipeline.saved import saved_search_dict, saved_search_run
+from search.pipeline.saved import saved_search_dict, saved_search_run, saved_searches_listed
 from search.retrieval.filters import frontmatter_fields
 from search.schemas import FieldsOut, FiltersIn, SearchOut
 from search.request import (
@@ -169,8 +168,7 @@ class SavedIn(Schema):
 
 @router.get("/saved", response={200: dict, 401: ErrorOut}, summary="Your saved searches and those shared with your groups")
 def saved_list(request):
-    return {"saved": [saved_search_dict(s) for s in saved_searches_visible(access=request.auth)
-                      .select_related("group", "owner")]}
+    return {"saved": saved_searches_listed(access=request.auth)}
 
 
 @router.post("/saved", response={201: dict, 401: ErrorOut, 404: ErrorOut, 409: ErrorOut, 422: ErrorOut},

@@ -67,10 +67,9 @@ def cmd_digest(args) -> int:
 
 
 def cmd_list(args) -> int:
-    from indexing.services.saved_searches import saved_searches_visible
-    from search.pipeline.saved import saved_search_dict
+    from search.pipeline.saved import saved_searches_listed
 
-    rows = [saved_search_dict(s) for s in saved_searches_visible(access=local_access()).select_related("group", "owner")]
+    rows = saved_searches_listed(access=local_access())
     if args.json:
         print_json({"saved": rows})
         return 0

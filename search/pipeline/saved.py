@@ -63,6 +63,22 @@ def saved_searches_digest() -> dict:
     return report
 
 
+def saved_searches_listed(*, access) -> list[dict]:
+    """The saved searches `access` may run, as every face lists them. `mine` marks its own; a
+    webhook address is shown to its owner only (it often holds a secret token)."""
+    from indexing.services.saved_searches import saved_searches_visible
+
+    owner = None if access.local else access.user
+    rows = []
+    for saved in saved_searches_visible(access=access).select_related("group", "owner"):
+        row = saved_search_dict(saved)
+        row["mine"] = saved.owner_id == (owner.pk if owner is not None else None)
+        if not row["mine"]:
+            row["webhook_url"] = ""
+        rows.append(row)
+    return rows
+
+
 def saved_search_dict(saved) -> dict:
     return {"name": saved.name, "query": saved.query, "mode": saved.mode, "filters": saved.filters,
             "collections": saved.collections, "shared_with": saved.group.name if saved.group else None,

@@ -107,6 +107,12 @@ def test_the_digest_is_changed_by_its_owner_from_every_face(vault, run_cli, sett
     assert changed.status_code == 200 and changed.json()["email_digest"] is True and changed.json()["webhook_url"] == ""
     assert as_ana.patch("/api/saved/ours", {"webhook_url": "http://10.0.0.5/"},
                         content_type="application/json").status_code == 422
+    as_ana.patch("/api/saved/ours", {"webhook_url": "https://hooks.example.org/secret-token"},
+                 content_type="application/json")
+    theirs = {s["name"]: s for s in as_bo.get("/api/saved").json()["saved"]}
+    assert theirs["ours"]["webhook_url"] == "" and theirs["ours"]["mine"] is False  # a webhook often holds a secret
+    assert {s["name"]: s for s in as_ana.get("/api/saved").json()["saved"]}["ours"]["webhook_url"].endswith("secret-token")
+    assert "secret-token" not in web_client(bo).get("/saved/").content.decode()
 
     assert run_cli("saved", "add", "mine", "postgres")[0] == 0
     code, out, _ = run_cli("saved", "digest", "mine", "--webhook", "https://hooks.example.org/y", "--email", "on")

@@ -9,10 +9,9 @@ from django.shortcuts import redirect
 from django.views.decorators.http import require_GET, require_POST
 
 from indexing.errors import PmdError
-from indexing.services.saved_searches import (saved_search_add, saved_search_digest_set, saved_search_remove,
-                                             saved_searches_visible)
+from indexing.services.saved_searches import saved_search_add, saved_search_digest_set, saved_search_remove
 from pmd_site.web.pages import access_of, page
-from search.pipeline.saved import saved_search_dict, saved_search_run
+from search.pipeline.saved import saved_search_run, saved_searches_listed
 from search.request import mode_normalize
 
 
@@ -20,8 +19,7 @@ from search.request import mode_normalize
 @require_GET
 def saved_page(request):
     access = access_of(request)
-    rows = [{**saved_search_dict(s), "mine": s.owner_id == request.user.pk}
-            for s in saved_searches_visible(access=access).select_related("group", "owner")]
+    rows = saved_searches_listed(access=access)
     groups = list(request.user.groups.values_list("name", flat=True))
     from django.conf import settings
 
