@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Callable
 
+from indexing.patterns import LazyPattern
+
 if TYPE_CHECKING:  # markdown-it is imported when a note is rendered: a search only blanks comments (start-up)
     from markdown_it import MarkdownIt
     from markdown_it.rules_block import StateBlock
@@ -32,17 +34,17 @@ if TYPE_CHECKING:  # markdown-it is imported when a note is rendered: a search o
     from markdown_it.token import Token
 
 # `[!type]` opening a quote's first line, a fold sign after it, then the title.
-CALLOUT_RE = re.compile(r"\[!([A-Za-z][\w-]{0,39})\]([+-]?)[ \t]*")
+CALLOUT_RE = LazyPattern(r"\[!([A-Za-z][\w-]{0,39})\]([+-]?)[ \t]*")
 # `:::type Title`, `:::type[Title]` and the closing `:::` (at least three colons).
-ADMONITION_RE = re.compile(r" {0,3}(:{3,})[ \t]*([A-Za-z][\w-]{0,39})(?:\[([^\]\n]*)\]|[ \t]+([^\n]*?))?[ \t]*$")
-ADMONITION_END_RE = re.compile(r" {0,3}(:{3,})[ \t]*$")
+ADMONITION_RE = LazyPattern(r" {0,3}(:{3,})[ \t]*([A-Za-z][\w-]{0,39})(?:\[([^\]\n]*)\]|[ \t]+([^\n]*?))?[ \t]*$")
+ADMONITION_END_RE = LazyPattern(r" {0,3}(:{3,})[ \t]*$")
 # A block id: `^id` after a blank, ending its line.
-BLOCK_ID_RE = re.compile(r"(?:(?<=[ \t])|^)\^([A-Za-z0-9-]{1,64})[ \t]*$", re.MULTILINE)
-INCLUDE_RE = re.compile(r"\{\{#(include|rustdoc_include|playground|template)[ \t]+([^{}\n]{1,500})\}\}")
+BLOCK_ID_RE = LazyPattern(r"(?:(?<=[ \t])|^)\^([A-Za-z0-9-]{1,64})[ \t]*$", re.MULTILINE)
+INCLUDE_RE = LazyPattern(r"\{\{#(include|rustdoc_include|playground|template)[ \t]+([^{}\n]{1,500})\}\}")
 IMAGE_EXTENSIONS = frozenset(["png", "jpg", "jpeg", "gif", "svg", "webp", "bmp", "ico", "avif"])
-_WIKILINK_INNER_RE = re.compile(r"[^\[\]\n]*")
-_SIZE_RE = re.compile(r"(\d{1,5})(?:x(\d{1,5}))?")
-_CLASS_WORD_RE = re.compile(r"[^a-z0-9-]")
+_WIKILINK_INNER_RE = LazyPattern(r"[^\[\]\n]*")
+_SIZE_RE = LazyPattern(r"(\d{1,5})(?:x(\d{1,5}))?")
+_CLASS_WORD_RE = LazyPattern(r"[^a-z0-9-]")
 
 # Callout types Obsidian draws alike (its documented aliases): the CSS styles the canonical one.
 CALLOUT_ALIASES = {
@@ -97,10 +99,10 @@ def _blanked(text: str, spans: list[tuple[int, int]]) -> str:
     return blank_spans(text, spans)
 
 
-_QUOTE_CALLOUT_RE = re.compile(r"^[ \t]{0,3}(?:>[ \t]?)+(\[![A-Za-z][\w-]{0,39}\][+-]?)", re.MULTILINE)
-_ADMONITION_LINE_RE = re.compile(r"^ {0,3}(:{3,}[ \t]*[A-Za-z][\w-]{0,39})", re.MULTILINE)
-_ADMONITION_END_LINE_RE = re.compile(r"^ {0,3}(:{3,})[ \t]*$", re.MULTILINE)
-_HIGHLIGHT_MARK_RE = re.compile(r"==(?=\S)(?:[^=\n]|=(?!=))+?(?<=\S)==")
+_QUOTE_CALLOUT_RE = LazyPattern(r"^[ \t]{0,3}(?:>[ \t]?)+(\[![A-Za-z][\w-]{0,39}\][+-]?)", re.MULTILINE)
+_ADMONITION_LINE_RE = LazyPattern(r"^ {0,3}(:{3,}[ \t]*[A-Za-z][\w-]{0,39})", re.MULTILINE)
+_ADMONITION_END_LINE_RE = LazyPattern(r"^ {0,3}(:{3,})[ \t]*$", re.MULTILINE)
+_HIGHLIGHT_MARK_RE = LazyPattern(r"==(?=\S)(?:[^=\n]|=(?!=))+?(?<=\S)==")
 
 
 def searchable_text(text: str) -> str:
@@ -138,7 +140,7 @@ def block_anchor(block_id: str) -> str:
     return "block-" + block_id
 
 
-_NOT_SLUG = re.compile(r"[^\w]+")
+_NOT_SLUG = LazyPattern(r"[^\w]+")
 
 
 def heading_anchor(heading: str) -> str:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from indexing.errors import InvalidGlob, InvalidPath
+from indexing.patterns import LazyPattern
 
 SCHEME = "pmd://"
 
@@ -24,12 +25,12 @@ def absolute_path(path) -> str:
     base = caller_directory.get()
     return os.path.abspath(path if base is None else os.path.join(base, path))
 
-_DOCID_RE = re.compile(r"^#?([0-9a-fA-F]{6})$")
-_LINE_SUFFIX_RE = re.compile(r"^(?P<ref>.+?):(?P<line>\d+)$")
+_DOCID_RE = LazyPattern(r"^#?([0-9a-fA-F]{6})$")
+_LINE_SUFFIX_RE = LazyPattern(r"^(?P<ref>.+?):(?P<line>\d+)$")
 # Where in a converted file (indexing.convert): `report.pdf:p12`, `deck.pptx:s3`, or the fragment
 # results carry, `pmd://c/report.pdf#page=12` (`#slide=3`, `#sheet=Budget`, `#chapter=2`).
-_UNIT_SUFFIX_RE = re.compile(r"^(?P<ref>.+?):(?P<unit>p|s|page|slide)(?P<name>\d+)$")
-_UNIT_FRAGMENT_RE = re.compile(r"^(?P<ref>.+?)#(?P<unit>page|slide|sheet|chapter)=(?P<name>[^#\]\n]{1,200})$")
+_UNIT_SUFFIX_RE = LazyPattern(r"^(?P<ref>.+?):(?P<unit>p|s|page|slide)(?P<name>\d+)$")
+_UNIT_FRAGMENT_RE = LazyPattern(r"^(?P<ref>.+?)#(?P<unit>page|slide|sheet|chapter)=(?P<name>[^#\]\n]{1,200})$")
 _UNIT_LETTERS = {"p": "page", "s": "slide"}
 
 

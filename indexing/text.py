@@ -10,10 +10,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import date, datetime
 
+from indexing.patterns import LazyPattern
 
-_FRONTMATTER_RE = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.S)
+_FRONTMATTER_RE = LazyPattern(r"\A---[ \t]*\r?\n(.*?)\r?\n(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.S)
 # TOML frontmatter (Hugo, Zola, mdBook): `+++` lines around it.
-_TOML_FRONTMATTER_RE = re.compile(r"\A\+\+\+[ \t]*\r?\n(.*?)\r?\n\+\+\+[ \t]*(?:\r?\n|\Z)", re.S)
+_TOML_FRONTMATTER_RE = LazyPattern(r"\A\+\+\+[ \t]*\r?\n(.*?)\r?\n\+\+\+[ \t]*(?:\r?\n|\Z)", re.S)
 FRONTMATTER_OPENINGS = ("---", "+++")
 BINARY_SNIFF_BYTES = 8192
 
@@ -189,12 +190,12 @@ TITLE_FROM_HEADING = "heading"
 TITLE_FROM_FILENAME = "filename"
 TITLE_MAX = 1000
 
-_H1_ATX_RE = re.compile(r" {0,3}#(?:[ \t]+(.*))?$")  # with .match on one line: `#` then a blank or nothing
-_SETEXT_H1_RE = re.compile(r" {0,3}=+[ \t]*$")
-_FENCE_LINE_RE = re.compile(r" {0,3}(`{3,}|~{3,})")
-_HTML_H1_OPEN_RE = re.compile(r"<h1(?:\s[^<>]*)?>", re.I)
+_H1_ATX_RE = LazyPattern(r" {0,3}#(?:[ \t]+(.*))?$")  # with .match on one line: `#` then a blank or nothing
+_SETEXT_H1_RE = LazyPattern(r" {0,3}=+[ \t]*$")
+_FENCE_LINE_RE = LazyPattern(r" {0,3}(`{3,}|~{3,})")
+_HTML_H1_OPEN_RE = LazyPattern(r"<h1(?:\s[^<>]*)?>", re.I)
 _HTML_H1_CLOSE = "</h1>"
-_PARAGRAPH_BREAK_RE = re.compile(r" {0,3}(?:[-*+>|]|#{1,6}(?:[ \t]|$)|\d{1,9}[.)]|<)")  # a line no setext text can be
+_PARAGRAPH_BREAK_RE = LazyPattern(r" {0,3}(?:[-*+>|]|#{1,6}(?:[ \t]|$)|\d{1,9}[.)]|<)")  # a line no setext text can be
 
 
 def extract_title(text: str, frontmatter: dict, fallback: str, *, title_from: str = TITLE_FROM_HEADING) -> str:
@@ -283,17 +284,17 @@ def _html_h1(lines: list[str], i: int) -> str | None:
 
 # --- a title without its markup ------------------------------------------------------------------
 
-_IMAGE_RE = re.compile(r"!\[[^\[\]\n]*\](?:\([^()\n]*(?:\([^()\n]*\)[^()\n]*)*\)|\[[^\[\]\n]*\])?")
-_LINK_RE = re.compile(r"\[([^\[\]\n]*)\](?:\([^()\n]*(?:\([^()\n]*\)[^()\n]*)*\)|\[[^\[\]\n]*\])")
-_WIKILINK_TITLE_RE = re.compile(r"!?\[\[([^\[\]\n|]*)(?:\|([^\[\]\n]*))?\]\]")
-_IMG_TAG_RE = re.compile(r"<(?:img|picture|source|svg|video)\b[^<>]*>", re.I)
-_HTML_TAG_RE = re.compile(r"</?[A-Za-z][A-Za-z0-9-]*(?:\s[^<>]*)?/?>")
-_AUTOLINK_RE = re.compile(r"<([A-Za-z][A-Za-z0-9+.-]{1,31}:[^<>\s]*)>")
-_HEADING_ID_RE = re.compile(r"\s*\{[#.][^{}\n]*\}\s*$")
-_EMPHASIS_RE = re.compile(r"(\*{1,3}|~~|==)(?=\S)(.+?)(?<=\S)\1")
-_UNDERSCORES_RE = re.compile(r"(?<![^\W_])(_{1,3})(?=\S)(.+?)(?<=\S)\1(?![^\W_])")  # not in snake_case
-_CODE_RE = re.compile(r"(`+)(.+?)\1")
-_ESCAPE_RE = re.compile(r"\\([!-/:-@\[-`{-~])")
+_IMAGE_RE = LazyPattern(r"!\[[^\[\]\n]*\](?:\([^()\n]*(?:\([^()\n]*\)[^()\n]*)*\)|\[[^\[\]\n]*\])?")
+_LINK_RE = LazyPattern(r"\[([^\[\]\n]*)\](?:\([^()\n]*(?:\([^()\n]*\)[^()\n]*)*\)|\[[^\[\]\n]*\])")
+_WIKILINK_TITLE_RE = LazyPattern(r"!?\[\[([^\[\]\n|]*)(?:\|([^\[\]\n]*))?\]\]")
+_IMG_TAG_RE = LazyPattern(r"<(?:img|picture|source|svg|video)\b[^<>]*>", re.I)
+_HTML_TAG_RE = LazyPattern(r"</?[A-Za-z][A-Za-z0-9-]*(?:\s[^<>]*)?/?>")
+_AUTOLINK_RE = LazyPattern(r"<([A-Za-z][A-Za-z0-9+.-]{1,31}:[^<>\s]*)>")
+_HEADING_ID_RE = LazyPattern(r"\s*\{[#.][^{}\n]*\}\s*$")
+_EMPHASIS_RE = LazyPattern(r"(\*{1,3}|~~|==)(?=\S)(.+?)(?<=\S)\1")
+_UNDERSCORES_RE = LazyPattern(r"(?<![^\W_])(_{1,3})(?=\S)(.+?)(?<=\S)\1(?![^\W_])")  # not in snake_case
+_CODE_RE = LazyPattern(r"(`+)(.+?)\1")
+_ESCAPE_RE = LazyPattern(r"\\([!-/:-@\[-`{-~])")
 
 
 _TITLE_SOURCE_MAX = 4 * TITLE_MAX  # of a heading's markup: a title keeps TITLE_MAX characters

@@ -44,6 +44,7 @@ from datetime import UTC, date, datetime, time, timedelta
 from indexing.errors import InvalidSearchInput
 from indexing.convert import FORMAT_EXTENSIONS
 from indexing.paths import glob_regex_body
+from indexing.patterns import LazyPattern
 
 SORT_RELEVANCE = "relevance"
 SORT_DATE = "date"
@@ -68,7 +69,7 @@ MAX_VALUES = 50  # values in one filter (a comma list), and groups of one kind
 
 # A filter token: [-]word:value at the start of a word; value quoted or up to the next space.
 # Quoted phrases come first so that `"see tag:db"` stays a phrase.
-_PIECE = re.compile(
+_PIECE = LazyPattern(
     r'''(?P<quoted>(?<!\S)-?"[^"\n]*")'''
     r'''|(?P<filter>(?<!\S)(?P<neg>-?)(?P<word>[A-Za-z_][\w.-]*):(?P<value>(?:[<>]=?)?(?:"[^"\n]*"|'[^'\n]*')|[^\s"':\\][^\s"]*))'''
     r'''|(?P<other>\S+)'''
@@ -352,8 +353,8 @@ def parse_filters(text: str, *, field_keys: Callable[[dict[str, list[str]]], dic
 
 HAS_WORDS = frozenset({"has"})
 DATE_WORDS = frozenset({"date"})  # the note's date (after:/before:; it comes from frontmatter `date` first)
-_OPEN_BEFORE_FILTER = re.compile(r"(?<!\S)(\(+)(?=-?[A-Za-z_][\w.-]*:)")
-_CLOSE_AFTER_FILTER = re.compile(
+_OPEN_BEFORE_FILTER = LazyPattern(r"(?<!\S)(\(+)(?=-?[A-Za-z_][\w.-]*:)")
+_CLOSE_AFTER_FILTER = LazyPattern(
     r"(?<!\S)(-?[A-Za-z_][\w.-]*:(?:[<>]=?)?(?:\"[^\"\n]*\"|'[^'\n]*'|[^\s\"'()]+))(\)+)(?=\s|$)")
 
 
@@ -488,8 +489,8 @@ def _dated(out: SearchFilters, *, after: bool, when: datetime, text: str) -> Non
         out.before, out.before_text = _earliest((out.before, out.before_text), (when, text))
 
 
-_OPERATOR = re.compile(r"^([<>]=?)\s*(.*)$", re.S)
-_NUMBER = re.compile(r"^-?\d+(\.\d+)?$")
+_OPERATOR = LazyPattern(r"^([<>]=?)\s*(.*)$", re.S)
+_NUMBER = LazyPattern(r"^-?\d+(\.\d+)?$")
 # A date bound as the first day it covers (start) or the day after it (end), by operator.
 _DATE_BOUND = {">=": (">=", "start"), ">": (">=", "end"), "<": ("<", "start"), "<=": ("<", "end")}
 
@@ -595,8 +596,8 @@ def glob_to_regex(pattern: str) -> str:
 
 # --- dates ---------------------------------------------------------------------------------------
 
-_ISO_DAY = re.compile(r"^(\d{4})(?:[-/](\d{1,2})(?:[-/](\d{1,2}))?)?$")
-_AGO = re.compile(r"^(\d{1,4})\s*(h|hours?|d|days?|w|weeks?|m|mo|months?|y|years?)(?:\s+ago)?$")
+_ISO_DAY = LazyPattern(r"^(\d{4})(?:[-/](\d{1,2})(?:[-/](\d{1,2}))?)?$")
+_AGO = LazyPattern(r"^(\d{1,4})\s*(h|hours?|d|days?|w|weeks?|m|mo|months?|y|years?)(?:\s+ago)?$")
 _UNITS = {"h": "hour", "d": "day", "w": "week", "m": "month", "mo": "month", "y": "year"}
 DATE_HELP = ("YYYY, YYYY-MM, YYYY-MM-DD, an ISO datetime, today, yesterday, 'this week|month|year', "
              "'last week|month|year', 'N days|weeks|months|years ago', 3d, 2w, 6m, 1y")

@@ -17,6 +17,8 @@ import posixpath
 import re
 from dataclasses import dataclass, field
 
+from indexing.patterns import LazyPattern
+
 # Bump when a converter's output changes: text stored under an older version is converted again.
 CONVERTER_VERSION = 2
 
@@ -38,7 +40,7 @@ _MODULES = {"pdf": "pdf", "docx": "docx", "pptx": "pptx", "xlsx": "xlsx", "html"
 # What each format's marker lines name, and the anchor of a result that points at one.
 UNIT_NAMES = {"pdf": "page", "pptx": "slide", "xlsx": "sheet", "epub": "chapter"}
 
-MARKER_RE = re.compile(r"^\[(page|slide|sheet|chapter) ([^\]\n]{1,200})\]$", re.M)
+MARKER_RE = LazyPattern(r"^\[(page|slide|sheet|chapter) ([^\]\n]{1,200})\]$", re.M)
 
 
 class ConversionRefused(ValueError):

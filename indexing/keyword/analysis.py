@@ -16,15 +16,18 @@ from __future__ import annotations
 
 import re
 
+from indexing.patterns import LazyPattern
+
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f\uac00-\ud7af\u1100-\u11ff\u3130-\u318f"
-CJK_RUN = re.compile(f"[{_CJK}]+")
-_SYMBOLIC = re.compile(r"(?<![\w+#])([A-Za-z][A-Za-z0-9]*)(\+\+|#)(?![\w+#])")
+CJK_RUN = LazyPattern(f"[{_CJK}]+")
+_SYMBOLIC = LazyPattern(r"(?<![\w+#])([A-Za-z][A-Za-z0-9]*)(\+\+|#)(?![\w+#])")
 # Words as the snippet highlighter sees them: letters/digits, dotted versions, C++/C#.
 WORD = re.compile(r"[^\W_]+(?:\.[^\W_]+)*(?:\+\+|#)?")
 
 
 def has_cjk(text: str) -> bool:
-    return CJK_RUN.search(text) is not None
+    # Every character of the runs is past ASCII: ASCII text never compiles the pattern (a slow one to compile).
+    return not text.isascii() and CJK_RUN.search(text) is not None
 
 
 def cjk_bigrams(run: str) -> list[str]:

@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import bisect
 import math
-import re
 from typing import NamedTuple
 
 from django.db import DatabaseError, connection, transaction
@@ -54,12 +53,13 @@ from indexing.models import Document, DocumentLink
 from indexing.keyword.analysis import prepare_text
 from indexing.markdown import searchable_text
 from indexing.text import strip_frontmatter
+from indexing.patterns import LazyPattern
 
 # The heading's text is taken whole and its closing " ##" cut in Python (_heading): a lazy
 # `(.+?)(?:[ \t]+#+)?[ \t]*$` retries its tail at every character, quadratic on a line of spaces.
-_HEADING = re.compile(r"^ {0,3}#{1,6}[ \t]+(.+)$")
+_HEADING = LazyPattern(r"^ {0,3}#{1,6}[ \t]+(.+)$")
 _FENCES = ("```", "~~~")
-_FENCE = re.compile(r"(`{3,}|~{3,})(.*)")
+_FENCE = LazyPattern(r"(`{3,}|~{3,})(.*)")
 _LINE_ENDS = "\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"  # what str.splitlines splits at
 PASSAGE_WORDS = 700  # a longer section is cut at paragraph breaks (about one 900-token embedding chunk)
 BATCH = 1000

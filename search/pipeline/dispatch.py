@@ -9,7 +9,6 @@ first. `sort=date` orders the results newest first.
 
 from __future__ import annotations
 
-import re
 import time
 from dataclasses import replace
 from datetime import datetime
@@ -28,6 +27,7 @@ from search.retrieval.common import collection_ids_for, request_access
 from search.retrieval.filters import fields_resolved, filtered_notes, frontmatter_keys
 from search.retrieval.keyword import keyword_search
 from search.retrieval.spelling import query_correction, typed_prefix
+from indexing.patterns import LazyPattern
 
 # A top hit holding at least this share of the query (its rarity-weighted words) is a strong answer:
 # no correction. 0.7 on SciFact keeps 0.965 of clean nDCG@10 under typos and clean queries unchanged
@@ -142,8 +142,8 @@ def where_found(results: list[SearchResult]) -> None:
         _snippet_without_markers(result)
 
 
-_MARKERS_AT_START = re.compile(r"\A(?:\[(?:page|slide|sheet|chapter) [^\]\n]*\]\n+)+")
-_MARKERS_AT_END = re.compile(r"(?:\n+\[(?:page|slide|sheet|chapter) [^\]\n]*\])+\s*\Z")
+_MARKERS_AT_START = LazyPattern(r"\A(?:\[(?:page|slide|sheet|chapter) [^\]\n]*\]\n+)+")
+_MARKERS_AT_END = LazyPattern(r"(?:\n+\[(?:page|slide|sheet|chapter) [^\]\n]*\])+\s*\Z")
 
 
 def _snippet_without_markers(result: SearchResult) -> None:
