@@ -1,7 +1,7 @@
 """Embedding throughput of the local backend, side by side with an older version of it and with
 PyTorch (sentence-transformers), interleaved round by round so a busy machine slows all alike:
 
-    .venv/bin/python scripts/bench_embed.py MODEL_FOLDER [--old main] [--torch /path/to/python]
+    .venv/bin/python scripts/bench_embed.py MODEL_FOLDER [--old main] [--torch /path/to/python] [--also FOLDER]
 
 MODEL_FOLDER is a sentence-transformers folder with model.onnx (and, for --torch, the PyTorch
 weights). The texts are SciFact passages cut to --chars characters, sent in batches of --batch
@@ -36,11 +36,12 @@ texts = json.loads(sys.stdin.readline())
 model.encode(texts[:batch], batch_size=batch)
 print("ready", flush=True)
 for line in sys.stdin:
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     vectors = []
     for i in range(0, len(texts), batch):
         vectors.extend(model.encode(texts[i:i + batch], batch_size=batch, normalize_embeddings=True).tolist())
-    print(json.dumps({"seconds": time.perf_counter() - started, "first": vectors[0]}), flush=True)
+    print(json.dumps({"seconds": time.perf_counter() - started, "cpu": time.process_time() - cpu,
+                      "first": vectors[0]}), flush=True)
 """
 
 
@@ -62,12 +63,13 @@ def load_old(ref: str):
     return module
 
 
-def timed(embed, texts: list[str], batch: int) -> tuple[float, list[list[float]]]:
-    started = time.perf_counter()
+def timed(embed, texts: list[str], batch: int) -> tuple[float, float, list[list[float]]]:
+    """Wall seconds, CPU seconds of this process (all its threads) and the vectors."""
+    started, cpu = time.perf_counter(), time.process_time()
     vectors = []
     for i in range(0, len(texts), batch):
         vectors.extend(embed(texts[i:i + batch]))
-    return time.perf_counter() - started, vectors
+    return time.perf_counter() - started, time.process_time() - cpu, vectors
 
 
 def cosine(a, b) -> float:
@@ -85,6 +87,8 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--old", metavar="REF", help="also the local backend at this git ref")
     parser.add_argument("--torch", metavar="PYTHON", help="also sentence-transformers in this interpreter")
+    parser.add_argument("--also", metavar="FOLDER", action="append", default=[],
+                        help="also this model folder (another export of the same model), this version's loader")
     args = parser.parse_args()
 
     from indexing.llm import local
@@ -94,6 +98,9 @@ def main() -> int:
     runners = {}
     new = local.LocalBackend(Path(tempfile.mkdtemp()), threads=args.threads)
     runners["onnx, this version"] = lambda chunk: new.embed(chunk, model=str(folder))
+    for other in args.also:
+        other_folder = Path(other).resolve()
+        runners[f"onnx, {other_folder.name}"] = (lambda chunk, f=other_folder: new.embed(chunk, model=str(f)))
     if args.old:
         old_module = load_old(args.old)
         old = old_module.LocalBackend(Path(tempfile.mkdtemp()), threads=args.threads)
@@ -111,36 +118,41 @@ def main() -> int:
             child.stdin.write("go\n")
             child.stdin.flush()
             answer = json.loads(child.stdout.readline())
-            return answer["seconds"], [answer["first"]]
+            return answer["seconds"], answer["cpu"], [answer["first"]]
     for run in runners.values():  # load and warm up
         run(texts[:args.batch])
 
     rates: dict[str, list[float]] = {name: [] for name in runners}
+    per_cpu: dict[str, list[float]] = {name: [] for name in runners}
     if child:
         rates["pytorch (sentence-transformers)"] = []
+        per_cpu["pytorch (sentence-transformers)"] = []
     reference = None
     firsts = {}
     for _ in range(args.rounds):
         for name, run in runners.items():
-            seconds, vectors = timed(run, texts, args.batch)
+            seconds, cpu, vectors = timed(run, texts, args.batch)
             rates[name].append(len(texts) / seconds)
+            per_cpu[name].append(len(texts) / cpu)
             firsts[name] = vectors[0]
             if name == "onnx, this version":
                 reference = vectors
         if child:
-            seconds, vectors = torch_round()
+            seconds, cpu, vectors = torch_round()
             rates["pytorch (sentence-transformers)"].append(len(texts) / seconds)
+            per_cpu["pytorch (sentence-transformers)"].append(len(texts) / cpu)
             firsts["pytorch (sentence-transformers)"] = vectors[0]
     if child:
         child.stdin.close()
         child.wait()
     print(f"{len(texts)} SciFact passages cut to {args.chars} characters, batches of {args.batch}, "
           f"{args.threads} threads, {args.rounds} interleaved rounds; load average {os.getloadavg()[0]:.1f}")
-    print("| runner | passages/s per round | median | cosine of the first vector with this version's |")
-    print("|---|---|---|---|")
+    print("| runner | passages/s per round | median | per CPU second, median | cosine of the first vector with this version's |")
+    print("|---|---|---|---|---|")
     for name, values in rates.items():
         similarity = cosine(firsts[name], reference[0])
-        print(f"| {name} | {' / '.join(f'{v:.1f}' for v in values)} | {statistics.median(values):.1f} | {similarity:.4f} |")
+        print(f"| {name} | {' / '.join(f'{v:.1f}' for v in values)} | {statistics.median(values):.1f} "
+              f"| {statistics.median(per_cpu[name]):.1f} | {similarity:.4f} |")
     return 0
 
 
