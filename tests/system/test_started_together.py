@@ -57,8 +57,8 @@ def test_commands_started_together_create_the_database_once(session_server):
         pass
 
 
-# A child that sets up Django, says so, waits for the go and migrates: both children's migrations
-# run at once (a migration run takes seconds, the go reaches both within milliseconds).
+# A child that sets up Django, says so, waits for the go and migrates: the go reaches both within
+# milliseconds, long before either has loaded the migrations and created a table.
 _MIGRATE_ON_GO = """
 import sys
 from pmd_site.runtime import setup_django
@@ -70,12 +70,30 @@ print("applied" if migrate_if_needed() else "up to date", flush=True)
 """
 
 
-def test_commands_started_together_migrate_a_fresh_database_once(session_server, tmp_path):
+@pytest.fixture
+def database_missing_a_migration(session_server, django_db_blocker):
+    """A copy of the migrated test database without the sessions app's table and migration (a full
+    migration run takes seconds; one small migration shows the race as well)."""
+    from django.db import connection, connections
+    from psycopg import sql
+
     server, made = session_server
     name = "pmd_started_together_migrate"
     made.append(name)
-    server.ensure_database(name)
-    env = {**os.environ, "DATABASE_URL": child_database_url(name), "PMD_HOME": str(tmp_path)}
+    template = connection.settings_dict["NAME"]  # the migrated test database (the test's django_db mark)
+    with django_db_blocker.unblock():
+        connections.close_all()  # a template may have no other session
+    with server._connect("postgres") as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(sql.Identifier(name), sql.Identifier(template)))
+    with server._connect(name) as conn:
+        conn.execute("DROP TABLE django_session")
+        conn.execute("DELETE FROM django_migrations WHERE app = 'sessions'")
+    return name
+
+
+@pytest.mark.django_db(transaction=True)  # no transaction held open: the test database is the template
+def test_commands_started_together_migrate_a_database_once(database_missing_a_migration, tmp_path):
+    env = {**os.environ, "DATABASE_URL": child_database_url(database_missing_a_migration), "PMD_HOME": str(tmp_path)}
     children = [subprocess.Popen([sys.executable, "-c", _MIGRATE_ON_GO], cwd=ROOT, env=env, text=True,
                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
                 for _ in range(2)]
