@@ -111,3 +111,34 @@ def test_commands_started_together_migrate_a_database_once(database_missing_a_mi
     for child, (_, err) in zip(children, results):
         assert child.returncode == 0, err
     assert sorted(out.strip() for out, _ in results) == ["applied", "up to date"]
+
+
+@pytest.mark.django_db(transaction=True)  # each thread commits on its own connection
+def test_two_pmd_up_on_one_database_create_the_admin_once():
+    from django.contrib.auth import get_user_model
+    from django.db import connection
+
+    from indexing.access import Access
+    from indexing.services.accounts import admin_ensure
+
+    starters = 4
+    barrier = threading.Barrier(starters)
+    outcomes: list[object] = []
+
+    def start():
+        barrier.wait(10)
+        try:
+            outcomes.append(admin_ensure(username="admin", access=Access.local_user()))
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            outcomes.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=start) for _ in range(starters)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert [o for o in outcomes if isinstance(o, BaseException)] == []
+    assert sum(o.password is not None for o in outcomes) == 1  # one generated password, shown by one of them
+    assert get_user_model().objects.filter(username="admin").count() == 1
