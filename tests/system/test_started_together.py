@@ -1,6 +1,7 @@
 """Commands started at the same moment on a fresh index (two `pmd collection add`, `pmd up` beside a
-CLI command): each found the database missing, or unmigrated, and both created it; one failed with
-"database already exists" or "relation … already exists". Both must succeed."""
+CLI command, two `pmd up` with their own PMD_HOME on one DATABASE_URL): each found the database
+missing, unmigrated or without its admin, and both created it; one failed with "database already
+exists", "relation … already exists" or a duplicate admin. Both must succeed."""
 
 from __future__ import annotations
 
