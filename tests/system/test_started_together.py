@@ -33,27 +33,32 @@ def session_server():
             conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
 
 
-def test_commands_started_together_create_the_database_once(session_server):
-    server, made = session_server
-    name = "pmd_started_together_create"
-    made.append(name)
-    starters = 4
+def _all_at_once(action, starters: int = 4) -> list[object]:
+    """Run `action` in `starters` threads released together; what each returned or raised."""
     barrier = threading.Barrier(starters)
-    errors: list[BaseException] = []
+    outcomes: list[object] = []
 
     def start():
         barrier.wait(10)
         try:
-            server.ensure_database(name)
-        except BaseException as exc:  # noqa: BLE001 - reported below
-            errors.append(exc)
+            outcomes.append(action())
+        except BaseException as exc:  # noqa: BLE001 - the caller looks at them
+            outcomes.append(exc)
 
     threads = [threading.Thread(target=start) for _ in range(starters)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join(60)
-    assert errors == []
+    return outcomes
+
+
+def test_commands_started_together_create_the_database_once(session_server):
+    server, made = session_server
+    name = "pmd_started_together_create"
+    made.append(name)
+    outcomes = _all_at_once(lambda: server.ensure_database(name))
+    assert [o for o in outcomes if isinstance(o, BaseException)] == []
     with server._connect(name):
         pass
 
@@ -122,24 +127,13 @@ def test_two_pmd_up_on_one_database_create_the_admin_once():
     from indexing.access import Access
     from indexing.services.accounts import admin_ensure
 
-    starters = 4
-    barrier = threading.Barrier(starters)
-    outcomes: list[object] = []
-
     def start():
-        barrier.wait(10)
         try:
-            outcomes.append(admin_ensure(username="admin", access=Access.local_user()))
-        except BaseException as exc:  # noqa: BLE001 - reported below
-            outcomes.append(exc)
+            return admin_ensure(username="admin", access=Access.local_user())
         finally:
-            connection.close()
+            connection.close()  # this thread's own
 
-    threads = [threading.Thread(target=start) for _ in range(starters)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
+    outcomes = _all_at_once(start)
     assert [o for o in outcomes if isinstance(o, BaseException)] == []
     assert sum(o.password is not None for o in outcomes) == 1  # one generated password, shown by one of them
     assert get_user_model().objects.filter(username="admin").count() == 1
