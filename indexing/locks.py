@@ -24,6 +24,8 @@ PMD = 0x706D64  # "pmd": pmd's own single locks, told apart by the second key
 EMBEDDING = (PMD, 1)  # one embedding run at a time per database
 KEYWORD_INDEX = (PMD, 2)  # one writer of the BM25 tables at a time
 EMBEDDING_QUEUE = (PMD, 3)  # one decision at a time about requests waiting for the LLM backend
+MIGRATIONS = (PMD, 4)  # one process at a time applies migrations to a database
+CREATE_DATABASE = (PMD, 5)  # one process at a time creates an index's database (on the server's `postgres` database)
 _COLLECTION = 0x706D63  # "pmc": the second key is a collection id
 
 

@@ -466,9 +466,14 @@ class EmbeddedPostgres:
         return make_conninfo(self._conninfo_without_password(dbname), password=database_password(self.home))
 
     def ensure_database(self, dbname: str) -> None:
+        """Create the index's database unless it exists. Two commands started together on a fresh
+        PMD_HOME both found it missing and both created it, and one failed; they take turns."""
         from psycopg import sql
 
+        from indexing.locks import CREATE_DATABASE
+
         with self._connect("postgres") as conn:
+            conn.execute("SELECT pg_advisory_lock(%s, %s)", CREATE_DATABASE)  # released with the connection
             exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (dbname,)).fetchone()
             if not exists:
                 conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(dbname)))

@@ -106,10 +106,21 @@ def database_lease():
                 server.stop()
 
 
+@contextlib.contextmanager
+def _one_migration_at_a_time():
+    """Two processes migrating one database together (commands started at once on a fresh index,
+    `pmd up` beside a CLI command) both created the same tables, and one failed: they take turns."""
+    from indexing.locks import MIGRATIONS, advisory_lock
+
+    with advisory_lock(key=MIGRATIONS):
+        yield
+
+
 def migrate(verbosity: int = 0) -> None:
     from django.core.management import call_command
 
-    call_command("migrate", interactive=False, verbosity=verbosity)
+    with _one_migration_at_a_time():
+        call_command("migrate", interactive=False, verbosity=verbosity)
 
 
 def _migrations_on_disk() -> set[tuple[str, str]]:
@@ -124,10 +135,7 @@ def _migrations_on_disk() -> set[tuple[str, str]]:
     return found
 
 
-def migrate_if_needed() -> bool:
-    """Apply migrations when one of the installed apps' is not recorded yet (one cheap query; the
-    migration machinery is imported only then). Compared by name, so the rows of apps a lean
-    command leaves out (pmd_site/settings_cli.py) do not hide a missing one."""
+def _migrations_missing() -> bool:
     from django.db import connection
     from django.db.utils import ProgrammingError
 
@@ -137,7 +145,20 @@ def migrate_if_needed() -> bool:
             applied = set(cursor.fetchall())
     except ProgrammingError:
         applied = set()
-    if _migrations_on_disk() <= applied:
+    return not _migrations_on_disk() <= applied
+
+
+def migrate_if_needed() -> bool:
+    """Apply migrations when one of the installed apps' is not recorded yet (one cheap query; the
+    migration machinery is imported only then). Compared by name, so the rows of apps a lean
+    command leaves out (pmd_site/settings_cli.py) do not hide a missing one. Asked again once
+    the lock is ours: whoever held it may have applied them."""
+    from django.core.management import call_command
+
+    if not _migrations_missing():
         return False
-    migrate()
+    with _one_migration_at_a_time():
+        if not _migrations_missing():
+            return False
+        call_command("migrate", interactive=False, verbosity=0)
     return True

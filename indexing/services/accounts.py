@@ -12,7 +12,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.contrib.auth.password_validation import validate_password
 from django.core.exceptions import ValidationError
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from indexing import errors
@@ -128,9 +128,15 @@ def admin_ensure(*, username: str, access: Access, reset: bool = False) -> Admin
         return AdminAccount(username)
     password = secrets.token_urlsafe(12)
     if user is None:
-        with transaction.atomic():
-            User.objects.create_superuser(username, email="", password=password)
-            audit_record(access, "user.create", username, role="superuser", generated_password=True)
+        try:
+            with transaction.atomic():
+                User.objects.create_superuser(username, email="", password=password)
+                audit_record(access, "user.create", username, role="superuser", generated_password=True)
+        except IntegrityError:
+            # Another `pmd up` on the same database created it a moment ago (and showed its password).
+            if not User.objects.filter(**{User.USERNAME_FIELD: username}).exists():
+                raise
+            return AdminAccount(username)
     else:
         user_password_set(username=username, password=password, access=access, validate=False)
     return AdminAccount(username, password)

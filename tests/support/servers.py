@@ -15,16 +15,17 @@ from pathlib import Path
 from tests.support.paths import ROOT
 
 
-def child_database_url() -> str:
-    """The test database as a DATABASE_URL, for child processes that must neither start nor stop a
-    server (once django_db_setup has made it; the `database_url` fixture for one test)."""
+def child_database_url(name: str | None = None) -> str:
+    """The test database (or the database `name` on its server) as a DATABASE_URL, for child
+    processes that must neither start nor stop a server (once django_db_setup has made it; the
+    `database_url` fixture for one test)."""
     from urllib.parse import quote
 
     from django.db import connection
 
     db_ = connection.settings_dict
     password = f":{quote(db_['PASSWORD'], safe='')}" if db_["PASSWORD"] else ""
-    return (f"postgresql://{quote(db_['USER'], safe='')}{password}@/{db_['NAME']}"
+    return (f"postgresql://{quote(db_['USER'], safe='')}{password}@/{name or db_['NAME']}"
             f"?host={quote(db_['HOST'], safe='/')}&port={db_['PORT'] or 5432}")
 
 
