@@ -397,6 +397,10 @@ PMD_RERANK_BATCH = env.get_int("PMD_RERANK_BATCH", 32, minimum=1)
 PMD_LOCAL_THREADS = env.get_int("PMD_LOCAL_THREADS", 0, minimum=0)
 # Texts per inference of the local models (0: 8). Fewer keep ONNX Runtime's buffers smaller.
 PMD_LOCAL_BATCH = env.get_int("PMD_LOCAL_BATCH", 0, minimum=0)
+# int8: the local embedding model runs as an int8 copy made once (indexing/llm/quantize.py); fp32: as exported.
+PMD_LOCAL_PRECISION = env.get_str("PMD_LOCAL_PRECISION", "int8").lower()
+if PMD_LOCAL_PRECISION not in {"int8", "fp32"}:
+    raise ConfigError(f"PMD_LOCAL_PRECISION={PMD_LOCAL_PRECISION!r}: use int8 or fp32")
 # Set by `pmd up` for its children: the Unix socket on which the process that embeds serves the
 # local models to the others (indexing/llm/shared.py), so only it loads them.
 PMD_MODEL_SOCKET = env.get_str("PMD_MODEL_SOCKET", "")

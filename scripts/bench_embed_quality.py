@@ -3,6 +3,9 @@ judged document plus the first --distractors others), each document's first wind
 by the local backend, once with each model folder:
 
     .venv/bin/python scripts/bench_embed_quality.py FOLDER_A FOLDER_B [--distractors 700]
+
+Each folder after the first is also crossed with the first: documents embedded with one file and
+queries with the other, as an index is searched after PMD_LOCAL_PRECISION changes.
 """
 
 from __future__ import annotations
@@ -47,15 +50,27 @@ def main() -> int:
                if q in qrels}
     backend = LocalBackend(Path(tempfile.mkdtemp()), threads=2)
     print(f"SciFact subset: {len(docs)} documents ({len(judged)} judged), {len(queries)} queries")
+    def quality(vectors, query_vectors) -> float:
+        scores = []
+        for query, q in query_vectors.items():
+            ranked = [docs[i] for i in np.argsort(-(vectors @ q))[:10]]
+            scores.append(ndcg10(ranked, qrels[query]))
+        return sum(scores) / len(scores)
+
+    first = None
     for folder in args.folders:
         vectors = np.array([v for i in range(0, len(texts), 32)
                             for v in backend.embed(texts[i:i + 32], model=folder)])
-        scores = []
-        for query, text in queries.items():
-            q = np.array(backend.embed([text], model=folder)[0])
-            ranked = [docs[i] for i in np.argsort(-(vectors @ q))[:10]]
-            scores.append(ndcg10(ranked, qrels[query]))
-        print(f"{folder}: nDCG@10 {sum(scores) / len(scores):.4f}", flush=True)
+        query_vectors = {query: np.array(backend.embed([text], model=folder)[0]) for query, text in queries.items()}
+        print(f"{folder}: nDCG@10 {quality(vectors, query_vectors):.4f}", flush=True)
+        if first is None:
+            first = (folder, vectors, query_vectors)
+            continue
+        # An index embedded with one file and searched with the other (a setting changed later).
+        cosines = (vectors * first[1]).sum(axis=1) / (np.linalg.norm(vectors, axis=1) * np.linalg.norm(first[1], axis=1))
+        print(f"  documents of {first[0]}, queries of this one: {quality(first[1], query_vectors):.4f}; "
+              f"the other way: {quality(vectors, first[2]):.4f}; cosine of the two files' document vectors: "
+              f"min {cosines.min():.4f}, median {np.median(cosines):.4f}", flush=True)
     return 0
 
 

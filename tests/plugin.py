@@ -35,6 +35,9 @@ if not os.environ.get("DATABASE_URL"):
     (_home / ".created-by-pmd").write_text("throwaway test PMD_HOME\n")
     (_home / "static").mkdir()  # STATIC_ROOT: static files are served from the finders in tests
 os.environ.setdefault("PMD_SECRET_KEY", "test-only-secret-key-not-for-production")
+# Tests run the packaged model file as it is: an int8 copy takes seconds to make, and each test has
+# its own PMD_HOME. tests/indexing/test_local_int8.py makes one and tests that path.
+os.environ.setdefault("PMD_LOCAL_PRECISION", "fp32")
 
 
 def _reap_orphans() -> None:

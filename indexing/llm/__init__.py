@@ -50,7 +50,8 @@ def make_backend(kind: str, *, url: str, api_key: str = "", timeout: float = 120
             return shared.SharedModelsClient(Path(url), socket_path, threads=int(settings.PMD_LOCAL_THREADS),
                                              timeout=timeout)
         return LocalBackend(Path(url), threads=int(settings.PMD_LOCAL_THREADS),
-                            batch=int(getattr(settings, "PMD_LOCAL_BATCH", 0) or 0))
+                            batch=int(getattr(settings, "PMD_LOCAL_BATCH", 0) or 0),
+                            precision=getattr(settings, "PMD_LOCAL_PRECISION", "fp32"))
     raise LLMBackendError(f"PMD_LLM_BACKEND={kind!r} is not a backend pmd knows: use `ollama`, `openai` or `local`")
 
 

@@ -163,7 +163,8 @@ class QueriesFirst:
 class _Loaded:
     """One model in memory: its ONNX session, tokenizer and a lock (one inference at a time, queries first)."""
 
-    def __init__(self, folder: Path, threads: int, *, pairs: bool, batch: int = SUB_BATCH):
+    def __init__(self, folder: Path, threads: int, *, pairs: bool, batch: int = SUB_BATCH,
+                 int8_copies: Path | None = None):
         self.batch = batch
         try:
             import numpy as np
@@ -187,6 +188,11 @@ class _Loaded:
         # and length-sorted sub-batches come in every width (96 passages: 375 instead of 515 MB).
         options.enable_mem_pattern = False
         path = onnx_file(folder)
+        if int8_copies is not None:
+            from indexing.llm.quantize import int8_model
+
+            path = int8_model(path, int8_copies)
+        self.path = path
         self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
         self.inputs = {i.name for i in self.session.get_inputs()}
         self.outputs = [o.name for o in self.session.get_outputs()]
@@ -286,8 +292,9 @@ class LocalBackend(LLMBackend):
     kind = "local"
 
     def __init__(self, models_dir: Path, *, threads: int = 0, allow_download: bool = True, batch: int = 0,
-                 **_ignored):
+                 precision: str = "fp32", **_ignored):
         self.models_dir = Path(models_dir)
+        self.precision = precision
         self.batch = batch if batch > 0 else SUB_BATCH
         self.base_url = f"local:{self.models_dir}"
         self.threads = threads if threads > 0 else max(1, min(4, os.cpu_count() or 1))
@@ -363,12 +370,15 @@ class LocalBackend(LLMBackend):
 
     def _model(self, model: str, *, pairs: bool = False) -> _Loaded:
         folder = self.folder(model).resolve()
-        key = (os.getpid(), str(folder), self.threads, pairs, self.batch)
+        # Embedding models only: the re-ranker's quality under int8 is not measured.
+        int8 = self.precision == "int8" and not pairs
+        key = (os.getpid(), str(folder), self.threads, pairs, int8, self.batch)
         with _load_lock:
             loaded = _loaded.get(key)
             if loaded is None:
                 try:
-                    loaded = _Loaded(folder, self.threads, pairs=pairs, batch=self.batch)
+                    loaded = _Loaded(folder, self.threads, pairs=pairs, batch=self.batch,
+                                     int8_copies=self.models_dir if int8 else None)
                 except LLMBackendError:
                     raise
                 except Exception as exc:  # a broken or foreign ONNX file

