@@ -48,30 +48,32 @@ def copy_path(source: Path, models_dir: Path) -> Path:
     return models_dir / COPIES_DIR / digest / "model.onnx"
 
 
+# The child's exit status when the file computes in int8 already (nothing to copy).
+ALREADY_INT8 = 3
+
+
 def int8_model(source: Path, models_dir: Path) -> Path:
-    """The file to load for int8: `source` itself when it is quantized already, else its int8
-    copy, made now if it is not there yet. Falls back to `source` (with a warning) when the copy
-    cannot be made: embedding still works, at fp32 speed."""
+    """The file to load for int8: the int8 copy of `source`, made now if it is not there yet, or
+    `source` itself when it computes in int8 already. Falls back to `source` (with a warning) when
+    no copy can be made: embedding still works, at fp32 speed. Reading the graph happens in the
+    child too: parsing a model file in this process would leave its size in the heap."""
     target = copy_path(source, models_dir)
+    as_it_is = target.with_name("already-int8")
     if target.is_file():
         return target
-    try:
-        if is_quantized(source):
-            return source
-    except ImportError:
-        logger.warning("PMD_LOCAL_PRECISION=int8 needs the onnx package (the local extra): using %s as it is", source)
+    if as_it_is.is_file():
         return source
-    except Exception as exc:  # noqa: BLE001 - onnx raises its own kinds on a file it cannot parse
-        logger.warning("cannot read %s to quantize it (%s): using it as it is", source, exc)
-        return source
-    logger.warning("making an int8 copy of %s (once, a few seconds per 100 MB)", source)
     target.parent.mkdir(parents=True, exist_ok=True)
     handle, scratch = tempfile.mkstemp(dir=target.parent, suffix=".onnx.part")
     os.close(handle)
     try:
+        logger.warning("making an int8 copy of %s (once, a few seconds per 100 MB)", source)
         done = subprocess.run([sys.executable, "-m", "indexing.llm.quantize", str(source), scratch],
                               capture_output=True, text=True, timeout=1800,
                               cwd=str(Path(__file__).resolve().parents[2]))
+        if done.returncode == ALREADY_INT8:
+            as_it_is.write_text(f"{source}\n")
+            return source
         if done.returncode != 0:
             reason = (done.stderr.strip().splitlines() or ["no message"])[-1]
             logger.warning("cannot make an int8 copy of %s (%s): using it as it is", source, reason[:300])
@@ -86,14 +88,18 @@ def int8_model(source: Path, models_dir: Path) -> Path:
     return target
 
 
-def quantize(source: str, target: str) -> None:
+def quantize(source: str, target: str) -> int:
+    """The child's work: 0 when `target` holds the int8 copy, ALREADY_INT8 when there is nothing to do."""
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
+    if is_quantized(Path(source)):
+        return ALREADY_INT8
     logging.getLogger().setLevel(logging.ERROR)  # its advice to pre-process is for static quantization
     quantize_dynamic(source, target, per_channel=True, weight_type=QuantType.QInt8,
                      extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
+    return 0
 
 
 if __name__ == "__main__":
-    quantize(sys.argv[1], sys.argv[2])
+    raise SystemExit(quantize(sys.argv[1], sys.argv[2]))

@@ -79,6 +79,17 @@ def test_a_file_that_cannot_be_quantized_is_used_as_it_is(tmp_path, minilm, capl
     assert not (tmp_path / "models" / ".int8").exists() or not any((tmp_path / "models" / ".int8").rglob("*.onnx"))
 
 
+def test_a_file_computed_in_int8_is_run_as_it_is(int8_models, minilm, tmp_path):
+    from indexing.llm.quantize import int8_model
+
+    models, _ = int8_models
+    copy = copy_path(minilm / "model.onnx", models)
+    assert int8_model(copy, tmp_path / "models") == copy
+    marker = copy_path(copy, tmp_path / "models").with_name("already-int8")
+    assert marker.is_file(), "the answer is kept: the next load starts no child"
+    assert not list((tmp_path / "models").rglob("*.onnx"))
+
+
 def test_a_wrong_precision_is_refused_with_the_choices():
     env = dict(os.environ, PMD_LOCAL_PRECISION="int4", DJANGO_SETTINGS_MODULE="pmd_site.settings")
     done = subprocess.run([sys.executable, "-c", "import django; django.setup()"], env=env,
