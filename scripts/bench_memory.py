@@ -57,6 +57,9 @@ class Sampler(threading.Thread):
         self.peak_rss: dict[str, int] = {}
         self.peak_pss: dict[str, int] = {}
         self.peak_sum_rss = self.peak_sum_pss = 0
+        self.at_peak: dict[str, int] = {}  # each process's RSS in the sample of the largest sum
+        self.peak_at = 0.0
+        self.started = time.monotonic()
         self.stop = threading.Event()
 
     def run(self) -> None:
@@ -68,6 +71,7 @@ class Sampler(threading.Thread):
                 continue
             total_rss = total_pss = 0
             seen: dict[str, int] = {}
+            sample: dict[str, int] = {}
             for proc in procs:
                 try:
                     if proc.name() in NOT_PMD:
@@ -81,8 +85,11 @@ class Sampler(threading.Thread):
                     name = f"{name} #{seen[name]}"
                 total_rss += info.rss
                 total_pss += info.pss
+                sample[name] = info.rss
                 self.peak_rss[name] = max(self.peak_rss.get(name, 0), info.rss)
                 self.peak_pss[name] = max(self.peak_pss.get(name, 0), info.pss)
+            if total_rss > self.peak_sum_rss:
+                self.at_peak, self.peak_at = sample, time.monotonic() - self.started
             self.peak_sum_rss = max(self.peak_sum_rss, total_rss)
             self.peak_sum_pss = max(self.peak_sum_pss, total_pss)
 
@@ -162,6 +169,8 @@ def main() -> int:
         print(f"| {name} | {sampler.peak_rss[name] / mb:.0f} | {sampler.peak_pss[name] / mb:.0f} |")
     print(f"| **all pmd processes together (peak of the sum)** | **{sampler.peak_sum_rss / mb:.0f}** | "
           f"**{sampler.peak_sum_pss / mb:.0f}** |")
+    print(f"the largest sum, {sampler.peak_at:.0f} s after the start: "
+          + ", ".join(f"{name} {rss / mb:.0f}" for name, rss in sorted(sampler.at_peak.items())) + " MB RSS")
     shutil.rmtree(scratch, ignore_errors=True)
     return 0
 
