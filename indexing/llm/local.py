@@ -405,7 +405,16 @@ class LocalBackend(LLMBackend):
         return models
 
     def pull(self, model: str, *, progress: ProgressCallback | None = None) -> None:
-        self.folder(model, download=True, progress=progress)
+        """Download the model, and make its int8 copy now rather than at the first embedding (on
+        a small box, before the services run: making it holds several times the file in memory)."""
+        folder = self.folder(model, download=True, progress=progress)
+        reranker = model_setting(model, "") == "PMD_RERANK_MODEL" or hub_name(model) == DEFAULT_RERANK_MODEL
+        if self.precision == "int8" and not reranker:
+            from indexing.llm.quantize import int8_model
+
+            if progress is not None:
+                progress(PullProgress(status="making the int8 copy", completed=0, total=1))
+            int8_model(onnx_file(folder), self.models_dir)
 
     # -- operations ----------------------------------------------------------------------
 

@@ -90,6 +90,17 @@ def test_a_file_computed_in_int8_is_run_as_it_is(int8_models, minilm, tmp_path):
     assert not list((tmp_path / "models").rglob("*.onnx"))
 
 
+def test_pulling_the_embedding_model_makes_its_int8_copy(local, minilm, tiny_cross_encoder):
+    local.PMD_LOCAL_PRECISION = "int8"
+    local.PMD_RERANK_MODEL = str(tiny_cross_encoder)
+    backend = get_backend()
+    backend.pull(str(minilm))
+    models = Path(local.PMD_HOME) / "models"
+    assert copy_path(minilm / "model.onnx", models).is_file()
+    backend.pull(str(tiny_cross_encoder))
+    assert len(list((models / ".int8").rglob("*.onnx"))) == 1, "the re-ranker runs as exported: no copy"
+
+
 def test_a_wrong_precision_is_refused_with_the_choices():
     env = dict(os.environ, PMD_LOCAL_PRECISION="int4", DJANGO_SETTINGS_MODULE="pmd_site.settings")
     done = subprocess.run([sys.executable, "-c", "import django; django.setup()"], env=env,
