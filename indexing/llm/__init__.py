@@ -100,6 +100,7 @@ def get_backend(*, timeout: float | None = None, retries: int | None = None) -> 
         int(settings.PMD_LOCAL_THREADS) if kind == "local" else 0,
         str(getattr(settings, "PMD_MODEL_SOCKET", "") or "") if kind == "local" else "",
         int(getattr(settings, "PMD_LOCAL_BATCH", 0) or 0) if kind == "local" else 0,
+        str(getattr(settings, "PMD_LOCAL_PRECISION", "fp32")) if kind == "local" else "",
     )
     with _lock:
         backend = _cached.get(key)

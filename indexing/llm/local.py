@@ -164,7 +164,7 @@ class _Loaded:
     """One model in memory: its ONNX session, tokenizer and a lock (one inference at a time, queries first)."""
 
     def __init__(self, folder: Path, threads: int, *, pairs: bool, batch: int = SUB_BATCH,
-                 int8_copies: Path | None = None):
+                 path: Path | None = None):
         self.batch = batch
         try:
             import numpy as np
@@ -187,11 +187,7 @@ class _Loaded:
         # No memory pattern: it keeps a planned block per input shape for the life of the session,
         # and length-sorted sub-batches come in every width (96 passages: 375 instead of 515 MB).
         options.enable_mem_pattern = False
-        path = onnx_file(folder)
-        if int8_copies is not None:
-            from indexing.llm.quantize import int8_model
-
-            path = int8_model(path, int8_copies)
+        path = path or onnx_file(folder)  # the int8 copy, or the file as exported
         self.path = path
         self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
         self.inputs = {i.name for i in self.session.get_inputs()}
@@ -373,12 +369,19 @@ class LocalBackend(LLMBackend):
         # Embedding models only: the re-ranker's quality under int8 is not measured.
         int8 = self.precision == "int8" and not pairs
         key = (os.getpid(), str(folder), self.threads, pairs, int8, self.batch)
+        loaded = _loaded.get(key)
+        if loaded is not None:
+            return loaded
+        path = None
+        if int8:  # made outside the lock: other models (and queries) go on meanwhile
+            from indexing.llm.quantize import int8_model
+
+            path = int8_model(onnx_file(folder), self.models_dir)
         with _load_lock:
             loaded = _loaded.get(key)
             if loaded is None:
                 try:
-                    loaded = _Loaded(folder, self.threads, pairs=pairs, batch=self.batch,
-                                     int8_copies=self.models_dir if int8 else None)
+                    loaded = _Loaded(folder, self.threads, pairs=pairs, batch=self.batch, path=path)
                 except LLMBackendError:
                     raise
                 except Exception as exc:  # a broken or foreign ONNX file

@@ -12,6 +12,7 @@ for a few seconds, which a long-lived worker would otherwise keep as heap for th
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import logging
 import os
@@ -55,32 +56,54 @@ ALREADY_INT8 = 3
 def int8_model(source: Path, models_dir: Path) -> Path:
     """The file to load for int8: the int8 copy of `source`, made now if it is not there yet, or
     `source` itself when it computes in int8 already. Falls back to `source` (with a warning) when
-    no copy can be made: embedding still works, at fp32 speed. Reading the graph happens in the
-    child too: parsing a model file in this process would leave its size in the heap."""
+    no copy can be made, and remembers that, so a machine that cannot make it does not try at
+    every start: embedding still works, at fp32 speed. Reading the graph happens in the child too:
+    parsing a model file in this process would leave its size in the heap."""
     target = copy_path(source, models_dir)
-    as_it_is = target.with_name("already-int8")
+    as_it_is, failed = target.with_name("already-int8"), target.with_name("failed")
     if target.is_file():
         return target
-    if as_it_is.is_file():
+    if as_it_is.is_file() or failed.is_file():
         return source
-    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with open(target.with_name("lock"), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # a second process waits, then takes the copy made
+            if target.is_file():
+                return target
+            if as_it_is.is_file() or failed.is_file():
+                return source
+            return _make(source, target, as_it_is, failed)
+    except OSError as exc:
+        logger.warning("cannot make an int8 copy of %s (%s): running it as exported", source, exc)
+        return source
+
+
+def _make(source: Path, target: Path, as_it_is: Path, failed: Path) -> Path:
+    for stale in target.parent.glob("*.part"):  # left by a child that was stopped
+        stale.unlink(missing_ok=True)
     handle, scratch = tempfile.mkstemp(dir=target.parent, suffix=".onnx.part")
     os.close(handle)
     try:
         logger.warning("making an int8 copy of %s (once, a few seconds per 100 MB)", source)
         done = subprocess.run([sys.executable, "-m", "indexing.llm.quantize", str(source), scratch],
                               capture_output=True, text=True, timeout=1800,
-                              cwd=str(Path(__file__).resolve().parents[2]))
+                              cwd=str(Path(__file__).resolve().parents[2]),
+                              env=dict(os.environ, TMPDIR=str(target.parent)))
         if done.returncode == ALREADY_INT8:
             as_it_is.write_text(f"{source}\n")
             return source
         if done.returncode != 0:
-            reason = (done.stderr.strip().splitlines() or ["no message"])[-1]
-            logger.warning("cannot make an int8 copy of %s (%s): using it as it is", source, reason[:300])
+            reason = (done.stderr.strip().splitlines() or [f"stopped by signal {-done.returncode}"
+                                                          if done.returncode < 0 else "no message"])[-1][:300]
+            failed.write_text(f"{source}\n{reason}\n")
+            logger.warning("cannot make an int8 copy of %s (%s): running it as exported from now on "
+                           "(PMD_LOCAL_PRECISION=fp32 says so; delete %s to try again)", source, reason, failed)
             return source
-        os.replace(scratch, target)  # whole or not at all, also when two processes race
-    except (OSError, subprocess.SubprocessError) as exc:
-        logger.warning("cannot make an int8 copy of %s (%s): using it as it is", source, exc)
+        os.replace(scratch, target)  # whole or not at all
+    except subprocess.SubprocessError as exc:
+        failed.write_text(f"{source}\n{exc}\n")
+        logger.warning("cannot make an int8 copy of %s (%s): running it as exported", source, exc)
         return source
     finally:
         if os.path.exists(scratch):
@@ -90,13 +113,19 @@ def int8_model(source: Path, models_dir: Path) -> Path:
 
 def quantize(source: str, target: str) -> int:
     """The child's work: 0 when `target` holds the int8 copy, ALREADY_INT8 when there is nothing to do."""
+    try:  # if memory runs out while the copy is made, this child is the process to stop
+        Path("/proc/self/oom_score_adj").write_text("1000")
+    except OSError:
+        pass
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     if is_quantized(Path(source)):
         return ALREADY_INT8
     logging.getLogger().setLevel(logging.ERROR)  # its advice to pre-process is for static quantization
-    quantize_dynamic(source, target, per_channel=True, weight_type=QuantType.QInt8,
+    # The graph in memory, not the path: given a path, the quantizer writes a scratch file beside
+    # the source (a read-only folder, or another process making the same copy, made it fail).
+    quantize_dynamic(onnx.load(source), target, per_channel=True, weight_type=QuantType.QInt8,
                      extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
     return 0
 

@@ -75,8 +75,26 @@ def test_a_file_that_cannot_be_quantized_is_used_as_it_is(tmp_path, minilm, capl
         from indexing.llm.quantize import int8_model
 
         assert int8_model(broken / "model.onnx", tmp_path / "models") == broken / "model.onnx"
-    assert "using it as it is" in caplog.text
-    assert not (tmp_path / "models" / ".int8").exists() or not any((tmp_path / "models" / ".int8").rglob("*.onnx"))
+    assert "running it as exported" in caplog.text and "PMD_LOCAL_PRECISION=fp32" in caplog.text
+    assert not any((tmp_path / "models" / ".int8").rglob("*.onnx")), "no copy and no scratch file is left"
+    assert sorted(p.name for p in broken.iterdir()) == sorted(p.name for p in minilm.iterdir()), \
+        "nothing is written beside the source"
+    # remembered: the next start does not try again (a machine short of memory would, at every start)
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="indexing.llm.quantize"):
+        assert int8_model(broken / "model.onnx", tmp_path / "models") == broken / "model.onnx"
+    assert "making an int8 copy" not in caplog.text
+
+
+def test_a_models_folder_that_cannot_be_written_runs_the_model_as_exported(tmp_path, minilm, caplog):
+    from indexing.llm.quantize import int8_model
+
+    models = tmp_path / "models"
+    models.mkdir()
+    (models / ".int8").write_text("a file where the copies' folder should be")
+    with caplog.at_level(logging.WARNING, logger="indexing.llm.quantize"):
+        assert int8_model(minilm / "model.onnx", models) == minilm / "model.onnx"
+    assert "running it as exported" in caplog.text
 
 
 def test_a_file_computed_in_int8_is_run_as_it_is(int8_models, minilm, tmp_path):
@@ -107,3 +125,28 @@ def test_a_wrong_precision_is_refused_with_the_choices():
                           capture_output=True, text=True, cwd=Path(__file__).resolve().parents[2])
     assert done.returncode != 0
     assert "PMD_LOCAL_PRECISION='int4': use int8 or fp32" in done.stderr
+
+
+def test_two_processes_wanting_the_same_copy_make_it_once(tmp_path, minilm, caplog):
+    """The worker and an in-process CLI command loading the model at the same moment: the second
+    waits for the first's copy (before, both wrote the quantizer's scratch file beside the source)."""
+    import threading
+
+    from indexing.llm.quantize import int8_model
+
+    models = tmp_path / "models"
+    answers, barrier = [], threading.Barrier(2)
+
+    def load():
+        barrier.wait()
+        answers.append(int8_model(minilm / "model.onnx", models))
+
+    with caplog.at_level(logging.WARNING, logger="indexing.llm.quantize"):
+        threads = [threading.Thread(target=load) for _ in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    copy = copy_path(minilm / "model.onnx", models)
+    assert answers == [copy, copy] and is_quantized(copy)
+    assert caplog.text.count("making an int8 copy") == 1
