@@ -177,7 +177,7 @@ def vectors_ensure(collection, *, fresh: bool):
 
 def bench_filtered(dataset_dir: str, options: BenchOptions) -> BenchReport:
     from indexing.access import Access
-    from pmd_site.bench.quality import _bench_collection
+    from pmd_site.bench.quality import generated_corpus
     from search.pipeline.dispatch import search_run
     from search.request import Mode, SearchRequest
     from search.retrieval.common import collection_ids_for
@@ -187,14 +187,9 @@ def bench_filtered(dataset_dir: str, options: BenchOptions) -> BenchReport:
     docs = int(options.docs or 100_000)
     if docs < 1000:
         raise BenchmarkError("--docs: at least 1000 notes")
-    folder = Path(dataset_dir).expanduser().resolve()
-    folder.mkdir(parents=True, exist_ok=True)
-    started = time.perf_counter()
-    written = corpus_write(folder, docs, fresh=options.fresh)
-    write_s = time.perf_counter() - started
-    started = time.perf_counter()
-    collection, scan = _bench_collection(folder, options, fresh=options.fresh or written)
-    index_s = time.perf_counter() - started
+    corpus = generated_corpus(dataset_dir, lambda folder, fresh: corpus_write(folder, docs, fresh=fresh), options)
+    folder, collection, written = corpus.folder, corpus.collection, corpus.written
+    write_s, index_s = corpus.write_seconds, corpus.index_seconds
     started = time.perf_counter()
     fingerprint = vectors_ensure(collection, fresh=options.fresh or written)
     vectors_s = time.perf_counter() - started
@@ -209,7 +204,7 @@ def bench_filtered(dataset_dir: str, options: BenchOptions) -> BenchReport:
 
     report = BenchReport(f"filtered search, {total:,} synthetic notes")
     report.lines.append(("corpus", f"{folder / 'docs'}: " + (f"written in {write_s:.0f} s, " if written else "kept, ")
-                         + (f"indexed in {index_s:.0f} s" if scan and (scan.added or scan.updated) else "index kept")
+                         + (f"indexed in {index_s:.0f} s" if corpus.indexed_now else "index kept")
                          + f"; {DIMS}d synthetic vectors ready in {vectors_s:.0f} s"))
     keyword_ms: list[float] = []
     vector_ms: list[float] = []

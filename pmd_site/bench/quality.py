@@ -273,6 +273,35 @@ def _dataset(dataset_dir: str) -> Path:
     return root
 
 
+@dataclass
+class GeneratedCorpus:
+    """A generated corpus in a bench folder, indexed as the bench collection."""
+
+    folder: Path
+    collection: object
+    scan: object  # the scan report, None when the index was kept
+    written: bool  # the corpus was (re)written now
+    write_seconds: float
+    index_seconds: float
+
+    @property
+    def indexed_now(self) -> bool:
+        return bool(self.scan and (self.scan.added or self.scan.updated))
+
+
+def generated_corpus(dataset_dir: str, write, options: BenchOptions) -> GeneratedCorpus:
+    """`write(folder, fresh=…)` writes FOLDER/docs unless it holds the same corpus already (True when
+    written); the folder is then indexed (again when written or --fresh). Both steps timed."""
+    folder = Path(dataset_dir).expanduser().resolve()
+    folder.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    written = write(folder, fresh=options.fresh)
+    write_seconds = time.perf_counter() - started
+    started = time.perf_counter()
+    collection, scan = _bench_collection(folder, options, fresh=options.fresh or written)
+    return GeneratedCorpus(folder, collection, scan, written, write_seconds, time.perf_counter() - started)
+
+
 def _bench_collection(root: Path, options: BenchOptions, *, fresh: bool):
     """The throwaway collection over DATASET/docs: (collection, scan report or None)."""
     from indexing.models import Collection

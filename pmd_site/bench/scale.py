@@ -422,25 +422,19 @@ def bench_keyword_scale(dataset_dir: str, options: BenchOptions) -> BenchReport:
     """`pmd bench FOLDER --mode keyword-scale --size N`: N passages indexed by pmd's own indexing
     (collection_index: the real BM25 tables), then keyword search n=10 through search_run, warm."""
     import random
-    from pathlib import Path
 
     from indexing.access import Access
-    from pmd_site.bench.quality import _bench_collection, made_up_words
+    from pmd_site.bench.quality import generated_corpus, made_up_words
     from search.pipeline.dispatch import search_run
     from search.request import Mode, SearchRequest
 
     passages = int(options.size or 1_000_000)
     if passages < 1000:
         raise BenchmarkError("--size: at least 1000 passages")
-    folder = Path(dataset_dir).expanduser().resolve()
-    folder.mkdir(parents=True, exist_ok=True)
-    started = time.perf_counter()
-    written = keyword_corpus_write(folder, passages, fresh=options.fresh)
-    write_s = time.perf_counter() - started
-    started = time.perf_counter()
-    collection, scan = _bench_collection(folder, options, fresh=options.fresh or written)
-    index_s = time.perf_counter() - started
-    indexed_now = bool(scan and (scan.added or scan.updated))
+    corpus = generated_corpus(dataset_dir, lambda folder, fresh: keyword_corpus_write(folder, passages, fresh=fresh),
+                              options)
+    folder, collection, written, indexed_now = corpus.folder, corpus.collection, corpus.written, corpus.indexed_now
+    write_s, index_s = corpus.write_seconds, corpus.index_seconds
     with connection.cursor() as cursor:
         cursor.execute("SELECT count(*) FROM search_keyword_passage WHERE collection_id = %s", [collection.pk])
         stored = cursor.fetchone()[0]
