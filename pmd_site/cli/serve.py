@@ -593,6 +593,8 @@ def cmd_up(args) -> int:
         profile = args.profile or settings.PMD_PROFILE
         if profile == "small" and not os.environ.get("PMD_LOCAL_BATCH", "").strip():
             env["PMD_LOCAL_BATCH"] = str(SMALL_PROFILE_BATCH)
+        if profile == "small" and not os.environ.get("PMD_LOCAL_PRECISION", "").strip():
+            env["PMD_LOCAL_PRECISION"] = "int8"  # what PMD_PROFILE=small gives by default
         # Every embedded server the children use is kept running, also one found running (`pmd db
         # start`): the children cannot work without it. On the way out only what this run started is stopped.
         spec = {

@@ -150,3 +150,14 @@ def test_two_processes_wanting_the_same_copy_make_it_once(tmp_path, minilm, capl
     copy = copy_path(minilm / "model.onnx", models)
     assert answers == [copy, copy] and is_quantized(copy)
     assert caplog.text.count("making an int8 copy") == 1
+
+
+@pytest.mark.parametrize("profile, expected", [("small", "int8"), ("default", "fp32")])
+def test_the_default_precision_follows_the_profile(profile, expected):
+    """int8 costs 0.014 nDCG@10 on half of SciFact's queries: only the small profile takes it unasked."""
+    env = {k: v for k, v in os.environ.items() if k != "PMD_LOCAL_PRECISION"}
+    env.update(PMD_PROFILE=profile, DJANGO_SETTINGS_MODULE="pmd_site.settings")
+    done = subprocess.run([sys.executable, "-c", "import django; django.setup(); from django.conf import settings; "
+                           "print(settings.PMD_LOCAL_PRECISION)"], env=env, capture_output=True, text=True,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert done.stdout.strip() == expected, done.stderr
