@@ -8,6 +8,7 @@ but check, with the embedded default they start the server under PMD_HOME.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 
 from pmd_site.pgserver import EmbeddedPostgres, data_dir_of
@@ -112,7 +113,10 @@ def _one_migration_at_a_time():
     `pmd up` beside a CLI command) both created the same tables, and one failed: they take turns."""
     from indexing.locks import MIGRATIONS, advisory_lock
 
-    with advisory_lock(key=MIGRATIONS):
+    def waiting() -> None:  # a first start can migrate for a minute: say why nothing happens
+        logging.getLogger(__name__).warning("waiting for another process to finish migrating this index's database")
+
+    with advisory_lock(key=MIGRATIONS, on_wait=waiting):
         yield
 
 

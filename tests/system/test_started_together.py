@@ -137,3 +137,32 @@ def test_two_pmd_up_on_one_database_create_the_admin_once():
     assert [o for o in outcomes if isinstance(o, BaseException)] == []
     assert sum(o.password is not None for o in outcomes) == 1  # one generated password, shown by one of them
     assert get_user_model().objects.filter(username="admin").count() == 1
+
+
+@pytest.mark.django_db(transaction=True)  # the waiting thread's connection must see the lock's holder
+def test_a_process_waiting_for_anothers_migrations_says_so(caplog):
+    import psycopg
+
+    from indexing.locks import MIGRATIONS
+    from pmd_site.runtime import _one_migration_at_a_time
+
+    entered = threading.Event()
+
+    def migrating():
+        from django.db import connection
+
+        try:
+            with _one_migration_at_a_time():
+                entered.set()
+        finally:
+            connection.close()
+
+    with psycopg.connect(child_database_url(), autocommit=True) as other:
+        other.execute("SELECT pg_advisory_lock(%s, %s)", MIGRATIONS)  # another process migrating
+        thread = threading.Thread(target=migrating)
+        with caplog.at_level("WARNING", logger="pmd_site.runtime"):
+            thread.start()
+            assert not entered.wait(3), "went ahead while another process held the migrations"
+            assert "waiting for another process to finish migrating" in caplog.text
+    thread.join(30)  # the lock went with the other connection
+    assert entered.is_set()
