@@ -86,7 +86,7 @@ def _make(source: Path, target: Path, as_it_is: Path, failed: Path) -> Path:
     os.close(handle)
     try:
         logger.warning("making an int8 copy of %s (once, a few seconds per 100 MB)", source)
-        done = subprocess.run([sys.executable, "-m", "indexing.llm.quantize", str(source), scratch],
+        done = subprocess.run([sys.executable, "-m", "indexing.llm.quantize", str(source), scratch, str(os.getpid())],
                               capture_output=True, text=True, timeout=1800,
                               cwd=str(Path(__file__).resolve().parents[2]),
                               env=dict(os.environ, TMPDIR=str(target.parent)))
@@ -111,8 +111,24 @@ def _make(source: Path, target: Path, as_it_is: Path, failed: Path) -> Path:
     return target
 
 
-def quantize(source: str, target: str) -> int:
+def _stop_with(parent: int) -> None:
+    """Stop when the process that asked for the copy stops (Linux): a copy nobody waits for would
+    hold hundreds of MB until it is done, and the next start makes it again anyway."""
+    import ctypes
+    import signal
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: the copy runs to its end
+        return
+    if os.getppid() != parent:  # it stopped before the line above
+        os._exit(1)
+
+
+def quantize(source: str, target: str, parent: int | None = None) -> int:
     """The child's work: 0 when `target` holds the int8 copy, ALREADY_INT8 when there is nothing to do."""
+    if parent is not None:
+        _stop_with(parent)
     try:  # if memory runs out while the copy is made, this child is the process to stop
         Path("/proc/self/oom_score_adj").write_text("1000")
     except OSError:
@@ -131,4 +147,4 @@ def quantize(source: str, target: str) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(quantize(sys.argv[1], sys.argv[2]))
+    raise SystemExit(quantize(sys.argv[1], sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else None))

@@ -161,3 +161,39 @@ def test_the_default_precision_follows_the_profile(profile, expected):
                            "print(settings.PMD_LOCAL_PRECISION)"], env=env, capture_output=True, text=True,
                           cwd=Path(__file__).resolve().parents[2])
     assert done.stdout.strip() == expected, done.stderr
+
+
+def _gone(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal is Linux's")
+def test_the_copy_stops_when_the_process_that_asked_for_it_stops(tmp_path):
+    """A worker stopped (or killed by the kernel) while its copy is made: the child making it goes
+    too, instead of holding hundreds of MB for a copy nobody waits for."""
+    import signal
+    import time
+
+    source = tmp_path / "model.onnx"
+    os.mkfifo(source)  # the child waits to read it: a copy that takes as long as the test needs
+    asker = subprocess.Popen(
+        [sys.executable, "-c", "import os, subprocess, sys; child = subprocess.Popen([sys.executable, '-m', "
+         "'indexing.llm.quantize', sys.argv[1], sys.argv[2], str(os.getpid())]); print(child.pid, flush=True); "
+         "child.wait()", str(source), str(tmp_path / "copy.onnx")],
+        stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[2])
+    child = int(asker.stdout.readline())
+    try:
+        time.sleep(1)  # the child is waiting for its model, or about to
+        assert not _gone(child)
+        asker.send_signal(signal.SIGKILL)
+        asker.wait(10)
+        deadline = time.monotonic() + 30
+        while not _gone(child) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _gone(child), "the copy went on after the process that asked for it stopped"
+    finally:
+        if not _gone(child):
+            os.kill(child, signal.SIGKILL)
