@@ -69,13 +69,20 @@ class Sampler(threading.Thread):
         self.peak_pss: dict[str, int] = {}
         self.peak_sum_rss = self.peak_sum_pss = 0
         self.peak_sum_serving = 0  # without the child that makes the int8 copy (once per model file)
-        # The copy's child peaks for about a second, between two samples: its own high-water mark
-        # (VmHWM) stands for it, added to the others as sampled beside it (a bound from above).
-        self.copy_hwm = self.peak_sum_with_copy_hwm = 0
+        # The copy's child peaks for about a second, between two samples: a thread per child reads its
+        # own high-water mark (VmHWM) every 20 ms until it ends; added to the largest sum of the others
+        # sampled while it ran, that bounds the sum from above.
+        self.copy_hwm: dict[int, int] = {}
+        self.others_while_copying = 0
         self.at_peak: dict[str, int] = {}  # each process's RSS in the sample of the largest sum
         self.peak_at = 0.0
         self.started = time.monotonic()
         self.stop = threading.Event()
+
+    def _watch_copy(self, pid: int) -> None:
+        while mark := high_water_mark(pid):  # 0 once it has ended
+            self.copy_hwm[pid] = max(self.copy_hwm[pid], mark)
+            time.sleep(0.02)
 
     def run(self) -> None:
         while not self.stop.wait(self.every):
@@ -84,7 +91,7 @@ class Sampler(threading.Thread):
                 procs = [up, *up.children(recursive=True)]
             except psutil.Error:
                 continue
-            total_rss = total_pss = copying = copy_hwm = 0
+            total_rss = total_pss = copying = 0
             seen: dict[str, int] = {}
             sample: dict[str, int] = {}
             for proc in procs:
@@ -103,16 +110,17 @@ class Sampler(threading.Thread):
                 sample[name] = info.rss
                 if "indexing.llm.quantize" in " ".join(proc.cmdline()):
                     copying += info.rss
-                    copy_hwm += high_water_mark(proc.pid)
+                    if proc.pid not in self.copy_hwm:
+                        self.copy_hwm[proc.pid] = 0
+                        threading.Thread(target=self._watch_copy, args=(proc.pid,), daemon=True).start()
                 self.peak_rss[name] = max(self.peak_rss.get(name, 0), info.rss)
                 self.peak_pss[name] = max(self.peak_pss.get(name, 0), info.pss)
             if total_rss > self.peak_sum_rss:
                 self.at_peak, self.peak_at = sample, time.monotonic() - self.started
             self.peak_sum_rss = max(self.peak_sum_rss, total_rss)
             self.peak_sum_serving = max(self.peak_sum_serving, total_rss - copying)
-            if copy_hwm:
-                self.copy_hwm = max(self.copy_hwm, copy_hwm)
-                self.peak_sum_with_copy_hwm = max(self.peak_sum_with_copy_hwm, total_rss - copying + copy_hwm)
+            if copying:
+                self.others_while_copying = max(self.others_while_copying, total_rss - copying)
             self.peak_sum_pss = max(self.peak_sum_pss, total_pss)
 
 
@@ -194,9 +202,10 @@ def main() -> int:
     print(f"| all pmd processes but the child making the int8 copy (once per model file) | "
           f"{sampler.peak_sum_serving / mb:.0f} | |")
     if sampler.copy_hwm:
-        print(f"| the child making the int8 copy, its own peak (VmHWM) | {sampler.copy_hwm / mb:.0f} | |")
-        print(f"| all pmd processes while the copy is made, the child at its peak (a bound from above) | "
-              f"{max(sampler.peak_sum_with_copy_hwm, sampler.peak_sum_rss) / mb:.0f} | |")
+        child = max(sampler.copy_hwm.values())
+        print(f"| the child making the int8 copy, its own peak (VmHWM) | {child / mb:.0f} | |")
+        print(f"| all pmd processes while the copy is made: the others' largest sum + the child's peak "
+              f"(a bound from above) | {(sampler.others_while_copying + child) / mb:.0f} | |")
     print(f"the largest sum, {sampler.peak_at:.0f} s after the start: "
           + ", ".join(f"{name} {rss / mb:.0f}" for name, rss in sorted(sampler.at_peak.items())) + " MB RSS")
     shutil.rmtree(scratch, ignore_errors=True)

@@ -16,7 +16,6 @@ import fcntl
 import hashlib
 import logging
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -106,9 +105,9 @@ def _make(source: Path, target: Path, as_it_is: Path, failed: Path) -> Path:
         failed.write_text(f"{source}\n{exc}\n")
         logger.warning("cannot make an int8 copy of %s (%s): running it as exported", source, exc)
         return source
-    finally:
-        if os.path.exists(scratch):
-            os.unlink(scratch)
+    finally:  # the child's scratch files too, when it was stopped (timeout, out of memory)
+        for leftover in target.parent.glob("*.part*"):
+            leftover.unlink(missing_ok=True)
     return target
 
 
@@ -137,20 +136,29 @@ def quantize(source: str, target: str, parent: int | None = None) -> int:
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    if is_quantized(Path(source)):
+    graph = onnx.load(source, load_external_data=False).graph
+    if any(node.op_type in QUANTIZED_OPS for node in graph.node):
         return ALREADY_INT8
+    external = any(t.data_location == onnx.TensorProto.EXTERNAL for t in graph.initializer)
+    del graph
     logging.getLogger().setLevel(logging.ERROR)  # its advice to pre-process is for static quantization
-    # Given a path, the quantizer writes its shape-inferred scratch file beside it (a read-only folder,
-    # or another process making the same copy, made it fail); given the graph in memory, it holds
-    # that and a copy of its own: 586 MB at the peak for a 91 MB file, against 476 from a path. So it
-    # gets a path in the copy's own folder (locked, and ours to write in).
-    scratch = Path(target).with_suffix(".source.part.onnx")
-    shutil.copyfile(source, scratch)
+    options = {"per_channel": True, "weight_type": QuantType.QInt8,
+               "extra_options": {"DefaultTensorType": onnx.TensorProto.FLOAT}}
+    if external:  # its weights sit in files beside it, which only a load from its own folder finds
+        quantize_dynamic(onnx.load(source), target, **options)
+        return 0
+    # Given the graph in memory, the quantizer holds it and a copy of its own (586 MB at the peak for
+    # MiniLM's 91 MB file, against about 490 from a path; README, Models). Given a path, it writes its
+    # shape-inferred scratch file beside that path, which must not be the source's folder (read-only,
+    # or shared with another process making the same copy): so it gets a link in the copy's own
+    # folder, locked and ours to write in.
+    link = Path(target).with_suffix(".source.part.onnx")
     try:
-        quantize_dynamic(scratch, target, per_channel=True, weight_type=QuantType.QInt8,
-                         extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
+        os.symlink(Path(source).resolve(), link)
+        quantize_dynamic(link, target, **options)
     finally:
-        scratch.unlink(missing_ok=True)
+        for scratch in link.parent.glob(link.stem + "*"):  # the link and the quantizer's `…-inferred.onnx`
+            scratch.unlink(missing_ok=True)
     return 0
 
 

@@ -164,10 +164,12 @@ def test_the_default_precision_follows_the_profile(profile, expected):
     assert done.stdout.strip() == expected, done.stderr
 
 
-def _gone(pid: int) -> bool:
+def _gone(process) -> bool:
+    import psutil
+
     try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in ("Z", "X")
-    except (FileNotFoundError, ProcessLookupError):
+        return process.status() in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)
+    except psutil.NoSuchProcess:
         return True
 
 
@@ -178,15 +180,21 @@ def test_the_copy_stops_when_the_process_that_asked_for_it_stops(tmp_path):
     import signal
     import time
 
+    import psutil
+
     source = tmp_path / "model.onnx"
     os.mkfifo(source)  # the child waits to read it: a copy that takes as long as the test needs
     asker = subprocess.Popen(
-        [sys.executable, "-c", "import os, subprocess, sys; child = subprocess.Popen([sys.executable, '-m', "
-         "'indexing.llm.quantize', sys.argv[1], sys.argv[2], str(os.getpid())]); print(child.pid, flush=True); "
-         "child.wait()", str(source), str(tmp_path / "copy.onnx")],
-        stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[2])
-    child = int(asker.stdout.readline())
+        [sys.executable, "-c", "import sys; from pathlib import Path; from indexing.llm.quantize import int8_model; "
+         "int8_model(Path(sys.argv[1]), Path(sys.argv[2]))", str(source), str(tmp_path / "models")],
+        cwd=Path(__file__).resolve().parents[2])
+    child = None
     try:
+        deadline = time.monotonic() + 60
+        while child is None and time.monotonic() < deadline:
+            found = [p for p in psutil.Process(asker.pid).children() if "indexing.llm.quantize" in " ".join(p.cmdline())]
+            child = found[0] if found else time.sleep(0.1)
+        assert child is not None, "no child was started to make the copy"
         time.sleep(1)  # the child is waiting for its model, or about to
         assert not _gone(child)
         asker.send_signal(signal.SIGKILL)
@@ -196,5 +204,31 @@ def test_the_copy_stops_when_the_process_that_asked_for_it_stops(tmp_path):
             time.sleep(0.1)
         assert _gone(child), "the copy went on after the process that asked for it stopped"
     finally:
-        if not _gone(child):
-            os.kill(child, signal.SIGKILL)
+        asker.kill()
+        if child is not None and not _gone(child):
+            child.kill()
+
+
+def test_a_copy_asked_for_by_a_process_already_gone_is_not_made(tmp_path):
+    """The asker stopped before the child could tie itself to it: the child stops at once."""
+    source = tmp_path / "model.onnx"
+    os.mkfifo(source)  # were it to go on, it would wait here for good
+    done = subprocess.run([sys.executable, "-m", "indexing.llm.quantize", str(source), str(tmp_path / "copy.onnx"),
+                           str(os.getpid() + 1_000_000)],  # not its parent: a pid that no longer exists
+                          cwd=Path(__file__).resolve().parents[2], timeout=60)
+    assert done.returncode == 1
+
+
+def test_a_model_with_its_weights_in_a_file_beside_it_gets_its_copy(tmp_path, minilm):
+    """Exports over 2 GB keep their weights in a data file next to model.onnx."""
+    import onnx
+
+    from indexing.llm.quantize import int8_model
+
+    folder = tmp_path / "external"
+    folder.mkdir()
+    onnx.save(onnx.load(str(minilm / "model.onnx")), str(folder / "model.onnx"), save_as_external_data=True,
+              location="model.onnx.data", size_threshold=0)
+    copy = int8_model(folder / "model.onnx", tmp_path / "models")
+    assert copy == copy_path(folder / "model.onnx", tmp_path / "models") and is_quantized(copy)
+    assert {p.name for p in copy.parent.iterdir()} - {".ses"} == {"lock", "model.onnx"}

@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -162,7 +163,10 @@ def test_a_process_waiting_for_anothers_migrations_says_so(caplog):
         thread = threading.Thread(target=migrating)
         with caplog.at_level("WARNING", logger="pmd_site.runtime"):
             thread.start()
-            assert not entered.wait(3), "went ahead while another process held the migrations"
+            deadline = time.monotonic() + 60  # the thread connects first, slowly on a loaded machine
+            while "waiting for another process to finish migrating" not in caplog.text and time.monotonic() < deadline:
+                time.sleep(0.05)
             assert "waiting for another process to finish migrating" in caplog.text
+            assert not entered.is_set(), "went ahead while another process held the migrations"
     thread.join(30)  # the lock went with the other connection
     assert entered.is_set()
