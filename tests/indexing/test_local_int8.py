@@ -232,3 +232,132 @@ def test_a_model_with_its_weights_in_a_file_beside_it_gets_its_copy(tmp_path, mi
     copy = int8_model(folder / "model.onnx", tmp_path / "models")
     assert copy == copy_path(folder / "model.onnx", tmp_path / "models") and is_quantized(copy)
     assert {p.name for p in copy.parent.iterdir()} - {".ses"} == {"lock", "model.onnx"}
+
+
+def _as_the_quantizer_makes_it(source: Path, target: Path) -> None:
+    import onnx
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    link = target.with_name("source.onnx")  # it writes a scratch file beside its input
+    link.symlink_to(source)
+    quantize_dynamic(link, target, per_channel=True, weight_type=QuantType.QInt8,
+                     extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
+
+
+def _same_graph(ours, theirs) -> None:
+    """The same nodes and the same initializers in the same order, with the same values."""
+    from collections import Counter
+
+    import numpy as np
+    from onnx import numpy_helper
+
+    assert Counter(n.SerializeToString() for n in ours.graph.node) == Counter(n.SerializeToString() for n in theirs.graph.node)
+    assert [t.name for t in ours.graph.initializer] == [t.name for t in theirs.graph.initializer]
+    for mine, their in zip(ours.graph.initializer, theirs.graph.initializer):
+        a, b = numpy_helper.to_array(mine), numpy_helper.to_array(their)
+        assert a.dtype == b.dtype and np.array_equal(a, b), mine.name
+
+
+def _outputs(path: Path, feed: dict) -> list:
+    import onnxruntime
+
+    return onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, feed)
+
+
+def test_pmds_int8_graph_is_the_one_onnx_runtimes_quantizer_makes(tmp_path, minilm):
+    """pmd makes the copy itself to hold half the memory; the quality measured is the quantizer's,
+    so the graph must be the quantizer's, and the vectors the same bit for bit."""
+    import numpy as np
+    import onnx
+
+    from indexing.llm.int8_graph import int8_graph
+    from indexing.llm.quantize import int8_model
+
+    theirs = tmp_path / "theirs" / "model.onnx"
+    theirs.parent.mkdir()
+    _as_the_quantizer_makes_it(minilm / "model.onnx", theirs)
+    ours = int8_graph(onnx.load(str(minilm / "model.onnx")))
+    assert ours is not None
+    _same_graph(ours, onnx.load(str(theirs)))
+
+    copy = int8_model(minilm / "model.onnx", tmp_path / "models")  # through the child, as pmd makes it
+    rng = np.random.default_rng(7)
+    ids = rng.integers(1000, 30000, size=(3, 24))
+    mask = np.ones_like(ids)
+    mask[1, 15:] = 0
+    ids[mask == 0] = 0
+    feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+    for a, b in zip(_outputs(copy, feed), _outputs(theirs, feed)):
+        assert np.array_equal(a, b)
+
+
+def _small_encoder(path: Path, *, conv: bool = False) -> None:
+    """A graph with each part int8_graph covers: a table read with Gather (its rows read both as int8
+    and as fp32), two MatMuls sharing one activation, a Gemm with a transposed weight and a bias
+    (or, with `conv`, a Conv it leaves to ONNX Runtime's quantizer)."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(3)
+    weights = {"table": rng.normal(size=(50, 8)), "w1": rng.normal(size=(8, 8)), "w2": rng.normal(size=(8, 8)),
+               "w3": rng.normal(size=(4, 8)), "bias": rng.normal(size=(4,)), "shape": np.array([-1, 8])}
+    nodes = [helper.make_node("Gather", ["table", "ids"], ["emb"], "embed"),
+             helper.make_node("MatMul", ["emb", "w1"], ["h1"], "first"),
+             helper.make_node("MatMul", ["emb", "w2"], ["h2"], "second"),
+             helper.make_node("Add", ["h1", "emb"], ["h1e"], "residual"),  # reads the int8 table's rows as fp32
+             helper.make_node("Add", ["h1e", "h2"], ["h"], "sum"),
+             helper.make_node("Reshape", ["h", "shape"], ["flat"], "flatten"),
+             helper.make_node("Gemm", ["flat", "w3", "bias"], ["out"], "head", transB=1)]
+    if conv:
+        weights["kernel"] = rng.normal(size=(1, 1, 1, 1))
+        nodes.append(helper.make_node("Conv", ["image", "kernel"], ["seen"], "look"))
+    inputs = [helper.make_tensor_value_info("ids", TensorProto.INT64, [2, 3])]
+    outputs = [helper.make_tensor_value_info("out", TensorProto.FLOAT, [6, 4])]
+    if conv:
+        inputs.append(helper.make_tensor_value_info("image", TensorProto.FLOAT, [1, 1, 2, 2]))
+        outputs.append(helper.make_tensor_value_info("seen", TensorProto.FLOAT, [1, 1, 2, 2]))
+    initializers = [numpy_helper.from_array(v.astype(np.int64 if k == "shape" else np.float32), k)
+                    for k, v in weights.items()]
+    model = helper.make_model(helper.make_graph(nodes, "small", inputs, outputs, initializers),
+                              opset_imports=[helper.make_opsetid("", 17)])
+    onnx.checker.check_model(model)
+    onnx.save(model, str(path))
+
+
+def test_the_int8_graph_covers_tables_shared_activations_and_gemm_as_the_quantizer_does(tmp_path):
+    import numpy as np
+    import onnx
+
+    from indexing.llm.int8_graph import int8_graph
+    from indexing.llm.quantize import int8_model
+
+    source = tmp_path / "small" / "model.onnx"
+    source.parent.mkdir()
+    _small_encoder(source)
+    theirs = tmp_path / "theirs" / "model.onnx"
+    theirs.parent.mkdir()
+    _as_the_quantizer_makes_it(source, theirs)
+    ours = int8_graph(onnx.load(str(source)))
+    assert ours is not None
+    assert {n.op_type for n in ours.graph.node} >= {"DynamicQuantizeLinear", "MatMulInteger", "DequantizeLinear"}
+    assert not any(n.op_type == "Gemm" for n in ours.graph.node)
+    _same_graph(ours, onnx.load(str(theirs)))
+    feed = {"ids": np.array([[1, 7, 49], [0, 3, 3]])}
+    for a, b in zip(_outputs(int8_model(source, tmp_path / "models"), feed), _outputs(theirs, feed)):
+        assert np.array_equal(a, b)
+
+
+def test_a_graph_with_parts_the_int8_graph_does_not_cover_is_copied_by_onnx_runtimes_quantizer(tmp_path):
+    import onnx
+
+    from indexing.llm.int8_graph import int8_graph
+    from indexing.llm.quantize import int8_model
+
+    source = tmp_path / "conv" / "model.onnx"
+    source.parent.mkdir()
+    _small_encoder(source, conv=True)
+    assert int8_graph(onnx.load(str(source))) is None
+    copy = int8_model(source, tmp_path / "models")
+    assert copy != source and is_quantized(copy)
+    assert any(n.op_type == "ConvInteger" for n in onnx.load(str(copy)).graph.node)
