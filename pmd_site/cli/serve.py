@@ -488,6 +488,32 @@ def _index_config_from_up(env: dict, chosen_backend: str | None) -> None:
         index_config_set(values={k: v for k, v in values.items() if k not in VECTOR_SETTINGS})
 
 
+def _int8_copy_before_start(env: dict, console) -> None:
+    """With local models in int8 (the small profile's default), the embedding model is downloaded
+    and its int8 copy made now, before the services start: making it holds about three times the
+    file for a few seconds, which beside the running services was the first start's peak (README,
+    Memory). A failure only warns: the worker tries again when it first embeds."""
+    from django.conf import settings
+
+    from indexing.errors import LLMBackendError
+
+    precision = env.get("PMD_LOCAL_PRECISION") or settings.PMD_LOCAL_PRECISION
+    if settings.PMD_LLM_BACKEND != "local" or precision != "int8":
+        return
+    from indexing.llm import models_dir
+    from indexing.llm.local import LocalBackend
+    from pmd_site.cli.output import progress_bar
+
+    model = settings.PMD_EMBED_MODEL
+    try:
+        with progress_bar(f"embedding model {model}") as bar:
+            LocalBackend(models_dir(), precision="int8").pull(model, progress=lambda p: bar(p.completed, p.total, p.status))
+    except LLMBackendError as exc:
+        warn(f"the embedding model is not ready ({exc}): the worker tries again when it first embeds")
+        return
+    console.print(f"models: {escape(model)} ready in int8")
+
+
 def _one_pmd_up(url: str):
     """Hold the lock that lets one `pmd up` run per PMD_HOME and index (each runs a scheduler, and
     two would share its schedule file); a second one is refused, naming the first."""
@@ -595,6 +621,7 @@ def cmd_up(args) -> int:
             env["PMD_LOCAL_BATCH"] = str(SMALL_PROFILE_BATCH)
         if profile == "small" and not os.environ.get("PMD_LOCAL_PRECISION", "").strip():
             env["PMD_LOCAL_PRECISION"] = "int8"  # what PMD_PROFILE=small gives by default
+        _int8_copy_before_start(env, console)
         # Every embedded server the children use is kept running, also one found running (`pmd db
         # start`): the children cannot work without it. On the way out only what this run started is stopped.
         spec = {

@@ -6,6 +6,8 @@ import argparse
 
 from pmd_site.cli import serve
 
+pytest_plugins = ["tests.support.local_models"]
+
 
 def _up_args(**overrides):
     values = dict(host="127.0.0.1", port=8000, no_watch=False)
@@ -78,3 +80,25 @@ def test_only_the_worker_that_embeds_serves_the_models(monkeypatch, settings):
     assert served == []
     serve.cmd_worker(argparse.Namespace(queues="embed", concurrency=1, pool="threads"))
     assert served == ["/run/pmd/models.sock", "closed"]
+
+
+def test_with_int8_models_pmd_up_makes_the_copy_before_the_services_start(settings, tmp_path, minilm, capsys):
+    """Made beside the running services, the copy was the first start's peak of memory."""
+    from indexing.llm.quantize import copy_path, is_quantized
+    from pmd_site.cli.output import stdout_console
+
+    settings.PMD_HOME, settings.PMD_LLM_BACKEND, settings.PMD_EMBED_MODEL = tmp_path, "local", str(minilm)
+    serve._int8_copy_before_start({"PMD_LOCAL_PRECISION": "fp32"}, stdout_console())
+    assert not (tmp_path / "models").exists()  # fp32: nothing to prepare (the worker loads it when it embeds)
+    serve._int8_copy_before_start({"PMD_LOCAL_PRECISION": "int8"}, stdout_console())
+    assert is_quantized(copy_path(minilm / "model.onnx", tmp_path / "models"))
+    assert f"models: {minilm} ready in int8" in capsys.readouterr().out
+
+
+def test_a_model_that_cannot_be_had_before_the_start_is_left_to_the_worker(settings, tmp_path, capsys):
+    from pmd_site.cli.output import stdout_console
+
+    settings.PMD_HOME, settings.PMD_LLM_BACKEND = tmp_path, "local"
+    settings.PMD_EMBED_MODEL = str(tmp_path / "no-such-model")
+    serve._int8_copy_before_start({"PMD_LOCAL_PRECISION": "int8"}, stdout_console())  # warns, does not raise
+    assert "the worker tries again when it first embeds" in capsys.readouterr().err
