@@ -2,9 +2,10 @@
 
 Hub exports are fp32. On a CPU with int8 instructions (VNNI) the matrix products of an int8 copy
 run faster and the copy is a quarter of the size; loading it and running it keeps far less memory
-in the embedding process. The copy is made once per model file with ONNX Runtime's dynamic
-quantization (int8 weights with one scale per output channel, activations quantized as they come)
-and kept under $PMD_HOME/models/.int8; the README (Models) has the quality and speed measured.
+in the embedding process. The copy is made once per model file, as ONNX Runtime's dynamic
+quantization makes it (int8 weights with one scale per output channel, activations quantized as
+they come; indexing/llm/int8_graph.py makes the same graph with half the memory), and kept under
+$PMD_HOME/models/.int8; the README (Models) has the quality and speed measured.
 
 The copy is made in a child process: quantizing holds the whole fp32 graph and its copy in memory
 for a few seconds, which a long-lived worker would otherwise keep as heap for the rest of its life.
