@@ -56,9 +56,10 @@ class _Quantizer:
             first = len(self.nodes)
             if node.op_type in UNHANDLED:
                 raise Unhandled
-            if node.op_type == "MatMul" and self._float_initializer(node.input[1]):
+            # A weight two nodes share is quantized once (its fp32 initializer is gone by the second).
+            if node.op_type == "MatMul" and (node.input[1] in self.quantized or self._float_initializer(node.input[1])):
                 self._matmul(node)
-            elif node.op_type == "Gather" and self._float_initializer(node.input[0]):
+            elif node.op_type == "Gather" and (node.input[0] in self.quantized or self._float_initializer(node.input[0])):
                 self._gather(node)
             else:
                 if node.op_type == "Transpose" and node.input[0] in self.quantized:
@@ -148,7 +149,7 @@ class _Quantizer:
 
     def _matmul(self, node: onnx.NodeProto) -> None:
         activation, weight = node.input[0], node.input[1]
-        if len(self.initializers[weight].dims) != 2:
+        if weight not in self.quantized and len(self.initializers[weight].dims) != 2:
             raise Unhandled
         if activation not in self.quantized:
             self.quantized[activation] = (activation + "_quantized", activation + "_scale", activation + "_zero_point")

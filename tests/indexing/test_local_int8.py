@@ -292,9 +292,9 @@ def test_pmds_int8_graph_is_the_one_onnx_runtimes_quantizer_makes(tmp_path, mini
 
 
 def _small_encoder(path: Path, *, conv: bool = False) -> None:
-    """A graph with each part int8_graph covers: a table read with Gather (its rows read both as int8
-    and as fp32), two MatMuls sharing one activation, a Gemm with a transposed weight and a bias
-    (or, with `conv`, a Conv it leaves to ONNX Runtime's quantizer)."""
+    """A graph with each part int8_graph covers: a table read by two Gathers (its rows read both as
+    int8 and as fp32), two MatMuls sharing one activation and two sharing one weight, a Gemm with a
+    transposed weight and a bias (or, with `conv`, a Conv it leaves to ONNX Runtime's quantizer)."""
     import numpy as np
     import onnx
     from onnx import TensorProto, helper, numpy_helper
@@ -303,11 +303,13 @@ def _small_encoder(path: Path, *, conv: bool = False) -> None:
     weights = {"table": rng.normal(size=(50, 8)), "w1": rng.normal(size=(8, 8)), "w2": rng.normal(size=(8, 8)),
                "w3": rng.normal(size=(4, 8)), "bias": rng.normal(size=(4,)), "shape": np.array([-1, 8])}
     nodes = [helper.make_node("Gather", ["table", "ids"], ["emb"], "embed"),
+             helper.make_node("Gather", ["table", "ids"], ["emb2"], "embed_again"),  # one table, read twice
              helper.make_node("MatMul", ["emb", "w1"], ["h1"], "first"),
              helper.make_node("MatMul", ["emb", "w2"], ["h2"], "second"),
-             helper.make_node("Add", ["h1", "emb"], ["h1e"], "residual"),  # reads the int8 table's rows as fp32
+             helper.make_node("Add", ["h1", "emb2"], ["h1e"], "residual"),  # reads the int8 table's rows as fp32
              helper.make_node("Add", ["h1e", "h2"], ["h"], "sum"),
-             helper.make_node("Reshape", ["h", "shape"], ["flat"], "flatten"),
+             helper.make_node("MatMul", ["h", "w1"], ["h3"], "first_again"),  # one weight, used twice
+             helper.make_node("Reshape", ["h3", "shape"], ["flat"], "flatten"),
              helper.make_node("Gemm", ["flat", "w3", "bias"], ["out"], "head", transB=1)]
     if conv:
         weights["kernel"] = rng.normal(size=(1, 1, 1, 1))
