@@ -43,13 +43,23 @@ class _Quantizer:
         self.model, self.graph = model, model.graph
         self.initializers = {t.name: t for t in self.graph.initializer}
         self.quantized: dict[str, tuple[str, str, str]] = {}  # value -> its int8 value, scale, zero point
-        self.made: set[str] = set()  # outputs of the nodes written so far
+        self.constants: set[str] = set()  # the weights and tables among them
+        # What the nodes written so far make; the graph's inputs count as made (never dequantized).
+        self.made: set[str] = {i.name for i in self.graph.input}
         self.nodes: list[onnx.NodeProto] = []
+        self.taken: set[str] = set()  # every name in the graph: a name the copy needs must be free
 
     def run(self) -> onnx.ModelProto:
-        if self.graph.sparse_initializer or any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
-                                                for n in self.graph.node for a in n.attribute):
+        opset = max((o.version for o in self.model.opset_import if o.domain in ("", "ai.onnx")), default=0)
+        if (opset < 11  # DynamicQuantizeLinear: older graphs get the quantizer's unfused nodes and a new opset
+                or self.graph.sparse_initializer
+                or any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+                       for n in self.graph.node for a in n.attribute)
+                or any(i.name in self.initializers for i in self.graph.input)):  # older exports list weights as inputs
             raise Unhandled
+        self.taken = ({t.name for t in self.graph.initializer} | self.made | {o.name for o in self.graph.output}
+                      | {v.name for v in self.graph.value_info} | {n.name for n in self.graph.node}
+                      | {name for n in self.graph.node for name in (*n.input, *n.output)})
         self._gemm_as_matmul()
         self._check_weights_have_one_use()
         for node in list(self.graph.node):
@@ -57,9 +67,9 @@ class _Quantizer:
             if node.op_type in UNHANDLED:
                 raise Unhandled
             # A weight two nodes share is quantized once (its fp32 initializer is gone by the second).
-            if node.op_type == "MatMul" and (node.input[1] in self.quantized or self._float_initializer(node.input[1])):
+            if node.op_type == "MatMul" and (node.input[1] in self.constants or self._float_initializer(node.input[1])):
                 self._matmul(node)
-            elif node.op_type == "Gather" and (node.input[0] in self.quantized or self._float_initializer(node.input[0])):
+            elif node.op_type == "Gather" and (node.input[0] in self.constants or self._float_initializer(node.input[0])):
                 self._gather(node)
             else:
                 if node.op_type == "Transpose" and node.input[0] in self.quantized:
@@ -120,22 +130,25 @@ class _Quantizer:
         self.graph.node.extend(rewritten)
 
     def _check_weights_have_one_use(self) -> None:
-        """A weight also read as fp32 elsewhere would be dequantized there: not handled."""
-        quantized_uses, other_uses = set(), set()
+        """A weight also read as fp32 elsewhere would be dequantized there, one read both as a weight
+        and as a table quantized two ways: not handled."""
+        weights, tables, other_uses = set(), set(), set()
         for node in self.graph.node:
             for i, name in enumerate(node.input):
                 if name not in self.initializers:
                     continue
-                if (node.op_type, i) in (("MatMul", 1), ("Gather", 0)) and self._float_initializer(name):
-                    quantized_uses.add(name)
+                if (node.op_type, i) == ("MatMul", 1) and self._float_initializer(name):
+                    weights.add(name)
+                elif (node.op_type, i) == ("Gather", 0) and self._float_initializer(name):
+                    tables.add(name)
                 else:
                     other_uses.add(name)
             if node.op_type == "MatMul" and node.input[0] in self.initializers:
                 raise Unhandled  # a constant activation: quantized as a weight by the quantizer
             if node.op_type == "MatMul" and node.input[1] in self.initializers and not self._float_initializer(node.input[1]):
                 raise Unhandled
-        if quantized_uses & (other_uses | {o.name for o in self.graph.output}):
-            raise Unhandled
+        if (weights | tables) & (other_uses | {o.name for o in self.graph.output}) or weights & tables:
+            raise Unhandled  # (one constant as a weight and a table: quantized two ways)
 
     def _float_initializer(self, name: str) -> bool:
         table = self.initializers.get(name)
@@ -152,32 +165,34 @@ class _Quantizer:
         if weight not in self.quantized and len(self.initializers[weight].dims) != 2:
             raise Unhandled
         if activation not in self.quantized:
-            self.quantized[activation] = (activation + "_quantized", activation + "_scale", activation + "_zero_point")
+            self.quantized[activation] = self._fresh(activation + "_quantized", activation + "_scale",
+                                                     activation + "_zero_point")
             self.nodes.append(helper.make_node("DynamicQuantizeLinear", [activation], list(self.quantized[activation]),
-                                               activation + "_QuantizeLinear"))
+                                               *self._fresh(activation + "_QuantizeLinear")))
         if weight not in self.quantized:
             self._per_column(weight)
         a_q, a_scale, a_zero = self.quantized[activation]
         w_q, w_scale, w_zero = self.quantized[weight]
         name = node.name + "_quant" if node.name else ""
         product = node.output[0] + "_output_quantized"
+        self._fresh(name, product, product + "_cast_output", product + "_cast")
         self.nodes.append(helper.make_node("MatMulInteger", [a_q, w_q, a_zero, w_zero], [product], name))
         self.nodes.append(helper.make_node("Cast", [product], [product + "_cast_output"], product + "_cast",
                                            to=TensorProto.FLOAT))
         scales = name + "_scales_mul" if name else a_scale + "_" + w_scale + "_mul"
         existing = next((n for n in self.nodes if n.name == scales), None)
         if existing is None:
-            existing = helper.make_node("Mul", [a_scale, w_scale], [scales + ":0"], scales)
+            existing = helper.make_node("Mul", [a_scale, w_scale], list(self._fresh(scales + ":0")), *self._fresh(scales))
             self.nodes.append(existing)
         self.nodes.append(helper.make_node("Mul", [product + "_cast_output", existing.output[0]], [node.output[0]],
-                                           name + "_output_scale_mul" if name else ""))
+                                           *self._fresh(name + "_output_scale_mul" if name else "")))
 
     def _gather(self, node: onnx.NodeProto) -> None:
         table = node.input[0]
         if table not in self.quantized:
             self._per_table(table)
         output = node.output[0]
-        self.quantized[output] = (output + "_quantized", *self.quantized[table][1:])
+        self.quantized[output] = (*self._fresh(output + "_quantized"), *self.quantized[table][1:])
         node.output[0] = output + "_quantized"
         node.input[0] = self.quantized[table][0]
         self.nodes.append(node)
@@ -189,7 +204,15 @@ class _Quantizer:
         node_name = name + "_DequantizeLinear"
         if any(n.name == node_name for n in self.nodes):
             return
-        self.nodes.append(helper.make_node("DequantizeLinear", list(self.quantized[name]), [name], node_name))
+        self.nodes.append(helper.make_node("DequantizeLinear", list(self.quantized[name]), [name], *self._fresh(node_name)))
+
+    def _fresh(self, *names: str) -> tuple[str, ...]:
+        """Names the copy adds; one the graph already has would make a different (or broken) graph."""
+        for name in names:
+            if name and name in self.taken:
+                raise Unhandled
+            self.taken.add(name)
+        return names
 
     # -- the weights ---------------------------------------------------------------------------
 
@@ -226,8 +249,10 @@ class _Quantizer:
                   numpy_helper.from_array(quantized.reshape(shape), name + "_quantized"))
 
     def _add(self, name: str, scale, zero, quantized) -> None:
+        self._fresh(quantized.name, scale.name, zero.name)
         self.graph.initializer.extend([scale, zero, quantized])
         self.quantized[name] = (quantized.name, scale.name, zero.name)
+        self.constants.add(name)
 
     def _drop(self, name: str) -> None:
         """The fp32 weight leaves the graph as soon as it is read: its memory goes with it."""

@@ -147,7 +147,7 @@ def quantize(source: str, target: str, parent: int | None = None) -> int:
     if external:  # its weights sit in files beside it, which only a load from its own folder finds
         del model
         quantize_dynamic(onnx.load(source), target, **options)
-        return 0
+        return _kept_if_it_loads(target)
     from indexing.llm.int8_graph import int8_graph
 
     try:
@@ -164,7 +164,10 @@ def quantize(source: str, target: str, parent: int | None = None) -> int:
         # held in this process, the graph would be held twice more.
         onnx.shape_inference.infer_shapes_path(str(bare), target)
         bare.unlink()
-        return 0
+        problem = _cannot_load(target)
+        if problem is None:
+            return 0
+        print(f"pmd's int8 graph does not load ({problem}): using ONNX Runtime's quantizer", file=sys.stderr)
     del model, copy
     # What int8_graph does not cover goes to ONNX Runtime's quantizer. Given the graph in memory, it
     # holds it and a copy of its own (586 MB at the peak for MiniLM's 91 MB file, against about 490
@@ -179,7 +182,26 @@ def quantize(source: str, target: str, parent: int | None = None) -> int:
     finally:
         for scratch in link.parent.glob(link.stem + "*"):  # the link and the quantizer's `…-inferred.onnx`
             scratch.unlink(missing_ok=True)
+    return _kept_if_it_loads(target)
+
+
+def _kept_if_it_loads(target: str) -> int:
+    problem = _cannot_load(target)
+    if problem is not None:  # remembered as failed: the model then runs as exported
+        raise SystemExit(f"the int8 copy does not load: {problem}")
     return 0
+
+
+def _cannot_load(path: str) -> str | None:
+    """Why ONNX Runtime cannot load the copy, or None: a copy kept is used at every start, so one
+    that does not load must not be kept."""
+    import onnxruntime
+
+    try:
+        onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])
+    except Exception as exc:  # noqa: BLE001 - any reason is a reason not to keep it
+        return str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+    return None
 
 
 if __name__ == "__main__":

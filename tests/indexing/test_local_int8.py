@@ -363,3 +363,112 @@ def test_a_graph_with_parts_the_int8_graph_does_not_cover_is_copied_by_onnx_runt
     copy = int8_model(source, tmp_path / "models")
     assert copy != source and is_quantized(copy)
     assert any(n.op_type == "ConvInteger" for n in onnx.load(str(copy)).graph.node)
+
+
+def _graph(nodes, inputs, outputs, constants, *, opset: int = 17):
+    """A small graph: inputs and outputs as {name: shape} (float, or int64 for names starting with
+    `ids`), constants as {name: array}."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    def values(names):
+        return [helper.make_tensor_value_info(n, TensorProto.INT64 if n.startswith("ids") else TensorProto.FLOAT, shape)
+                for n, shape in names.items()]
+
+    initializers = [numpy_helper.from_array(np.asarray(v), k) for k, v in constants.items()]
+    return helper.make_model(helper.make_graph(nodes, "g", values(inputs), values(outputs), initializers),
+                             opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
+
+
+def _weights(*shape, seed=0):
+    import numpy as np
+
+    return np.random.default_rng(seed).normal(size=shape).astype(np.float32)
+
+
+def _cases_the_quantizer_makes_alike():
+    from onnx import helper
+
+    node = helper.make_node
+    return {
+        "a graph input quantized for a MatMul and read as fp32 after": _graph(
+            [node("MatMul", ["x", "w"], ["y"], "mm"), node("Add", ["y", "x"], ["out"], "residual")],
+            {"x": [2, 8]}, {"out": [2, 8]}, {"w": _weights(8, 8)}),
+        "an activation quantized for a MatMul, then gathered from": _graph(
+            [node("Relu", ["x"], ["h"], "relu"), node("MatMul", ["h", "w"], ["y"], "mm"),
+             node("Gather", ["h", "ids0"], ["first"], "pick", axis=0)],
+            {"x": [2, 8], "ids0": []}, {"y": [2, 4], "first": [8]}, {"w": _weights(8, 4)}),
+        "an activation quantized for a MatMul, then another MatMul's B": _graph(
+            [node("Relu", ["x"], ["h"], "relu"), node("MatMul", ["h", "w"], ["y"], "mm"),
+             node("MatMul", ["a", "h"], ["z"], "mm2")],
+            {"x": [2, 8], "a": [3, 2]}, {"y": [2, 4], "z": [3, 8]}, {"w": _weights(8, 4)}),
+        "a table's rows as a MatMul's B": _graph(
+            [node("Gather", ["table", "ids"], ["rows"], "embed"), node("MatMul", ["a", "rows"], ["z"], "mm")],
+            {"ids": [3], "a": [2, 3]}, {"z": [2, 8]}, {"table": _weights(10, 8)}),
+    }
+
+
+@pytest.mark.parametrize("case", list(_cases_the_quantizer_makes_alike()))
+def test_the_int8_graph_reads_values_as_the_quantizer_does(tmp_path, case):
+    """Which values are constants and which are activations: the quantizer's answer, found by review."""
+    import numpy as np
+    import onnx
+
+    from indexing.llm.int8_graph import int8_graph
+    from indexing.llm.quantize import int8_model
+
+    source = tmp_path / "source" / "model.onnx"
+    source.parent.mkdir()
+    onnx.save(_cases_the_quantizer_makes_alike()[case], str(source))
+    theirs = tmp_path / "theirs" / "model.onnx"
+    theirs.parent.mkdir()
+    _as_the_quantizer_makes_it(source, theirs)
+    ours = int8_graph(onnx.load(str(source)))
+    assert ours is not None
+    _same_graph(ours, onnx.load(str(theirs)))
+    rng = np.random.default_rng(5)
+    feed = {i.name: (np.array([1, 2, 3]) if i.name == "ids" else np.array(0) if i.name == "ids0"
+                     else rng.normal(size=[d.dim_value for d in i.type.tensor_type.shape.dim]).astype(np.float32))
+            for i in ours.graph.input}
+    for a, b in zip(_outputs(int8_model(source, tmp_path / "models"), feed), _outputs(theirs, feed)):
+        assert np.array_equal(a, b)
+
+
+def _cases_left_to_the_quantizer():
+    import numpy as np
+    from onnx import TensorProto, helper
+
+    node = helper.make_node
+    plain = [node("MatMul", ["x", "w"], ["y"], "mm"), node("Relu", ["y"], ["out"], "relu")]
+    weights_as_inputs = _graph(plain, {"x": [2, 8]}, {"out": [2, 4]}, {"w": _weights(8, 4)})
+    weights_as_inputs.graph.input.append(helper.make_tensor_value_info("w", TensorProto.FLOAT, [8, 4]))
+    return {
+        "weights also listed as inputs (older exports)": weights_as_inputs,
+        "opset 10 (no DynamicQuantizeLinear)": _graph(plain, {"x": [2, 8]}, {"out": [2, 4]}, {"w": _weights(8, 4)},
+                                                      opset=10),
+        "a name the copy needs already taken": _graph(
+            [node("MatMul", ["x", "w"], ["y"], "mm"), node("Mul", ["y", "w_scale"], ["out"], "scale")],
+            {"x": [2, 8]}, {"out": [2, 4]}, {"w": _weights(8, 4), "w_scale": _weights(4)}),
+        "one constant read as a weight and as a table": _graph(
+            [node("MatMul", ["x", "t"], ["y"], "mm"), node("Gather", ["t", "ids"], ["rows"], "embed")],
+            {"x": [2, 8], "ids": [3]}, {"y": [2, 8], "rows": [3, 8]}, {"t": _weights(8, 8)}),
+        "a 3-D weight": _graph(plain, {"x": [2, 2, 8]}, {"out": [2, 2, 4]}, {"w": _weights(2, 8, 4)}),
+        "an fp16 weight": _graph(plain, {"x": [2, 8]}, {"out": [2, 4]}, {"w": _weights(8, 4).astype(np.float16)}),
+    }
+
+
+@pytest.mark.parametrize("case", list(_cases_left_to_the_quantizer()))
+def test_graphs_the_int8_graph_would_make_otherwise_are_left_to_the_quantizer(case):
+    from indexing.llm.int8_graph import int8_graph
+
+    assert int8_graph(_cases_left_to_the_quantizer()[case]) is None
+
+
+def test_a_copy_onnx_runtime_cannot_load_is_not_kept(tmp_path, minilm):
+    """A kept copy is loaded at every start: the child checks that it loads before it is kept."""
+    from indexing.llm.quantize import _cannot_load, int8_model
+
+    broken = tmp_path / "broken.onnx"
+    broken.write_bytes(b"\x08\x07not a graph")
+    assert _cannot_load(str(broken))
+    assert _cannot_load(str(int8_model(minilm / "model.onnx", tmp_path / "models"))) is None
