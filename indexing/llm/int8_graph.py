@@ -57,10 +57,11 @@ class _Quantizer:
                        for n in self.graph.node for a in n.attribute)
                 or any(i.name in self.initializers for i in self.graph.input)):  # older exports list weights as inputs
             raise Unhandled
-        self.taken = ({t.name for t in self.graph.initializer} | self.made | {o.name for o in self.graph.output}
-                      | {v.name for v in self.graph.value_info} | {n.name for n in self.graph.node}
-                      | {name for n in self.graph.node for name in (*n.input, *n.output)})
-        self._gemm_as_matmul()
+        tensors = ({t.name for t in self.graph.initializer} | self.made | {o.name for o in self.graph.output}
+                   | {v.name for v in self.graph.value_info}
+                   | {name for n in self.graph.node for name in (*n.input, *n.output)})
+        self.taken = tensors | {n.name for n in self.graph.node}
+        self._gemm_as_matmul(set(tensors))
         self._check_weights_have_one_use()
         for node in list(self.graph.node):
             first = len(self.nodes)
@@ -89,14 +90,10 @@ class _Quantizer:
 
     # -- the quantizer's preparation -------------------------------------------------------
 
-    def _gemm_as_matmul(self) -> None:
+    def _gemm_as_matmul(self, names: set[str]) -> None:
         """Gemm with alpha = beta = 1 and no transposed A: MatMul (+ Add for a bias), a transposed
-        weight added as an initializer of its own, as ONNX Runtime's quantizer rewrites it."""
-        names = {t.name for t in self.graph.initializer}
-        names.update(v.name for v in (*self.graph.input, *self.graph.output, *self.graph.value_info))
-        for node in self.graph.node:
-            names.update(node.input)
-            names.update(node.output)
+        weight added as an initializer of its own, as ONNX Runtime's quantizer rewrites it. `names`:
+        the graph's tensor names, which a transposed weight's name (and those derived from it) avoid."""
         rewritten, transposed = [], {}
         for node in self.graph.node:
             attributes = {a.name: helper.get_attribute_value(a) for a in node.attribute}

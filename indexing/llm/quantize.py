@@ -35,7 +35,10 @@ COPIES_DIR = ".int8"
 def is_quantized(path: Path) -> bool:
     import onnx
 
-    graph = onnx.load(str(path), load_external_data=False).graph
+    return _computes_in_int8(onnx.load(str(path), load_external_data=False).graph)
+
+
+def _computes_in_int8(graph) -> bool:
     return any(node.op_type in QUANTIZED_OPS for node in graph.node)
 
 
@@ -135,54 +138,69 @@ def quantize(source: str, target: str, parent: int | None = None) -> int:
     except OSError:
         pass
     import onnx
-    from onnxruntime.quantization import QuantType, quantize_dynamic
 
     model = onnx.load(source, load_external_data=False)  # the whole graph, unless its weights sit beside it
-    if any(node.op_type in QUANTIZED_OPS for node in model.graph.node):
+    if _computes_in_int8(model.graph):
         return ALREADY_INT8
-    external = any(t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer)
-    logging.getLogger().setLevel(logging.ERROR)  # its advice to pre-process is for static quantization
-    options = {"per_channel": True, "weight_type": QuantType.QInt8,
-               "extra_options": {"DefaultTensorType": onnx.TensorProto.FLOAT}}
-    if external:  # its weights sit in files beside it, which only a load from its own folder finds
+    if any(t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer):
+        del model  # its weights sit in files beside it, which only a load from its own folder finds
+        _quantizer(onnx.load(source), target)
+    elif _int8_graph_loads(model, target):
+        return 0  # loaded already
+    else:
         del model
-        quantize_dynamic(onnx.load(source), target, **options)
-        return _kept_if_it_loads(target)
+        # Given a path, the quantizer writes its shape-inferred scratch file beside that path, which
+        # must not be the source's folder (read-only, or shared with another process making the same
+        # copy): so it gets a link in the copy's own folder, locked and ours to write in. (Given the
+        # graph in memory it would hold that and a copy of its own: 586 MB at the peak for MiniLM's
+        # 91 MB file, against about 490 from a path and 260 with int8_graph; README, Models.)
+        link = Path(target).with_suffix(".source.part.onnx")
+        try:
+            os.symlink(Path(source).resolve(), link)
+            _quantizer(link, target)
+        finally:
+            for scratch in link.parent.glob(link.stem + "*"):  # the link and the quantizer's `…-inferred.onnx`
+                scratch.unlink(missing_ok=True)
+    return _kept_if_it_loads(target)
+
+
+def _int8_graph_loads(model, target: str) -> bool:
+    """pmd's rewrite (indexing/llm/int8_graph.py) into `target`, when it covers the graph (`model`,
+    changed in place) and ONNX Runtime loads the copy."""
+    import onnx
+
     from indexing.llm.int8_graph import int8_graph
 
     try:
         copy = int8_graph(model)
     except Exception as exc:  # noqa: BLE001 - ONNX Runtime's quantizer makes the same graph with more memory
         print(f"pmd's int8 graph failed ({type(exc).__name__}: {exc}): using ONNX Runtime's quantizer", file=sys.stderr)
-        copy = None
-    if copy is not None:
-        bare = Path(target + ".bare.part")
-        onnx.save(copy, bare)
-        del model, copy
-        # The shapes, recorded as the quantizer records them: with them ONNX Runtime runs the copy
-        # exactly as it runs the quantizer's own (the same vectors, bit for bit). From file to file:
-        # held in this process, the graph would be held twice more.
-        onnx.shape_inference.infer_shapes_path(str(bare), target)
-        bare.unlink()
-        problem = _cannot_load(target)
-        if problem is None:
-            return 0
+        return False
+    if copy is None:
+        return False
+    bare = Path(target + ".bare.part")
+    onnx.save(copy, bare)
+    del copy
+    model.Clear()  # the caller's reference too: its weights are not needed any more
+    # The shapes, recorded as the quantizer records them: with them ONNX Runtime runs the copy exactly
+    # as it runs the quantizer's own (the same vectors, bit for bit). From file to file: held in this
+    # process, the graph would be held twice more.
+    onnx.shape_inference.infer_shapes_path(str(bare), target)
+    bare.unlink()
+    problem = _cannot_load(target)
+    if problem is not None:
         print(f"pmd's int8 graph does not load ({problem}): using ONNX Runtime's quantizer", file=sys.stderr)
-    del model, copy
-    # What int8_graph does not cover goes to ONNX Runtime's quantizer. Given the graph in memory, it
-    # holds it and a copy of its own (586 MB at the peak for MiniLM's 91 MB file, against about 490
-    # from a path, and 260 with int8_graph; README, Models). Given a path, it writes its
-    # shape-inferred scratch file beside that path, which must not be the source's folder (read-only,
-    # or shared with another process making the same copy): so it gets a link in the copy's own
-    # folder, locked and ours to write in.
-    link = Path(target).with_suffix(".source.part.onnx")
-    try:
-        os.symlink(Path(source).resolve(), link)
-        quantize_dynamic(link, target, **options)
-    finally:
-        for scratch in link.parent.glob(link.stem + "*"):  # the link and the quantizer's `…-inferred.onnx`
-            scratch.unlink(missing_ok=True)
-    return _kept_if_it_loads(target)
+    return problem is None
+
+
+def _quantizer(model, target: str) -> None:
+    """ONNX Runtime's dynamic quantizer, as pmd's copies are made: int8 weights per output channel."""
+    import onnx
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    logging.getLogger().setLevel(logging.ERROR)  # its advice to pre-process is for static quantization
+    quantize_dynamic(model, target, per_channel=True, weight_type=QuantType.QInt8,
+                     extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
 
 
 def _kept_if_it_loads(target: str) -> int:

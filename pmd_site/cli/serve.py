@@ -490,9 +490,8 @@ def _index_config_from_up(env: dict, chosen_backend: str | None) -> None:
 
 def _int8_copy_before_start(env: dict, console) -> None:
     """With local models in int8 (the small profile's default), the embedding model is downloaded
-    and its int8 copy made now, before the services start: making it holds about three times the
-    file for a few seconds, which beside the running services was the first start's peak (README,
-    Memory). A failure only warns: the worker tries again when it first embeds."""
+    and its int8 copy made now, before the services start: making it holds the fp32 graph for a few
+    seconds, which beside the running services was the first start's peak (README, Memory). A failure only warns: the worker tries again when it first embeds."""
     from django.conf import settings
 
     from indexing.errors import LLMBackendError
