@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from search.formatters import as_json, markup_text, renders
+from search.formatters.registry import as_json, markup_text, renders
 
 renders("ask", "json")(as_json)
 

@@ -3,7 +3,7 @@ models (pmd_site.mcp.models, search.schemas) in few tokens."""
 
 from __future__ import annotations
 
-from search.formatters import renders
+from search.formatters.registry import renders
 
 
 @renders("document", "mcp")

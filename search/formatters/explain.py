@@ -3,7 +3,7 @@ fusion, the re-ranking and the stage timings carried in a SearchResponse's `expl
 
 from __future__ import annotations
 
-from search.formatters import renders
+from search.formatters.registry import renders
 
 
 @renders("explain", "cli")

@@ -4,7 +4,7 @@ Options: `diff` (show each commit's diff excerpt, as `pmd history --diff`)."""
 
 from __future__ import annotations
 
-from search.formatters import XmlWriter, as_json, csv_text, markup_line, markup_text, renders
+from search.formatters.registry import XmlWriter, as_json, csv_text, markup_line, markup_text, renders
 
 renders("history", "json")(as_json)
 

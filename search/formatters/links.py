@@ -3,7 +3,7 @@ the links the note writes, `backlinks` the notes that link to it; JSON holds bot
 
 from __future__ import annotations
 
-from search.formatters import as_json, csv_text, markup_line, markup_text, renders
+from search.formatters.registry import as_json, csv_text, markup_line, markup_text, renders
 
 renders("links", "json")(as_json)
 renders("backlinks", "json")(as_json)

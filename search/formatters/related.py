@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from search.formatters import as_json, markup_text, renders
+from search.formatters.registry import as_json, markup_text, renders
 
 renders("related", "json")(as_json)
 

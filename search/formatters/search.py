@@ -11,7 +11,7 @@ Conventions shared by all formats:
 
 from __future__ import annotations
 
-from search.formatters import XmlWriter, as_json, csv_text, renders, terminal_text
+from search.formatters.registry import XmlWriter, as_json, csv_text, renders, terminal_text
 from search.request import mode_verb
 from search.results import SearchResponse, SearchResult
 

@@ -9,6 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from indexing.errors import UnknownFormat
 from search import formatters
 from search.formatters import RENDERERS, render
 from search.results import SearchResponse, SearchResult
@@ -115,7 +116,7 @@ def test_the_registry_covers_each_face_type():
 
 
 def test_unknown_format_is_a_typed_error():
-    with pytest.raises(formatters.UnknownFormat, match="choose from"):
+    with pytest.raises(UnknownFormat, match="choose from"):
         render("history", "yaml", _history())
 
 
