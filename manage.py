@@ -6,7 +6,7 @@ import sys
 
 def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "pmd_site.settings")
-    from pmd_site.runtime import database_lease, setup_django
+    from pmd_site.runtime.process import database_lease, setup_django
 
     setup_django()
     from django.core.management import execute_from_command_line

@@ -25,7 +25,7 @@ from django.core.asgi import get_asgi_application  # noqa: E402
 django_application = get_asgi_application()
 
 # pmd's modules come after get_asgi_application(): they need Django set up.
-from pmd_site.dbhealth import RETRY_AFTER_SECONDS, DatabaseUnavailable, database_guard
+from pmd_site.runtime.database_health import RETRY_AFTER_SECONDS, DatabaseUnavailable, database_guard
 from pmd_site.security import forwarded_client
 from indexing.errors import TokenThrottled
 from indexing.services.tokens import bearer_token, token_access

@@ -1,5 +1,5 @@
 """The celery app. Broker: CELERY_BROKER_URL, else the embedded Redis under PMD_HOME
-(pmd_site/redisserver.py; `pmd up` starts it). Tasks live in pmd_site/tasks.py and
+(pmd_site/runtime/redis_server.py; `pmd up` starts it). Tasks live in pmd_site/tasks.py and
 only call services; progress and results go to Job rows, not to a result backend.
 """
 
@@ -9,7 +9,7 @@ import os
 
 from celery import Celery
 
-from pmd_site.redisserver import EmbeddedRedis, redis_client
+from pmd_site.runtime.redis_server import EmbeddedRedis, redis_client
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "pmd_site.settings")
 

@@ -8,8 +8,8 @@ from urllib.parse import parse_qsl, unquote, urlparse
 
 from indexing.errors import ConfigError
 from pmd_site import env
-from pmd_site.pgserver import PG_PORT, PG_USER, database_password, socket_dir_for
-from pmd_site.serverfiles import private_dir
+from pmd_site.runtime.postgres_server import PG_PORT, PG_USER, database_password, socket_dir_for
+from pmd_site.runtime.server_files import private_dir
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 PMD_HOME = env.pmd_home()
@@ -45,7 +45,7 @@ CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
 # Host / Origin headers accepted at /mcp (DNS-rebinding protection); empty = from ALLOWED_HOSTS.
 PMD_MCP_ALLOWED_HOSTS = env.get_list("PMD_MCP_ALLOWED_HOSTS", [])
 PMD_MCP_ALLOWED_ORIGINS = env.get_list("PMD_MCP_ALLOWED_ORIGINS", [])
-# Web server timeouts in seconds (pmd serve; see pmd_site.httpserver): a request header must be
+# Web server timeouts in seconds (pmd serve; see pmd_site.runtime.http_protocol): a request header must be
 # complete this long after its first byte; an idle keep-alive connection is closed; a request
 # body (or a response the client stopped reading) may stall this long.
 PMD_HTTP_HEADER_TIMEOUT = env.get_float("PMD_HTTP_HEADER_TIMEOUT", 10.0)
@@ -74,7 +74,7 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "pmd_site.security.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
-    "pmd_site.dbhealth.DatabaseUnavailableMiddleware",  # 503 + Retry-After while PostgreSQL is away
+    "pmd_site.runtime.database_health.DatabaseUnavailableMiddleware",  # 503 + Retry-After while PostgreSQL is away
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",

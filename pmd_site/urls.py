@@ -28,4 +28,4 @@ urlpatterns = [
 ]
 
 # An unreachable database outside a view (a middleware, a session save) is a 503, not a 500.
-handler500 = "pmd_site.dbhealth.server_error"
+handler500 = "pmd_site.runtime.database_health.server_error"

@@ -7,7 +7,7 @@ from django.http import JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
-from pmd_site.dbhealth import (
+from pmd_site.runtime.database_health import (
     DatabaseUnavailable,
     database_available,
     is_unavailable,

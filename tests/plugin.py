@@ -22,7 +22,7 @@ from pathlib import Path
 import psutil
 
 # Reads no settings or environment when imported, so it may come before PMD_HOME is chosen below.
-from pmd_site.pgserver import EmbeddedPostgres
+from pmd_site.runtime.postgres_server import EmbeddedPostgres
 
 _TEST_PREFIX = "pmd-test-"
 _home: Path | None = None

@@ -52,7 +52,7 @@ DOWNLOAD_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map
 ONNX_FILES = ("model.onnx", "onnx/model.onnx")
 # Texts per inference: bounds the attention buffers (batch × heads × window²) that ONNX Runtime's
 # arena keeps for the life of the process. 8 instead of 16: the embedder's peak 590 instead of
-# 830 MB on 256-piece chunks, at the same CPU time per passage (scripts/bench_embed.py).
+# 830 MB on 256-piece chunks, at the same CPU time per passage (scripts/bench/embed.py).
 # PMD_LOCAL_BATCH changes it (`pmd up --profile small`: 2).
 SUB_BATCH = 8
 

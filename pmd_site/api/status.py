@@ -2,7 +2,7 @@
 
 from ninja import Query, Router
 
-from pmd_site.status import status_report
+from pmd_site.reports.status import status_report
 from pmd_site.api.auth import is_staff
 
 router = Router(tags=["status"])

@@ -25,8 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from pmd_site.pgserver import EmbeddedPostgres
-from pmd_site.runtime import ensure_database, migrate, setup_django
+from pmd_site.runtime.postgres_server import EmbeddedPostgres
+from pmd_site.runtime.process import ensure_database, migrate, setup_django
 from pmd_site.bench.quality import percentile
 
 # ../shared/datasets beside the repository (see the README's Benchmarks section).

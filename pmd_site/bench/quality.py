@@ -261,7 +261,8 @@ def read_qrels(path: Path) -> dict[str, dict[str, int]]:
     return qrels
 
 
-BUILT_IN = Path(__file__).parent / "data"  # datasets shipped with pmd, usable by name (`tldr-multi`)
+# Datasets kept in a checkout (not in the package), usable by name (`tldr-multi`) from one.
+BUILT_IN = Path(__file__).resolve().parents[2] / "scripts" / "bench" / "data"
 
 
 def _dataset(dataset_dir: str) -> Path:

@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     if answered is not None:
         return answered
-    from pmd_site.startup import collector_paused_while_starting
+    from pmd_site.runtime.startup import collector_paused_while_starting
 
     with collector_paused_while_starting(process_ends_after=program):
         return _parse_and_run(argv)
@@ -152,15 +152,15 @@ def run_command(args, *, prepare: bool = True) -> int:
         if not prepare:
             result = args.func(args)
         else:
-            from pmd_site.runtime import setup_django
+            from pmd_site.runtime.process import setup_django
 
             if getattr(args, "existing_index_only", False):
-                from pmd_site.runtime import require_existing_index
+                from pmd_site.runtime.process import require_existing_index
 
                 require_existing_index()
             setup_django()
             if getattr(args, "needs_db", True):
-                from pmd_site.runtime import database_lease, migrate_if_needed
+                from pmd_site.runtime.process import database_lease, migrate_if_needed
 
                 with database_lease():
                     migrate_if_needed()

@@ -12,7 +12,7 @@ def register(sub) -> None:
     parser = sub.add_parser("bench", help="benchmark retrieval quality/latency or indexing on a test collection")
     parser.add_argument("dataset", metavar="DATASET_DIR", nargs="?", help="folder with docs/ (sub-folders allowed; doc id = file name without .md), queries.tsv, qrels.tsv "
                         "and optionally query_groups.tsv (query_id, groups…: metrics by group); or the name of a set "
-                        "shipped in pmd_site/bench/data (tldr-multi); not needed by --mode vector-scale (synthetic)")
+                        "kept in a checkout's scripts/bench/data (tldr-multi); not needed by --mode vector-scale (synthetic)")
     parser.add_argument("--mode", default="search", choices=sorted(MODES), help="what to measure (default search)")
     parser.add_argument("--run", dest="run_file", metavar="FILE", help="write the run as query_id<TAB>rank<TAB>doc_id")
     parser.add_argument("--collection", metavar="NAME", help="collection to use (default bench-<dataset>)")

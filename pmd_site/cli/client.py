@@ -81,7 +81,7 @@ def read_command(argv: list[str]) -> tuple[bool, str | None]:
 def socket_path(index: str | None = None):
     """The socket of the server for this PMD_HOME and index (it need not exist)."""
     from pmd_site import env  # standard library and indexing.errors only
-    from pmd_site.serverfiles import run_dir_for
+    from pmd_site.runtime.server_files import run_dir_for
 
     name = index if index is not None else env.index_name()
     if not name.replace("_", "").replace("-", "").isalnum():

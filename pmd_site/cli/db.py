@@ -19,7 +19,7 @@ def register(sub) -> None:
 
 
 def _server():
-    from pmd_site.runtime import embedded_server
+    from pmd_site.runtime.process import embedded_server
 
     server = embedded_server()
     if server is None:
@@ -28,7 +28,7 @@ def _server():
 
 
 def cmd_start(args) -> int:
-    from pmd_site.runtime import ensure_database, migrate_if_needed
+    from pmd_site.runtime.process import ensure_database, migrate_if_needed
 
     server = _server()
     started = ensure_database()

@@ -220,7 +220,7 @@ def _use_index_config() -> None:
     """The index's backend and models, when its database answers (none is started for this): its
     first connection applies them (indexing/services/index_config.py)."""
     try:
-        from pmd_site.runtime import database_answers
+        from pmd_site.runtime.process import database_answers
 
         database_answers()
     except Exception:  # noqa: BLE001 - no index to ask: this process's environment

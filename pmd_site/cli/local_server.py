@@ -203,7 +203,7 @@ class LocalServer:
         self._thread: threading.Thread | None = None
 
     def start(self) -> bool:
-        from pmd_site.serverfiles import private_dir
+        from pmd_site.runtime.server_files import private_dir
 
         private_dir(self.path.parent)  # 0700: only this user reaches the socket
         lock = open(self.path.with_suffix(".lock"), "w")

@@ -5,7 +5,7 @@ then runs the web server, a celery worker, the scheduler and the folder watcher 
 child processes, each in its own process group with its output prefixed by its name.
 Ctrl-C or SIGTERM stops the children (SIGTERM, then SIGKILL for the whole group after
 a grace period) and then the embedded servers this run started. The supervisor itself
-(children, restarts, backoff for the embedded servers) is pmd_site/supervisor.py; here
+(children, restarts, backoff for the embedded servers) is pmd_site/runtime/supervisor.py; here
 are the arguments, the preparation and the order of things.
 
 The single services (`pmd serve`, `pmd worker`, `pmd beat`, `pmd watch`, `pmd migrate`)
@@ -28,7 +28,7 @@ from pmd_site.cli.output import (
     stdout_console,
     warn,
 )
-from pmd_site.supervisor import (  # standard library only: cheap
+from pmd_site.runtime.supervisor import (  # standard library only: cheap
     die_with_supervisor,
     hand_over,
 )
@@ -122,7 +122,7 @@ def cmd_serve(args) -> int:
     from django.conf import settings
 
     from pmd_site.cli.local_server import start_local_server
-    from pmd_site.runtime import database_lease
+    from pmd_site.runtime.process import database_lease
 
     with database_lease():
         local = start_local_server(settings.PMD_INDEX)  # `pmd search …` answered here (client mode)
@@ -137,7 +137,7 @@ def cmd_serve(args) -> int:
             proxy_headers=bool(settings.PMD_BEHIND_HTTPS_PROXY),
             lifespan="auto",
             # h11 with header, request-body and stalled-write timeouts (PMD_HTTP_*_TIMEOUT).
-            http="pmd_site.httpserver:TimeoutH11Protocol",
+            http="pmd_site.runtime.http_protocol:TimeoutH11Protocol",
             timeout_keep_alive=settings.PMD_HTTP_KEEPALIVE_TIMEOUT,
         )
         if local is not None:
@@ -153,7 +153,7 @@ def _celery_app():
 
 def cmd_worker(args) -> int:
     die_with_supervisor()
-    from pmd_site.runtime import database_lease
+    from pmd_site.runtime.process import database_lease
 
     from django.conf import settings
 
@@ -209,9 +209,9 @@ def _beat_schedule():
     import tempfile
     from pathlib import Path
 
-    from pmd_site.pgserver import run_dir_for
+    from pmd_site.runtime.postgres_server import run_dir_for
     from indexing.errors import ServerSetupError
-    from pmd_site.serverfiles import hold_lock, private_dir
+    from pmd_site.runtime.server_files import hold_lock, private_dir
 
     # Beat loads this file (a shelve, i.e. pickles): it must live where nobody else can write.
     scratch = None
@@ -242,7 +242,7 @@ def _beat_schedule():
 def cmd_watch(args) -> int:
     die_with_supervisor()
     from pmd_site.watcher import run_watcher
-    from pmd_site.runtime import database_lease
+    from pmd_site.runtime.process import database_lease
 
     stop = _stop_on_sigterm()
     with database_lease():
@@ -303,7 +303,7 @@ def cmd_healthcheck(args) -> int:
 def cmd_migrate(args) -> int:
     from django.core.management import call_command
 
-    from pmd_site.runtime import migrate
+    from pmd_site.runtime.process import migrate
 
     migrate(verbosity=1)
     if not args.no_static:
@@ -378,7 +378,7 @@ MODEL_SETTINGS = ("PMD_EMBED_MODEL", "PMD_RERANK_MODEL", "PMD_GENERATE_MODEL")
 
 
 def absolute_paths_env(env: dict[str, str]) -> dict[str, str]:
-    """The children run from "/" (pmd_site/supervisor.py): relative paths in the settings are made
+    """The children run from "/" (pmd_site/runtime/supervisor.py): relative paths in the settings are made
     absolute here, against the folder `pmd up` was started in, so they keep meaning what they meant."""
     from pathlib import Path
 
@@ -406,7 +406,7 @@ def _start_broker() -> tuple[str | None, object | None, bool]:
 
     if settings.CELERY_BROKER_URL:
         return settings.CELERY_BROKER_URL, None, False
-    from pmd_site.redisserver import EmbeddedRedis
+    from pmd_site.runtime.redis_server import EmbeddedRedis
 
     server = EmbeddedRedis(settings.PMD_HOME)
     started = server.start()
@@ -519,7 +519,7 @@ def _one_pmd_up(url: str):
     from django.conf import settings
 
     from indexing.errors import ServerSetupError
-    from pmd_site.serverfiles import hold_lock, private_dir, run_dir_for
+    from pmd_site.runtime.server_files import hold_lock, private_dir, run_dir_for
 
     home = settings.PMD_HOME
     try:
@@ -562,7 +562,7 @@ def cmd_up(args) -> int:
     from django.core.management import call_command
     from django.db import connections
 
-    from pmd_site.runtime import embedded_server, ensure_database, migrate_if_needed
+    from pmd_site.runtime.process import embedded_server, ensure_database, migrate_if_needed
 
     console = stdout_console()
     if not 0 < args.port < 65536:
@@ -607,7 +607,7 @@ def cmd_up(args) -> int:
         if broker_url:
             env["CELERY_BROKER_URL"] = broker_url
             # The process that embeds serves the local models to the others (one copy in memory).
-            from pmd_site.serverfiles import run_dir_for
+            from pmd_site.runtime.server_files import run_dir_for
 
             env["PMD_MODEL_SOCKET"] = str(run_dir_for(settings.PMD_HOME) / f"models-{settings.PMD_INDEX}.sock")
             console.print(f"broker: {'embedded Redis' if not settings.CELERY_BROKER_URL else 'CELERY_BROKER_URL'}"
@@ -649,8 +649,8 @@ def cmd_up(args) -> int:
             if pg_started and server is not None:
                 server.stop()
             running.close()
-    # The loop runs without Django: this process becomes pmd_site.supervisor (same pid, the lock kept).
-    from pmd_site.serverfiles import run_dir_for
+    # The loop runs without Django: this process becomes pmd_site.runtime.supervisor (same pid, the lock kept).
+    from pmd_site.runtime.server_files import run_dir_for
 
     connections.close_all()
     return hand_over(spec, str(run_dir_for(settings.PMD_HOME) / f"up-{settings.PMD_INDEX}.json"), running.fileno())

@@ -26,7 +26,7 @@ def _render_value(value) -> str:
 
 
 def cmd_status(args) -> int:
-    from pmd_site.status import TITLES, status_headlines, status_report
+    from pmd_site.reports.status import TITLES, status_headlines, status_report
 
     report = status_report(internals=True, access=local_access())  # the local OS user runs the server: the full report
     if args.json:

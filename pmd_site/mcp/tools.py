@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field
 from indexing.access import Access
 from indexing.links import document_links
 from indexing.selectors import document_page, documents_multi_get
-from pmd_site.status import status_report
+from pmd_site.reports.status import status_report
 from search.filters import SearchFilters
 from search.formatters import numbered_lines, render
 from pmd_site.mcp.errors import mcp_access, tool_call

@@ -15,8 +15,8 @@ from typing import Callable
 from django.conf import settings
 
 from pmd_site.celery import app, broker_reachable, broker_url
-from pmd_site.redisserver import redis_py_url
-from pmd_site.safety import unsafe_settings
+from pmd_site.runtime.redis_server import redis_py_url
+from pmd_site.reports.safety import unsafe_settings
 
 # The indexing providers import inside their functions: an import that fails then fails only its
 # section (status_report catches it), so one broken part cannot break the report.

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from indexing.errors import ServerSetupError
-from pmd_site.serverfiles import (  # noqa: F401 - PG_PORT and run_dir_for are imported from here too
+from pmd_site.runtime.server_files import (  # noqa: F401 - PG_PORT and run_dir_for are imported from here too
     PG_PORT,
     exclusive_lock,
     log_tail,

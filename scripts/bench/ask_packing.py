@@ -2,7 +2,7 @@
 fitted on even ones), and the time before the model's first token: retrieval, packing, and Ask's whole
 overhead (its first token minus its retrieval, with a chat model that answers at once, so only pmd's
 part is measured). Run: PMD_HOME=... .venv/bin/python manage.py shell -c "import sys; sys.argv=['', 'hybrid'];
-exec(open('scripts/bench_ask_packing.py').read())" after `pmd collection add ../shared/datasets/scifact-long/docs
+exec(open('scripts/bench/ask_packing.py').read())" after `pmd collection add ../shared/datasets/scifact-long/docs
 --name scifact-long` (and `pmd embed` for hybrid; the mode defaults to hybrid)."""
 import csv, time, statistics, sys
 from pathlib import Path

@@ -1,7 +1,7 @@
 """Embedding throughput of the local backend, side by side with an older version of it and with
 PyTorch (sentence-transformers), interleaved round by round so a busy machine slows all alike:
 
-    .venv/bin/python scripts/bench_embed.py MODEL_FOLDER [--old main] [--torch /path/to/python] [--also FOLDER]
+    .venv/bin/python scripts/bench/embed.py MODEL_FOLDER [--old main] [--torch /path/to/python] [--also FOLDER]
 
 MODEL_FOLDER is a sentence-transformers folder with model.onnx (and, for --torch, the PyTorch
 weights). The texts are SciFact passages cut to --chars characters, sent in batches of --batch
@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 TORCH_CHILD = r"""

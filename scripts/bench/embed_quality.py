@@ -2,7 +2,7 @@
 judged document plus the first --distractors others), each document's first window embedded
 by the local backend, once with each model folder:
 
-    .venv/bin/python scripts/bench_embed_quality.py FOLDER_A FOLDER_B [--distractors 700]
+    .venv/bin/python scripts/bench/embed_quality.py FOLDER_A FOLDER_B [--distractors 700]
 
 Each folder after the first is also crossed with the first: documents embedded with one file and
 queries with the other, as an index is searched after PMD_LOCAL_PRECISION changes.
@@ -16,7 +16,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 

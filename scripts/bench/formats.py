@@ -1,6 +1,6 @@
 """Conversion speed and memory per format (indexing/convert), on a folder of real files:
 
-    .venv/bin/python scripts/bench_formats.py FOLDER [--in-process]
+    .venv/bin/python scripts/bench/formats.py FOLDER [--in-process]
 
 Each file is converted as the scan converts it: by one child process with the default limits,
 file after file (--in-process: in this one). Prints, per format, files, pages
@@ -15,7 +15,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from indexing.convert import ConversionRefused, Limits, convert_here, format_of, is_converted  # noqa: E402
 from indexing.convert.sandbox import Converter, SandboxLimits  # noqa: E402

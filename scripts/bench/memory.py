@@ -1,7 +1,7 @@
 """Memory of pmd's own processes under `pmd up` with the in-process models, while it indexes and
 embeds a folder of notes and then answers searches:
 
-    .venv/bin/python scripts/bench_memory.py MODEL_FOLDER [--notes 300] [--queries 30]
+    .venv/bin/python scripts/bench/memory.py MODEL_FOLDER [--notes 300] [--queries 30]
 
 Copies the first --notes SciFact notes into a scratch folder, starts `pmd up` on it in a scratch
 PMD_HOME (PMD_LLM_BACKEND=local, PMD_EMBED_MODEL=MODEL_FOLDER), waits until every note has
@@ -28,7 +28,7 @@ from pathlib import Path
 
 import psutil
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 NOT_PMD = {"postgres", "redis-server"}
 
 

@@ -6,7 +6,7 @@ tags, date and links (indexing.structure.note_structure) and chunks (indexing.ch
 Each shape is timed at n and at 2n bytes in a child process with a time and memory limit,
 so the table shows whether the cost grows like the note (ratio about 2) or faster.
 
-    .venv/bin/python scripts/bench_parsing.py [--scale 1.0] [--timeout 60] [--only SHAPE]
+    .venv/bin/python scripts/bench/parsing.py [--scale 1.0] [--timeout 60] [--only SHAPE]
 
 No database and no Django settings: these are pure functions of the text.
 """
@@ -21,7 +21,7 @@ import subprocess
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MEMORY_LIMIT = 2 * 1024**3
 
 PROSE = "The quick brown fox jumps over the lazy dog. It was not amused. "

@@ -1,6 +1,6 @@
 """Reading order of two-column PDFs as pmd reads them (PDFium's text, indexing/convert/pdf.py):
 
-    .venv/bin/python scripts/reading_order.py PAPER.pdf [PAPER.pdf …]
+    .venv/bin/python scripts/bench/reading_order.py PAPER.pdf [PAPER.pdf …]
 
 The reference order reads each page's left half, then its right half (PDFium's text within each
 half: the columns, whatever order the page's text objects come in). A sentence of the reference
@@ -14,7 +14,7 @@ import re
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from indexing.convert.pdf import Vocabulary, page_text  # noqa: E402
 

@@ -129,7 +129,7 @@ def test_web_ask_mode_without_a_model_explains_it(notes, settings):
 
 def test_status_adds_up_answers_per_model_for_staff_only(run_cli):
     from indexing.access import Access
-    from pmd_site.status import status_report
+    from pmd_site.reports.status import status_report
 
     asker = make_user("asker")
     for model, total, tokens in (("qwen3:1.7b", 900.0, 100), ("qwen3:1.7b", 1500.0, 300), ("qwen3:1.7b", 3000.0, 200),

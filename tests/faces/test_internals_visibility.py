@@ -255,7 +255,7 @@ def test_members_see_unresolved_link_messages_as_written(member, tmp_path):
 
 
 def test_member_redaction_replaces_whole_server_paths_only():
-    from pmd_site.status import _redact_paths
+    from pmd_site.reports.status import _redact_paths
 
     assert _redact_paths("cannot read /srv/notes/a.md: permission denied") == (
         "cannot read (a folder on the server): permission denied")

@@ -315,7 +315,7 @@ def test_serve_trusts_forwarded_headers_only_behind_the_declared_proxy(settings,
 
     import uvicorn
 
-    from pmd_site import runtime
+    from pmd_site.runtime import process as runtime
     from pmd_site.cli import serve
 
     settings.PMD_BEHIND_HTTPS_PROXY = behind_proxy

@@ -29,7 +29,7 @@ def waiting_job(db):
 
 def _report(access=None):
     from indexing.access import Access
-    from pmd_site.status import status_report
+    from pmd_site.reports.status import status_report
 
     return status_report(internals=True, access=access or Access.local_user())
 

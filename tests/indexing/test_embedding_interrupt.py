@@ -18,7 +18,7 @@ from tests.support.paths import ROOT
 pytestmark = pytest.mark.django_db(transaction=True)
 
 WORKER = """
-from pmd_site.runtime import setup_django
+from pmd_site.runtime.process import setup_django
 setup_django()
 from indexing.services.embedding import embed_pending
 from indexing.services.jobs import job_create

@@ -103,7 +103,7 @@ def test_an_embed_job_started_during_another_run_waits_then_embeds_what_that_run
 
 KILLED_WORKER = """
 import sys, time
-from pmd_site.runtime import setup_django
+from pmd_site.runtime.process import setup_django
 setup_django()
 from indexing.models import Job
 from indexing.services.jobs import job_start

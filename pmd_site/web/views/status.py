@@ -1,4 +1,4 @@
-"""The status page: the status report (pmd_site.status) written for people.
+"""The status page: the status report (pmd_site.reports.status) written for people.
 
 Each section says first whether it works and, if not, why and what to do; then its values under
 readable labels (times relative, durations and sizes in units); the raw report behind a <details>.
@@ -15,7 +15,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from indexing.errors import InvalidSetting, ReplacesVectors
 from indexing.services.index_config import index_config_effective, index_config_set
-from pmd_site.status import TITLES, duration, relative_time, status_headlines, status_report
+from pmd_site.reports.status import TITLES, duration, relative_time, status_headlines, status_report
 from pmd_site.web.pages import access_of, page, staff_required
 
 # Labels for the keys a person reads; any other key is shown as its words ("last_seen" → "Last seen").

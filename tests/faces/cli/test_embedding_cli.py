@@ -12,7 +12,7 @@ import time
 import pytest
 
 from indexing.models import Chunk, Job
-from pmd_site.redisserver import EmbeddedRedis
+from pmd_site.runtime.redis_server import EmbeddedRedis
 
 from tests.support.paths import ROOT
 

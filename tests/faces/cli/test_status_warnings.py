@@ -54,7 +54,7 @@ def test_each_unsafe_setting_is_named(safe_settings, run_cli, change, expected):
 @pytest.mark.django_db
 def test_a_pmd_home_made_by_the_user_and_open_to_others_is_named(safe_settings, run_cli):
     """pmd tightens the folders it created itself on each start; a folder the user made it only names."""
-    from pmd_site.serverfiles import HOME_MARKER
+    from pmd_site.runtime.server_files import HOME_MARKER
 
     marker = safe_settings.PMD_HOME / HOME_MARKER
     text = marker.read_text()

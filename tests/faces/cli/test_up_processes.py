@@ -36,7 +36,7 @@ def test_pmd_worker_hands_the_pool_to_celery(monkeypatch):
     import pmd_site.celery
 
     seen = []
-    monkeypatch.setattr("pmd_site.runtime.database_lease", contextlib.nullcontext)
+    monkeypatch.setattr("pmd_site.runtime.process.database_lease", contextlib.nullcontext)
     monkeypatch.setattr(pmd_site.celery.app, "worker_main", seen.append)
     monkeypatch.setenv("PMD_SUPERVISOR_PID", "")
     serve.cmd_worker(argparse.Namespace(queues="embed", concurrency=1, pool="threads"))
@@ -71,7 +71,7 @@ def test_only_the_worker_that_embeds_serves_the_models(monkeypatch, settings):
         def close(self):
             served.append("closed")
 
-    monkeypatch.setattr("pmd_site.runtime.database_lease", contextlib.nullcontext)
+    monkeypatch.setattr("pmd_site.runtime.process.database_lease", contextlib.nullcontext)
     monkeypatch.setattr(pmd_site.celery.app, "worker_main", lambda argv: None)
     monkeypatch.setattr(shared, "serve_models", lambda path, backend_for: served.append(path) or Listener())
     monkeypatch.setenv("PMD_SUPERVISOR_PID", "")

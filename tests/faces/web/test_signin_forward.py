@@ -127,7 +127,7 @@ def test_proxies_and_providers_are_read_from_the_environment(monkeypatch):
 
 
 def test_status_warns_about_trusting_every_address_and_about_no_way_in(settings):
-    from pmd_site.safety import unsafe_settings
+    from pmd_site.reports.safety import unsafe_settings
 
     settings.PMD_FORWARD_AUTH_PROXIES = [ipaddress.ip_network("0.0.0.0/0")]
     assert any("every client is trusted" in w for w in unsafe_settings(settings))

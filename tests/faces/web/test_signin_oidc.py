@@ -219,7 +219,7 @@ def test_password_login_off_leaves_only_the_break_glass_admin(provider, settings
 
 
 def test_status_names_the_providers_and_whether_discovery_answers(provider, settings):
-    from pmd_site.status import status_report
+    from pmd_site.reports.status import status_report
 
     settings.PMD_OIDC_PROVIDERS = [provider.settings(), provider.settings(id="gone", name="Gone",
                                                                           issuer="http://127.0.0.1:9/")]
