@@ -197,10 +197,3 @@ def redis_client(url: str, *, timeout: float = 1.0):
     import redis
 
     return redis.Redis.from_url(redis_py_url(url), socket_timeout=timeout, socket_connect_timeout=timeout)
-
-
-def embedded_redis():
-    """The embedded Redis for the configured PMD_HOME."""
-    from django.conf import settings
-
-    return EmbeddedRedis(settings.PMD_HOME)
