@@ -14,7 +14,7 @@ import stat as stat_module
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterator, NamedTuple
 
 from django.conf import settings
 from django.db import transaction
@@ -281,142 +281,187 @@ def _collection_scan(
     max_file_bytes: int | None,
 ) -> ScanReport:
     started = time.perf_counter()
-    limit = max_file_bytes or settings.PMD_MAX_FILE_BYTES
-    report = ScanReport(collection=collection.name)
-    files = list(collection_files(collection, report.issues))
-    total = len(files)
-
-    existing: dict[str, tuple[int, float, int, str, bool, str, str]] = {
-        path: (pk, mtime, size, content_id, active, date_source, extraction_key)
-        for pk, path, mtime, size, content_id, active, date_source, extraction_key in Document.objects.filter(
-            collection=collection
-        ).values_list("id", "path", "mtime", "size", "content_id", "active", "date_source", "extraction_key")
-    }
-    seen: set[str] = set()
-    batch = _Batch(collection)
-    # Notes read by another pmd, or with another title setting: each is read again, changed or not.
-    reading = note_reading(collection.title_from)
-    reread = collection.reading != reading
-
-    converting = _ConvertingProgress(progress, total)
-    # started by the first file that is not markdown; reports the page a long file is on
-    converter = Converter(convert_limits(), on_units=converting.units if progress else None)
-    for done, (rel, abspath) in enumerate(files, start=1):
+    scan = _Scan(collection, progress=progress, limit=max_file_bytes or settings.PMD_MAX_FILE_BYTES)
+    total = len(scan.files)
+    for done, (rel, abspath) in enumerate(scan.files, start=1):
         if progress and (done % 50 == 0 or done == total):
             progress(done, total, rel)
-        known = existing.get(rel)
+        scan.file(done, rel, abspath)
+    scan.converter.close()
+    scan.finish()
+    scan.report.elapsed = time.perf_counter() - started
+    return scan.report
+
+
+class _Known(NamedTuple):
+    """What the index holds of a file from an earlier scan."""
+
+    pk: int
+    mtime: float
+    size: int
+    content_id: str
+    active: bool
+    date_source: str
+    extraction_key: str
+
+
+class _Scan:
+    """One scan of a collection's folder: each file compared with what the index holds of it, read,
+    converted and parsed only when it changed, and written in batches."""
+
+    def __init__(self, collection: Collection, *, progress: ProgressCallback | None, limit: int):
+        self.collection = collection
+        self.limit = limit
+        self.report = ScanReport(collection=collection.name)
+        self.files = list(collection_files(collection, self.report.issues))
+        self.existing: dict[str, _Known] = {
+            row[1]: _Known(row[0], *row[2:]) for row in Document.objects.filter(collection=collection).values_list(
+                "id", "path", "mtime", "size", "content_id", "active", "date_source", "extraction_key")
+        }
+        self.seen: set[str] = set()
+        self.batch = _Batch(collection)
+        # Notes read by another pmd, or with another title setting: each is read again, changed or not.
+        self.reading = note_reading(collection.title_from)
+        self.reread = collection.reading != self.reading
+        self.converting = _ConvertingProgress(progress, len(self.files))
+        # started by the first file that is not markdown; reports the page a long file is on
+        self.converter = Converter(convert_limits(), on_units=self.converting.units if progress else None)
+
+    def file(self, done: int, rel: str, abspath: str) -> None:
+        """One file of the folder: unchanged, reactivated, added, updated, or an issue of the report."""
+        known = self.existing.get(rel)
+        st = self._stat(rel, abspath, known)
+        if st is None:
+            return
+        self.seen.add(rel)
+        if known and not self.reread and known.mtime == st.st_mtime and known.size == st.st_size:
+            self._unchanged(known)
+            return
+        read = self._read(done, rel, abspath, st, known)
+        if read is None:
+            return
+        raw, extraction_key = read
+        try:
+            parsed = parse_markdown(raw, rel, title_from=self.collection.title_from)
+        except BinaryFile as exc:
+            self.report.skipped += 1
+            self.report.issues.append(FileIssue(rel, str(exc)))
+            if known:
+                self.seen.discard(rel)  # it is no longer a markdown document
+            return
+        except Exception as exc:  # MemoryError, RecursionError…: this note only, never the collection
+            self.report.issues.append(_unparsable(rel, exc))
+            return
+        for warning in parsed.warnings:
+            self.report.issues.append(FileIssue(rel, warning))
+        if known and not self.reread and known.content_id == parsed.hash:
+            self.batch.touch(known.pk, rel, st.st_mtime, st.st_size, reactivate=not known.active,
+                             dated_by_mtime=known.date_source == DATE_MTIME, extraction_key=extraction_key)
+            self._unchanged(known, touched=True)
+            return
+        self._store(rel, parsed, st, known, extraction_key)
+
+    def _stat(self, rel: str, abspath: str, known: _Known | None) -> os.stat_result | None:
+        """The file's stat, None for a file gone, unreadable or not a regular file."""
         try:
             st = os.stat(abspath)
         except FileNotFoundError:
-            report.issues.append(FileIssue(rel, "vanished during the scan"))
-            continue
+            self.report.issues.append(FileIssue(rel, "vanished during the scan"))
+            return None
         except OSError as exc:
-            report.issues.append(FileIssue(rel, f"cannot stat: {exc.strerror}", "error"))
+            self.report.issues.append(FileIssue(rel, f"cannot stat: {exc.strerror}", "error"))
             if known:
-                seen.add(rel)  # keep what we have rather than hide it
-            continue
-        if not stat_module.S_ISREG(st.st_mode):
-            continue
-        seen.add(rel)
-        if known and not reread and known[1] == st.st_mtime and known[2] == st.st_size:
-            if known[4]:
-                report.unchanged += 1
-            else:
-                batch.reactivate.append(known[0])
-                report.reactivated += 1
-            continue
+                self.seen.add(rel)  # keep what we have rather than hide it
+            return None
+        return st if stat_module.S_ISREG(st.st_mode) else None
+
+    def _unchanged(self, known: _Known, *, touched: bool = False) -> None:
+        if known.active:
+            self.report.unchanged += 1
+        else:
+            if not touched:
+                self.batch.reactivate.append(known.pk)
+            self.report.reactivated += 1
+
+    def _read(self, done: int, rel: str, abspath: str, st: os.stat_result,
+              known: _Known | None) -> tuple[bytes, str] | None:
+        """The file's text as bytes (converted for PDF, DOCX, …) and its conversion's key; None when
+        it is over its size limit, cannot be read or cannot be converted."""
         converted = is_converted(rel)
-        file_limit = settings.PMD_CONVERT_MAX_FILE_BYTES if converted else limit
+        file_limit = settings.PMD_CONVERT_MAX_FILE_BYTES if converted else self.limit
         if st.st_size > file_limit:
-            report.skipped += 1
-            report.issues.append(FileIssue(
+            self.report.skipped += 1
+            self.report.issues.append(FileIssue(
                 rel, f"{st.st_size:,} bytes is over the {file_limit:,}-byte limit "
                      f"({'PMD_CONVERT_MAX_FILE_BYTES' if converted else 'PMD_MAX_FILE_BYTES'}): skipped"
             ))
-            continue
+            return None
         try:
-            with collection_file_open(collection, abspath) as handle:
+            with collection_file_open(self.collection, abspath) as handle:
                 raw = handle.read(file_limit + 1)
         except FileNotFoundError:
-            seen.discard(rel)
-            report.issues.append(FileIssue(rel, "vanished during the scan"))
-            continue
+            self.seen.discard(rel)
+            self.report.issues.append(FileIssue(rel, "vanished during the scan"))
+            return None
         except OSError as exc:
-            report.issues.append(FileIssue(rel, f"cannot read: {exc.strerror}", "error"))
-            continue
-        extraction_key = ""
-        if converted:  # PDF, DOCX, …: its text, converted once per content (indexing.convert)
-            converting.file(done, rel, announce=st.st_size > CONVERT_PROGRESS_BYTES)
-            try:
-                extracted = file_text_extract(data=raw, fmt=format_of(rel), converter=converter)
-            except ConversionRefused as exc:
-                report.skipped += 1
-                report.issues.append(FileIssue(rel, f"{exc}: skipped", "error"))
-                if known:
-                    seen.discard(rel)  # what was indexed of it is no longer its text
-                continue
-            report.issues += [FileIssue(rel, warning) for warning in extracted.warnings]
-            raw = extracted.text.encode("utf-8", "surrogatepass")
-            extraction_key = extracted.key
+            self.report.issues.append(FileIssue(rel, f"cannot read: {exc.strerror}", "error"))
+            return None
+        if not converted:
+            return raw, ""
+        # PDF, DOCX, …: its text, converted once per content (indexing.convert)
+        self.converting.file(done, rel, announce=st.st_size > CONVERT_PROGRESS_BYTES)
         try:
-            parsed = parse_markdown(raw, rel, title_from=collection.title_from)
-        except BinaryFile as exc:
-            report.skipped += 1
-            report.issues.append(FileIssue(rel, str(exc)))
+            extracted = file_text_extract(data=raw, fmt=format_of(rel), converter=self.converter)
+        except ConversionRefused as exc:
+            self.report.skipped += 1
+            self.report.issues.append(FileIssue(rel, f"{exc}: skipped", "error"))
             if known:
-                seen.discard(rel)  # it is no longer a markdown document
-            continue
-        except Exception as exc:  # MemoryError, RecursionError…: this note only, never the collection
-            report.issues.append(_unparsable(rel, exc))
-            continue
-        for warning in parsed.warnings:
-            report.issues.append(FileIssue(rel, warning))
-        digest = parsed.hash
-        if known and not reread and known[3] == digest:
-            batch.touch(known[0], rel, st.st_mtime, st.st_size, reactivate=not known[4],
-                        dated_by_mtime=known[5] == DATE_MTIME, extraction_key=extraction_key)
-            if known[4]:
-                report.unchanged += 1
-            else:
-                report.reactivated += 1
-            continue
+                self.seen.discard(rel)  # what was indexed of it is no longer its text
+            return None
+        self.report.issues += [FileIssue(rel, warning) for warning in extracted.warnings]
+        return extracted.text.encode("utf-8", "surrogatepass"), extracted.key
+
+    def _store(self, rel: str, parsed, st: os.stat_result, known: _Known | None, extraction_key: str) -> None:
+        """A new or changed note into the batch, with its structure (tags, date, links)."""
         try:
             structure = note_structure(parsed.body, parsed.frontmatter, rel, st.st_mtime)
-        except Exception as exc:  # as above: what was indexed of it stays as it was
-            report.issues.append(_unparsable(rel, exc))
-            continue
-        report.issues += [FileIssue(rel, warning) for warning in structure.warnings]
-        batch.put(known[0] if known else None, rel, parsed, structure, digest, st.st_mtime, st.st_size,
-                  extraction_key)
-        if known and not known[4]:
-            batch.link_scope.named.add(known[0])  # back again: its names with it
+        except Exception as exc:  # as for parsing: what was indexed of it stays as it was
+            self.report.issues.append(_unparsable(rel, exc))
+            return
+        self.report.issues += [FileIssue(rel, warning) for warning in structure.warnings]
+        self.batch.put(known.pk if known else None, rel, parsed, structure, parsed.hash, st.st_mtime, st.st_size,
+                       extraction_key)
+        if known and not known.active:
+            self.batch.link_scope.named.add(known.pk)  # back again: its names with it
         if known:
-            report.updated += 1
+            self.report.updated += 1
         else:
-            report.added += 1
-        if batch.size >= FLUSH_EVERY:
-            batch.flush(report)
+            self.report.added += 1
+        if self.batch.size >= FLUSH_EVERY:
+            self.batch.flush(self.report)
 
-    converter.close()
-    missing = [v[0] for path, v in existing.items() if v[4] and path not in seen]
-    batch.deactivate = missing
-    # The conversions of files that changed or went away: deleted below unless another document reads them.
-    unused = {v[6] for path, v in existing.items() if v[6] and (path not in seen or path in batch.read_again)}
-    report.removed = len(missing)
-    transcluding = Collection.objects.filter(pk=collection.pk, transclude=True).exists()  # as stored now
-    embedding_missing = _embedders(collection, missing) if transcluding else []  # before their links move
-    batch.flush(report, final=True)
-    if reread:
-        Collection.objects.filter(pk=collection.pk).update(reading=reading)
-        collection.reading = reading
-    changed = report.changed_document_ids
-    if transcluding:
-        changed = changed + embedding_missing + _embedders(collection, changed)
-    keyword_index_update(changed_document_ids=changed, removed_document_ids=report.removed_document_ids)
-    if unused:
-        extractions_prune(keys=unused)
-    report.elapsed = time.perf_counter() - started
-    return report
+    def finish(self) -> None:
+        """Notes whose files are gone deactivated, the last batch written, the keyword index and
+        unused conversions brought in line."""
+        collection, report, batch = self.collection, self.report, self.batch
+        missing = [known.pk for path, known in self.existing.items() if known.active and path not in self.seen]
+        batch.deactivate = missing
+        # The conversions of files that changed or went away: deleted below unless another document reads them.
+        unused = {known.extraction_key for path, known in self.existing.items()
+                  if known.extraction_key and (path not in self.seen or path in batch.read_again)}
+        report.removed = len(missing)
+        transcluding = Collection.objects.filter(pk=collection.pk, transclude=True).exists()  # as stored now
+        embedding_missing = _embedders(collection, missing) if transcluding else []  # before their links move
+        batch.flush(report, final=True)
+        if self.reread:
+            Collection.objects.filter(pk=collection.pk).update(reading=self.reading)
+            collection.reading = self.reading
+        changed = report.changed_document_ids
+        if transcluding:
+            changed = changed + embedding_missing + _embedders(collection, changed)
+        keyword_index_update(changed_document_ids=changed, removed_document_ids=report.removed_document_ids)
+        if unused:
+            extractions_prune(keys=unused)
 
 
 class _ConvertingProgress:

@@ -82,70 +82,99 @@ def _tsquery_any(configs: list[str], texts: list[str], params: list) -> str:
     return " || ".join(parts)
 
 
-def _score_sql(parsed: ParsedQuery, configs: list[str], collection_ids: list[int] | None, limit: int,
-               per_document: int = 1, full: bool = False, filters=None, list_matching: bool = False):
-    k1 = float(settings.PMD_BM25_K1)
-    b = float(settings.PMD_BM25_B)
-    w_title = float(settings.PMD_BM25_TITLE_WEIGHT)
-    params: list = []
+class _Statement:
+    """The CTEs of the scoring statement and their parameters, kept in the order the SQL reads them."""
 
-    def in_collections(column: str) -> str:
+    def __init__(self, collection_ids: list[int] | None):
+        self.collection_ids = collection_ids
+        self.ctes: list[str] = []
+        self.params: list = []
+
+    def in_collections(self, column: str) -> str:
         """' AND <column> = ANY(ids)' when the search is restricted to collections."""
-        if collection_ids is None:
+        if self.collection_ids is None:
             return ""
-        params.append(collection_ids)
+        self.params.append(self.collection_ids)
         return f" AND {column} = ANY(%s::bigint[])"
 
-    ctes = [
+
+def _score_sql(parsed: ParsedQuery, configs: list[str], collection_ids: list[int] | None, limit: int,
+               per_document: int = 1, full: bool = False, filters=None, list_matching: bool = False):
+    """One statement: BM25 per passage, the top documents by their best passage, and what they show."""
+    s = _Statement(collection_ids)
+    _statistics(s)
+    _query_words(s, parsed, configs)
+    _required_and_excluded(s, parsed, configs)
+    where, probe, fragment_params = _filtered(s, parsed, filters, list_matching)
+    _scored(s, where)
+    _top_documents(s, per_document=per_document, limit=limit, probe=probe, fragment_params=fragment_params)
+    sql = _with_what_results_show(s, configs, full)
+    return sql, s.params
+
+
+def _statistics(s: _Statement) -> None:
+    """N and the average passage length over the searched collections."""
+    s.ctes.append(
         "st AS (SELECT coalesce(sum(s.n_passages), 0)::float8 AS n,"
         " greatest(coalesce(sum(s.total_length), 0)::float8 / greatest(coalesce(sum(s.n_passages), 0), 1), 1.0)"
-        " AS avgdl FROM search_keyword_stats s WHERE true" + in_collections("s.collection_id") + ")",
-    ]
+        " AS avgdl FROM search_keyword_stats s WHERE true" + s.in_collections("s.collection_id") + ")")
+
+
+def _query_words(s: _Statement, parsed: ParsedQuery, configs: list[str]) -> None:
+    """The query's lexemes with their weight and idf (qs, qv, q)."""
     # Each query word once per configuration (cfg); prefix expansions belong to every one (NULL).
     sources = [
         "SELECT c.cfg, u.lexeme, u.lexeme AS grp, cardinality(u.positions)::float8 AS qtf"
         " FROM unnest(%s::text[]) c(cfg), unnest(to_tsvector(c.cfg::regconfig, %s)) u"
     ]
-    params += [configs, prepare_text(parsed.positive_text)]
+    s.params += [configs, prepare_text(parsed.positive_text)]
     if parsed.prefixes:
         prefix_params = [_like_escape(prepare_text(p).strip().lower()) for p in parsed.prefixes]
-        params.append(prefix_params)
+        s.params.append(prefix_params)
         sources.append(
             "SELECT NULL::text, t.lexeme, 'prefix:' || p.prefix, 1.0::float8 FROM unnest(%s::text[]) p(prefix)"
             " CROSS JOIN LATERAL (SELECT tt.lexeme FROM search_keyword_term tt"
-            " WHERE tt.lexeme LIKE p.prefix || '%%'" + in_collections("tt.collection_id")
+            " WHERE tt.lexeme LIKE p.prefix || '%%'" + s.in_collections("tt.collection_id")
             + " GROUP BY tt.lexeme ORDER BY sum(tt.df) DESC, tt.lexeme LIMIT " + str(PREFIX_EXPANSIONS) + ") t"
         )
-    ctes.append("qs AS (" + " UNION ALL ".join(sources) + ")")
-    ctes.append("qv AS (SELECT lexeme, min(grp) AS grp, max(qtf) AS qtf FROM qs GROUP BY lexeme)")
-    ctes.append(
+    s.ctes.append("qs AS (" + " UNION ALL ".join(sources) + ")")
+    s.ctes.append("qv AS (SELECT lexeme, min(grp) AS grp, max(qtf) AS qtf FROM qs GROUP BY lexeme)")
+    s.ctes.append(
         "q AS (SELECT qv.lexeme, qv.grp, qv.qtf, ln(1 + (st.n - t.df + 0.5) / (t.df + 0.5)) AS idf"
         # A query word no searched passage holds stays in (df 0, the highest idf): it scores
         # nothing, but it counts in the query's ideal, so the shown share says it is missing.
         " FROM qv CROSS JOIN st CROSS JOIN LATERAL (SELECT coalesce(sum(tt.df), 0)::float8 AS df"
-        " FROM search_keyword_term tt WHERE tt.lexeme = qv.lexeme" + in_collections("tt.collection_id") + ") t)"
+        " FROM search_keyword_term tt WHERE tt.lexeme = qv.lexeme" + s.in_collections("tt.collection_id") + ") t)"
     )
+
+
+def _required_and_excluded(s: _Statement, parsed: ParsedQuery, configs: list[str]) -> None:
+    """The documents holding every "phrase" (cand) and those holding an -exclusion (excl)."""
     if parsed.phrases:
         selects = []
         for phrase in parsed.phrases:  # each phrase in some passage of the document
             expr = _tsquery_any(configs, [prepare_text(phrase)], params_phrase := [])
-            params.extend(params_phrase)
+            s.params.extend(params_phrase)
             selects.append(f"SELECT d.document_id FROM search_keyword_passage d WHERE d.tsv @@ ({expr})"
-                           + in_collections("d.collection_id"))
-        ctes.append("cand AS (" + " INTERSECT ".join(selects) + ")")
+                           + s.in_collections("d.collection_id"))
+        s.ctes.append("cand AS (" + " INTERSECT ".join(selects) + ")")
     if parsed.excluded:
         expr = _tsquery_any(configs, [prepare_text(e) for e in parsed.excluded], params_excl := [])
-        params.extend(params_excl)
-        ctes.append(f"excl AS (SELECT d.document_id FROM search_keyword_passage d WHERE d.tsv @@ ({expr})"
-                    + in_collections("d.collection_id") + ")")
+        s.params.extend(params_excl)
+        s.ctes.append(f"excl AS (SELECT d.document_id FROM search_keyword_passage d WHERE d.tsv @@ ({expr})"
+                      + s.in_collections("d.collection_id") + ")")
+
+
+def _filtered(s: _Statement, parsed: ParsedQuery, filters, list_matching: bool) -> tuple[list[str], str, list]:
+    """The conditions on scored passages, and the probe that tests broad filters on each top document."""
     where = []
     fragment, fragment_params = filter_sql(filters, "d")
-    probe = ""  # broad filters: tested on each scored document instead (below)
+    probe = ""  # broad filters: tested on each scored document instead (see _top_documents)
     if fragment and list_matching:
         # The documents passing the filters (search.retrieval.filters), once: only they are scored.
-        ctes.append("fdoc AS MATERIALIZED (SELECT d.id FROM indexing_document d WHERE d.active"
-                    + in_collections("d.collection_id") + fragment + ")")
-        params.extend(fragment_params)
+        s.ctes.append("fdoc AS MATERIALIZED (SELECT d.id FROM indexing_document d WHERE d.active"
+                      + s.in_collections("d.collection_id") + fragment + ")")
+        s.params.extend(fragment_params)
         where.append("p.document_id IN (SELECT id FROM fdoc)")
     elif fragment:
         # Listing the documents that pass would read many (or all) of them: the scored documents are
@@ -156,8 +185,16 @@ def _score_sql(parsed: ParsedQuery, configs: list[str], collection_ids: list[int
         where.append("p.document_id IN (SELECT document_id FROM cand)")
     if parsed.excluded:
         where.append("p.document_id NOT IN (SELECT document_id FROM excl)")
-    params += [k1 + 1, k1, b, b, k1 + 1, k1, b, b, w_title]
-    ctes.append(
+    return where, probe, fragment_params
+
+
+def _scored(s: _Statement, where: list[str]) -> None:
+    """BM25 (raw) and the capped sum (cover) of every passage holding a query word."""
+    k1 = float(settings.PMD_BM25_K1)
+    b = float(settings.PMD_BM25_B)
+    w_title = float(settings.PMD_BM25_TITLE_WEIGHT)
+    s.params += [k1 + 1, k1, b, b, k1 + 1, k1, b, b, w_title]
+    s.ctes.append(
         # ::float8 on every constant: literal floats are numeric in SQL, and numeric
         # arithmetic over thousands of postings costs several times the whole scan.
         "scored AS (SELECT p.passage_id, p.document_id, sum(q.idf * q.qtf * p.tf * %s::float8"
@@ -168,43 +205,50 @@ def _score_sql(parsed: ParsedQuery, configs: list[str], collection_ids: list[int
         " / (p.tf + %s::float8 * (1 - %s::float8 + %s::float8 * p.length / st.avgdl)))) AS cover"
         " FROM q CROSS JOIN st CROSS JOIN LATERAL ("
         " SELECT pp.passage_id, pp.document_id, pp.tf_body + %s::float8 * pp.tf_title AS tf, pp.length"
-        " FROM search_keyword_posting pp WHERE pp.lexeme = q.lexeme" + in_collections("pp.collection_id") + ") p"
+        " FROM search_keyword_posting pp WHERE pp.lexeme = q.lexeme" + s.in_collections("pp.collection_id") + ") p"
         + (" WHERE " + " AND ".join(where) if where else "")
         + " GROUP BY p.passage_id, p.document_id)"
     )
+
+
+def _top_documents(s: _Statement, *, per_document: int, limit: int, probe: str, fragment_params: list) -> None:
+    """The `limit` best documents (top) and the passages each shows (shown)."""
     if per_document <= 1:
         # A document is its best passage (ties: the earlier passage).
-        ctes.append("best AS (SELECT DISTINCT ON (s.document_id) s.document_id, s.passage_id, s.raw, s.cover, 1 AS r"
-                    " FROM scored s ORDER BY s.document_id, s.raw DESC, s.passage_id)")
+        s.ctes.append("best AS (SELECT DISTINCT ON (s.document_id) s.document_id, s.passage_id, s.raw, s.cover, 1 AS r"
+                      " FROM scored s ORDER BY s.document_id, s.raw DESC, s.passage_id)")
         if probe:
-            ctes.append("top AS (SELECT b.document_id, b.raw, b.cover FROM (SELECT * FROM best ORDER BY raw DESC,"
-                        " document_id OFFSET 0) b" + probe + " LIMIT %s)")
-            params.extend(fragment_params)
+            s.ctes.append("top AS (SELECT b.document_id, b.raw, b.cover FROM (SELECT * FROM best ORDER BY raw DESC,"
+                          " document_id OFFSET 0) b" + probe + " LIMIT %s)")
+            s.params.extend(fragment_params)
         else:
-            ctes.append("top AS (SELECT b.document_id, b.raw, b.cover FROM best b ORDER BY b.raw DESC, b.document_id"
-                        " LIMIT %s)")
-        ctes.append("shown AS (SELECT b.document_id, b.passage_id, b.raw AS p_raw, b.r FROM best b"
-                    " JOIN top USING (document_id))")
-        params.append(limit)
+            s.ctes.append("top AS (SELECT b.document_id, b.raw, b.cover FROM best b ORDER BY b.raw DESC, b.document_id"
+                          " LIMIT %s)")
+        s.ctes.append("shown AS (SELECT b.document_id, b.passage_id, b.raw AS p_raw, b.r FROM best b"
+                      " JOIN top USING (document_id))")
+        s.params.append(limit)
+        return
+    # Also the next best passages of each document, for several hits per document.
+    s.ctes.append("ranked AS (SELECT s.document_id, s.passage_id, s.raw, s.cover,"
+                  " row_number() OVER (PARTITION BY s.document_id ORDER BY s.raw DESC, s.passage_id) AS r"
+                  " FROM scored s)")
+    if probe:
+        s.ctes.append("top AS (SELECT b.document_id, b.raw, b.cover FROM (SELECT * FROM ranked WHERE r = 1"
+                      " ORDER BY raw DESC, document_id OFFSET 0) b" + probe + " LIMIT %s)")
+        s.params.extend(fragment_params)
     else:
-        # Also the next best passages of each document, for several hits per document.
-        ctes.append("ranked AS (SELECT s.document_id, s.passage_id, s.raw, s.cover,"
-                    " row_number() OVER (PARTITION BY s.document_id ORDER BY s.raw DESC, s.passage_id) AS r"
-                    " FROM scored s)")
-        if probe:
-            ctes.append("top AS (SELECT b.document_id, b.raw, b.cover FROM (SELECT * FROM ranked WHERE r = 1"
-                        " ORDER BY raw DESC, document_id OFFSET 0) b" + probe + " LIMIT %s)")
-            params.extend(fragment_params)
-        else:
-            ctes.append("top AS (SELECT k.document_id, k.raw, k.cover FROM ranked k WHERE k.r = 1"
-                        " ORDER BY k.raw DESC, k.document_id LIMIT %s)")
-        ctes.append("shown AS (SELECT k.document_id, k.passage_id, k.raw AS p_raw, k.r FROM ranked k"
-                    " JOIN top USING (document_id) WHERE k.r <= %s)")
-        params += [limit, per_document]
-    # The top documents come back with what a result shows: the text of their best
-    # passage(s), cut from the body in the database (no second query, no whole body).
+        s.ctes.append("top AS (SELECT k.document_id, k.raw, k.cover FROM ranked k WHERE k.r = 1"
+                      " ORDER BY k.raw DESC, k.document_id LIMIT %s)")
+    s.ctes.append("shown AS (SELECT k.document_id, k.passage_id, k.raw AS p_raw, k.r FROM ranked k"
+                  " JOIN top USING (document_id) WHERE k.r <= %s)")
+    s.params += [limit, per_document]
+
+
+def _with_what_results_show(s: _Statement, configs: list[str], full: bool) -> str:
+    """The whole statement: the top documents with the text of their best passage(s), cut from the
+    body in the database (no second query, no whole body)."""
     sql = (
-        "WITH " + ",\n".join(ctes)
+        "WITH " + ",\n".join(s.ctes)
         + "\nSELECT t.document_id, t.raw,"
         # The ideal per configuration (a hit is measured against its collection's reading of
         # the query): summed over all of them, "running" would count as both `run` (english)
@@ -223,8 +267,8 @@ def _score_sql(parsed: ParsedQuery, configs: list[str], collection_ids: list[int
         " JOIN indexing_content c ON c.hash = d.content_hash"
         " ORDER BY t.raw DESC, t.document_id, sh.r"
     )
-    params += [configs, full]
-    return sql, params
+    s.params += [configs, full]
+    return sql
 
 
 def normalise(cover: float, ideal: float) -> float:
