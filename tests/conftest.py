@@ -15,6 +15,20 @@ pytest_plugins = ["tests.support.ollama_fixtures"]  # the Ollama-compatible test
 
 PASSWORD = "correct horse battery"  # of the `member` and `staff` users
 
+# Tests that start servers (pmd's own processes, uvicorn, slapd, the OpenID provider, a second
+# PostgreSQL) are marked `system`: `pytest -m "not system and not browser"` is the fast loop.
+SYSTEM_FOLDER = Path(__file__).parent / "system"
+SERVER_FIXTURES = {"asgi_server"}  # fixtures that start a web server
+SERVER_MODULES = {"test_signin_ldap.py", "test_signin_oidc.py", "test_mcp.py"}
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        path = Path(str(item.fspath))
+        if (SYSTEM_FOLDER in path.parents or path.name in SERVER_MODULES
+                or SERVER_FIXTURES & set(getattr(item, "fixturenames", ()))):
+            item.add_marker(pytest.mark.system)
+
 
 @pytest.fixture(autouse=True, scope="session")
 def _cheap_password_hashing():
