@@ -13,11 +13,18 @@ from pathlib import Path
 from django.db.models import Count, Q
 
 from indexing import errors
-from indexing.access import Access, collection_suggestions, visible_collections
+from indexing.access import (
+    Access,
+    answers_visible_to,
+    collection_suggestions,
+    visible_collection_names,
+    visible_collections,
+)
 from indexing.convert import unit_lines
 from indexing.models import Collection, Content, Document, FileProblem, Job, PathContext
 from indexing.replicas import read_connection, replica_reads
 from indexing.paths import (
+    SCHEME,
     absolute_path,
     glob_match,
     glob_regex,
@@ -557,21 +564,17 @@ def index_counts(*, access: Access) -> dict:
     }
 
 
-def conversation_answers(*, user, conversation) -> list:
+def conversation_answers(*, access: Access, conversation) -> list:
     """The answers of one conversation of this user, oldest first (a follow-up's context)."""
-    from indexing.models import Answer
-
-    answers = list(Answer.objects.filter(user=user, conversation=conversation).order_by("created_at", "id"))
+    answers = list(answers_visible_to(access).filter(conversation=conversation).order_by("created_at", "id"))
     if not answers:
         raise errors.ConversationNotFound(f"no conversation {conversation} of yours")
     return answers
 
 
-def answers_recent(*, user, limit: int = 20) -> list:
+def answers_recent(*, access: Access, limit: int = 20) -> list:
     """This user's latest answers, newest first (what the asker sees again)."""
-    from indexing.models import Answer
-
-    return list(Answer.objects.filter(user=user)[:limit])
+    return list(answers_visible_to(access)[:limit])
 
 
 def answer_costs() -> list[dict]:
