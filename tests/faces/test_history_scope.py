@@ -81,3 +81,57 @@ def test_a_follow_up_through_a_limited_token_finds_no_conversation_citing_anothe
     assert conversation_answers(access=Access.for_user(alice), conversation=hidden.conversation) == [hidden]
 
 
+def test_a_token_limited_to_one_collection_reads_no_logged_search_of_another(notes):
+    alice = notes
+    _search(alice, "violetmongoose", opened="pmd://secret/zanzibar.md")
+    _search(alice, "payroll rating", rated="pmd://secret/zanzibar.md")
+    _search(alice, "typed on the web")  # made with all her access: not known to stay within `pub`
+    limited = api_client(alice, collections=["pub"], write=False)
+    through_token = limited.post("/api/search", {"query": "garden"}, content_type="application/json").json()
+    assert limited.post(f"/api/searches/{through_token['search_id']}/opened", {"uri": "pmd://pub/open.md"},
+                        content_type="application/json").json() == {"recorded": True}
+
+    report = limited.get("/api/searches", {"limit": 100})
+    assert report.status_code == 200
+    text = report.content.decode()
+    assert "secret" not in text and "violetmongoose" not in text and "payroll" not in text
+    assert "typed on the web" not in text
+    data = report.json()
+    assert [r["query"] for r in data["top"]] == ["garden"] and data["searches"] == 1
+    assert [r["opened"] for r in data["recent"]] == ["pmd://pub/open.md"]
+    assert data["feedback"] == [] and data["everyone"] is False
+
+    # alice on the web sees all of her own searches, her own notes included
+    page = web_client(alice).get("/status/searches/", {"days": 7}).content.decode()
+    assert "violetmongoose" in page and "pmd://secret/zanzibar.md" in page
+
+
+def test_staff_without_access_see_no_search_that_opened_or_rated_a_hidden_note(notes):
+    alice = notes
+    staffy = make_user("staffy", staff=True)
+    _search(alice, "violetmongoose", opened="pmd://secret/zanzibar.md")
+    _search(alice, "zanzibar payroll", rated="pmd://secret/zanzibar.md")
+    _search(alice, "garden", opened="pmd://pub/open.md")
+
+    for text in (api_client(staffy).get("/api/searches", {"limit": 100}).content.decode(),
+                 web_client(staffy).get("/status/searches/", {"days": 7}).content.decode()):
+        assert "garden" in text
+        assert "zanzibar" not in text and "violetmongoose" not in text and "secret" not in text
+    report = search_log_report(access=Access.for_user(staffy), days=7)
+    assert report["searches"] == 1 and report["opened"] == 1 and report["feedback"] == []
+    assert [r["opened"] for r in report["recent"]] == ["pmd://pub/open.md"]
+    # a superuser sees every collection, so every search
+    boss = make_user("boss", superuser=True)
+    assert search_log_report(access=Access.for_user(boss), days=7)["searches"] == 3
+
+
+
+
+def test_a_stored_uri_that_is_no_note_is_never_shown(notes):
+    alice = notes
+    boss = make_user("boss", superuser=True)
+    _search(alice, "clicked a link", opened="javascript:alert(1)", rated="javascript:alert(2)")
+    report = search_log_report(access=Access.for_user(boss), days=7)
+    assert [r["opened"] for r in report["recent"]] == [""] and report["feedback"] == [] and report["opened"] == 0
+    page = web_client(boss).get("/status/searches/", {"days": 7}).content.decode()
+    assert "clicked a link" in page and "javascript:" not in page
