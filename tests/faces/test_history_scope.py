@@ -125,6 +125,30 @@ def test_staff_without_access_see_no_search_that_opened_or_rated_a_hidden_note(n
     assert search_log_report(access=Access.for_user(boss), days=7)["searches"] == 3
 
 
+def test_staff_without_access_see_no_hidden_collection_under_the_watcher(notes, monkeypatch, tmp_path, ollama_down):
+    from pmd_site.watcher import heartbeat
+
+    beat = {"at": time.time(), "mode": "events", "last_change_at": None, "pid": 1,
+            "collections": [{"name": "pub", "path": str(tmp_path / "pub")},
+                            {"name": "secret", "path": str(tmp_path / "secret")}],
+            "last_reindex": {"collections": ["pub", "secret"], "changed": 3, "removed": 0, "commits": 0,
+                             "embedding_task": None, "seconds": 0.1, "skipped": []}}
+    monkeypatch.setattr(heartbeat, "read_heartbeat", lambda: beat)
+    staffy = make_user("staffy", staff=True)
+
+    watcher = api_client(staffy).get("/api/status", {"section": "watcher"}).json()["watcher"]
+    assert watcher["collections"] == [{"name": "pub", "path": str(tmp_path / "pub")}]
+    assert watcher["last_reindex"] == {"collections": ["pub"]}
+    for text in (api_client(staffy).get("/api/status").content.decode(),
+                 web_client(staffy).get("/status/").content.decode()):
+        assert "secret" not in text and str(tmp_path / "pub") in text
+    # a missing collection reads the same: the status names only collections one sees
+    assert "secret" not in api_client(make_user("member")).get("/api/status").content.decode()
+    # staff who see everything see the whole heartbeat
+    boss = make_user("boss", superuser=True)
+    whole = web_client(boss).get("/status/").content.decode()
+    assert str(tmp_path / "secret") in whole
+    assert api_client(boss).get("/api/status", {"section": "watcher"}).json()["watcher"]["last_reindex"]["changed"] == 3
 
 
 def test_a_stored_uri_that_is_no_note_is_never_shown(notes):
