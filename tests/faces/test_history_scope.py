@@ -151,6 +151,25 @@ def test_staff_without_access_see_no_hidden_collection_under_the_watcher(notes, 
     assert api_client(boss).get("/api/status", {"section": "watcher"}).json()["watcher"]["last_reindex"]["changed"] == 3
 
 
+@pytest.mark.parametrize("uri", ["javascript:alert(1)", "pmd://pub/invented.md", "pmd://secret/zanzibar.md",
+                                 "pmd://nowhere/open.md", "https://example.com/pmd://pub/open.md"])
+def test_only_a_note_the_rater_sees_can_be_opened_or_rated(notes, uri):
+    bob = make_user("bob")
+    api = api_client(bob)
+    sid = api.post("/api/search", {"query": "garden"}, content_type="application/json").json()["search_id"]
+    for path, body in ((f"/api/searches/{sid}/opened", {"uri": uri}),
+                       (f"/api/searches/{sid}/feedback", {"uri": uri, "helpful": True})):
+        refused = api.post(path, body, content_type="application/json")
+        assert refused.status_code == 404, refused.content
+        assert refused.json()["code"] in {"document_not_found", "collection_not_found"}
+    web = web_client(bob).post("/feedback/", {"sid": sid, "uri": uri, "helpful": "1"}, HTTP_HX_REQUEST="true")
+    assert web.status_code == 404
+    assert SearchFeedback.objects.count() == 0 and SearchLogEntry.objects.get(pk=sid).opened_uri == ""
+    # the same search, with a note bob sees
+    assert api.post(f"/api/searches/{sid}/feedback", {"uri": "pmd://pub/open.md", "helpful": True},
+                    content_type="application/json").json() == {"recorded": True}
+
+
 def test_a_stored_uri_that_is_no_note_is_never_shown(notes):
     alice = notes
     boss = make_user("boss", superuser=True)
