@@ -86,7 +86,7 @@ def test_a_token_limited_to_one_collection_reads_no_logged_search_of_another(not
     _search(alice, "violetmongoose", opened="pmd://secret/zanzibar.md")
     _search(alice, "payroll rating", rated="pmd://secret/zanzibar.md")
     _search(alice, "typed on the web")  # made with all her access: not known to stay within `pub`
-    limited = api_client(alice, collections=["pub"], write=False)
+    limited = api_client(alice, collections=["pub"])
     through_token = limited.post("/api/search", {"query": "garden"}, content_type="application/json").json()
     assert limited.post(f"/api/searches/{through_token['search_id']}/opened", {"uri": "pmd://pub/open.md"},
                         content_type="application/json").json() == {"recorded": True}
