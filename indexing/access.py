@@ -19,13 +19,14 @@ from __future__ import annotations
 import getpass
 
 from django.contrib.auth import get_user_model
-from django.db.models import QuerySet
+from django.db.models import BooleanField, QuerySet
+from django.db.models.expressions import RawSQL
 from django.db.models.signals import pre_delete
 from django.dispatch import receiver
 
 from indexing.replicas import read_connection
 from indexing import errors
-from indexing.models import AuditEvent, Collection
+from indexing.models import Answer, AuditEvent, Collection
 
 
 class Access:
@@ -156,6 +157,24 @@ def visible_collections(access: Access) -> QuerySet[Collection]:
 
 def visible_collection_names(access: Access) -> list[str]:
     return list(visible_collections(access).order_by("name").values_list("name", flat=True))
+
+
+def answers_visible_to(access: Access):
+    """The answers `access` may read again: its user's own (the local user's, for the CLI), and of
+    those only the ones drawing on collections it sees. An answer is made of its passages, so one
+    citing a hidden collection is left out whole: the same as an answer that never was."""
+    if access.local:
+        answers = Answer.objects.filter(user__isnull=True)
+    elif access.active:
+        answers = Answer.objects.filter(user=access.user)
+    else:
+        return Answer.objects.none()
+    if access.collection_ids() is None:
+        return answers
+    hidden = RawSQL(f"EXISTS (SELECT 1 FROM jsonb_array_elements({Answer._meta.db_table}.passages) p "
+                    "WHERE coalesce(p->>'collection', '') <> ALL(%s::text[]))",
+                    (visible_collection_names(access),), output_field=BooleanField())
+    return answers.alias(hidden=hidden).filter(hidden=False)
 
 
 def collection_suggestions(name: str, access: Access) -> list[str]:
