@@ -135,3 +135,69 @@ def test_status_warns_about_trusting_every_address_and_about_no_way_in(settings)
     settings.PMD_PASSWORD_LOGIN = False
     settings.PMD_OIDC_PROVIDERS = []
     assert any("only the break-glass accounts" in w for w in unsafe_settings(settings))
+
+
+# --- through the web server `pmd serve` runs (uvicorn on loopback) ---------------------------
+
+
+@pytest.fixture
+def served(settings):
+    """pmd_site.asgi under uvicorn with `pmd serve`'s options, in a thread: its URL."""
+    import threading
+    import time
+
+    import uvicorn
+
+    from pmd_site.asgi import application
+    from pmd_site.cli.serve import server_options
+    from tests.support.mcp_client import close_other_connections
+    from tests.support.servers import free_port
+
+    settings.PMD_BEHIND_HTTPS_PROXY = True
+    settings.PMD_SUPERUSER_GROUPS = ["pmd-admins"]
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(application, host="127.0.0.1", port=port, log_level="warning",
+                                           **server_options()))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        assert time.monotonic() < deadline and thread.is_alive(), "uvicorn did not start"
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        close_other_connections()
+
+
+def _get_status(url: str, **headers):
+    import httpx
+
+    return httpx.get(f"{url}/status/", headers=headers, follow_redirects=False, timeout=30)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_forged_x_forwarded_for_naming_the_proxy_signs_no_one_in(served, settings):
+    settings.PMD_FORWARD_AUTH_PROXIES = [ipaddress.ip_network("10.9.9.9")]
+    response = _get_status(served, **{"X-Forwarded-For": "10.9.9.9", "Remote-User": "mallory",
+                                      "Remote-Groups": "pmd-admins"})
+    assert response.status_code == 302 and response.headers["location"].startswith("/accounts/login/")
+    assert not get_user_model().objects.filter(username="mallory").exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_proxy_on_the_same_host_signs_people_in_and_names_the_client(served, settings):
+    from indexing.models import TokenFailure
+
+    settings.PMD_FORWARD_AUTH_PROXIES = [ipaddress.ip_network("127.0.0.1")]
+    response = _get_status(served, **{"X-Forwarded-For": "203.0.113.9", "Remote-User": "bob"})
+    assert response.status_code == 200 and get_user_model().objects.filter(username="bob").exists()
+    # The address lockouts and throttles count is the client the proxy names, not the proxy.
+    import httpx
+
+    refused = httpx.get(f"{served}/api/collections", timeout=30,
+                        headers={"X-Forwarded-For": "203.0.113.9", "Authorization": "Bearer wrong"})
+    assert refused.status_code == 401
+    assert list(TokenFailure.objects.values_list("address", flat=True)) == ["203.0.113.9"]
