@@ -11,6 +11,7 @@ from django.test import Client
 
 from indexing.access import Access, visible_collection_names
 from indexing.models import AuditEvent
+from indexing.services.accounts import identity_link
 from indexing.services.sharing import collection_share
 from tests.support.factories import make_group, make_user, make_vault
 
@@ -93,6 +94,7 @@ def test_group_changes_at_the_proxy_follow_at_once(tmp_path, settings):
 
 def test_a_deactivated_account_is_refused():
     make_user("erin", is_active=False)
+    identity_link(username="erin", provider="forward-auth", subject="erin", access=Access.local_user())
     response = from_proxy(user="erin").get("/")
     assert response.status_code == 403 and b"deactivated" in response.content
 
@@ -135,6 +137,43 @@ def test_status_warns_about_trusting_every_address_and_about_no_way_in(settings)
     settings.PMD_PASSWORD_LOGIN = False
     settings.PMD_OIDC_PROVIDERS = []
     assert any("only the break-glass accounts" in w for w in unsafe_settings(settings))
+
+
+
+def as_sent(name: str) -> str:
+    """A header value as the web server hands it to Django: its UTF-8 bytes read as latin-1."""
+    return name.encode("utf-8").decode("latin-1")
+
+
+def test_names_are_read_as_utf_8():
+    assert who(from_proxy(user=as_sent("José"), groups=None)) == "José"
+    assert who(from_proxy(user=as_sent("рус"), groups=None)) == "рус"
+    assert who(from_proxy(user=as_sent("сут"), groups=None)) == "сут"  # another person, not refused
+    assert get_user_model().objects.filter(username__in=["José", "рус", "сут"]).count() == 3
+
+
+def test_a_header_that_is_not_utf_8_is_refused():
+    response = from_proxy(user="Jos\xe9", groups=None).get("/")  # latin-1 bytes, as a server hands them on
+    assert response.status_code == 403 and b"not UTF-8" in response.content
+
+
+def test_a_name_that_cleans_to_a_local_account_does_not_sign_in_as_it(run_cli):
+    staffy = make_user("staffy", staff=True)
+    refused = from_proxy(user="staffy!", groups=None).get("/")
+    assert refused.status_code == 403 and b"already exists" in refused.content
+    # Not linked by the attempt: the account's name at the proxy still is not enough ...
+    assert from_proxy(user="staffy", groups=None).get("/").status_code == 403
+    # ... until an administrator links it.
+    code, out, _ = run_cli("user", "link", "staffy", "--provider", "forward-auth", "--subject", "staffy")
+    assert code == 0 and "signs in as staffy" in out
+    assert who(from_proxy(user="staffy", groups=None)) == "staffy"
+    assert get_user_model().objects.get(username="staffy").pk == staffy.pk
+    assert from_proxy(user="staffy!", groups=None).get("/").status_code == 403
+
+
+def test_a_name_longer_than_pmd_keeps_is_refused_in_words():
+    response = from_proxy(user="m" * 300).get("/")
+    assert response.status_code == 403 and b"longer than 255 characters" in response.content
 
 
 # --- through the web server `pmd serve` runs (uvicorn on loopback) ---------------------------
