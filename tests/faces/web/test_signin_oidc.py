@@ -183,6 +183,19 @@ def test_a_preferred_username_equal_to_a_local_account_does_not_take_it_over(pro
     assert signed_in_as(client) is None and not ExternalIdentity.objects.filter(user=local).exists()
 
 
+def test_an_answer_with_another_sign_ins_code_is_refused_in_words(provider):
+    provider.person("hedda", groups=[])
+    other = Client()
+    start = other.get("/accounts/oidc/test/login/")
+    code = parse_qs(urlsplit(provider.sign_in(start["Location"], "hedda")).query)["code"][0]
+    client = Client()
+    own = client.get("/accounts/oidc/test/login/")
+    state = parse_qs(urlsplit(own["Location"]).query)["state"][0]
+    answer = client.get(f"/accounts/oidc/test/callback/?code={code}&state={state}")
+    assert answer.status_code == 400 and b"did not exchange the code" in answer.content
+    assert signed_in_as(client) is None
+
+
 def test_the_local_admin_is_never_taken_over(provider):
     make_user("admin", superuser=True)
     provider.person("admin", groups=[])
