@@ -354,3 +354,20 @@ def test_serve_never_lets_uvicorn_read_forwarded_headers(settings, monkeypatch, 
     args = type("Args", (), {"host": "127.0.0.1", "port": 0, "workers": 1})()
     assert serve.cmd_serve(args) == 0
     assert seen["proxy_headers"] is False
+
+
+def test_an_https_proxy_without_its_addresses_is_a_configuration_error():
+    """Behind a proxy pmd must know its address, or it could only trust everyone or no one."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "pmd_site.settings", "PMD_BEHIND_HTTPS_PROXY": "true",
+           "PMD_TRUSTED_PROXIES": "", "PMD_FORWARD_AUTH_PROXIES": ""}
+    probe = [sys.executable, "-c", "import django; django.setup()"]
+    root = Path(__file__).resolve().parents[2]
+    refused = subprocess.run(probe, capture_output=True, text=True, env=env, cwd=root, timeout=120)
+    assert refused.returncode != 0 and "PMD_BEHIND_HTTPS_PROXY=true needs PMD_TRUSTED_PROXIES" in refused.stderr
+    env["PMD_TRUSTED_PROXIES"] = "127.0.0.1"
+    assert subprocess.run(probe, capture_output=True, text=True, env=env, cwd=root, timeout=120).returncode == 0
