@@ -133,6 +133,8 @@ def test_status_warns_about_trusting_every_address_and_about_no_way_in(settings)
 
     settings.PMD_FORWARD_AUTH_PROXIES = [ipaddress.ip_network("0.0.0.0/0")]
     assert any("every client is trusted" in w for w in unsafe_settings(settings))
+    settings.PMD_TRUSTED_PROXIES = [ipaddress.ip_network("::/0")]
+    assert any("every client may name its own address" in w for w in unsafe_settings(settings))
     settings.PMD_FORWARD_AUTH = False
     settings.PMD_PASSWORD_LOGIN = False
     settings.PMD_OIDC_PROVIDERS = []
