@@ -561,7 +561,7 @@ def conversation_answers(*, user, conversation) -> list:
     """The answers of one conversation of this user, oldest first (a follow-up's context)."""
     from indexing.models import Answer
 
-    answers = list(Answer.objects.filter(user=user, conversation=conversation).order_by("created_at", "id"))
+    answers = list(Answer.objects.of_conversation(user=user, conversation=conversation).order_by("created_at", "id"))
     if not answers:
         raise errors.ConversationNotFound(f"no conversation {conversation} of yours")
     return answers

@@ -20,7 +20,7 @@ def answer_record(*, user, conversation, question: str, text: str, state: str, m
 
 def conversation_delete(*, user, conversation) -> int:
     """Forget one conversation of this user (a user never reaches another's); the answers deleted."""
-    deleted, _ = Answer.objects.filter(user=user, conversation=conversation).delete()
+    deleted, _ = Answer.objects.of_conversation(user=user, conversation=conversation).delete()
     if not deleted:
         raise ConversationNotFound(f"no conversation {conversation} of yours")
     return deleted
