@@ -566,7 +566,7 @@ def index_counts(*, access: Access) -> dict:
 
 def conversation_answers(*, access: Access, conversation) -> list:
     """The answers of one conversation of this user, oldest first (a follow-up's context)."""
-    answers = list(answers_visible_to(access).filter(conversation=conversation).order_by("created_at", "id"))
+    answers = list(answers_visible_to(access).of_conversation(conversation).order_by("created_at", "id"))
     if not answers:
         raise errors.ConversationNotFound(f"no conversation {conversation} of yours")
     return answers

@@ -22,7 +22,7 @@ def answer_record(*, user, conversation, question: str, text: str, state: str, m
 def conversation_delete(*, access: Access, conversation) -> int:
     """Forget one conversation of this user (a user never reaches another's, nor a token one that
     drew on collections outside its scope); the answers deleted."""
-    deleted, _ = Answer.objects.filter(pk__in=answers_visible_to(access).filter(conversation=conversation)
+    deleted, _ = Answer.objects.filter(pk__in=answers_visible_to(access).of_conversation(conversation)
                                        .values("pk")).delete()
     if not deleted:
         raise ConversationNotFound(f"no conversation {conversation} of yours")
