@@ -180,10 +180,16 @@ def require_staff(access: Access, what: str = "managing collections and contexts
         raise errors.AccessDenied(f"{what} needs a staff account")
 
 
-def require_write(access: Access, what: str = "managing collections and contexts") -> None:
-    """Staff, and not through a read-only token."""
+def refuse_read_only(access: Access, what: str) -> None:
+    """Any change at all (a member's own saved searches, answers, ratings too): not through a
+    read-only token."""
     if access.active and not access.can_write:
         raise errors.AccessDenied(f"{what} needs a token with write scope; this token is read-only")
+
+
+def require_write(access: Access, what: str = "managing collections and contexts") -> None:
+    """Staff, and not through a read-only token."""
+    refuse_read_only(access, what)
     require_staff(access, what)
 
 

@@ -3,6 +3,7 @@ again and a follow-up builds on them; the asker deletes a conversation whenever 
 
 from __future__ import annotations
 
+from indexing.access import refuse_read_only
 from indexing.errors import ConversationNotFound
 from indexing.models import Answer
 
@@ -18,9 +19,10 @@ def answer_record(*, user, conversation, question: str, text: str, state: str, m
     )
 
 
-def conversation_delete(*, user, conversation) -> int:
+def conversation_delete(*, access, conversation) -> int:
     """Forget one conversation of this user (a user never reaches another's); the answers deleted."""
-    deleted, _ = Answer.objects.filter(user=user, conversation=conversation).delete()
+    refuse_read_only(access, "deleting a conversation")
+    deleted, _ = Answer.objects.filter(user=access.user, conversation=conversation).delete()
     if not deleted:
         raise ConversationNotFound(f"no conversation {conversation} of yours")
     return deleted

@@ -2,7 +2,8 @@
 
 Writes here; running one is search.pipeline.saved.saved_search_run (it searches, which is above this
 layer). A member sees their own saved searches and those shared with a group they are in; only the
-owner removes one. The local user (the CLI on the server) owns those it saves.
+owner removes one. The local user (the CLI on the server) owns those it saves. Changing one is a
+write (not through a read-only token).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from django.contrib.auth.models import Group
 from django.db.models import Q
 from django.utils import timezone
 
+from indexing.access import refuse_read_only
 from indexing.errors import GroupNotFound, InvalidSearchInput, SavedSearchExists, SavedSearchNotFound
 from indexing.models import SavedSearch
 from indexing.services.notify import webhook_check
@@ -32,6 +34,7 @@ def saved_searches_visible(*, access):
 def saved_search_add(*, access, name: str, query: str, mode: str = "keyword", filters: dict | None = None,
                      collections: list[str] | None = None, group: str | None = None, webhook_url: str = "",
                      email_digest: bool = False) -> SavedSearch:
+    refuse_read_only(access, "saving a search")
     name = " ".join((name or "").split())[:100]
     if not name:
         raise InvalidSearchInput("a saved search needs a name")
@@ -58,6 +61,7 @@ def saved_search_digest_set(*, access, name: str, webhook_url: str | None = None
                             email_digest: bool | None = None) -> SavedSearch:
     """Change where a saved search of one's own sends its digest (None: leave as it is; "" or False:
     stop sending there). Only the owner changes it, as with removing it."""
+    refuse_read_only(access, "changing a saved search")
     saved = SavedSearch.objects.filter(owner=_owner(access), name=name).first()
     if saved is None:
         raise SavedSearchNotFound(name=name)
@@ -82,6 +86,7 @@ def saved_search_get(*, access, name: str) -> SavedSearch:
 
 
 def saved_search_remove(*, access, name: str) -> None:
+    refuse_read_only(access, "removing a saved search")
     deleted, _ = SavedSearch.objects.filter(owner=_owner(access), name=name).delete()
     if not deleted:
         raise SavedSearchNotFound(name=name)

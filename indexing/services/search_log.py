@@ -14,6 +14,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.utils import timezone
 
+from indexing.access import refuse_read_only
 from indexing.models import SearchFeedback, SearchLogEntry
 
 PRUNE_EVERY_SECONDS = 3600
@@ -64,6 +65,7 @@ def _still_typing(fields: dict) -> SearchLogEntry | None:
 
 def search_log_opened(*, access, entry_id: int, uri: str) -> bool:
     """Note the result opened from a logged search (the first one only); only by whoever searched."""
+    refuse_read_only(access, "noting the result opened")
     entries = SearchLogEntry.objects.filter(pk=entry_id, opened_uri="")
     if not access.local:
         entries = entries.filter(user=access.user)
@@ -73,6 +75,7 @@ def search_log_opened(*, access, entry_id: int, uri: str) -> bool:
 def search_feedback_record(*, access, entry_id: int, uri: str, helpful: bool) -> bool:
     """A thumbs up (helpful) or down on a result of a logged search; only by whoever searched (a member
     never rates, nor learns of, another's search). A second vote on the same result replaces the first."""
+    refuse_read_only(access, "rating a result")
     entries = SearchLogEntry.objects.filter(pk=entry_id)
     if not access.local:
         entries = entries.filter(user=access.user) if access.user is not None else entries.none()

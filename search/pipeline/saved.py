@@ -8,11 +8,18 @@ from search.pipeline.dispatch import search_run
 from search.request import SearchRequest
 from search.results import SearchResponse
 
-from indexing.services.saved_searches import saved_search_get, saved_search_mark_digest, saved_search_mark_run
+from indexing.access import refuse_read_only
+from indexing.services.saved_searches import (
+    saved_search_get,
+    saved_search_mark_digest,
+    saved_search_mark_run,
+)
 
 
 def saved_search_run(*, access, name: str, face: str = "", limit: int | None = None) -> tuple[SearchResponse, list[str]]:
-    """(the response, the result URIs new since the last run of this saved search)."""
+    """(the response, the result URIs new since the last run of this saved search). A run notes
+    what it found, so it is a change: not through a read-only token."""
+    refuse_read_only(access, "running a saved search")
     saved = saved_search_get(access=access, name=name)
     response = _run(saved, access=access, face=face, limit=limit)
     new = saved_search_mark_run(saved, [r.uri for r in response.results])

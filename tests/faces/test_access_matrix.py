@@ -896,6 +896,101 @@ def test_token_limits_are_within_what_the_user_sees(world):
     assert [c["name"] for c in client.get("/api/collections").json()["items"]] == [HIDDEN]
 
 
+# --- the JSON API and the web: a member's own things (saved searches, answers, ratings) -------------
+
+
+def _own_things(user, name: str = "mine") -> dict:
+    """A saved search, a logged search and an answer of `user`, made in the test (rolled back)."""
+    from indexing.models import Answer, SavedSearch, SearchLogEntry
+
+    return {"saved": SavedSearch.objects.create(owner=user, name=name, query="vacation days"),
+            "entry": SearchLogEntry.objects.create(user=user, face="api", mode="keyword", query="vacation days",
+                                                   results=1, latency_ms=1.0),
+            "answer": Answer.objects.create(user=user, question="How many vacation days?", text="Ask your lead.")}
+
+
+def _member_writes(things: dict) -> dict:
+    saved, entry = things["saved"].name, things["entry"].pk
+    return {
+        "saved_add": ("post", "/api/saved", {"name": "another", "query": SHARED_QUERY}),
+        "saved_change": ("patch", f"/api/saved/{saved}", {"webhook_url": "https://hooks.example.org/x"}),
+        "saved_run": ("post", f"/api/saved/{saved}/run", None),
+        "saved_remove": ("delete", f"/api/saved/{saved}", None),
+        "answer_delete": ("delete", f"/api/answers/{things['answer'].conversation}", None),
+        "feedback": ("post", f"/api/searches/{entry}/feedback", {"uri": "pmd://handbook/welcome.md", "helpful": False}),
+        "opened": ("post", f"/api/searches/{entry}/opened", {"uri": "pmd://handbook/welcome.md"}),
+    }
+
+
+MEMBER_WRITES = ["saved_add", "saved_change", "saved_run", "saved_remove", "answer_delete", "feedback", "opened"]
+
+
+def _unchanged(things: dict) -> None:
+    from indexing.models import Answer, SavedSearch, SearchFeedback, SearchLogEntry
+
+    saved = SavedSearch.objects.get(pk=things["saved"].pk)
+    assert (saved.webhook_url, saved.last_run, saved.seen) == ("", None, [])
+    assert not SavedSearch.objects.filter(name="another").exists()
+    assert SearchLogEntry.objects.get(pk=things["entry"].pk).opened_uri == ""
+    assert not SearchFeedback.objects.filter(entry=things["entry"]).exists()
+    assert Answer.objects.filter(pk=things["answer"].pk).exists()
+
+
+@pytest.mark.parametrize("write", MEMBER_WRITES)
+@pytest.mark.parametrize("who", READ_ONLY_TOKENS)
+def test_read_only_token_cannot_change_even_its_users_own_things(world, who, write):
+    """403 forbidden, the same error as for collections, and nothing changed (a run notes its results)."""
+    things = _own_things(world.users[PRINCIPALS[who].user])
+    response = _send(world.client(who), *_member_writes(things)[write])
+    assert response.status_code == 403, response.content
+    assert _body(response)["code"] == "forbidden" and "read-only" in _body(response)["message"]
+    assert_no_leak(response.content.decode())
+    _unchanged(things)
+
+
+WRITE_TOKENS = {  # principal of the same user → how its write token is limited
+    "outsider": [], "staffer": [], "insider_limited": ["handbook"],
+}
+
+
+@pytest.mark.parametrize("write", MEMBER_WRITES)
+@pytest.mark.parametrize("who", list(WRITE_TOKENS))
+def test_write_token_changes_its_users_own_things_and_nobody_elses(world, who, write):
+    """A write token (a member's, staff's without access, one limited to `handbook`) changes what is
+    its user's own; another member's saved search, answer and logged search are not there for it."""
+    from tests.support.factories import make_token
+
+    user = world.users[PRINCIPALS[who].user]
+    client = Client(HTTP_AUTHORIZATION=f"Bearer {make_token(user, write=True, collections=WRITE_TOKENS[who])}")
+    own = _send(client, *_member_writes(_own_things(user))[write])
+    assert own.status_code in {200, 201, 204}, own.content
+    assert own.status_code == 204 or _body(own).get("recorded", True) is True
+    assert_no_leak(own.content.decode())
+
+    other = "insider" if PRINCIPALS[who].user != "insider" else "outsider"
+    theirs = _own_things(world.users[other], name="theirs")
+    if write == "saved_add":
+        return
+    response = _send(client, *_member_writes(theirs)[write])
+    if write in {"feedback", "opened"}:
+        assert response.status_code == 200 and _body(response) == {"recorded": False}
+    else:
+        assert response.status_code == 404, response.content
+    _unchanged(theirs)
+
+
+def test_web_session_cannot_change_another_members_saved_search_or_answers(world):
+    """Sessions are never read-only; what is another member's is not there for them (nothing changes)."""
+    theirs = _own_things(world.users["insider"], name="theirs")
+    client = world.client("outsider_session")
+    assert client.post("/saved/theirs/digest/", {"webhook_url": "https://hooks.example.org/x"}).status_code == 302
+    assert client.post("/saved/theirs/remove/").status_code == 302
+    assert client.get("/saved/theirs/").status_code == 302  # not found: back to the list
+    assert client.post(f"/ask/{theirs['answer'].conversation}/delete/").status_code == 404
+    assert client.post("/api/saved/theirs/run").status_code == 404
+    _unchanged(theirs)
+
+
 # --- revocation, expiry, audit -------------------------------------------------------------------
 
 
