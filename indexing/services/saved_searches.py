@@ -3,7 +3,7 @@
 Writes here; running one is search.pipeline.saved.saved_search_run (it searches, which is above this
 layer). A member sees their own saved searches and those shared with a group they are in; only the
 owner removes one. The local user (the CLI on the server) owns those it saves. Changing one is a
-write (not through a read-only token).
+write (not through a read-only token); one saved through a collection-limited token keeps that limit.
 """
 
 from __future__ import annotations
@@ -20,6 +20,21 @@ from indexing.services.notify import webhook_check
 
 def _owner(access):
     return None if access.local else access.user
+
+
+def saved_search_access(saved: SavedSearch, access):
+    """What a run of `saved` may see: `access`, within the collections of the token it was saved
+    through when that token was limited to some."""
+    if not saved.scope_limited:
+        return access
+    return access.within(saved.scope_collections.values_list("pk", flat=True))
+
+
+def _token_collection_ids(access) -> set[int] | None:
+    """The collections a collection-limited token is limited to; None when it is not limited."""
+    if not access.token_limited:
+        return None
+    return set(access.token.collections.values_list("pk", flat=True))
 
 
 def saved_searches_visible(*, access):
@@ -52,19 +67,32 @@ def saved_search_add(*, access, name: str, query: str, mode: str = "keyword", fi
         webhook_check(webhook_url)
     if SavedSearch.objects.filter(owner=owner, name=name).exists():
         raise SavedSearchExists(name=name)
-    return SavedSearch.objects.create(owner=owner, name=name, query=(query or "").strip()[:2000], mode=mode,
-                                      filters=filters or {}, collections=list(collections or []), group=shared,
-                                      webhook_url=webhook_url, email_digest=bool(email_digest))
+    limit = _token_collection_ids(access)
+    saved = SavedSearch.objects.create(owner=owner, name=name, query=(query or "").strip()[:2000], mode=mode,
+                                       filters=filters or {}, collections=list(collections or []), group=shared,
+                                       webhook_url=webhook_url, email_digest=bool(email_digest),
+                                       scope_limited=limit is not None)
+    if limit:
+        saved.scope_collections.set(limit)
+    return saved
 
 
 def saved_search_digest_set(*, access, name: str, webhook_url: str | None = None,
                             email_digest: bool | None = None) -> SavedSearch:
     """Change where a saved search of one's own sends its digest (None: leave as it is; "" or False:
-    stop sending there). Only the owner changes it, as with removing it."""
+    stop sending there). Only the owner changes it, as with removing it; through a collection-limited
+    token, its limit narrows to that token's collections (it never widens)."""
     refuse_read_only(access, "changing a saved search")
     saved = SavedSearch.objects.filter(owner=_owner(access), name=name).first()
     if saved is None:
         raise SavedSearchNotFound(name=name)
+    limit = _token_collection_ids(access)
+    if limit is not None:
+        if saved.scope_limited:
+            limit &= set(saved.scope_collections.values_list("pk", flat=True))
+        saved.scope_limited = True
+        saved.save(update_fields=["scope_limited"])
+        saved.scope_collections.set(limit)
     if webhook_url is not None:
         webhook_url = webhook_url.strip()
         if webhook_url:

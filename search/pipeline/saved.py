@@ -10,6 +10,7 @@ from search.results import SearchResponse
 
 from indexing.access import refuse_read_only
 from indexing.services.saved_searches import (
+    saved_search_access,
     saved_search_get,
     saved_search_mark_digest,
     saved_search_mark_run,
@@ -27,8 +28,10 @@ def saved_search_run(*, access, name: str, face: str = "", limit: int | None = N
 
 
 def _run(saved, *, access, face: str = "", limit: int | None = None) -> SearchResponse:
+    """Within the limit of the token it was saved through, if any, whoever runs it."""
     return search_run(SearchRequest(
-        query=saved.query, mode=saved.mode, limit=limit, collections=list(saved.collections or []), access=access,
+        query=saved.query, mode=saved.mode, limit=limit, collections=list(saved.collections or []),
+        access=saved_search_access(saved, access),
         filters=SearchFilters.from_dict(saved.filters or None), face=face))
 
 
@@ -36,8 +39,9 @@ DIGEST_LIMIT = 50
 
 
 def saved_searches_digest() -> dict:
-    """Run every saved search that has a webhook or an email digest, as its owner sees the notes, and
-    send what is new since its last digest: {name: {"new": n, "webhook": error?, "email": error?}}."""
+    """Run every saved search that has a webhook or an email digest, as its owner sees the notes (within
+    the limit of the token it was saved through), and send what is new since its last digest:
+    {name: {"new": n, "webhook": error?, "email": error?}}."""
     from django.db.models import Q
 
     from indexing.access import Access
