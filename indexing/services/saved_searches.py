@@ -8,6 +8,8 @@ write (not through a read-only token); one saved through a collection-limited to
 
 from __future__ import annotations
 
+import unicodedata
+
 from django.contrib.auth.models import Group
 from django.db.models import Q
 from django.utils import timezone
@@ -18,8 +20,22 @@ from indexing.models import SavedSearch
 from indexing.services.notify import webhook_check
 
 
+NAME_RULE = ("a saved search's name is 1 to 100 characters, without '/' or control characters, "
+             "and not '.' or '..'")
+
+
 def _owner(access):
     return None if access.local else access.user
+
+
+def saved_search_name_check(name: str) -> str:
+    """The name as kept (spaces collapsed), or InvalidSearchInput: a name is part of its pages'
+    and the API's addresses, so a '/' would make it unreachable there."""
+    cleaned = " ".join((name or "").split())
+    if (not cleaned or len(cleaned) > 100 or "/" in cleaned or cleaned in {".", ".."}
+            or any(unicodedata.category(c) == "Cc" for c in cleaned)):
+        raise InvalidSearchInput(f"{NAME_RULE}: {cleaned[:100]!r} is not")
+    return cleaned
 
 
 def saved_search_access(saved: SavedSearch, access):
@@ -50,9 +66,7 @@ def saved_search_add(*, access, name: str, query: str, mode: str = "keyword", fi
                      collections: list[str] | None = None, group: str | None = None, webhook_url: str = "",
                      email_digest: bool = False) -> SavedSearch:
     refuse_read_only(access, "saving a search")
-    name = " ".join((name or "").split())[:100]
-    if not name:
-        raise InvalidSearchInput("a saved search needs a name")
+    name = saved_search_name_check(name)
     if not (query or "").strip() and not filters:
         raise InvalidSearchInput("a saved search needs words or filters")
     owner = _owner(access)

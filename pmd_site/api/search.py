@@ -182,12 +182,21 @@ def saved_add(request, body: SavedIn):
     return 201, saved_search_dict(saved)
 
 
+# Names are routed with `path` (and /run first), so one saved before names were checked, with a
+# '/' in it, can still be run, changed and removed.
+@router.post("/saved/{path:name}/run", response={200: dict, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut},
+             summary="Run a saved search: its results, and `new`: those new since its last run")
+def saved_run(request, name: str, limit: int | None = Query(None, ge=1, le=1000)):
+    response, new = saved_search_run(access=request.auth, name=name, face="api", limit=limit or DEFAULT_LIMIT_MACHINE)
+    return {**response.as_dict(), "new": new}
+
+
 class SavedDigestIn(Schema):
     webhook_url: str | None = Field(None, max_length=2000, description="POST its new matches here; \"\" stops")
     email_digest: bool | None = Field(None, description="email its new matches to you (when email is configured)")
 
 
-@router.patch("/saved/{name}", response={200: dict, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut, 422: ErrorOut},
+@router.patch("/saved/{path:name}", response={200: dict, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut, 422: ErrorOut},
               summary="Change where a saved search of yours sends its digest (webhook, email)")
 def saved_digest_set(request, name: str, body: SavedDigestIn):
     saved = saved_search_digest_set(access=request.auth, name=name, webhook_url=body.webhook_url,
@@ -195,14 +204,7 @@ def saved_digest_set(request, name: str, body: SavedDigestIn):
     return saved_search_dict(saved)
 
 
-@router.post("/saved/{name}/run", response={200: dict, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut},
-             summary="Run a saved search: its results, and `new`: those new since its last run")
-def saved_run(request, name: str, limit: int | None = Query(None, ge=1, le=1000)):
-    response, new = saved_search_run(access=request.auth, name=name, face="api", limit=limit or DEFAULT_LIMIT_MACHINE)
-    return {**response.as_dict(), "new": new}
-
-
-@router.delete("/saved/{name}", response={204: None, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut},
+@router.delete("/saved/{path:name}", response={204: None, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut},
                summary="Remove a saved search of yours")
 def saved_remove(request, name: str):
     saved_search_remove(access=request.auth, name=name)
