@@ -179,7 +179,7 @@ def saved_add(request, body: SavedIn):
                              filters=body.filters.model_dump(exclude_none=True) if body.filters else None,
                              collections=body.collections, group=body.group, webhook_url=body.webhook_url,
                              email_digest=body.email_digest)
-    return 201, saved_search_dict(saved)
+    return 201, saved_search_dict(saved, access=request.auth)
 
 
 # Names are routed with `path` (and /run first), so one saved before names were checked, with a
@@ -201,7 +201,7 @@ class SavedDigestIn(Schema):
 def saved_digest_set(request, name: str, body: SavedDigestIn):
     saved = saved_search_digest_set(access=request.auth, name=name, webhook_url=body.webhook_url,
                                     email_digest=body.email_digest)
-    return saved_search_dict(saved)
+    return saved_search_dict(saved, access=request.auth)
 
 
 @router.delete("/saved/{path:name}", response={204: None, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut},

@@ -8,7 +8,7 @@ from search.pipeline.dispatch import search_run
 from search.request import SearchRequest
 from search.results import SearchResponse
 
-from indexing.access import refuse_read_only
+from indexing.access import refuse_read_only, visible_collection_names
 from indexing.services.saved_searches import (
     saved_search_access,
     saved_search_get,
@@ -80,9 +80,10 @@ def saved_searches_listed(*, access) -> list[dict]:
     from indexing.services.saved_searches import saved_searches_visible
 
     owner = None if access.local else access.user
+    visible = set(visible_collection_names(access))
     rows = []
     for saved in saved_searches_visible(access=access).select_related("group", "owner"):
-        row = saved_search_dict(saved)
+        row = saved_search_dict(saved, access=access, visible=visible)
         row["mine"] = saved.owner_id == (owner.pk if owner is not None else None)
         if not row["mine"]:
             row["webhook_url"] = ""
@@ -90,9 +91,14 @@ def saved_searches_listed(*, access) -> list[dict]:
     return rows
 
 
-def saved_search_dict(saved) -> dict:
+def saved_search_dict(saved, *, access, visible: set[str] | None = None) -> dict:
+    """Its collections as `access` sees them (`visible`: their names, when already known): one hidden
+    from it is left out, as a collection never created is."""
+    if visible is None:
+        visible = set(visible_collection_names(access)) if saved.collections else set()
     return {"name": saved.name, "query": saved.query, "mode": saved.mode, "filters": saved.filters,
-            "collections": saved.collections, "shared_with": saved.group.name if saved.group else None,
+            "collections": [c for c in saved.collections if c in visible],
+            "shared_with": saved.group.name if saved.group else None,
             "owner": saved.owner.get_username() if saved.owner else "local",
             "last_run": saved.last_run.isoformat() if saved.last_run else None,
             "webhook_url": saved.webhook_url, "email_digest": saved.email_digest}

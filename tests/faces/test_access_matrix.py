@@ -979,6 +979,25 @@ def test_write_token_changes_its_users_own_things_and_nobody_elses(world, who, w
     _unchanged(theirs)
 
 
+def test_a_saved_search_of_the_hidden_collection_is_as_one_of_a_collection_never_created(world):
+    """Saved through a write token of staff without access, and through one limited to `handbook`:
+    running it answers as for NEVER, and its listing leaves the hidden collection out as NEVER."""
+    from tests.support.factories import make_token
+
+    for user, limit in [("staffer", []), ("insider", ["handbook"])]:
+        client = Client(HTTP_AUTHORIZATION=f"Bearer {make_token(user, write=True, collections=limit)}")
+        answers = {}
+        for name in (HIDDEN, NEVER):
+            made = client.post("/api/saved", {"name": f"of {name}", "query": SECRET_WORD, "collections": [name]},
+                               content_type="application/json")
+            assert made.status_code == 201, made.content
+            answers[name] = client.post(f"/api/saved/of {name}/run")
+            assert answers[name].status_code == 404, answers[name].content
+        same_as_never(answers[HIDDEN].content.decode(), answers[NEVER].content.decode(), user)
+        listed = {row["name"]: row["collections"] for row in client.get("/api/saved").json()["saved"]}
+        assert listed == {f"of {HIDDEN}": [], f"of {NEVER}": []}
+
+
 def test_web_session_cannot_change_another_members_saved_search_or_answers(world):
     """Sessions are never read-only; what is another member's is not there for them (nothing changes)."""
     theirs = _own_things(world.users["insider"], name="theirs")

@@ -166,3 +166,20 @@ def test_a_name_saved_with_a_slash_before_names_were_checked_can_be_listed_run_a
     assert as_ana.delete("/api/saved/break%2Fpage").status_code == 204
     web_client(ana).post("/saved/also/bad/remove/")
     assert not SavedSearch.objects.exists()
+
+
+def test_a_shared_saved_search_shows_members_only_the_collections_they_see(vault, tmp_path, run_cli):
+    ana, bo = make_user("ana"), make_user("bo")
+    make_group("team", ana, bo)
+    make_vault(tmp_path / "h", {"h.md": "# H\n\npostgres hidden\n"}, name="hidden-one", owner=ana,
+               visibility="private")
+    made = api_client(ana).post("/api/saved", {"name": "ours", "query": "postgres", "group": "team",
+                                               "collections": ["saved", "hidden-one"]},
+                                content_type="application/json")
+    assert made.json()["collections"] == ["saved", "hidden-one"]
+    assert api_client(ana).get("/api/saved").json()["saved"][0]["collections"] == ["saved", "hidden-one"]
+    theirs = api_client(bo).get("/api/saved")
+    assert theirs.json()["saved"][0]["collections"] == ["saved"] and "hidden-one" not in theirs.content.decode()
+    assert "hidden-one" not in web_client(bo).get("/saved/").content.decode()
+    code, out, _ = run_cli("saved", "list", "--json")  # the local user sees every collection
+    assert code == 0 and json.loads(out)["saved"][0]["collections"] == ["saved", "hidden-one"]
