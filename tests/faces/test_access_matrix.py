@@ -18,6 +18,10 @@ name in place of the other. Faces: the JSON API (bearer tokens and sessions), MC
 (JSON-RPC through pmd_site.asgi under uvicorn, as in test_mcp) and the CLI (the local user sees
 everything). The web UI and the admin are covered in test_web_teams.py.
 
+Writes: every API write (collections and contexts; a member's own saved searches, answers,
+ratings and opened results) is refused to every read-only token with the same 403; write tokens
+and web sessions change only what is their user's own. MCP offers no tool that writes.
+
 The world is built once for the module and committed (the MCP server's threads read it); every
 test runs in a transaction rolled back afterwards, and the module's teardown empties the tables
 it wrote to.
@@ -1180,6 +1184,9 @@ def tools_list(mcp, p, w):
     assert response.status_code == 200, response.text
     assert {t["name"] for t in response.json()["result"]["tools"]} >= {
         "pmd_search", "pmd_vector_search", "pmd_deep_search", "pmd_get", "pmd_multi_get", "pmd_status"}
+    # No tool changes anything, so a read-only token may call every one: a tool that writes would
+    # need its own rows in the write matrix above.
+    assert all(t["annotations"]["readOnlyHint"] for t in response.json()["result"]["tools"])
     return response.text
 
 
