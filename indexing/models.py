@@ -694,6 +694,10 @@ class SavedSearch(models.Model):
     email_digest = models.BooleanField(default=False)
     digest_seen = models.JSONField(default=list, blank=True)
     digest_at = models.DateTimeField(null=True, blank=True)
+    # Saved through a token limited to some collections: it keeps that limit (its runs and digests
+    # see only `scope_collections`, none once they are all removed), and later changes only narrow it.
+    scope_limited = models.BooleanField(default=False)
+    scope_collections = models.ManyToManyField("indexing.Collection", blank=True, related_name="+")
 
     class Meta:
         ordering = ["name"]

@@ -14,7 +14,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.utils import timezone
 
-from indexing.access import visible_collections
+from indexing.access import refuse_read_only, visible_collections
 from indexing.errors import DocumentNotFound, InvalidPath
 from indexing.models import Document, SearchFeedback, SearchLogEntry
 from indexing.paths import SCHEME, parse_virtual, virtual_path
@@ -84,6 +84,7 @@ def _note_uri(uri: str, *, access) -> str:
 def search_log_opened(*, access, entry_id: int, uri: str) -> bool:
     """Note the result opened from a logged search (the first one only); only by whoever searched,
     and only a note they see (staff read these URIs)."""
+    refuse_read_only(access, "noting the result opened")
     uri = _note_uri(uri, access=access)
     entries = SearchLogEntry.objects.filter(pk=entry_id, opened_uri="")
     if not access.local:
@@ -95,6 +96,7 @@ def search_feedback_record(*, access, entry_id: int, uri: str, helpful: bool) ->
     """A thumbs up (helpful) or down on a result of a logged search; only by whoever searched (a member
     never rates, nor learns of, another's search), and only on a note they see (staff read these URIs).
     A second vote on the same result replaces the first."""
+    refuse_read_only(access, "rating a result")
     uri = _note_uri(uri, access=access)
     entries = SearchLogEntry.objects.filter(pk=entry_id)
     if not access.local:

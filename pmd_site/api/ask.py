@@ -54,7 +54,7 @@ def answers_get(request):
     return [answer_from_record(a).as_dict() for a in answers_recent(access=request.auth)]
 
 
-@router.delete("/answers/{conversation}", response={200: dict, 401: ErrorOut, 404: ErrorOut},
+@router.delete("/answers/{conversation}", response={200: dict, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut},
                summary="Delete one of your conversations")
 def conversation_delete_view(request, conversation: str):
     return {"deleted": conversation_delete(access=request.auth, conversation=conversation)}

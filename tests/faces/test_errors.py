@@ -148,7 +148,7 @@ def test_api_answers_a_path_that_names_nothing_with_a_json_404(db, staff):
     unknown = api.get("/api/no-such-resource")
     assert unknown.status_code == 404 and unknown["Content-Type"].startswith("application/json")
     assert unknown.json() == {"message": "nothing at /api/no-such-resource", "suggestions": [], "code": "not_found"}
-    assert api.get("/api/saved/a%2Fb/more").json()["code"] == "not_found"
+    assert api.get("/api/collections/a/b/c/more").json()["code"] == "not_found"
     assert Client().get("/api/no-such-resource").status_code == 404  # whoever asks: no sign-in needed to learn that
 
 

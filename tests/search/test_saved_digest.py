@@ -242,3 +242,50 @@ def test_an_https_webhook_verifies_the_certificate_for_its_name_not_the_address(
         assert outcome is None and [host for _, host, _ in _Named.received] == [f"hooks.example.org:{server.server_port}"]
     else:
         assert "certificate" in outcome.lower() and _Named.received == []
+
+
+def test_a_search_saved_through_a_limited_token_keeps_its_limit_in_digests_and_runs(db, tmp_path, receiver, settings):
+    """alice sees `pub` and her private `secret`; a search she saves through a token limited to `pub`
+    never sends, nor shows, a note of `secret`: not in its digest, not when she runs it from the
+    browser, not after she changes it through a token that is not limited; a token limited to
+    other collections narrows it further, never widens it."""
+    from indexing.services.scanning import collection_index
+    from pmd_site.tasks import saved_digest
+    from tests.support.factories import api_client, web_client
+
+    settings.PMD_DIGEST_PRIVATE_WEBHOOKS = True  # the receiver is on loopback
+    alice = make_user("alice")
+    pub = make_vault(tmp_path / "pub", {"a.md": "# A\n\nnothing yet\n"}, name="pub")
+    secret = make_vault(tmp_path / "secret", {"s.md": "# S\n\nnothing here\n"}, name="secret", owner=alice,
+                        visibility="private")
+    limited = api_client(alice, collections=["pub"])
+    made = limited.post("/api/saved", {"name": "exfil", "query": "violetmongoose", "webhook_url": receiver},
+                        content_type="application/json")
+    assert made.status_code == 201, made.content
+    _Receiver.received.clear()
+    assert saved_digest() == {"exfil": {"new": 0}}
+
+    for path, collection in [(tmp_path / "pub" / "new.md", pub), (tmp_path / "secret" / "newest2.md", secret)]:
+        path.write_text("# New\n\nvioletmongoose sighted\n")
+        collection_index(collection)
+    assert saved_digest() == {"exfil": {"new": 1, "webhook": None}}
+    assert [n["uri"] for d in _Receiver.received for n in d["new"]] == ["pmd://pub/new.md"]
+
+    ran = web_client(alice).get("/saved/exfil/").content.decode()
+    assert "new.md" in ran and "newest2.md" not in ran
+
+    unlimited = api_client(alice)
+    assert unlimited.patch("/api/saved/exfil", {"email_digest": False},
+                           content_type="application/json").status_code == 200
+    ran = unlimited.post("/api/saved/exfil/run").json()
+    assert [r["uri"] for r in ran["results"]] == ["pmd://pub/new.md"]
+
+    other = api_client(alice, collections=["secret"])
+    assert other.patch("/api/saved/exfil", {"webhook_url": receiver},
+                       content_type="application/json").status_code == 200
+    assert unlimited.post("/api/saved/exfil/run").json()["results"] == []  # pub ∩ secret: nothing
+    (tmp_path / "secret" / "newer.md").write_text("# Newer\n\nvioletmongoose again\n")
+    collection_index(secret)
+    _Receiver.received.clear()
+    saved_digest()
+    assert _Receiver.received == []
