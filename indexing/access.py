@@ -11,7 +11,8 @@ Who sees a collection (superusers and the local user see all of them):
 - `shared`: its owner, the chosen people and the members of the chosen groups;
 - `private`: its owner only.
 A token sees what its user sees, cut down to its collections when it names some; it changes
-nothing unless it was created with write scope.
+nothing unless it was created with write scope. What is made through a token keeps its limit: a
+saved search made through one runs `within` the collections the token was limited to.
 """
 
 from __future__ import annotations
@@ -19,13 +20,14 @@ from __future__ import annotations
 import getpass
 
 from django.contrib.auth import get_user_model
-from django.db.models import QuerySet
+from django.db.models import BooleanField, QuerySet
+from django.db.models.expressions import RawSQL
 from django.db.models.signals import pre_delete
 from django.dispatch import receiver
 
 from indexing.replicas import read_connection
 from indexing import errors
-from indexing.models import AuditEvent, Collection
+from indexing.models import Answer, AuditEvent, Collection
 
 
 class Access:
@@ -37,6 +39,7 @@ class Access:
         self.local = local
         self._ids: list[int] | None | bool = False  # not computed yet
         self._token_limited: bool | None = None
+        self._within: frozenset[int] | None = None  # a further limit (`within`); None: none
 
     @classmethod
     def local_user(cls) -> Access:
@@ -52,6 +55,14 @@ class Access:
     def for_token(cls, token) -> Access:
         """An API token (the API and /mcp): its user's access, within the token's scope."""
         return cls(user=token.user, token=token)
+
+    def within(self, collection_ids) -> Access:
+        """The same principal, seeing only those of `collection_ids` it sees now (never more): how
+        something made through a collection-limited token keeps that limit when it runs later."""
+        limited = type(self)(user=self.user, token=self.token, local=self.local)
+        limited._within = frozenset(collection_ids) if self._within is None \
+            else self._within & frozenset(collection_ids)
+        return limited
 
     # --- who ---------------------------------------------------------------------------------
 
@@ -101,7 +112,10 @@ class Access:
         Computed once per Access (one per request), so a search pays one small query for it.
         """
         if self._ids is False:
-            self._ids = None if self._sees_everything() else _visible_ids(self)
+            ids = None if self._sees_everything() else _visible_ids(self)
+            if self._within is not None:
+                ids = sorted(self._within if ids is None else self._within.intersection(ids))
+            self._ids = ids
         return self._ids
 
     def forget_collections(self) -> None:
@@ -158,6 +172,24 @@ def visible_collection_names(access: Access) -> list[str]:
     return list(visible_collections(access).order_by("name").values_list("name", flat=True))
 
 
+def answers_visible_to(access: Access):
+    """The answers `access` may read again: its user's own (the local user's, for the CLI), and of
+    those only the ones drawing on collections it sees. An answer is made of its passages, so one
+    citing a hidden collection is left out whole: the same as an answer that never was."""
+    if access.local:
+        answers = Answer.objects.filter(user__isnull=True)
+    elif access.active:
+        answers = Answer.objects.filter(user=access.user)
+    else:
+        return Answer.objects.none()
+    if access.collection_ids() is None:
+        return answers
+    hidden = RawSQL(f"EXISTS (SELECT 1 FROM jsonb_array_elements({Answer._meta.db_table}.passages) p "
+                    "WHERE coalesce(p->>'collection', '') <> ALL(%s::text[]))",
+                    (visible_collection_names(access),), output_field=BooleanField())
+    return answers.alias(hidden=hidden).filter(hidden=False)
+
+
 def collection_suggestions(name: str, access: Access) -> list[str]:
     """pmd:// URIs of the visible collections whose names are close to `name`."""
     import difflib
@@ -180,10 +212,16 @@ def require_staff(access: Access, what: str = "managing collections and contexts
         raise errors.AccessDenied(f"{what} needs a staff account")
 
 
-def require_write(access: Access, what: str = "managing collections and contexts") -> None:
-    """Staff, and not through a read-only token."""
+def refuse_read_only(access: Access, what: str) -> None:
+    """Any change at all (a member's own saved searches, answers, ratings too): not through a
+    read-only token."""
     if access.active and not access.can_write:
         raise errors.AccessDenied(f"{what} needs a token with write scope; this token is read-only")
+
+
+def require_write(access: Access, what: str = "managing collections and contexts") -> None:
+    """Staff, and not through a read-only token."""
+    refuse_read_only(access, what)
     require_staff(access, what)
 
 

@@ -383,6 +383,17 @@ class AuditEvent(models.Model):
         return f"{self.at:%Y-%m-%d %H:%M} {self.actor_label} {self.action} {self.target}"
 
 
+class AnswerQuerySet(models.QuerySet):
+    def of_conversation(self, conversation):
+        """The answers of one conversation; none when `conversation` (as a client wrote it) is no
+        conversation id at all, as for one that does not exist."""
+        try:
+            conversation = uuid.UUID(str(conversation))
+        except ValueError:
+            return self.none()
+        return self.filter(conversation=conversation)
+
+
 class Answer(models.Model):
     """One asked question and its answer (search.pipeline.answer): what the asker sees again, the
     follow-ups of a conversation build on, and the cost staff add up per model."""
@@ -411,6 +422,8 @@ class Answer(models.Model):
     first_token_ms = models.FloatField(null=True, blank=True)
     total_ms = models.FloatField(default=0)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    objects = AnswerQuerySet.as_manager()
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -681,6 +694,10 @@ class SavedSearch(models.Model):
     email_digest = models.BooleanField(default=False)
     digest_seen = models.JSONField(default=list, blank=True)
     digest_at = models.DateTimeField(null=True, blank=True)
+    # Saved through a token limited to some collections: it keeps that limit (its runs and digests
+    # see only `scope_collections`, none once they are all removed), and later changes only narrow it.
+    scope_limited = models.BooleanField(default=False)
+    scope_collections = models.ManyToManyField("indexing.Collection", blank=True, related_name="+")
 
     class Meta:
         ordering = ["name"]

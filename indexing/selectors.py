@@ -13,11 +13,18 @@ from pathlib import Path
 from django.db.models import Count, Q
 
 from indexing import errors
-from indexing.access import Access, collection_suggestions, visible_collections
+from indexing.access import (
+    Access,
+    answers_visible_to,
+    collection_suggestions,
+    visible_collection_names,
+    visible_collections,
+)
 from indexing.convert import unit_lines
 from indexing.models import Collection, Content, Document, FileProblem, Job, PathContext
 from indexing.replicas import read_connection, replica_reads
 from indexing.paths import (
+    SCHEME,
     absolute_path,
     glob_match,
     glob_regex,
@@ -557,21 +564,17 @@ def index_counts(*, access: Access) -> dict:
     }
 
 
-def conversation_answers(*, user, conversation) -> list:
+def conversation_answers(*, access: Access, conversation) -> list:
     """The answers of one conversation of this user, oldest first (a follow-up's context)."""
-    from indexing.models import Answer
-
-    answers = list(Answer.objects.filter(user=user, conversation=conversation).order_by("created_at", "id"))
+    answers = list(answers_visible_to(access).of_conversation(conversation).order_by("created_at", "id"))
     if not answers:
         raise errors.ConversationNotFound(f"no conversation {conversation} of yours")
     return answers
 
 
-def answers_recent(*, user, limit: int = 20) -> list:
+def answers_recent(*, access: Access, limit: int = 20) -> list:
     """This user's latest answers, newest first (what the asker sees again)."""
-    from indexing.models import Answer
-
-    return list(Answer.objects.filter(user=user)[:limit])
+    return list(answers_visible_to(access)[:limit])
 
 
 def answer_costs() -> list[dict]:
@@ -599,10 +602,44 @@ WEAK_SCORE = 0.3  # a top hit holding less of the query than this: the notes bar
 SLOW_MS = 1000.0
 
 
+def _collection_of_uri(field: str):
+    """The collection a stored `pmd://collection/path` names (the text before its first slash)."""
+    from django.db.models import CharField, Func, Value
+    from django.db.models.functions import Substr
+
+    return Func(Substr(field, len(SCHEME) + 1), Value("/"), Value(1), function="split_part", output_field=CharField())
+
+
+def search_log_visible_to(access: Access, entries):
+    """The logged searches `access` may see: staff everyone's, a member their own; a token limited to
+    collections only the searches made through it (the log does not keep which collections a search
+    covered, so only those are known to stay within its scope). And of those, none that opened or
+    rated a note of a collection `access` does not see: that search is left out whole, its query and
+    counts with it, like a search that never was."""
+    from django.db.models import Exists, OuterRef
+
+    from indexing.models import SearchFeedback
+
+    if not access.active:
+        return entries.none()
+    if access.token_limited:
+        entries = entries.filter(token=access.token)
+    elif not access.is_staff:
+        entries = entries.filter(user=access.user)
+    if access.collection_ids() is None:
+        return entries
+    names = visible_collection_names(access)
+    hidden_rating = (SearchFeedback.objects.filter(entry=OuterRef("pk"), uri__startswith=SCHEME)
+                     .alias(collection=_collection_of_uri("uri")).exclude(collection__in=names))
+    return (entries.alias(opened_in=_collection_of_uri("opened_uri"))
+            .exclude(Q(opened_uri__startswith=SCHEME) & ~Q(opened_in__in=names))
+            .exclude(Exists(hidden_rating)))
+
+
 def search_log_report(*, access, days: int = 30, limit: int = 10, now=None) -> dict:
     """Over the last `days`: the most asked queries, those that found nothing or only weak hits (the
-    team's content gaps), the slowest, and the most recent. Staff see everyone's searches, a member
-    only their own."""
+    team's content gaps), the slowest, and the most recent; of the searches `access` may see
+    (`search_log_visible_to`)."""
     from datetime import timedelta
 
     from django.db.models import Avg, Count, Max, Q
@@ -611,9 +648,7 @@ def search_log_report(*, access, days: int = 30, limit: int = 10, now=None) -> d
     from indexing.models import SearchLogEntry
 
     since = (now or timezone.now()) - timedelta(days=max(1, int(days)))
-    entries = SearchLogEntry.objects.filter(at__gte=since)
-    if not access.is_staff:
-        entries = entries.filter(user=access.user) if access.user is not None else entries.none()
+    entries = search_log_visible_to(access, SearchLogEntry.objects.filter(at__gte=since))
 
     def grouped(qs, order):
         rows = (qs.values("query").annotate(searches=Count("id"), people=Count("user", distinct=True),
@@ -625,17 +660,18 @@ def search_log_report(*, access, days: int = 30, limit: int = 10, now=None) -> d
     def recent(qs):
         return [{"at": e.at.isoformat(), "user": e.user.get_username() if e.user else "local", "face": e.face,
                  "mode": e.mode, "query": e.query, "results": e.results, "top_score": e.top_score,
-                 "latency_ms": round(e.latency_ms, 1), "opened": e.opened_uri}
+                 "latency_ms": round(e.latency_ms, 1),
+                 "opened": e.opened_uri if e.opened_uri.startswith(SCHEME) else ""}  # a note, never a link elsewhere
                 for e in qs.select_related("user")[:limit]]
 
     return {
         "days": days, "since": since.isoformat(), "searches": entries.count(),
-        "everyone": access.is_staff,
+        "everyone": access.is_staff and not access.token_limited,
         "top": grouped(entries, ("-searches", "query")),
         "zero_results": grouped(entries.filter(results=0), ("-searches", "query")),
         "weak": grouped(entries.filter(results__gt=0).filter(Q(top_score__lt=WEAK_SCORE)), ("-searches", "query")),
         "slow": grouped(entries.filter(latency_ms__gte=SLOW_MS), ("-latency_ms", "query")),
-        "opened": entries.exclude(opened_uri="").count(),
+        "opened": entries.filter(opened_uri__startswith=SCHEME).count(),
         "feedback": search_feedback_rows(entries, limit),
         "recent": recent(entries),
     }
@@ -697,7 +733,7 @@ def search_feedback_rows(entries, limit: int) -> list[dict]:
 
     from indexing.models import SearchFeedback
 
-    rows = (SearchFeedback.objects.filter(entry__in=entries).values("entry__query", "uri")
+    rows = (SearchFeedback.objects.filter(entry__in=entries, uri__startswith=SCHEME).values("entry__query", "uri")
             .annotate(up=Count("id", filter=Q(helpful=True)), down=Count("id", filter=Q(helpful=False)), last=Max("at"))
             .order_by("-down", "up", "entry__query", "uri")[:limit])
     return [{"query": r["entry__query"], "uri": r["uri"], "up": r["up"], "down": r["down"],

@@ -2,12 +2,15 @@
 
 - `client_address` is the one answer to "which address is this request from", shared by the
   login lockout (django-axes), the API and the MCP endpoint (indexing.services.throttling).
+  Forwarded headers are read here only, and only from the trusted proxies: the web server's own
+  reading of them stays off (`pmd serve`).
 - `ContentSecurityPolicyMiddleware` gives every HTML page the same policy (Django 5.2 has none).
 - `LoginThrottleBackend` is django-axes' lockout check, for logins that come with a request.
 """
 
 from __future__ import annotations
 
+import ipaddress
 from urllib.parse import urlsplit
 
 from axes.backends import AxesStandaloneBackend
@@ -17,23 +20,56 @@ from django.utils.deprecation import MiddlewareMixin
 from pmd_site.addresses import normalized_ip
 
 
-def forwarded_client(remote: str | None, forwarded_for: str | None) -> str | None:
-    """The client's address from the connection's address and any X-Forwarded-For header.
+def trusted_proxy(address: str | None) -> bool:
+    """Whether `address` is one of the declared reverse proxies (PMD_TRUSTED_PROXIES, and the
+    forward-auth proxies PMD_FORWARD_AUTH_PROXIES): only they may say who the client is."""
+    address = normalized_ip(address)
+    if address is None:
+        return False
+    ip = ipaddress.ip_address(address)
+    networks = [*getattr(settings, "PMD_TRUSTED_PROXIES", []), *getattr(settings, "PMD_FORWARD_AUTH_PROXIES", [])]
+    return any(ip.version == net.version and ip in net for net in networks)
 
-    Only behind a declared proxy (PMD_BEHIND_HTTPS_PROXY) does the header count, and then only
-    its last entry: that is the address the proxy itself saw; earlier entries are whatever the
-    client chose to send. Without the proxy anyone could forge the header to dodge a lockout.
+
+def forwarded_client(remote: str | None, forwarded_for: str | None) -> str | None:
+    """The client's address from the connection's own address and any X-Forwarded-For header.
+
+    The header counts only on a connection from a trusted proxy, and then only from the right:
+    each trusted proxy appends the address it saw, so the right-most entry that is not a trusted
+    proxy is the client; entries left of it are whatever the client chose to send. From any
+    other connection the header is the client's to forge (to dodge a lockout), so it is ignored.
     """
-    if getattr(settings, "PMD_BEHIND_HTTPS_PROXY", False) and forwarded_for:
-        last = normalized_ip(forwarded_for.split(",")[-1])
-        if last:
-            return last
-    return normalized_ip(remote)
+    client = normalized_ip(remote)
+    if not forwarded_for or not trusted_proxy(client):
+        return client
+    for hop in reversed(forwarded_for.split(",")):
+        address = normalized_ip(hop)
+        if address is None:
+            break  # nothing left of a malformed entry can be believed
+        client = address
+        if not trusted_proxy(address):
+            break
+    return client
 
 
 def client_address(request) -> str | None:
     """`forwarded_client` for a Django request (also django-axes' AXES_CLIENT_IP_CALLABLE)."""
     return forwarded_client(request.META.get("REMOTE_ADDR"), request.META.get("HTTP_X_FORWARDED_FOR"))
+
+
+FORWARDED_PROTO = "PMD_FORWARDED_PROTO"  # settings.SECURE_PROXY_SSL_HEADER; no client header maps to it
+
+
+class TrustedProxyMiddleware(MiddlewareMixin):
+    """X-Forwarded-Proto counts only from a trusted proxy: Django's SECURE_PROXY_SSL_HEADER reads
+    a key of request.META that only this middleware sets, never the client's header itself."""
+
+    def process_request(self, request):
+        request.META.pop(FORWARDED_PROTO, None)
+        proto = request.META.get("HTTP_X_FORWARDED_PROTO")
+        if proto is not None and trusted_proxy(request.META.get("REMOTE_ADDR")):
+            request.META[FORWARDED_PROTO] = proto
+        return None
 
 
 class LoginThrottleBackend(AxesStandaloneBackend):

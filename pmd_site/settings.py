@@ -36,9 +36,16 @@ if not SECRET_KEY:
 
 ALLOWED_HOSTS = env.get_list("PMD_ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env.get_list("PMD_CSRF_TRUSTED_ORIGINS", [])
-SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if env.get_bool("PMD_BEHIND_HTTPS_PROXY") else None
-# Behind the proxy, the client address is the last X-Forwarded-For entry (pmd_site.security).
+# The reverse proxies whose X-Forwarded-For / X-Forwarded-Proto count (pmd_site.security), by the
+# connection's own address; the forward-auth proxies count too. From any other address those
+# headers are ignored.
+PMD_TRUSTED_PROXIES = env.get_networks("PMD_TRUSTED_PROXIES")
+# Set by pmd_site.security.TrustedProxyMiddleware from a trusted proxy's X-Forwarded-Proto only.
+SECURE_PROXY_SSL_HEADER = ("PMD_FORWARDED_PROTO", "https")
 PMD_BEHIND_HTTPS_PROXY = env.get_bool("PMD_BEHIND_HTTPS_PROXY")
+if PMD_BEHIND_HTTPS_PROXY and not (PMD_TRUSTED_PROXIES or env.get_networks("PMD_FORWARD_AUTH_PROXIES")):
+    raise ConfigError("PMD_BEHIND_HTTPS_PROXY=true needs PMD_TRUSTED_PROXIES: the proxy's addresses or networks "
+                      "(its X-Forwarded-For and X-Forwarded-Proto count from those addresses only)")
 # Secure by default when a TLS-terminating proxy is declared; overridable either way.
 SESSION_COOKIE_SECURE = env.get_bool("PMD_SECURE_COOKIES", env.get_bool("PMD_BEHIND_HTTPS_PROXY"))
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
@@ -71,6 +78,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "pmd_site.security.TrustedProxyMiddleware",  # X-Forwarded-Proto from PMD_TRUSTED_PROXIES only
     "django.middleware.security.SecurityMiddleware",
     "pmd_site.security.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",

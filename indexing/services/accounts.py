@@ -5,6 +5,7 @@ the same way and checked by the same rules as the admin's and the sign-in form's
 from __future__ import annotations
 
 import secrets
+import unicodedata
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -199,35 +200,68 @@ def _groups_apply(user, groups: list[str], via: str) -> None:
         audit_record(None, "user.role", user.get_username(), role=user_role(user), was=before, via=via)
 
 
+SUBJECT_MAX = 255  # ExternalIdentity.subject
+
+
 def _username_for(signin: ProviderSignIn) -> str:
-    """The provider's user name, kept to what a pmd name may hold (the web form's rules)."""
-    cleaned = "".join(c for c in signin.username.strip() if c.isalnum() or c in "@.+-_")[:150]
+    """The provider's user name, kept to what a pmd name may hold (the web form's rules), in the
+    form Django stores (NFKC): the name compared with existing accounts is the one created."""
+    cleaned = "".join(c for c in unicodedata.normalize("NFKC", signin.username.strip())
+                      if c.isalnum() or c in "@.+-_")[:150]
     return _check_username(cleaned or signin.subject)
 
 
+def _link_hint(username: str, signin: ProviderSignIn) -> str:
+    return (f"an administrator can link it to this sign-in: "
+            f"pmd user link {username} --provider {signin.provider} --subject {signin.subject}")
+
+
 def _account_for(signin: ProviderSignIn):
-    """The account tied to the provider's subject; on first sight the account of that name
-    (pre-created by an admin) or a new one. A local superuser with a password is never taken
-    over by a provider (the break-glass admin stays local)."""
+    """The account tied to the provider's subject (compared exactly), or a new one. An account
+    that exists already, under the provider's name for the person or the name it cleans to, is
+    never taken at first sign-in: a name is no proof of being that account's owner (it is often
+    the person's to edit at the provider). An administrator links it (`identity_link`)."""
     User = get_user_model()
+    if len(signin.subject) > SUBJECT_MAX:
+        raise errors.SignInRefused(f"the name {signin.provider} gives for this person is longer than "
+                                   f"{SUBJECT_MAX} characters")
     link = (ExternalIdentity.objects.select_for_update().select_related("user")
             .filter(provider=signin.provider, subject=signin.subject).first())
     if link is not None:
         return link.user, link
     username = _username_for(signin)
-    user = User.objects.filter(**{User.USERNAME_FIELD: username}).first()
-    if user is not None:
-        if user.is_superuser and user.has_usable_password():
-            raise errors.SignInRefused(f"'{username}' is a local administrator account: it signs in with its password")
-        if ExternalIdentity.objects.filter(user=user, provider=signin.provider).exists():
-            raise errors.SignInRefused(f"the account '{username}' belongs to another person of {signin.provider}")
-        audit_record(None, "user.link", username, via=signin.provider)
-    elif not settings.PMD_SIGNIN_CREATE_USERS:
-        raise errors.SignInRefused(f"there is no account named '{username}' and only existing accounts may sign in")
-    else:
-        user = User.objects.create_user(username, email=signin.email or "", password=None)
-        audit_record(None, "user.create", username, role=user_role(user), via=signin.provider)
+    if User.objects.filter(**{f"{User.USERNAME_FIELD}__iexact": username}).exists():
+        raise errors.SignInRefused(f"an account named '{username}' already exists and is not linked to this "
+                                   f"person of {signin.provider}; {_link_hint(username, signin)}")
+    if not settings.PMD_SIGNIN_CREATE_USERS:
+        raise errors.SignInRefused(f"there is no account linked to this person of {signin.provider} and only "
+                                   f"existing accounts may sign in; {_link_hint(username, signin)}")
+    user = User.objects.create_user(username, email=signin.email or "", password=None)
+    audit_record(None, "user.create", username, role=user_role(user), via=signin.provider)
     return user, ExternalIdentity.objects.create(provider=signin.provider, subject=signin.subject, user=user)
+
+
+def identity_link(*, username: str, provider: str, subject: str, access: Access) -> ExternalIdentity:
+    """Tie an identity provider's person to an existing account: from then on that person signs
+    in as it. The only way an existing account gets a provider's sign-in (an admin's word)."""
+    provider, subject = provider.strip(), subject.strip()
+    known = {"forward-auth", "ldap", *(f"openid:{p['id']}" for p in settings.PMD_OIDC_PROVIDERS)}
+    if provider not in known:
+        raise errors.InvalidAccount(f"unknown identity provider {provider!r}: one of {', '.join(sorted(known))}")
+    if not subject or len(subject) > SUBJECT_MAX:
+        raise errors.InvalidAccount(f"the subject must be 1 to {SUBJECT_MAX} characters")
+    user = _user(username)
+    with transaction.atomic():
+        existing = (ExternalIdentity.objects.select_for_update().select_related("user")
+                    .filter(provider=provider, subject=subject).first())
+        if existing is not None:
+            if existing.user_id == user.pk:
+                return existing
+            raise errors.InvalidAccount(f"{provider} {subject!r} already signs in as "
+                                        f"'{existing.user.get_username()}'; delete that link first")
+        link = ExternalIdentity.objects.create(provider=provider, subject=subject, user=user)
+        audit_record(access, "user.link", user.get_username(), via=provider, subject=subject)
+    return link
 
 
 def provider_sign_in(*, signin: ProviderSignIn):

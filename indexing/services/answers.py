@@ -3,6 +3,7 @@ again and a follow-up builds on them; the asker deletes a conversation whenever 
 
 from __future__ import annotations
 
+from indexing.access import Access, answers_visible_to, refuse_read_only
 from indexing.errors import ConversationNotFound
 from indexing.models import Answer
 
@@ -18,9 +19,12 @@ def answer_record(*, user, conversation, question: str, text: str, state: str, m
     )
 
 
-def conversation_delete(*, user, conversation) -> int:
-    """Forget one conversation of this user (a user never reaches another's); the answers deleted."""
-    deleted, _ = Answer.objects.filter(user=user, conversation=conversation).delete()
+def conversation_delete(*, access: Access, conversation) -> int:
+    """Forget one conversation of this user (a user never reaches another's, nor a token one that
+    drew on collections outside its scope); the answers deleted."""
+    refuse_read_only(access, "deleting a conversation")
+    deleted, _ = Answer.objects.filter(pk__in=answers_visible_to(access).of_conversation(conversation)
+                                       .values("pk")).delete()
     if not deleted:
         raise ConversationNotFound(f"no conversation {conversation} of yours")
     return deleted

@@ -14,7 +14,10 @@ from datetime import timedelta
 from django.conf import settings
 from django.utils import timezone
 
-from indexing.models import SearchFeedback, SearchLogEntry
+from indexing.access import refuse_read_only, visible_collections
+from indexing.errors import DocumentNotFound, InvalidPath
+from indexing.models import Document, SearchFeedback, SearchLogEntry
+from indexing.paths import SCHEME, parse_virtual, virtual_path
 
 PRUNE_EVERY_SECONDS = 3600
 _last_prune = [0.0]
@@ -62,8 +65,27 @@ def _still_typing(fields: dict) -> SearchLogEntry | None:
     return last if before and now and (now.startswith(before) or before.startswith(now)) else None
 
 
+def _note_uri(uri: str, *, access) -> str:
+    """`uri` as the log keeps a result: the `pmd://collection/path` of a note `access` sees. Anything
+    else (another scheme such as `javascript:`, a note that does not exist, or one in a collection
+    `access` does not see) is refused in the same words as a missing note: staff read these URIs."""
+    try:
+        collection, path = parse_virtual(uri.strip())
+    except InvalidPath:
+        collection, path = "", ""
+    known = collection and Document.objects.filter(
+        collection__in=visible_collections(access).filter(name=collection), path=path, active=True).exists()
+    if not known:
+        raise DocumentNotFound(f"no note {uri[:300]}" if uri.strip().startswith(SCHEME) else
+                               "a result is a note's pmd://collection/path")
+    return virtual_path(collection, path)
+
+
 def search_log_opened(*, access, entry_id: int, uri: str) -> bool:
-    """Note the result opened from a logged search (the first one only); only by whoever searched."""
+    """Note the result opened from a logged search (the first one only); only by whoever searched,
+    and only a note they see (staff read these URIs)."""
+    refuse_read_only(access, "noting the result opened")
+    uri = _note_uri(uri, access=access)
     entries = SearchLogEntry.objects.filter(pk=entry_id, opened_uri="")
     if not access.local:
         entries = entries.filter(user=access.user)
@@ -72,7 +94,10 @@ def search_log_opened(*, access, entry_id: int, uri: str) -> bool:
 
 def search_feedback_record(*, access, entry_id: int, uri: str, helpful: bool) -> bool:
     """A thumbs up (helpful) or down on a result of a logged search; only by whoever searched (a member
-    never rates, nor learns of, another's search). A second vote on the same result replaces the first."""
+    never rates, nor learns of, another's search), and only on a note they see (staff read these URIs).
+    A second vote on the same result replaces the first."""
+    refuse_read_only(access, "rating a result")
+    uri = _note_uri(uri, access=access)
     entries = SearchLogEntry.objects.filter(pk=entry_id)
     if not access.local:
         entries = entries.filter(user=access.user) if access.user is not None else entries.none()

@@ -386,7 +386,8 @@ class AuditEventAdmin(StaffAdmin):
 @admin.register(ExternalIdentity)
 class ExternalIdentityAdmin(admin.ModelAdmin):
     """Which identity provider's person signs in as which account (issue 29). Superusers only, by
-    Django's permissions; deleting a row lets that provider's next sign-in find an account afresh."""
+    Django's permissions; deleting a row unlinks the person, `pmd user link` links an existing
+    account (a provider's sign-in never takes one by its name)."""
 
     list_display = ("user", "provider", "subject", "last_sign_in")
     list_filter = ("provider",)

@@ -14,7 +14,13 @@ error (indexing.errors.PmdError) brings its own status and code.
                     one router per resource, each with its own schemas
 """
 
+import functools
+import inspect
+
+from django.http import Http404
+from django.urls import URLPattern, re_path
 from ninja import NinjaAPI
+from ninja.errors import HttpError
 
 from pmd_site.api import ask, collections, contexts, documents, history, jobs, links, related, search, status
 from pmd_site.api.auth import SessionAuth, TokenAuth
@@ -28,6 +34,35 @@ class _PmdNinjaAPI(NinjaAPI):
         # The ids published while the API was one module (pmd_site/api/endpoints.py): clients generated
         # from /api/openapi.json keep their method names whatever module a route lives in.
         return f"search_api_endpoints_{operation.view_func.__name__}"
+
+    def _get_urls(self):
+        """ninja's routes, each answering a method it does not have in the API's error shape (not
+        ninja's plain-text 405), then every other path under /api/: a JSON 404, not the web UI's page."""
+        urls = [_methods_checked(self, url) if isinstance(url, URLPattern) else url for url in super()._get_urls()]
+        return [*urls, re_path(r"", functools.partial(_path_unknown, api=self))]
+
+
+def _methods_checked(api: NinjaAPI, url: URLPattern) -> URLPattern:
+    view = url.callback
+    if inspect.iscoroutinefunction(view):  # no async route yet: its 405 would stay ninja's own
+        return url
+
+    @functools.wraps(view)  # keeps ninja's csrf_exempt: the API checks CSRF itself (SessionAuth)
+    def checked(request, *args, **kwargs):
+        response = view(request, *args, **kwargs)
+        if response.status_code != 405 or response.get("Content-Type", "").startswith("application/json"):
+            return response
+        answer = api.on_exception(request, HttpError(405, f"{request.method} is not allowed here: "
+                                                          f"use {response['Allow']}"))
+        answer["Allow"] = response["Allow"]
+        return answer
+
+    url.callback = checked
+    return url
+
+
+def _path_unknown(request, api: NinjaAPI):
+    return api.on_exception(request, Http404())
 
 
 api = _PmdNinjaAPI(

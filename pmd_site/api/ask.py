@@ -51,10 +51,10 @@ def ask_post(request, body: AskIn):
 def answers_get(request):
     from search.pipeline.answer import answer_from_record
 
-    return [answer_from_record(a).as_dict() for a in answers_recent(user=request.auth.user)]
+    return [answer_from_record(a).as_dict() for a in answers_recent(access=request.auth)]
 
 
-@router.delete("/answers/{conversation}", response={200: dict, 401: ErrorOut, 404: ErrorOut},
+@router.delete("/answers/{conversation}", response={200: dict, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut},
                summary="Delete one of your conversations")
 def conversation_delete_view(request, conversation: str):
-    return {"deleted": conversation_delete(user=request.auth.user, conversation=conversation)}
+    return {"deleted": conversation_delete(access=request.auth, conversation=conversation)}

@@ -5,12 +5,18 @@ status, code and headers (TokenThrottled: Retry-After) and the API's hint from A
 a failed CSRF check) and its validation errors (422) get a stable code from their status.
 Input is checked once here too: text the database cannot store (a NUL byte) in any validated
 parameter is a 422 `invalid_text` before an endpoint runs, and a DataError the database still
-raises is a 400 `input_refused`, never a 500.
+raises is a 400 `input_refused`, never a 500. What no endpoint answers is in the same shape: a
+path that names nothing (404, `pmd_site.api._PmdNinjaAPI`), a method the path does not have
+(405), a body over DATA_UPLOAD_MAX_MEMORY_SIZE (413, not Django's HTML 400 and its logged
+traceback).
 """
 
 import functools
 
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
 from django.db import DataError
+from django.http import Http404
 from ninja import NinjaAPI, Schema
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 
@@ -24,6 +30,7 @@ HTTP_CODES = {
     403: "forbidden",
     404: "not_found",
     405: "method_not_allowed",
+    413: "too_large",
     422: "invalid_input",
     429: "throttled",
 }
@@ -88,8 +95,18 @@ def install_error_handlers(api: NinjaAPI) -> None:
         """The last resort for input no check caught: the database's own refusal, as the client's error."""
         return on_pmd_error(request, InputRefused.from_database(exc))
 
+    def on_not_found(request, exc: Http404):
+        return error(request, 404, f"nothing at {request.path}", HTTP_CODES[404])
+
+    def on_too_large(request, exc: RequestDataTooBig):
+        """The client sent too much: its error, answered without reading the body (nor logging it)."""
+        return error(request, 413, f"the request body is over the {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes "
+                                   "the server accepts", HTTP_CODES[413])
+
     api.add_decorator(refuse_unstorable_input)  # after validation: the values the endpoint gets
     api.add_exception_handler(PmdError, on_pmd_error)
     api.add_exception_handler(DataError, on_data_error)
     api.add_exception_handler(HttpError, on_http_error)
     api.add_exception_handler(ValidationError, on_validation)
+    api.add_exception_handler(Http404, on_not_found)
+    api.add_exception_handler(RequestDataTooBig, on_too_large)

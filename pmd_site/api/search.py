@@ -131,7 +131,7 @@ class OpenedIn(Schema):
     uri: str = Field(min_length=1, max_length=4200, description="the result opened (pmd://collection/path)")
 
 
-@router.post("/searches/{search_id}/opened", response={200: dict, 401: ErrorOut, 404: ErrorOut},
+@router.post("/searches/{search_id}/opened", response={200: dict, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut},
              summary="Note the result opened from a search (its search_id); only by whoever searched")
 def search_opened(request, search_id: int, body: OpenedIn):
     return {"recorded": search_log_opened(access=request.auth, entry_id=search_id, uri=body.uri)}
@@ -142,7 +142,7 @@ class FeedbackIn(Schema):
     helpful: bool = Field(description="true: thumbs up; false: thumbs down")
 
 
-@router.post("/searches/{search_id}/feedback", response={200: dict, 401: ErrorOut, 404: ErrorOut},
+@router.post("/searches/{search_id}/feedback", response={200: dict, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut},
              summary="Rate a result of a search (its search_id): helpful or not; only by whoever searched")
 def search_feedback(request, search_id: int, body: FeedbackIn):
     return {"recorded": search_feedback_record(access=request.auth, entry_id=search_id, uri=body.uri,
@@ -171,14 +171,24 @@ def saved_list(request):
     return {"saved": saved_searches_listed(access=request.auth)}
 
 
-@router.post("/saved", response={201: dict, 401: ErrorOut, 404: ErrorOut, 409: ErrorOut, 422: ErrorOut},
+@router.post("/saved", response={201: dict, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut, 409: ErrorOut,
+                                  422: ErrorOut},
              summary="Save a search (private, or shared with a group)")
 def saved_add(request, body: SavedIn):
     saved = saved_search_add(access=request.auth, name=body.name, query=body.query, mode=mode_normalize(body.mode),
                              filters=body.filters.model_dump(exclude_none=True) if body.filters else None,
                              collections=body.collections, group=body.group, webhook_url=body.webhook_url,
                              email_digest=body.email_digest)
-    return 201, saved_search_dict(saved)
+    return 201, saved_search_dict(saved, access=request.auth)
+
+
+# Names are routed with `path` (and /run first), so one saved before names were checked, with a
+# '/' in it, can still be run, changed and removed.
+@router.post("/saved/{path:name}/run", response={200: dict, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut},
+             summary="Run a saved search: its results, and `new`: those new since its last run")
+def saved_run(request, name: str, limit: int | None = Query(None, ge=1, le=1000)):
+    response, new = saved_search_run(access=request.auth, name=name, face="api", limit=limit or DEFAULT_LIMIT_MACHINE)
+    return {**response.as_dict(), "new": new}
 
 
 class SavedDigestIn(Schema):
@@ -186,22 +196,16 @@ class SavedDigestIn(Schema):
     email_digest: bool | None = Field(None, description="email its new matches to you (when email is configured)")
 
 
-@router.patch("/saved/{name}", response={200: dict, 401: ErrorOut, 404: ErrorOut, 422: ErrorOut},
+@router.patch("/saved/{path:name}", response={200: dict, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut, 422: ErrorOut},
               summary="Change where a saved search of yours sends its digest (webhook, email)")
 def saved_digest_set(request, name: str, body: SavedDigestIn):
     saved = saved_search_digest_set(access=request.auth, name=name, webhook_url=body.webhook_url,
                                     email_digest=body.email_digest)
-    return saved_search_dict(saved)
+    return saved_search_dict(saved, access=request.auth)
 
 
-@router.post("/saved/{name}/run", response={200: dict, 401: ErrorOut, 404: ErrorOut},
-             summary="Run a saved search: its results, and `new`: those new since its last run")
-def saved_run(request, name: str, limit: int | None = Query(None, ge=1, le=1000)):
-    response, new = saved_search_run(access=request.auth, name=name, face="api", limit=limit or DEFAULT_LIMIT_MACHINE)
-    return {**response.as_dict(), "new": new}
-
-
-@router.delete("/saved/{name}", response={204: None, 401: ErrorOut, 404: ErrorOut}, summary="Remove a saved search of yours")
+@router.delete("/saved/{path:name}", response={204: None, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut},
+               summary="Remove a saved search of yours")
 def saved_remove(request, name: str):
     saved_search_remove(access=request.auth, name=name)
     return 204, None

@@ -168,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
             server = subprocess.Popen(
                 [sys.executable, "-m", "uvicorn", "pmd_site.asgi:application", "--host", "127.0.0.1",
                  "--port", str(port), "--workers", str(args.workers), "--lifespan", "on",
-                 "--log-level", "warning", "--no-access-log", "--timeout-keep-alive", "30"],
+                 "--log-level", "warning", "--no-access-log", "--no-proxy-headers", "--timeout-keep-alive", "30"],
                 env={**os.environ}, cwd=Path(__file__).resolve().parent.parent, start_new_session=True,
             )
             _wait_for(url, server)

@@ -116,6 +116,22 @@ def _stop_on_sigterm() -> threading.Event:
     return stop
 
 
+def server_options() -> dict:
+    """How `pmd serve` runs uvicorn, whatever the address and workers."""
+    from django.conf import settings
+
+    return {
+        # Never uvicorn's reading of X-Forwarded-*: it trusts loopback and rewrites the
+        # connection's address, which forward auth checks. pmd_site.security reads them, from
+        # PMD_TRUSTED_PROXIES only.
+        "proxy_headers": False,
+        "lifespan": "auto",
+        # h11 with header, request-body and stalled-write timeouts (PMD_HTTP_*_TIMEOUT).
+        "http": "pmd_site.runtime.http_protocol:TimeoutH11Protocol",
+        "timeout_keep_alive": settings.PMD_HTTP_KEEPALIVE_TIMEOUT,
+    }
+
+
 def cmd_serve(args) -> int:
     die_with_supervisor()
     import uvicorn
@@ -132,13 +148,7 @@ def cmd_serve(args) -> int:
             port=args.port,
             workers=args.workers if args.workers > 1 else None,
             log_level="info",
-            # X-Forwarded-* only from a declared proxy: otherwise any local user could forge
-            # the client address the throttles and lockouts count by.
-            proxy_headers=bool(settings.PMD_BEHIND_HTTPS_PROXY),
-            lifespan="auto",
-            # h11 with header, request-body and stalled-write timeouts (PMD_HTTP_*_TIMEOUT).
-            http="pmd_site.runtime.http_protocol:TimeoutH11Protocol",
-            timeout_keep_alive=settings.PMD_HTTP_KEEPALIVE_TIMEOUT,
+            **server_options(),
         )
         if local is not None:
             local.stop()

@@ -45,6 +45,14 @@ def register(sub) -> None:
                         help="also unlock this client address (logins and API tokens); repeatable")
     unlock.set_defaults(func=cmd_unlock)
 
+    link = usub.add_parser("link", help="let an identity provider's person sign in as an existing account")
+    link.add_argument("username")
+    link.add_argument("--provider", required=True, help="forward-auth, ldap or openid:ID (PMD_OIDC_PROVIDERS)")
+    link.add_argument("--subject", required=True,
+                      help="the provider's id for the person: OpenID `sub`, the proxy's user name, the LDAP DN "
+                           "(a refused sign-in shows it)")
+    link.set_defaults(func=cmd_link)
+
     ls = usub.add_parser("list", help="list accounts")
     ls.add_argument("--json", action="store_true")
     ls.set_defaults(func=cmd_list)
@@ -89,6 +97,15 @@ def cmd_unlock(args) -> int:
     cleared = user_unlock(username=args.username, addresses=tuple(args.address), access=local_access())
     what = " and ".join([f"[bold]{escape(args.username)}[/]", *map(escape, args.address)])
     stdout_console().print(f"unlocked {what} ({cleared} failure record{'s' if cleared != 1 else ''} removed)")
+    return 0
+
+
+def cmd_link(args) -> int:
+    from indexing.services.accounts import identity_link
+
+    identity_link(username=args.username, provider=args.provider, subject=args.subject, access=local_access())
+    stdout_console().print(f"{escape(args.provider)} {escape(args.subject)!r} signs in as "
+                           f"[bold]{escape(args.username)}[/]")
     return 0
 
 

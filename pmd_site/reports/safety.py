@@ -65,6 +65,10 @@ def _sign_in_problems(settings) -> list[str]:
         if widest:
             problems.append(f"PMD_FORWARD_AUTH_PROXIES contains {widest[0]}: every client is trusted to name "
                             "itself in Remote-User; list only the reverse proxy's addresses")
+    widest = [str(n) for n in getattr(settings, "PMD_TRUSTED_PROXIES", []) if n.prefixlen == 0]
+    if widest:
+        problems.append(f"PMD_TRUSTED_PROXIES contains {widest[0]}: every client may name its own address in "
+                        "X-Forwarded-For; list only the reverse proxy's addresses")
     if not getattr(settings, "PMD_PASSWORD_LOGIN", True) and not (
             settings.PMD_OIDC_PROVIDERS or settings.PMD_FORWARD_AUTH or getattr(settings, "PMD_LDAP_URL", "")):
         problems.append("PMD_PASSWORD_LOGIN is off but no identity provider is configured (PMD_OIDC_PROVIDERS, "

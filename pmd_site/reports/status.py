@@ -101,9 +101,21 @@ def _workers(access) -> dict:
 
 
 def _watcher(access) -> dict:
+    """The watcher's heartbeat, naming only the collections `access` sees: the watcher watches them
+    all, and a hidden one's name and folder are left out as if it did not exist."""
+    from indexing.access import visible_collection_names
     from pmd_site.watcher.heartbeat import watcher_health
 
-    return watcher_health()
+    health = watcher_health()
+    if access.collection_ids() is None:
+        return health
+    seen = set(visible_collection_names(access))
+    health["collections"] = [c for c in health.get("collections") or [] if c.get("name") in seen]
+    last = health.get("last_reindex")
+    if isinstance(last, dict) and not set(last.get("collections") or []) | set(last.get("skipped") or []) <= seen:
+        # its counts add up hidden collections' changes too: only the visible names are left
+        health["last_reindex"] = {"collections": [n for n in last.get("collections") or [] if n in seen]}
+    return health
 
 
 _probe = threading.local()  # one question to the model server per report, shared by its sections

@@ -161,7 +161,7 @@ def _jose_reason(exc: Exception) -> str:
 def authorization_finish(provider: Provider, pending: dict, params: dict, *, redirect_uri: str) -> tuple[dict, str]:
     """The person's claims (ID token, completed from the userinfo endpoint) and the raw ID token
     (kept for sign-out), from the provider's answer at the callback."""
-    from authlib.oauth2.rfc6749.errors import OAuth2Error
+    from authlib.common.errors import AuthlibBaseError
 
     metadata = discovery(provider)
     if params.get("error"):
@@ -175,7 +175,7 @@ def authorization_finish(provider: Provider, pending: dict, params: dict, *, red
         try:
             token = client.fetch_token(metadata["token_endpoint"], grant_type="authorization_code",
                                        code=params["code"], code_verifier=pending["verifier"])
-        except (OAuth2Error, httpx.HTTPError, ValueError) as exc:
+        except (AuthlibBaseError, httpx.HTTPError, ValueError) as exc:  # OAuthError: a code not of this flow
             raise errors.SignInFailed(f"the identity provider did not exchange the code: {exc}") from None
         if not token.get("id_token"):
             raise errors.SignInFailed("the identity provider answered without an ID token (is 'openid' in the scopes?)")

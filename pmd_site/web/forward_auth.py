@@ -39,6 +39,19 @@ def from_trusted_proxy(remote_addr: str | None) -> bool:
     return any(address.version == net.version and address in net for net in settings.PMD_FORWARD_AUTH_PROXIES)
 
 
+def header_text(request, header: str) -> str | None:
+    """A header's value as the proxy sent it, UTF-8 (servers hand headers over decoded as
+    latin-1, which would make José "JosÃ©" and tell рус from сут by nothing). SignInRefused
+    when the bytes are not UTF-8."""
+    value = request.META.get(_meta_key(header))
+    if value is None:
+        return None
+    try:
+        return value.encode("latin-1").decode("utf-8")
+    except UnicodeError:
+        raise errors.SignInRefused(f"the proxy's {header} header is not UTF-8 text") from None
+
+
 def header_groups(value: str) -> list[str]:
     """Remote-Groups as proxies send it: comma-separated (Authelia, Authentik), or spaces."""
     separator = "," if "," in value else None
@@ -52,19 +65,20 @@ class ForwardAuthMiddleware(MiddlewareMixin):
     def process_request(self, request):
         if not settings.PMD_FORWARD_AUTH or not from_trusted_proxy(request.META.get("REMOTE_ADDR")):
             return None
-        username = request.META.get(_meta_key(settings.PMD_FORWARD_AUTH_USER_HEADER), "").strip()
-        if not username:
-            return None
-        raw_groups = request.META.get(_meta_key(settings.PMD_FORWARD_AUTH_GROUPS_HEADER))
-        email = request.META.get(_meta_key(settings.PMD_FORWARD_AUTH_EMAIL_HEADER), "").strip()
-        digest = hashlib.sha256("\n".join([username, raw_groups or "", email]).encode()).hexdigest()
-        if request.user.is_authenticated and request.session.get(SESSION_KEY) == digest:
-            return None
-        groups = header_groups(raw_groups) if raw_groups is not None else None
         try:
+            username = (header_text(request, settings.PMD_FORWARD_AUTH_USER_HEADER) or "").strip()
+            if not username:
+                return None
+            raw_groups = header_text(request, settings.PMD_FORWARD_AUTH_GROUPS_HEADER)
+            email = (header_text(request, settings.PMD_FORWARD_AUTH_EMAIL_HEADER) or "").strip()
+            digest = hashlib.sha256("\n".join([username, raw_groups or "", email]).encode()).hexdigest()
+            if request.user.is_authenticated and request.session.get(SESSION_KEY) == digest:
+                return None
+            groups = header_groups(raw_groups) if raw_groups is not None else None
+            # The subject is the proxy's name for the person exactly as sent: it alone links an account.
             user = provider_sign_in(signin=ProviderSignIn(provider=PROVIDER, subject=username, username=username,
                                                           email=email, groups=groups))
-        except errors.PmdError as exc:  # a deactivated account, a name pmd may not take
+        except errors.PmdError as exc:  # a deactivated account, a name pmd may not take, not UTF-8
             log.warning("forward auth: %s", exc)
             return problem_response(request, exc)
         login(request, user, backend=BACKEND)

@@ -27,9 +27,10 @@ urlpatterns = [
     path("status/searches/", views.searches_page, name="searches"),
     path("saved/", views.saved_page, name="saved"),
     path("saved/add/", views.saved_add, name="saved_add"),
-    path("saved/<str:name>/", views.saved_run, name="saved_run"),
-    path("saved/<str:name>/remove/", views.saved_remove, name="saved_remove"),
-    path("saved/<str:name>/digest/", views.saved_digest, name="saved_digest"),
+    # `path`, and run last: a name saved before names were checked may hold a '/'.
+    path("saved/<path:name>/remove/", views.saved_remove, name="saved_remove"),
+    path("saved/<path:name>/digest/", views.saved_digest, name="saved_digest"),
+    path("saved/<path:name>/", views.saved_run, name="saved_run"),
     path("status/config/", views.index_config_change, name="index_config"),
     path("tokens/", views.tokens_page, name="tokens"),
     path("tokens/new/", views.token_add, name="token_add"),

@@ -357,7 +357,7 @@ def _conversation(request: AskRequest, question: str) -> tuple[uuid.UUID, list[A
         from indexing.errors import ConversationNotFound
 
         raise ConversationNotFound(f"no conversation {request.conversation} of yours") from None
-    return conversation, conversation_answers(user=request.access.user, conversation=conversation)
+    return conversation, conversation_answers(access=request.access, conversation=conversation)
 
 
 def _messages(question: str, passages: list[Passage], history: list[Answer], access: Access) -> list[dict]:

@@ -8,11 +8,19 @@ from search.pipeline.dispatch import search_run
 from search.request import SearchRequest
 from search.results import SearchResponse
 
-from indexing.services.saved_searches import saved_search_get, saved_search_mark_digest, saved_search_mark_run
+from indexing.access import refuse_read_only, visible_collection_names
+from indexing.services.saved_searches import (
+    saved_search_access,
+    saved_search_get,
+    saved_search_mark_digest,
+    saved_search_mark_run,
+)
 
 
 def saved_search_run(*, access, name: str, face: str = "", limit: int | None = None) -> tuple[SearchResponse, list[str]]:
-    """(the response, the result URIs new since the last run of this saved search)."""
+    """(the response, the result URIs new since the last run of this saved search). A run notes
+    what it found, so it is a change: not through a read-only token."""
+    refuse_read_only(access, "running a saved search")
     saved = saved_search_get(access=access, name=name)
     response = _run(saved, access=access, face=face, limit=limit)
     new = saved_search_mark_run(saved, [r.uri for r in response.results])
@@ -20,8 +28,10 @@ def saved_search_run(*, access, name: str, face: str = "", limit: int | None = N
 
 
 def _run(saved, *, access, face: str = "", limit: int | None = None) -> SearchResponse:
+    """Within the limit of the token it was saved through, if any, whoever runs it."""
     return search_run(SearchRequest(
-        query=saved.query, mode=saved.mode, limit=limit, collections=list(saved.collections or []), access=access,
+        query=saved.query, mode=saved.mode, limit=limit, collections=list(saved.collections or []),
+        access=saved_search_access(saved, access),
         filters=SearchFilters.from_dict(saved.filters or None), face=face))
 
 
@@ -29,8 +39,9 @@ DIGEST_LIMIT = 50
 
 
 def saved_searches_digest() -> dict:
-    """Run every saved search that has a webhook or an email digest, as its owner sees the notes, and
-    send what is new since its last digest: {name: {"new": n, "webhook": error?, "email": error?}}."""
+    """Run every saved search that has a webhook or an email digest, as its owner sees the notes (within
+    the limit of the token it was saved through), and send what is new since its last digest:
+    {name: {"new": n, "webhook": error?, "email": error?}}."""
     from django.db.models import Q
 
     from indexing.access import Access
@@ -69,9 +80,10 @@ def saved_searches_listed(*, access) -> list[dict]:
     from indexing.services.saved_searches import saved_searches_visible
 
     owner = None if access.local else access.user
+    visible = set(visible_collection_names(access))
     rows = []
     for saved in saved_searches_visible(access=access).select_related("group", "owner"):
-        row = saved_search_dict(saved)
+        row = saved_search_dict(saved, access=access, visible=visible)
         row["mine"] = saved.owner_id == (owner.pk if owner is not None else None)
         if not row["mine"]:
             row["webhook_url"] = ""
@@ -79,9 +91,14 @@ def saved_searches_listed(*, access) -> list[dict]:
     return rows
 
 
-def saved_search_dict(saved) -> dict:
+def saved_search_dict(saved, *, access, visible: set[str] | None = None) -> dict:
+    """Its collections as `access` sees them (`visible`: their names, when already known): one hidden
+    from it is left out, as a collection never created is."""
+    if visible is None:
+        visible = set(visible_collection_names(access)) if saved.collections else set()
     return {"name": saved.name, "query": saved.query, "mode": saved.mode, "filters": saved.filters,
-            "collections": saved.collections, "shared_with": saved.group.name if saved.group else None,
+            "collections": [c for c in saved.collections if c in visible],
+            "shared_with": saved.group.name if saved.group else None,
             "owner": saved.owner.get_username() if saved.owner else "local",
             "last_run": saved.last_run.isoformat() if saved.last_run else None,
             "webhook_url": saved.webhook_url, "email_digest": saved.email_digest}

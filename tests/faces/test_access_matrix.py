@@ -18,6 +18,10 @@ name in place of the other. Faces: the JSON API (bearer tokens and sessions), MC
 (JSON-RPC through pmd_site.asgi under uvicorn, as in test_mcp) and the CLI (the local user sees
 everything). The web UI and the admin are covered in test_web_teams.py.
 
+Writes: every API write (collections and contexts; a member's own saved searches, answers,
+ratings and opened results) is refused to every read-only token with the same 403; write tokens
+and web sessions change only what is their user's own. MCP offers no tool that writes.
+
 The world is built once for the module and committed (the MCP server's threads read it); every
 test runs in a transaction rolled back afterwards, and the module's teardown empties the tables
 it wrote to.
@@ -896,6 +900,120 @@ def test_token_limits_are_within_what_the_user_sees(world):
     assert [c["name"] for c in client.get("/api/collections").json()["items"]] == [HIDDEN]
 
 
+# --- the JSON API and the web: a member's own things (saved searches, answers, ratings) -------------
+
+
+def _own_things(user, name: str = "mine") -> dict:
+    """A saved search, a logged search and an answer of `user`, made in the test (rolled back)."""
+    from indexing.models import Answer, SavedSearch, SearchLogEntry
+
+    return {"saved": SavedSearch.objects.create(owner=user, name=name, query="vacation days"),
+            "entry": SearchLogEntry.objects.create(user=user, face="api", mode="keyword", query="vacation days",
+                                                   results=1, latency_ms=1.0),
+            "answer": Answer.objects.create(user=user, question="How many vacation days?", text="Ask your lead.")}
+
+
+def _member_writes(things: dict) -> dict:
+    saved, entry = things["saved"].name, things["entry"].pk
+    return {
+        "saved_add": ("post", "/api/saved", {"name": "another", "query": SHARED_QUERY}),
+        "saved_change": ("patch", f"/api/saved/{saved}", {"webhook_url": "https://hooks.example.org/x"}),
+        "saved_run": ("post", f"/api/saved/{saved}/run", None),
+        "saved_remove": ("delete", f"/api/saved/{saved}", None),
+        "answer_delete": ("delete", f"/api/answers/{things['answer'].conversation}", None),
+        "feedback": ("post", f"/api/searches/{entry}/feedback", {"uri": "pmd://handbook/welcome.md", "helpful": False}),
+        "opened": ("post", f"/api/searches/{entry}/opened", {"uri": "pmd://handbook/welcome.md"}),
+    }
+
+
+MEMBER_WRITES = ["saved_add", "saved_change", "saved_run", "saved_remove", "answer_delete", "feedback", "opened"]
+
+
+def _unchanged(things: dict) -> None:
+    from indexing.models import Answer, SavedSearch, SearchFeedback, SearchLogEntry
+
+    saved = SavedSearch.objects.get(pk=things["saved"].pk)
+    assert (saved.webhook_url, saved.last_run, saved.seen) == ("", None, [])
+    assert not SavedSearch.objects.filter(name="another").exists()
+    assert SearchLogEntry.objects.get(pk=things["entry"].pk).opened_uri == ""
+    assert not SearchFeedback.objects.filter(entry=things["entry"]).exists()
+    assert Answer.objects.filter(pk=things["answer"].pk).exists()
+
+
+@pytest.mark.parametrize("write", MEMBER_WRITES)
+@pytest.mark.parametrize("who", READ_ONLY_TOKENS)
+def test_read_only_token_cannot_change_even_its_users_own_things(world, who, write):
+    """403 forbidden, the same error as for collections, and nothing changed (a run notes its results)."""
+    things = _own_things(world.users[PRINCIPALS[who].user])
+    response = _send(world.client(who), *_member_writes(things)[write])
+    assert response.status_code == 403, response.content
+    assert _body(response)["code"] == "forbidden" and "read-only" in _body(response)["message"]
+    assert_no_leak(response.content.decode())
+    _unchanged(things)
+
+
+WRITE_TOKENS = {  # principal of the same user → how its write token is limited
+    "outsider": [], "staffer": [], "insider_limited": ["handbook"],
+}
+
+
+@pytest.mark.parametrize("write", MEMBER_WRITES)
+@pytest.mark.parametrize("who", list(WRITE_TOKENS))
+def test_write_token_changes_its_users_own_things_and_nobody_elses(world, who, write):
+    """A write token (a member's, staff's without access, one limited to `handbook`) changes what is
+    its user's own; another member's saved search, answer and logged search are not there for it."""
+    from tests.support.factories import make_token
+
+    user = world.users[PRINCIPALS[who].user]
+    client = Client(HTTP_AUTHORIZATION=f"Bearer {make_token(user, write=True, collections=WRITE_TOKENS[who])}")
+    own = _send(client, *_member_writes(_own_things(user))[write])
+    assert own.status_code in {200, 201, 204}, own.content
+    assert own.status_code == 204 or _body(own).get("recorded", True) is True
+    assert_no_leak(own.content.decode())
+
+    other = "insider" if PRINCIPALS[who].user != "insider" else "outsider"
+    theirs = _own_things(world.users[other], name="theirs")
+    if write == "saved_add":
+        return
+    response = _send(client, *_member_writes(theirs)[write])
+    if write in {"feedback", "opened"}:
+        assert response.status_code == 200 and _body(response) == {"recorded": False}
+    else:
+        assert response.status_code == 404, response.content
+    _unchanged(theirs)
+
+
+def test_a_saved_search_of_the_hidden_collection_is_as_one_of_a_collection_never_created(world):
+    """Saved through a write token of staff without access, and through one limited to `handbook`:
+    running it answers as for NEVER, and its listing leaves the hidden collection out as NEVER."""
+    from tests.support.factories import make_token
+
+    for user, limit in [("staffer", []), ("insider", ["handbook"])]:
+        client = Client(HTTP_AUTHORIZATION=f"Bearer {make_token(user, write=True, collections=limit)}")
+        answers = {}
+        for name in (HIDDEN, NEVER):
+            made = client.post("/api/saved", {"name": f"of {name}", "query": SECRET_WORD, "collections": [name]},
+                               content_type="application/json")
+            assert made.status_code == 201, made.content
+            answers[name] = client.post(f"/api/saved/of {name}/run")
+            assert answers[name].status_code == 404, answers[name].content
+        same_as_never(answers[HIDDEN].content.decode(), answers[NEVER].content.decode(), user)
+        listed = {row["name"]: row["collections"] for row in client.get("/api/saved").json()["saved"]}
+        assert listed == {f"of {HIDDEN}": [], f"of {NEVER}": []}
+
+
+def test_web_session_cannot_change_another_members_saved_search_or_answers(world):
+    """Sessions are never read-only; what is another member's is not there for them (nothing changes)."""
+    theirs = _own_things(world.users["insider"], name="theirs")
+    client = world.client("outsider_session")
+    assert client.post("/saved/theirs/digest/", {"webhook_url": "https://hooks.example.org/x"}).status_code == 302
+    assert client.post("/saved/theirs/remove/").status_code == 302
+    assert client.get("/saved/theirs/").status_code == 302  # not found: back to the list
+    assert client.post(f"/ask/{theirs['answer'].conversation}/delete/").status_code == 404
+    assert client.post("/api/saved/theirs/run").status_code == 404
+    _unchanged(theirs)
+
+
 # --- revocation, expiry, audit -------------------------------------------------------------------
 
 
@@ -1066,6 +1184,9 @@ def tools_list(mcp, p, w):
     assert response.status_code == 200, response.text
     assert {t["name"] for t in response.json()["result"]["tools"]} >= {
         "pmd_search", "pmd_vector_search", "pmd_deep_search", "pmd_get", "pmd_multi_get", "pmd_status"}
+    # No tool changes anything, so a read-only token may call every one: a tool that writes would
+    # need its own rows in the write matrix above.
+    assert all(t["annotations"]["readOnlyHint"] for t in response.json()["result"]["tools"])
     return response.text
 
 

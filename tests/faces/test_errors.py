@@ -143,6 +143,46 @@ def test_api_answers_401_403_422_with_a_stable_code(db, staff, django_user_model
                                                          "suggestions": [], "code": "empty_query"}
 
 
+def test_api_answers_a_path_that_names_nothing_with_a_json_404(db, staff):
+    api = api_client(make_user("member"))
+    unknown = api.get("/api/no-such-resource")
+    assert unknown.status_code == 404 and unknown["Content-Type"].startswith("application/json")
+    assert unknown.json() == {"message": "nothing at /api/no-such-resource", "suggestions": [], "code": "not_found"}
+    assert api.get("/api/collections/a/b/c/more").json()["code"] == "not_found"
+    assert Client().get("/api/no-such-resource").status_code == 404  # whoever asks: no sign-in needed to learn that
+
+
+def test_api_answers_a_conversation_id_that_is_no_id_as_one_that_does_not_exist(db):
+    api = api_client(make_user("member"))
+    absent = api.delete("/api/answers/00000000-0000-0000-0000-000000000000")
+    malformed = api.delete("/api/answers/not-a-uuid")
+    assert (absent.status_code, absent.json()["code"]) == (404, "conversation_not_found")
+    assert malformed.status_code == 404 and malformed.json() == {
+        "message": "no conversation not-a-uuid of yours", "suggestions": [], "code": "conversation_not_found"}
+
+
+def test_api_answers_a_method_a_path_does_not_have_with_a_json_405(db):
+    refused = api_client(make_user("member")).put("/api/search", {}, content_type="application/json")
+    assert refused.status_code == 405 and refused["Content-Type"].startswith("application/json")
+    assert refused.json()["code"] == "method_not_allowed" and "PUT is not allowed" in refused.json()["message"]
+    assert set(refused["Allow"].split(", ")) == {"GET", "POST"}
+
+
+def test_api_answers_a_body_over_the_upload_limit_with_a_json_413_and_no_traceback(db, settings, caplog):
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1000
+    member = make_user("member")
+    browser = Client()  # a session: its CSRF check reads a form body before any endpoint does
+    browser.force_login(member)
+    answers = [api_client(member).post("/api/search", {"query": "x" * 2000}, content_type="application/json"),
+               api_client(member).post("/api/search", {"query": "x" * 2000}),
+               browser.post("/api/search", {"query": "x" * 2000})]
+    for answer in answers:
+        assert answer.status_code == 413 and answer.json() == {
+            "message": "the request body is over the 1000 bytes the server accepts", "suggestions": [],
+            "code": "too_large"}
+    assert not [r for r in caplog.records if r.exc_info or r.name.startswith("django.security")]
+
+
 def test_token_throttled_is_a_pmd_error_the_api_answers_429_with_retry_after(db, staff, settings):
     from indexing.services.throttling import TokenThrottled
 

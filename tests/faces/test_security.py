@@ -86,18 +86,46 @@ def test_admin_login_is_throttled_too(alice, low_limits):
     assert "Too many failed logins" in response.content.decode()
 
 
-def test_forwarded_for_counts_only_behind_the_proxy(alice, low_limits, settings):
-    # Without a declared proxy the header is the client's to forge: it changes nothing.
+def test_forwarded_for_counts_only_from_a_trusted_proxy(alice, low_limits, settings):
+    import ipaddress
+
+    # From an address not declared a proxy the header is the client's to forge: it changes nothing.
+    settings.PMD_TRUSTED_PROXIES = [ipaddress.ip_network("10.0.0.6")]
     for i, name in enumerate(("root", "admin", "bob")):
         _login(name, "guess", address="10.0.0.5", HTTP_X_FORWARDED_FOR=f"192.0.2.{i}")
     assert _login("carol", "guess", address="10.0.0.5", HTTP_X_FORWARDED_FOR="192.0.2.99").status_code == 429
 
-    # Behind it, the proxy's last entry is the client; entries before it are ignored.
-    settings.PMD_BEHIND_HTTPS_PROXY = True
+    # From the proxy, its last entry is the client; entries before it are ignored.
     for name in ("root", "admin", "bob"):
         _login(name, "guess", address="10.0.0.6", HTTP_X_FORWARDED_FOR=f"1.2.3.{len(name)}, 198.51.100.20")
     assert _login("alice", PASSWORD, address="10.0.0.6", HTTP_X_FORWARDED_FOR="198.51.100.20").status_code == 429
     assert _login("alice", PASSWORD, address="10.0.0.6", HTTP_X_FORWARDED_FOR="198.51.100.21").status_code == 302
+
+
+def test_the_client_is_the_right_most_address_no_trusted_proxy_wrote(settings):
+    import ipaddress
+
+    from pmd_site.security import forwarded_client
+
+    settings.PMD_TRUSTED_PROXIES = [ipaddress.ip_network("10.0.0.0/24")]
+    settings.PMD_FORWARD_AUTH_PROXIES = [ipaddress.ip_network("127.0.0.1")]
+    assert forwarded_client("10.0.0.1", "9.9.9.9, 5.6.7.8, 10.0.0.2") == "5.6.7.8"  # two proxies in a row
+    assert forwarded_client("127.0.0.1", "9.9.9.9, 5.6.7.8") == "5.6.7.8"  # the forward-auth proxy is trusted too
+    assert forwarded_client("10.0.0.1", "not-an-address, 10.0.0.2") == "10.0.0.2"
+    assert forwarded_client("192.0.2.1", "5.6.7.8") == "192.0.2.1"  # not a proxy: the header is ignored
+
+
+def test_x_forwarded_proto_counts_only_from_a_trusted_proxy(alice, settings):
+    """Links pmd writes (here the password-reset mail) say https only when the proxy says so."""
+    import ipaddress
+
+    settings.EMAIL_HOST = "smtp.example.org"
+    settings.PMD_TRUSTED_PROXIES = [ipaddress.ip_network("10.0.0.6")]
+    for address, scheme in (("10.0.0.5", "http"), ("10.0.0.6", "https")):
+        mail.outbox.clear()
+        client = Client(REMOTE_ADDR=address, HTTP_X_FORWARDED_PROTO="https")
+        client.post("/accounts/password_reset/", {"email": "alice@example.org"})
+        assert re.search(r"(https?)://[^/\s]+/accounts/reset/", mail.outbox[0].body).group(1) == scheme
 
 
 def test_user_unlock_and_new_password_lift_the_lockout(alice, low_limits, run_cli, monkeypatch):
@@ -305,12 +333,12 @@ def test_client_address_parsing_strips_a_port_from_ipv4_and_ipv6(settings):
     assert normalized_ip("1.2.3.4") == "1.2.3.4"
     assert normalized_ip("1.2.3.4:port") is None
     assert normalized_ip("evil:80") is None
-    settings.PMD_BEHIND_HTTPS_PROXY = True
+    settings.PMD_TRUSTED_PROXIES = [__import__("ipaddress").ip_network("127.0.0.1")]
     assert forwarded_client("127.0.0.1", "9.9.9.9, 5.6.7.8:1234") == "5.6.7.8"
 
 
 @pytest.mark.parametrize("behind_proxy", [False, True])
-def test_serve_trusts_forwarded_headers_only_behind_the_declared_proxy(settings, monkeypatch, behind_proxy):
+def test_serve_never_lets_uvicorn_read_forwarded_headers(settings, monkeypatch, behind_proxy):
     import contextlib
 
     import uvicorn
@@ -325,4 +353,21 @@ def test_serve_trusts_forwarded_headers_only_behind_the_declared_proxy(settings,
     monkeypatch.setattr(serve, "die_with_supervisor", lambda: None)
     args = type("Args", (), {"host": "127.0.0.1", "port": 0, "workers": 1})()
     assert serve.cmd_serve(args) == 0
-    assert seen["proxy_headers"] is behind_proxy
+    assert seen["proxy_headers"] is False
+
+
+def test_an_https_proxy_without_its_addresses_is_a_configuration_error():
+    """Behind a proxy pmd must know its address, or it could only trust everyone or no one."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "pmd_site.settings", "PMD_BEHIND_HTTPS_PROXY": "true",
+           "PMD_TRUSTED_PROXIES": "", "PMD_FORWARD_AUTH_PROXIES": ""}
+    probe = [sys.executable, "-c", "import django; django.setup()"]
+    root = Path(__file__).resolve().parents[2]
+    refused = subprocess.run(probe, capture_output=True, text=True, env=env, cwd=root, timeout=120)
+    assert refused.returncode != 0 and "PMD_BEHIND_HTTPS_PROXY=true needs PMD_TRUSTED_PROXIES" in refused.stderr
+    env["PMD_TRUSTED_PROXIES"] = "127.0.0.1"
+    assert subprocess.run(probe, capture_output=True, text=True, env=env, cwd=root, timeout=120).returncode == 0

@@ -7,7 +7,9 @@ import pytest
 
 from indexing import errors
 from indexing.models import AuditEvent
-from indexing.services.accounts import ProviderSignIn, provider_sign_in
+from indexing.access import Access
+from indexing.models import ExternalIdentity
+from indexing.services.accounts import ProviderSignIn, identity_link, provider_sign_in
 from tests.support.factories import make_group, make_user
 
 pytestmark = pytest.mark.django_db
@@ -57,14 +59,15 @@ def test_staff_and_superuser_follow_the_providers_groups(settings):
 
 def test_roles_are_the_admins_without_those_settings():
     make_user("ivan", staff=True)
-    assert signin("ivan", groups=[]).is_staff
+    identity_link(username="ivan", provider="forward-auth", subject="sub-ivan", access=Access.local_user())
+    assert signin("ivan", groups=[], provider="forward-auth").is_staff
 
 
 def test_the_subject_not_the_name_decides_the_account():
     first = signin("jo", subject="123")
     renamed = signin("joanna", subject="123")  # renamed at the provider: still the same account
     assert renamed.pk == first.pk and renamed.get_username() == "jo"
-    with pytest.raises(errors.SignInRefused, match="another person"):
+    with pytest.raises(errors.SignInRefused, match="already exists"):
         signin("jo", subject="456")  # someone else now calling themself jo
 
 
@@ -77,3 +80,44 @@ def test_groups_created_and_changes_audited():
     assert AuditEvent.objects.filter(action="group.create", target="alpha", detail__via="openid:test").exists()
     event = AuditEvent.objects.get(action="user.groups")
     assert event.detail == {"added": ["alpha"], "removed": [], "via": "openid:test"} and event.actor_label == "pmd"
+
+
+def test_a_name_that_cleans_to_an_existing_account_is_refused_not_merged():
+    staffy = make_user("staffy", staff=True)
+    with pytest.raises(errors.SignInRefused, match="'staffy' already exists"):
+        signin("staffy!", provider="forward-auth", subject="staffy!")
+    with pytest.raises(errors.SignInRefused, match="already exists"):
+        signin("STAFFY", provider="forward-auth", subject="STAFFY")  # names differing only in case
+    assert not ExternalIdentity.objects.filter(user=staffy).exists()
+
+
+def test_an_existing_account_is_taken_only_once_an_admin_links_it(settings):
+    settings.PMD_OIDC_PROVIDERS = [{"id": "test"}]
+    dora = make_user("dora", password="dora's own password")
+    with pytest.raises(errors.SignInRefused, match="pmd user link dora --provider openid:test --subject sub-dora"):
+        signin("dora")  # a provider's preferred_username equal to a local account's name
+    identity_link(username="dora", provider="openid:test", subject="sub-dora", access=Access.local_user())
+    assert signin("dora").pk == dora.pk
+    assert AuditEvent.objects.filter(action="user.link", target="dora", detail__subject="sub-dora").exists()
+
+
+def test_a_link_names_a_known_provider_and_never_moves_someone_elses(settings):
+    settings.PMD_OIDC_PROVIDERS = [{"id": "test"}]
+    make_user("dora")
+    signin("kim", subject="k-1")
+    with pytest.raises(errors.InvalidAccount, match="already signs in as 'kim'"):
+        identity_link(username="dora", provider="openid:test", subject="k-1", access=Access.local_user())
+    with pytest.raises(errors.InvalidAccount, match="unknown identity provider"):
+        identity_link(username="dora", provider="openid:other", subject="x", access=Access.local_user())
+
+
+def test_names_pmd_stores_differently_are_one_name():
+    """Django stores names NFKC-normalized: the compatibility form of a taken name is refused."""
+    signin("ﬁona", subject="f-1")  # the "ﬁ" ligature: stored as "fiona"
+    with pytest.raises(errors.SignInRefused, match="already exists"):
+        signin("fiona", subject="f-2")
+
+
+def test_a_subject_longer_than_pmd_keeps_is_refused():
+    with pytest.raises(errors.SignInRefused, match="longer than 255 characters"):
+        signin("x" * 300, provider="forward-auth", subject="x" * 300)

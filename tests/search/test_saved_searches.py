@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tests.support.factories import api_client, make_group, make_user, make_vault, write_notes
+from tests.support.factories import api_client, make_group, make_user, make_vault, web_client, write_notes
 
 NOTES = {"a.md": "---\ntags: [db]\n---\n# A\n\npostgres vacuum\n", "b.md": "# B\n\npostgres replication\n"}
 
@@ -79,13 +79,15 @@ def test_web_save_list_run_and_remove(vault):
     assert "No saved searches yet" in client.get("/saved/").content.decode()
 
 
-def test_the_digest_is_changed_by_its_owner_from_every_face(vault, run_cli, settings):
+def test_the_digest_is_changed_by_its_owner_from_every_face(vault, run_cli, settings, monkeypatch):
     """Where a saved search sends its new matches: set and cleared from the web, the API and the CLI,
     only by its owner, and a private address refused (unless allowed) whatever the face."""
     from indexing.models import SavedSearch
     from tests.support.factories import web_client
+    from tests.support.resolver import resolve_as
 
     settings.PMD_DIGEST_PRIVATE_WEBHOOKS = False
+    resolve_as(monkeypatch, {"hooks.example.org": "93.184.215.14"})  # public; nothing is sent here
     ana, bo = make_user("ana"), make_user("bo")
     make_group("team", ana, bo)
     client = web_client(ana)
@@ -120,3 +122,66 @@ def test_the_digest_is_changed_by_its_owner_from_every_face(vault, run_cli, sett
     code, out, _ = run_cli("saved", "digest", "mine", "--webhook", "", "--email", "off")
     assert code == 0 and "nowhere" in out
     assert run_cli("saved", "digest", "nope", "--email", "on")[0] != 0
+
+
+@pytest.mark.parametrize("name", ["break/page", "bell\x07", ".", ".."])
+def test_a_name_with_a_slash_or_a_control_character_is_refused_in_clear_words(vault, name):
+    """A name is part of its pages' and the API's addresses: one that cannot be in them is refused."""
+    from indexing.models import SavedSearch
+
+    refused = api_client(make_user("ana")).post("/api/saved", {"name": name, "query": "postgres"},
+                                                content_type="application/json")
+    assert refused.status_code == 422, refused.content
+    assert "without '/' or control characters" in refused.json()["message"]
+    assert not SavedSearch.objects.exists()
+
+
+def test_web_refuses_a_name_with_a_slash_and_the_page_still_works(vault):
+    ana = make_user("ana")
+    make_group("team", ana)
+    client = web_client(ana)
+    answer = client.post("/saved/add/", {"name": "break/page", "q": "postgres", "mode": "keyword", "group": "team"},
+                         follow=True)
+    assert answer.status_code == 200 and "without &#x27;/&#x27; or control characters" in answer.content.decode()
+    assert "No saved searches yet" in answer.content.decode()
+
+
+def test_a_name_saved_with_a_slash_before_names_were_checked_can_be_listed_run_and_removed(vault):
+    """Every member of its group sees the list; its owner runs and removes it, from the API and the
+    browser."""
+    from indexing.models import SavedSearch
+
+    ana, bo = make_user("ana"), make_user("bo")
+    team = make_group("team", ana, bo)
+    for name in ("break/page", "also/bad"):
+        SavedSearch.objects.create(owner=ana, name=name, query="vacuum", group=team)
+    for member in (ana, bo):
+        page = web_client(member).get("/saved/")
+        assert page.status_code == 200 and "break/page" in page.content.decode()
+    ran = web_client(bo).get("/saved/break/page/")
+    assert ran.status_code == 200 and "a.md" in ran.content.decode()
+    as_ana = api_client(ana)
+    ran = as_ana.post("/api/saved/break%2Fpage/run")
+    assert ran.status_code == 200 and [r["uri"] for r in ran.json()["results"]] == ["pmd://saved/a.md"]
+    assert as_ana.patch("/api/saved/break/page", {"email_digest": True},
+                        content_type="application/json").status_code == 200
+    assert as_ana.delete("/api/saved/break%2Fpage").status_code == 204
+    web_client(ana).post("/saved/also/bad/remove/")
+    assert not SavedSearch.objects.exists()
+
+
+def test_a_shared_saved_search_shows_members_only_the_collections_they_see(vault, tmp_path, run_cli):
+    ana, bo = make_user("ana"), make_user("bo")
+    make_group("team", ana, bo)
+    make_vault(tmp_path / "h", {"h.md": "# H\n\npostgres hidden\n"}, name="hidden-one", owner=ana,
+               visibility="private")
+    made = api_client(ana).post("/api/saved", {"name": "ours", "query": "postgres", "group": "team",
+                                               "collections": ["saved", "hidden-one"]},
+                                content_type="application/json")
+    assert made.json()["collections"] == ["saved", "hidden-one"]
+    assert api_client(ana).get("/api/saved").json()["saved"][0]["collections"] == ["saved", "hidden-one"]
+    theirs = api_client(bo).get("/api/saved")
+    assert theirs.json()["saved"][0]["collections"] == ["saved"] and "hidden-one" not in theirs.content.decode()
+    assert "hidden-one" not in web_client(bo).get("/saved/").content.decode()
+    code, out, _ = run_cli("saved", "list", "--json")  # the local user sees every collection
+    assert code == 0 and json.loads(out)["saved"][0]["collections"] == ["saved", "hidden-one"]

@@ -32,7 +32,7 @@ def test_thumbs_on_a_result_are_kept_with_the_search_and_only_by_the_searcher(va
 
     # another member can neither rate ana's search nor see it
     assert web_client(bo).post("/feedback/", vote, HTTP_HX_REQUEST="true").status_code == 404
-    api = api_client(bo, write=False)
+    api = api_client(bo)  # a rating is a change: a write token
     assert api.post(f"/api/searches/{sid}/feedback", {"uri": "pmd://fb/a.md", "helpful": False},
                     content_type="application/json").json() == {"recorded": False}
     assert SearchFeedback.objects.get().helpful is True

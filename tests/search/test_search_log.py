@@ -26,7 +26,7 @@ def vault(db, tmp_path):
 def test_every_face_is_logged_and_members_see_only_their_own(vault, run_cli, settings):
     ana, bo, boss = make_user("ana"), make_user("bo"), make_user("boss", staff=True)
     assert run_cli("search", "postgres")[0] == 0
-    api = api_client(ana, write=False)
+    api = api_client(ana)  # noting what was opened is a change: a write token
     answer = api.post("/api/search", {"query": "quantum"}, content_type="application/json").json()
     assert answer["results"] == [] and answer["search_id"]
     page = web_client(bo).get("/", {"q": "tomatoes"})

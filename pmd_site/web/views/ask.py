@@ -74,7 +74,7 @@ def ask_stream(request):
 def ask_forget(request, conversation):
     """Delete one of the asker's conversations."""
     try:
-        conversation_delete(user=access_of(request).user, conversation=conversation)
+        conversation_delete(access=access_of(request), conversation=conversation)
     except PmdError as exc:
         return HttpResponse(escape(str(exc)), status=exc.http_status)
     return HttpResponse('<p class="muted">Conversation deleted.</p>')

@@ -11,6 +11,7 @@ from django.test import Client
 
 from indexing.access import Access, visible_collection_names
 from indexing.models import AuditEvent
+from indexing.services.accounts import identity_link
 from indexing.services.sharing import collection_share
 from tests.support.factories import make_group, make_user, make_vault
 
@@ -93,6 +94,7 @@ def test_group_changes_at_the_proxy_follow_at_once(tmp_path, settings):
 
 def test_a_deactivated_account_is_refused():
     make_user("erin", is_active=False)
+    identity_link(username="erin", provider="forward-auth", subject="erin", access=Access.local_user())
     response = from_proxy(user="erin").get("/")
     assert response.status_code == 403 and b"deactivated" in response.content
 
@@ -131,7 +133,112 @@ def test_status_warns_about_trusting_every_address_and_about_no_way_in(settings)
 
     settings.PMD_FORWARD_AUTH_PROXIES = [ipaddress.ip_network("0.0.0.0/0")]
     assert any("every client is trusted" in w for w in unsafe_settings(settings))
+    settings.PMD_TRUSTED_PROXIES = [ipaddress.ip_network("::/0")]
+    assert any("every client may name its own address" in w for w in unsafe_settings(settings))
     settings.PMD_FORWARD_AUTH = False
     settings.PMD_PASSWORD_LOGIN = False
     settings.PMD_OIDC_PROVIDERS = []
     assert any("only the break-glass accounts" in w for w in unsafe_settings(settings))
+
+
+
+def as_sent(name: str) -> str:
+    """A header value as the web server hands it to Django: its UTF-8 bytes read as latin-1."""
+    return name.encode("utf-8").decode("latin-1")
+
+
+def test_names_are_read_as_utf_8():
+    assert who(from_proxy(user=as_sent("José"), groups=None)) == "José"
+    assert who(from_proxy(user=as_sent("рус"), groups=None)) == "рус"
+    assert who(from_proxy(user=as_sent("сут"), groups=None)) == "сут"  # another person, not refused
+    assert get_user_model().objects.filter(username__in=["José", "рус", "сут"]).count() == 3
+
+
+def test_a_header_that_is_not_utf_8_is_refused():
+    response = from_proxy(user="Jos\xe9", groups=None).get("/")  # latin-1 bytes, as a server hands them on
+    assert response.status_code == 403 and b"not UTF-8" in response.content
+
+
+def test_a_name_that_cleans_to_a_local_account_does_not_sign_in_as_it(run_cli):
+    staffy = make_user("staffy", staff=True)
+    refused = from_proxy(user="staffy!", groups=None).get("/")
+    assert refused.status_code == 403 and b"already exists" in refused.content
+    # Not linked by the attempt: the account's name at the proxy still is not enough ...
+    assert from_proxy(user="staffy", groups=None).get("/").status_code == 403
+    # ... until an administrator links it.
+    code, out, _ = run_cli("user", "link", "staffy", "--provider", "forward-auth", "--subject", "staffy")
+    assert code == 0 and "signs in as staffy" in out
+    assert who(from_proxy(user="staffy", groups=None)) == "staffy"
+    assert get_user_model().objects.get(username="staffy").pk == staffy.pk
+    assert from_proxy(user="staffy!", groups=None).get("/").status_code == 403
+
+
+def test_a_name_longer_than_pmd_keeps_is_refused_in_words():
+    response = from_proxy(user="m" * 300).get("/")
+    assert response.status_code == 403 and b"longer than 255 characters" in response.content
+
+
+# --- through the web server `pmd serve` runs (uvicorn on loopback) ---------------------------
+
+
+@pytest.fixture
+def served(settings):
+    """pmd_site.asgi under uvicorn with `pmd serve`'s options, in a thread: its URL."""
+    import threading
+    import time
+
+    import uvicorn
+
+    from pmd_site.asgi import application
+    from pmd_site.cli.serve import server_options
+    from tests.support.mcp_client import close_other_connections
+    from tests.support.servers import free_port
+
+    settings.PMD_BEHIND_HTTPS_PROXY = True
+    settings.PMD_SUPERUSER_GROUPS = ["pmd-admins"]
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(application, host="127.0.0.1", port=port, log_level="warning",
+                                           **server_options()))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        assert time.monotonic() < deadline and thread.is_alive(), "uvicorn did not start"
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        close_other_connections()
+
+
+def _get_status(url: str, **headers):
+    import httpx
+
+    return httpx.get(f"{url}/status/", headers=headers, follow_redirects=False, timeout=30)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_forged_x_forwarded_for_naming_the_proxy_signs_no_one_in(served, settings):
+    settings.PMD_FORWARD_AUTH_PROXIES = [ipaddress.ip_network("10.9.9.9")]
+    response = _get_status(served, **{"X-Forwarded-For": "10.9.9.9", "Remote-User": "mallory",
+                                      "Remote-Groups": "pmd-admins"})
+    assert response.status_code == 302 and response.headers["location"].startswith("/accounts/login/")
+    assert not get_user_model().objects.filter(username="mallory").exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_proxy_on_the_same_host_signs_people_in_and_names_the_client(served, settings):
+    from indexing.models import TokenFailure
+
+    settings.PMD_FORWARD_AUTH_PROXIES = [ipaddress.ip_network("127.0.0.1")]
+    response = _get_status(served, **{"X-Forwarded-For": "203.0.113.9", "Remote-User": "bob"})
+    assert response.status_code == 200 and get_user_model().objects.filter(username="bob").exists()
+    # The address lockouts and throttles count is the client the proxy names, not the proxy.
+    import httpx
+
+    refused = httpx.get(f"{served}/api/collections", timeout=30,
+                        headers={"X-Forwarded-For": "203.0.113.9", "Authorization": "Bearer wrong"})
+    assert refused.status_code == 401
+    assert list(TokenFailure.objects.values_list("address", flat=True)) == ["203.0.113.9"]

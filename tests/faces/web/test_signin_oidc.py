@@ -17,6 +17,7 @@ from joserfc.jwk import RSAKey
 from indexing import errors
 from indexing.access import Access, visible_collection_names
 from indexing.models import AuditEvent, ExternalIdentity
+from indexing.services.accounts import identity_link
 from indexing.services.sharing import collection_share
 from pmd_site.signin import oidc
 from tests.support.factories import make_group, make_token, make_user, make_vault
@@ -166,9 +167,33 @@ def test_only_existing_accounts_when_creation_is_off(provider, settings):
     _, refused, _ = sign_in(provider, "carla")
     assert refused.status_code == 403 and b"only existing accounts" in refused.content
     assert not get_user_model().objects.filter(username="carla").exists()
-    client, answer, _ = sign_in(provider, "dora")
+    _, refused, _ = sign_in(provider, "dora")  # an account of that name is not enough ...
+    assert refused.status_code == 403 and b"pmd user link dora" in refused.content
+    identity_link(username="dora", provider="openid:test", subject="dora", access=Access.local_user())
+    client, answer, _ = sign_in(provider, "dora")  # ... an administrator's link is
     assert answer.status_code == 302 and signed_in_as(client) == "dora"
     assert AuditEvent.objects.filter(action="user.link", target="dora").exists()
+
+
+def test_a_preferred_username_equal_to_a_local_account_does_not_take_it_over(provider):
+    local = make_user("gabe", password="gabe's own password")
+    provider.person("gabe", groups=[])
+    client, answer, _ = sign_in(provider, "gabe")
+    assert answer.status_code == 403 and b"already exists" in answer.content
+    assert signed_in_as(client) is None and not ExternalIdentity.objects.filter(user=local).exists()
+
+
+def test_an_answer_with_another_sign_ins_code_is_refused_in_words(provider):
+    provider.person("hedda", groups=[])
+    other = Client()
+    start = other.get("/accounts/oidc/test/login/")
+    code = parse_qs(urlsplit(provider.sign_in(start["Location"], "hedda")).query)["code"][0]
+    client = Client()
+    own = client.get("/accounts/oidc/test/login/")
+    state = parse_qs(urlsplit(own["Location"]).query)["state"][0]
+    answer = client.get(f"/accounts/oidc/test/callback/?code={code}&state={state}")
+    assert answer.status_code == 400 and b"did not exchange the code" in answer.content
+    assert signed_in_as(client) is None
 
 
 def test_the_local_admin_is_never_taken_over(provider):
