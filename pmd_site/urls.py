@@ -9,7 +9,7 @@ from pmd_site.api import api
 
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
-    # API tokens moved from the search app to indexing (issue 26): old admin links still work.
+    # API tokens moved from the search app to indexing: old admin links still work.
     re_path(r"^admin/search/(?P<rest>(?:apitoken|tokenfailure)/.*)$",
             RedirectView.as_view(url="/admin/indexing/%(rest)s", query_string=True)),
     path("admin/", admin.site.urls),

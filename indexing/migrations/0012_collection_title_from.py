@@ -1,4 +1,4 @@
-"""Titles from the file name for Obsidian vaults (issue 27), and how each collection's notes were
+"""Titles from the file name for Obsidian vaults, and how each collection's notes were
 read: existing collections get an empty `reading`, so their next scan reads every note again and
 corrects titles and tags; a collection whose folder holds .obsidian/ takes its titles from file names."""
 

@@ -1,4 +1,4 @@
-"""The index's own configuration (issue 33): one row a setting, read by every process."""
+"""The index's own configuration: one row a setting, read by every process."""
 
 from django.db import migrations, models
 

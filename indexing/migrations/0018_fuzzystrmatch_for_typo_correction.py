@@ -1,4 +1,4 @@
-"""Typo correction (issue 31) measures edit distances in the database: fuzzystrmatch's levenshtein.
+"""Typo correction measures edit distances in the database: fuzzystrmatch's levenshtein.
 A trusted extension shipped with PostgreSQL (and the embedded server): no superuser needed."""
 
 from django.db import migrations

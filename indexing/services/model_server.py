@@ -1,4 +1,4 @@
-"""Whether the model server the index is configured for answers, and has its models (issue 33).
+"""Whether the model server the index is configured for answers, and has its models.
 
 Status used to count vectors only, so it showed embeddings green while nothing could embed,
 and `pmd embed` queued work that waited in silence. Both now ask the backend actually in use

@@ -1,4 +1,4 @@
-"""Saved searches (issue 31): a query with its filters and mode, private or shared with a group.
+"""Saved searches: a query with its filters and mode, private or shared with a group.
 
 Writes here; running one is search.pipeline.saved.saved_search_run (it searches, which is above this
 layer). A member sees their own saved searches and those shared with a group they are in; only the

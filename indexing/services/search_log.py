@@ -1,4 +1,4 @@
-"""The search log (issue 31): every search a person or an agent makes through a face, to show staff
+"""The search log: every search a person or an agent makes through a face, to show staff
 what the team could not find (zero-result and weak queries), what is slow and what is asked most.
 
 Recorded by search.pipeline.dispatch.search_run for requests that name their face (CLI, API, web, MCP;

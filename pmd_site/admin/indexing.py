@@ -385,7 +385,7 @@ class AuditEventAdmin(StaffAdmin):
 
 @admin.register(ExternalIdentity)
 class ExternalIdentityAdmin(admin.ModelAdmin):
-    """Which identity provider's person signs in as which account (issue 29). Superusers only, by
+    """Which identity provider's person signs in as which account. Superusers only, by
     Django's permissions; deleting a row unlinks the person, `pmd user link` links an existing
     account (a provider's sign-in never takes one by its name)."""
 

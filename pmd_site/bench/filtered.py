@@ -1,4 +1,4 @@
-"""`pmd bench FOLDER --mode filtered [--docs 100000]`: filtered search at scale (issue 15, item 3).
+"""`pmd bench FOLDER --mode filtered [--docs 100000]`: filtered search at scale.
 
 A synthetic vault of `--docs` notes is written to FOLDER/docs, the same for the same count (a fixed
 seed): each note has frontmatter tags (a few common, many rare, some nested `project/pN`), a date

@@ -1,4 +1,4 @@
-"""`pmd bench --mode vector-scale [--size N]`: pgvector at a million chunks (issue 32, item 3);
+"""`pmd bench --mode vector-scale [--size N]`: pgvector at a million chunks;
 `pmd bench FOLDER --mode keyword-scale [--size N]`: pmd's BM25 index at a million passages.
 
 No model can embed a million chunks on a small machine, so the vectors are synthetic, drawn to

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from authlib.integrations.httpx_client import OAuth2Client
     from joserfc.jwk import KeySet
 # Authlib and joserfc (17 MB with cryptography) load at the first sign-in through a provider, not
-# in every web server whether OpenID Connect is configured or not (issue 32: memory).
+# in every web server whether OpenID Connect is configured or not (memory).
 
 # Signatures an ID token may carry: public-key ones (a client secret is no key the provider
 # alone holds, and `none` is no signature).

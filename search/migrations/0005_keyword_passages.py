@@ -1,6 +1,6 @@
 """The keyword index holds passages, and its statistics are kept per collection.
 
-Replaces the document-level tables of 0002/0003 (issue 13, items 1, 4 and 5):
+Replaces the document-level tables of 0002/0003:
 
 - `search_keyword_passage`: one row per passage of an active document (a markdown section,
   or a piece of a long one; see search/index/keyword_index.py): its document, collection,

@@ -1,4 +1,4 @@
-"""The API token and keyword index models move from the search app to indexing (issue 26):
+"""The API token and keyword index models move from the search app to indexing:
 state only, their tables keep their names and rows."""
 
 

@@ -1,4 +1,4 @@
-"""Typo correction from the searched collections' own words (issue 31).
+"""Typo correction from the searched collections' own words.
 
 A plain query word that no passage of the searched collections holds (its lexeme is not in
 `search_keyword_term` for them) is a likely typo. Its correction is the indexed lexeme nearest to it

@@ -1,4 +1,4 @@
-"""What the web search box offers while a filter is typed (issue 31): the filter keys (built-in and the
+"""What the web search box offers while a filter is typed: the filter keys (built-in and the
 notes' frontmatter keys, as `pmd fields` lists them), tags (most used first, as the tag facets count
 them) and a key's most frequent values. Only the last piece of the box is completed; the rest stays.
 """

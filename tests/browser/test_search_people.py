@@ -1,4 +1,4 @@
-"""Searching the way people ask, in a real browser (issue 31): the box completes filter keys and tags,
+"""Searching the way people ask, in a real browser: the box completes filter keys and tags,
 a typo is corrected with a way back, a search is saved and re-run from /saved/ with its new results
 marked, a result is rated, and the staff Searches page shows what nobody found (members: their own)."""
 

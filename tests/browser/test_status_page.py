@@ -1,4 +1,4 @@
-"""The Status page in a real browser with the model server down (issue 33): it says down, in words,
+"""The Status page in a real browser with the model server down: it says down, in words,
 no green light for embeddings, and nothing runs off a phone's screen."""
 
 from __future__ import annotations

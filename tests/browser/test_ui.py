@@ -214,7 +214,7 @@ def test_api_token_created_copied_used_and_revoked(live_server, make_user, login
 
 
 def test_history_page_searches_as_you_type(live_server, make_user, login, tmp_path, shot):
-    """Issue 33: the History page had no search-as-you-type and a blank empty state."""
+    """The History page had no search-as-you-type and a blank empty state."""
     from indexing.access import Access
     from indexing.services.refresh import collection_add
     from tests.support.history_repo import build_notes_repo

@@ -1,4 +1,4 @@
-"""Issue 14, "tests as a matrix": every face × every read operation, for every kind of principal.
+"""Tests as a matrix: every face × every read operation, for every kind of principal.
 
 Two collections from small folders: `handbook` (everyone) and `hr-secret` (shared with the group
 `hr`), with one file of identical content in both (one Content row, two Documents: access must
@@ -8,7 +8,7 @@ nowhere else (SECRET_WORD) and words only its documents use (HIDDEN_QUERY).
 Principals (PRINCIPALS): a member without access, a member with access through a group, a staff
 member without access (read-only and write tokens), a superuser, tokens limited to `handbook` of
 a user who sees both (a member and a superuser), the two members' web sessions, and two members
-an identity provider made (issue 29): one the provider puts in `hr`, one it took out of `hr` at
+an identity provider made: one the provider puts in `hr`, one it took out of `hr` at
 their latest sign-in.
 
 For a principal who may not see `hr-secret`, every answer must: leave out its documents, counts,

@@ -242,7 +242,7 @@ def test_members_see_problems_without_server_paths(member, staff):
 
 @pytest.mark.django_db
 def test_members_see_unresolved_link_messages_as_written(member, tmp_path):
-    """Issue 33: a note's link to /docs/x.md is the note's text, not a server folder: not redacted."""
+    """A note's link to /docs/x.md is the note's text, not a server folder: not redacted."""
     from indexing.models import Collection
     from indexing.services.scanning import collection_index
 

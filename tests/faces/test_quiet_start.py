@@ -1,4 +1,4 @@
-"""A process that starts says nothing at INFO that tells an operator nothing (issue 33 item 8)."""
+"""A process that starts says nothing at INFO that tells an operator nothing."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Status tells the truth on every face (issue 33 item 2): the model server the index uses is up or
+"""Status tells the truth on every face: the model server the index uses is up or
 down and why, embedding is running / waiting (why, next check) / done per collection and kind, and
 nothing that is down shows green. `pmd embed` with the server down fails in seconds with the reason."""
 

@@ -226,7 +226,7 @@ def test_random_mixed_markdown_is_always_well_formed():
         assert_well_formed(text, chunk_markdown(text, params), params)
 
 
-# --- linear in the note's size (issue 25, item 6): whitespace and indentation used to backtrack ---
+# --- linear in the note's size: whitespace and indentation used to backtrack ---
 
 
 def test_a_megabyte_line_of_spaces_is_chunked_like_any_other_line():

@@ -1,5 +1,5 @@
 """A note not found under `collection/path` is suggested from that collection, not another's
-(issue 33: `rustbook/ch99.md` suggested `known/undici/Fetch.md`)."""
+(`rustbook/ch99.md` once suggested `known/undici/Fetch.md`)."""
 
 from __future__ import annotations
 

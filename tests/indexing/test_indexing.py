@@ -194,7 +194,7 @@ def test_unreadable_file_is_reported_and_does_not_stop_the_scan(db, tmp_path):
     assert report.errors == 1
 
 
-# --- one bad note never stops the rest (issue 25, items 4 and 5) ------------------------------
+# --- one bad note never stops the rest ------------------------------
 
 ALIAS_BOMB = "---\na0: &a0 [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
     f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]\n" for i in range(1, 9)) + "---\n"
@@ -271,7 +271,7 @@ def test_a_note_of_100k_links_on_one_line_keeps_the_first_5000_and_says_so(db, t
 
 
 def test_a_nested_collection_takes_its_notes_from_the_one_around_it(db, tmp_path):
-    """Issue 33: a collection inside another doubled hits and tag counts; a note is indexed once."""
+    """A collection inside another doubled hits and tag counts; a note is indexed once."""
     from indexing.access import Access
     from indexing.services.refresh import collection_add
 

@@ -57,7 +57,7 @@ def test_a_model_is_loaded_once_per_process(local, minilm):
 
 @pytest.mark.parametrize("batch", [0, 2], ids=["default", "PMD_LOCAL_BATCH=2"])
 def test_bulk_embedding_runs_in_small_sub_batches_of_similar_length(local, minilm, monkeypatch, batch):
-    """The attention buffers ONNX Runtime keeps grow with the rows of one inference (issue 32)."""
+    """The attention buffers ONNX Runtime keeps grow with the rows of one inference."""
     local.PMD_LOCAL_BATCH = batch
     rows = batch or local_module.SUB_BATCH
     backend = get_backend()
@@ -157,7 +157,7 @@ def test_offline_download_fails_at_once_with_advice(local, monkeypatch):
 
 
 def test_offline_cross_encoder_advice_names_the_rerank_variable(local, monkeypatch, settings):
-    """Issue 33: the re-ranker's download advice named PMD_EMBED_MODEL."""
+    """The re-ranker's download advice named PMD_EMBED_MODEL."""
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     settings.PMD_RERANK_MODEL = "cross-encoder/ms-marco-MiniLM-L6-v2"
     with pytest.raises(LLMBackendUnavailable) as caught:
@@ -290,7 +290,7 @@ def models_process(tmp_path):
 @pytest.mark.django_db(transaction=True)
 def test_a_process_with_the_models_socket_searches_by_meaning_without_loading_a_model(
         local, tmp_path, ollama_down, models_process, monkeypatch):
-    """The web server under `pmd up` sends its query vectors to the embedder (issue 32: memory)."""
+    """The web server under `pmd up` sends its query vectors to the embedder (memory)."""
     from indexing.llm.shared import SharedModelsClient
     from indexing.services.collections import collection_create
     from indexing.services.embedding import embed_pending

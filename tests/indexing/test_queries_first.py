@@ -1,4 +1,4 @@
-"""Query embedding is never starved by bulk embedding in the same process (issue 33 item 3): the
+"""Query embedding is never starved by bulk embedding in the same process: the
 local backend's inference lock lets a waiting query go before the queued bulk batches."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Titles and tags on the markdown people write (issue 27, points 1 and 2), on the fixture vault
+"""Titles and tags on the markdown people write, on the fixture vault
 tests/fixtures/real_vaults: a README with badges and a table of contents, an Obsidian vault
 (.obsidian/, notes without an H1), notes titled by setext and HTML headings, tags hidden in code,
 math, URLs, link targets and comments."""

@@ -652,7 +652,7 @@ def test_a_scan_resolves_only_the_links_a_change_can_move_and_agrees_with_a_full
     assert links[("Home.md", "Ideas")] == "projects/Ideas.md"
 
 
-# --- bounded: a note is input anyone who can write a file controls (issue 25, items 4-6) -------
+# --- bounded: a note is input anyone who can write a file controls -------
 
 ALIAS_BOMB = "---\na0: &a0 [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
     f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]\n" for i in range(1, 9)) + "---\n# Bomb\n"

@@ -1,4 +1,4 @@
-"""The filter language (issue 31, item 2): ranges on numbers and dates, has:/-has:, OR and parentheses
+"""The filter language: ranges on numbers and dates, has:/-has:, OR and parentheses
 across keys, quoted values; one parser for every face, and the same structured form."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Filters (issue 15, items 1-4): the one parser (search.filters), the one SQL builder
+"""Filters: the one parser (search.filters), the one SQL builder
 (search.retrieval.filters) inside keyword, vector and hybrid retrieval, dates and sorting, and
 the same answers through the CLI, the API and MCP."""
 

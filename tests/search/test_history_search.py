@@ -60,7 +60,7 @@ def _search(**fields):
 
 @pytest.mark.django_db
 def test_author_matches_whole_names_not_pieces_of_them(world):
-    """Issue 33: `author=Ana` matched "Sadika Sumanapala"."""
+    """`author=Ana` matched "Sadika Sumanapala"."""
     def authors(author):
         return {h.author for h in _search(query="", author=author, limit=50).results}
 
@@ -183,7 +183,7 @@ def test_api_and_web_for_a_member(world):
 
 @pytest.mark.django_db
 def test_web_history_page_searches_as_you_type_says_what_to_do_and_scores_only_words(world):
-    """Issue 33: no search-as-you-type, a blank empty state, "0.00" scores for filter-only lists."""
+    """No search-as-you-type, a blank empty state, "0.00" scores for filter-only lists."""
     _, member, _ = world
     web = Client()
     web.force_login(member)

@@ -291,7 +291,7 @@ def test_models_switched_off_are_stated(kb, settings):
     settings.PMD_RERANK_MODEL = "off"
     response = hybrid_search(req("loaf", explain=True))
     assert response.results
-    # A setting, not a failure: stated once in --explain, not as a warning on every query (issue 33).
+    # A setting, not a failure: stated once in --explain, not as a warning on every query.
     assert not response.warnings
     off = response.results[0].explain["plan"]["off"]
     assert any("PMD_GENERATE_MODEL is not set" in line for line in off)

@@ -1,4 +1,4 @@
-"""The digest of saved searches (issue 31, item 4): new matches POSTed to a saved search's webhook (a
+"""The digest of saved searches: new matches POSTed to a saved search's webhook (a
 real local HTTP server here) and emailed to its owner only when email is configured, from the beat task."""
 
 from __future__ import annotations

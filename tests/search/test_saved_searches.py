@@ -1,4 +1,4 @@
-"""Saved searches (issue 31, item 4): save, list, run (with what is new since the last run), remove,
+"""Saved searches: save, list, run (with what is new since the last run), remove,
 private or shared with a group; a member never sees another member's private ones."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Result feedback (issue 31, item 5): thumbs up/down on a result, stored with the search log entry,
+"""Result feedback: thumbs up/down on a result, stored with the search log entry,
 from the web UI and the API, shown on the Searches page; only on one's own searches."""
 
 from __future__ import annotations

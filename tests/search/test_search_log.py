@@ -1,4 +1,4 @@
-"""The search log (issue 31, item 5): every face's searches are recorded; staff see the team's top,
+"""The search log: every face's searches are recorded; staff see the team's top,
 zero-result, weak and slow queries; a member sees only their own; retention and off switch."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Shown scores mean the same across queries: a weak best match reads weak (issue 13, item 7)."""
+"""Shown scores mean the same across queries: a weak best match reads weak."""
 
 import pytest
 
@@ -56,7 +56,7 @@ def test_scores_are_not_rescaled_to_the_top_hit(notes):
 
 @pytest.mark.parametrize("query", ["make", "water make", "how do I make installs deterministic", "make tools"])
 def test_keyword_scores_fall_with_the_order(notes, query):
-    """Issue 33: `pmd search` showed 93 %, 100 %, 71 %, 73 %: a score above the hit ranked over it."""
+    """`pmd search` showed 93 %, 100 %, 71 %, 73 %: a score above the hit ranked over it."""
     results = search(query)
     assert len(results) >= 2
     scores = [r.score for r in results]

@@ -1,4 +1,4 @@
-"""Time words (issue 31, item 3): "last week", "yesterday", "recent" in a plain query become a date
+"""Time words: "last week", "yesterday", "recent" in a plain query become a date
 filter, shown as applied and removable; off with a setting. Measured on a dated fixture vault."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Typos (issue 31, item 1): a query word no searched note holds is corrected from the collections'
+"""Typos: a query word no searched note holds is corrected from the collections'
 own words when the query as written finds nothing strong; clean queries are never touched."""
 
 from __future__ import annotations

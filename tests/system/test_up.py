@@ -197,7 +197,7 @@ def test_up_serves_the_ui_follows_the_folder_and_stops_without_orphans(tmp_path,
     assert f"pmd up is already running for {up.home}" in second.stderr
     assert f"pid {up.proc.pid}, http://127.0.0.1:{up.port}/" in second.stderr
     assert "renamed.md" in _documents(up.home) and _get(up.base + "/healthz")[0] == 200  # the first is unharmed
-    # After the setup the same process runs the loop without Django (issue 32: about 25 MB, not 115),
+    # After the setup the same process runs the loop without Django (about 25 MB, not 115),
     # still holding the lock that refused the second one.
     with open(f"/proc/{up.proc.pid}/cmdline", "rb") as cmdline:
         assert b"pmd_site.runtime.supervisor" in cmdline.read()

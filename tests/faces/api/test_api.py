@@ -91,7 +91,7 @@ def test_get_document_by_path_uri_docid_and_line_range(api, indexed_collection):
 
 
 def test_get_past_the_last_line_is_the_typed_error(api, indexed_collection):
-    """Issue 33: `note.md:99` past the end is an error on every face, as `pmd get` says it."""
+    """`note.md:99` past the end is an error on every face, as `pmd get` says it."""
     response = api.get("/api/get", {"ref": "pmd://notes/guides/postgres-tuning.md:9999"})
     assert response.status_code == 416
     body = response.json()

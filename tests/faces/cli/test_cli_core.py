@@ -49,7 +49,7 @@ def test_get_by_docid_with_line_window_and_numbers(run_cli, indexed_collection):
 
 
 def test_get_past_the_last_line_is_an_error(run_cli, indexed_collection):
-    """Issue 33: `pmd get file.md:99` past the end printed nothing and exited 0."""
+    """`pmd get file.md:99` past the end printed nothing and exited 0."""
     code, out, err = run_cli("get", "pmd://notes/guides/postgres-tuning.md:9999")
     assert code == 1 and out == ""
     assert "line 9999 is past its end" in err and "pmd://notes/guides/postgres-tuning.md has" in err
@@ -167,7 +167,7 @@ def test_garbage_collection_resumes_after_start_up(run_cli, indexed_collection):
 
 
 def test_server_log_lines_never_reach_a_client_s_stderr(monkeypatch):
-    """Issue 33: `INFO httpx: HTTP Request …` of the server reached `pmd` clients through the socket."""
+    """`INFO httpx: HTTP Request …` of the server reached `pmd` clients through the socket."""
     import logging
     import logging.config
 

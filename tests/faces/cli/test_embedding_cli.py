@@ -150,7 +150,7 @@ def test_pmd_embed_hands_the_work_to_a_running_worker(indexed_collection, ollama
         assert worker.poll() is None, worker.stderr.read().decode()[-2000:]
         code, out, err = run_cli("embed")
         assert code == 0, err
-        # The worker queues what is pending when it starts (issue 33): `pmd embed` may find it done.
+        # The worker queues what is pending when it starts: `pmd embed` may find it done.
         assert out.startswith(("embedded ", "nothing to embed"))
         jobs = Job.objects.filter(kind=Job.Kind.EMBED)
         assert {job.state for job in jobs} == {Job.State.DONE}

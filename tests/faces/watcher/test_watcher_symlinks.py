@@ -1,5 +1,5 @@
 """The watcher never follows a symbolic link out of a collection: nothing outside is watched, and
-writes out there never re-index the collection (issue 25, item 11)."""
+writes out there never re-index the collection."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Page time and size on issue 25 item 10's cases (not a test: run it by name).
+"""Page time and size on the heavy notes of test_web_bounds.py (not a test: run it by name).
 
     .venv/bin/python -m pytest -q -s -p no:cacheprovider tests/faces/web/measure_render.py
 

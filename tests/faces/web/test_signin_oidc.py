@@ -275,7 +275,7 @@ def test_a_refusal_at_the_provider_and_a_foreign_next_address(provider, client):
 
 
 def test_the_web_server_loads_the_sign_in_libraries_only_when_someone_signs_in():
-    """Authlib and joserfc cost every web process 17 MB (issue 32: memory)."""
+    """Authlib and joserfc cost every web process 17 MB (memory)."""
     import subprocess
     import sys
 

@@ -124,7 +124,7 @@ def test_empty_index_tells_staff_to_add_a_collection(staff_client):
 
 
 def test_pages_name_their_icon_and_status_colours_are_readable(staff_client):
-    """Issue 33: a favicon 404 on every page; axe-core: `.ok` 3.96:1, `.warn` 3.3:1 (AA needs 4.5:1)."""
+    """A favicon 404 on every page; axe-core: `.ok` 3.96:1, `.warn` 3.3:1 (AA needs 4.5:1)."""
     import re
 
     from tests.support.paths import ROOT

@@ -1,4 +1,4 @@
-"""Web rendering is bounded whatever the note (issue 25, item 10): a huge note is shown in parts,
+"""Web rendering is bounded whatever the note: a huge note is shown in parts,
 its tags and frontmatter capped; results pages cap tag facets and the tags on each card; related
 notes consider a bounded number of tags and links. Asserted on the pages, never on time."""
 

@@ -1,4 +1,4 @@
-"""The web box as people type (issue 31): completions of filter keys, tags and values, and the last
+"""The web box as people type: completions of filter keys, tags and values, and the last
 word matching as a prefix while typing (keyword search)."""
 
 from __future__ import annotations
