@@ -31,7 +31,7 @@ __all__ = ["api"]
 
 class _PmdNinjaAPI(NinjaAPI):
     def get_openapi_operation_id(self, operation) -> str:
-        # The ids published while the API was one module (pmd_site/api/endpoints.py): clients generated
+        # The ids published while the API was one module (endpoints.py): clients generated
         # from /api/openapi.json keep their method names whatever module a route lives in.
         return f"search_api_endpoints_{operation.view_func.__name__}"
 

@@ -1,4 +1,4 @@
-"""`pmd embed` and `pmd models list|pull`: the embedding side of the CLI (`vsearch` is in cli/search.py)."""
+"""`pmd embed` and `pmd models list|pull`: the embedding side of the CLI (`vsearch` is in pmd_site/cli/search.py)."""
 
 from __future__ import annotations
 

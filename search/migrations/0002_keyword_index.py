@@ -1,4 +1,4 @@
-"""Tables of the BM25 keyword index (see search/index/keyword_index.py for the design).
+"""Tables of the BM25 keyword index (see indexing/keyword/keyword_index.py for the design).
 
 Plain SQL: the index is read and written only with SQL, and its consistency rules
 (cascades from documents, document frequencies, collection statistics) live in the

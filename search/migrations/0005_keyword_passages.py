@@ -3,7 +3,7 @@
 Replaces the document-level tables of 0002/0003:
 
 - `search_keyword_passage`: one row per passage of an active document (a markdown section,
-  or a piece of a long one; see search/index/keyword_index.py): its document, collection,
+  or a piece of a long one; see indexing/keyword/keyword_index.py): its document, collection,
   ordinal, line range and character range in the body, length in tokens and a weighted
   tsvector (document title + the section's heading weight A, the rest weight D) behind a
   GIN index for required phrases and exclusions. Rows cascade from `indexing_document`.
