@@ -78,7 +78,7 @@ def problem_for(exc: BaseException, *, search: bool = False) -> WebProblem:
 def problem_response(request, exc: PmdError | DataError):
     """A PmdError as the answer of a web UI view: a fragment for htmx, else a page; its status."""
     problem = problem_for(exc)
-    template = "search/_problem.html" if wants_fragment(request) else "search/problem.html"
+    template = "web/_problem.html" if wants_fragment(request) else "web/problem.html"
     return page(request, template, {"problem": problem}, status=problem.status)
 
 

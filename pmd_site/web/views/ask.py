@@ -40,7 +40,7 @@ def answer_html(answer, *, request) -> str:
     sources = [{"passage": p, "url": document_url(p.collection, p.path, line=p.line), "cited": p.number in answer.cited}
                for p in answer.passages]
     nearest = [{**n, "url": document_url(n["collection"], n["path"], line=n["line"])} for n in answer.nearest]
-    return render_to_string("search/_answer.html", {
+    return render_to_string("web/_answer.html", {
         "answer": answer, "text": mark_safe(text.replace("\n", "<br>")), "sources": sources,
         "nearest": nearest}, request=request)
 
@@ -61,7 +61,7 @@ def ask_stream(request):
                                                              "conversation": answer.conversation})
     except PmdError as exc:
         problem = problem_for(exc, search=True)
-        html = render_to_string("search/_results.html", {"problem": problem}, request=request)
+        html = render_to_string("web/_results.html", {"problem": problem}, request=request)
         events = iter([sse_event("done", {"html": html})])
     response = StreamingHttpResponse(events, content_type="text/event-stream")
     response["Cache-Control"] = "no-cache"

@@ -102,7 +102,7 @@ def _collections_context(request, form: CollectionAddForm, shared: tuple[str, Co
 @login_required
 @require_GET
 def collections_page(request):
-    return page(request, "search/collections.html", _collections_context(request, CollectionAddForm()))
+    return page(request, "web/collections.html", _collections_context(request, CollectionAddForm()))
 
 
 @staff_required
@@ -135,7 +135,7 @@ def collection_add(request):
                 transclude=form.cleaned_data["transclude"],
             ).collection
     if form.errors:
-        return page(request, "search/collections.html", _collections_context(request, form), status=400)
+        return page(request, "web/collections.html", _collections_context(request, form), status=400)
     messages.success(request, f"Added collection {collection.name} (language: {collection.language_choice.label}); "
                               "indexing started.")
     return redirect("search:collections")
@@ -163,10 +163,10 @@ def collection_share(request, name: str):
         return _back_to_collections(request)
     if wants_fragment(request):
         row["share_form"] = form if form.errors else _share_form(row, choices)
-        return page(request, "search/_sharing.html", {"row": row, "saved": not form.errors},
+        return page(request, "web/_sharing.html", {"row": row, "saved": not form.errors},
                     status=422 if form.errors else 200)
     if form.errors:
-        return page(request, "search/collections.html",
+        return page(request, "web/collections.html",
                     _collections_context(request, CollectionAddForm(), shared=(collection.name, form)), status=400)
     messages.success(request, f"Sharing of {collection.name} saved.")
     return _back_to_collections(request)
@@ -200,7 +200,7 @@ def _job_fragment(request, job: Job) -> HttpResponse:
     problems = []
     if job.finished and job.collection_id and job.kind in {Job.Kind.INDEX, Job.Kind.UPDATE}:
         problems = list(FileProblem.objects.filter(collection_id=job.collection_id)[:50])
-    return page(request, "search/_job.html", {"job": job, "problems": problems})
+    return page(request, "web/_job.html", {"job": job, "problems": problems})
 
 
 @login_required

@@ -146,7 +146,7 @@ def document_page(request, collection: str, path: str):
         if is_converted(document.path):
             context["html"] = unit_markers(context["html"])
         context["frontmatter_lines"] = part.frontmatter_lines
-    return page(request, "search/document.html", context)
+    return page(request, "web/document.html", context)
 
 
 @login_required
@@ -164,8 +164,8 @@ def document_related(request, collection: str, path: str):
     context = {"document": document, "related": related, "related_items": items,
                "document_url": document_url(document.collection.name, document.path)}
     if wants_fragment(request, "related-notes"):
-        return page(request, "search/_related.html", context)
-    return page(request, "search/related.html", context)
+        return page(request, "web/_related.html", context)
+    return page(request, "web/related.html", context)
 
 
 @login_required

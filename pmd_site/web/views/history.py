@@ -44,4 +44,4 @@ def history_page(request):
                            else "del" if line.startswith("-") and not line.startswith("---") else ""}
                           for line in (hit.diff or "").splitlines()]}
                 for hit in response.results]
-    return page(request, "search/history.html", context)
+    return page(request, "web/history.html", context)

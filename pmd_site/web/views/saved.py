@@ -28,7 +28,7 @@ def saved_page(request):
     seconds = settings.PMD_DIGEST_INTERVAL
     interval = ("" if not seconds else "day" if seconds == 86400
                 else f"{seconds / 3600:g} hours" if seconds >= 3600 else f"{seconds} seconds")
-    return page(request, "search/saved.html", {"saved": rows, "groups": groups, "email": email_configured(),
+    return page(request, "web/saved.html", {"saved": rows, "groups": groups, "email": email_configured(),
                                                "interval": interval})
 
 
@@ -56,7 +56,7 @@ def saved_run(request, name: str):
         return redirect("search:saved")
     fresh = set(new)
     rows = [{"result": r, "new": r.uri in fresh} for r in response.results]
-    return page(request, "search/saved_run.html", {"name": name, "response": response, "rows": rows, "new": len(new)})
+    return page(request, "web/saved_run.html", {"name": name, "response": response, "rows": rows, "new": len(new)})
 
 
 @login_required

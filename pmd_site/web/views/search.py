@@ -300,7 +300,7 @@ def search_page(request):
                                        after=context["after"], before=context["before"],
                                        conversation=str(conversation) if conversation else "",
                                        started=not typing))
-            template = "search/_ask.html" if wants_fragment(request, "results") else "search/search.html"
+            template = "web/_ask.html" if wants_fragment(request, "results") else "web/search.html"
             return page(request, template, context)
         context.update(_run_search(query=context["query"], mode=context["mode"],
                                    collection=context["collection"], access=access_of(request),
@@ -312,7 +312,7 @@ def search_page(request):
         context["query"] = request.GET.get("q", "")[:1000]
         context["problem"] = problem_for(
             InvalidSearchInput("; ".join(e for errs in form.errors.values() for e in errs)), search=True)
-    template = "search/_results.html" if wants_fragment(request, "results") else "search/search.html"
+    template = "web/_results.html" if wants_fragment(request, "results") else "web/search.html"
     response = page(request, template, context)
     if "elapsed_ms" in context:
         response.headers["Server-Timing"] = f"search;dur={context['elapsed_ms']:.1f}"
@@ -340,7 +340,7 @@ def result_feedback(request):
     recorded = sid.isdigit() and uri.startswith("pmd://") and vote in ("1", "0") and search_feedback_record(
         access=access_of(request), entry_id=int(sid), uri=uri, helpful=vote == "1")
     if wants_fragment(request):
-        return page(request, "search/_feedback.html", {"sid": sid, "uri": uri, "voted": vote if recorded else "",
+        return page(request, "web/_feedback.html", {"sid": sid, "uri": uri, "voted": vote if recorded else "",
                                                        "recorded": recorded}, status=200 if recorded else 404)
     back = request.headers.get("Referer", "")
     if not url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()}, require_https=request.is_secure()):

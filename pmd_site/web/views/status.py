@@ -103,7 +103,7 @@ def _status(request, *, confirm: dict | None = None, status: int = 200):
     if request.user.is_staff:  # the index's configuration, which every process reads: staff change it here
         context["config"] = index_config_effective()
         context["confirm"] = confirm
-    return page(request, "search/status.html", context, status=status)
+    return page(request, "web/status.html", context, status=status)
 
 
 @login_required
@@ -145,5 +145,5 @@ def searches_page(request):
     report = search_log_report(access=access_of(request), days=days, limit=20)
     lists = [("Top queries", report["top"]), ("No results: what the notes do not answer", report["zero_results"]),
              ("Weak results", report["weak"]), ("Slow", report["slow"])]
-    return page(request, "search/searches.html", {"report": report, "lists": lists, "days": days,
+    return page(request, "web/searches.html", {"report": report, "lists": lists, "days": days,
                                                   "periods": (1, 7, 30, 90)})

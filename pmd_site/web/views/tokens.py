@@ -56,7 +56,7 @@ def _tokens_context(request, form: TokenCreateForm, created=None) -> dict:
 @login_required
 @require_GET
 def tokens_page(request):
-    return page(request, "search/tokens.html", _tokens_context(request, _token_form(request)))
+    return page(request, "web/tokens.html", _tokens_context(request, _token_form(request)))
 
 
 @login_required
@@ -72,7 +72,7 @@ def token_add(request):
                 can_write=form.cleaned_data["can_write"], collections=form.cleaned_data["collections"],
                 expires_in=form.cleaned_data["expires"],
             )
-    response = page(request, "search/tokens.html",
+    response = page(request, "web/tokens.html",
                     _tokens_context(request, _token_form(request) if created else form, created),
                     status=200 if created else 400)
     response.headers["Cache-Control"] = "no-store"
