@@ -957,6 +957,14 @@ WRITE_TOKENS = {  # principal of the same user → how its write token is limite
 }
 
 
+@pytest.fixture(autouse=True)
+def _webhook_host_resolves(monkeypatch):
+    """The saved searches' webhook host resolves to a public address (no DNS here); no test sends to it."""
+    from tests.support.resolver import resolve_as
+
+    resolve_as(monkeypatch, {"hooks.example.org": "93.184.215.14"})
+
+
 @pytest.mark.parametrize("write", MEMBER_WRITES)
 @pytest.mark.parametrize("who", list(WRITE_TOKENS))
 def test_write_token_changes_its_users_own_things_and_nobody_elses(world, who, write):
