@@ -39,7 +39,7 @@ COMMANDS_BY_MODULE = {
     "pmd_site.cli.users": ("user",),
     "pmd_site.cli.db": ("db",),
     "pmd_site.cli.bench": ("bench",),
-    "pmd_site.cli.serve": ("up", "serve", "worker", "beat", "watch", "healthcheck", "migrate"),
+    "pmd_site.cli.up": ("up", "serve", "worker", "beat", "watch", "healthcheck", "migrate"),
     "pmd_site.cli.mcp": ("mcp",),
     "pmd_site.cli.tokens": ("token",),
     "pmd_site.cli.groups": ("group",),

@@ -344,7 +344,7 @@ def test_serve_never_lets_uvicorn_read_forwarded_headers(settings, monkeypatch, 
     import uvicorn
 
     from pmd_site.runtime import process as runtime
-    from pmd_site.cli import serve
+    from pmd_site.cli import up as serve
 
     settings.PMD_BEHIND_HTTPS_PROXY = behind_proxy
     seen = {}

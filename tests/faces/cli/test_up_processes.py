@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from pmd_site.cli import serve
+from pmd_site.cli import up as serve
 
 pytest_plugins = ["tests.support.local_models"]
 
