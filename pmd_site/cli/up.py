@@ -12,6 +12,7 @@ services of pmd_site/cli/services.py.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 
@@ -226,7 +227,8 @@ def _index_config_from_up(env: dict, chosen_backend: str | None) -> None:
 def _int8_copy_before_start(env: dict, console) -> None:
     """With local models in int8 (the small profile's default), the embedding model is downloaded
     and its int8 copy made now, before the services start: making it holds the fp32 graph for a few
-    seconds, which beside the running services was the first start's peak (README, Memory). A failure only warns: the worker tries again when it first embeds."""
+    seconds, which beside the running services was the first start's peak (README, Memory). A failure
+    only warns: the worker tries again when it first embeds."""
     from django.conf import settings
 
     from indexing.errors import LLMBackendError
@@ -241,7 +243,8 @@ def _int8_copy_before_start(env: dict, console) -> None:
     model = settings.PMD_EMBED_MODEL
     try:
         with progress_bar(f"embedding model {model}") as bar:
-            LocalBackend(models_dir(), precision="int8").pull(model, progress=lambda p: bar(p.completed, p.total, p.status))
+            LocalBackend(models_dir(), precision="int8").pull(
+                model, progress=lambda p: bar(p.completed, p.total, p.status))
     except LLMBackendError as exc:
         warn(f"the embedding model is not ready ({exc}): the worker tries again when it first embeds")
         return
@@ -292,101 +295,163 @@ def up_children(args, *, broker: bool, watch: bool, profile: str = "default") ->
     return children
 
 
+@dataclasses.dataclass
+class _Servers:
+    """The embedded servers this `pmd up` uses (None: an external one) and whether it started them:
+    the supervisor keeps them all running, and only those it started are stopped on the way out."""
+
+    postgres: object | None = None
+    postgres_started: bool = False
+    redis: object | None = None
+    redis_started: bool = False
+    broker_url: str | None = None
+
 
 def cmd_up(args) -> int:
     from django.conf import settings
-    from django.core.management import call_command
     from django.db import connections
 
-    from pmd_site.runtime.process import embedded_server, ensure_database, migrate_if_needed
+    from pmd_site.runtime.server_files import run_dir_for
 
     console = stdout_console()
+    url = _free_url(args)
+    running = _one_pmd_up(url)
+
+    stop_on_sigterm()  # until the hand-over: a Ctrl-C during the setup ends it cleanly
+    servers = _Servers()
+    handed_over = False
+    try:
+        username, password = _prepare_database(args, servers, console)
+        env = _children_env(args, servers, console)
+        profile = _apply_profile(args, env)
+        _int8_copy_before_start(env, console)
+        spec = _supervisor_spec(args, env, servers, profile)
+        _print_welcome(url, username, password, console)
+        handed_over = True
+    finally:
+        if not handed_over:  # the setup failed: stop what this run started
+            _stop_what_was_started(servers)
+            running.close()
+    # The loop runs without Django: this process becomes pmd_site.runtime.supervisor (same pid, the lock kept).
+    connections.close_all()
+    return hand_over(spec, str(run_dir_for(settings.PMD_HOME) / f"up-{settings.PMD_INDEX}.json"), running.fileno())
+
+
+def _free_url(args) -> str:
+    """The URL `pmd up` will serve at; refused when its port is not one, or is in use."""
     if not 0 < args.port < 65536:
         raise CommandError(f"--port {args.port}: use 1-65535")
     if not _port_free(args.host, args.port):
         raise CommandError(f"{args.host}:{args.port} is in use: choose another with --port")
 
     host = f"[{args.host}]" if ":" in args.host else args.host
-    url = f"http://{'127.0.0.1' if args.host in {'0.0.0.0', '::'} else host}:{args.port}/"
-    running = _one_pmd_up(url)
+    return f"http://{'127.0.0.1' if args.host in {'0.0.0.0', '::'} else host}:{args.port}/"
 
-    stop_on_sigterm()  # until the hand-over: a Ctrl-C during the setup ends it cleanly
-    pg_started = redis_started = handed_over = False
-    server = redis_server = None
-    try:
-        pg_started = ensure_database()
-        server = embedded_server()
-        if server is not None:
-            console.print(f"database: embedded PostgreSQL in {escape(server.data_dir)}"
-                          f" ({'started' if pg_started else 'already running'})")
-        else:
-            console.print("database: DATABASE_URL")
-        if migrate_if_needed():
-            console.print("database: migrations applied")
-        call_command("collectstatic", interactive=False, verbosity=0)
-        username, password = _ensure_admin(reset=args.reset_admin_password)
-        if args.dirs:
-            _add_folders(args.dirs, console)
-        connections.close_all()  # the children open their own; keep none idle here
 
-        broker_url, redis_server, redis_started = _start_broker()
-        env = dict(os.environ, PYTHONUNBUFFERED="1", PMD_HOME=str(settings.PMD_HOME),
-                   PMD_INDEX=settings.PMD_INDEX, PMD_SUPERVISOR_PID=str(os.getpid()))
-        env.setdefault("PMD_LOG_LEVEL", "INFO")  # the watcher and tasks report what they do
-        if args.dirs:
-            env["PMD_COLLECTION_ROOTS"] = collection_roots_env(args.dirs)
-        env = absolute_paths_env(env)
-        backend, why = choose_llm_backend()
-        console.print(escape(why))
-        _index_config_from_up(env, backend)
-        connections.close_all()
-        if broker_url:
-            env["CELERY_BROKER_URL"] = broker_url
-            # The process that embeds serves the local models to the others (one copy in memory).
-            from pmd_site.runtime.server_files import run_dir_for
+def _prepare_database(args, servers: _Servers, console) -> tuple[str, str | None]:
+    """The database up to date, with its admin account and the folders given as collections: the
+    admin's name and, when just generated, its password."""
+    from django.core.management import call_command
+    from django.db import connections
 
-            env["PMD_MODEL_SOCKET"] = str(run_dir_for(settings.PMD_HOME) / f"models-{settings.PMD_INDEX}.sock")
-            console.print(f"broker: {'embedded Redis' if not settings.CELERY_BROKER_URL else 'CELERY_BROKER_URL'}"
-                          f" ({'started' if redis_started else 'reused'})")
-        else:
-            warn("no task queue available: embeddings will not be computed in the background")
+    from pmd_site.runtime.process import embedded_server, ensure_database, migrate_if_needed
 
-        profile = args.profile or settings.PMD_PROFILE
-        if profile == "small" and not os.environ.get("PMD_LOCAL_BATCH", "").strip():
-            env["PMD_LOCAL_BATCH"] = str(SMALL_PROFILE_BATCH)
-        if profile == "small" and not os.environ.get("PMD_LOCAL_PRECISION", "").strip():
-            env["PMD_LOCAL_PRECISION"] = "int8"  # what PMD_PROFILE=small gives by default
-        _int8_copy_before_start(env, console)
-        # Every embedded server the children use is kept running, also one found running (`pmd db
-        # start`): the children cannot work without it. On the way out only what this run started is stopped.
-        spec = {
-            "env": env, "json_logs": settings.PMD_LOG_FORMAT == "json", "color": color_enabled(sys.stdout),
-            "home": str(settings.PMD_HOME),
-            "children": [list(child) for child in up_children(args, broker=bool(broker_url), watch=settings.PMD_WATCH,
-                                                               profile=profile)],
-            "keep": [name for name, kept in (("postgres", server), ("redis", redis_server)) if kept is not None],
-            "stop": [name for name, started in (("postgres", pg_started), ("redis", redis_started)) if started],
-        }
+    servers.postgres_started = ensure_database()
+    servers.postgres = embedded_server()
+    if servers.postgres is not None:
+        console.print(f"database: embedded PostgreSQL in {escape(servers.postgres.data_dir)}"
+                      f" ({'started' if servers.postgres_started else 'already running'})")
+    else:
+        console.print("database: DATABASE_URL")
+    if migrate_if_needed():
+        console.print("database: migrations applied")
+    call_command("collectstatic", interactive=False, verbosity=0)
+    username, password = _ensure_admin(reset=args.reset_admin_password)
+    if args.dirs:
+        _add_folders(args.dirs, console)
+    connections.close_all()  # the children open their own; keep none idle here
+    return username, password
 
-        console.print(f"\n[bold green]pmd is up[/]: {escape(url)}  (MCP: {escape(url)}mcp)")
-        if password:
-            console.print(f"log in as [bold]{escape(username)}[/] with password [bold]{escape(password)}[/]"
-                          " (shown once; reset with `pmd up --reset-admin-password`)")
-        else:
-            console.print(f"log in as [bold]{escape(username)}[/] (forgot the password? `pmd user password {escape(username)}`,"
-                          " or `pmd up --reset-admin-password`)")
-        console.print("press Ctrl-C to stop\n")
-        handed_over = True
-    finally:
-        if not handed_over:  # the setup failed: stop what this run started
-            if redis_started:
-                redis_server.stop()
-            connections.close_all()
-            if pg_started and server is not None:
-                server.stop()
-            running.close()
-    # The loop runs without Django: this process becomes pmd_site.runtime.supervisor (same pid, the lock kept).
+
+def _children_env(args, servers: _Servers, console) -> dict[str, str]:
+    """The children's environment: the broker (started here when embedded), the folders they may
+    open, the models they use and the index's configuration they read."""
+    from django.conf import settings
+    from django.db import connections
+
     from pmd_site.runtime.server_files import run_dir_for
 
+    servers.broker_url, servers.redis, servers.redis_started = _start_broker()
+    env = dict(os.environ, PYTHONUNBUFFERED="1", PMD_HOME=str(settings.PMD_HOME),
+               PMD_INDEX=settings.PMD_INDEX, PMD_SUPERVISOR_PID=str(os.getpid()))
+    env.setdefault("PMD_LOG_LEVEL", "INFO")  # the watcher and tasks report what they do
+    if args.dirs:
+        env["PMD_COLLECTION_ROOTS"] = collection_roots_env(args.dirs)
+    env = absolute_paths_env(env)
+    backend, why = choose_llm_backend()
+    console.print(escape(why))
+    _index_config_from_up(env, backend)
     connections.close_all()
-    return hand_over(spec, str(run_dir_for(settings.PMD_HOME) / f"up-{settings.PMD_INDEX}.json"), running.fileno())
+    if servers.broker_url:
+        env["CELERY_BROKER_URL"] = servers.broker_url
+        # The process that embeds serves the local models to the others (one copy in memory).
+        env["PMD_MODEL_SOCKET"] = str(run_dir_for(settings.PMD_HOME) / f"models-{settings.PMD_INDEX}.sock")
+        console.print(f"broker: {'embedded Redis' if not settings.CELERY_BROKER_URL else 'CELERY_BROKER_URL'}"
+                      f" ({'started' if servers.redis_started else 'reused'})")
+    else:
+        warn("no task queue available: embeddings will not be computed in the background")
+    return env
+
+
+def _apply_profile(args, env: dict[str, str]) -> str:
+    """The profile this run uses (--profile, else PMD_PROFILE), with what it sets in the children's
+    environment unless the user set it."""
+    from django.conf import settings
+
+    profile = args.profile or settings.PMD_PROFILE
+    if profile == "small" and not os.environ.get("PMD_LOCAL_BATCH", "").strip():
+        env["PMD_LOCAL_BATCH"] = str(SMALL_PROFILE_BATCH)
+    if profile == "small" and not os.environ.get("PMD_LOCAL_PRECISION", "").strip():
+        env["PMD_LOCAL_PRECISION"] = "int8"  # what PMD_PROFILE=small gives by default
+    return profile
+
+
+def _supervisor_spec(args, env: dict[str, str], servers: _Servers, profile: str) -> dict:
+    """What the supervisor is handed: the children to run and the embedded servers to keep or stop."""
+    from django.conf import settings
+
+    # Every embedded server the children use is kept running, also one found running (`pmd db
+    # start`): the children cannot work without it. On the way out only what this run started is stopped.
+    return {
+        "env": env, "json_logs": settings.PMD_LOG_FORMAT == "json", "color": color_enabled(sys.stdout),
+        "home": str(settings.PMD_HOME),
+        "children": [list(child) for child in up_children(args, broker=bool(servers.broker_url),
+                                                           watch=settings.PMD_WATCH, profile=profile)],
+        "keep": [name for name, kept in (("postgres", servers.postgres), ("redis", servers.redis))
+                 if kept is not None],
+        "stop": [name for name, started in (("postgres", servers.postgres_started),
+                                            ("redis", servers.redis_started)) if started],
+    }
+
+
+def _print_welcome(url: str, username: str, password: str | None, console) -> None:
+    """Where pmd is, and how to log in."""
+    console.print(f"\n[bold green]pmd is up[/]: {escape(url)}  (MCP: {escape(url)}mcp)")
+    if password:
+        console.print(f"log in as [bold]{escape(username)}[/] with password [bold]{escape(password)}[/]"
+                      " (shown once; reset with `pmd up --reset-admin-password`)")
+    else:
+        console.print(f"log in as [bold]{escape(username)}[/] (forgot the password? "
+                      f"`pmd user password {escape(username)}`, or `pmd up --reset-admin-password`)")
+    console.print("press Ctrl-C to stop\n")
+
+
+def _stop_what_was_started(servers: _Servers) -> None:
+    """After a failed setup: the embedded servers this run started are stopped, the others left running."""
+    from django.db import connections
+
+    if servers.redis_started:
+        servers.redis.stop()
+    connections.close_all()
+    if servers.postgres_started and servers.postgres is not None:
+        servers.postgres.stop()
