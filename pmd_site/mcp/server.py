@@ -18,8 +18,7 @@ from pmd_site.mcp.instructions import (
 )
 from pmd_site.mcp.prompts import register_prompts
 from pmd_site.mcp.resources import register_resources
-from pmd_site.mcp.tools import register_link_tools, register_related_tools, register_tools
-from pmd_site.mcp.tools import register_ask_tools, register_history_tools
+from pmd_site.mcp.tools import register_tools
 
 
 def create_server() -> MCPServer:
@@ -33,10 +32,6 @@ def create_server() -> MCPServer:
         lifespan=lifespan,
     )
     register_tools(server)
-    register_link_tools(server)
-    register_related_tools(server)
-    register_history_tools(server)
-    register_ask_tools(server)
     register_resources(server)
     register_prompts(server)
     return server

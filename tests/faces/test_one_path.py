@@ -12,7 +12,7 @@ from rich.console import Console
 
 from indexing.models import Collection, EmbeddingFingerprint, Job
 from indexing.services.embedding import pending_contents
-from pmd_site.cli.serve import _add_folders
+from pmd_site.cli.up import _add_folders
 from tests.support.factories import api_client
 
 

@@ -45,7 +45,7 @@ def _spy(monkeypatch, module_path: str, name: str, modules: list[str]) -> list:
 
 
 FACES = ["pmd_site.tasks", "pmd_site.watcher.loop", "pmd_site.api.collections", "pmd_site.web.views.collections",
-         "pmd_site.admin.indexing", "pmd_site.cli.collections", "pmd_site.cli.serve"]
+         "pmd_site.admin.indexing", "pmd_site.cli.collections", "pmd_site.cli.up"]
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ def test_starting_django_logs_no_axes_banner():
 @pytest.mark.django_db
 def test_pmd_up_does_not_repeat_the_same_link_warnings_at_every_start(tmp_path, capsys):
     from pmd_site.cli.output import stdout_console
-    from pmd_site.cli.serve import _add_folders
+    from pmd_site.cli.up import _add_folders
 
     (tmp_path / "a.md").write_text("# A\n\nsee [[Nowhere]]\n")
     _add_folders([str(tmp_path)], stdout_console())

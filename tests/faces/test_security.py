@@ -344,15 +344,15 @@ def test_serve_never_lets_uvicorn_read_forwarded_headers(settings, monkeypatch, 
     import uvicorn
 
     from pmd_site.runtime import process as runtime
-    from pmd_site.cli import serve
+    from pmd_site.cli import services
 
     settings.PMD_BEHIND_HTTPS_PROXY = behind_proxy
     seen = {}
     monkeypatch.setattr(uvicorn, "run", lambda *a, **kw: seen.update(kw))
     monkeypatch.setattr(runtime, "database_lease", contextlib.nullcontext)
-    monkeypatch.setattr(serve, "die_with_supervisor", lambda: None)
+    monkeypatch.setattr(services, "die_with_supervisor", lambda: None)
     args = type("Args", (), {"host": "127.0.0.1", "port": 0, "workers": 1})()
-    assert serve.cmd_serve(args) == 0
+    assert services.cmd_serve(args) == 0
     assert seen["proxy_headers"] is False
 
 

@@ -369,7 +369,7 @@ def test_cli_refuses_proc_but_is_not_limited_by_collection_roots(settings, run_c
 
 
 def test_pmd_up_allows_its_folders_for_the_web_ui(settings, tmp_path, notes):
-    from pmd_site.cli.serve import collection_roots_env
+    from pmd_site.cli.up import collection_roots_env
 
     settings.PMD_COLLECTION_ROOTS = [tmp_path / "configured"]
     value = collection_roots_env([str(notes), str(notes / ".." / "notes")])

@@ -237,7 +237,7 @@ def test_models_list_shows_the_local_models(local, minilm, tiny_cross_encoder, r
 
 
 def test_up_uses_ollama_when_it_answers(ollama, monkeypatch):
-    from pmd_site.cli.serve import choose_llm_backend
+    from pmd_site.cli.up import choose_llm_backend
 
     monkeypatch.delenv("PMD_LLM_BACKEND", raising=False)
     backend, why = choose_llm_backend()
@@ -245,7 +245,7 @@ def test_up_uses_ollama_when_it_answers(ollama, monkeypatch):
 
 
 def test_up_falls_back_to_local_models_without_ollama(ollama_down, monkeypatch):
-    from pmd_site.cli.serve import choose_llm_backend
+    from pmd_site.cli.up import choose_llm_backend
 
     monkeypatch.delenv("PMD_LLM_BACKEND", raising=False)
     monkeypatch.delenv("PMD_EMBED_MODEL", raising=False)

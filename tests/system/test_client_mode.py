@@ -209,7 +209,8 @@ def test_in_process_reads_load_neither_the_web_apps_nor_celery_nor_rich(served, 
                 "markdown_it", "yaml", "tomllib",  # rendering a note, reading its frontmatter
                 "indexing.structure", "indexing.language",  # a note's links and tags, a collection's language
                 "django.views.debug", "django.template.defaulttags",  # the error reporter (DEFAULT_EXCEPTION_REPORTER)
-                "pmd_site.cli.bench", "pmd_site.cli.serve", "pmd_site.cli.collections"}  # other commands' modules
+                "pmd_site.cli.bench", "pmd_site.cli.up", "pmd_site.cli.services",
+                "pmd_site.cli.collections"}  # other commands' modules
     assert not imported & unwanted, sorted(imported & unwanted)
 
 

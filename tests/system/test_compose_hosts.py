@@ -68,7 +68,7 @@ def test_embedding_runs_next_to_the_gpu_and_indexing_elsewhere(merged):
 
 def test_pmd_worker_takes_the_queues_of_pmd_worker_queues(settings):
     from pmd_site.celery import DEFAULT_QUEUE, EMBED_QUEUE
-    from pmd_site.cli.serve import _queues, celery_queues
+    from pmd_site.cli.services import _queues, celery_queues
 
     settings.PMD_WORKER_QUEUES = "embed"
     assert _queues(Namespace(queues=None)) == "embed"

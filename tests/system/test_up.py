@@ -311,7 +311,7 @@ def test_children_of_pmd_up_import_nothing_from_the_folder_it_was_started_in(tmp
 
 
 def test_relative_paths_in_the_settings_keep_their_meaning_in_the_children(tmp_path, monkeypatch):
-    from pmd_site.cli.serve import absolute_paths_env
+    from pmd_site.cli.up import absolute_paths_env
 
     monkeypatch.chdir(tmp_path)
     env = absolute_paths_env({"PMD_STATIC_ROOT": "static", "PMD_COLLECTION_ROOTS": "notes, /srv/notes",

@@ -94,7 +94,7 @@ def test_a_first_pmd_up_that_chose_a_backend_stores_that_backends_models(setting
     """`pmd up` without Ollama picks the in-process backend and keeps all its default models, the
     answer model among them (an unknown name here stopped `pmd up` before it served)."""
     from indexing.services.index_config import index_config_get
-    from pmd_site.cli.serve import _index_config_from_up
+    from pmd_site.cli.up import _index_config_from_up
 
     _index_config_from_up({}, "local")
     stored = index_config_get()

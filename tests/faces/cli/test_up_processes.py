@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from pmd_site.cli import serve
+from pmd_site.cli import services, up
 
 pytest_plugins = ["tests.support.local_models"]
 
@@ -16,7 +16,7 @@ def _up_args(**overrides):
 
 
 def test_pmd_up_runs_each_worker_as_one_process_with_a_thread_for_its_task():
-    children = {name: argv for name, *argv in serve.up_children(_up_args(), broker=True, watch=True)}
+    children = {name: argv for name, *argv in up.up_children(_up_args(), broker=True, watch=True)}
     assert set(children) == {"web", "worker", "embedder", "beat", "watcher"}
     for name in ("worker", "embedder"):
         argv = children[name]
@@ -26,7 +26,7 @@ def test_pmd_up_runs_each_worker_as_one_process_with_a_thread_for_its_task():
 
 
 def test_pmd_up_without_a_broker_or_watching_runs_only_the_web_server():
-    children = serve.up_children(_up_args(no_watch=True), broker=False, watch=True)
+    children = up.up_children(_up_args(no_watch=True), broker=False, watch=True)
     assert [name for name, *_ in children] == ["web"]
 
 
@@ -39,23 +39,23 @@ def test_pmd_worker_hands_the_pool_to_celery(monkeypatch):
     monkeypatch.setattr("pmd_site.runtime.process.database_lease", contextlib.nullcontext)
     monkeypatch.setattr(pmd_site.celery.app, "worker_main", seen.append)
     monkeypatch.setenv("PMD_SUPERVISOR_PID", "")
-    serve.cmd_worker(argparse.Namespace(queues="embed", concurrency=1, pool="threads"))
+    services.cmd_worker(argparse.Namespace(queues="embed", concurrency=1, pool="threads"))
     assert "--pool=threads" in seen[0] and "--queues=pmd-embed" in seen[0]
-    serve.cmd_worker(argparse.Namespace(queues="all", concurrency=None, pool=None))
+    services.cmd_worker(argparse.Namespace(queues="all", concurrency=None, pool=None))
     assert not any(arg.startswith("--pool") for arg in seen[1])  # celery's own default
 
 
 def test_the_small_profile_runs_web_and_one_worker_with_the_scheduler_and_watcher_inside():
     children = {name: argv for name, *argv in
-                serve.up_children(_up_args(), broker=True, watch=True, profile="small")}
+                up.up_children(_up_args(), broker=True, watch=True, profile="small")}
     assert set(children) == {"web", "worker"}
     worker = children["worker"]
     assert worker[worker.index("--queues") + 1] == "all"
     assert worker[worker.index("--pool") + 1] == "threads"
     assert {"--with-beat", "--with-watcher"} <= set(worker)
-    assert serve.SMALL_PROFILE_BATCH <= 4  # pmd up gives it PMD_LOCAL_BATCH: smaller ONNX buffers
+    assert up.SMALL_PROFILE_BATCH <= 4  # pmd up gives it PMD_LOCAL_BATCH: smaller ONNX buffers
     quiet = {name: argv for name, *argv in
-             serve.up_children(_up_args(no_watch=True), broker=True, watch=True, profile="small")}
+             up.up_children(_up_args(no_watch=True), broker=True, watch=True, profile="small")}
     assert "--with-watcher" not in quiet["worker"]
 
 
@@ -76,9 +76,9 @@ def test_only_the_worker_that_embeds_serves_the_models(monkeypatch, settings):
     monkeypatch.setattr(shared, "serve_models", lambda path, backend_for: served.append(path) or Listener())
     monkeypatch.setenv("PMD_SUPERVISOR_PID", "")
     settings.PMD_MODEL_SOCKET = "/run/pmd/models.sock"
-    serve.cmd_worker(argparse.Namespace(queues="index", concurrency=1, pool="threads"))
+    services.cmd_worker(argparse.Namespace(queues="index", concurrency=1, pool="threads"))
     assert served == []
-    serve.cmd_worker(argparse.Namespace(queues="embed", concurrency=1, pool="threads"))
+    services.cmd_worker(argparse.Namespace(queues="embed", concurrency=1, pool="threads"))
     assert served == ["/run/pmd/models.sock", "closed"]
 
 
@@ -88,9 +88,9 @@ def test_with_int8_models_pmd_up_makes_the_copy_before_the_services_start(settin
     from pmd_site.cli.output import stdout_console
 
     settings.PMD_HOME, settings.PMD_LLM_BACKEND, settings.PMD_EMBED_MODEL = tmp_path, "local", str(minilm)
-    serve._int8_copy_before_start({"PMD_LOCAL_PRECISION": "fp32"}, stdout_console())
+    up._int8_copy_before_start({"PMD_LOCAL_PRECISION": "fp32"}, stdout_console())
     assert not (tmp_path / "models").exists()  # fp32: nothing to prepare (the worker loads it when it embeds)
-    serve._int8_copy_before_start({"PMD_LOCAL_PRECISION": "int8"}, stdout_console())
+    up._int8_copy_before_start({"PMD_LOCAL_PRECISION": "int8"}, stdout_console())
     assert is_quantized(copy_path(minilm / "model.onnx", tmp_path / "models"))
     assert f"models: {minilm} ready in int8" in capsys.readouterr().out
 
@@ -100,5 +100,5 @@ def test_a_model_that_cannot_be_had_before_the_start_is_left_to_the_worker(setti
 
     settings.PMD_HOME, settings.PMD_LLM_BACKEND = tmp_path, "local"
     settings.PMD_EMBED_MODEL = str(tmp_path / "no-such-model")
-    serve._int8_copy_before_start({"PMD_LOCAL_PRECISION": "int8"}, stdout_console())  # warns, does not raise
+    up._int8_copy_before_start({"PMD_LOCAL_PRECISION": "int8"}, stdout_console())  # warns, does not raise
     assert "the worker tries again when it first embeds" in capsys.readouterr().err

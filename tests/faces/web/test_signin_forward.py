@@ -190,7 +190,7 @@ def served(settings):
     import uvicorn
 
     from pmd_site.asgi import application
-    from pmd_site.cli.serve import server_options
+    from pmd_site.cli.services import server_options
     from tests.support.mcp_client import close_other_connections
     from tests.support.servers import free_port
 
