@@ -11,7 +11,7 @@ from pmd_site import env
 from pmd_site.runtime.postgres_server import PG_PORT, PG_USER, database_password, socket_dir_for
 from pmd_site.runtime.server_files import private_dir
 
-BASE_DIR = Path(__file__).resolve().parent.parent
+BASE_DIR = Path(__file__).resolve().parent.parent.parent
 PMD_HOME = env.pmd_home()
 PMD_INDEX = env.index_name()
 
