@@ -9,8 +9,7 @@ settings on every command.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable  # loaded anyway: typing would not be
 
 from indexing.errors import ConfigError
 from pmd_site import env
@@ -18,25 +17,35 @@ from pmd_site import env
 KINDS = ("str", "bool", "int", "float", "list", "networks", "path")
 
 
-@dataclass(slots=True)
 class Setting:
     """One environment variable. `default` None: derived from other settings (the doc says how)."""
 
-    name: str
-    kind: str = "str"  # one of KINDS: how the environment's text is read
-    default: object = ""
-    minimum: int | None = None  # whole numbers: the smallest allowed
-    choices: tuple[str, ...] = ()  # the allowed values, as the error names them
-    clean: Callable[[str], str] | None = None  # applied to the text before the choices are checked
-    # False: the environment's value is checked where it is used, not when the settings load.
-    checked_at_start: bool = True
-    index: bool = False  # kept in the index's configuration too (`pmd config set`)
-    replaces_vectors: bool = False  # changing it changes what an embedding is
-    read_by: str = "pmd"  # who reads it, when not pmd's settings (compose.yaml, a command)
-    shown: str | None = None  # the value .env.example shows, when not the default
-    doc: str = ""  # the comment above it in .env.example
-    after: str = ""  # commented-out examples below it in .env.example
-    group: str = ""  # the section of .env.example it is in
+    __slots__ = ("name", "kind", "default", "minimum", "choices", "clean", "checked_at_start", "index",
+                 "replaces_vectors", "read_by", "shown", "doc", "after", "group")
+
+    def __init__(self, name: str, kind: str = "str", default: object = "", *, minimum: int | None = None,
+                 choices: tuple[str, ...] = (), clean: Callable[[str], str] | None = None,
+                 checked_at_start: bool = True, index: int = 0, replaces_vectors: bool = False,
+                 read_by: str = "pmd", shown: str | None = None, doc: str = "", after: str = ""):
+        self.name = name
+        self.kind = kind  # one of KINDS: how the environment's text is read
+        self.default = default
+        self.minimum = minimum  # whole numbers: the smallest allowed
+        self.choices = choices  # the allowed values, in the order the error names them
+        self.clean = clean  # applied to the text before the choices are checked
+        # False: the environment's value is checked where it is used, not when the settings load.
+        self.checked_at_start = checked_at_start
+        # Kept in the index's configuration too (`pmd config set`): its place in `pmd config show`; 0: not kept.
+        self.index = index
+        self.replaces_vectors = replaces_vectors  # changing it changes what an embedding is
+        self.read_by = read_by  # who reads it, when not pmd's settings (compose.yaml, a command)
+        self.shown = shown  # the value .env.example shows, when not the default
+        self.doc = doc  # the comment above it in .env.example
+        self.after = after  # commented-out examples below it in .env.example
+        self.group = ""  # the section of .env.example it is in (set by _group)
+
+    def __repr__(self) -> str:
+        return f"Setting({self.name!r}, {self.kind!r}, {self.default!r})"
 
     def example(self) -> str:
         """The value written in .env.example."""
@@ -383,35 +392,35 @@ TABLE: tuple[Setting, ...] = (
     *_group(
         "LLM backend (embeddings, expansion, re-ranking)",
         Setting("PMD_LLM_BACKEND", "str", "ollama", choices=("local", "ollama", "openai"),
-                checked_at_start=False, index=True, replaces_vectors=True,
+                checked_at_start=False, index=1, replaces_vectors=True,
                 doc=("ollama | openai (any OpenAI-compatible server: llama.cpp, vLLM, LM Studio, TEI) | local\n"
                     "(models run inside pmd on the CPU, needs `pip install 'pmd[local]'`; `pmd up` picks it by\n"
                     "itself when this is unset, no Ollama answers and the extra is installed).")),
-        Setting("OLLAMA_URL", "str", "http://127.0.0.1:11434", index=True),
-        Setting("PMD_OPENAI_BASE_URL", "str", "http://127.0.0.1:8080/v1", index=True),
+        Setting("OLLAMA_URL", "str", "http://127.0.0.1:11434", index=2),
+        Setting("PMD_OPENAI_BASE_URL", "str", "http://127.0.0.1:8080/v1", index=3),
         Setting("PMD_OPENAI_API_KEY", "str", ""),
-        Setting("PMD_EMBED_MODEL", "str", "embeddinggemma", index=True, replaces_vectors=True,
+        Setting("PMD_EMBED_MODEL", "str", "embeddinggemma", index=4, replaces_vectors=True,
                 doc=("Empty: embeddinggemma, or with PMD_LLM_BACKEND=local sentence-transformers/all-MiniLM-L6-v2\n"
                     "(downloaded into $PMD_HOME/models on first use); local also takes a folder path.")),
-        Setting("PMD_CHUNK_TOKENS", "int", 900, minimum=32, index=True, replaces_vectors=True,
+        Setting("PMD_CHUNK_TOKENS", "int", 900, minimum=32, index=9, replaces_vectors=True,
                 doc="Target chunk size in tokens; empty: 900, or the local model's window (all-MiniLM: 256 → 250)."),
-        Setting("PMD_CHUNK_OVERLAP", "float", 0.15, index=True, replaces_vectors=True,
+        Setting("PMD_CHUNK_OVERLAP", "float", 0.15, index=10, replaces_vectors=True,
                 doc=("Chunk overlap as a fraction of the chunk size, and the window (tokens) before the\n"
                     "target size in which the best markdown break point is chosen.")),
-        Setting("PMD_CHUNK_WINDOW", "int", 200, minimum=1, index=True, replaces_vectors=True),
-        Setting("PMD_EMBED_QUERY_PROMPT", "str", "", index=True,
+        Setting("PMD_CHUNK_WINDOW", "int", 200, minimum=1, index=11, replaces_vectors=True),
+        Setting("PMD_EMBED_QUERY_PROMPT", "str", "", index=12,
                 doc=("Prompt templates for the embedding model; empty = the model's known format\n"
                     "(embeddinggemma: \"task: search result | query: {query}\" / \"title: {title} | text: "
                     "{text}\",\n"
                     "e5: \"query: {query}\" / \"passage: {text}\", nomic-embed-text, mxbai-embed-large, "
                     "qwen3-embedding; others none).")),
-        Setting("PMD_EMBED_DOC_PROMPT", "str", "", index=True, replaces_vectors=True),
+        Setting("PMD_EMBED_DOC_PROMPT", "str", "", index=13, replaces_vectors=True),
         Setting("PMD_EMBED_BATCH", "int", 32, minimum=1,
                 doc="Chunks per embedding request."),
-        Setting("PMD_GENERATE_MODEL", "str", "qwen3:0.6b", index=True,
+        Setting("PMD_GENERATE_MODEL", "str", "qwen3:0.6b", index=5,
                 doc=("Models for query expansion and re-ranking (`pmd query`); `none` switches a stage off\n"
                     "(no expansion: the query as written; no re-ranker: fusion order), as stated in the output.")),
-        Setting("PMD_RERANK_MODEL", "str", "dengcao/Qwen3-Reranker-0.6B:Q8_0", index=True),
+        Setting("PMD_RERANK_MODEL", "str", "dengcao/Qwen3-Reranker-0.6B:Q8_0", index=6),
         Setting("PMD_MISSING_MODEL_RECHECK", "float", 600.0,
                 doc=("A model the server does not have (404) is asked for again only after this many seconds; until "
                     "then\n"
@@ -422,7 +431,7 @@ TABLE: tuple[Setting, ...] = (
                     "query expansion, and re-ranking (unjudged candidates keep their fusion order).")),
         Setting("PMD_EXPAND_TIMEOUT", "float", 10.0),
         Setting("PMD_RERANK_TIMEOUT", "float", 15.0),
-        Setting("PMD_ANSWER_MODEL", "str", "qwen3:1.7b", index=True,
+        Setting("PMD_ANSWER_MODEL", "str", "qwen3:1.7b", index=7,
                 doc=("Ask (`pmd ask`, the web Ask mode, POST /api/ask, MCP pmd_ask): the chat model that answers\n"
                     "from the notes, Ollama or OpenAI-compatible like the others (empty or `none`: Ask explains "
                     "how\n"
@@ -449,7 +458,7 @@ TABLE: tuple[Setting, ...] = (
                     "chat).\n"
                     "With PMD_LLM_BACKEND=local the re-ranker is a cross-encoder in-process (empty model:\n"
                     "cross-encoder/ms-marco-MiniLM-L6-v2, or a folder path).")),
-        Setting("PMD_RERANK_URL", "str", "", index=True,
+        Setting("PMD_RERANK_URL", "str", "", index=8,
                 doc=("A re-ranking server of its own (e.g. http://127.0.0.1:8081/v1), next to Ollama; empty: the "
                     "backend's.")),
         Setting("PMD_RERANK_BATCH", "int", 32, minimum=1,
@@ -480,7 +489,7 @@ TABLE: tuple[Setting, ...] = (
                 doc=("HNSW search breadth for vector search (higher: better recall, slower; at most 1000).\n"
                     "200 gives recall@10 0.99 against exact search at 110k chunks in ~4 ms (`pmd bench --mode "
                     "vsearch-scale`).")),
-        Setting("PMD_VECTOR_STORAGE", "str", "vector", choices=("vector", "halfvec"), clean=_trimmed_lower, index=True,
+        Setting("PMD_VECTOR_STORAGE", "str", "vector", choices=("vector", "halfvec"), clean=_trimmed_lower, index=14,
                 doc=("What the HNSW index holds: vector (full precision) or halfvec (half precision: half the "
                     "index\n"
                     "size, the memory vector search wants cached; the table keeps full precision). At 1M chunks\n"
@@ -583,8 +592,9 @@ def either(choices: tuple[str, ...]) -> str:
 
 
 def index_settings() -> dict[str, Setting]:
-    """The settings an index keeps (`pmd config`), in the table's order."""
-    return {setting.name: setting for setting in TABLE if setting.index}
+    """The settings an index keeps (`pmd config`), in the order `pmd config show` lists them."""
+    kept = sorted((setting for setting in TABLE if setting.index), key=lambda setting: setting.index)
+    return {setting.name: setting for setting in kept}
 
 
 def render_env_example() -> str:
