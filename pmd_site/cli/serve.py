@@ -34,7 +34,7 @@ from pmd_site.runtime.supervisor import (  # standard library only: cheap
 )
 
 ADMIN_USERNAME = "admin"
-WORKER_QUEUES = ("all", "index", "embed")  # PMD_WORKER_QUEUES takes the same names (pmd_site/settings.py)
+WORKER_QUEUES = ("all", "index", "embed")  # PMD_WORKER_QUEUES takes the same names (pmd_site/settings/table.py)
 
 
 def register(sub) -> None:
