@@ -4,6 +4,7 @@ Every value comes from the environment through the one table of settings (`table
 is the same settings without the web's apps, for the CLI's read commands.
 """
 
+# ruff: noqa: I001 - in the order the single module read them: which wrong value is reported first
 from pmd_site.settings.core import *  # noqa: F403 - Django's own, where the data lives
 from pmd_site.settings.http import *  # noqa: F403 - the web server, proxies, cookies
 from pmd_site.settings.database import *  # noqa: F403 - PostgreSQL and its replicas
