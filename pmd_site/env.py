@@ -1,8 +1,9 @@
 """The one place that reads the environment.
 
-Every setting pmd understands is parsed here with a typed helper; the rest of the
-code base takes values from `django.conf.settings` or from function arguments.
-Each name is documented in `.env.example`.
+Every setting pmd understands is parsed here with a typed helper, as its entry in the table of
+settings (`pmd_site/settings/table.py`) says; the rest of the code base takes values from
+`django.conf.settings` or from function arguments. It stays outside the settings package: the CLI
+reads the environment with it before (or without) loading the settings (client mode, `pmd mcp`).
 """
 
 from __future__ import annotations

@@ -22,28 +22,13 @@ from indexing.models import Chunk, EmbeddingFingerprint, IndexSetting
 
 log = logging.getLogger(__name__)
 
-# The settings an index keeps, each with how its value is read. VECTOR_SETTINGS change what an
-# embedding is: changing one replaces every vector.
-INDEX_SETTINGS: dict[str, type] = {
-    "PMD_LLM_BACKEND": str,
-    "OLLAMA_URL": str,
-    "PMD_OPENAI_BASE_URL": str,
-    "PMD_EMBED_MODEL": str,
-    "PMD_GENERATE_MODEL": str,
-    "PMD_RERANK_MODEL": str,
-    "PMD_ANSWER_MODEL": str,
-    "PMD_RERANK_URL": str,
-    "PMD_CHUNK_TOKENS": int,
-    "PMD_CHUNK_OVERLAP": float,
-    "PMD_CHUNK_WINDOW": int,
-    "PMD_EMBED_QUERY_PROMPT": str,
-    "PMD_EMBED_DOC_PROMPT": str,
-    "PMD_VECTOR_STORAGE": str,
-}
-VECTOR_SETTINGS = {"PMD_LLM_BACKEND", "PMD_EMBED_MODEL", "PMD_CHUNK_TOKENS", "PMD_CHUNK_OVERLAP",
-                   "PMD_CHUNK_WINDOW", "PMD_EMBED_DOC_PROMPT"}
-BACKENDS = {"ollama", "openai", "local"}
-STORAGES = ("vector", "halfvec")
+# The settings an index keeps, from pmd's one table of settings (pmd_site/settings/table.py), which
+# the settings hand down (this layer may not import pmd_site): name -> its entry (kind, default,
+# choices). VECTOR_SETTINGS change what an embedding is: changing one replaces every vector.
+_ENTRIES = settings.PMD_INDEX_SETTINGS
+_TYPES = {"str": str, "int": int, "float": float}
+INDEX_SETTINGS: dict[str, type] = {name: _TYPES[entry.kind] for name, entry in _ENTRIES.items()}
+VECTOR_SETTINGS = {name for name, entry in _ENTRIES.items() if entry.replaces_vectors}
 
 
 @dataclass
@@ -78,10 +63,9 @@ def _parse(name: str, value: str):
         parsed = kind(value.strip()) if kind is not str else value.strip()
     except ValueError:
         raise InvalidSetting(f"{name}={value!r}: expected {'a whole number' if kind is int else 'a number'}") from None
-    if name == "PMD_VECTOR_STORAGE" and parsed not in STORAGES:
-        raise InvalidSetting(f"PMD_VECTOR_STORAGE={value!r}: one of {', '.join(STORAGES)}")
-    if name == "PMD_LLM_BACKEND" and parsed not in BACKENDS:
-        raise InvalidSetting(f"PMD_LLM_BACKEND={value!r}: one of {', '.join(sorted(BACKENDS))}")
+    choices = _ENTRIES[name].choices
+    if choices and parsed not in choices:
+        raise InvalidSetting(f"{name}={value!r}: one of {', '.join(choices)}")
     return parsed
 
 
@@ -120,7 +104,7 @@ def index_config_set(*, values: dict[str, str], replace_vectors: bool = False, o
 
 def index_config_unset(*, names: list[str]) -> int:
     for name in names:
-        _parse(name, "0" if INDEX_SETTINGS.get(name) in (int, float) else "ollama" if name == "PMD_LLM_BACKEND" else "")
+        _parse(name, str(_ENTRIES[name].default) if name in _ENTRIES else "")
     deleted, _ = IndexSetting.objects.filter(name__in=names).delete()
     return deleted
 

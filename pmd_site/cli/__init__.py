@@ -133,7 +133,7 @@ def _parse_and_run(argv: list[str]) -> int:
         parser.print_help()
         return 2
     if read_command(argv)[0]:
-        os.environ.setdefault("DJANGO_SETTINGS_MODULE", "pmd_site.settings_cli")  # without the web's apps
+        os.environ.setdefault("DJANGO_SETTINGS_MODULE", "pmd_site.settings.cli")  # without the web's apps
     if args.index:
         os.environ["PMD_INDEX"] = args.index
     for name, value in getattr(args, "environ_defaults", {}).items():

@@ -16,7 +16,7 @@ from indexing.errors import CommandError
 from pmd_site.cli.output import stdout_console, warn
 from pmd_site.runtime.supervisor import die_with_supervisor  # standard library only: cheap
 
-WORKER_QUEUES = ("all", "index", "embed")  # PMD_WORKER_QUEUES takes the same names (pmd_site/settings.py)
+WORKER_QUEUES = ("all", "index", "embed")  # PMD_WORKER_QUEUES takes the same names (pmd_site/settings/table.py)
 
 
 def register(sub) -> None:

@@ -155,7 +155,7 @@ def _migrations_missing() -> bool:
 def migrate_if_needed() -> bool:
     """Apply migrations when one of the installed apps' is not recorded yet (one cheap query; the
     migration machinery is imported only then). Compared by name, so the rows of apps a lean
-    command leaves out (pmd_site/settings_cli.py) do not hide a missing one. Asked again once
+    command leaves out (pmd_site/settings/cli.py) do not hide a missing one. Asked again once
     the lock is ours: whoever held it may have applied them."""
     from django.core.management import call_command
 

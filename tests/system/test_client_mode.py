@@ -220,7 +220,7 @@ def test_the_lean_settings_report_errors_with_djangos_reporter():
     from django.utils.module_loading import import_string
     from django.views.debug import ExceptionReporter
 
-    from pmd_site import settings_cli
+    from pmd_site.settings import cli as settings_cli
 
     reporter = import_string(settings_cli.DEFAULT_EXCEPTION_REPORTER)(None, ValueError, ValueError("x"), None)
     assert type(reporter) is ExceptionReporter and "ValueError" in reporter.get_traceback_text()

@@ -112,7 +112,8 @@ def test_ollama_pull_fetches_the_configured_models(compose):
 
 def _variables_read_by_the_code() -> set[str]:
     pattern = re.compile(
-        r"""(?:env\.get_[a-z]+\(\s*|os\.environ(?:\.get|\.setdefault)?[\[(]\s*|os\.getenv\(\s*)["']([A-Z][A-Z0-9_]+)["']"""
+        r"""(?:env\.get_[a-z]+\(\s*|\bread\(\s*|os\.environ(?:\.get|\.setdefault)?[\[(]\s*|os\.getenv\(\s*)"""
+        r"""["']([A-Z][A-Z0-9_]+)["']"""
     )
     names: set[str] = set()
     for folder in ("pmd_site", "indexing", "search"):

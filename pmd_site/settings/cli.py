@@ -39,7 +39,7 @@ DATABASES = {alias: {
 # here at once, and with it django.views.debug's template engine and tag libraries (a tenth of a
 # `pmd search`'s imports). A command never renders a report (no ADMINS: the handler sends nothing),
 # so the reporter is named by a stand-in that imports Django's when one is made.
-DEFAULT_EXCEPTION_REPORTER = "pmd_site.settings_cli.ExceptionReporter"
+DEFAULT_EXCEPTION_REPORTER = "pmd_site.settings.cli.ExceptionReporter"
 
 
 class ExceptionReporter:
