@@ -82,7 +82,7 @@ def recover_jobs() -> dict:
 @shared_task(name="pmd_site.tasks.saved_digest")
 def saved_digest() -> dict:
     """Periodic (PMD_DIGEST_INTERVAL): new matches of saved searches, to their webhooks and owners' email."""
-    from search.pipeline.saved import saved_searches_digest
+    from search import saved_searches_digest
 
     return saved_searches_digest()
 

@@ -10,10 +10,7 @@ from ninja import Field, Router, Schema
 from indexing.selectors import answers_recent
 from indexing.services.answers import conversation_delete
 from pmd_site.api.schemas import ErrorOut
-from search.filters import SearchFilters
-from search.formatters.ask import ask_sse
-from search.pipeline.answer import AskRequest, ask_open, ask_run
-from search.schemas import AskOut, FiltersIn
+from search import AskOut, AskRequest, FiltersIn, SearchFilters, answer_from_record, ask_open, ask_run, ask_sse
 
 router = Router(tags=["ask"])
 
@@ -49,8 +46,6 @@ def ask_post(request, body: AskIn):
 
 @router.get("/answers", response={200: list[AskOut], 401: ErrorOut}, summary="Your latest answers")
 def answers_get(request):
-    from search.pipeline.answer import answer_from_record
-
     return [answer_from_record(a).as_dict() for a in answers_recent(access=request.auth)]
 
 

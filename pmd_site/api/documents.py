@@ -7,7 +7,7 @@ from ninja import Query, Router, Schema
 from indexing.selectors import document_page
 from indexing.selectors import documents_multi_get as multi_get
 from pmd_site.api.schemas import ErrorOut
-from search.schemas import MultiGetOut
+from search import MultiGetOut
 
 router = Router(tags=["documents"])
 

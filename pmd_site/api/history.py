@@ -5,9 +5,7 @@ from typing import Literal
 from ninja import Query, Router
 
 from pmd_site.api.schemas import ErrorOut
-from search.pipeline.history import history_search
-from search.retrieval.history import HistoryRequest
-from search.schemas import HistoryOut
+from search import HistoryOut, HistoryRequest, history_search
 
 router = Router(tags=["history"])
 

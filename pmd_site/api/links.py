@@ -4,7 +4,7 @@ from ninja import Query, Router
 
 from indexing.links import document_links
 from pmd_site.api.schemas import ErrorOut
-from search.schemas import LinksOut
+from search import LinksOut
 
 router = Router(tags=["links"])
 

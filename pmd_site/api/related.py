@@ -3,8 +3,7 @@
 from ninja import Query, Router
 
 from pmd_site.api.schemas import ErrorOut
-from search.retrieval.related import related_notes
-from search.schemas import RelatedOut
+from search import RelatedOut, related_notes
 
 router = Router(tags=["related"])
 

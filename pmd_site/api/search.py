@@ -9,17 +9,22 @@ from indexing.selectors import search_log_report
 from indexing.services.saved_searches import saved_search_add, saved_search_digest_set, saved_search_remove
 from indexing.services.search_log import search_feedback_record, search_log_opened
 from pmd_site.api.schemas import ErrorOut
-from search.filters import SearchFilters, filters_from_options
-from search.pipeline.dispatch import search_run
-from search.pipeline.saved import saved_search_dict, saved_search_run, saved_searches_listed
-from search.retrieval.filters import frontmatter_fields
-from search.schemas import FieldsOut, FiltersIn, SearchOut
-from search.request import (
+from search import (
     DEFAULT_LIMIT_MACHINE,
     MODE_ALIASES,
+    FieldsOut,
+    FiltersIn,
     Mode,
+    SearchFilters,
+    SearchOut,
     SearchRequest,
+    filters_from_options,
+    frontmatter_fields,
     mode_normalize,
+    saved_search_dict,
+    saved_search_run,
+    saved_searches_listed,
+    search_run,
 )
 
 router = Router(tags=["search"])

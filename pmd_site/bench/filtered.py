@@ -178,8 +178,7 @@ def vectors_ensure(collection, *, fresh: bool):
 def bench_filtered(dataset_dir: str, options: BenchOptions) -> BenchReport:
     from indexing.access import Access
     from pmd_site.bench.quality import generated_corpus
-    from search.pipeline.dispatch import search_run
-    from search.request import Mode, SearchRequest
+    from search import Mode, SearchRequest, search_run
     from search.retrieval.common import collection_ids_for
     from search.retrieval.filters import matching_count
     from search.retrieval.vector import EXACT_FILTER_DOCUMENTS, nearest_chunks, search_by_vector

@@ -34,8 +34,7 @@ def bench_history(repo_dir: str, options: BenchOptions) -> BenchReport:
     from indexing.models import Collection, Commit
     from indexing.services.collections import collection_create
     from indexing.services.history import history_index
-    from search.pipeline.history import history_search
-    from search.retrieval.history import HistoryRequest
+    from search import HistoryRequest, history_search
 
     commits = options.commits
     root = Path(repo_dir).expanduser().resolve()

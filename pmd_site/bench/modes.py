@@ -16,7 +16,7 @@ from pmd_site.bench.quality import (
     query_mode,
     retrieval_mode,
 )
-from search.request import Mode, mode_verb
+from search import Mode, mode_verb
 
 
 def _vsearch(dataset_dir: str, options: BenchOptions) -> BenchReport:

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Callable
 
 from indexing.errors import BenchmarkError
-from search.request import Mode, SearchRequest, mode_verb
+from search import Mode, SearchRequest, mode_verb
 
 # Models, services and the search code are imported inside the functions: `pmd` imports this
 # module (through pmd_site/bench/modes.py) while it builds its parser, and pmd_site/bench/loadtest.py

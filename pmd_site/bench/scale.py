@@ -425,8 +425,7 @@ def bench_keyword_scale(dataset_dir: str, options: BenchOptions) -> BenchReport:
 
     from indexing.access import Access
     from pmd_site.bench.quality import generated_corpus, made_up_words
-    from search.pipeline.dispatch import search_run
-    from search.request import Mode, SearchRequest
+    from search import Mode, SearchRequest, search_run
 
     passages = int(options.size or 1_000_000)
     if passages < 1000:

@@ -15,7 +15,7 @@ import re
 import string
 
 from pmd_site.bench.quality import BenchOptions, BenchReport, bench_retrieval
-from search.request import Mode
+from search import Mode
 
 SEED = 31
 KINDS = ("deletion", "transposition", "substitution")
@@ -76,7 +76,7 @@ def typo_queries(queries: list[tuple[str, str]], collection, seed: int = SEED) -
 
 
 def bench_typos(dataset_dir: str, options: BenchOptions, *, mode_name: str) -> BenchReport:
-    from search.pipeline.dispatch import search_run
+    from search import search_run
 
     if mode_name not in TYPO_MODES:
         from indexing.errors import BenchmarkError

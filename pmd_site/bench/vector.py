@@ -34,7 +34,7 @@ from pmd_site.bench.quality import (
 )
 from indexing.errors import LLMBackendError
 from indexing.llm import embedding_prompts, get_backend
-from search.request import Mode
+from search import Mode
 
 # Models, services and retrieval are imported inside the functions: `pmd` imports this module
 # (through pmd_site/bench/modes.py) while it builds its parser, before Django is set up.

@@ -33,9 +33,7 @@ def register(sub) -> None:
 
 def cmd_ask(args) -> int:
     from pmd_site.cli.output import local_access, print_markup, write_text
-    from search.filters import filters_from_options
-    from search.formatters import render
-    from search.pipeline.answer import AskRequest, ask_open
+    from search import AskRequest, ask_open, filters_from_options, render
 
     if args.budget is not None and args.budget < 200:
         raise CommandError("--budget must be at least 200 tokens")

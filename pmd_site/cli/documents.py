@@ -33,7 +33,7 @@ def register(sub) -> None:
 
 def cmd_get(args) -> int:
     from indexing.selectors import document_page
-    from search.formatters import numbered_lines
+    from search import numbered_lines
 
     page = document_page(args.reference, from_line=args.from_line, max_lines=args.max_lines,
                          collections=args.collections, access=local_access())

@@ -157,7 +157,7 @@ def _methods(backend) -> dict[str, str]:
     from django.conf import settings
 
     from indexing.llm import rerank_backend
-    from search.pipeline.rerank import describe_method
+    from search import describe_method
 
     methods = {"embed": "embeddings" + (" in this process" if backend.kind == "local" else ""),
                "generate": "chat (query expansion)"}

@@ -17,7 +17,7 @@ def register(sub) -> None:
 
 
 def cmd_fields(args) -> int:
-    from search.retrieval.filters import frontmatter_fields
+    from search import frontmatter_fields
 
     fields = frontmatter_fields(access=local_access(), collections=[args.collection] if args.collection else None)
     if args.json:

@@ -37,9 +37,7 @@ def register(sub) -> None:
 
 
 def cmd_history(args) -> int:
-    from search.formatters import render
-    from search.pipeline.history import history_search
-    from search.retrieval.history import HistoryRequest
+    from search import HistoryRequest, history_search, render
 
     if args.limit < 1:
         raise CommandError("-n must be at least 1")
@@ -64,6 +62,6 @@ def cmd_history(args) -> int:
 
 def _csv(response, *, diff: bool) -> str:
     """The CSV of `pmd history --csv` (tests read it directly)."""
-    from search.formatters import render
+    from search import render
 
     return render("history", "csv", response, diff=diff)

@@ -50,7 +50,7 @@ def cmd_backlinks(args) -> int:
 
 
 def _print(result, kind: str, fmt: str) -> None:
-    from search.formatters import render
+    from search import render
 
     text = render(kind, fmt, result)
     if fmt == "cli":

@@ -110,7 +110,7 @@ def _terminal_console_class():
         from rich.console import Console
         from rich.segment import Segment
 
-        from search.formatters import terminal_text
+        from search import terminal_text
 
         class TerminalConsole(Console):
             def render(self, renderable, options=None):
@@ -176,7 +176,7 @@ def warn(message: str) -> None:
 
 
 def print_json(data) -> None:
-    from search.formatters import json_text
+    from search import json_text
 
     sys.stdout.write(json_text(data) + "\n")
 
@@ -192,7 +192,7 @@ def write_text(text: str) -> None:
     """Text pmd did not write (a document, a CSV or markdown listing) on stdout: with its control
     characters shown, not obeyed, on a terminal; as it is into a file or a pipe."""
     if text and sys.stdout.isatty():
-        from search.formatters import terminal_text
+        from search import terminal_text
 
         text = terminal_text(text)
     sys.stdout.write(text)

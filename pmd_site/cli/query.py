@@ -40,7 +40,7 @@ def register(sub) -> None:
 
 def cmd_query(args) -> int:
     from pmd_site.cli.search import search_and_print
-    from search.request import Mode
+    from search import Mode
 
     if args.candidate_limit < 1:
         raise CommandError("-C/--candidate-limit must be at least 1")
@@ -53,7 +53,7 @@ def cmd_query(args) -> int:
     )
     if args.explain and args.format == "cli":
         from pmd_site.cli.output import write_text
-        from search.formatters import render
+        from search import render
 
         write_text(render("explain", "cli", response))
     return 0

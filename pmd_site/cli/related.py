@@ -19,8 +19,7 @@ def register(sub) -> None:
 
 def cmd_related(args) -> int:
     from indexing.errors import CommandError
-    from search.formatters import render
-    from search.retrieval.related import related_notes
+    from search import related_notes, render
 
     if args.limit < 1:
         raise CommandError("-n must be at least 1")

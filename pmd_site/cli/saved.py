@@ -39,7 +39,7 @@ def register(sub) -> None:
 
 def cmd_add(args) -> int:
     from indexing.services.saved_searches import saved_search_add
-    from search.request import mode_normalize
+    from search import mode_normalize
 
     try:
         mode = mode_normalize(args.mode)
@@ -67,7 +67,7 @@ def cmd_digest(args) -> int:
 
 
 def cmd_list(args) -> int:
-    from search.pipeline.saved import saved_searches_listed
+    from search import saved_searches_listed
 
     rows = saved_searches_listed(access=local_access())
     if args.json:
@@ -84,8 +84,7 @@ def cmd_list(args) -> int:
 
 
 def cmd_run(args) -> int:
-    from search.formatters import format_response
-    from search.pipeline.saved import saved_search_run
+    from search import format_response, saved_search_run
 
     response, new = saved_search_run(access=local_access(), name=args.name, face="cli", limit=args.limit)
     if args.json:

@@ -62,9 +62,7 @@ def add_search_options(parser) -> None:
 def search_request_from_args(args, *, mode: str, **overrides):
     """The SearchRequest an adapter's parsed arguments describe."""
     from pmd_site.cli.output import local_access
-    from search.filters import filters_from_options
-    from search.formatters import MACHINE_FORMATS
-    from search.request import SearchRequest
+    from search import MACHINE_FORMATS, SearchRequest, filters_from_options
 
     if args.limit is not None and args.limit < 1:
         raise CommandError("-n must be at least 1")
@@ -95,8 +93,7 @@ def run_search_command(args, *, mode: str, **overrides) -> int:
 def search_and_print(args, *, mode: str, **overrides):
     """`run_search_command` for a command that shows more afterwards: returns the SearchResponse."""
     from pmd_site.cli.output import color_enabled, warn, write_text
-    from search.formatters import format_response
-    from search.pipeline.dispatch import search_run
+    from search import format_response, search_run
 
     request = search_request_from_args(args, mode=mode, **overrides)
     response = search_run(request)
@@ -135,12 +132,12 @@ def register_vsearch(sub) -> None:
 
 
 def cmd_search(args) -> int:
-    from search.request import Mode
+    from search import Mode
 
     return run_search_command(args, mode=Mode.KEYWORD)
 
 
 def cmd_vsearch(args) -> int:
-    from search.request import Mode
+    from search import Mode
 
     return run_search_command(args, mode=Mode.VECTOR)

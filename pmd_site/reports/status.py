@@ -125,7 +125,7 @@ def _model_server() -> dict:
     cached = getattr(_probe, "models", None)
     if cached is None:
         from indexing.services.model_server import hybrid_without, model_server_status
-        from search.pipeline.absent import absent_models
+        from search import absent_models
 
         cached = model_server_status()
         # What this process's queries found missing (a server that lists a model it cannot run).

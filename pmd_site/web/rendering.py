@@ -14,7 +14,7 @@ from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 from indexing.markdown import LinkTargets, markdown_reader, without_comments
 from indexing.text import strip_frontmatter
-from search.formatters import marked
+from search import marked
 
 _ALLOWED_TAGS = {
     "a", "abbr", "b", "blockquote", "br", "code", "dd", "del", "details", "div", "dl", "dt", "em",

@@ -17,9 +17,7 @@ from indexing.services.answers import conversation_delete
 from pmd_site.web.errors import problem_for
 from pmd_site.web.pages import access_of
 from pmd_site.web.views.search import document_url
-from search.filters import filters_from_options
-from search.formatters.ask import ask_sse, sse_event
-from search.pipeline.answer import AskRequest, ask_open
+from search import AskRequest, ask_open, ask_sse, filters_from_options, sse_event
 
 _CITE = re.compile(r"\[(\d+)\]")
 

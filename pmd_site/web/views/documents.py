@@ -18,7 +18,7 @@ from indexing.attachments import attachment_find, attachment_read, original_read
 from indexing.links import document_links
 from indexing.markdown import LinkTargets
 from indexing.selectors import contexts_for, document_resolve
-from search.retrieval.related import related_notes
+from search import related_notes
 from pmd_site.web.pages import access_of, page, wants_fragment
 from pmd_site.web.rendering import note_part, render_markdown, unit_markers
 from pmd_site.web.views.search import TagLink, document_url, tag_search_url

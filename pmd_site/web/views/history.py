@@ -11,8 +11,7 @@ from django.views.decorators.http import require_GET
 
 from indexing.access import visible_collection_names
 from indexing.errors import PmdError
-from search.pipeline.history import history_search
-from search.retrieval.history import HistoryRequest
+from search import HistoryRequest, history_search
 from pmd_site.web.errors import problem_for
 from pmd_site.web.pages import access_of, page
 from pmd_site.web.views.search import document_url

@@ -11,8 +11,7 @@ from django.views.decorators.http import require_GET, require_POST
 from indexing.errors import PmdError
 from indexing.services.saved_searches import saved_search_add, saved_search_digest_set, saved_search_remove
 from pmd_site.web.pages import access_of, page
-from search.pipeline.saved import saved_search_run, saved_searches_listed
-from search.request import mode_normalize
+from search import mode_normalize, saved_search_run, saved_searches_listed
 
 
 @login_required

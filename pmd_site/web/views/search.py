@@ -22,13 +22,16 @@ from indexing.access import visible_collection_names
 from indexing.errors import EmptyQuery, InvalidSearchInput, PmdError
 from indexing.selectors import _visible_documents
 from indexing.services.search_log import search_feedback_record
-from search.filters import TYPE_NAMES, filters_from_options
-from search.formatters import shows_dates
-from search.pipeline.answer import answer_model
-from search.pipeline.dispatch import search_run
-from search.request import SearchRequest
-from search.results import SearchResult
-from search.retrieval.suggest import query_suggestions
+from search import (
+    TYPE_NAMES,
+    SearchRequest,
+    SearchResult,
+    answer_model,
+    filters_from_options,
+    query_suggestions,
+    search_run,
+    shows_dates,
+)
 from pmd_site.web.errors import problem_for
 from pmd_site.web.forms import ASK, MODE_LABELS, SORT_LABELS, WEB_LIMIT, SearchForm
 from pmd_site.web.pages import access_of, page, wants_fragment
