@@ -8,10 +8,7 @@ from pydantic import Field
 
 from pmd_site.mcp.errors import mcp_access, tool_call
 from pmd_site.mcp.tools.shared import tool_result
-from search.filters import SearchFilters
-from search.formatters import render
-from search.pipeline.answer import AskRequest, ask_run
-from search.schemas import AskBrief, FiltersIn
+from search import ask_run, AskBrief, AskRequest, FiltersIn, render, SearchFilters
 
 ASKS = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
 

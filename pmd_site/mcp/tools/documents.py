@@ -9,8 +9,7 @@ from indexing.selectors import document_page, documents_multi_get
 from pmd_site.mcp.errors import mcp_access, tool_call
 from pmd_site.mcp.models import DocumentText
 from pmd_site.mcp.tools.shared import READ_ONLY, tool_result
-from search.formatters import numbered_lines, render
-from search.schemas import MultiGetBrief
+from search import MultiGetBrief, numbered_lines, render
 
 
 def _document_text(*, ref: str, from_line: int | None, max_lines: int | None, line_numbers: bool,

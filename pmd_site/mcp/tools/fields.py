@@ -6,9 +6,7 @@ from pydantic import Field
 
 from pmd_site.mcp.errors import mcp_access, tool_call
 from pmd_site.mcp.tools.shared import READ_ONLY, tool_result
-from search.formatters import render
-from search.retrieval.filters import frontmatter_fields
-from search.schemas import FieldsOut
+from search import FieldsOut, frontmatter_fields, render
 
 
 def register(server: MCPServer) -> None:

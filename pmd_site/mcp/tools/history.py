@@ -9,10 +9,7 @@ from pydantic import Field
 
 from pmd_site.mcp.errors import mcp_access, tool_call
 from pmd_site.mcp.tools.shared import READ_ONLY, tool_result
-from search.formatters import render
-from search.pipeline.history import history_search
-from search.retrieval.history import HistoryRequest
-from search.schemas import ChangedFileBrief, CommitBrief, HistoryBrief
+from search import ChangedFileBrief, CommitBrief, history_search, HistoryBrief, HistoryRequest, render
 
 
 def register(server: MCPServer) -> None:

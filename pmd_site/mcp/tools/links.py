@@ -9,8 +9,7 @@ from pydantic import Field
 from indexing.links import document_links
 from pmd_site.mcp.errors import mcp_access, tool_call
 from pmd_site.mcp.tools.shared import READ_ONLY, tool_result
-from search.formatters import render
-from search.schemas import LinkBrief, LinksBrief
+from search import LinkBrief, LinksBrief, render
 
 
 def register(server: MCPServer) -> None:

@@ -7,9 +7,7 @@ from pydantic import Field
 
 from pmd_site.mcp.errors import mcp_access, tool_call
 from pmd_site.mcp.tools.shared import READ_ONLY, tool_result
-from search.formatters import render
-from search.retrieval.related import related_notes
-from search.schemas import RelatedBrief, RelatedNoteBrief
+from search import related_notes, RelatedBrief, RelatedNoteBrief, render
 
 
 def register(server: MCPServer) -> None:

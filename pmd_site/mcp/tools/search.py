@@ -9,11 +9,18 @@ from pydantic import Field
 
 from pmd_site.mcp.errors import mcp_access, tool_call
 from pmd_site.mcp.tools.shared import READ_ONLY, tool_result
-from search.filters import SearchFilters
-from search.formatters import render
-from search.pipeline.dispatch import search_run
-from search.request import Mode, SearchRequest, mode_verb
-from search.schemas import FiltersIn, ResultBrief, SearchBrief, SubSearch
+from search import (
+    FiltersIn,
+    Mode,
+    mode_verb,
+    render,
+    ResultBrief,
+    search_run,
+    SearchBrief,
+    SearchFilters,
+    SearchRequest,
+    SubSearch,
+)
 
 FILTERS_HELP = ("tags, exclude_tags, path, after, before, fields: {key: value}; the query may also hold them: "
                 "tag:db after:2025-01-01 status:draft")

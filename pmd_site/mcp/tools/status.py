@@ -8,7 +8,7 @@ from pmd_site.mcp.instructions import refresh_instructions
 from pmd_site.mcp.models import CollectionInfo, EmbeddingsInfo, StatusResult
 from pmd_site.mcp.tools.shared import READ_ONLY, tool_result
 from pmd_site.reports.status import status_report
-from search.formatters import render
+from search import render
 
 
 def register(server: MCPServer) -> None:
