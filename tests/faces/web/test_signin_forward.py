@@ -184,7 +184,6 @@ def test_a_name_longer_than_pmd_keeps_is_refused_in_words():
 @pytest.fixture
 def served(settings):
     """pmd_site.asgi under uvicorn with `pmd serve`'s options, in a thread: its URL."""
-
     from pmd_site.cli.serve import server_options
     from tests.support.mcp_client import serve_asgi
 
