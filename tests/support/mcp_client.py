@@ -41,15 +41,17 @@ def call_tool(tool: str, arguments: dict) -> dict:
 
 
 @contextlib.contextmanager
-def serve_asgi():
-    """pmd_site.asgi.application under uvicorn on loopback, in a thread of this process: its URL."""
+def serve_asgi(**options):
+    """pmd_site.asgi.application under uvicorn on loopback, in a thread of this process: its URL.
+    `options` are uvicorn's (`pmd serve`'s own: pmd_site.cli.services.server_options())."""
     import uvicorn
 
     from pmd_site.asgi import application
 
     port = free_port()
+    options = {"lifespan": "on", "proxy_headers": False, **options}  # never forwarded headers, as `pmd serve`
     server = uvicorn.Server(uvicorn.Config(application, host="127.0.0.1", port=port, log_level="warning",
-                                           lifespan="on", proxy_headers=False))  # as `pmd serve`
+                                           **options))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 20

@@ -184,33 +184,13 @@ def test_a_name_longer_than_pmd_keeps_is_refused_in_words():
 @pytest.fixture
 def served(settings):
     """pmd_site.asgi under uvicorn with `pmd serve`'s options, in a thread: its URL."""
-    import threading
-    import time
-
-    import uvicorn
-
-    from pmd_site.asgi import application
     from pmd_site.cli.services import server_options
-    from tests.support.mcp_client import close_other_connections
-    from tests.support.servers import free_port
+    from tests.support.mcp_client import serve_asgi
 
     settings.PMD_BEHIND_HTTPS_PROXY = True
     settings.PMD_SUPERUSER_GROUPS = ["pmd-admins"]
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(application, host="127.0.0.1", port=port, log_level="warning",
-                                           **server_options()))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert time.monotonic() < deadline and thread.is_alive(), "uvicorn did not start"
-        time.sleep(0.05)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-        close_other_connections()
+    with serve_asgi(**server_options()) as url:
+        yield url
 
 
 def _get_status(url: str, **headers):
