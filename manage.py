@@ -1,5 +1,6 @@
 #!/usr/bin/env python
 """Django's command-line utility, over the same embedded database as `pmd`."""
+
 import os
 import sys
 

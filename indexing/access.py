@@ -25,9 +25,9 @@ from django.db.models.expressions import RawSQL
 from django.db.models.signals import pre_delete
 from django.dispatch import receiver
 
-from indexing.replicas import read_connection
 from indexing import errors
 from indexing.models import Answer, AuditEvent, Collection
+from indexing.replicas import read_connection
 
 
 class Access:
@@ -60,8 +60,9 @@ class Access:
         """The same principal, seeing only those of `collection_ids` it sees now (never more): how
         something made through a collection-limited token keeps that limit when it runs later."""
         limited = type(self)(user=self.user, token=self.token, local=self.local)
-        limited._within = frozenset(collection_ids) if self._within is None \
-            else self._within & frozenset(collection_ids)
+        limited._within = (
+            frozenset(collection_ids) if self._within is None else self._within & frozenset(collection_ids)
+        )
         return limited
 
     # --- who ---------------------------------------------------------------------------------
@@ -141,22 +142,28 @@ def _visible_ids(access: Access) -> list[int]:
         "user_groups": get_user_model().groups.through._meta.db_table,  # request.user may be a lazy object
     }
     token_clause = ""
-    params = {"superuser": bool(user.is_superuser), "user": user.pk, "everyone": Collection.Visibility.EVERYONE,
-              "shared": Collection.Visibility.SHARED}
+    params = {
+        "superuser": bool(user.is_superuser),
+        "user": user.pk,
+        "everyone": Collection.Visibility.EVERYONE,
+        "shared": Collection.Visibility.SHARED,
+    }
     if access.token is not None:
         tables["token_collections"] = type(access.token).collections.through._meta.db_table
         params["token"] = access.token.pk
         token_clause = """
           AND (NOT EXISTS (SELECT 1 FROM {token_collections} t WHERE t.apitoken_id = %(token)s)
                OR c.id IN (SELECT t.collection_id FROM {token_collections} t WHERE t.apitoken_id = %(token)s))"""
-    sql = ("""
+    sql = (
+        """
         SELECT c.id FROM {collection} c
         WHERE (%(superuser)s OR c.visibility = %(everyone)s OR c.owner_id = %(user)s
                OR (c.visibility = %(shared)s
                    AND (EXISTS (SELECT 1 FROM {shared_users} su WHERE su.collection_id = c.id AND su.user_id = %(user)s)
                         OR EXISTS (SELECT 1 FROM {shared_groups} sg JOIN {user_groups} ug ON ug.group_id = sg.group_id
-                                   WHERE sg.collection_id = c.id AND ug.user_id = %(user)s))))""" + token_clause
-           ).format(**tables)
+                                   WHERE sg.collection_id = c.id AND ug.user_id = %(user)s))))"""
+        + token_clause
+    ).format(**tables)
     with read_connection().cursor() as cursor:
         cursor.execute(sql, params)
         return [row[0] for row in cursor.fetchall()]
@@ -184,9 +191,12 @@ def answers_visible_to(access: Access):
         return Answer.objects.none()
     if access.collection_ids() is None:
         return answers
-    hidden = RawSQL(f"EXISTS (SELECT 1 FROM jsonb_array_elements({Answer._meta.db_table}.passages) p "
-                    "WHERE coalesce(p->>'collection', '') <> ALL(%s::text[]))",
-                    (visible_collection_names(access),), output_field=BooleanField())
+    hidden = RawSQL(
+        f"EXISTS (SELECT 1 FROM jsonb_array_elements({Answer._meta.db_table}.passages) p "
+        "WHERE coalesce(p->>'collection', '') <> ALL(%s::text[]))",
+        (visible_collection_names(access),),
+        output_field=BooleanField(),
+    )
     return answers.alias(hidden=hidden).filter(hidden=False)
 
 
@@ -241,12 +251,17 @@ def _revoke_tokens_left_without_collections(sender, instance: Collection, origin
     if isinstance(origin, QuerySet) and origin.model is Collection:  # a bulk delete: all of them go
         removed |= set(origin.values_list("pk", flat=True))
     kept = ApiToken.collections.through.objects.exclude(collection_id__in=removed).values("apitoken_id")
-    tokens = list(ApiToken.objects.filter(collections=instance, revoked__isnull=True)
-                  .exclude(pk__in=kept).select_related("user"))
+    tokens = list(
+        ApiToken.objects.filter(collections=instance, revoked__isnull=True).exclude(pk__in=kept).select_related("user")
+    )
     now = timezone.now()
     for token in tokens:
         token.revoked = now
         token.save(update_fields=["revoked"])
-        AuditEvent.objects.create(actor=None, actor_label="pmd", action="token.revoke",
-                                  target=f"{token.prefix}… of {token.user.get_username()}"[:300],
-                                  detail={"name": token.name, "reason": f"its collection {instance.name} was removed"})
+        AuditEvent.objects.create(
+            actor=None,
+            actor_label="pmd",
+            action="token.revoke",
+            target=f"{token.prefix}… of {token.user.get_username()}"[:300],
+            detail={"name": token.name, "reason": f"its collection {instance.name} was removed"},
+        )

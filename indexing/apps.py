@@ -9,11 +9,10 @@ class IndexingConfig(AppConfig):
     def ready(self) -> None:
         # The rule that revokes a token whose only collections are removed is a signal receiver:
         # connected here, so every way of deleting a collection (admin, shell, CLI) runs it.
-        from indexing import access  # noqa: F401
-
         # A request starts having changed no notes: its reads may go to a replica (indexing/replicas.py).
         from django.core.signals import request_started
 
+        from indexing import access  # noqa: F401
         from indexing.replicas import request_started as replica_request_started
 
         request_started.connect(replica_request_started, dispatch_uid="pmd-replica-request-started")

@@ -23,8 +23,15 @@ from indexing.services.scanning import collection_file_open, collection_root_mov
 ATTACHMENT_MAX_BYTES = 20 * 1024 * 1024
 FIND_MAX_ENTRIES = 20_000  # folder entries looked at to find an image by its name alone
 CONTENT_TYPES = {
-    "png": "image/png", "jpg": "image/jpeg", "jpeg": "image/jpeg", "gif": "image/gif", "svg": "image/svg+xml",
-    "webp": "image/webp", "bmp": "image/bmp", "ico": "image/x-icon", "avif": "image/avif",
+    "png": "image/png",
+    "jpg": "image/jpeg",
+    "jpeg": "image/jpeg",
+    "gif": "image/gif",
+    "svg": "image/svg+xml",
+    "webp": "image/webp",
+    "bmp": "image/bmp",
+    "ico": "image/x-icon",
+    "avif": "image/avif",
 }
 
 
@@ -159,5 +166,8 @@ def original_read(collection_name: str, path: str, *, access: Access) -> Origina
         raise missing from None
     if len(data) > limit:
         raise DocumentNotFound(f"pmd://{collection_name}/{rel} is over {limit:,} bytes")
-    return Original(data=data, content_type=ORIGINAL_TYPES.get(format_of(rel), "application/octet-stream"),
-                    filename=posixpath.basename(rel))
+    return Original(
+        data=data,
+        content_type=ORIGINAL_TYPES.get(format_of(rel), "application/octet-stream"),
+        filename=posixpath.basename(rel),
+    )

@@ -151,9 +151,9 @@ _WHITESPACE = re.compile(r"\s+")
 
 @dataclass
 class _Structure:
-    breaks: dict[int, int]          # char offset of a line start -> score (outside fences)
-    fences: list[tuple[int, int]]   # protected regions: [start char, end char)
-    inner_lines: list[int]          # line starts inside protected regions
+    breaks: dict[int, int]  # char offset of a line start -> score (outside fences)
+    fences: list[tuple[int, int]]  # protected regions: [start char, end char)
+    inner_lines: list[int]  # line starts inside protected regions
 
 
 def _line_starts(text: str) -> list[int]:
@@ -164,7 +164,9 @@ def _line_starts(text: str) -> list[int]:
 
 def _scan(text: str) -> _Structure:
     starts = _line_starts(text)
-    lines = [text[s:(starts[i + 1] if i + 1 < len(starts) else len(text))].rstrip("\r\n") for i, s in enumerate(starts)]
+    lines = [
+        text[s : (starts[i + 1] if i + 1 < len(starts) else len(text))].rstrip("\r\n") for i, s in enumerate(starts)
+    ]
     scores = [LINE_SCORE] * len(lines)
     protected = [False] * len(lines)
     fences: list[tuple[int, int]] = []
@@ -275,7 +277,7 @@ def chunk_markdown(text: str, params: ChunkParams | None = None) -> list[Chunk]:
 
     def best_in_window(candidates: list[int], lo: int, hi: int, score_of) -> int | None:
         best, best_value = None, -1.0
-        for t in candidates[bisect.bisect_left(candidates, lo):bisect.bisect_right(candidates, hi)]:
+        for t in candidates[bisect.bisect_left(candidates, lo) : bisect.bisect_right(candidates, hi)]:
             distance = hi - t
             value = score_of(t) * (1 - (distance / window) ** 2 * params.decay)
             if value > best_value or (value == best_value and best is not None and t > best):

@@ -56,8 +56,11 @@ class PmdError(Exception):
             template = template(self)
         if not template:
             return None
-        fields = {name: getattr(self, name, None) or name.upper()
-                  for _, name, _, _ in string.Formatter().parse(template) if name}
+        fields = {
+            name: getattr(self, name, None) or name.upper()
+            for _, name, _, _ in string.Formatter().parse(template)
+            if name
+        }
         return template.format(**fields)
 
 
@@ -125,8 +128,15 @@ class NotEmbedded(InvalidSearchInput):
 
     code = "not_embedded"
 
-    def __init__(self, message: str = "", suggestions: list[str] | None = None, *, model: str | None = None,
-                 held: list[str] | None = None, underway: bool = False):
+    def __init__(
+        self,
+        message: str = "",
+        suggestions: list[str] | None = None,
+        *,
+        model: str | None = None,
+        held: list[str] | None = None,
+        underway: bool = False,
+    ):
         super().__init__(message, suggestions)
         self.model = model
         self.held = held or []  # other models' vectors in the index: no advice to re-embed blindly
@@ -386,8 +396,7 @@ class LLMBackendUnavailable(LLMBackendError):
             if backend == "ollama":
                 message = f"Ollama is not reachable at {url}: start it (`ollama serve` / the compose `ollama` service)"
             else:
-                message = (f"the OpenAI-compatible server is not reachable at {url}: "
-                           "start it or fix PMD_OPENAI_BASE_URL")
+                message = f"the OpenAI-compatible server is not reachable at {url}: start it or fix PMD_OPENAI_BASE_URL"
             if detail:
                 message += f" [{detail}]"
         super().__init__(message)
@@ -417,8 +426,10 @@ class LLMBackendTimeout(LLMBackendError):
     def __init__(self, url: str, seconds: float):
         self.url = url
         self.seconds = seconds
-        super().__init__(f"the LLM server at {url} did not answer within {seconds:g}s "
-                         "(raise PMD_LLM_TIMEOUT, or use a smaller model / batch)")
+        super().__init__(
+            f"the LLM server at {url} did not answer within {seconds:g}s "
+            "(raise PMD_LLM_TIMEOUT, or use a smaller model / batch)"
+        )
 
 
 class LLMBadResponse(LLMBackendError):
@@ -437,8 +448,10 @@ class AnswerModelUnset(LLMBackendError):
     code = "answer_model_unset"
 
     def __init__(self):
-        super().__init__("asking needs a chat model: set PMD_ANSWER_MODEL to one your model server has "
-                         "(e.g. qwen3:1.7b or llama3.2 on Ollama); search works without it")
+        super().__init__(
+            "asking needs a chat model: set PMD_ANSWER_MODEL to one your model server has "
+            "(e.g. qwen3:1.7b or llama3.2 on Ollama); search works without it"
+        )
 
 
 class EmbeddingError(LLMBackendError):
@@ -473,9 +486,10 @@ class IndexMissing(SetupError):
         self.home = home
         super().__init__(
             f"no pmd index in {home} ({home_from}): set PMD_HOME to the folder `pmd up` uses (the "
-            "\"pmd_home\" that `pmd status --json` shows where pmd runs), e.g. \"env\": {\"PMD_HOME\": \"…\"} "
+            '"pmd_home" that `pmd status --json` shows where pmd runs), e.g. "env": {"PMD_HOME": "…"} '
             "in the MCP client's configuration, or DATABASE_URL for a PostgreSQL server; "
-            "or create an index here with: pmd up FOLDER")
+            "or create an index here with: pmd up FOLDER"
+        )
 
 
 class ConfigError(SetupError, ValueError):

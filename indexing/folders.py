@@ -15,11 +15,31 @@ from django.conf import settings
 
 # File systems whose "files" are the kernel's view of processes and devices: /proc/<pid>/root
 # alone leads back to the whole machine, /proc/<pid>/environ holds other programs' secrets.
-PSEUDO_FILE_SYSTEMS = frozenset({
-    "proc", "sysfs", "devtmpfs", "devpts", "cgroup", "cgroup2", "securityfs", "debugfs", "tracefs",
-    "configfs", "fusectl", "mqueue", "bpf", "pstore", "efivarfs", "binfmt_misc", "autofs", "rpc_pipefs",
-    "nsfs", "hugetlbfs", "selinuxfs",
-})
+PSEUDO_FILE_SYSTEMS = frozenset(
+    {
+        "proc",
+        "sysfs",
+        "devtmpfs",
+        "devpts",
+        "cgroup",
+        "cgroup2",
+        "securityfs",
+        "debugfs",
+        "tracefs",
+        "configfs",
+        "fusectl",
+        "mqueue",
+        "bpf",
+        "pstore",
+        "efivarfs",
+        "binfmt_misc",
+        "autofs",
+        "rpc_pipefs",
+        "nsfs",
+        "hugetlbfs",
+        "selinuxfs",
+    }
+)
 PSEUDO_PREFIXES = (Path("/proc"), Path("/sys"), Path("/dev"))  # where /proc/mounts cannot be read
 
 
@@ -44,8 +64,7 @@ def mount_types() -> list[tuple[Path, str]]:
 
 def pseudo_mount_points(mounts: list[tuple[Path, str]] | None = None) -> set[str]:
     """Mount points of pseudo file systems, for a walk that must not descend into them."""
-    found = {str(point) for point, kind in (mount_types() if mounts is None else mounts)
-             if kind in PSEUDO_FILE_SYSTEMS}
+    found = {str(point) for point, kind in (mount_types() if mounts is None else mounts) if kind in PSEUDO_FILE_SYSTEMS}
     return found | {str(p) for p in PSEUDO_PREFIXES}
 
 

@@ -124,9 +124,13 @@ def repository_command_keys(root: str) -> list[tuple[str, str]]:
     `git config --list` only reads files. Keys of every scope are listed, includes followed;
     the overrides also cover the user's own global keys, which costs nothing pmd needs. A
     configuration git cannot read lists nothing, and the command itself then stops on it."""
-    listed = subprocess.run(["git", *_overrides(_FIXED.items()), "-C", root, "config", "--includes",
-                             "--null", "--name-only", "--list"],
-                            capture_output=True, env=git_env(), timeout=60, start_new_session=True)
+    listed = subprocess.run(
+        ["git", *_overrides(_FIXED.items()), "-C", root, "config", "--includes", "--null", "--name-only", "--list"],
+        capture_output=True,
+        env=git_env(),
+        timeout=60,
+        start_new_session=True,
+    )
     found: dict[str, str] = {}
     for raw in listed.stdout.split(b"\x00"):
         key = raw.decode("utf-8", "surrogateescape").strip()
@@ -163,16 +167,23 @@ def kill_group(process: subprocess.Popen) -> None:
 
 def git_popen(root: str, *args: str, **popen) -> subprocess.Popen:
     """Start git (see the module docstring); the caller reads it and calls `kill_group` when done early."""
-    return subprocess.Popen(git_command(root, *args), env=git_env(repository_command_keys(root)),
-                            start_new_session=True, **popen)
+    return subprocess.Popen(
+        git_command(root, *args), env=git_env(repository_command_keys(root)), start_new_session=True, **popen
+    )
 
 
-def git_run(root: str, *args: str, stdin: bytes | None = None, timeout: float | None = DEFAULT_TIMEOUT,
-            text: bool = False) -> subprocess.CompletedProcess:
+def git_run(
+    root: str, *args: str, stdin: bytes | None = None, timeout: float | None = DEFAULT_TIMEOUT, text: bool = False
+) -> subprocess.CompletedProcess:
     """Run git to the end (see the module docstring); on `timeout` its whole process group is
     killed and GitTimedOut raised."""
-    process = git_popen(root, *args, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-                        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    process = git_popen(
+        root,
+        *args,
+        stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     try:
         out, err = process.communicate(stdin, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -191,6 +202,7 @@ def git_run(root: str, *args: str, stdin: bytes | None = None, timeout: float | 
             except (ProcessLookupError, PermissionError):
                 pass
     if text:
-        return subprocess.CompletedProcess(process.args, process.returncode,
-                                           out.decode("utf-8", "replace"), err.decode("utf-8", "replace"))
+        return subprocess.CompletedProcess(
+            process.args, process.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
+        )
     return subprocess.CompletedProcess(process.args, process.returncode, out, err)

@@ -18,18 +18,39 @@ from dataclasses import dataclass
 
 # code → (name, PostgreSQL configuration). The snowball languages PostgreSQL 16/17 ship, plus CJK.
 LANGUAGES: dict[str, tuple[str, str]] = {
-    "ar": ("Arabic", "arabic"), "hy": ("Armenian", "armenian"), "eu": ("Basque", "basque"),
-    "ca": ("Catalan", "catalan"), "da": ("Danish", "danish"), "nl": ("Dutch", "dutch"),
-    "en": ("English", "english"), "fi": ("Finnish", "finnish"), "fr": ("French", "french"),
-    "de": ("German", "german"), "el": ("Greek", "greek"), "hi": ("Hindi", "hindi"),
-    "hu": ("Hungarian", "hungarian"), "id": ("Indonesian", "indonesian"), "ga": ("Irish", "irish"),
-    "it": ("Italian", "italian"), "lt": ("Lithuanian", "lithuanian"), "ne": ("Nepali", "nepali"),
-    "no": ("Norwegian", "norwegian"), "pt": ("Portuguese", "portuguese"), "ro": ("Romanian", "romanian"),
-    "ru": ("Russian", "russian"), "sr": ("Serbian", "serbian"), "es": ("Spanish", "spanish"),
-    "sv": ("Swedish", "swedish"), "ta": ("Tamil", "tamil"), "tr": ("Turkish", "turkish"),
+    "ar": ("Arabic", "arabic"),
+    "hy": ("Armenian", "armenian"),
+    "eu": ("Basque", "basque"),
+    "ca": ("Catalan", "catalan"),
+    "da": ("Danish", "danish"),
+    "nl": ("Dutch", "dutch"),
+    "en": ("English", "english"),
+    "fi": ("Finnish", "finnish"),
+    "fr": ("French", "french"),
+    "de": ("German", "german"),
+    "el": ("Greek", "greek"),
+    "hi": ("Hindi", "hindi"),
+    "hu": ("Hungarian", "hungarian"),
+    "id": ("Indonesian", "indonesian"),
+    "ga": ("Irish", "irish"),
+    "it": ("Italian", "italian"),
+    "lt": ("Lithuanian", "lithuanian"),
+    "ne": ("Nepali", "nepali"),
+    "no": ("Norwegian", "norwegian"),
+    "pt": ("Portuguese", "portuguese"),
+    "ro": ("Romanian", "romanian"),
+    "ru": ("Russian", "russian"),
+    "sr": ("Serbian", "serbian"),
+    "es": ("Spanish", "spanish"),
+    "sv": ("Swedish", "swedish"),
+    "ta": ("Tamil", "tamil"),
+    "tr": ("Turkish", "turkish"),
     "yi": ("Yiddish", "yiddish"),
-    "zh": ("Chinese", "simple"), "ja": ("Japanese", "simple"), "ko": ("Korean", "simple"),
-    "none": ("no stemming", "simple"), "mixed": ("mixed languages, no stemming", "simple"),
+    "zh": ("Chinese", "simple"),
+    "ja": ("Japanese", "simple"),
+    "ko": ("Korean", "simple"),
+    "none": ("no stemming", "simple"),
+    "mixed": ("mixed languages, no stemming", "simple"),
 }
 AUTO = "auto"
 CJK_LANGUAGES = frozenset({"zh", "ja", "ko"})
@@ -50,15 +71,14 @@ _SCRIPTS = [
 _LATIN = re.compile(r"[A-Za-z\u00c0-\u024f]")
 _WORD = re.compile(r"[a-z\u00e0-\u024f]{2,}")  # one-letter words (a, e, o, y) say little
 # Code, commands and addresses are no one's language: not counted.
-_NOT_PROSE = re.compile(r"```.*?(?:```|\Z)|`[^`\n]*`|\{\{.*?\}\}|<[^>\n]*>|https?://\S+|\[[^\]\n]*\]\([^)\n]*\)",
-                        re.S)
+_NOT_PROSE = re.compile(r"```.*?(?:```|\Z)|`[^`\n]*`|\{\{.*?\}\}|<[^>\n]*>|https?://\S+|\[[^\]\n]*\]\([^)\n]*\)", re.S)
 
 # A few dozen of the commonest short words of each Latin-script language (function words only).
 _STOP = {
     "en": "the of and to in is that for it with as on are this be by or from at an not you can your have how "
-          "do does what which why my all",
+    "do does what which why my all",
     "de": "der die das und ist nicht ein eine mit den von zu im auf für dem des sich auch wird oder werden wenn "
-          "bei aus einer einem nach sind wie",
+    "bei aus einer einem nach sind wie",
     "fr": "le la les et des est une pour que dans du en qui pas sur avec ce sont par au aux plus vous",
     "es": "el la los las y de que en un una es por con para del se no al lo como más su",
     "it": "il di che la le e un una per non sono con del della gli alla nel si come anche",
@@ -95,7 +115,9 @@ class LanguageChoice:
 
 def language_of_config(config: str) -> str:
     """The language code a stored configuration stands for ('' if none or several do)."""
-    codes = [c for c, (_, cfg) in LANGUAGES.items() if cfg == config and c not in CJK_LANGUAGES and c not in ("none", MIXED)]
+    codes = [
+        c for c, (_, cfg) in LANGUAGES.items() if cfg == config and c not in CJK_LANGUAGES and c not in ("none", MIXED)
+    ]
     return codes[0] if len(codes) == 1 else ""
 
 
@@ -192,8 +214,9 @@ def sample_texts(paths: list[str]) -> list[str]:
     return texts
 
 
-def language_choice(*, language: str | None, config: str | None, sample: list[str] | None,
-                    fallback_config: str) -> LanguageChoice:
+def language_choice(
+    *, language: str | None, config: str | None, sample: list[str] | None, fallback_config: str
+) -> LanguageChoice:
     """The configuration for a new collection: `config` as given, else `language`'s, else
     (`auto`) the language detected in the `sample` notes, else `fallback_config`."""
     if config:

@@ -33,10 +33,18 @@ class LinkRow:
     def as_dict(self) -> dict:
         doc = self.other
         return {
-            "kind": self.kind, "link": self.written, "target": self.target_text, "heading": self.heading,
-            "shown": self.shown, "line": self.line, "context": self.context, "resolved": doc is not None,
-            "docid": doc.docid if doc else None, "uri": doc.uri if doc else None,
-            "title": doc.title if doc else None, "path": doc.path if doc else None,
+            "kind": self.kind,
+            "link": self.written,
+            "target": self.target_text,
+            "heading": self.heading,
+            "shown": self.shown,
+            "line": self.line,
+            "context": self.context,
+            "resolved": doc is not None,
+            "docid": doc.docid if doc else None,
+            "uri": doc.uri if doc else None,
+            "title": doc.title if doc else None,
+            "path": doc.path if doc else None,
         }
 
 
@@ -56,38 +64,57 @@ class DocumentLinks:
         """The JSON shape shared by `pmd links/backlinks --json`, /api/links and the MCP tool."""
         doc = self.document
         return {
-            "docid": doc.docid, "uri": doc.uri, "collection": doc.collection.name, "path": doc.path,
+            "docid": doc.docid,
+            "uri": doc.uri,
+            "collection": doc.collection.name,
+            "path": doc.path,
             "title": doc.title,
             "links": [link.as_dict() for link in self.links],
             "backlinks": [link.as_dict() for link in self.backlinks],
-            "links_total": self.links_total, "backlinks_total": self.backlinks_total,
+            "links_total": self.links_total,
+            "backlinks_total": self.backlinks_total,
         }
 
 
 def _row(link: DocumentLink, other: Document | None) -> LinkRow:
-    return LinkRow(kind=link.kind, written=link_written(link.kind, link.target_text, link.heading),
-                   target_text=link.target_text, heading=link.heading, shown=link.shown_text, line=link.line,
-                   context=link.context, other=other)
+    return LinkRow(
+        kind=link.kind,
+        written=link_written(link.kind, link.target_text, link.heading),
+        target_text=link.target_text,
+        heading=link.heading,
+        shown=link.shown_text,
+        line=link.line,
+        context=link.context,
+        other=other,
+    )
 
 
-def document_links(reference: str, *, access: Access, collections: list[str] | None = None,
-                   limit: int | None = None) -> DocumentLinks:
+def document_links(
+    reference: str, *, access: Access, collections: list[str] | None = None, limit: int | None = None
+) -> DocumentLinks:
     """The links a note writes and the backlinks other notes write to it (at most `limit` of each;
     the totals count them all). Raises DocumentNotFound as `pmd get` does."""
     doc = document_resolve(reference, access=access, collections=collections or None).document
     visible = _visible_documents(access).filter(active=True)
     result = DocumentLinks(document=doc)
 
-    outgoing = (DocumentLink.objects.filter(source=doc).select_related("target__collection")
-                .defer("target__frontmatter", "target__tags").order_by("line", "id"))
+    outgoing = (
+        DocumentLink.objects.filter(source=doc)
+        .select_related("target__collection")
+        .defer("target__frontmatter", "target__tags")
+        .order_by("line", "id")
+    )
     result.links_total = outgoing.count()
     rows = list(outgoing[:limit] if limit else outgoing)
     shown_ids = set(visible.filter(pk__in={r.target_id for r in rows if r.target_id}).values_list("pk", flat=True))
     result.links = [_row(r, r.target if r.target_id in shown_ids else None) for r in rows]
 
-    incoming = (DocumentLink.objects.filter(target=doc, source__in=visible)
-                .select_related("source__collection").defer("source__frontmatter", "source__tags")
-                .order_by("source__path", "line", "id"))
+    incoming = (
+        DocumentLink.objects.filter(target=doc, source__in=visible)
+        .select_related("source__collection")
+        .defer("source__frontmatter", "source__tags")
+        .order_by("source__path", "line", "id")
+    )
     result.backlinks_total = incoming.count()
     result.backlinks = [_row(r, r.source) for r in (incoming[:limit] if limit else incoming)]
     return result

@@ -48,9 +48,21 @@ _CLASS_WORD_RE = LazyPattern(r"[^a-z0-9-]")
 
 # Callout types Obsidian draws alike (its documented aliases): the CSS styles the canonical one.
 CALLOUT_ALIASES = {
-    "summary": "abstract", "tldr": "abstract", "hint": "tip", "important": "tip", "check": "success",
-    "done": "success", "help": "question", "faq": "question", "caution": "warning", "attention": "warning",
-    "fail": "failure", "missing": "failure", "error": "danger", "cite": "quote", "information": "info",
+    "summary": "abstract",
+    "tldr": "abstract",
+    "hint": "tip",
+    "important": "tip",
+    "check": "success",
+    "done": "success",
+    "help": "question",
+    "faq": "question",
+    "caution": "warning",
+    "attention": "warning",
+    "fail": "failure",
+    "missing": "failure",
+    "error": "danger",
+    "cite": "quote",
+    "information": "info",
 }
 
 
@@ -61,6 +73,7 @@ def callout_kind(name: str) -> str:
 
 
 # --- comments, and the text that is searched -------------------------------------------------------
+
 
 def comment_spans(text: str) -> list[tuple[int, int]]:
     """[start, end) of each `%%…%%` comment outside code (as indexing.structure.masked finds them)."""
@@ -126,6 +139,7 @@ def searchable_text(text: str) -> str:
 
 # --- the links a rendered note points to -----------------------------------------------------------
 
+
 @dataclass
 class LinkTargets:
     """Where a rendered note's wikilinks and embeds lead (the document view fills it from the
@@ -163,6 +177,7 @@ def is_image(target: str) -> bool:
 
 # --- markdown-it rules ------------------------------------------------------------------------------
 
+
 def _callouts(state: StateCore) -> None:
     """A quote whose first line starts with `[!type]` becomes a callout: a <div> (or a <details>
     when foldable) with a title; runs between block and inline parsing."""
@@ -178,7 +193,7 @@ def _callouts(state: StateCore) -> None:
         match = CALLOUT_RE.match(inline.content)
         if not match:
             continue
-        first, _, rest = inline.content[match.end():].partition("\n")
+        first, _, rest = inline.content[match.end() :].partition("\n")
         kind = callout_kind(match.group(1))
         fold = match.group(2)
         close = _matching_close(tokens, i)
@@ -196,9 +211,9 @@ def _callouts(state: StateCore) -> None:
         title_close = Token("callout_title_close", title_tag, -1, block=True)
         if rest.strip():
             inline.content = rest
-            tokens[i + 1:i + 1] = [title_open, title_inline, title_close]
+            tokens[i + 1 : i + 1] = [title_open, title_inline, title_close]
         else:  # the title line was the whole paragraph
-            tokens[i + 1:i + 4] = [title_open, title_inline, title_close]
+            tokens[i + 1 : i + 4] = [title_open, title_inline, title_close]
 
 
 def _matching_close(tokens: list[Token], i: int) -> int | None:
@@ -213,9 +228,9 @@ def _matching_close(tokens: list[Token], i: int) -> int | None:
 def _admonition(state: StateBlock, start: int, end: int, silent: bool) -> bool:
     """`:::type Title` … `:::` (nested ones need more colons or close in order)."""
     pos = state.bMarks[start] + state.tShift[start]
-    if state.sCount[start] - state.blkIndent >= 4 or state.src[pos:pos + 3] != ":::":
+    if state.sCount[start] - state.blkIndent >= 4 or state.src[pos : pos + 3] != ":::":
         return False
-    line = state.src[state.bMarks[start]:state.eMarks[start]]
+    line = state.src[state.bMarks[start] : state.eMarks[start]]
     opening = ADMONITION_RE.match(line)
     if not opening:
         return False
@@ -225,7 +240,7 @@ def _admonition(state: StateBlock, start: int, end: int, silent: bool) -> bool:
     while line_no < end:
         if state.sCount[line_no] < state.blkIndent:
             break
-        text = state.src[state.bMarks[line_no]:state.eMarks[line_no]]
+        text = state.src[state.bMarks[line_no] : state.eMarks[line_no]]
         if ":::" in text:
             if ADMONITION_END_RE.match(text):
                 depth -= 1
@@ -326,7 +341,7 @@ def _block_ids(state: StateCore) -> None:
         match = BLOCK_ID_RE.search(last.content)
         if not match or match.end() != len(last.content):
             continue
-        last.content = last.content[:match.start()].rstrip()
+        last.content = last.content[: match.start()].rstrip()
         anchor = Token("block_anchor", "span", 0)
         anchor.meta = {"id": match.group(1)}
         token.children.insert(0, anchor)
@@ -388,7 +403,7 @@ def _render_wikilink(self, tokens, idx, options, env) -> str:
 
 def _render_include(self, tokens, idx, options, env) -> str:
     meta = tokens[idx].meta
-    return (f'<span class="pmd-include">{_escape(meta["what"])} <code>{_escape(meta["file"])}</code></span>')
+    return f'<span class="pmd-include">{_escape(meta["what"])} <code>{_escape(meta["file"])}</code></span>'
 
 
 def _render_block_anchor(self, tokens, idx, options, env) -> str:
@@ -406,8 +421,9 @@ def markdown_reader() -> MarkdownIt:
     from markdown_it import MarkdownIt
 
     md = MarkdownIt("commonmark", {"html": True}).enable(["table", "strikethrough"])
-    md.block.ruler.before("fence", "pmd_admonition", _admonition,
-                          {"alt": ["paragraph", "reference", "blockquote", "list"]})
+    md.block.ruler.before(
+        "fence", "pmd_admonition", _admonition, {"alt": ["paragraph", "reference", "blockquote", "list"]}
+    )
     md.inline.ruler.before("link", "pmd_wikilink", _wikilink)
     md.inline.ruler.before("emphasis", "pmd_highlight", _highlight)
     md.inline.ruler.before("text", "pmd_include", _include)

@@ -25,6 +25,7 @@ def absolute_path(path) -> str:
     base = caller_directory.get()
     return os.path.abspath(path if base is None else os.path.join(base, path))
 
+
 _DOCID_RE = LazyPattern(r"^#?([0-9a-fA-F]{6})$")
 _LINE_SUFFIX_RE = LazyPattern(r"^(?P<ref>.+?):(?P<line>\d+)$")
 # Where in a converted file (indexing.convert): `report.pdf:p12`, `deck.pptx:s3`, or the fragment
@@ -60,7 +61,7 @@ def parse_virtual(uri: str) -> tuple[str, str]:
     """`pmd://collection/some/path.md` → ("collection", "some/path.md")."""
     if not uri.startswith(SCHEME):
         raise InvalidPath(f"'{uri}' is not a pmd:// path")
-    rest = uri[len(SCHEME):]
+    rest = uri[len(SCHEME) :]
     collection, _, path = rest.partition("/")
     if not collection:
         raise InvalidPath(f"'{uri}' names no collection")
@@ -99,8 +100,14 @@ MAX_GLOB_LENGTH = 1000
 # The POSIX classes a glob may name inside brackets (`[[:digit:]]`), as the ASCII sets they stand for:
 # spelled out, so the regex means the same in Python's engine and PostgreSQL's.
 POSIX_CLASSES = {
-    "alpha": "a-zA-Z", "digit": "0-9", "alnum": "a-zA-Z0-9", "upper": "A-Z", "lower": "a-z",
-    "xdigit": "0-9A-Fa-f", "space": " \t\n\r\f\v", "blank": " \t",
+    "alpha": "a-zA-Z",
+    "digit": "0-9",
+    "alnum": "a-zA-Z0-9",
+    "upper": "A-Z",
+    "lower": "a-z",
+    "xdigit": "0-9A-Fa-f",
+    "space": " \t\n\r\f\v",
+    "blank": " \t",
     "punct": "".join("\\" + c for c in "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"),
 }
 
@@ -152,7 +159,7 @@ def _glob_body(pattern: str) -> str:
             if end == -1:
                 out.append(re.escape(c))
             else:
-                options = pattern[i + 1:end].split(",")
+                options = pattern[i + 1 : end].split(",")
                 out.append("(?:" + "|".join(_glob_body(o) for o in options) + ")")
                 i = end
         else:
@@ -179,18 +186,21 @@ def _bracket(pattern: str, start: int) -> tuple[str | None, int]:
         if pattern.startswith("[:", i):
             close = pattern.find(":]", i + 2)
             if close != -1:
-                name = pattern[i + 2:close]
+                name = pattern[i + 2 : close]
                 if name not in POSIX_CLASSES:
-                    raise InvalidGlob(f"unknown character class '[:{name}:]' in the glob '{pattern}' "
-                                      f"(known: {', '.join(sorted(POSIX_CLASSES))})")
+                    raise InvalidGlob(
+                        f"unknown character class '[:{name}:]' in the glob '{pattern}' "
+                        f"(known: {', '.join(sorted(POSIX_CLASSES))})"
+                    )
                 members.append(POSIX_CLASSES[name])
                 i = close + 2
                 continue
         if i + 2 < len(pattern) and pattern[i + 1] == "-" and pattern[i + 2] != "]":
             low, high = c, pattern[i + 2]
             if low > high:
-                raise InvalidGlob(f"the range '{low}-{high}' in the glob '{pattern}' runs backwards: "
-                                  f"write '{high}-{low}'")
+                raise InvalidGlob(
+                    f"the range '{low}-{high}' in the glob '{pattern}' runs backwards: write '{high}-{low}'"
+                )
             members.append(_class_member(low) + "-" + _class_member(high))
             i += 3
             continue
@@ -256,8 +266,9 @@ class Selection:
         parts = rel.split("/")
         if not rel or any(p in ("", ".", "..") for p in parts):
             return False
-        return (not any(self.folder_skipped("/".join(parts[:i])) for i in range(1, len(parts)))
-                and self.file_selected(rel))
+        return not any(self.folder_skipped("/".join(parts[:i])) for i in range(1, len(parts))) and self.file_selected(
+            rel
+        )
 
     def key(self) -> str:
         """Changes when the selection does (stored with what was indexed under it)."""

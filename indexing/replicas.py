@@ -33,8 +33,14 @@ logger = logging.getLogger("pmd.database")
 # Read from the primary even inside a replica read: what must be current, or is written as read.
 PRIMARY_ONLY = frozenset({"indexing.LLMCache", "indexing.Job", "indexing.ApiToken", "indexing.TokenFailure"})
 # Written on ordinary reads (or bookkeeping): such a write does not pin reads to the primary.
-BOOKKEEPING = PRIMARY_ONLY | {"indexing.AuditEvent", "indexing.SearchLogEntry", "indexing.SearchFeedback",
-                              "indexing.Answer", "indexing.SavedSearch", "indexing.ExternalIdentity"}
+BOOKKEEPING = PRIMARY_ONLY | {
+    "indexing.AuditEvent",
+    "indexing.SearchLogEntry",
+    "indexing.SearchFeedback",
+    "indexing.Answer",
+    "indexing.SavedSearch",
+    "indexing.ExternalIdentity",
+}
 PINNING_APPS = frozenset({"indexing", "search"})
 # SQLSTATE classes/codes of a server that is going away or cannot take us: connection exceptions,
 # admin/crash shutdown, "the database system is starting up", too many connections.
@@ -82,6 +88,7 @@ def _sqlstate(exc: BaseException) -> str | None:
 
 # --- read your writes ----------------------------------------------------------------------
 
+
 def notes_changed() -> None:
     """This request (or run) and, for a few seconds, this process read from the primary from now on."""
     _changed_notes.set(True)
@@ -98,6 +105,7 @@ def pinned_to_primary() -> bool:
 
 
 # --- which connection reads ----------------------------------------------------------------
+
 
 def read_alias() -> str:
     """The database alias reads go to here and now: a replica inside `replica_reads`, else the primary."""
@@ -201,6 +209,7 @@ class ReplicaRouter:
 
 # --- status --------------------------------------------------------------------------------
 
+
 def replicas_health() -> list[dict]:
     """Each replica: does it answer (a fresh connection, short timeout), and how far behind it is."""
     import psycopg
@@ -210,15 +219,22 @@ def replicas_health() -> list[dict]:
         wrapper = connections[alias]
         params = wrapper.get_connection_params()
         params["connect_timeout"] = min(int(params.get("connect_timeout") or 2), 2)
-        row = {"alias": alias, "host": wrapper.settings_dict.get("HOST") or "localhost",
-               "port": wrapper.settings_dict.get("PORT") or "5432", "answers": False, "standby": None,
-               "lag_seconds": None, "error": None}
+        row = {
+            "alias": alias,
+            "host": wrapper.settings_dict.get("HOST") or "localhost",
+            "port": wrapper.settings_dict.get("PORT") or "5432",
+            "answers": False,
+            "standby": None,
+            "lag_seconds": None,
+            "error": None,
+        }
         try:
             with psycopg.connect(**params, autocommit=True) as conn:
                 # Caught up (all it received is applied): no lag, however long ago the last change was.
                 standby, lag = conn.execute(
                     "SELECT pg_is_in_recovery(), CASE WHEN pg_last_wal_receive_lsn() = pg_last_wal_replay_lsn() THEN 0 "
-                    "ELSE extract(epoch FROM now() - pg_last_xact_replay_timestamp()) END").fetchone()
+                    "ELSE extract(epoch FROM now() - pg_last_xact_replay_timestamp()) END"
+                ).fetchone()
                 row.update(answers=True, standby=standby, lag_seconds=None if lag is None else round(float(lag), 3))
         except psycopg.Error as exc:
             row["error"] = (str(exc).strip().splitlines() or [type(exc).__name__])[0]

@@ -157,7 +157,6 @@ def _comment_spans(text: str) -> list[tuple[int, int]]:
     return spans
 
 
-
 # --- tags --------------------------------------------------------------------------------------
 
 # '#' at the start of a line or after a space (so not `url#frag`, `[[a#b]]`, `&#123;`, `##`), then
@@ -269,7 +268,8 @@ def parse_date(value) -> datetime | None:
     slash = _SLASH_DATE_RE.match(text)
     if slash:
         text = f"{slash.group(1)}-{int(slash.group(2)):02d}-{int(slash.group(3)):02d}" + (
-            f"T{slash.group(4)}" if slash.group(4) else "")
+            f"T{slash.group(4)}" if slash.group(4) else ""
+        )
     if text.endswith(("Z", "z")):
         text = text[:-1] + "+00:00"
     try:
@@ -336,7 +336,65 @@ MARKDOWN = "markdown"
 
 # Files a note can link to that are not notes: never resolved, never "unresolved".
 ATTACHMENT_EXTENSIONS = frozenset(
-    ["png", "jpg", "jpeg", "gif", "svg", "webp", "bmp", "tif", "tiff", "ico", "avif", "heic", "pdf", "mp3", "mp4", "m4a", "wav", "ogg", "oga", "flac", "webm", "mkv", "mov", "avi", "ogv", "3gp", "canvas", "excalidraw", "base", "csv", "tsv", "xls", "xlsx", "doc", "docx", "ppt", "pptx", "odt", "ods", "odp", "zip", "gz", "tar", "7z", "rar", "json", "yaml", "yml", "txt", "html", "htm", "css", "js", "ts", "py", "sh", "epub"]
+    [
+        "png",
+        "jpg",
+        "jpeg",
+        "gif",
+        "svg",
+        "webp",
+        "bmp",
+        "tif",
+        "tiff",
+        "ico",
+        "avif",
+        "heic",
+        "pdf",
+        "mp3",
+        "mp4",
+        "m4a",
+        "wav",
+        "ogg",
+        "oga",
+        "flac",
+        "webm",
+        "mkv",
+        "mov",
+        "avi",
+        "ogv",
+        "3gp",
+        "canvas",
+        "excalidraw",
+        "base",
+        "csv",
+        "tsv",
+        "xls",
+        "xlsx",
+        "doc",
+        "docx",
+        "ppt",
+        "pptx",
+        "odt",
+        "ods",
+        "odp",
+        "zip",
+        "gz",
+        "tar",
+        "7z",
+        "rar",
+        "json",
+        "yaml",
+        "yml",
+        "txt",
+        "html",
+        "htm",
+        "css",
+        "js",
+        "ts",
+        "py",
+        "sh",
+        "epub",
+    ]
 )
 MARKDOWN_EXTENSIONS = (".md", ".markdown")
 
@@ -384,8 +442,13 @@ def _wikilink(m: re.Match) -> Link | None:
     target, heading, shown = target.strip(), heading.strip(), shown.strip()
     if not target or _is_attachment(target):  # [[#Heading]] is the note itself
         return None
-    return Link(kind=EMBED if m.group(1) else WIKILINK, target=target[:1000], heading=heading[:500],
-                shown=shown[:500], written=m.group(0)[:300])
+    return Link(
+        kind=EMBED if m.group(1) else WIKILINK,
+        target=target[:1000],
+        heading=heading[:500],
+        shown=shown[:500],
+        written=m.group(0)[:300],
+    )
 
 
 def _markdown_target(raw: str) -> tuple[str, str] | None:
@@ -406,8 +469,13 @@ def _markdown_link(m: re.Match) -> Link | None:
     if found is None:
         return None
     path, anchor = found
-    return Link(kind=MARKDOWN, target=path[:1000], heading=anchor[:500], shown=m.group(2).strip()[:500],
-                written=m.group(0)[:300])
+    return Link(
+        kind=MARKDOWN,
+        target=path[:1000],
+        heading=anchor[:500],
+        shown=m.group(2).strip()[:500],
+        written=m.group(0)[:300],
+    )
 
 
 class _Note:
@@ -516,10 +584,10 @@ class _Note:
             lo = max(0, link_at - room)
             hi = min(size, max(link_at + link_len + room, lo + CONTEXT_CHARS))
             lo = max(0, min(lo, hi - CONTEXT_CHARS))
-            piece = text[s + lo:s + hi]
+            piece = text[s + lo : s + hi]
             if lo > 0:
                 cut = piece.find(" ")
-                piece = "…" + (piece[cut + 1:] if 0 <= cut < 30 else piece)
+                piece = "…" + (piece[cut + 1 :] if 0 <= cut < 30 else piece)
             if hi < size:
                 cut = piece.rfind(" ")
                 piece = (piece[:cut] if cut > len(piece) - 30 else piece) + "…"
@@ -563,8 +631,19 @@ def note_links(text: str, *, mask: str | None = None, limit: int | None = None) 
         for m in _MD_DEFINITION_RE.finditer(body):
             target = _markdown_target(m.group(2))
             if target:
-                found.append((m.start(), m.end(), Link(kind=MARKDOWN, target=target[0][:1000], heading=target[1][:500],
-                                                       shown=m.group(1).strip()[:500], written=m.group(0).strip()[:300])))
+                found.append(
+                    (
+                        m.start(),
+                        m.end(),
+                        Link(
+                            kind=MARKDOWN,
+                            target=target[0][:1000],
+                            heading=target[1][:500],
+                            shown=m.group(1).strip()[:500],
+                            written=m.group(0).strip()[:300],
+                        ),
+                    )
+                )
     found.sort(key=lambda item: item[0])
     if limit is not None:
         del found[limit:]
@@ -572,7 +651,7 @@ def note_links(text: str, *, mask: str | None = None, limit: int | None = None) 
     out = []
     for start, end, link in found:
         # the written form comes from the text, not the mask (same offsets)
-        link.written = text[start:min(end, start + 300)]
+        link.written = text[start : min(end, start + 300)]
         link.line = note.number(start)
         link.context = note.context(start, end)
         out.append(link)
@@ -580,6 +659,7 @@ def note_links(text: str, *, mask: str | None = None, limit: int | None = None) 
 
 
 # --- all of it -----------------------------------------------------------------------------------
+
 
 @dataclass
 class NoteStructure:
@@ -599,11 +679,13 @@ def note_structure(text: str, frontmatter: dict, path: str, mtime: float | None)
     if len(links) > LINKS_MAX:
         del links[LINKS_MAX:]
         warnings.append(f"more than {LINKS_MAX:,} links: only the first {LINKS_MAX:,} are kept")
-    return NoteStructure(tags=note_tags(text, frontmatter, mask=mask), date=when, date_source=source,
-                         links=links, warnings=warnings)
+    return NoteStructure(
+        tags=note_tags(text, frontmatter, mask=mask), date=when, date_source=source, links=links, warnings=warnings
+    )
 
 
 # --- names a link can use for a note (indexing.services.links resolves with them) ------------------
+
 
 def frontmatter_names(frontmatter: dict) -> tuple[str, list[str]]:
     """(frontmatter title, aliases): the names besides its path a link may use for a note."""
@@ -616,7 +698,9 @@ def frontmatter_names(frontmatter: dict) -> tuple[str, list[str]]:
         if value is None:
             continue
         items = value if isinstance(value, list) else str(value).split(",")
-        aliases += [str(a).strip() for a in items if a is not None and not isinstance(a, (dict, list)) and str(a).strip()]
+        aliases += [
+            str(a).strip() for a in items if a is not None and not isinstance(a, (dict, list)) and str(a).strip()
+        ]
     return title, aliases
 
 

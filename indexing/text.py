@@ -171,9 +171,14 @@ def parse_frontmatter(text: str) -> tuple[dict, list[str]]:
 
 
 def strip_frontmatter(text: str) -> str:
-    match = (_FRONTMATTER_RE.match(text) if text.startswith("---")
-             else _TOML_FRONTMATTER_RE.match(text) if text.startswith("+++") else None)
-    return text[match.end():] if match else text
+    match = (
+        _FRONTMATTER_RE.match(text)
+        if text.startswith("---")
+        else _TOML_FRONTMATTER_RE.match(text)
+        if text.startswith("+++")
+        else None
+    )
+    return text[match.end() :] if match else text
 
 
 # How notes are read (titles, tags, links): a change here that alters what is stored for an
@@ -224,8 +229,12 @@ def level1_headings(body: str) -> Iterator[str]:
     for i, line in enumerate(lines):
         opened = _FENCE_LINE_RE.match(line)
         if fence:
-            if opened and opened.group(1)[0] == fence[0] and len(opened.group(1)) >= len(fence) \
-                    and not line[opened.end():].strip():
+            if (
+                opened
+                and opened.group(1)[0] == fence[0]
+                and len(opened.group(1)) >= len(fence)
+                and not line[opened.end() :].strip()
+            ):
                 fence = ""
             continue
         if opened:
@@ -267,19 +276,19 @@ def _html_h1(lines: list[str], i: int) -> str | None:
     """`<h1 …>…</h1>` starting on line i (it may run over a few lines), its inner HTML; None if not one.
     Only the next few lines, and a few thousand characters of them, are looked at."""
     taken, size = [], 0
-    for line in lines[i:i + _HTML_H1_MAX_LINES]:
+    for line in lines[i : i + _HTML_H1_MAX_LINES]:
         taken.append(line[:_HTML_H1_MAX_CHARS])
         size += len(taken[-1])
         if size > _HTML_H1_MAX_CHARS:
             break
     chunk = "\n".join(taken)
     opening = _HTML_H1_OPEN_RE.search(chunk)
-    if opening is None or "\n" in chunk[:opening.start()]:
+    if opening is None or "\n" in chunk[: opening.start()]:
         return None
     close = chunk.lower().find(_HTML_H1_CLOSE, opening.end())
     if close == -1:
         return None
-    return chunk[opening.end():close]
+    return chunk[opening.end() : close]
 
 
 # --- a title without its markup ------------------------------------------------------------------

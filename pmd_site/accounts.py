@@ -24,12 +24,16 @@ class LoginView(auth_views.LoginView):
     def get_context_data(self, **kwargs):
         from pmd_site.signin.oidc import providers
 
-        return {**super().get_context_data(**kwargs), "password_reset_enabled": password_reset_enabled(),
-                "providers": providers(),
-                # Under SSO the form stays reachable for the break-glass admin (?password=1).
-                "password_form": settings.PMD_PASSWORD_LOGIN or bool(settings.PMD_LDAP_URL)
-                or "password" in self.request.GET
-                or self.request.method == "POST"}
+        return {
+            **super().get_context_data(**kwargs),
+            "password_reset_enabled": password_reset_enabled(),
+            "providers": providers(),
+            # Under SSO the form stays reachable for the break-glass admin (?password=1).
+            "password_form": settings.PMD_PASSWORD_LOGIN
+            or bool(settings.PMD_LDAP_URL)
+            or "password" in self.request.GET
+            or self.request.method == "POST",
+        }
 
 
 def _only_with_email(view):

@@ -13,7 +13,7 @@ def normalized_ip(value: str | None) -> str | None:
         return None
     value = value.strip()
     if value.startswith("[") and "]" in value:  # "[::1]:443" style
-        value = value[1:value.index("]")]
+        value = value[1 : value.index("]")]
     elif value.count(":") == 1:  # "1.2.3.4:5678" style (an IPv6 address has several colons)
         host, _, port = value.partition(":")
         if not port.isdigit():

@@ -25,12 +25,12 @@ from django.core.asgi import get_asgi_application  # noqa: E402
 django_application = get_asgi_application()
 
 # pmd's modules come after get_asgi_application(): they need Django set up.
-from pmd_site.runtime.database_health import RETRY_AFTER_SECONDS, DatabaseUnavailable, database_guard
-from pmd_site.security import forwarded_client
 from indexing.errors import TokenThrottled
 from indexing.services.tokens import bearer_token, token_access
 from pmd_site.mcp.instructions import current_access, refresh_instructions
 from pmd_site.mcp.server import get_server
+from pmd_site.runtime.database_health import RETRY_AFTER_SECONDS, DatabaseUnavailable, database_guard
+from pmd_site.security import forwarded_client
 
 MCP_PATH = "/mcp"
 
@@ -50,8 +50,9 @@ def transport_security():
     origins = list(settings.PMD_MCP_ALLOWED_ORIGINS) or [
         f"{scheme}://{host}{port}" for host in hosts for scheme in ("http", "https") for port in ("", ":*")
     ]
-    return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=allowed_hosts,
-                                     allowed_origins=origins)
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True, allowed_hosts=allowed_hosts, allowed_origins=origins
+    )
 
 
 def _mcp_starlette_app():
@@ -84,9 +85,17 @@ def _authenticate(header: str | None, client: str | None = None, forwarded_for: 
 
 async def _json_response(send, status: int, data: dict, headers: list | None = None) -> None:
     body = json.dumps(data).encode()
-    await send({"type": "http.response.start", "status": status, "headers": [
-        (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *(headers or []),
-    ]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                *(headers or []),
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": body})
 
 
@@ -109,15 +118,22 @@ async def _request_id(receive, limit: int = 1 << 20):
     return request.get("id") if isinstance(request, dict) else None
 
 
-async def _error(send, status: int, code: str, message: str, headers: list | None = None,
-                 request_id=None) -> None:
+async def _error(send, status: int, code: str, message: str, headers: list | None = None, request_id=None) -> None:
     """The /mcp router's own answers: a JSON-RPC error (what MCP clients show their user) that also
     carries the API's error shape (message, suggestions, code) for scripts."""
-    await _json_response(send, status, {
-        "jsonrpc": "2.0", "id": request_id,
-        "error": {"code": MCP_REFUSED, "message": message, "data": {"code": code, "http_status": status}},
-        "message": message, "suggestions": [], "code": code,
-    }, headers)
+    await _json_response(
+        send,
+        status,
+        {
+            "jsonrpc": "2.0",
+            "id": request_id,
+            "error": {"code": MCP_REFUSED, "message": message, "data": {"code": code, "http_status": status}},
+            "message": message,
+            "suggestions": [],
+            "code": code,
+        },
+        headers,
+    )
 
 
 class Router:
@@ -142,32 +158,49 @@ class Router:
             headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
             try:
                 access = await sync_to_async(_authenticate, thread_sensitive=False)(
-                    headers.get("authorization"), (scope.get("client") or ("",))[0], headers.get("x-forwarded-for"))
+                    headers.get("authorization"), (scope.get("client") or ("",))[0], headers.get("x-forwarded-for")
+                )
             except DatabaseUnavailable as exc:
-                await _error(send, 503, "database_unavailable", str(exc),
-                             [(b"retry-after", str(RETRY_AFTER_SECONDS).encode())])
+                await _error(
+                    send, 503, "database_unavailable", str(exc), [(b"retry-after", str(RETRY_AFTER_SECONDS).encode())]
+                )
                 return
             except TokenThrottled as exc:
-                await _error(send, exc.http_status, exc.code, exc.message,
-                             [(b"retry-after", str(exc.retry_after).encode())])
+                await _error(
+                    send, exc.http_status, exc.code, exc.message, [(b"retry-after", str(exc.retry_after).encode())]
+                )
                 return
             if access is None:
                 # Not 401: to an MCP client a 401 means "sign in with OAuth" (it fetches the protected-resource
                 # metadata and starts a browser flow), and pmd's tokens are not OAuth tokens. A 403 without a
                 # challenge makes the client show this message instead (MCP authorization spec, 2025-06-18).
-                await _error(send, 403, "unauthorized", "a valid API token is required: send the header "
-                             "Authorization: Bearer <token> (create one with: pmd token create --user NAME)",
-                             request_id=await _request_id(receive) if scope.get("method") == "POST" else None)
+                await _error(
+                    send,
+                    403,
+                    "unauthorized",
+                    "a valid API token is required: send the header "
+                    "Authorization: Bearer <token> (create one with: pmd token create --user NAME)",
+                    request_id=await _request_id(receive) if scope.get("method") == "POST" else None,
+                )
                 return
             if scope.get("method") == "GET":
                 # Stateless MCP never sends anything on a server-to-client event stream, and an open one
                 # would hold a connection forever: the spec's answer for "no stream here" is 405.
-                await _error(send, 405, "method_not_allowed", "this MCP endpoint offers no event stream: use POST",
-                             [(b"allow", b"POST")])
+                await _error(
+                    send,
+                    405,
+                    "method_not_allowed",
+                    "this MCP endpoint offers no event stream: use POST",
+                    [(b"allow", b"POST")],
+                )
                 return
             if self.mcp_app is None:
-                await _error(send, 503, "mcp_unavailable",
-                             "MCP needs an ASGI server with lifespan events (uvicorn --lifespan on)")
+                await _error(
+                    send,
+                    503,
+                    "mcp_unavailable",
+                    "MCP needs an ASGI server with lifespan events (uvicorn --lifespan on)",
+                )
                 return
             scope = {**scope, "path": MCP_PATH, "raw_path": MCP_PATH.encode(), "pmd_access": access}
             current_access.set(access)  # the server instructions answered to this request

@@ -31,13 +31,18 @@ def _configure() -> None:
     if settings.PMD_RECONCILE_INTERVAL:
         schedule["reconcile"] = {"task": "pmd_site.tasks.reconcile", "schedule": float(settings.PMD_RECONCILE_INTERVAL)}
     # Jobs of workers that died are marked failed, not left `running` (indexing/services/jobs.py).
-    schedule["recover_jobs"] = {"task": "pmd_site.tasks.recover_jobs",
-                                "schedule": float(max(30, settings.PMD_JOB_STALE_SECONDS // 2))}
+    schedule["recover_jobs"] = {
+        "task": "pmd_site.tasks.recover_jobs",
+        "schedule": float(max(30, settings.PMD_JOB_STALE_SECONDS // 2)),
+    }
     # Waiting embedding requests check the LLM backend even when a delayed message is lost.
     schedule["embedding_check"] = {"task": "pmd_site.tasks.embedding_check", "schedule": 20.0}
     # The digest of new matches of saved searches with a webhook or an email (search.pipeline.saved).
     if settings.PMD_DIGEST_INTERVAL:
-        schedule["saved_digest"] = {"task": "pmd_site.tasks.saved_digest", "schedule": float(settings.PMD_DIGEST_INTERVAL)}
+        schedule["saved_digest"] = {
+            "task": "pmd_site.tasks.saved_digest",
+            "schedule": float(settings.PMD_DIGEST_INTERVAL),
+        }
     app.conf.update(
         broker_url=broker,
         result_backend=settings.CELERY_RESULT_BACKEND or None,

@@ -95,9 +95,11 @@ def content_security_policy() -> str:
     <style> elements and inline scripts are not. Remote images only with PMD_ALLOW_REMOTE_IMAGES.
     """
     images = "'self' data: https:" if settings.PMD_ALLOW_REMOTE_IMAGES else "'self' data:"
-    return ("default-src 'self'; script-src 'self'; style-src 'self'; style-src-attr 'unsafe-inline'; "
-            f"img-src {images}; object-src 'none'; base-uri 'self'; frame-ancestors 'none'; "
-            f"form-action {' '.join([SELF, *_signin_origins()])}")
+    return (
+        "default-src 'self'; script-src 'self'; style-src 'self'; style-src-attr 'unsafe-inline'; "
+        f"img-src {images}; object-src 'none'; base-uri 'self'; frame-ancestors 'none'; "
+        f"form-action {' '.join([SELF, *_signin_origins()])}"
+    )
 
 
 def _signin_origins() -> list[str]:

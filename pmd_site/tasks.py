@@ -20,7 +20,6 @@ from indexing.services.background import task_register, workers_register
 from indexing.services.embedding_queue import embedding_check_due, embedding_job_run, embedding_jobs_tidy
 from indexing.services.jobs import job_create, jobs_recover
 from indexing.services.refresh import collections_refresh
-
 from pmd_site.celery import EMBED_QUEUE, broker_reachable, workers_available
 
 log = logging.getLogger(__name__)
@@ -34,8 +33,9 @@ def _job(job_id: str | None, *, kind: str, collection: Collection | None = None)
 
 @task_register
 @shared_task(name="pmd_site.tasks.embed_pending", acks_late=True)
-def embed_pending(collections: list[str] | None = None, force: bool = False, job_id: str | None = None,
-                  check: int | None = None) -> dict:
+def embed_pending(
+    collections: list[str] | None = None, force: bool = False, job_id: str | None = None, check: int | None = None
+) -> dict:
     """Embed whatever has no vectors yet (a duplicate delivery finds nothing to do). While the
     LLM backend is away the request waits (indexing/services/embedding_queue.py); the one
     request chosen to check again is re-queued here."""
@@ -43,9 +43,16 @@ def embed_pending(collections: list[str] | None = None, force: bool = False, job
     outcome = embedding_job_run(job=job, collections=collections, force=force, check=check)
     if outcome.get("check_again_in") and not settings.CELERY_TASK_ALWAYS_EAGER:  # eager would not wait
         try:
-            embed_pending.apply_async(kwargs={"collections": collections, "force": force, "job_id": str(job.pk),
-                                              "check": outcome.get("check")},
-                                      countdown=outcome["check_again_in"], retry=False)
+            embed_pending.apply_async(
+                kwargs={
+                    "collections": collections,
+                    "force": force,
+                    "job_id": str(job.pk),
+                    "check": outcome.get("check"),
+                },
+                countdown=outcome["check_again_in"],
+                retry=False,
+            )
         except Exception as exc:  # noqa: BLE001 - the next request or `pmd up` resumes it instead
             log.warning("could not re-queue the waiting embedding request: %s", exc)
     return outcome
@@ -67,8 +74,11 @@ def collection_index_task(collection_pk: int, job_id: str | None = None) -> dict
     collection = Collection.objects.filter(pk=collection_pk).first()
     if collection is None:
         return {"skipped": f"collection {collection_pk} no longer exists"}
-    [refreshed] = collections_refresh(names=[collection.name], job=_job(job_id, kind=Job.Kind.INDEX, collection=collection),
-                                      access=Access.local_user()).collections
+    [refreshed] = collections_refresh(
+        names=[collection.name],
+        job=_job(job_id, kind=Job.Kind.INDEX, collection=collection),
+        access=Access.local_user(),
+    ).collections
     return {"error": refreshed.problem} if refreshed.problem else refreshed.report.as_dict()
 
 
@@ -106,8 +116,9 @@ def embedding_check() -> dict:
         return {"skipped": "no check due"}
     job, check = due
     marker = job.result["waiting"]
-    return embed_pending(collections=marker.get("collections"), force=bool(marker.get("force")),
-                         job_id=str(job.pk), check=check)
+    return embed_pending(
+        collections=marker.get("collections"), force=bool(marker.get("force")), job_id=str(job.pk), check=check
+    )
 
 
 @worker_ready.connect

@@ -3,15 +3,17 @@ from django.urls import include, path, re_path
 from django.views.generic import RedirectView
 
 from pmd_site import accounts
-from pmd_site.web.views import signin
-from pmd_site.views import healthz
 from pmd_site.api import api
+from pmd_site.views import healthz
+from pmd_site.web.views import signin
 
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
     # API tokens moved from the search app to indexing: old admin links still work.
-    re_path(r"^admin/search/(?P<rest>(?:apitoken|tokenfailure)/.*)$",
-            RedirectView.as_view(url="/admin/indexing/%(rest)s", query_string=True)),
+    re_path(
+        r"^admin/search/(?P<rest>(?:apitoken|tokenfailure)/.*)$",
+        RedirectView.as_view(url="/admin/indexing/%(rest)s", query_string=True),
+    ),
     path("admin/", admin.site.urls),
     path("api/", api.urls),
     # Before django.contrib.auth.urls, which has the same names: reset only where email works.

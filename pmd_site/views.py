@@ -28,6 +28,5 @@ def healthz(request):
     except Exception as exc:  # noqa: BLE001 - any failure means "not healthy"
         if is_unavailable(exc):
             note_failure(exc)  # after a restart: a fresh connection pool for the next call
-        return JsonResponse({"status": "unavailable", "database": False,
-                             "error": exc.__class__.__name__}, status=503)
+        return JsonResponse({"status": "unavailable", "database": False, "error": exc.__class__.__name__}, status=503)
     return JsonResponse({"status": "ok", "database": True})

@@ -30,8 +30,10 @@ MODE_VERBS = {Mode.KEYWORD: "search", Mode.VECTOR: "vsearch", Mode.HYBRID: "quer
 MODE_ALIASES = {
     **{mode: mode for mode in Mode.ALL},
     **{verb: mode for mode, verb in MODE_VERBS.items()},
-    "lex": Mode.KEYWORD, "bm25": Mode.KEYWORD,
-    "semantic": Mode.VECTOR, "vec": Mode.VECTOR,
+    "lex": Mode.KEYWORD,
+    "bm25": Mode.KEYWORD,
+    "semantic": Mode.VECTOR,
+    "vec": Mode.VECTOR,
     "deep": Mode.HYBRID,
 }
 

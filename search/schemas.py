@@ -14,9 +14,16 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, create_model
 
 
-def brief(model: type[BaseModel], name: str, fields: tuple[str, ...], *, doc: str | None = None,
-          types: dict[str, Any] | None = None, descriptions: dict[str, str] | None = None,
-          defaults: dict[str, Any] | None = None) -> type[BaseModel]:
+def brief(
+    model: type[BaseModel],
+    name: str,
+    fields: tuple[str, ...],
+    *,
+    doc: str | None = None,
+    types: dict[str, Any] | None = None,
+    descriptions: dict[str, str] | None = None,
+    defaults: dict[str, Any] | None = None,
+) -> type[BaseModel]:
     """A model holding `fields` of `model`, in that order: what an MCP tool returns where the API
     answers with all of `model`. `types` swaps a field's type (a list of another brief),
     `descriptions` says what an agent should do with a field, `defaults` makes one optional."""
@@ -44,17 +51,23 @@ class FiltersIn(BaseModel):
     exclude_tags: FilterValues | None = Field(None, description="leave out notes with any of these tags")
     path: FilterValues | None = Field(None, description="path globs inside the collection (meetings/**): any")
     exclude_path: FilterValues | None = Field(None, description="leave out paths matching any of these globs")
-    after: str | None = Field(None, max_length=100, description="dated on or after: 2025-01-01, 2025-06, 'last week', 3d")
+    after: str | None = Field(
+        None, max_length=100, description="dated on or after: 2025-01-01, 2025-06, 'last week', 3d"
+    )
     before: str | None = Field(None, max_length=100, description="dated before")
     fields: dict[str, FieldValue | list[FieldValue] | dict[str, FieldValue]] | None = Field(
-        None, description='frontmatter values: {"status": "draft", "author": ["ana", "bo"]} (lists: any of); '
-                          'ranges on numbers and dates: {"priority": {">=": 2}, "date": {">=": "2025-01", "<=": "2025-03"}}')
+        None,
+        description='frontmatter values: {"status": "draft", "author": ["ana", "bo"]} (lists: any of); '
+        'ranges on numbers and dates: {"priority": {">=": 2}, "date": {">=": "2025-01", "<=": "2025-03"}}',
+    )
     exclude_fields: dict[str, FieldValue | list[FieldValue] | dict[str, FieldValue]] | None = Field(
-        None, description="leave out notes with these frontmatter values (or in these ranges)")
+        None, description="leave out notes with these frontmatter values (or in these ranges)"
+    )
     has: FilterValues | None = Field(None, description="notes whose frontmatter has these keys (any value)")
     exclude_has: FilterValues | None = Field(None, description="notes whose frontmatter has none of these keys")
     any_of: list[FiltersIn] | None = Field(
-        None, description='alternatives, one of which must hold: [{"tags": "db"}, {"fields": {"status": "draft"}}]')
+        None, description='alternatives, one of which must hold: [{"tags": "db"}, {"fields": {"status": "draft"}}]'
+    )
 
 
 class SubSearch(BaseModel):
@@ -62,11 +75,13 @@ class SubSearch(BaseModel):
 
     type: Literal["lex", "vec", "hyde"] = Field(
         description="lex: keyword query; vec: a natural-language query for vectors; "
-        "hyde: a short hypothetical passage that would answer the question")
+        "hyde: a short hypothetical passage that would answer the question"
+    )
     query: str = Field(min_length=1, max_length=2000)
 
 
 # --- search (search.results) ----------------------------------------------------------------------
+
 
 class ResultOut(BaseModel):
     docid: str
@@ -83,11 +98,13 @@ class ResultOut(BaseModel):
     scores: dict[str, Any] = {}
     explain: dict[str, Any] | None = None
     date: str | None = Field(None, description="the note's date (ISO 8601, UTC), used by date filters and sort")
-    date_source: str = Field("", description="where the date came from: frontmatter:date, frontmatter:created, "
-                                             "filename or mtime")
+    date_source: str = Field(
+        "", description="where the date came from: frontmatter:date, frontmatter:created, filename or mtime"
+    )
     type: str = Field("markdown", description="the file's format: markdown, pdf, docx, pptx, xlsx, html, epub, text")
-    location: str = Field("", description="where in the original the match is: page 12, slide 3, sheet Budget "
-                                          "(converted files)")
+    location: str = Field(
+        "", description="where in the original the match is: page 12, slide 3, sheet Budget (converted files)"
+    )
     location_uri: str = Field("", description="the uri with the location: pmd://c/report.pdf#page=12")
 
 
@@ -99,27 +116,44 @@ class SearchOut(BaseModel):
     timings_ms: dict[str, float] = {}
     filters: dict[str, Any] | None = Field(None, description="the filters applied (the query's and the body's)")
     sort: str = Field("relevance", description="the order of the results: relevance or date")
-    corrected_query: str | None = Field(None, description="typos corrected: the query searched instead of `query` "
-                                                          "(search `query` as written with correct=false)")
-    time_words: str | None = Field(None, description="words of the query read as a date filter (\"last week\"); "
-                                                     "time_words=false searches them as words")
-    search_id: int | None = Field(None, description="this search in the search log: POST /api/searches/{id}/opened "
-                                                    "with the result opened")
+    corrected_query: str | None = Field(
+        None,
+        description="typos corrected: the query searched instead of `query` "
+        "(search `query` as written with correct=false)",
+    )
+    time_words: str | None = Field(
+        None,
+        description='words of the query read as a date filter ("last week"); time_words=false searches them as words',
+    )
+    search_id: int | None = Field(
+        None, description="this search in the search log: POST /api/searches/{id}/opened with the result opened"
+    )
 
 
-ResultBrief = brief(ResultOut, "ResultBrief", (
-    "docid", "uri", "line", "score", "title", "snippet", "context", "date", "date_source", "type", "location"),
-    descriptions={"docid": "#docid: pass to pmd_get", "uri": "pmd://collection/path",
-                  "line": "line of the best match (1-based)", "score": "0..1, comparable within one result list",
-                  "context": "descriptions of the folder, general → specific",
-                  "location": "page, slide or sheet of a converted file: pass `uri:p12` to pmd_get for that page"})
-SearchBrief = brief(SearchOut, "SearchBrief", ("query", "mode", "results", "warnings", "filters", "corrected_query",
-                                                   "time_words"),
-                    types={"results": list[ResultBrief]},
-                    descriptions={"filters": "the filters applied (the query's and the `filters` argument's)"})
+ResultBrief = brief(
+    ResultOut,
+    "ResultBrief",
+    ("docid", "uri", "line", "score", "title", "snippet", "context", "date", "date_source", "type", "location"),
+    descriptions={
+        "docid": "#docid: pass to pmd_get",
+        "uri": "pmd://collection/path",
+        "line": "line of the best match (1-based)",
+        "score": "0..1, comparable within one result list",
+        "context": "descriptions of the folder, general → specific",
+        "location": "page, slide or sheet of a converted file: pass `uri:p12` to pmd_get for that page",
+    },
+)
+SearchBrief = brief(
+    SearchOut,
+    "SearchBrief",
+    ("query", "mode", "results", "warnings", "filters", "corrected_query", "time_words"),
+    types={"results": list[ResultBrief]},
+    descriptions={"filters": "the filters applied (the query's and the `filters` argument's)"},
+)
 
 
 # --- ask (search.pipeline.answer) ------------------------------------------------------------------
+
 
 class PassageOut(BaseModel):
     number: int = Field(..., description="what [n] in the answer stands for")
@@ -139,12 +173,14 @@ class AskOut(BaseModel):
     conversation: str = Field(..., description="send it back as `conversation` to ask a follow-up")
     question: str
     answer: str = Field(..., description="the answer, only valid [n] citations left in it")
-    state: str = Field(..., description="answered, refused (the notes do not cover it), cancelled, cut_short "
-                                        "(the deadline) or failed")
+    state: str = Field(
+        ..., description="answered, refused (the notes do not cover it), cancelled, cut_short (the deadline) or failed"
+    )
     passages: list[PassageOut]
     cited: list[int]
-    flags: list[dict[str, Any]] = Field([], description="what the citation check found: invented_citation, "
-                                                        "uncited; deadline, model_failed")
+    flags: list[dict[str, Any]] = Field(
+        [], description="what the citation check found: invented_citation, uncited; deadline, model_failed"
+    )
     nearest: list[dict[str, Any]] = Field([], description="when refused: the nearest notes")
     model: str
     tokens_in: int
@@ -156,6 +192,7 @@ AskBrief = brief(AskOut, "AskBrief", ("conversation", "answer", "state", "passag
 
 
 # --- history (search.retrieval.history) -----------------------------------------------------------
+
 
 class ChangedFileOut(BaseModel):
     status: str = Field(..., description="A added, M changed, D deleted, R renamed, C copied, T type changed")
@@ -191,17 +228,31 @@ class HistoryOut(BaseModel):
     timings_ms: dict[str, float]
 
 
-ChangedFileBrief = brief(ChangedFileOut, "ChangedFileBrief", ("status", "path", "old_path", "docid"),
-                         defaults={"old_path": ""},
-                         descriptions={"docid": "the note at that path now (pass to pmd_get); None if gone"})
-CommitBrief = brief(CommitOut, "CommitBrief", (
-    "collection", "sha", "title", "message", "author", "email", "date", "score", "files", "diff"),
-    types={"files": list[ChangedFileBrief]}, descriptions={"score": "0..1", "diff": "the diff excerpt (with diff=true)"})
-HistoryBrief = brief(HistoryOut, "HistoryBrief", ("query", "mode", "results", "warnings"),
-                     types={"results": list[CommitBrief]}, defaults={"warnings": []})
+ChangedFileBrief = brief(
+    ChangedFileOut,
+    "ChangedFileBrief",
+    ("status", "path", "old_path", "docid"),
+    defaults={"old_path": ""},
+    descriptions={"docid": "the note at that path now (pass to pmd_get); None if gone"},
+)
+CommitBrief = brief(
+    CommitOut,
+    "CommitBrief",
+    ("collection", "sha", "title", "message", "author", "email", "date", "score", "files", "diff"),
+    types={"files": list[ChangedFileBrief]},
+    descriptions={"score": "0..1", "diff": "the diff excerpt (with diff=true)"},
+)
+HistoryBrief = brief(
+    HistoryOut,
+    "HistoryBrief",
+    ("query", "mode", "results", "warnings"),
+    types={"results": list[CommitBrief]},
+    defaults={"warnings": []},
+)
 
 
 # --- links (indexing.links) -----------------------------------------------------------------------
+
 
 class LinkOut(BaseModel):
     kind: str = Field(..., description="wikilink, embed or markdown")
@@ -212,8 +263,9 @@ class LinkOut(BaseModel):
     line: int = Field(..., description="line of the link in the note that writes it")
     context: str = Field(..., description="the sentence around the link")
     resolved: bool
-    docid: str | None = Field(None, description="the note at the other end: the target of an outgoing link, "
-                                                "the linking note of a backlink")
+    docid: str | None = Field(
+        None, description="the note at the other end: the target of an outgoing link, the linking note of a backlink"
+    )
     uri: str | None = None
     title: str | None = None
     path: str | None = None
@@ -247,18 +299,26 @@ class LinksOut(BaseModel):
     backlinks_total: int
 
 
-LinkBrief = brief(LinkOut, "LinkBrief", (
-    "kind", "link", "line", "context", "heading", "resolved", "docid", "uri", "title"),
-    doc="One link of pmd_links: from the note asked about (links) or to it (backlinks).", defaults={"heading": ""},
-    descriptions={"docid": "the note at the other end (pass to pmd_get); None if unresolved"})
-LinksBrief = brief(LinksOut, "LinksBrief", (
-    "docid", "uri", "title", "links", "backlinks", "links_total", "backlinks_total"),
+LinkBrief = brief(
+    LinkOut,
+    "LinkBrief",
+    ("kind", "link", "line", "context", "heading", "resolved", "docid", "uri", "title"),
+    doc="One link of pmd_links: from the note asked about (links) or to it (backlinks).",
+    defaults={"heading": ""},
+    descriptions={"docid": "the note at the other end (pass to pmd_get); None if unresolved"},
+)
+LinksBrief = brief(
+    LinksOut,
+    "LinksBrief",
+    ("docid", "uri", "title", "links", "backlinks", "links_total", "backlinks_total"),
     types={"links": list[LinkBrief], "backlinks": list[LinkBrief]},
     defaults={"links": [], "backlinks": [], "links_total": 0, "backlinks_total": 0},
-    descriptions={"links": "links this note writes, in order", "backlinks": "notes that link to this one"})
+    descriptions={"links": "links this note writes, in order", "backlinks": "notes that link to this one"},
+)
 
 
 # --- related notes (search.retrieval.related) -----------------------------------------------------
+
 
 class RelatedNoteOut(BaseModel):
     docid: str
@@ -267,10 +327,12 @@ class RelatedNoteOut(BaseModel):
     path: str
     title: str
     score: float = Field(..., description="similarity + 0.5 per link direction + 0.1 per shared tag (at most 0.3)")
-    similarity: float | None = Field(None, description="cosine similarity to the note's mean vector; "
-                                                       "None when not among its nearest")
-    reasons: list[str] = Field(..., description='"links to it", "linked from it", "shares tags: a, b", '
-                                                '"similar text (0.83)"')
+    similarity: float | None = Field(
+        None, description="cosine similarity to the note's mean vector; None when not among its nearest"
+    )
+    reasons: list[str] = Field(
+        ..., description='"links to it", "linked from it", "shares tags: a, b", "similar text (0.83)"'
+    )
     links_to_it: bool
     linked_from_it: bool
     shared_tags: list[str]
@@ -287,14 +349,25 @@ class RelatedOut(BaseModel):
     copies: int = Field(..., description="other documents with the same content (never listed as related)")
 
 
-RelatedNoteBrief = brief(RelatedNoteOut, "RelatedNoteBrief", ("docid", "uri", "title", "score", "similarity", "reasons"),
-                         doc="One note related to the note asked about, with why.", descriptions={"docid": "pass to pmd_get"})
-RelatedBrief = brief(RelatedOut, "RelatedBrief", ("docid", "uri", "title", "results", "warnings", "copies"),
-                     types={"results": list[RelatedNoteBrief]}, defaults={"results": [], "warnings": [], "copies": 0},
-                     descriptions={"results": "best first"})
+RelatedNoteBrief = brief(
+    RelatedNoteOut,
+    "RelatedNoteBrief",
+    ("docid", "uri", "title", "score", "similarity", "reasons"),
+    doc="One note related to the note asked about, with why.",
+    descriptions={"docid": "pass to pmd_get"},
+)
+RelatedBrief = brief(
+    RelatedOut,
+    "RelatedBrief",
+    ("docid", "uri", "title", "results", "warnings", "copies"),
+    types={"results": list[RelatedNoteBrief]},
+    defaults={"results": [], "warnings": [], "copies": 0},
+    descriptions={"results": "best first"},
+)
 
 
 # --- several documents (indexing.selectors.documents_multi_get) -----------------------------------
+
 
 class MultiGetDocOut(BaseModel):
     docid: str
@@ -315,9 +388,18 @@ class MultiGetOut(BaseModel):
     notice: str | None = Field(None, description="what the limits left out, in one line")
 
 
-MultiGetDocBrief = brief(MultiGetDocOut, "MultiGetDocBrief", ("docid", "uri", "title", "text", "skipped", "truncated"),
-                         defaults={"skipped": None, "truncated": False}, descriptions={"text": "None when skipped"})
-MultiGetBrief = brief(MultiGetOut, "MultiGetBrief", (
-    "documents", "missing", "omitted", "total_bytes", "max_bytes", "max_total_bytes", "notice"),
-    types={"documents": list[MultiGetDocBrief]}, defaults={"missing": [], "max_bytes": 0, "max_total_bytes": 0},
-    descriptions={"max_total_bytes": "the most text one answer holds (PMD_MULTI_GET_MAX_TOTAL_BYTES)"})
+MultiGetDocBrief = brief(
+    MultiGetDocOut,
+    "MultiGetDocBrief",
+    ("docid", "uri", "title", "text", "skipped", "truncated"),
+    defaults={"skipped": None, "truncated": False},
+    descriptions={"text": "None when skipped"},
+)
+MultiGetBrief = brief(
+    MultiGetOut,
+    "MultiGetBrief",
+    ("documents", "missing", "omitted", "total_bytes", "max_bytes", "max_total_bytes", "notice"),
+    types={"documents": list[MultiGetDocBrief]},
+    defaults={"missing": [], "max_bytes": 0, "max_total_bytes": 0},
+    descriptions={"max_total_bytes": "the most text one answer holds (PMD_MULTI_GET_MAX_TOTAL_BYTES)"},
+)

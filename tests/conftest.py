@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from tests.support.factories import make_user, web_client
-from tests.support.servers import child_database_url
 from tests.support.paths import FIXTURE_CORPUS
+from tests.support.servers import child_database_url
 
 pytest_plugins = ["tests.support.ollama_fixtures"]  # the Ollama-compatible test server (tests/support/ollama_server.py)
 
@@ -25,8 +25,11 @@ SERVER_MODULES = {"test_signin_ldap.py", "test_signin_oidc.py", "test_mcp.py"}
 def pytest_collection_modifyitems(items):
     for item in items:
         path = Path(str(item.fspath))
-        if (SYSTEM_FOLDER in path.parents or path.name in SERVER_MODULES
-                or SERVER_FIXTURES & set(getattr(item, "fixturenames", ()))):
+        if (
+            SYSTEM_FOLDER in path.parents
+            or path.name in SERVER_MODULES
+            or SERVER_FIXTURES & set(getattr(item, "fixturenames", ()))
+        ):
             item.add_marker(pytest.mark.system)
 
 

@@ -150,8 +150,10 @@ def require(module: str, fmt: str):
     try:
         return importlib.import_module(module)
     except ImportError:
-        raise MissingLibrary(f"reading {fmt.upper()} files needs the '{module.split('.')[0]}' library: "
-                             "install pmd with the formats extra (pip install 'pmd[formats]')") from None
+        raise MissingLibrary(
+            f"reading {fmt.upper()} files needs the '{module.split('.')[0]}' library: "
+            "install pmd with the formats extra (pip install 'pmd[formats]')"
+        ) from None
 
 
 @dataclass(frozen=True)
@@ -202,7 +204,7 @@ def _unit_span(body: str, unit: str, name: str) -> tuple[int, int] | None:
 def unit_text(body: str, unit: str, name: str) -> str | None:
     """The text of one page (slide, sheet) of a converted text, marker included; None if it has none by that name."""
     span = _unit_span(body, unit, name)
-    return None if span is None else body[span[0]:span[1]].rstrip() + "\n"
+    return None if span is None else body[span[0] : span[1]].rstrip() + "\n"
 
 
 def unit_lines(body: str, unit: str, name: str) -> tuple[int, int] | None:
@@ -210,7 +212,7 @@ def unit_lines(body: str, unit: str, name: str) -> tuple[int, int] | None:
     span = _unit_span(body, unit, name)
     if span is None:
         return None
-    return body.count("\n", 0, span[0]) + 1, len(body[span[0]:span[1]].rstrip().splitlines())
+    return body.count("\n", 0, span[0]) + 1, len(body[span[0] : span[1]].rstrip().splitlines())
 
 
 def marker(unit: str, name) -> str:

@@ -73,8 +73,12 @@ def answer_for(fmt: str, data: bytes, limits, memory_mb: int) -> dict:
             return {"refused": f"needed more than {memory_mb} MB of memory to read (PMD_CONVERT_MEMORY_MB)"}
         return {"refused": f"could not be read ({type(exc).__name__}: {str(exc)[:200]})"}
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    return {"text": converted.markdown(), "units": converted.units, "warnings": converted.warnings,
-            "peak_mb": round(peak_mb, 1)}
+    return {
+        "text": converted.markdown(),
+        "units": converted.units,
+        "warnings": converted.warnings,
+        "peak_mb": round(peak_mb, 1),
+    }
 
 
 def _write(stdout, answer: dict) -> None:

@@ -10,8 +10,11 @@ from indexing.convert import ConversionRefused, Converted, Limits, marker
 from indexing.convert.html import decode_html_bytes, html_markdown
 from indexing.convert.zipcheck import zip_checked
 
-_NS = {"c": "urn:oasis:names:tc:opendocument:xmlns:container", "opf": "http://www.idpf.org/2007/opf",
-       "dc": "http://purl.org/dc/elements/1.1/"}
+_NS = {
+    "c": "urn:oasis:names:tc:opendocument:xmlns:container",
+    "opf": "http://www.idpf.org/2007/opf",
+    "dc": "http://purl.org/dc/elements/1.1/",
+}
 
 
 def _xml(archive, name: str):
@@ -24,7 +27,11 @@ def _xml(archive, name: str):
 
 def convert(data: bytes, limits: Limits) -> Converted:
     archive = zip_checked(data, limits, "EPUB")
-    if b"<!ENTITY" in archive.read("META-INF/container.xml") if "META-INF/container.xml" in archive.namelist() else False:
+    if (
+        b"<!ENTITY" in archive.read("META-INF/container.xml")
+        if "META-INF/container.xml" in archive.namelist()
+        else False
+    ):
         raise ConversionRefused("the EPUB's container declares XML entities: refused")
     container = _xml(archive, "META-INF/container.xml")
     rootfile = container.find(".//c:rootfile", _NS)

@@ -10,10 +10,43 @@ from html.parser import HTMLParser
 from indexing.convert import Converted, Limits
 from indexing.convert.tables import markdown_table
 
-SKIPPED = {"script", "style", "noscript", "template", "svg", "nav", "form", "button", "select", "iframe", "head",
-           "object", "canvas"}
-BLOCKS = {"p", "div", "section", "article", "main", "header", "footer", "aside", "blockquote", "figure",
-          "figcaption", "dl", "dt", "dd", "address", "details", "summary", "center", "body", "html"}
+SKIPPED = {
+    "script",
+    "style",
+    "noscript",
+    "template",
+    "svg",
+    "nav",
+    "form",
+    "button",
+    "select",
+    "iframe",
+    "head",
+    "object",
+    "canvas",
+}
+BLOCKS = {
+    "p",
+    "div",
+    "section",
+    "article",
+    "main",
+    "header",
+    "footer",
+    "aside",
+    "blockquote",
+    "figure",
+    "figcaption",
+    "dl",
+    "dt",
+    "dd",
+    "address",
+    "details",
+    "summary",
+    "center",
+    "body",
+    "html",
+}
 VOID = {"br", "hr", "img", "input", "meta", "link", "area", "base", "col", "embed", "source", "track", "wbr"}
 
 

@@ -60,8 +60,11 @@ def _normalized(raw: str) -> str:
 
 def join_hyphenated(text: str, vocabulary: Vocabulary) -> str:
     return _HYPHENATED.sub(
-        lambda m: f"{m.group(1)}-{m.group(2)}" if vocabulary.keeps_hyphen(m.group(1), m.group(2))
-        else m.group(1) + m.group(2), text)
+        lambda m: (
+            f"{m.group(1)}-{m.group(2)}" if vocabulary.keeps_hyphen(m.group(1), m.group(2)) else m.group(1) + m.group(2)
+        ),
+        text,
+    )
 
 
 def page_text(raw: str, vocabulary: Vocabulary | None = None) -> str:
@@ -114,9 +117,13 @@ def convert(data: bytes, limits: Limits) -> Converted:
     if total > pages:
         warnings.append(f"{total:,} pages: only the first {pages:,} read (PMD_CONVERT_MAX_PAGES)")
     if pages and empty == pages:
-        why = ("OCR found no text either" if ocr else
-               "OCR is off (PMD_OCR=off)" if limits.ocr == "off" else
-               "OCR needs tesseract (Debian: apt install tesseract-ocr)")
+        why = (
+            "OCR found no text either"
+            if ocr
+            else "OCR is off (PMD_OCR=off)"
+            if limits.ocr == "off"
+            else "OCR needs tesseract (Debian: apt install tesseract-ocr)"
+        )
         raise ConversionRefused(f"no text layer on any of its {pages} page(s) (a scan?): {why}")
     if read_by_ocr:
         warnings.append(f"{read_by_ocr} of {pages} page(s) read by OCR (tesseract)")

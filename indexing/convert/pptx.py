@@ -25,8 +25,11 @@ def _shape_blocks(shape, title_shape) -> list[str]:
         for paragraph in shape.text_frame.paragraphs:
             text = "".join(run.text for run in paragraph.runs).strip()
             if text:
-                lines.append(("  " * paragraph.level) + "- " + text if paragraph.level or len(shape.text_frame.paragraphs) > 1
-                             else text)
+                lines.append(
+                    ("  " * paragraph.level) + "- " + text
+                    if paragraph.level or len(shape.text_frame.paragraphs) > 1
+                    else text
+                )
         if lines:
             blocks.append("\n".join(lines))
     return blocks
@@ -57,5 +60,6 @@ def convert(data: bytes, limits: Limits) -> Converted:
     if len(slides) > limits.max_pages:
         warnings.append(f"{len(slides):,} slides: only the first {limits.max_pages:,} read (PMD_CONVERT_MAX_PAGES)")
     props = core_properties(presentation.core_properties)
-    return Converted(text="\n\n".join(out) + "\n", units=min(len(slides), limits.max_pages), warnings=warnings,
-                     properties=props)
+    return Converted(
+        text="\n\n".join(out) + "\n", units=min(len(slides), limits.max_pages), warnings=warnings, properties=props
+    )

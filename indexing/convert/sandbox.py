@@ -64,11 +64,23 @@ class Converter:
             self._stop()
 
     def _start(self) -> subprocess.Popen:
-        command = [sys.executable, "-m", "indexing.convert.child", str(self.sandbox.memory_mb),
-                   json.dumps(asdict(self.sandbox.limits)), str(self.sandbox.progress_seconds)]
+        command = [
+            sys.executable,
+            "-m",
+            "indexing.convert.child",
+            str(self.sandbox.memory_mb),
+            json.dumps(asdict(self.sandbox.limits)),
+            str(self.sandbox.progress_seconds),
+        ]
         self.served = 0
-        return subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                close_fds=True, start_new_session=True)  # its own group: stopped whole
+        return subprocess.Popen(
+            command,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            close_fds=True,
+            start_new_session=True,
+        )  # its own group: stopped whole
 
     def close(self) -> None:
         process, self.process = self.process, None
@@ -117,16 +129,22 @@ class Converter:
         if answer is None:
             if time.monotonic() >= deadline:
                 self._stop()
-                raise ConversionRefused(f"reading it took more than {self.sandbox.seconds:g} s "
-                                        "(PMD_CONVERT_SECONDS): stopped")
+                raise ConversionRefused(
+                    f"reading it took more than {self.sandbox.seconds:g} s (PMD_CONVERT_SECONDS): stopped"
+                )
             code = self._stop()
             raise ConversionRefused(
                 f"the converter stopped ({f'signal {-code}' if code and code < 0 else f'exit {code}'}; "
-                f"over the {self.sandbox.memory_mb} MB memory limit, PMD_CONVERT_MEMORY_MB, or a crash)")
+                f"over the {self.sandbox.memory_mb} MB memory limit, PMD_CONVERT_MEMORY_MB, or a crash)"
+            )
         if "refused" in answer:
             raise ConversionRefused(answer["refused"])
-        return Extracted(text=answer["text"], units=int(answer.get("units") or 0),
-                         warnings=list(answer.get("warnings") or []), peak_mb=float(answer.get("peak_mb") or 0))
+        return Extracted(
+            text=answer["text"],
+            units=int(answer.get("units") or 0),
+            warnings=list(answer.get("warnings") or []),
+            peak_mb=float(answer.get("peak_mb") or 0),
+        )
 
     def _read_answer(self, deadline: float) -> dict | None:
         """The child's next answer, or None when it ended or the deadline passed first; its progress
@@ -138,9 +156,9 @@ class Converter:
             selector.register(fd, selectors.EVENT_READ)
             while True:
                 if wanted is None and len(buffer) >= _LENGTH.size:
-                    wanted = _LENGTH.size + _LENGTH.unpack(bytes(buffer[:_LENGTH.size]))[0]
+                    wanted = _LENGTH.size + _LENGTH.unpack(bytes(buffer[: _LENGTH.size]))[0]
                 if wanted is not None and len(buffer) >= wanted:
-                    frame = json.loads(bytes(buffer[_LENGTH.size:wanted]).decode("utf-8", "surrogatepass"))
+                    frame = json.loads(bytes(buffer[_LENGTH.size : wanted]).decode("utf-8", "surrogatepass"))
                     if "units_read" not in frame:
                         return frame
                     del buffer[:wanted]

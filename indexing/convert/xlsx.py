@@ -38,7 +38,9 @@ def convert(data: bytes, limits: Limits) -> Converted:
             rows.append(["" if c is None else c for c in cells])
         if cut:
             warnings.append(f"sheet {sheet.title}: cut after {limits.max_cells:,} cells (PMD_CONVERT_MAX_CELLS)")
-        out.append(f"{marker('sheet', sheet.title)}\n\n## {sheet.title}\n\n{markdown_table(rows, max_columns=MAX_COLUMNS)}")
+        out.append(
+            f"{marker('sheet', sheet.title)}\n\n## {sheet.title}\n\n{markdown_table(rows, max_columns=MAX_COLUMNS)}"
+        )
     workbook.close()
     if len(sheets) > limits.max_pages:
         warnings.append(f"{len(sheets)} sheets: only the first {limits.max_pages} read")
@@ -46,5 +48,6 @@ def convert(data: bytes, limits: Limits) -> Converted:
     meta = {"title": (props.title or "").strip(), "author": (props.creator or "").strip()}
     if props.created:
         meta["date"] = props.created.date().isoformat()
-    return Converted(text="\n\n".join(out) + "\n", units=min(len(sheets), limits.max_pages), warnings=warnings,
-                     properties=meta)
+    return Converted(
+        text="\n\n".join(out) + "\n", units=min(len(sheets), limits.max_pages), warnings=warnings, properties=meta
+    )

@@ -21,8 +21,10 @@ def zip_checked(data: bytes, limits: Limits, what: str) -> zipfile.ZipFile:
     members = archive.infolist()
     total = sum(m.file_size for m in members)
     if total > limits.max_unzipped_bytes:
-        raise ConversionRefused(f"unpacks to {total:,} bytes, over the {limits.max_unzipped_bytes:,}-byte limit "
-                                "(PMD_CONVERT_MAX_UNZIPPED_BYTES): a zip bomb or a huge file")
+        raise ConversionRefused(
+            f"unpacks to {total:,} bytes, over the {limits.max_unzipped_bytes:,}-byte limit "
+            "(PMD_CONVERT_MAX_UNZIPPED_BYTES): a zip bomb or a huge file"
+        )
     if len(members) > 100_000:
         raise ConversionRefused(f"holds {len(members):,} files: refused")
     return archive

@@ -33,7 +33,7 @@ def has_cjk(text: str) -> bool:
 def cjk_bigrams(run: str) -> list[str]:
     if len(run) < 2:
         return [run]
-    return [run[i:i + 2] for i in range(len(run) - 1)]
+    return [run[i : i + 2] for i in range(len(run) - 1)]
 
 
 def _symbolic(match: re.Match) -> str:

@@ -48,12 +48,12 @@ from typing import NamedTuple
 from django.db import DatabaseError, connection, transaction
 from django.db.models import F
 
-from indexing.locks import KEYWORD_INDEX, advisory_lock_wait
-from indexing.models import Document, DocumentLink
 from indexing.keyword.analysis import prepare_text
+from indexing.locks import KEYWORD_INDEX, advisory_lock_wait
 from indexing.markdown import searchable_text
-from indexing.text import strip_frontmatter
+from indexing.models import Document, DocumentLink
 from indexing.patterns import LazyPattern
+from indexing.text import strip_frontmatter
 
 # The heading's text is taken whole and its closing " ##" cut in Python (_heading): a lazy
 # `(.+?)(?:[ \t]+#+)?[ \t]*$` retries its tail at every character, quadratic on a line of spaces.
@@ -162,8 +162,9 @@ def split_passages(title: str, body: str) -> list[Passage]:
         head = "\n".join(([title] if title and title not in own else []) + own)
         for first, last in _pieces(lines, start, end):
             text = "".join(lines[i] for i in range(first, last) if i not in heading_lines)
-            passages.append(Passage(len(passages), first + 1, max(first + 1, last), offsets[first], offsets[last],
-                                    head, text))
+            passages.append(
+                Passage(len(passages), first + 1, max(first + 1, last), offsets[first], offsets[last], head, text)
+            )
     return passages
 
 
@@ -188,16 +189,18 @@ def embedded_text(body: str, heading: str = "") -> str:
     if heading.startswith("^"):
         marker = heading
         for i, line in enumerate(lines):
-            if line.rstrip().endswith(marker) and (len(line.rstrip()) == len(marker) or line.rstrip()[-len(marker) - 1].isspace()):
+            if line.rstrip().endswith(marker) and (
+                len(line.rstrip()) == len(marker) or line.rstrip()[-len(marker) - 1].isspace()
+            ):
                 first = i
                 if not line.strip()[: -len(marker)].strip():  # `^id` on a line of its own names the block above
                     first = i - 1
                     while first > 0 and lines[first].strip() and lines[first - 1].strip():
                         first -= 1
-                    return "".join(lines[max(first, 0):i])[:EMBED_CHARS]
+                    return "".join(lines[max(first, 0) : i])[:EMBED_CHARS]
                 while first > 0 and lines[first - 1].strip():
                     first -= 1
-                return "".join(lines[first:i + 1])[:EMBED_CHARS]
+                return "".join(lines[first : i + 1])[:EMBED_CHARS]
         return ""
     wanted, level, fence, kept = _normal(heading), 0, "", []
     for line in lines:
@@ -222,12 +225,18 @@ def _embed_passages(doc_ids: list[int]) -> dict[int, list[tuple[int, str, str]]]
     """Per document of a collection that transcludes: (line of the embed, head, text) of the notes and
     sections it embeds (one level deep: what an embedded note embeds is not added)."""
     found: dict[int, list[tuple[int, str, str]]] = {}
-    links = (DocumentLink.objects
-             .filter(source_id__in=doc_ids, source__collection__transclude=True, kind=DocumentLink.Kind.EMBED,
-                     target__isnull=False, target__active=True)
-             .exclude(target_id=F("source_id"))
-             .order_by("source_id", "line", "id")
-             .values_list("source_id", "line", "heading", "target__title", "target__content__body"))
+    links = (
+        DocumentLink.objects.filter(
+            source_id__in=doc_ids,
+            source__collection__transclude=True,
+            kind=DocumentLink.Kind.EMBED,
+            target__isnull=False,
+            target__active=True,
+        )
+        .exclude(target_id=F("source_id"))
+        .order_by("source_id", "line", "id")
+        .values_list("source_id", "line", "heading", "target__title", "target__content__body")
+    )
     for source, line, heading, title, body in links:
         mine = found.setdefault(source, [])
         if len(mine) >= EMBEDS_PER_NOTE:
@@ -252,12 +261,19 @@ _SRC_TSV = (
     " FROM unnest(%s::bigint[], %s::bigint[], %s::int[], %s::int[], %s::int[], %s::int[], %s::int[],"
     " %s::tsvector[]) AS s(" + _COLUMNS + ", tsv)"
 )
-_ANALYSE = ("SELECT (" + _TSV + ")::text FROM unnest(%s::text[], %s::text[], %s::text[])"
-            " WITH ORDINALITY AS s(config, head, body, n) ORDER BY s.n")
-_INSERT = """
+_ANALYSE = (
+    "SELECT (" + _TSV + ")::text FROM unnest(%s::text[], %s::text[], %s::text[])"
+    " WITH ORDINALITY AS s(config, head, body, n) ORDER BY s.n"
+)
+_INSERT = (
+    """
 WITH src AS ({src}), psg AS (
-    INSERT INTO search_keyword_passage (""" + _COLUMNS + """, length, tsv)
-    SELECT """ + _COLUMNS + """,
+    INSERT INTO search_keyword_passage ("""
+    + _COLUMNS
+    + """, length, tsv)
+    SELECT """
+    + _COLUMNS
+    + """,
            coalesce((SELECT sum(cardinality(u.positions)) FROM unnest(src.tsv) u), 0), tsv
     FROM src
     RETURNING id, document_id, collection_id, length, tsv
@@ -269,17 +285,22 @@ SELECT p.id, u.lexeme, p.collection_id, p.document_id,
        p.length
 FROM psg p, unnest(p.tsv) u
 """
+)
 _INSERT_TEXT = _INSERT.format(src=_SRC_TEXT)
 _INSERT_TSV = _INSERT.format(src=_SRC_TSV)
 
 
 # Same definitions as search/migrations/0005_keyword_passages.py (rebuilt after a bulk load).
 _POSTING_INDEXES = (
-    ("ALTER TABLE search_keyword_posting DROP CONSTRAINT search_keyword_posting_pkey",
-     "ALTER TABLE search_keyword_posting ADD CONSTRAINT search_keyword_posting_pkey PRIMARY KEY (passage_id, lexeme)"),
-    ("DROP INDEX search_keyword_posting_lexeme",
-     "CREATE INDEX search_keyword_posting_lexeme ON search_keyword_posting (lexeme, collection_id)"
-     " INCLUDE (document_id, passage_id, tf_title, tf_body, length)"),
+    (
+        "ALTER TABLE search_keyword_posting DROP CONSTRAINT search_keyword_posting_pkey",
+        "ALTER TABLE search_keyword_posting ADD CONSTRAINT search_keyword_posting_pkey PRIMARY KEY (passage_id, lexeme)",
+    ),
+    (
+        "DROP INDEX search_keyword_posting_lexeme",
+        "CREATE INDEX search_keyword_posting_lexeme ON search_keyword_posting (lexeme, collection_id)"
+        " INCLUDE (document_id, passage_id, tf_title, tf_body, length)",
+    ),
 )
 
 
@@ -318,7 +339,8 @@ def _batch_columns(ids: list[int]) -> tuple[list, ...]:
     ordinal, first line, last line, first character, end character, configuration, title field, body."""
     cols: tuple[list, ...] = tuple([] for _ in range(10))
     rows = Document.objects.filter(id__in=ids, active=True).values_list(
-        "id", "collection_id", "collection__text_search_config", "title", "content__body")
+        "id", "collection_id", "collection__text_search_config", "title", "content__body"
+    )
     rows = list(rows)
     embeds = _embed_passages([row[0] for row in rows])
     for pk, coll, config, title, body in rows:
@@ -327,8 +349,18 @@ def _batch_columns(ids: list[int]) -> tuple[list, ...]:
         if pk in embeds:
             passages += _embedding_passages(body, embeds[pk], len(passages))
         for p in passages:
-            values = (pk, coll, p.ordinal, p.start_line, p.end_line, p.start_char, p.end_char, config or "simple",
-                      prepare_text(p.head).replace("\x00", ""), prepare_text(p.body).replace("\x00", ""))
+            values = (
+                pk,
+                coll,
+                p.ordinal,
+                p.start_line,
+                p.end_line,
+                p.start_char,
+                p.end_char,
+                config or "simple",
+                prepare_text(p.head).replace("\x00", ""),
+                prepare_text(p.body).replace("\x00", ""),
+            )
             for col, value in zip(cols, values):
                 col.append(value)
     return cols
@@ -387,10 +419,12 @@ def keyword_index_update(*, changed_document_ids: list[int], removed_document_id
         # (no duplicate key), and the triggers' statistics rows are never locked in crossed order.
         advisory_lock_wait(key=KEYWORD_INDEX)
         for start in range(0, len(ids), BATCH * 4):
-            cursor.execute("DELETE FROM search_keyword_passage WHERE document_id = ANY(%s)", [ids[start:start + BATCH * 4]])
+            cursor.execute(
+                "DELETE FROM search_keyword_passage WHERE document_id = ANY(%s)", [ids[start : start + BATCH * 4]]
+            )
         changed = sorted(set(changed_document_ids) - set(removed_document_ids))
         bulk = _begin_bulk(cursor, len(changed))
-        batches = (_batch_columns(changed[start:start + BATCH]) for start in range(0, len(changed), BATCH))
+        batches = (_batch_columns(changed[start : start + BATCH]) for start in range(0, len(changed), BATCH))
         if len(changed) <= BATCH:
             for cols in batches:
                 if cols[0]:
@@ -435,5 +469,10 @@ def keyword_index_maintain() -> None:
     if connection.in_atomic_block or not connection.get_autocommit():
         return
     with connection.cursor() as cursor:
-        for table in ("search_keyword_posting", "search_keyword_passage", "search_keyword_term", "search_keyword_stats"):
+        for table in (
+            "search_keyword_posting",
+            "search_keyword_passage",
+            "search_keyword_term",
+            "search_keyword_stats",
+        ):
             cursor.execute(f"VACUUM (ANALYZE) {table}")

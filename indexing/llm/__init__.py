@@ -24,8 +24,17 @@ from indexing.llm.openai import OpenAIBackend
 from indexing.llm.prompts import EmbedPrompts, prompts_for
 
 __all__ = [
-    "ChatResult", "EmbedPrompts", "rerank_backend", "LLMBackend", "ModelInfo", "PullProgress", "TokenLogprob",
-    "backend_url", "embedding_prompts", "get_backend", "make_backend",
+    "ChatResult",
+    "EmbedPrompts",
+    "rerank_backend",
+    "LLMBackend",
+    "ModelInfo",
+    "PullProgress",
+    "TokenLogprob",
+    "backend_url",
+    "embedding_prompts",
+    "get_backend",
+    "make_backend",
 ]
 
 _lock = threading.Lock()
@@ -35,8 +44,16 @@ _lock = threading.Lock()
 _cached: dict[tuple, LLMBackend] = {}
 
 
-def make_backend(kind: str, *, url: str, api_key: str = "", timeout: float = 120.0, retries: int = 3,
-                 keep_alive: str | None = None, backoff: float = 0.5) -> LLMBackend:
+def make_backend(
+    kind: str,
+    *,
+    url: str,
+    api_key: str = "",
+    timeout: float = 120.0,
+    retries: int = 3,
+    keep_alive: str | None = None,
+    backoff: float = 0.5,
+) -> LLMBackend:
     if kind == "ollama":
         return OllamaBackend(url, timeout=timeout, retries=retries, keep_alive=keep_alive, backoff=backoff)
     if kind == "openai":
@@ -47,11 +64,15 @@ def make_backend(kind: str, *, url: str, api_key: str = "", timeout: float = 120
 
         socket_path = str(getattr(settings, "PMD_MODEL_SOCKET", "") or "")
         if socket_path and not shared.serving_here():  # under `pmd up`: one process holds the models
-            return shared.SharedModelsClient(Path(url), socket_path, threads=int(settings.PMD_LOCAL_THREADS),
-                                             timeout=timeout)
-        return LocalBackend(Path(url), threads=int(settings.PMD_LOCAL_THREADS),
-                            batch=int(getattr(settings, "PMD_LOCAL_BATCH", 0) or 0),
-                            precision=getattr(settings, "PMD_LOCAL_PRECISION", "fp32"))
+            return shared.SharedModelsClient(
+                Path(url), socket_path, threads=int(settings.PMD_LOCAL_THREADS), timeout=timeout
+            )
+        return LocalBackend(
+            Path(url),
+            threads=int(settings.PMD_LOCAL_THREADS),
+            batch=int(getattr(settings, "PMD_LOCAL_BATCH", 0) or 0),
+            precision=getattr(settings, "PMD_LOCAL_PRECISION", "fp32"),
+        )
     raise LLMBackendError(f"PMD_LLM_BACKEND={kind!r} is not a backend pmd knows: use `ollama`, `openai` or `local`")
 
 
@@ -72,9 +93,15 @@ def rerank_backend(*, timeout: float | None = None, retries: int | None = None) 
     url = str(getattr(settings, "PMD_RERANK_URL", "") or "").rstrip("/")
     if not url:
         return get_backend(timeout=timeout, retries=retries)
-    key = (os.getpid(), "rerank", url, settings.PMD_OPENAI_API_KEY,
-           float(settings.PMD_LLM_TIMEOUT if timeout is None else timeout),
-           int(settings.PMD_LLM_RETRIES if retries is None else retries), float(settings.PMD_LLM_RETRY_BACKOFF))
+    key = (
+        os.getpid(),
+        "rerank",
+        url,
+        settings.PMD_OPENAI_API_KEY,
+        float(settings.PMD_LLM_TIMEOUT if timeout is None else timeout),
+        int(settings.PMD_LLM_RETRIES if retries is None else retries),
+        float(settings.PMD_LLM_RETRY_BACKOFF),
+    )
     with _lock:
         backend = _cached.get(key)
         if backend is None:
@@ -105,8 +132,9 @@ def get_backend(*, timeout: float | None = None, retries: int | None = None) -> 
     with _lock:
         backend = _cached.get(key)
         if backend is None:
-            backend = make_backend(kind, url=key[2], api_key=key[3], timeout=key[4], retries=key[5],
-                                   keep_alive=key[6], backoff=key[7])
+            backend = make_backend(
+                kind, url=key[2], api_key=key[3], timeout=key[4], retries=key[5], keep_alive=key[6], backoff=key[7]
+            )
             _cached[key] = backend
         return backend
 
@@ -117,5 +145,6 @@ def embedding_prompts(model: str | None = None) -> EmbedPrompts:
     model = model or configured
     if model != configured:
         return prompts_for(model)
-    return prompts_for(model, query_override=settings.PMD_EMBED_QUERY_PROMPT,
-                       document_override=settings.PMD_EMBED_DOC_PROMPT)
+    return prompts_for(
+        model, query_override=settings.PMD_EMBED_QUERY_PROMPT, document_override=settings.PMD_EMBED_DOC_PROMPT
+    )

@@ -188,8 +188,9 @@ class LLMBackend:
         """A chat turn; `logprobs` asks for per-token log probabilities (used by re-ranking)."""
         raise NotImplementedError
 
-    def chat_stream(self, messages: list[dict], *, model: str, options: dict | None = None,
-                    think: bool | None = None) -> Iterator[ChatDelta]:
+    def chat_stream(
+        self, messages: list[dict], *, model: str, options: dict | None = None, think: bool | None = None
+    ) -> Iterator[ChatDelta]:
         """A chat turn streamed as it is written. Closing the iterator closes the connection,
         which stops the server generating (a reader who left costs no more tokens)."""
         result = self.chat(messages, model=model, options=options, think=think)
@@ -266,8 +267,15 @@ class LLMBackend:
                     f"{self.kind} server answered {path} with something that is not JSON: {response.text[:200]!r}"
                 ) from None
 
-    def _stream_lines(self, path: str, *, json_body: Any, model: str | None = None,
-                      sse: bool = False, read_timeout: float | None = None) -> Iterator[dict]:
+    def _stream_lines(
+        self,
+        path: str,
+        *,
+        json_body: Any,
+        model: str | None = None,
+        sse: bool = False,
+        read_timeout: float | None = None,
+    ) -> Iterator[dict]:
         """POST and yield each JSON line of a streamed answer: NDJSON, or server-sent events
         (`data: {...}` lines, ended by `data: [DONE]`) with `sse`. `read_timeout`: the longest
         wait for the next line (None: no limit, a model download's pauses)."""
@@ -344,8 +352,11 @@ def _is_model_missing(response: httpx.Response) -> bool:
     if response.status_code not in (400, 404, 500):
         return False
     text = _error_text(response).lower()
-    return (("not found" in text or "does not exist" in text) and "model" in text) or "try pulling" in text \
+    return (
+        (("not found" in text or "does not exist" in text) and "model" in text)
+        or "try pulling" in text
         or "model_not_found" in text
+    )
 
 
 def parse_logprobs(entries: Any) -> list[TokenLogprob]:

@@ -51,15 +51,24 @@ class _Quantizer:
 
     def run(self) -> onnx.ModelProto:
         opset = max((o.version for o in self.model.opset_import if o.domain in ("", "ai.onnx")), default=0)
-        if (opset < 11  # DynamicQuantizeLinear: older graphs get the quantizer's unfused nodes and a new opset
-                or self.graph.sparse_initializer
-                or any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
-                       for n in self.graph.node for a in n.attribute)
-                or any(i.name in self.initializers for i in self.graph.input)):  # older exports list weights as inputs
+        if (
+            opset < 11  # DynamicQuantizeLinear: older graphs get the quantizer's unfused nodes and a new opset
+            or self.graph.sparse_initializer
+            or any(
+                a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+                for n in self.graph.node
+                for a in n.attribute
+            )
+            or any(i.name in self.initializers for i in self.graph.input)
+        ):  # older exports list weights as inputs
             raise Unhandled
-        tensors = ({t.name for t in self.graph.initializer} | self.made | {o.name for o in self.graph.output}
-                   | {v.name for v in self.graph.value_info}
-                   | {name for n in self.graph.node for name in (*n.input, *n.output)})
+        tensors = (
+            {t.name for t in self.graph.initializer}
+            | self.made
+            | {o.name for o in self.graph.output}
+            | {v.name for v in self.graph.value_info}
+            | {name for n in self.graph.node for name in (*n.input, *n.output)}
+        )
         self.taken = tensors | {n.name for n in self.graph.node}
         self._gemm_as_matmul(set(tensors))
         self._check_weights_have_one_use()
@@ -70,7 +79,9 @@ class _Quantizer:
             # A weight two nodes share is quantized once (its fp32 initializer is gone by the second).
             if node.op_type == "MatMul" and (node.input[1] in self.constants or self._float_initializer(node.input[1])):
                 self._matmul(node)
-            elif node.op_type == "Gather" and (node.input[0] in self.constants or self._float_initializer(node.input[0])):
+            elif node.op_type == "Gather" and (
+                node.input[0] in self.constants or self._float_initializer(node.input[0])
+            ):
                 self._gather(node)
             else:
                 if node.op_type == "Transpose" and node.input[0] in self.quantized:
@@ -97,8 +108,11 @@ class _Quantizer:
         rewritten, transposed = [], {}
         for node in self.graph.node:
             attributes = {a.name: helper.get_attribute_value(a) for a in node.attribute}
-            if node.op_type != "Gemm" or (attributes.get("alpha", 1.0), attributes.get("beta", 1.0),
-                                          attributes.get("transA", 0)) != (1.0, 1.0, 0):
+            if node.op_type != "Gemm" or (
+                attributes.get("alpha", 1.0),
+                attributes.get("beta", 1.0),
+                attributes.get("transA", 0),
+            ) != (1.0, 1.0, 0):
                 rewritten.append(node)
                 continue
             weight = node.input[1]
@@ -117,12 +131,23 @@ class _Quantizer:
                     transposed[weight] = name
                 weight = transposed[weight]
             bias = len(node.input) > 2
-            rewritten.append(helper.make_node("MatMul", [node.input[0], weight],
-                                              [node.output[0] + ("_MatMul" if bias else "")],
-                                              name=node.name + "_MatMul" if node.name else ""))
+            rewritten.append(
+                helper.make_node(
+                    "MatMul",
+                    [node.input[0], weight],
+                    [node.output[0] + ("_MatMul" if bias else "")],
+                    name=node.name + "_MatMul" if node.name else "",
+                )
+            )
             if bias:
-                rewritten.append(helper.make_node("Add", [node.output[0] + "_MatMul", node.input[2]], list(node.output),
-                                                  name=node.name + "_Add" if node.name else ""))
+                rewritten.append(
+                    helper.make_node(
+                        "Add",
+                        [node.output[0] + "_MatMul", node.input[2]],
+                        list(node.output),
+                        name=node.name + "_Add" if node.name else "",
+                    )
+                )
         self.graph.ClearField("node")
         self.graph.node.extend(rewritten)
 
@@ -142,7 +167,11 @@ class _Quantizer:
                     other_uses.add(name)
             if node.op_type == "MatMul" and node.input[0] in self.initializers:
                 raise Unhandled  # a constant activation: quantized as a weight by the quantizer
-            if node.op_type == "MatMul" and node.input[1] in self.initializers and not self._float_initializer(node.input[1]):
+            if (
+                node.op_type == "MatMul"
+                and node.input[1] in self.initializers
+                and not self._float_initializer(node.input[1])
+            ):
                 raise Unhandled
         if (weights | tables) & (other_uses | {o.name for o in self.graph.output}) or weights & tables:
             raise Unhandled  # (one constant as a weight and a table: quantized two ways)
@@ -162,10 +191,17 @@ class _Quantizer:
         if weight not in self.quantized and len(self.initializers[weight].dims) != 2:
             raise Unhandled
         if activation not in self.quantized:
-            self.quantized[activation] = self._fresh(activation + "_quantized", activation + "_scale",
-                                                     activation + "_zero_point")
-            self.nodes.append(helper.make_node("DynamicQuantizeLinear", [activation], list(self.quantized[activation]),
-                                               *self._fresh(activation + "_QuantizeLinear")))
+            self.quantized[activation] = self._fresh(
+                activation + "_quantized", activation + "_scale", activation + "_zero_point"
+            )
+            self.nodes.append(
+                helper.make_node(
+                    "DynamicQuantizeLinear",
+                    [activation],
+                    list(self.quantized[activation]),
+                    *self._fresh(activation + "_QuantizeLinear"),
+                )
+            )
         if weight not in self.quantized:
             self._per_column(weight)
         a_q, a_scale, a_zero = self.quantized[activation]
@@ -174,15 +210,24 @@ class _Quantizer:
         product = node.output[0] + "_output_quantized"
         self._fresh(name, product, product + "_cast_output", product + "_cast")
         self.nodes.append(helper.make_node("MatMulInteger", [a_q, w_q, a_zero, w_zero], [product], name))
-        self.nodes.append(helper.make_node("Cast", [product], [product + "_cast_output"], product + "_cast",
-                                           to=TensorProto.FLOAT))
+        self.nodes.append(
+            helper.make_node("Cast", [product], [product + "_cast_output"], product + "_cast", to=TensorProto.FLOAT)
+        )
         scales = name + "_scales_mul" if name else a_scale + "_" + w_scale + "_mul"
         existing = next((n for n in self.nodes if n.name == scales), None)
         if existing is None:
-            existing = helper.make_node("Mul", [a_scale, w_scale], list(self._fresh(scales + ":0")), *self._fresh(scales))
+            existing = helper.make_node(
+                "Mul", [a_scale, w_scale], list(self._fresh(scales + ":0")), *self._fresh(scales)
+            )
             self.nodes.append(existing)
-        self.nodes.append(helper.make_node("Mul", [product + "_cast_output", existing.output[0]], [node.output[0]],
-                                           *self._fresh(name + "_output_scale_mul" if name else "")))
+        self.nodes.append(
+            helper.make_node(
+                "Mul",
+                [product + "_cast_output", existing.output[0]],
+                [node.output[0]],
+                *self._fresh(name + "_output_scale_mul" if name else ""),
+            )
+        )
 
     def _gather(self, node: onnx.NodeProto) -> None:
         table = node.input[0]
@@ -201,7 +246,9 @@ class _Quantizer:
         node_name = name + "_DequantizeLinear"
         if any(n.name == node_name for n in self.nodes):
             return
-        self.nodes.append(helper.make_node("DequantizeLinear", list(self.quantized[name]), [name], *self._fresh(node_name)))
+        self.nodes.append(
+            helper.make_node("DequantizeLinear", list(self.quantized[name]), [name], *self._fresh(node_name))
+        )
 
     def _fresh(self, *names: str) -> tuple[str, ...]:
         """Names the copy adds; one the graph already has would make a different (or broken) graph."""
@@ -225,9 +272,12 @@ class _Quantizer:
             scales.append(scale)
             zeros.append(zero)
         shape = [weights.shape[1]]
-        self._add(name, helper.make_tensor(name + "_scale", TensorProto.FLOAT, shape, np.hstack(scales).tolist()),
-                  helper.make_tensor(name + "_zero_point", TensorProto.INT8, shape, np.hstack(zeros).tolist()),
-                  numpy_helper.from_array(np.concatenate(columns, 1).astype(np.int8), name + "_quantized"))
+        self._add(
+            name,
+            helper.make_tensor(name + "_scale", TensorProto.FLOAT, shape, np.hstack(scales).tolist()),
+            helper.make_tensor(name + "_zero_point", TensorProto.INT8, shape, np.hstack(zeros).tolist()),
+            numpy_helper.from_array(np.concatenate(columns, 1).astype(np.int8), name + "_quantized"),
+        )
 
     def _per_table(self, name: str) -> None:
         """uint8 with one scale and zero point for the whole table (an activation's type), in slices."""
@@ -237,13 +287,17 @@ class _Quantizer:
         zero, scale = compute_data_quant_params(flat, TensorProto.UINT8, False, False)
         quantized = np.empty(flat.shape, dtype=np.uint8)
         for start in range(0, flat.size, SLICE_VALUES):
-            quantized[start:start + SLICE_VALUES] = quantize_nparray(TensorProto.UINT8, flat[start:start + SLICE_VALUES],
-                                                                     scale, zero)
+            quantized[start : start + SLICE_VALUES] = quantize_nparray(
+                TensorProto.UINT8, flat[start : start + SLICE_VALUES], scale, zero
+            )
         shape = values.shape
         del values, flat
-        self._add(name, helper.make_tensor(name + "_scale", TensorProto.FLOAT, [], scale.reshape(-1).tolist()),
-                  helper.make_tensor(name + "_zero_point", TensorProto.UINT8, [], zero.reshape(-1).tolist()),
-                  numpy_helper.from_array(quantized.reshape(shape), name + "_quantized"))
+        self._add(
+            name,
+            helper.make_tensor(name + "_scale", TensorProto.FLOAT, [], scale.reshape(-1).tolist()),
+            helper.make_tensor(name + "_zero_point", TensorProto.UINT8, [], zero.reshape(-1).tolist()),
+            numpy_helper.from_array(quantized.reshape(shape), name + "_quantized"),
+        )
 
     def _add(self, name: str, scale, zero, quantized) -> None:
         self._fresh(quantized.name, scale.name, zero.name)

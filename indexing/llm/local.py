@@ -47,8 +47,15 @@ ALIASES = {
 }
 # The window of a hub model before it is downloaded (afterwards its own config says).
 KNOWN_WINDOWS = {DEFAULT_EMBED_MODEL: 512, MINILM: 256}
-DOWNLOAD_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "config.json",
-                  "sentence_bert_config.json", "modules.json", "1_Pooling/config.json")
+DOWNLOAD_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "config.json",
+    "sentence_bert_config.json",
+    "modules.json",
+    "1_Pooling/config.json",
+)
 ONNX_FILES = ("model.onnx", "onnx/model.onnx")
 # Texts per inference: bounds the attention buffers (batch × heads × window²) that ONNX Runtime's
 # arena keeps for the life of the process. 8 instead of 16: the embedder's peak 590 instead of
@@ -109,14 +116,23 @@ class FolderConfig:
         config = _read_json(folder / "config.json")
         sbert = _read_json(folder / "sentence_bert_config.json")
         tokenizer = _read_json(folder / "tokenizer_config.json")
-        limits = [int(v) for v in (sbert.get("max_seq_length"), config.get("max_position_embeddings"),
-                                   tokenizer.get("model_max_length")) if isinstance(v, int) and 0 < v < 100_000]
+        limits = [
+            int(v)
+            for v in (
+                sbert.get("max_seq_length"),
+                config.get("max_position_embeddings"),
+                tokenizer.get("model_max_length"),
+            )
+            if isinstance(v, int) and 0 < v < 100_000
+        ]
         window = int(sbert["max_seq_length"]) if isinstance(sbert.get("max_seq_length"), int) else min(limits or [512])
         pooling_config = _read_json(folder / "1_Pooling" / "config.json")
         pooling = "cls" if pooling_config.get("pooling_mode_cls_token") else "mean"
         modules = json.dumps(_read_json(folder / "modules.json")) if (folder / "modules.json").is_file() else ""
         normalize = "Normalize" in modules or not modules
-        return cls(window=min(window, 512), pooling=pooling, normalize=normalize, family=str(config.get("model_type", "")))
+        return cls(
+            window=min(window, 512), pooling=pooling, normalize=normalize, family=str(config.get("model_type", ""))
+        )
 
 
 def model_window(model: str, models_dir: Path) -> int | None:
@@ -163,17 +179,17 @@ class QueriesFirst:
 class _Loaded:
     """One model in memory: its ONNX session, tokenizer and a lock (one inference at a time, queries first)."""
 
-    def __init__(self, folder: Path, threads: int, *, pairs: bool, batch: int = SUB_BATCH,
-                 path: Path | None = None):
+    def __init__(self, folder: Path, threads: int, *, pairs: bool, batch: int = SUB_BATCH, path: Path | None = None):
         self.batch = batch
         try:
             import numpy as np
             import onnxruntime as ort
             from tokenizers import Tokenizer
         except ImportError as exc:
-            raise LLMBackendUnavailable("local", message=
-                f"PMD_LLM_BACKEND=local needs the local extra ({exc.name} is missing): "
-                "pip install 'pmd[local]' (./scripts/bootstrap installs it)"
+            raise LLMBackendUnavailable(
+                "local",
+                message=f"PMD_LLM_BACKEND=local needs the local extra ({exc.name} is missing): "
+                "pip install 'pmd[local]' (./scripts/bootstrap installs it)",
             ) from None
         self.np = np
         self.config = FolderConfig.read(folder)
@@ -218,7 +234,7 @@ class _Loaded:
         order = sorted(range(len(encodings)), key=lambda i: len(encodings[i].ids))
         answers: list = [None] * len(encodings)
         for start in range(0, len(order), self.batch):
-            part = order[start:start + self.batch]
+            part = order[start : start + self.batch]
             for index, value in zip(part, run([encodings[i] for i in part])):
                 answers[index] = value
         return answers
@@ -287,8 +303,16 @@ class LocalBackend(LLMBackend):
 
     kind = "local"
 
-    def __init__(self, models_dir: Path, *, threads: int = 0, allow_download: bool = True, batch: int = 0,
-                 precision: str = "fp32", **_ignored):
+    def __init__(
+        self,
+        models_dir: Path,
+        *,
+        threads: int = 0,
+        allow_download: bool = True,
+        batch: int = 0,
+        precision: str = "fp32",
+        **_ignored,
+    ):
         self.models_dir = Path(models_dir)
         self.precision = precision
         self.batch = batch if batch > 0 else SUB_BATCH
@@ -311,11 +335,16 @@ class LocalBackend(LLMBackend):
         if is_path(model):
             folder = Path(model).expanduser()
             if not folder.is_dir():
-                raise LLMModelMissing(model, message=f"model folder {folder} does not exist: fix the path in {model_setting(model, 'PMD_EMBED_MODEL / PMD_RERANK_MODEL')}")
+                raise LLMModelMissing(
+                    model,
+                    message=f"model folder {folder} does not exist: fix the path in {model_setting(model, 'PMD_EMBED_MODEL / PMD_RERANK_MODEL')}",
+                )
             if onnx_file(folder) is None or not (folder / "tokenizer.json").is_file():
                 raise LLMModelMissing(
-                    model, message=f"model folder {folder} needs model.onnx (or onnx/model.onnx) and tokenizer.json: "
-                           "the local backend runs ONNX exports (sentence-transformers layout)")
+                    model,
+                    message=f"model folder {folder} needs model.onnx (or onnx/model.onnx) and tokenizer.json: "
+                    "the local backend runs ONNX exports (sentence-transformers layout)",
+                )
             return folder
         folder = download_dir(self.models_dir, model)
         if onnx_file(folder) is not None and (folder / "tokenizer.json").is_file():
@@ -325,31 +354,44 @@ class LocalBackend(LLMBackend):
         self._download(hub_name(model), folder, progress, setting=model_setting(model))
         return folder
 
-    def _download(self, repo: str, folder: Path, progress: ProgressCallback | None, *,
-                  setting: str = "PMD_EMBED_MODEL") -> None:
-        advice = ("on a machine with internet pull the models, or copy the model's folder "
-                  f"(model.onnx, tokenizer.json, config.json…) there and set {setting}=/path/to/folder")
+    def _download(
+        self, repo: str, folder: Path, progress: ProgressCallback | None, *, setting: str = "PMD_EMBED_MODEL"
+    ) -> None:
+        advice = (
+            "on a machine with internet pull the models, or copy the model's folder "
+            f"(model.onnx, tokenizer.json, config.json…) there and set {setting}=/path/to/folder"
+        )
         try:
             from huggingface_hub import HfApi, hf_hub_download
         except ImportError:
-            raise LLMBackendUnavailable("local", message="downloading models needs the local extra: pip install 'pmd[local]'") from None
+            raise LLMBackendUnavailable(
+                "local", message="downloading models needs the local extra: pip install 'pmd[local]'"
+            ) from None
         endpoint = os.environ.get("HF_ENDPOINT") or "https://huggingface.co"
         try:  # one quick look first: the hub client retries for half a minute before it gives up
             if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}:
                 raise OSError("HF_HUB_OFFLINE is set")
             httpx.head(endpoint, timeout=5.0)
         except (OSError, httpx.HTTPError) as exc:
-            raise LLMBackendUnavailable("local", message=f"cannot download {repo}: {endpoint} is not reachable ({exc}); {advice}") from None
+            raise LLMBackendUnavailable(
+                "local", message=f"cannot download {repo}: {endpoint} is not reachable ({exc}); {advice}"
+            ) from None
         logger.warning("downloading %s into %s (first use)", repo, folder)
         try:
             files = set(HfApi().list_repo_files(repo))
             weights = next((name for name in ONNX_FILES[::-1] if name in files), None)
             if weights is None:
-                raise LLMModelMissing(repo, message=f"{repo} has no ONNX export (model.onnx or onnx/model.onnx): "
-                                              "the local backend cannot run it; pick a model that has one")
+                raise LLMModelMissing(
+                    repo,
+                    message=f"{repo} has no ONNX export (model.onnx or onnx/model.onnx): "
+                    "the local backend cannot run it; pick a model that has one",
+                )
             # A file missing at the top may sit beside the ONNX export (onnx/tokenizer.json): taken from there.
-            wanted = [name if name in files else f"onnx/{name}" for name in DOWNLOAD_FILES
-                      if name in files or f"onnx/{name}" in files] + [weights]
+            wanted = [
+                name if name in files else f"onnx/{name}"
+                for name in DOWNLOAD_FILES
+                if name in files or f"onnx/{name}" in files
+            ] + [weights]
             for done, name in enumerate(wanted):
                 if progress is not None:
                     progress(PullProgress(status=f"downloading {name}", completed=done, total=len(wanted)))
@@ -359,8 +401,11 @@ class LocalBackend(LLMBackend):
         except LLMBackendError:
             raise
         except Exception as exc:  # the hub client raises many kinds: offline, 404, proxy…
-            raise LLMBackendUnavailable("local", message=f"cannot download {repo} into {folder} ({type(exc).__name__}: "
-                                      f"{str(exc).splitlines()[0][:200] if str(exc) else 'no answer'}): {advice}") from None
+            raise LLMBackendUnavailable(
+                "local",
+                message=f"cannot download {repo} into {folder} ({type(exc).__name__}: "
+                f"{str(exc).splitlines()[0][:200] if str(exc) else 'no answer'}): {advice}",
+            ) from None
         if progress is not None:
             progress(PullProgress(status="success", completed=len(wanted), total=len(wanted)))
 
@@ -385,7 +430,9 @@ class LocalBackend(LLMBackend):
                 except LLMBackendError:
                     raise
                 except Exception as exc:  # a broken or foreign ONNX file
-                    raise LLMModelMissing(model, message=f"cannot load the model in {folder}: {type(exc).__name__}: {exc}") from None
+                    raise LLMModelMissing(
+                        model, message=f"cannot load the model in {folder}: {type(exc).__name__}: {exc}"
+                    ) from None
                 _loaded[key] = loaded
             return loaded
 
@@ -403,8 +450,9 @@ class LocalBackend(LLMBackend):
             if onnx_file(folder) is None:
                 continue
             size = sum(f.stat().st_size for f in folder.rglob("*") if f.is_file() and ".cache" not in f.parts)
-            models.append(ModelInfo(name=folder.name.replace("--", "/", 1), size=size,
-                                    family=FolderConfig.read(folder).family))
+            models.append(
+                ModelInfo(name=folder.name.replace("--", "/", 1), size=size, family=FolderConfig.read(folder).family)
+            )
         return models
 
     def pull(self, model: str, *, progress: ProgressCallback | None = None) -> None:
@@ -433,8 +481,10 @@ class LocalBackend(LLMBackend):
         return self._model(model, pairs=True).score(query, list(documents))
 
     def generate(self, prompt: str, *, model: str, **kwargs) -> str:
-        raise LLMBackendError("the local backend runs embedding and re-ranking models only: query expansion "
-                           "needs PMD_LLM_BACKEND=ollama or openai (or leave PMD_GENERATE_MODEL empty)")
+        raise LLMBackendError(
+            "the local backend runs embedding and re-ranking models only: query expansion "
+            "needs PMD_LLM_BACKEND=ollama or openai (or leave PMD_GENERATE_MODEL empty)"
+        )
 
     def chat(self, messages: list[dict], *, model: str, **kwargs) -> ChatResult:
         return ChatResult(content=self.generate("", model=model))

@@ -77,7 +77,9 @@ class OllamaBackend(LLMBackend):
             if line.get("error"):
                 message = str(line["error"])
                 if "not found" in message.lower() or "does not exist" in message.lower():
-                    raise LLMBackendError(f"Ollama cannot pull {model}: {message} (check the model name on ollama.com/library)")
+                    raise LLMBackendError(
+                        f"Ollama cannot pull {model}: {message} (check the model name on ollama.com/library)"
+                    )
                 raise LLMBackendError(f"Ollama failed to pull {model}: {message}")
             last_status = str(line.get("status") or "")
             if progress is not None:
@@ -90,7 +92,9 @@ class OllamaBackend(LLMBackend):
                     )
                 )
         if last_status != "success":
-            raise LLMBackendError(f"Ollama stopped pulling {model} before it finished (last status: {last_status or 'none'})")
+            raise LLMBackendError(
+                f"Ollama stopped pulling {model} before it finished (last status: {last_status or 'none'})"
+            )
 
     # -- generation -------------------------------------------------------------------
 
@@ -141,20 +145,26 @@ class OllamaBackend(LLMBackend):
             raw=answer,
         )
 
-    def chat_stream(self, messages: list[dict], *, model: str, options: dict | None = None,
-                    think: bool | None = None) -> Iterator[ChatDelta]:
+    def chat_stream(
+        self, messages: list[dict], *, model: str, options: dict | None = None, think: bool | None = None
+    ) -> Iterator[ChatDelta]:
         body: dict[str, Any] = {"model": model, "messages": messages, "stream": True}
         _add_generation_options(body, format=None, options=options, think=think)
-        for line in self._stream_lines("/api/chat", json_body=self._with_keep_alive(body), model=model,
-                                       read_timeout=self.timeout):
+        for line in self._stream_lines(
+            "/api/chat", json_body=self._with_keep_alive(body), model=model, read_timeout=self.timeout
+        ):
             if line.get("error"):
                 raise LLMBadResponse(f"Ollama stopped answering: {line['error']}")
             content = str((line.get("message") or {}).get("content") or "")
             if line.get("done"):
                 if content:
                     yield ChatDelta(content=content)
-                yield ChatDelta(done=True, tokens_in=int(line.get("prompt_eval_count") or 0),
-                                tokens_out=int(line.get("eval_count") or 0), model=str(line.get("model") or model))
+                yield ChatDelta(
+                    done=True,
+                    tokens_in=int(line.get("prompt_eval_count") or 0),
+                    tokens_out=int(line.get("eval_count") or 0),
+                    model=str(line.get("model") or model),
+                )
                 return
             if content:
                 yield ChatDelta(content=content)

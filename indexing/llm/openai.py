@@ -78,7 +78,10 @@ class OpenAIBackend(LLMBackend):
         if format == "json":
             body["response_format"] = {"type": "json_object"}
         elif isinstance(format, dict):
-            body["response_format"] = {"type": "json_schema", "json_schema": {"name": "answer", "schema": format, "strict": True}}
+            body["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": "answer", "schema": format, "strict": True},
+            }
         _add_options(body, options)
         if logprobs:
             body["logprobs"] = True
@@ -97,29 +100,43 @@ class OpenAIBackend(LLMBackend):
             raw=answer,
         )
 
-    def chat_stream(self, messages: list[dict], *, model: str, options: dict | None = None,
-                    think: bool | None = None) -> Iterator[ChatDelta]:
-        body: dict[str, Any] = {"model": model, "messages": messages, "stream": True,
-                                "stream_options": {"include_usage": True}}
+    def chat_stream(
+        self, messages: list[dict], *, model: str, options: dict | None = None, think: bool | None = None
+    ) -> Iterator[ChatDelta]:
+        body: dict[str, Any] = {
+            "model": model,
+            "messages": messages,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
         _add_options(body, options)
         usage: dict = {}
         answered = model
-        for event in self._stream_lines("chat/completions", json_body=body, model=model, sse=True,
-                                       read_timeout=self.timeout):
+        for event in self._stream_lines(
+            "chat/completions", json_body=body, model=model, sse=True, read_timeout=self.timeout
+        ):
             answered = str(event.get("model") or answered)
             usage = event.get("usage") or usage
             for choice in event.get("choices") or []:
                 content = str((choice.get("delta") or {}).get("content") or "")
                 if content:
                     yield ChatDelta(content=content)
-        yield ChatDelta(done=True, tokens_in=int(usage.get("prompt_tokens") or 0),
-                        tokens_out=int(usage.get("completion_tokens") or 0), model=answered)
+        yield ChatDelta(
+            done=True,
+            tokens_in=int(usage.get("prompt_tokens") or 0),
+            tokens_out=int(usage.get("completion_tokens") or 0),
+            model=answered,
+        )
 
 
 def _add_options(body: dict, options: dict | None) -> None:
     """Ollama's option names, as the OpenAI API calls them."""
-    for ollama_name, openai_name in (("temperature", "temperature"), ("top_p", "top_p"), ("seed", "seed"),
-                                     ("num_predict", "max_tokens")):
+    for ollama_name, openai_name in (
+        ("temperature", "temperature"),
+        ("top_p", "top_p"),
+        ("seed", "seed"),
+        ("num_predict", "max_tokens"),
+    ):
         if options and ollama_name in options:
             body[openai_name] = options[ollama_name]
 

@@ -36,8 +36,13 @@ _KNOWN: list[tuple[str, EmbedPrompts]] = [
     ("embeddinggemma", EmbedPrompts("task: search result | query: {query}", "title: {title} | text: {text}")),
     ("nomic-embed", EmbedPrompts("search_query: {query}", "search_document: {text}")),
     ("mxbai-embed", EmbedPrompts("Represent this sentence for searching relevant passages: {query}", "{text}")),
-    ("qwen3-embedding", EmbedPrompts(
-        "Instruct: Given a web search query, retrieve relevant passages that answer the query\nQuery: {query}", "{text}")),
+    (
+        "qwen3-embedding",
+        EmbedPrompts(
+            "Instruct: Given a web search query, retrieve relevant passages that answer the query\nQuery: {query}",
+            "{text}",
+        ),
+    ),
     ("e5", EmbedPrompts("query: {query}", "passage: {text}")),
 ]
 
@@ -62,12 +67,38 @@ def prompts_for(model: str, *, query_override: str = "", document_override: str 
 
 # Embedding models trained on English text only (matched like the prompts above): on a query in
 # another language their vector is close to noise. Unknown models are taken as multilingual.
-_ENGLISH_ONLY = ("all-minilm", "all-mpnet", "paraphrase-minilm", "paraphrase-mpnet", "msmarco-", "multi-qa-",
-                 "bge-small-en", "bge-base-en", "bge-large-en", "gte-small", "gte-base", "gte-large",
-                 "nomic-embed-text", "mxbai-embed-large", "snowflake-arctic-embed-", "e5-small", "e5-base",
-                 "e5-large")
-_MULTILINGUAL = ("multilingual", "bge-m3", "embeddinggemma", "qwen3-embedding", "labse", "jina-embeddings-v3",
-                 "arctic-embed2", "granite-embedding", "nomic-embed-text-v2", "paraphrase-multilingual")
+_ENGLISH_ONLY = (
+    "all-minilm",
+    "all-mpnet",
+    "paraphrase-minilm",
+    "paraphrase-mpnet",
+    "msmarco-",
+    "multi-qa-",
+    "bge-small-en",
+    "bge-base-en",
+    "bge-large-en",
+    "gte-small",
+    "gte-base",
+    "gte-large",
+    "nomic-embed-text",
+    "mxbai-embed-large",
+    "snowflake-arctic-embed-",
+    "e5-small",
+    "e5-base",
+    "e5-large",
+)
+_MULTILINGUAL = (
+    "multilingual",
+    "bge-m3",
+    "embeddinggemma",
+    "qwen3-embedding",
+    "labse",
+    "jina-embeddings-v3",
+    "arctic-embed2",
+    "granite-embedding",
+    "nomic-embed-text-v2",
+    "paraphrase-multilingual",
+)
 
 
 def model_is_english_only(model: str) -> bool:

@@ -27,8 +27,18 @@ logger = logging.getLogger(__name__)
 # Bump when the way copies are made changes: old copies are then remade, not reused.
 QUANTIZE_VERSION = 1
 # Operators that only a quantized graph has: such a file is used as it is.
-QUANTIZED_OPS = {"MatMulInteger", "DynamicQuantizeLinear", "QLinearMatMul", "DequantizeLinear", "QuantizeLinear",
-                 "QAttention", "DynamicQuantizeMatMul", "MatMulIntegerToFloat", "MatMulNBits", "QGemm"}
+QUANTIZED_OPS = {
+    "MatMulInteger",
+    "DynamicQuantizeLinear",
+    "QLinearMatMul",
+    "DequantizeLinear",
+    "QuantizeLinear",
+    "QAttention",
+    "DynamicQuantizeMatMul",
+    "MatMulIntegerToFloat",
+    "MatMulNBits",
+    "QGemm",
+}
 COPIES_DIR = ".int8"
 
 
@@ -90,19 +100,30 @@ def _make(source: Path, target: Path, as_it_is: Path, failed: Path) -> Path:
     os.close(handle)
     try:
         logger.warning("making an int8 copy of %s (once, a few seconds per 100 MB)", source)
-        done = subprocess.run([sys.executable, "-m", "indexing.llm.quantize", str(source), scratch, str(os.getpid())],
-                              capture_output=True, text=True, timeout=1800,
-                              cwd=str(Path(__file__).resolve().parents[2]),
-                              env=dict(os.environ, TMPDIR=str(target.parent)))
+        done = subprocess.run(
+            [sys.executable, "-m", "indexing.llm.quantize", str(source), scratch, str(os.getpid())],
+            capture_output=True,
+            text=True,
+            timeout=1800,
+            cwd=str(Path(__file__).resolve().parents[2]),
+            env=dict(os.environ, TMPDIR=str(target.parent)),
+        )
         if done.returncode == ALREADY_INT8:
             as_it_is.write_text(f"{source}\n")
             return source
         if done.returncode != 0:
-            reason = (done.stderr.strip().splitlines() or [f"stopped by signal {-done.returncode}"
-                                                          if done.returncode < 0 else "no message"])[-1][:300]
+            reason = (
+                done.stderr.strip().splitlines()
+                or [f"stopped by signal {-done.returncode}" if done.returncode < 0 else "no message"]
+            )[-1][:300]
             failed.write_text(f"{source}\n{reason}\n")
-            logger.warning("cannot make an int8 copy of %s (%s): running it as exported from now on "
-                           "(PMD_LOCAL_PRECISION=fp32 says so; delete %s to try again)", source, reason, failed)
+            logger.warning(
+                "cannot make an int8 copy of %s (%s): running it as exported from now on "
+                "(PMD_LOCAL_PRECISION=fp32 says so; delete %s to try again)",
+                source,
+                reason,
+                failed,
+            )
             return source
         os.replace(scratch, target)  # whole or not at all
     except subprocess.SubprocessError as exc:
@@ -199,8 +220,13 @@ def _quantizer(model, target: str) -> None:
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     logging.getLogger().setLevel(logging.ERROR)  # its advice to pre-process is for static quantization
-    quantize_dynamic(model, target, per_channel=True, weight_type=QuantType.QInt8,
-                     extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
+    quantize_dynamic(
+        model,
+        target,
+        per_channel=True,
+        weight_type=QuantType.QInt8,
+        extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
+    )
 
 
 def _kept_if_it_loads(target: str) -> int:

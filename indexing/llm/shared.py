@@ -57,15 +57,23 @@ class SharedModelsClient(LocalBackend):
                 sock.sendall(json.dumps(request).encode() + b"\n")
                 answer = sock.makefile("rb").readline()
         except OSError as exc:
-            raise LLMBackendUnavailable(self.socket_path, backend="local", message=(
-                f"the worker that holds the models does not answer at {self.socket_path} ({exc}): "
-                "it is starting or was stopped (its supervisor restarts it); semantic search and "
-                "re-ranking come back with it")) from None
+            raise LLMBackendUnavailable(
+                self.socket_path,
+                backend="local",
+                message=(
+                    f"the worker that holds the models does not answer at {self.socket_path} ({exc}): "
+                    "it is starting or was stopped (its supervisor restarts it); semantic search and "
+                    "re-ranking come back with it"
+                ),
+            ) from None
         try:
             reply = json.loads(answer)
         except ValueError:
-            raise LLMBackendUnavailable(self.socket_path, backend="local", message="the worker that holds the models closed the connection "
-                                                         "without an answer (restarting?)") from None
+            raise LLMBackendUnavailable(
+                self.socket_path,
+                backend="local",
+                message="the worker that holds the models closed the connection without an answer (restarting?)",
+            ) from None
         if "error" in reply:
             error = reply["error"]
             if error.get("class") == "LLMModelMissing":

@@ -8,124 +8,189 @@ from pgvector.django import VectorExtension
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
-    dependencies = [
-    ]
+    dependencies = []
 
     operations = [
         VectorExtension(),
         migrations.CreateModel(
-            name='Collection',
+            name="Collection",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=200, unique=True)),
-                ('root_path', models.CharField(max_length=4096)),
-                ('mask', models.CharField(default='**/*.md', max_length=500)),
-                ('ignore_patterns', models.JSONField(blank=True, default=list)),
-                ('text_search_config', models.CharField(default='english', help_text='PostgreSQL text search configuration for stemming and stop words (english, simple, ...).', max_length=63)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('last_indexed_at', models.DateTimeField(blank=True, null=True)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("name", models.CharField(max_length=200, unique=True)),
+                ("root_path", models.CharField(max_length=4096)),
+                ("mask", models.CharField(default="**/*.md", max_length=500)),
+                ("ignore_patterns", models.JSONField(blank=True, default=list)),
+                (
+                    "text_search_config",
+                    models.CharField(
+                        default="english",
+                        help_text="PostgreSQL text search configuration for stemming and stop words (english, simple, ...).",
+                        max_length=63,
+                    ),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                ("last_indexed_at", models.DateTimeField(blank=True, null=True)),
             ],
             options={
-                'ordering': ['name'],
+                "ordering": ["name"],
             },
         ),
         migrations.CreateModel(
-            name='Content',
+            name="Content",
             fields=[
-                ('hash', models.CharField(max_length=64, primary_key=True, serialize=False)),
-                ('body', models.TextField()),
-                ('size', models.PositiveBigIntegerField(default=0)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
+                ("hash", models.CharField(max_length=64, primary_key=True, serialize=False)),
+                ("body", models.TextField()),
+                ("size", models.PositiveBigIntegerField(default=0)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
             ],
             options={
-                'verbose_name_plural': 'content',
+                "verbose_name_plural": "content",
             },
         ),
         migrations.CreateModel(
-            name='LLMCache',
+            name="LLMCache",
             fields=[
-                ('key', models.CharField(max_length=64, primary_key=True, serialize=False)),
-                ('kind', models.CharField(blank=True, default='', max_length=32)),
-                ('value', models.JSONField()),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
+                ("key", models.CharField(max_length=64, primary_key=True, serialize=False)),
+                ("kind", models.CharField(blank=True, default="", max_length=32)),
+                ("value", models.JSONField()),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
             ],
             options={
-                'verbose_name': 'LLM cache entry',
-                'verbose_name_plural': 'LLM cache',
+                "verbose_name": "LLM cache entry",
+                "verbose_name_plural": "LLM cache",
             },
         ),
         migrations.CreateModel(
-            name='FileProblem',
+            name="FileProblem",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('path', models.CharField(max_length=4096)),
-                ('severity', models.CharField(choices=[('warning', 'warning'), ('error', 'error')], max_length=10)),
-                ('message', models.TextField()),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('collection', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='problems', to='indexing.collection')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("path", models.CharField(max_length=4096)),
+                ("severity", models.CharField(choices=[("warning", "warning"), ("error", "error")], max_length=10)),
+                ("message", models.TextField()),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "collection",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="problems", to="indexing.collection"
+                    ),
+                ),
             ],
             options={
-                'ordering': ['collection_id', 'path'],
+                "ordering": ["collection_id", "path"],
             },
         ),
         migrations.CreateModel(
-            name='Job',
+            name="Job",
             fields=[
-                ('id', models.UUIDField(default=uuid.uuid4, editable=False, primary_key=True, serialize=False)),
-                ('kind', models.CharField(choices=[('index', 'Index'), ('embed', 'Embed'), ('update', 'Update')], max_length=20)),
-                ('state', models.CharField(choices=[('queued', 'Queued'), ('running', 'Running'), ('done', 'Done'), ('failed', 'Failed')], default='queued', max_length=10)),
-                ('total', models.PositiveIntegerField(default=0)),
-                ('done', models.PositiveIntegerField(default=0)),
-                ('message', models.TextField(blank=True, default='')),
-                ('result', models.JSONField(blank=True, default=dict)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('started_at', models.DateTimeField(blank=True, null=True)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('collection', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='jobs', to='indexing.collection')),
+                ("id", models.UUIDField(default=uuid.uuid4, editable=False, primary_key=True, serialize=False)),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[("index", "Index"), ("embed", "Embed"), ("update", "Update")], max_length=20
+                    ),
+                ),
+                (
+                    "state",
+                    models.CharField(
+                        choices=[("queued", "Queued"), ("running", "Running"), ("done", "Done"), ("failed", "Failed")],
+                        default="queued",
+                        max_length=10,
+                    ),
+                ),
+                ("total", models.PositiveIntegerField(default=0)),
+                ("done", models.PositiveIntegerField(default=0)),
+                ("message", models.TextField(blank=True, default="")),
+                ("result", models.JSONField(blank=True, default=dict)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("started_at", models.DateTimeField(blank=True, null=True)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "collection",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="jobs",
+                        to="indexing.collection",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at'],
+                "ordering": ["-created_at"],
             },
         ),
         migrations.CreateModel(
-            name='Document',
+            name="Document",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('path', models.CharField(help_text="Relative to the collection root, with '/' separators.", max_length=4096)),
-                ('title', models.CharField(blank=True, max_length=1000)),
-                ('docid', models.CharField(db_index=True, help_text='First 6 hex digits of the content hash.', max_length=6)),
-                ('active', models.BooleanField(default=True)),
-                ('mtime', models.FloatField(default=0)),
-                ('size', models.PositiveBigIntegerField(default=0)),
-                ('frontmatter', models.JSONField(blank=True, default=dict)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('collection', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='documents', to='indexing.collection')),
-                ('content', models.ForeignKey(db_column='content_hash', on_delete=django.db.models.deletion.PROTECT, related_name='documents', to='indexing.content')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "path",
+                    models.CharField(
+                        help_text="Relative to the collection root, with '/' separators.", max_length=4096
+                    ),
+                ),
+                ("title", models.CharField(blank=True, max_length=1000)),
+                (
+                    "docid",
+                    models.CharField(db_index=True, help_text="First 6 hex digits of the content hash.", max_length=6),
+                ),
+                ("active", models.BooleanField(default=True)),
+                ("mtime", models.FloatField(default=0)),
+                ("size", models.PositiveBigIntegerField(default=0)),
+                ("frontmatter", models.JSONField(blank=True, default=dict)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "collection",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="documents", to="indexing.collection"
+                    ),
+                ),
+                (
+                    "content",
+                    models.ForeignKey(
+                        db_column="content_hash",
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="documents",
+                        to="indexing.content",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['collection_id', 'path'],
-                'indexes': [models.Index(fields=['collection', 'active'], name='indexing_do_collect_3ff529_idx')],
-                'constraints': [models.UniqueConstraint(fields=('collection', 'path'), name='document_unique_path')],
+                "ordering": ["collection_id", "path"],
+                "indexes": [models.Index(fields=["collection", "active"], name="indexing_do_collect_3ff529_idx")],
+                "constraints": [models.UniqueConstraint(fields=("collection", "path"), name="document_unique_path")],
             },
         ),
         migrations.CreateModel(
-            name='PathContext',
+            name="PathContext",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('path_prefix', models.CharField(blank=True, default='', max_length=4096)),
-                ('text', models.TextField()),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('collection', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='contexts', to='indexing.collection')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("path_prefix", models.CharField(blank=True, default="", max_length=4096)),
+                ("text", models.TextField()),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "collection",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="contexts",
+                        to="indexing.collection",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['collection_id', 'path_prefix'],
-                'constraints': [models.UniqueConstraint(fields=('collection', 'path_prefix'), name='context_unique_prefix', nulls_distinct=False)],
+                "ordering": ["collection_id", "path_prefix"],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("collection", "path_prefix"), name="context_unique_prefix", nulls_distinct=False
+                    )
+                ],
             },
         ),
     ]

@@ -6,57 +6,95 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('indexing', '0001_initial'),
+        ("indexing", "0001_initial"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='EmbeddingFingerprint',
+            name="EmbeddingFingerprint",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('key', models.CharField(help_text='hash of model, dims, chunking and document prompt', max_length=32, unique=True)),
-                ('model', models.CharField(max_length=300)),
-                ('dims', models.PositiveIntegerField()),
-                ('backend', models.CharField(default='ollama', max_length=20)),
-                ('chunk_params', models.JSONField(default=dict)),
-                ('document_prompt', models.TextField(blank=True, default='')),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('last_used_at', models.DateTimeField(auto_now=True)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "key",
+                    models.CharField(
+                        help_text="hash of model, dims, chunking and document prompt", max_length=32, unique=True
+                    ),
+                ),
+                ("model", models.CharField(max_length=300)),
+                ("dims", models.PositiveIntegerField()),
+                ("backend", models.CharField(default="ollama", max_length=20)),
+                ("chunk_params", models.JSONField(default=dict)),
+                ("document_prompt", models.TextField(blank=True, default="")),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("last_used_at", models.DateTimeField(auto_now=True)),
             ],
             options={
-                'ordering': ['-last_used_at'],
+                "ordering": ["-last_used_at"],
             },
         ),
         migrations.CreateModel(
-            name='ContentEmbedding',
+            name="ContentEmbedding",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('chunks', models.PositiveIntegerField(default=0)),
-                ('embedded_at', models.DateTimeField(auto_now_add=True)),
-                ('content', models.ForeignKey(db_column='content_hash', on_delete=django.db.models.deletion.CASCADE, related_name='embeddings', to='indexing.content')),
-                ('fingerprint', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='contents', to='indexing.embeddingfingerprint')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("chunks", models.PositiveIntegerField(default=0)),
+                ("embedded_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "content",
+                    models.ForeignKey(
+                        db_column="content_hash",
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="embeddings",
+                        to="indexing.content",
+                    ),
+                ),
+                (
+                    "fingerprint",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="contents",
+                        to="indexing.embeddingfingerprint",
+                    ),
+                ),
             ],
             options={
-                'constraints': [models.UniqueConstraint(fields=('fingerprint', 'content'), name='content_embedding_unique')],
+                "constraints": [
+                    models.UniqueConstraint(fields=("fingerprint", "content"), name="content_embedding_unique")
+                ],
             },
         ),
         migrations.CreateModel(
-            name='Chunk',
+            name="Chunk",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('seq', models.PositiveIntegerField()),
-                ('char_start', models.PositiveIntegerField()),
-                ('char_end', models.PositiveIntegerField()),
-                ('start_line', models.PositiveIntegerField(default=1)),
-                ('tokens', models.PositiveIntegerField(default=0)),
-                ('embedding', pgvector.django.vector.VectorField()),
-                ('content', models.ForeignKey(db_column='content_hash', on_delete=django.db.models.deletion.CASCADE, related_name='chunks', to='indexing.content')),
-                ('fingerprint', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='chunks', to='indexing.embeddingfingerprint')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("seq", models.PositiveIntegerField()),
+                ("char_start", models.PositiveIntegerField()),
+                ("char_end", models.PositiveIntegerField()),
+                ("start_line", models.PositiveIntegerField(default=1)),
+                ("tokens", models.PositiveIntegerField(default=0)),
+                ("embedding", pgvector.django.vector.VectorField()),
+                (
+                    "content",
+                    models.ForeignKey(
+                        db_column="content_hash",
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="chunks",
+                        to="indexing.content",
+                    ),
+                ),
+                (
+                    "fingerprint",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="chunks",
+                        to="indexing.embeddingfingerprint",
+                    ),
+                ),
             ],
             options={
-                'constraints': [models.UniqueConstraint(fields=('fingerprint', 'content', 'seq'), name='chunk_unique_seq')],
+                "constraints": [
+                    models.UniqueConstraint(fields=("fingerprint", "content", "seq"), name="chunk_unique_seq")
+                ],
             },
         ),
     ]

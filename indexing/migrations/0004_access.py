@@ -6,47 +6,79 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('auth', '0012_alter_user_first_name_max_length'),
-        ('indexing', '0003_job_created_by'),
+        ("auth", "0012_alter_user_first_name_max_length"),
+        ("indexing", "0003_job_created_by"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='collection',
-            name='owner',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='owned_collections', to=settings.AUTH_USER_MODEL),
+            model_name="collection",
+            name="owner",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.SET_NULL,
+                related_name="owned_collections",
+                to=settings.AUTH_USER_MODEL,
+            ),
         ),
         migrations.AddField(
-            model_name='collection',
-            name='shared_groups',
-            field=models.ManyToManyField(blank=True, help_text='groups whose members see it when shared with chosen groups', related_name='shared_collections', to='auth.group'),
+            model_name="collection",
+            name="shared_groups",
+            field=models.ManyToManyField(
+                blank=True,
+                help_text="groups whose members see it when shared with chosen groups",
+                related_name="shared_collections",
+                to="auth.group",
+            ),
         ),
         migrations.AddField(
-            model_name='collection',
-            name='shared_users',
-            field=models.ManyToManyField(blank=True, help_text='people who see it when shared with chosen groups and people', related_name='shared_collections', to=settings.AUTH_USER_MODEL),
+            model_name="collection",
+            name="shared_users",
+            field=models.ManyToManyField(
+                blank=True,
+                help_text="people who see it when shared with chosen groups and people",
+                related_name="shared_collections",
+                to=settings.AUTH_USER_MODEL,
+            ),
         ),
         migrations.AddField(
-            model_name='collection',
-            name='visibility',
-            field=models.CharField(choices=[('everyone', 'everyone signed in'), ('shared', 'chosen groups and people'), ('private', 'only its owner')], default='everyone', max_length=10),
+            model_name="collection",
+            name="visibility",
+            field=models.CharField(
+                choices=[
+                    ("everyone", "everyone signed in"),
+                    ("shared", "chosen groups and people"),
+                    ("private", "only its owner"),
+                ],
+                default="everyone",
+                max_length=10,
+            ),
         ),
         migrations.CreateModel(
-            name='AuditEvent',
+            name="AuditEvent",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('at', models.DateTimeField(auto_now_add=True, db_index=True)),
-                ('actor_label', models.CharField(max_length=200)),
-                ('action', models.CharField(db_index=True, max_length=50)),
-                ('target', models.CharField(blank=True, default='', max_length=300)),
-                ('detail', models.JSONField(blank=True, default=dict)),
-                ('actor', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("at", models.DateTimeField(auto_now_add=True, db_index=True)),
+                ("actor_label", models.CharField(max_length=200)),
+                ("action", models.CharField(db_index=True, max_length=50)),
+                ("target", models.CharField(blank=True, default="", max_length=300)),
+                ("detail", models.JSONField(blank=True, default=dict)),
+                (
+                    "actor",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-at', '-id'],
+                "ordering": ["-at", "-id"],
             },
         ),
     ]

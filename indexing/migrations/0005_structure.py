@@ -7,70 +7,86 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('indexing', '0004_access'),
+        ("indexing", "0004_access"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='DocumentLink',
+            name="DocumentLink",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('kind', models.CharField(choices=[('wikilink', 'Wikilink'), ('embed', 'Embed'), ('markdown', 'Markdown')], max_length=10)),
-                ('target_text', models.CharField(help_text='what the link names, as written', max_length=1000)),
-                ('heading', models.CharField(blank=True, default='', max_length=500)),
-                ('shown_text', models.CharField(blank=True, default='', max_length=500)),
-                ('line', models.PositiveIntegerField(default=1)),
-                ('context', models.TextField(blank=True, default='', help_text='the sentence around the link')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[("wikilink", "Wikilink"), ("embed", "Embed"), ("markdown", "Markdown")], max_length=10
+                    ),
+                ),
+                ("target_text", models.CharField(help_text="what the link names, as written", max_length=1000)),
+                ("heading", models.CharField(blank=True, default="", max_length=500)),
+                ("shown_text", models.CharField(blank=True, default="", max_length=500)),
+                ("line", models.PositiveIntegerField(default=1)),
+                ("context", models.TextField(blank=True, default="", help_text="the sentence around the link")),
             ],
             options={
-                'ordering': ['source_id', 'line', 'id'],
+                "ordering": ["source_id", "line", "id"],
             },
         ),
         migrations.AddField(
-            model_name='document',
-            name='date_source',
-            field=models.CharField(blank=True, default='', max_length=40),
+            model_name="document",
+            name="date_source",
+            field=models.CharField(blank=True, default="", max_length=40),
         ),
         migrations.AddField(
-            model_name='document',
-            name='note_date',
+            model_name="document",
+            name="note_date",
             field=models.DateTimeField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name='document',
-            name='tags',
-            field=django.contrib.postgres.fields.ArrayField(base_field=models.CharField(max_length=200), blank=True, default=list, size=None),
+            model_name="document",
+            name="tags",
+            field=django.contrib.postgres.fields.ArrayField(
+                base_field=models.CharField(max_length=200), blank=True, default=list, size=None
+            ),
         ),
         migrations.AddIndex(
-            model_name='document',
-            index=django.contrib.postgres.indexes.GinIndex(fields=['tags'], name='document_tags_gin'),
+            model_name="document",
+            index=django.contrib.postgres.indexes.GinIndex(fields=["tags"], name="document_tags_gin"),
         ),
         migrations.AddIndex(
-            model_name='document',
-            index=django.contrib.postgres.indexes.GinIndex(fields=['frontmatter'], name='document_frontmatter_gin', opclasses=['jsonb_path_ops']),
+            model_name="document",
+            index=django.contrib.postgres.indexes.GinIndex(
+                fields=["frontmatter"], name="document_frontmatter_gin", opclasses=["jsonb_path_ops"]
+            ),
         ),
         migrations.AddIndex(
-            model_name='document',
-            index=models.Index(fields=['note_date'], name='document_note_date'),
+            model_name="document",
+            index=models.Index(fields=["note_date"], name="document_note_date"),
         ),
         migrations.AddField(
-            model_name='documentlink',
-            name='source',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='links_out', to='indexing.document'),
+            model_name="documentlink",
+            name="source",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.CASCADE, related_name="links_out", to="indexing.document"
+            ),
         ),
         migrations.AddField(
-            model_name='documentlink',
-            name='target',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='links_in', to='indexing.document'),
+            model_name="documentlink",
+            name="target",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.SET_NULL,
+                related_name="links_in",
+                to="indexing.document",
+            ),
         ),
         migrations.AddIndex(
-            model_name='documentlink',
-            index=models.Index(fields=['target'], name='indexing_do_target__cf14f0_idx'),
+            model_name="documentlink",
+            index=models.Index(fields=["target"], name="indexing_do_target__cf14f0_idx"),
         ),
         migrations.AddIndex(
-            model_name='documentlink',
-            index=models.Index(fields=['source'], name='indexing_do_source__7f0204_idx'),
+            model_name="documentlink",
+            index=models.Index(fields=["source"], name="indexing_do_source__7f0204_idx"),
         ),
     ]

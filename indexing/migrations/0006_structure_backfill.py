@@ -26,8 +26,11 @@ def backfill(apps, schema_editor):
         docs.clear()
         links.clear()
 
-    rows = (Document.objects.order_by("pk").select_related("content")
-            .only("id", "path", "mtime", "frontmatter", "content__body"))
+    rows = (
+        Document.objects.order_by("pk")
+        .select_related("content")
+        .only("id", "path", "mtime", "frontmatter", "content__body")
+    )
     for doc in rows.iterator(chunk_size=BATCH):
         structure = note_structure(doc.content.body, doc.frontmatter or {}, doc.path, doc.mtime or None)
         doc.tags, doc.note_date, doc.date_source = structure.tags, structure.date, structure.date_source
@@ -39,12 +42,15 @@ def backfill(apps, schema_editor):
     for collection_id in Collection.objects.values_list("pk", flat=True):
         resolution = links_resolve_models(collection_id, documents=Document, links=DocumentLink)
         FileProblem.objects.bulk_create(
-            [FileProblem(collection_id=collection_id, path=path, severity="warning", message=message)
-             for path, message in resolution.problems], batch_size=1000)
+            [
+                FileProblem(collection_id=collection_id, path=path, severity="warning", message=message)
+                for path, message in resolution.problems
+            ],
+            batch_size=1000,
+        )
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
         ("indexing", "0005_structure"),
     ]

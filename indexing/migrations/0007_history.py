@@ -8,56 +8,120 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('indexing', '0006_structure_backfill'),
+        ("indexing", "0006_structure_backfill"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='CollectionHistory',
+            name="CollectionHistory",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('state', models.CharField(choices=[('indexed', 'Indexed'), ('not_repository', 'not in a git repository'), ('empty', 'repository without commits'), ('failed', 'Failed')], default='not_repository', max_length=20)),
-                ('message', models.TextField(blank=True, default='')),
-                ('repository', models.CharField(blank=True, default='', help_text='top of the git work tree', max_length=4096)),
-                ('branch', models.CharField(blank=True, default='', max_length=500)),
-                ('head', models.CharField(blank=True, default='', help_text='the HEAD last indexed', max_length=64)),
-                ('shallow', models.BooleanField(default=False)),
-                ('capped', models.BooleanField(default=False, help_text='only the newest PMD_HISTORY_MAX_COMMITS are indexed')),
-                ('settings_key', models.CharField(blank=True, default='', help_text='the history settings the stored commits were made with', max_length=64)),
-                ('commits', models.PositiveIntegerField(default=0)),
-                ('indexed_at', models.DateTimeField(blank=True, null=True)),
-                ('collection', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='history', to='indexing.collection')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "state",
+                    models.CharField(
+                        choices=[
+                            ("indexed", "Indexed"),
+                            ("not_repository", "not in a git repository"),
+                            ("empty", "repository without commits"),
+                            ("failed", "Failed"),
+                        ],
+                        default="not_repository",
+                        max_length=20,
+                    ),
+                ),
+                ("message", models.TextField(blank=True, default="")),
+                (
+                    "repository",
+                    models.CharField(blank=True, default="", help_text="top of the git work tree", max_length=4096),
+                ),
+                ("branch", models.CharField(blank=True, default="", max_length=500)),
+                ("head", models.CharField(blank=True, default="", help_text="the HEAD last indexed", max_length=64)),
+                ("shallow", models.BooleanField(default=False)),
+                (
+                    "capped",
+                    models.BooleanField(default=False, help_text="only the newest PMD_HISTORY_MAX_COMMITS are indexed"),
+                ),
+                (
+                    "settings_key",
+                    models.CharField(
+                        blank=True,
+                        default="",
+                        help_text="the history settings the stored commits were made with",
+                        max_length=64,
+                    ),
+                ),
+                ("commits", models.PositiveIntegerField(default=0)),
+                ("indexed_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "collection",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="history", to="indexing.collection"
+                    ),
+                ),
             ],
             options={
-                'verbose_name_plural': 'collection histories',
+                "verbose_name_plural": "collection histories",
             },
         ),
         migrations.CreateModel(
-            name='Commit',
+            name="Commit",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('sha', models.CharField(max_length=64)),
-                ('parents', django.contrib.postgres.fields.ArrayField(base_field=models.CharField(max_length=64), blank=True, default=list, size=None)),
-                ('title', models.CharField(blank=True, max_length=1000)),
-                ('message', models.TextField(blank=True, default='', help_text='the whole message, title included')),
-                ('author_name', models.CharField(blank=True, default='', max_length=500)),
-                ('author_email', models.CharField(blank=True, default='', max_length=500)),
-                ('committed_at', models.DateTimeField()),
-                ('changes', models.JSONField(blank=True, default=list)),
-                ('paths', django.contrib.postgres.fields.ArrayField(base_field=models.TextField(), blank=True, default=list, help_text='every path the commit touched, old names of renames too (path filters)', size=None)),
-                ('diff', models.TextField(blank=True, default='', help_text="the diff's first PMD_HISTORY_DIFF_LINES lines")),
-                ('diff_truncated', models.BooleanField(default=False)),
-                ('tsv', django.contrib.postgres.search.SearchVectorField(null=True)),
-                ('tsv_head', django.contrib.postgres.search.SearchVectorField(null=True)),
-                ('collection', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='commits', to='indexing.collection')),
-                ('content', models.ForeignKey(db_column='content_hash', on_delete=django.db.models.deletion.PROTECT, related_name='commits', to='indexing.content')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("sha", models.CharField(max_length=64)),
+                (
+                    "parents",
+                    django.contrib.postgres.fields.ArrayField(
+                        base_field=models.CharField(max_length=64), blank=True, default=list, size=None
+                    ),
+                ),
+                ("title", models.CharField(blank=True, max_length=1000)),
+                ("message", models.TextField(blank=True, default="", help_text="the whole message, title included")),
+                ("author_name", models.CharField(blank=True, default="", max_length=500)),
+                ("author_email", models.CharField(blank=True, default="", max_length=500)),
+                ("committed_at", models.DateTimeField()),
+                ("changes", models.JSONField(blank=True, default=list)),
+                (
+                    "paths",
+                    django.contrib.postgres.fields.ArrayField(
+                        base_field=models.TextField(),
+                        blank=True,
+                        default=list,
+                        help_text="every path the commit touched, old names of renames too (path filters)",
+                        size=None,
+                    ),
+                ),
+                (
+                    "diff",
+                    models.TextField(blank=True, default="", help_text="the diff's first PMD_HISTORY_DIFF_LINES lines"),
+                ),
+                ("diff_truncated", models.BooleanField(default=False)),
+                ("tsv", django.contrib.postgres.search.SearchVectorField(null=True)),
+                ("tsv_head", django.contrib.postgres.search.SearchVectorField(null=True)),
+                (
+                    "collection",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="commits", to="indexing.collection"
+                    ),
+                ),
+                (
+                    "content",
+                    models.ForeignKey(
+                        db_column="content_hash",
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="commits",
+                        to="indexing.content",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['collection_id', '-committed_at'],
-                'indexes': [models.Index(fields=['collection', 'committed_at'], name='commit_collection_date'), models.Index(fields=['content'], name='commit_content'), django.contrib.postgres.indexes.GinIndex(fields=['tsv'], name='commit_tsv_gin')],
-                'constraints': [models.UniqueConstraint(fields=('collection', 'sha'), name='commit_unique_sha')],
+                "ordering": ["collection_id", "-committed_at"],
+                "indexes": [
+                    models.Index(fields=["collection", "committed_at"], name="commit_collection_date"),
+                    models.Index(fields=["content"], name="commit_content"),
+                    django.contrib.postgres.indexes.GinIndex(fields=["tsv"], name="commit_tsv_gin"),
+                ],
+                "constraints": [models.UniqueConstraint(fields=("collection", "sha"), name="commit_unique_sha")],
             },
         ),
     ]

@@ -19,20 +19,33 @@ $$;
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('indexing', '0007_history'),
+        ("indexing", "0007_history"),
     ]
 
     operations = [
         migrations.RunSQL(TAGS_WITH_PARENTS, "DROP FUNCTION IF EXISTS pmd_tags_with_parents(varchar[])"),
         migrations.AddField(
-            model_name='document',
-            name='tags_with_parents',
-            field=models.GeneratedField(db_persist=True, expression=models.Func(models.F('tags'), function='pmd_tags_with_parents', output_field=django.contrib.postgres.fields.ArrayField(base_field=models.CharField(max_length=200), size=None)), output_field=django.contrib.postgres.fields.ArrayField(base_field=models.CharField(max_length=200), size=None)),
+            model_name="document",
+            name="tags_with_parents",
+            field=models.GeneratedField(
+                db_persist=True,
+                expression=models.Func(
+                    models.F("tags"),
+                    function="pmd_tags_with_parents",
+                    output_field=django.contrib.postgres.fields.ArrayField(
+                        base_field=models.CharField(max_length=200), size=None
+                    ),
+                ),
+                output_field=django.contrib.postgres.fields.ArrayField(
+                    base_field=models.CharField(max_length=200), size=None
+                ),
+            ),
         ),
         migrations.AddIndex(
-            model_name='document',
-            index=django.contrib.postgres.indexes.GinIndex(fields=['tags_with_parents'], name='document_tag_parents_gin'),
+            model_name="document",
+            index=django.contrib.postgres.indexes.GinIndex(
+                fields=["tags_with_parents"], name="document_tag_parents_gin"
+            ),
         ),
     ]

@@ -4,14 +4,13 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('indexing', '0008_nested_tags'),
+        ("indexing", "0008_nested_tags"),
     ]
 
     operations = [
         migrations.AddIndex(
-            model_name='document',
-            index=models.Index(fields=['path'], name='document_path_prefix', opclasses=['varchar_pattern_ops']),
+            model_name="document",
+            index=models.Index(fields=["path"], name="document_path_prefix", opclasses=["varchar_pattern_ops"]),
         ),
     ]

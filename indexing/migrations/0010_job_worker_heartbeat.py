@@ -4,25 +4,24 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('indexing', '0009_path_prefix_index'),
+        ("indexing", "0009_path_prefix_index"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='job',
-            name='heartbeat_at',
+            model_name="job",
+            name="heartbeat_at",
             field=models.DateTimeField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name='job',
-            name='worker_host',
-            field=models.CharField(blank=True, default='', max_length=255),
+            model_name="job",
+            name="worker_host",
+            field=models.CharField(blank=True, default="", max_length=255),
         ),
         migrations.AddField(
-            model_name='job',
-            name='worker_pid',
+            model_name="job",
+            name="worker_pid",
             field=models.PositiveIntegerField(blank=True, null=True),
         ),
     ]

@@ -20,7 +20,6 @@ def obsidian_vaults_title_by_filename(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
         ("indexing", "0011_tokens_and_keyword_index_from_search"),
     ]
@@ -35,9 +34,12 @@ class Migration(migrations.Migration):
             model_name="collection",
             name="title_from",
             field=models.CharField(
-                choices=[("heading", "frontmatter title, else the first level-1 heading, else the file name"),
-                         ("filename", "the file name (Obsidian's convention)")],
-                default="heading", max_length=10,
+                choices=[
+                    ("heading", "frontmatter title, else the first level-1 heading, else the file name"),
+                    ("filename", "the file name (Obsidian's convention)"),
+                ],
+                default="heading",
+                max_length=10,
                 help_text="where notes' titles come from; 'filename' is chosen for a folder holding .obsidian/",
             ),
         ),

@@ -4,15 +4,17 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('indexing', '0013_index_settings'),
+        ("indexing", "0013_index_settings"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='collection',
-            name='transclude',
-            field=models.BooleanField(default=False, help_text='a note that embeds another (![[Note#Section]]) is found by the embedded words too'),
+            model_name="collection",
+            name="transclude",
+            field=models.BooleanField(
+                default=False,
+                help_text="a note that embeds another (![[Note#Section]]) is found by the embedded words too",
+            ),
         ),
     ]

@@ -10,8 +10,7 @@ def keep_model(apps, schema_editor):
     EmbeddingFingerprint = apps.get_model("indexing", "EmbeddingFingerprint")
     if IndexSetting.objects.filter(name="PMD_EMBED_MODEL").exists():
         return
-    used = (EmbeddingFingerprint.objects.filter(chunks__isnull=False).distinct()
-            .order_by("-last_used_at", "-id").first())
+    used = EmbeddingFingerprint.objects.filter(chunks__isnull=False).distinct().order_by("-last_used_at", "-id").first()
     if used is None:
         return
     IndexSetting.objects.create(name="PMD_EMBED_MODEL", value=used.model)
@@ -20,7 +19,6 @@ def keep_model(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
         ("indexing", "0014_collection_transclude"),
     ]

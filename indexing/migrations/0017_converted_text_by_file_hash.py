@@ -4,22 +4,21 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('indexing', '0016_answers_asked'),
+        ("indexing", "0016_answers_asked"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='Extraction',
+            name="Extraction",
             fields=[
-                ('key', models.CharField(max_length=100, primary_key=True, serialize=False)),
-                ('text', models.TextField(blank=True)),
-                ('units', models.PositiveIntegerField(default=0)),
-                ('warnings', models.JSONField(blank=True, default=list)),
-                ('refused', models.TextField(blank=True)),
-                ('seconds', models.FloatField(default=0)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
+                ("key", models.CharField(max_length=100, primary_key=True, serialize=False)),
+                ("text", models.TextField(blank=True)),
+                ("units", models.PositiveIntegerField(default=0)),
+                ("warnings", models.JSONField(blank=True, default=list)),
+                ("refused", models.TextField(blank=True)),
+                ("seconds", models.FloatField(default=0)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
             ],
         ),
     ]

@@ -5,9 +5,8 @@ from django.db import migrations
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('indexing', '0017_converted_text_by_file_hash'),
+        ("indexing", "0017_converted_text_by_file_hash"),
     ]
 
     operations = [

@@ -6,32 +6,53 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('auth', '0012_alter_user_first_name_max_length'),
-        ('indexing', '0019_search_log'),
+        ("auth", "0012_alter_user_first_name_max_length"),
+        ("indexing", "0019_search_log"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='SavedSearch',
+            name="SavedSearch",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=100)),
-                ('query', models.CharField(max_length=2000)),
-                ('mode', models.CharField(default='keyword', max_length=10)),
-                ('filters', models.JSONField(blank=True, default=dict)),
-                ('collections', models.JSONField(blank=True, default=list)),
-                ('created', models.DateTimeField(auto_now_add=True)),
-                ('last_run', models.DateTimeField(blank=True, null=True)),
-                ('seen', models.JSONField(blank=True, default=list)),
-                ('group', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='auth.group')),
-                ('owner', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='+', to=settings.AUTH_USER_MODEL)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("name", models.CharField(max_length=100)),
+                ("query", models.CharField(max_length=2000)),
+                ("mode", models.CharField(default="keyword", max_length=10)),
+                ("filters", models.JSONField(blank=True, default=dict)),
+                ("collections", models.JSONField(blank=True, default=list)),
+                ("created", models.DateTimeField(auto_now_add=True)),
+                ("last_run", models.DateTimeField(blank=True, null=True)),
+                ("seen", models.JSONField(blank=True, default=list)),
+                (
+                    "group",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="auth.group",
+                    ),
+                ),
+                (
+                    "owner",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'ordering': ['name'],
-                'constraints': [models.UniqueConstraint(fields=('owner', 'name'), name='saved_search_name_per_owner', nulls_distinct=False)],
+                "ordering": ["name"],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("owner", "name"), name="saved_search_name_per_owner", nulls_distinct=False
+                    )
+                ],
             },
         ),
     ]

@@ -4,19 +4,22 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('indexing', '0021_external_identity'),
+        ("indexing", "0021_external_identity"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='document',
-            name='extraction_key',
-            field=models.CharField(blank=True, default='', max_length=100),
+            model_name="document",
+            name="extraction_key",
+            field=models.CharField(blank=True, default="", max_length=100),
         ),
         migrations.AddIndex(
-            model_name='document',
-            index=models.Index(condition=models.Q(('extraction_key', ''), _negated=True), fields=['extraction_key'], name='document_extraction_key'),
+            model_name="document",
+            index=models.Index(
+                condition=models.Q(("extraction_key", ""), _negated=True),
+                fields=["extraction_key"],
+                name="document_extraction_key",
+            ),
         ),
     ]

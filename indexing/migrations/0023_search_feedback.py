@@ -5,24 +5,32 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('indexing', '0022_document_names_its_extraction'),
+        ("indexing", "0022_document_names_its_extraction"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='SearchFeedback',
+            name="SearchFeedback",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('uri', models.CharField(max_length=4200)),
-                ('helpful', models.BooleanField()),
-                ('at', models.DateTimeField(auto_now=True)),
-                ('entry', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='feedback', to='indexing.searchlogentry')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("uri", models.CharField(max_length=4200)),
+                ("helpful", models.BooleanField()),
+                ("at", models.DateTimeField(auto_now=True)),
+                (
+                    "entry",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="feedback",
+                        to="indexing.searchlogentry",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-at', '-id'],
-                'constraints': [models.UniqueConstraint(fields=('entry', 'uri'), name='search_feedback_one_per_result')],
+                "ordering": ["-at", "-id"],
+                "constraints": [
+                    models.UniqueConstraint(fields=("entry", "uri"), name="search_feedback_one_per_result")
+                ],
             },
         ),
     ]

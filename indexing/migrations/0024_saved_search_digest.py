@@ -4,30 +4,29 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('indexing', '0023_search_feedback'),
+        ("indexing", "0023_search_feedback"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='savedsearch',
-            name='digest_at',
+            model_name="savedsearch",
+            name="digest_at",
             field=models.DateTimeField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name='savedsearch',
-            name='digest_seen',
+            model_name="savedsearch",
+            name="digest_seen",
             field=models.JSONField(blank=True, default=list),
         ),
         migrations.AddField(
-            model_name='savedsearch',
-            name='email_digest',
+            model_name="savedsearch",
+            name="email_digest",
             field=models.BooleanField(default=False),
         ),
         migrations.AddField(
-            model_name='savedsearch',
-            name='webhook_url',
-            field=models.URLField(blank=True, default='', max_length=2000),
+            model_name="savedsearch",
+            name="webhook_url",
+            field=models.URLField(blank=True, default="", max_length=2000),
         ),
     ]

@@ -4,20 +4,19 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('indexing', '0024_saved_search_digest'),
+        ("indexing", "0024_saved_search_digest"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='savedsearch',
-            name='scope_collections',
-            field=models.ManyToManyField(blank=True, related_name='+', to='indexing.collection'),
+            model_name="savedsearch",
+            name="scope_collections",
+            field=models.ManyToManyField(blank=True, related_name="+", to="indexing.collection"),
         ),
         migrations.AddField(
-            model_name='savedsearch',
-            name='scope_limited',
+            model_name="savedsearch",
+            name="scope_limited",
             field=models.BooleanField(default=False),
         ),
     ]

@@ -19,10 +19,15 @@ class ApiToken(models.Model):
     created = models.DateTimeField(auto_now_add=True)
     last_used = models.DateTimeField(null=True, blank=True, editable=False)
     revoked = models.DateTimeField(null=True, blank=True)
-    can_write = models.BooleanField(default=False, help_text="may change things its user may change; "
-                                    "read-only otherwise")
-    collections = models.ManyToManyField("indexing.Collection", blank=True, related_name="+",
-                                         help_text="limited to these (of those its user may see); none: all of them")
+    can_write = models.BooleanField(
+        default=False, help_text="may change things its user may change; read-only otherwise"
+    )
+    collections = models.ManyToManyField(
+        "indexing.Collection",
+        blank=True,
+        related_name="+",
+        help_text="limited to these (of those its user may see); none: all of them",
+    )
     expires = models.DateTimeField(null=True, blank=True, help_text="refused after this time; empty: never")
 
     class Meta:
@@ -84,8 +89,9 @@ class AuditEvent(models.Model):
     """A change that matters for who sees what: collections, sharing, tokens, contexts, groups."""
 
     at = models.DateTimeField(auto_now_add=True, db_index=True)
-    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                              related_name="+")
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     # Kept as text so the trail survives the user's deletion: "alice", "alice (token pmd_ab12cd)",
     # "local user root" for the CLI.
     actor_label = models.CharField(max_length=200)

@@ -25,11 +25,14 @@ class Collection(models.Model):
     mask = models.CharField(max_length=500, default="**/*.md")
     ignore_patterns = models.JSONField(default=list, blank=True)
     text_search_config = models.CharField(
-        max_length=63, default="english",
+        max_length=63,
+        default="english",
         help_text="PostgreSQL text search configuration for stemming and stop words (english, simple, ...).",
     )
     title_from = models.CharField(
-        max_length=10, choices=TitleFrom.choices, default=TitleFrom.HEADING,
+        max_length=10,
+        choices=TitleFrom.choices,
+        default=TitleFrom.HEADING,
         help_text="where notes' titles come from; 'filename' is chosen for a folder holding .obsidian/",
     )
     transclude = models.BooleanField(
@@ -44,12 +47,21 @@ class Collection(models.Model):
     last_indexed_at = models.DateTimeField(null=True, blank=True)
     visibility = models.CharField(max_length=10, choices=Visibility.choices, default=Visibility.EVERYONE)
     # Who added it from the web UI, API or admin (none from the CLI): the owner always sees it.
-    owner = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                              related_name="owned_collections")
-    shared_users = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="shared_collections",
-                                          help_text="people who see it when shared with chosen groups and people")
-    shared_groups = models.ManyToManyField("auth.Group", blank=True, related_name="shared_collections",
-                                           help_text="groups whose members see it when shared with chosen groups")
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="owned_collections"
+    )
+    shared_users = models.ManyToManyField(
+        settings.AUTH_USER_MODEL,
+        blank=True,
+        related_name="shared_collections",
+        help_text="people who see it when shared with chosen groups and people",
+    )
+    shared_groups = models.ManyToManyField(
+        "auth.Group",
+        blank=True,
+        related_name="shared_collections",
+        help_text="groups whose members see it when shared with chosen groups",
+    )
 
     class Meta:
         ordering = ["name"]
@@ -69,9 +81,7 @@ class PathContext(models.Model):
     prefix "" is that collection's root context; otherwise a path prefix inside it.
     """
 
-    collection = models.ForeignKey(
-        Collection, null=True, blank=True, on_delete=models.CASCADE, related_name="contexts"
-    )
+    collection = models.ForeignKey(Collection, null=True, blank=True, on_delete=models.CASCADE, related_name="contexts")
     path_prefix = models.CharField(max_length=4096, blank=True, default="")
     text = models.TextField()
     created_at = models.DateTimeField(auto_now_add=True)
@@ -80,7 +90,8 @@ class PathContext(models.Model):
     class Meta:
         constraints = [
             models.UniqueConstraint(
-                fields=["collection", "path_prefix"], name="context_unique_prefix",
+                fields=["collection", "path_prefix"],
+                name="context_unique_prefix",
                 nulls_distinct=False,
             ),
         ]

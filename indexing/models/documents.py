@@ -47,9 +47,13 @@ class Document(models.Model):
     # `project`, the way Obsidian nests tags), computed by PostgreSQL (migration 0007) so every
     # writer of `tags` keeps it right; facets and the document view show `tags` as written.
     tags_with_parents = models.GeneratedField(
-        expression=models.Func(models.F("tags"), function="pmd_tags_with_parents",
-                               output_field=ArrayField(models.CharField(max_length=200))),
-        output_field=ArrayField(models.CharField(max_length=200)), db_persist=True,
+        expression=models.Func(
+            models.F("tags"),
+            function="pmd_tags_with_parents",
+            output_field=ArrayField(models.CharField(max_length=200)),
+        ),
+        output_field=ArrayField(models.CharField(max_length=200)),
+        db_persist=True,
     )
     note_date = models.DateTimeField(null=True, blank=True)
     date_source = models.CharField(max_length=40, blank=True, default="")
@@ -71,8 +75,9 @@ class Document(models.Model):
             models.Index(fields=["note_date"], name="document_note_date"),
             # path:folder/** filters: `path LIKE 'folder/%'` through it, whatever the collation
             models.Index(fields=["path"], name="document_path_prefix", opclasses=["varchar_pattern_ops"]),
-            models.Index(fields=["extraction_key"], name="document_extraction_key",
-                         condition=~models.Q(extraction_key="")),
+            models.Index(
+                fields=["extraction_key"], name="document_extraction_key", condition=~models.Q(extraction_key="")
+            ),
         ]
         ordering = ["collection_id", "path"]
 

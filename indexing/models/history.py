@@ -34,8 +34,9 @@ class CollectionHistory(models.Model):
     head = models.CharField(max_length=64, blank=True, default="", help_text="the HEAD last indexed")
     shallow = models.BooleanField(default=False)
     capped = models.BooleanField(default=False, help_text="only the newest PMD_HISTORY_MAX_COMMITS are indexed")
-    settings_key = models.CharField(max_length=64, blank=True, default="",
-                                    help_text="the history settings the stored commits were made with")
+    settings_key = models.CharField(
+        max_length=64, blank=True, default="", help_text="the history settings the stored commits were made with"
+    )
     commits = models.PositiveIntegerField(default=0)
     indexed_at = models.DateTimeField(null=True, blank=True)
 
@@ -56,8 +57,12 @@ class Commit(models.Model):
     committed_at = models.DateTimeField()
     # [{"status": "A|M|D|R|C|T", "path": ..., "old_path": ...}], paths relative to the collection
     changes = models.JSONField(default=list, blank=True)
-    paths = ArrayField(models.TextField(), default=list, blank=True,
-                       help_text="every path the commit touched, old names of renames too (path filters)")
+    paths = ArrayField(
+        models.TextField(),
+        default=list,
+        blank=True,
+        help_text="every path the commit touched, old names of renames too (path filters)",
+    )
     diff = models.TextField(blank=True, default="", help_text="the diff's first PMD_HISTORY_DIFF_LINES lines")
     diff_truncated = models.BooleanField(default=False)
     content = models.ForeignKey(Content, on_delete=models.PROTECT, related_name="commits", db_column="content_hash")

@@ -38,8 +38,9 @@ class Job(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
     # Who started it from the web UI or API: members see only their own jobs. Jobs of the CLI,
     # the watcher and periodic tasks have none, so only staff see them.
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                                   related_name="+")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     # The process working on it (set when one takes it, kept fresh while it works): a job whose
     # process is gone (killed, out of memory) is recovered instead of staying `running`.
     worker_host = models.CharField(max_length=255, blank=True, default="")

@@ -15,8 +15,9 @@ class KeywordPassage(models.Model):
     """A section (or a piece of a long one) of an active document, as the keyword index scores it."""
 
     id = models.BigAutoField(primary_key=True)
-    document = models.ForeignKey("indexing.Document", on_delete=models.DO_NOTHING, db_constraint=False,
-                                 related_name="+")
+    document = models.ForeignKey(
+        "indexing.Document", on_delete=models.DO_NOTHING, db_constraint=False, related_name="+"
+    )
     collection_id = models.BigIntegerField()
     ordinal = models.IntegerField()
     start_line = models.IntegerField()  # first line, 1-based

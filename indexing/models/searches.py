@@ -14,8 +14,9 @@ class SearchLogEntry(models.Model):
     only their own, staff see all (the team's content gaps are the zero-result and weak queries)."""
 
     at = models.DateTimeField(auto_now_add=True, db_index=True)
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE,
-                             related_name="+")  # None: the local user (CLI on the server)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )  # None: the local user (CLI on the server)
     token = models.ForeignKey("indexing.ApiToken", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     face = models.CharField(max_length=10)  # cli | api | web | mcp | "" (a script calling the service)
     mode = models.CharField(max_length=10)
@@ -49,8 +50,9 @@ class SavedSearch(models.Model):
     (its members may run it; only the owner changes it). `seen` holds the results of the last run, so
     a run can say what is new since then."""
 
-    owner = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE,
-                              related_name="+")  # None: the local user
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )  # None: the local user
     name = models.CharField(max_length=100)
     query = models.CharField(max_length=2000)
     mode = models.CharField(max_length=10, default="keyword")
@@ -73,8 +75,9 @@ class SavedSearch(models.Model):
 
     class Meta:
         ordering = ["name"]
-        constraints = [models.UniqueConstraint(fields=["owner", "name"], name="saved_search_name_per_owner",
-                                               nulls_distinct=False)]
+        constraints = [
+            models.UniqueConstraint(fields=["owner", "name"], name="saved_search_name_per_owner", nulls_distinct=False)
+        ]
 
 
 class AnswerQuerySet(models.QuerySet):
@@ -99,10 +102,17 @@ class Answer(models.Model):
         CUT_SHORT = "cut_short", "stopped at the deadline"
         FAILED = "failed"
 
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE,
-                             related_name="answers", help_text="empty: the local user (CLI)")
-    conversation = models.UUIDField(default=uuid.uuid4, db_index=True,
-                                    help_text="answers sharing it are one conversation: follow-ups")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="answers",
+        help_text="empty: the local user (CLI)",
+    )
+    conversation = models.UUIDField(
+        default=uuid.uuid4, db_index=True, help_text="answers sharing it are one conversation: follow-ups"
+    )
     question = models.TextField()
     text = models.TextField(blank=True, default="", help_text="the answer, citations checked")
     state = models.CharField(max_length=10, choices=State.choices, default=State.ANSWERED)

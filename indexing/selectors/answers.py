@@ -25,13 +25,28 @@ def answers_recent(*, access: Access, limit: int = 20) -> list:
 def answer_costs() -> list[dict]:
     """Per model: answers, tokens in and out, median latency to the whole answer and to its first
     token (staff's view in the status report: what Ask costs, and whether a model got slow)."""
+
     class Median(Aggregate):
         template = "percentile_cont(0.5) WITHIN GROUP (ORDER BY %(expressions)s)"
         output_field = FloatField()
 
-    rows = (Answer.objects.exclude(model="").values("model")
-            .annotate(answers=Count("id"), tokens_in=Sum("tokens_in"), tokens_out=Sum("tokens_out"),
-                      median_ms=Median("total_ms"), median_first_token_ms=Median("first_token_ms"))
-            .order_by("model"))
-    return [{**row, "median_ms": round(row["median_ms"] or 0, 1),
-             "median_first_token_ms": round(row["median_first_token_ms"] or 0, 1)} for row in rows]
+    rows = (
+        Answer.objects.exclude(model="")
+        .values("model")
+        .annotate(
+            answers=Count("id"),
+            tokens_in=Sum("tokens_in"),
+            tokens_out=Sum("tokens_out"),
+            median_ms=Median("total_ms"),
+            median_first_token_ms=Median("first_token_ms"),
+        )
+        .order_by("model")
+    )
+    return [
+        {
+            **row,
+            "median_ms": round(row["median_ms"] or 0, 1),
+            "median_first_token_ms": round(row["median_first_token_ms"] or 0, 1),
+        }
+        for row in rows
+    ]

@@ -45,8 +45,23 @@ class CollectionDetail:
         return {k: getattr(self, k) for k in OVERVIEW_FIELDS}
 
 
-OVERVIEW_FIELDS = ("name", "path", "mask", "title_from", "transclude", "language", "text_search_config", "documents",
-                   "inactive", "problems", "last_indexed_at", "visibility", "owner", "shared_users", "shared_groups")
+OVERVIEW_FIELDS = (
+    "name",
+    "path",
+    "mask",
+    "title_from",
+    "transclude",
+    "language",
+    "text_search_config",
+    "documents",
+    "inactive",
+    "problems",
+    "last_indexed_at",
+    "visibility",
+    "owner",
+    "shared_users",
+    "shared_groups",
+)
 
 
 @replica_reads
@@ -61,21 +76,36 @@ def _overview(collections) -> list[CollectionDetail]:
 
     # Ordered here: Meta.ordering does not apply to a query that aggregates.
     rows = (
-        collections.prefetch_related("shared_users", "shared_groups").select_related("owner").order_by("name")
-        .annotate(active_documents=Count("documents", filter=Q(documents__active=True)),
-                  inactive_documents=Count("documents", filter=Q(documents__active=False)))
+        collections.prefetch_related("shared_users", "shared_groups")
+        .select_related("owner")
+        .order_by("name")
+        .annotate(
+            active_documents=Count("documents", filter=Q(documents__active=True)),
+            inactive_documents=Count("documents", filter=Q(documents__active=False)),
+        )
     )
     problems = dict(
-        FileProblem.objects.filter(collection__in=collections).values("collection").annotate(n=Count("id"))
+        FileProblem.objects.filter(collection__in=collections)
+        .values("collection")
+        .annotate(n=Count("id"))
         .values_list("collection", "n")
     )
     return [
         CollectionDetail(
-            collection=c, name=c.name, path=c.root_path, mask=c.mask, title_from=c.title_from, transclude=c.transclude,
+            collection=c,
+            name=c.name,
+            path=c.root_path,
+            mask=c.mask,
+            title_from=c.title_from,
+            transclude=c.transclude,
             documents=c.active_documents,
-            inactive=c.inactive_documents, problems=problems.get(c.id, 0), last_indexed_at=c.last_indexed_at,
-            ignore=list(c.ignore_patterns or []), text_search_config=c.text_search_config,
-            language=language_label(c.text_search_config), **collection_sharing(c),
+            inactive=c.inactive_documents,
+            problems=problems.get(c.id, 0),
+            last_indexed_at=c.last_indexed_at,
+            ignore=list(c.ignore_patterns or []),
+            text_search_config=c.text_search_config,
+            language=language_label(c.text_search_config),
+            **collection_sharing(c),
         )
         for c in rows
     ]
@@ -110,14 +140,18 @@ def collection_detail(*, name: str, access: Access, problems_limit: int | None =
     return detail
 
 
-def contexts_for(collection: Collection | None, path: str = "", *,
-                 all_contexts: list[PathContext] | None = None) -> list[str]:
+def contexts_for(
+    collection: Collection | None, path: str = "", *, all_contexts: list[PathContext] | None = None
+) -> list[str]:
     """All context texts that apply to a path, from the most general to the most specific."""
-    pool = all_contexts if all_contexts is not None else list(
-        PathContext.objects.filter(Q(collection__isnull=True) | Q(collection=collection))
+    pool = (
+        all_contexts
+        if all_contexts is not None
+        else list(PathContext.objects.filter(Q(collection__isnull=True) | Q(collection=collection)))
     )
     applicable = [
-        c for c in pool
+        c
+        for c in pool
         if (c.collection_id is None and c.path_prefix == "")
         or (collection is not None and c.collection_id == collection.id and is_under(c.path_prefix, path))
     ]

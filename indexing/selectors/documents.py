@@ -44,10 +44,15 @@ def _suggest(path: str, collections: list[str] | None, access: Access) -> list[s
         rows = rows.filter(collection__name__in=collections)
     basename = path.rsplit("/", 1)[-1]
     stem = basename.rsplit(".", 1)[0]
-    candidates = list(
-        rows.filter(Q(path__icontains=stem[:40]) | Q(title__icontains=stem[:40]))
-        .values_list("collection__name", "path")[:200]
-    ) if stem else []
+    candidates = (
+        list(
+            rows.filter(Q(path__icontains=stem[:40]) | Q(title__icontains=stem[:40])).values_list(
+                "collection__name", "path"
+            )[:200]
+        )
+        if stem
+        else []
+    )
     if len(candidates) < 5:
         candidates += list(rows.values_list("collection__name", "path")[:5000])
     full = {virtual_path(c, p): p for c, p in candidates}
@@ -100,12 +105,14 @@ def document_resolve(reference: str, *, access: Access, collections: list[str] |
     if ref.collection:
         if not visible_collections(access).filter(name=ref.collection).exists():
             raise errors.CollectionNotFound(
-                name=ref.collection, suggestions=collection_suggestions(ref.collection, access))
+                name=ref.collection, suggestions=collection_suggestions(ref.collection, access)
+            )
         found = docs.filter(collection__name=ref.collection, path=ref.path).first()
         if found:
             return ResolvedDocument(found, ref.line, ref.unit)
-        raise errors.DocumentNotFound(f"no document pmd://{ref.collection}/{ref.path}",
-                               _suggest(ref.path, [ref.collection], access))
+        raise errors.DocumentNotFound(
+            f"no document pmd://{ref.collection}/{ref.path}", _suggest(ref.path, [ref.collection], access)
+        )
     # A bare path: exact path in any collection, then `collection/path`, then a unique suffix.
     found = docs.filter(path=ref.path).first()
     if found:
@@ -124,12 +131,13 @@ def document_resolve(reference: str, *, access: Access, collections: list[str] |
     raise errors.DocumentNotFound(f"no document {ref.path}", _suggest(ref.path, collections, access))
 
 
-def document_lines(document: Document, *, from_line: int | None = None,
-                   max_lines: int | None = None) -> tuple[list[str], int]:
+def document_lines(
+    document: Document, *, from_line: int | None = None, max_lines: int | None = None
+) -> tuple[list[str], int]:
     """The document's lines in a window; returns (lines, first line number)."""
     lines = document.content.body.splitlines()
     start = max(1, from_line or 1)
-    chosen = lines[start - 1:]
+    chosen = lines[start - 1 :]
     if max_lines is not None and max_lines >= 0:
         chosen = chosen[:max_lines]
     return chosen, start
@@ -151,14 +159,28 @@ class DocumentPage:
 
     def as_dict(self) -> dict:
         doc = self.document
-        return {"docid": doc.docid, "uri": doc.uri, "collection": doc.collection.name, "path": doc.path,
-                "title": doc.title, "from_line": self.first, "lines": self.lines,
-                "context": contexts_for(doc.collection, doc.path), "frontmatter": doc.frontmatter}
+        return {
+            "docid": doc.docid,
+            "uri": doc.uri,
+            "collection": doc.collection.name,
+            "path": doc.path,
+            "title": doc.title,
+            "from_line": self.first,
+            "lines": self.lines,
+            "context": contexts_for(doc.collection, doc.path),
+            "frontmatter": doc.frontmatter,
+        }
 
 
 @replica_reads
-def document_page(reference: str, *, access: Access, from_line: int | None = None, max_lines: int | None = None,
-                  collections: list[str] | None = None) -> DocumentPage:
+def document_page(
+    reference: str,
+    *,
+    access: Access,
+    from_line: int | None = None,
+    max_lines: int | None = None,
+    collections: list[str] | None = None,
+) -> DocumentPage:
     """Resolve a reference (its `:LINE` is the first line unless `from_line` is given) and cut its window."""
     resolved = document_resolve(reference, access=access, collections=collections or None)
     doc = resolved.document
@@ -168,8 +190,9 @@ def document_page(reference: str, *, access: Access, from_line: int | None = Non
         if found is None:
             raise errors.DocumentNotFound(f"{doc.uri} has no {unit} {name}")
         first, count = found
-        lines, first = document_lines(doc, from_line=from_line or first,
-                                      max_lines=count if max_lines is None else min(max_lines, count))
+        lines, first = document_lines(
+            doc, from_line=from_line or first, max_lines=count if max_lines is None else min(max_lines, count)
+        )
         return DocumentPage(doc, lines, first, total_lines=len(doc.content.body.splitlines()))
     lines, first = document_lines(doc, from_line=from_line or resolved.line, max_lines=max_lines)
     total = len(doc.content.body.splitlines())
@@ -179,15 +202,20 @@ def document_page(reference: str, *, access: Access, from_line: int | None = Non
 
 
 @replica_reads
-def documents_list(target: str | None = None, *, access: Access, limit: int | None = None,
-                   offset: int = 0) -> list[Document]:
+def documents_list(
+    target: str | None = None, *, access: Access, limit: int | None = None, offset: int = 0
+) -> list[Document]:
     """`pmd ls` (and MCP's paged resources/list): documents of `collection[/prefix]` (or
     `pmd://collection/prefix`)."""
-    qs = (_visible_documents(access).filter(active=True).select_related("collection")
-          .order_by("collection__name", "path", "id"))
+    qs = (
+        _visible_documents(access)
+        .filter(active=True)
+        .select_related("collection")
+        .order_by("collection__name", "path", "id")
+    )
     if not target:
-        return list(qs[offset:offset + limit] if limit else qs[offset:])
-    text = target[len("pmd://"):] if target.startswith("pmd://") else target
+        return list(qs[offset : offset + limit] if limit else qs[offset:])
+    text = target[len("pmd://") :] if target.startswith("pmd://") else target
     name, _, prefix = text.partition("/")
     if not visible_collections(access).filter(name=name).exists():
         raise errors.CollectionNotFound(name=name, suggestions=collection_suggestions(name, access))
@@ -195,4 +223,4 @@ def documents_list(target: str | None = None, *, access: Access, limit: int | No
     prefix = prefix.strip("/")
     if prefix:
         qs = qs.filter(Q(path=prefix) | Q(path__startswith=prefix + "/"))
-    return list(qs[offset:offset + limit] if limit else qs[offset:])
+    return list(qs[offset : offset + limit] if limit else qs[offset:])

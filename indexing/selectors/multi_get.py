@@ -43,17 +43,24 @@ class MultiGetResult:
             return None
         parts = [f"{skipped} document(s) skipped (see each one's reason)"] if skipped else []
         if self.omitted:
-            parts.append(f"{self.omitted} more matching document(s) not listed: total response limit reached "
-                         f"({self.max_total_bytes:,} bytes)")
+            parts.append(
+                f"{self.omitted} more matching document(s) not listed: total response limit reached "
+                f"({self.max_total_bytes:,} bytes)"
+            )
         return "; ".join(parts) + ": narrow the pattern, or read one with get"
 
     def as_dict(self) -> dict:
         """The JSON shape shared by `pmd multi-get --json`, /api/multi-get and the MCP tool."""
         return {
             "documents": [
-                {"docid": i.document.docid, "uri": i.document.uri, "title": i.document.title,
-                 "skipped": i.skipped_reason, "truncated": i.truncated,
-                 "text": None if i.skipped_reason else "\n".join(i.lines)}
+                {
+                    "docid": i.document.docid,
+                    "uri": i.document.uri,
+                    "title": i.document.title,
+                    "skipped": i.skipped_reason,
+                    "truncated": i.truncated,
+                    "text": None if i.skipped_reason else "\n".join(i.lines),
+                }
                 for i in self.items
             ],
             "missing": self.missing,
@@ -76,8 +83,10 @@ def multi_get_limits(max_bytes: int | None, max_total_bytes: int | None = None) 
     if max_bytes < 1:
         raise errors.MultiGetRefused(f"max_bytes must be a positive number of bytes, got {max_bytes}")
     if max_bytes > total:
-        raise errors.MultiGetRefused(f"max_bytes={max_bytes:,} is above the total response limit of {total:,} bytes "
-                            "(PMD_MULTI_GET_MAX_TOTAL_BYTES); read a larger document with get")
+        raise errors.MultiGetRefused(
+            f"max_bytes={max_bytes:,} is above the total response limit of {total:,} bytes "
+            "(PMD_MULTI_GET_MAX_TOTAL_BYTES); read a larger document with get"
+        )
     return max_bytes, total
 
 
@@ -107,7 +116,7 @@ class _Bodies:
         if doc.content_id not in self.cache:
             self.cache.clear()
             wanted, size = [], 0
-            for other in self.docs[self.order[doc.content_id]:]:
+            for other in self.docs[self.order[doc.content_id] :]:
                 if wanted and size + other.content.size > self.batch_bytes:
                     break
                 wanted.append(other.content_id)
@@ -138,7 +147,7 @@ def documents_multi_get(
     parts = [p.strip() for p in spec.split(",") if p.strip()]
     is_glob = len(parts) == 1 and any(ch in parts[0] for ch in "*?[{")
     if is_glob:
-        pattern = parts[0][len("pmd://"):] if parts[0].startswith("pmd://") else parts[0]
+        pattern = parts[0][len("pmd://") :] if parts[0].startswith("pmd://") else parts[0]
         glob_regex(pattern)  # an invalid glob is an error even where nothing is indexed
         rows = _active_documents(access, collections).defer("content__body").order_by("collection__name", "path")
         for doc in rows.iterator(chunk_size=2000):
@@ -149,8 +158,10 @@ def documents_multi_get(
     else:
         parts = list(dict.fromkeys(parts))  # the same reference twice is one document
         if len(parts) > MULTI_GET_MAX_REFERENCES:
-            raise errors.MultiGetRefused(f"{len(parts):,} references: multi-get takes at most "
-                                         f"{MULTI_GET_MAX_REFERENCES} (use a glob pattern for more)")
+            raise errors.MultiGetRefused(
+                f"{len(parts):,} references: multi-get takes at most "
+                f"{MULTI_GET_MAX_REFERENCES} (use a glob pattern for more)"
+            )
         found: list[int] = []
         for part in parts:
             try:

@@ -39,11 +39,16 @@ def search_log_visible_to(access: Access, entries):
     if access.collection_ids() is None:
         return entries
     names = visible_collection_names(access)
-    hidden_rating = (SearchFeedback.objects.filter(entry=OuterRef("pk"), uri__startswith=SCHEME)
-                     .alias(collection=_collection_of_uri("uri")).exclude(collection__in=names))
-    return (entries.alias(opened_in=_collection_of_uri("opened_uri"))
-            .exclude(Q(opened_uri__startswith=SCHEME) & ~Q(opened_in__in=names))
-            .exclude(Exists(hidden_rating)))
+    hidden_rating = (
+        SearchFeedback.objects.filter(entry=OuterRef("pk"), uri__startswith=SCHEME)
+        .alias(collection=_collection_of_uri("uri"))
+        .exclude(collection__in=names)
+    )
+    return (
+        entries.alias(opened_in=_collection_of_uri("opened_uri"))
+        .exclude(Q(opened_uri__startswith=SCHEME) & ~Q(opened_in__in=names))
+        .exclude(Exists(hidden_rating))
+    )
 
 
 def search_log_report(*, access, days: int = 30, limit: int = 10, now=None) -> dict:
@@ -54,22 +59,42 @@ def search_log_report(*, access, days: int = 30, limit: int = 10, now=None) -> d
     entries = search_log_visible_to(access, SearchLogEntry.objects.filter(at__gte=since))
 
     def grouped(qs, order):
-        rows = (qs.values("query").annotate(searches=Count("id"), people=Count("user", distinct=True),
-                                            results=Max("results"), top_score=Max("top_score"),
-                                            latency_ms=Avg("latency_ms"), last=Max("at"))
-                .order_by(*order)[:limit])
-        return [{**row, "last": row["last"].isoformat(), "latency_ms": round(row["latency_ms"] or 0, 1)}
-                for row in rows]
+        rows = (
+            qs.values("query")
+            .annotate(
+                searches=Count("id"),
+                people=Count("user", distinct=True),
+                results=Max("results"),
+                top_score=Max("top_score"),
+                latency_ms=Avg("latency_ms"),
+                last=Max("at"),
+            )
+            .order_by(*order)[:limit]
+        )
+        return [
+            {**row, "last": row["last"].isoformat(), "latency_ms": round(row["latency_ms"] or 0, 1)} for row in rows
+        ]
 
     def recent(qs):
-        return [{"at": e.at.isoformat(), "user": e.user.get_username() if e.user else "local", "face": e.face,
-                 "mode": e.mode, "query": e.query, "results": e.results, "top_score": e.top_score,
-                 "latency_ms": round(e.latency_ms, 1),
-                 "opened": e.opened_uri if e.opened_uri.startswith(SCHEME) else ""}  # a note, never a link elsewhere
-                for e in qs.select_related("user")[:limit]]
+        return [
+            {
+                "at": e.at.isoformat(),
+                "user": e.user.get_username() if e.user else "local",
+                "face": e.face,
+                "mode": e.mode,
+                "query": e.query,
+                "results": e.results,
+                "top_score": e.top_score,
+                "latency_ms": round(e.latency_ms, 1),
+                "opened": e.opened_uri if e.opened_uri.startswith(SCHEME) else "",
+            }  # a note, never a link elsewhere
+            for e in qs.select_related("user")[:limit]
+        ]
 
     return {
-        "days": days, "since": since.isoformat(), "searches": entries.count(),
+        "days": days,
+        "since": since.isoformat(),
+        "searches": entries.count(),
         "everyone": access.is_staff and not access.token_limited,
         "top": grouped(entries, ("-searches", "query")),
         "zero_results": grouped(entries.filter(results=0), ("-searches", "query")),
@@ -84,8 +109,13 @@ def search_log_report(*, access, days: int = 30, limit: int = 10, now=None) -> d
 def search_feedback_rows(entries, limit: int) -> list[dict]:
     """The results rated from these searches, per (query, result): thumbs up and down, the most
     disliked first (what the notes answer badly)."""
-    rows = (SearchFeedback.objects.filter(entry__in=entries, uri__startswith=SCHEME).values("entry__query", "uri")
-            .annotate(up=Count("id", filter=Q(helpful=True)), down=Count("id", filter=Q(helpful=False)), last=Max("at"))
-            .order_by("-down", "up", "entry__query", "uri")[:limit])
-    return [{"query": r["entry__query"], "uri": r["uri"], "up": r["up"], "down": r["down"],
-             "last": r["last"].isoformat()} for r in rows]
+    rows = (
+        SearchFeedback.objects.filter(entry__in=entries, uri__startswith=SCHEME)
+        .values("entry__query", "uri")
+        .annotate(up=Count("id", filter=Q(helpful=True)), down=Count("id", filter=Q(helpful=False)), last=Max("at"))
+        .order_by("-down", "up", "entry__query", "uri")[:limit]
+    )
+    return [
+        {"query": r["entry__query"], "uri": r["uri"], "up": r["up"], "down": r["down"], "last": r["last"].isoformat()}
+        for r in rows
+    ]

@@ -40,8 +40,10 @@ def sections_at(*, places: list[tuple[str, str, int]]) -> list[SectionText | Non
     if not places:
         return found
     with read_connection().cursor() as cursor:
-        cursor.execute(_SECTIONS_AT, [[c for c, _, _ in places], [p for _, p, _ in places],
-                                      [max(1, int(n or 1)) for _, _, n in places]])
+        cursor.execute(
+            _SECTIONS_AT,
+            [[c for c, _, _ in places], [p for _, p, _ in places], [max(1, int(n or 1)) for _, _, n in places]],
+        )
         rows = cursor.fetchall()
     bodies = {content: body for *_, content, body in rows if body is not None}
     for index, first, start, end, content, _ in rows:
@@ -52,6 +54,6 @@ def sections_at(*, places: list[tuple[str, str, int]]) -> list[SectionText | Non
             above = body.rfind("\n#", 0, start) + 1 or (0 if body.startswith("#") else -1)
             if above >= 0:
                 end_of_line = body.find("\n", above, start)
-                heading = body[above:end_of_line if end_of_line >= 0 else start]
+                heading = body[above : end_of_line if end_of_line >= 0 else start]
         found[index - 1] = SectionText(first_line=first, text=text, heading=heading.rstrip("\r"))
     return found

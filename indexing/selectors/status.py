@@ -31,8 +31,15 @@ def index_jobs_running(*, access: Access, limit: int = 10) -> list[dict]:
     """Indexing under way that `access` may see, with its progress line ("converting report.pdf
     (3 of 40 files, 120 of 800 pages)"): for the status report."""
     jobs = jobs_visible_to(access).filter(kind__in=[Job.Kind.INDEX, Job.Kind.UPDATE], state=Job.State.RUNNING)
-    return [{"collection": job.collection.name if job.collection else "", "done": job.done, "total": job.total,
-             "message": job.message} for job in jobs.order_by("-started_at")[:limit]]
+    return [
+        {
+            "collection": job.collection.name if job.collection else "",
+            "done": job.done,
+            "total": job.total,
+            "message": job.message,
+        }
+        for job in jobs.order_by("-started_at")[:limit]
+    ]
 
 
 def index_counts(*, access: Access) -> dict:

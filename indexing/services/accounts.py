@@ -64,8 +64,9 @@ def username_available(*, username: str) -> str:
     return username
 
 
-def user_create(*, username: str, password: str, access: Access, email: str = "", staff: bool = False,
-                superuser: bool = False):
+def user_create(
+    *, username: str, password: str, access: Access, email: str = "", staff: bool = False, superuser: bool = False
+):
     """A new account (`superuser` implies staff); AccountExists when the name is taken."""
     User = get_user_model()
     username = username_available(username=username)
@@ -206,14 +207,17 @@ SUBJECT_MAX = 255  # ExternalIdentity.subject
 def _username_for(signin: ProviderSignIn) -> str:
     """The provider's user name, kept to what a pmd name may hold (the web form's rules), in the
     form Django stores (NFKC): the name compared with existing accounts is the one created."""
-    cleaned = "".join(c for c in unicodedata.normalize("NFKC", signin.username.strip())
-                      if c.isalnum() or c in "@.+-_")[:150]
+    cleaned = "".join(c for c in unicodedata.normalize("NFKC", signin.username.strip()) if c.isalnum() or c in "@.+-_")[
+        :150
+    ]
     return _check_username(cleaned or signin.subject)
 
 
 def _link_hint(username: str, signin: ProviderSignIn) -> str:
-    return (f"an administrator can link it to this sign-in: "
-            f"pmd user link {username} --provider {signin.provider} --subject {signin.subject}")
+    return (
+        f"an administrator can link it to this sign-in: "
+        f"pmd user link {username} --provider {signin.provider} --subject {signin.subject}"
+    )
 
 
 def _account_for(signin: ProviderSignIn):
@@ -223,19 +227,28 @@ def _account_for(signin: ProviderSignIn):
     the person's to edit at the provider). An administrator links it (`identity_link`)."""
     User = get_user_model()
     if len(signin.subject) > SUBJECT_MAX:
-        raise errors.SignInRefused(f"the name {signin.provider} gives for this person is longer than "
-                                   f"{SUBJECT_MAX} characters")
-    link = (ExternalIdentity.objects.select_for_update().select_related("user")
-            .filter(provider=signin.provider, subject=signin.subject).first())
+        raise errors.SignInRefused(
+            f"the name {signin.provider} gives for this person is longer than {SUBJECT_MAX} characters"
+        )
+    link = (
+        ExternalIdentity.objects.select_for_update()
+        .select_related("user")
+        .filter(provider=signin.provider, subject=signin.subject)
+        .first()
+    )
     if link is not None:
         return link.user, link
     username = _username_for(signin)
     if User.objects.filter(**{f"{User.USERNAME_FIELD}__iexact": username}).exists():
-        raise errors.SignInRefused(f"an account named '{username}' already exists and is not linked to this "
-                                   f"person of {signin.provider}; {_link_hint(username, signin)}")
+        raise errors.SignInRefused(
+            f"an account named '{username}' already exists and is not linked to this "
+            f"person of {signin.provider}; {_link_hint(username, signin)}"
+        )
     if not settings.PMD_SIGNIN_CREATE_USERS:
-        raise errors.SignInRefused(f"there is no account linked to this person of {signin.provider} and only "
-                                   f"existing accounts may sign in; {_link_hint(username, signin)}")
+        raise errors.SignInRefused(
+            f"there is no account linked to this person of {signin.provider} and only "
+            f"existing accounts may sign in; {_link_hint(username, signin)}"
+        )
     user = User.objects.create_user(username, email=signin.email or "", password=None)
     audit_record(None, "user.create", username, role=user_role(user), via=signin.provider)
     return user, ExternalIdentity.objects.create(provider=signin.provider, subject=signin.subject, user=user)
@@ -252,13 +265,18 @@ def identity_link(*, username: str, provider: str, subject: str, access: Access)
         raise errors.InvalidAccount(f"the subject must be 1 to {SUBJECT_MAX} characters")
     user = _user(username)
     with transaction.atomic():
-        existing = (ExternalIdentity.objects.select_for_update().select_related("user")
-                    .filter(provider=provider, subject=subject).first())
+        existing = (
+            ExternalIdentity.objects.select_for_update()
+            .select_related("user")
+            .filter(provider=provider, subject=subject)
+            .first()
+        )
         if existing is not None:
             if existing.user_id == user.pk:
                 return existing
-            raise errors.InvalidAccount(f"{provider} {subject!r} already signs in as "
-                                        f"'{existing.user.get_username()}'; delete that link first")
+            raise errors.InvalidAccount(
+                f"{provider} {subject!r} already signs in as '{existing.user.get_username()}'; delete that link first"
+            )
         link = ExternalIdentity.objects.create(provider=provider, subject=subject, user=user)
         audit_record(access, "user.link", user.get_username(), via=provider, subject=subject)
     return link

@@ -13,8 +13,9 @@ def audit_record(access: Access | None, action: str, target: str = "", **detail)
     """Record one change; `access` None is the server itself (a migration, a periodic task)."""
     user = access.user if access is not None and not access.local else None
     label = access.label if access is not None else "pmd"
-    return AuditEvent.objects.create(actor=user, actor_label=label[:200], action=action, target=target[:300],
-                                     detail=detail)
+    return AuditEvent.objects.create(
+        actor=user, actor_label=label[:200], action=action, target=target[:300], detail=detail
+    )
 
 
 def audit_list(*, limit: int = 50, action: str | None = None, target: str | None = None) -> list[AuditEvent]:
@@ -24,4 +25,4 @@ def audit_list(*, limit: int = 50, action: str | None = None, target: str | None
         events = events.filter(action__startswith=action)
     if target:
         events = events.filter(target__icontains=target)
-    return list(events[:max(1, limit)])
+    return list(events[: max(1, limit)])

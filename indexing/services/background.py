@@ -66,8 +66,14 @@ def _task(name: str):
     return _TASKS[name]
 
 
-def embedding_request(*, collections: list[str] | None = None, collection: Collection | None = None,
-                      force: bool = False, created_by=None, no_worker: NoWorker = "thread") -> Job | None:
+def embedding_request(
+    *,
+    collections: list[str] | None = None,
+    collection: Collection | None = None,
+    force: bool = False,
+    created_by=None,
+    no_worker: NoWorker = "thread",
+) -> Job | None:
     """Ask for the embedding of whatever has no vectors yet (in `collections`, default all).
 
     Returns the request's Job (follow it), or None when nothing could take it (see the module
@@ -75,8 +81,9 @@ def embedding_request(*, collections: list[str] | None = None, collection: Colle
     return _embedding(collections, collection, force, created_by, no_worker)[0]
 
 
-def embedding_request_here(*, collections: list[str] | None = None, collection: Collection | None = None,
-                           force: bool = False) -> tuple[Job, bool]:
+def embedding_request_here(
+    *, collections: list[str] | None = None, collection: Collection | None = None, force: bool = False
+) -> tuple[Job, bool]:
     """`embedding_request` for a caller that can do the work itself (`pmd embed`, with its progress
     bar): (job, queued). Not queued means no worker runs: the caller runs `embed_pending(job=job)`."""
     return _embedding(collections, collection, force, None, "caller")
@@ -84,19 +91,33 @@ def embedding_request_here(*, collections: list[str] | None = None, collection: 
 
 def _embedding(collections, collection, force, created_by, no_worker) -> tuple[Job | None, bool]:
     names = collections or ([collection.name] if collection else None)
-    return _start(_task("embed_pending"), Job.Kind.EMBED, {"collections": names, "force": force},
-                  collection=collection, created_by=created_by, no_worker=no_worker)
+    return _start(
+        _task("embed_pending"),
+        Job.Kind.EMBED,
+        {"collections": names, "force": force},
+        collection=collection,
+        created_by=created_by,
+        no_worker=no_worker,
+    )
 
 
 def index_request(*, collection: Collection, created_by=None) -> Job:
     """Ask for a re-scan of one collection (then embedding of what changed); returns its Job."""
-    return _start(_task("collection_index_task"), Job.Kind.INDEX, {"collection_pk": collection.pk},
-                  collection=collection, created_by=created_by, no_worker="thread")[0]
+    return _start(
+        _task("collection_index_task"),
+        Job.Kind.INDEX,
+        {"collection_pk": collection.pk},
+        collection=collection,
+        created_by=created_by,
+        no_worker="thread",
+    )[0]
 
 
-def _start(task, kind: str, kwargs: dict, *, collection: Collection | None, created_by,
-           no_worker: NoWorker) -> tuple[Job | None, bool]:
+def _start(
+    task, kind: str, kwargs: dict, *, collection: Collection | None, created_by, no_worker: NoWorker
+) -> tuple[Job | None, bool]:
     """(the job, whether it was handed to a worker or the broker)."""
+
     def new_job() -> Job:
         return job_create(kind=kind, collection=collection, message="queued", created_by=created_by)
 

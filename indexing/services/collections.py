@@ -14,12 +14,12 @@ from django.db import IntegrityError, transaction
 
 from indexing import errors
 from indexing.access import Access, collection_suggestions, collection_visible, require_write, visible_collections
+from indexing.convert import formats_mask
 from indexing.folders import collection_folder_refusal, is_within
 from indexing.git import GitTimedOut, git_run
-from indexing.language import AUTO, LANGUAGES, LanguageChoice, language_choice, sample_texts
 from indexing.keyword import keyword_index_rebuild
+from indexing.language import AUTO, LANGUAGES, LanguageChoice, language_choice, sample_texts
 from indexing.models import Collection
-from indexing.convert import formats_mask
 from indexing.paths import glob_regex
 from indexing.services.audit import audit_record
 from indexing.services.scanning import collection_files
@@ -28,8 +28,13 @@ LANGUAGE_SAMPLE_LISTED = 2000  # files listed to pick the language sample from (
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
 
 
-def collection_root_check(*, path: str | Path, allowed_roots: list[Path] | None, access: Access | None = None,
-                          moving: Collection | None = None) -> Path:
+def collection_root_check(
+    *,
+    path: str | Path,
+    allowed_roots: list[Path] | None,
+    access: Access | None = None,
+    moving: Collection | None = None,
+) -> Path:
     """The resolved, existing folder if this caller may make it a collection (or move `moving`
     there); CollectionPathRefused if not.
 
@@ -50,10 +55,15 @@ def collection_root_check(*, path: str | Path, allowed_roots: list[Path] | None,
             "the server's administrator sets it to the folders that may hold collections"
         )
     root = Path(os.path.realpath(typed))
-    allowed = "" if roots is None else (
-        f" inside the folders allowed for collections (PMD_COLLECTION_ROOTS: {', '.join(str(r) for r in roots)})")
-    refused = errors.CollectionPathRefused(f"{typed} cannot be a collection: choose an existing folder{allowed} that is "
-                                    "not the folder of a collection you do not see, nor inside or around one")
+    allowed = (
+        ""
+        if roots is None
+        else (f" inside the folders allowed for collections (PMD_COLLECTION_ROOTS: {', '.join(str(r) for r in roots)})")
+    )
+    refused = errors.CollectionPathRefused(
+        f"{typed} cannot be a collection: choose an existing folder{allowed} that is "
+        "not the folder of a collection you do not see, nor inside or around one"
+    )
     if access is not None and _overlaps_hidden_collection([Path(os.path.abspath(typed)), root], access, moving):
         raise refused  # first: nothing below may tell what lies in a hidden collection's folder
     refusal = collection_folder_refusal(root)
@@ -141,9 +151,16 @@ def collection_create(
         raise _name_taken(name, access)
     if access is not None:
         access.forget_collections()  # asked above, before this collection existed
-    collection = Collection(name=name, root_path=str(root), mask=(mask or settings.PMD_DEFAULT_MASK).strip(),
-                            ignore_patterns=list(ignore_patterns or []), title_from=title_from, owner=owner,
-                            visibility=visibility, transclude=bool(transclude))
+    collection = Collection(
+        name=name,
+        root_path=str(root),
+        mask=(mask or settings.PMD_DEFAULT_MASK).strip(),
+        ignore_patterns=list(ignore_patterns or []),
+        title_from=title_from,
+        owner=owner,
+        visibility=visibility,
+        transclude=bool(transclude),
+    )
     choice = _language_choice(collection, language=language, config=text_search_config)
     collection.text_search_config = choice.config
     try:
@@ -161,8 +178,10 @@ def _mask_with_formats(mask: str | None, formats: list[str] | None) -> str | Non
     if not formats:
         return mask
     if mask and mask.strip():
-        raise errors.InvalidGlob("give the files to index as a mask or as formats, not both "
-                          f"(the formats {', '.join(formats)} are the mask {formats_mask(formats)})")
+        raise errors.InvalidGlob(
+            "give the files to index as a mask or as formats, not both "
+            f"(the formats {', '.join(formats)} are the mask {formats_mask(formats)})"
+        )
     return formats_mask(formats)
 
 
@@ -174,11 +193,13 @@ def _language_choice(collection: Collection, *, language: str | None, config: st
         paths = [absolute for _, absolute in islice(collection_files(collection, []), LANGUAGE_SAMPLE_LISTED)]
         sample = sample_texts(paths)
     try:
-        return language_choice(language=language, config=config, sample=sample,
-                               fallback_config=settings.PMD_TEXT_SEARCH_CONFIG)
+        return language_choice(
+            language=language, config=config, sample=sample, fallback_config=settings.PMD_TEXT_SEARCH_CONFIG
+        )
     except ValueError:
-        raise errors.InvalidCollection(f"unknown language '{language}': use auto or one of "
-                              f"{', '.join(c for c in LANGUAGES)}") from None
+        raise errors.InvalidCollection(
+            f"unknown language '{language}': use auto or one of {', '.join(c for c in LANGUAGES)}"
+        ) from None
 
 
 def title_from_for(root: Path, asked: str | None) -> str:
@@ -188,13 +209,16 @@ def title_from_for(root: Path, asked: str | None) -> str:
     if asked:
         asked = asked.strip().lower()
         if asked not in Collection.TitleFrom.values:
-            raise errors.InvalidCollection(f"unknown title source '{asked}': use one of {', '.join(Collection.TitleFrom.values)}")
+            raise errors.InvalidCollection(
+                f"unknown title source '{asked}': use one of {', '.join(Collection.TitleFrom.values)}"
+            )
         return asked
     return Collection.TitleFrom.FILENAME if (root / ".obsidian").is_dir() else Collection.TitleFrom.HEADING
 
 
-def collection_configure(*, name: str, access: Access, transclude: bool | None = None,
-                         title_from: str | None = None) -> Collection:
+def collection_configure(
+    *, name: str, access: Access, transclude: bool | None = None, title_from: str | None = None
+) -> Collection:
     """Change how a collection's notes are read. Transclusion takes effect at once (its keyword
     passages are written again); a new title source at the next scan, which reads every note again."""
     require_write(access)
@@ -224,7 +248,9 @@ def collection_get(name: str) -> Collection:
     try:
         return Collection.objects.get(name=name)
     except Collection.DoesNotExist:
-        raise errors.CollectionNotFound(name=name, suggestions=collection_suggestions(name, Access.local_user())) from None
+        raise errors.CollectionNotFound(
+            name=name, suggestions=collection_suggestions(name, Access.local_user())
+        ) from None
 
 
 def collection_rename(*, name: str, new_name: str, access: Access) -> Collection:
@@ -278,17 +304,35 @@ def collection_git_pull(collection: Collection, *, timeout: float | None = None)
     if probe.returncode != 0 or not probe.stdout.strip():
         return PullResult(collection.name, ran=False, ok=True, output="not a git checkout")
     if os.path.realpath(probe.stdout.strip()) != os.path.realpath(root):
-        return PullResult(collection.name, ran=False, ok=True,
-                          output=f"not pulled: the folder is inside the git checkout {probe.stdout.strip()}, "
-                                 "not its top")
+        return PullResult(
+            collection.name,
+            ran=False,
+            ok=True,
+            output=f"not pulled: the folder is inside the git checkout {probe.stdout.strip()}, not its top",
+        )
     try:
-        result = git_run(root, "pull", "--ff-only", "--no-rebase", "--no-recurse-submodules", "--no-verify",
-                         "--no-edit", "--no-verify-signatures", "--upload-pack=git-upload-pack", timeout=timeout,
-                         text=True)
+        result = git_run(
+            root,
+            "pull",
+            "--ff-only",
+            "--no-rebase",
+            "--no-recurse-submodules",
+            "--no-verify",
+            "--no-edit",
+            "--no-verify-signatures",
+            "--upload-pack=git-upload-pack",
+            timeout=timeout,
+            text=True,
+        )
     except GitTimedOut:
-        return PullResult(collection.name, ran=True, ok=False,
-                          output=f"git pull timed out after {timeout:g}s (PMD_GIT_PULL_TIMEOUT): stopped")
+        return PullResult(
+            collection.name,
+            ran=True,
+            ok=False,
+            output=f"git pull timed out after {timeout:g}s (PMD_GIT_PULL_TIMEOUT): stopped",
+        )
     except (OSError, subprocess.SubprocessError) as exc:
         return PullResult(collection.name, ran=True, ok=False, output=f"git pull could not run: {exc}")
-    return PullResult(collection.name, ran=True, ok=result.returncode == 0,
-                      output=(result.stdout + result.stderr).strip())
+    return PullResult(
+        collection.name, ran=True, ok=result.returncode == 0, output=(result.stdout + result.stderr).strip()
+    )

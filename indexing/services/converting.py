@@ -12,19 +12,21 @@ from indexing.convert import CONVERTER_VERSION, ConversionRefused, Limits
 from indexing.convert.sandbox import Converter, Extracted, SandboxLimits
 from indexing.models import Document, Extraction
 
-
 PROGRESS_SECONDS = 1.0  # a file read for longer reports the page it is on, this often
 
 
 def convert_limits() -> SandboxLimits:
     return SandboxLimits(
-        seconds=float(settings.PMD_CONVERT_SECONDS), memory_mb=settings.PMD_CONVERT_MEMORY_MB,
+        seconds=float(settings.PMD_CONVERT_SECONDS),
+        memory_mb=settings.PMD_CONVERT_MEMORY_MB,
         progress_seconds=PROGRESS_SECONDS,
-        limits=Limits(max_pages=settings.PMD_CONVERT_MAX_PAGES,
-                      max_unzipped_bytes=settings.PMD_CONVERT_MAX_UNZIPPED_BYTES,
-                      max_cells=settings.PMD_CONVERT_MAX_CELLS,
-                      ocr="off" if settings.PMD_OCR.strip().lower() == "off" else "auto",
-                      ocr_languages=settings.PMD_OCR_LANGUAGES),
+        limits=Limits(
+            max_pages=settings.PMD_CONVERT_MAX_PAGES,
+            max_unzipped_bytes=settings.PMD_CONVERT_MAX_UNZIPPED_BYTES,
+            max_cells=settings.PMD_CONVERT_MAX_CELLS,
+            ocr="off" if settings.PMD_OCR.strip().lower() == "off" else "auto",
+            ocr_languages=settings.PMD_OCR_LANGUAGES,
+        ),
     )
 
 
@@ -50,8 +52,12 @@ def file_text_extract(*, data: bytes, fmt: str, converter: Converter | None = No
                     extracted = own.convert(fmt, data)
             else:
                 extracted = converter.convert(fmt, data)
-            stored = Extraction(key=key, text=extracted.text.replace("\x00", "\ufffd"), units=extracted.units,
-                                warnings=extracted.warnings)
+            stored = Extraction(
+                key=key,
+                text=extracted.text.replace("\x00", "\ufffd"),
+                units=extracted.units,
+                warnings=extracted.warnings,
+            )
         except ConversionRefused as exc:
             stored = Extraction(key=key, refused=str(exc))
         stored.seconds = time.perf_counter() - started
@@ -88,4 +94,4 @@ def extractions_prune(*, keys: set[str] | None = None) -> int:
                 break
         return deleted
     keys = sorted(k for k in keys if k)
-    return sum(unused.filter(key__in=keys[i:i + PRUNE_BATCH]).delete()[0] for i in range(0, len(keys), PRUNE_BATCH))
+    return sum(unused.filter(key__in=keys[i : i + PRUNE_BATCH]).delete()[0] for i in range(0, len(keys), PRUNE_BATCH))

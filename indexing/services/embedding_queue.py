@@ -28,17 +28,16 @@ worker process and machine sees it through the database; an advisory lock makes 
 from __future__ import annotations
 
 import logging
-
 from datetime import datetime, timedelta
 
 from django.utils import timezone
 
+from indexing.errors import LLMBackendError
+from indexing.llm import get_backend
 from indexing.locks import EMBEDDING_QUEUE, advisory_lock
 from indexing.models import Job
 from indexing.services.embedding import embed_pending, embedding_config, embedding_waiting
 from indexing.services.jobs import job_create, job_finish, job_release
-from indexing.errors import LLMBackendError
-from indexing.llm import get_backend
 
 logger = logging.getLogger(__name__)
 
@@ -48,8 +47,9 @@ OVERDUE_GRACE_SECONDS = 30  # a check this late lost its message: the periodic t
 MERGED = "merged into the embedding request {job} (an earlier run left it queued)"
 
 
-def embedding_job_run(*, job: Job, collections: list[str] | None = None, force: bool = False,
-                      check: int | None = None) -> dict:
+def embedding_job_run(
+    *, job: Job, collections: list[str] | None = None, force: bool = False, check: int | None = None
+) -> dict:
     """Run one queued embedding request; while the backend is away it waits instead of failing.
 
     `check`: the delivery is the waiting request's check number `check` (a re-queued message, or
@@ -100,8 +100,7 @@ def _wait(job: Job, *, collections: list[str] | None, force: bool, problem: str)
         waiting = embedding_waiting().exclude(pk=job.pk)
         new_outage = not mine and not waiting.exists()
         checker = mine.get("checks") is not None or not waiting.filter(result__waiting__has_key="checks").exists()
-        marker = {"collections": collections, "force": force,
-                  "since": mine.get("since") or timezone.now().isoformat()}
+        marker = {"collections": collections, "force": force, "since": mine.get("since") or timezone.now().isoformat()}
         check_again_in = None
         if checker:  # the one request that is re-queued to check again
             marker["checks"] = mine.get("checks", -1) + 1
@@ -109,7 +108,9 @@ def _wait(job: Job, *, collections: list[str] | None, force: bool, problem: str)
             marker["next_check_at"] = (timezone.now() + timedelta(seconds=check_again_in)).isoformat()
         job_release(job)  # parked: no process works on it until the backend answers
         Job.objects.filter(pk=job.pk).update(
-            state=Job.State.QUEUED, finished_at=None, result={"waiting": marker},
+            state=Job.State.QUEUED,
+            finished_at=None,
+            result={"waiting": marker},
             message=f"waiting for the LLM backend: {problem}"[:5000],
         )
     if new_outage:
@@ -150,12 +151,14 @@ def embedding_jobs_tidy() -> Job | None:
     from indexing.services.embedding import fingerprint_configured, pending_contents, wanted_contents
 
     with advisory_lock(key=EMBEDDING_QUEUE):
-        left = list(Job.objects.filter(kind=Job.Kind.EMBED, state=Job.State.QUEUED, worker_pid__isnull=True)
-                    .order_by("created_at"))
+        left = list(
+            Job.objects.filter(kind=Job.Kind.EMBED, state=Job.State.QUEUED, worker_pid__isnull=True).order_by(
+                "created_at"
+            )
+        )
         forced = [job for job in left if ((job.result or {}).get("waiting") or {}).get("force")]
         fingerprint = fingerprint_configured()
-        pending = (wanted_contents().exists() if fingerprint is None
-                   else pending_contents(fingerprint).exists())
+        pending = wanted_contents().exists() if fingerprint is None else pending_contents(fingerprint).exists()
         if not left and not pending:
             return None
         keep = job_create(kind=Job.Kind.EMBED, message="queued")
@@ -163,8 +166,11 @@ def embedding_jobs_tidy() -> Job | None:
             if job in forced:
                 continue  # `pmd embed -f` asked for more than what is pending: it runs as asked
             Job.objects.filter(pk=job.pk, state=Job.State.QUEUED).update(
-                state=Job.State.DONE, finished_at=timezone.now(), result={"merged_into": str(keep.pk)},
-                message=MERGED.format(job=keep.pk))
+                state=Job.State.DONE,
+                finished_at=timezone.now(),
+                result={"merged_into": str(keep.pk)},
+                message=MERGED.format(job=keep.pk),
+            )
     if left:
         logger.info("%d embedding request(s) left queued by an earlier run merged into one", len(left) - len(forced))
     return keep
@@ -175,8 +181,9 @@ def _resume(job: Job, *, done_by: Job, done_scope: list[str] | None, report: dic
     marker = job.result.get("waiting") or {}
     wanted, force = marker.get("collections"), bool(marker.get("force"))
     if not force and (done_scope is None or (wanted and set(wanted) <= set(done_scope))):
-        job_finish(job, result={**report, "done_by": str(done_by.pk)},
-                   message="embedded once the LLM backend answered again")
+        job_finish(
+            job, result={**report, "done_by": str(done_by.pk)}, message="embedded once the LLM backend answered again"
+        )
         return
     job.refresh_from_db()
     embedding_job_run(job=job, collections=wanted, force=force)

@@ -31,18 +31,19 @@ import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone as dt_timezone
+from datetime import datetime
+from datetime import timezone as dt_timezone
 from typing import Callable, Iterator
 
 from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
+from indexing.git import git_popen, git_run, kill_group
+from indexing.keyword import prepare_text
 from indexing.locks import advisory_lock, collection_lock_key
 from indexing.models import Collection, CollectionHistory, Commit, Content
-from indexing.git import git_popen, git_run, kill_group
 from indexing.paths import Selection
-from indexing.keyword import prepare_text
 
 log = logging.getLogger(__name__)
 
@@ -76,8 +77,15 @@ class HistoryReport:
         return self.added / self.elapsed if self.elapsed else 0.0
 
     def as_dict(self) -> dict:
-        return {"collection": self.collection, "state": self.state, "added": self.added, "removed": self.removed,
-                "commits": self.total, "message": self.message, "elapsed_seconds": round(self.elapsed, 3)}
+        return {
+            "collection": self.collection,
+            "state": self.state,
+            "added": self.added,
+            "removed": self.removed,
+            "commits": self.total,
+            "message": self.message,
+            "elapsed_seconds": round(self.elapsed, 3),
+        }
 
 
 # --- git --------------------------------------------------------------------------------------
@@ -86,8 +94,11 @@ class HistoryReport:
 def _git(root: str, *args: str, stdin: bytes | None = None, check: bool = True) -> subprocess.CompletedProcess:
     result = git_run(root, *args, stdin=stdin, timeout=GIT_TIMEOUT)
     if check and result.returncode != 0:
-        raise GitFailed(_text(result.stderr).strip().splitlines()[-1] if result.stderr.strip() else
-                        f"git {args[0]} failed ({result.returncode})")
+        raise GitFailed(
+            _text(result.stderr).strip().splitlines()[-1]
+            if result.stderr.strip()
+            else f"git {args[0]} failed ({result.returncode})"
+        )
     return result
 
 
@@ -139,9 +150,24 @@ def selected_commits(root: str, repo: Repository, selection: Selection, limit: i
 
     One streaming `git log --name-only`; a commit that changes only other files (`.env`,
     `private/` when ignored) is not read at all."""
-    process = git_popen(root, "-c", "core.quotePath=false", "log", "--format=%x00%H", "--name-only", "-z",
-                        "--no-renames", "--diff-merges=first-parent", "--relative", *_LOG_SAFE, "HEAD",
-                        *repo.pathspec, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    process = git_popen(
+        root,
+        "-c",
+        "core.quotePath=false",
+        "log",
+        "--format=%x00%H",
+        "--name-only",
+        "-z",
+        "--no-renames",
+        "--diff-merges=first-parent",
+        "--relative",
+        *_LOG_SAFE,
+        "HEAD",
+        *repo.pathspec,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     errors: list[bytes] = []
     drain = threading.Thread(target=lambda: errors.append(process.stderr.read()), daemon=True)
     drain.start()
@@ -224,8 +250,9 @@ def _raw_change(line: str) -> dict | None:
     return {"status": status, "path": parts[0], "old_path": ""}
 
 
-def read_commits(root: str, repo: Repository, shas: list[str], *, diff_lines: int,
-                 paths: list[str]) -> Iterator[ReadCommit]:
+def read_commits(
+    root: str, repo: Repository, shas: list[str], *, diff_lines: int, paths: list[str]
+) -> Iterator[ReadCommit]:
     """The commits `shas` with their changes and diff excerpt, limited to `paths` (the files the
     collection indexes, as `selected_commits` found them), read by one streaming `git log`.
 
@@ -235,9 +262,22 @@ def read_commits(root: str, repo: Repository, shas: list[str], *, diff_lines: in
     paths = [p for p in dict.fromkeys(paths) if "\n" not in p and "\r" not in p]  # one path a line
     if not shas or not paths:
         return
-    args = ["--literal-pathspecs", "-c", "core.quotePath=false", "log", "--stdin", "--no-walk=unsorted",
-            f"--format={_LOG_FORMAT}", "--encoding=UTF-8", "--raw", "--no-abbrev", "-M", *_LOG_SAFE,
-            "--diff-merges=first-parent", "--relative"]
+    args = [
+        "--literal-pathspecs",
+        "-c",
+        "core.quotePath=false",
+        "log",
+        "--stdin",
+        "--no-walk=unsorted",
+        f"--format={_LOG_FORMAT}",
+        "--encoding=UTF-8",
+        "--raw",
+        "--no-abbrev",
+        "-M",
+        *_LOG_SAFE,
+        "--diff-merges=first-parent",
+        "--relative",
+    ]
     if diff_lines:
         args.append("-p")
     process = git_popen(root, *args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -295,7 +335,7 @@ def read_commits(root: str, repo: Repository, shas: list[str], *, diff_lines: in
 
 
 def _commit_header(raw: bytes) -> ReadCommit:
-    body = raw[raw.index(_HEADER_START) + 1:raw.rindex(_HEADER_END)]
+    body = raw[raw.index(_HEADER_START) + 1 : raw.rindex(_HEADER_END)]
     parts = body.split(b"\x00")
     parts += [b""] * (6 - len(parts))
     sha, parents, name, email, date, message = (_text(p) for p in parts[:6])
@@ -303,8 +343,14 @@ def _commit_header(raw: bytes) -> ReadCommit:
         when = datetime.fromisoformat(date.strip())
     except ValueError:
         when = datetime.fromtimestamp(0, tz=dt_timezone.utc)
-    return ReadCommit(sha=sha.strip(), parents=parents.split(), author_name=name[:500], author_email=email[:500],
-                      committed_at=when, message=message.strip("\n").replace("\r\n", "\n"))
+    return ReadCommit(
+        sha=sha.strip(),
+        parents=parents.split(),
+        author_name=name[:500],
+        author_email=email[:500],
+        committed_at=when,
+        message=message.strip("\n").replace("\r\n", "\n"),
+    )
 
 
 # --- the stored text ----------------------------------------------------------------------------
@@ -322,17 +368,22 @@ def change_line(change: dict) -> str:
 def diff_excerpt(commit: ReadCommit) -> str:
     text = "\n".join(commit.diff_lines)
     if commit.diff_more:
-        text += (f"\n… {commit.diff_more} more line(s) of diff not shown "
-                 f"(the first {len(commit.diff_lines)} are kept: PMD_HISTORY_DIFF_LINES)")
+        text += (
+            f"\n… {commit.diff_more} more line(s) of diff not shown "
+            f"(the first {len(commit.diff_lines)} are kept: PMD_HISTORY_DIFF_LINES)"
+        )
     return text
 
 
 def commit_text(commit: ReadCommit, diff: str) -> str:
     """What keyword and vector search read for a commit: message, author, date, files, diff."""
-    parts = [commit.message or "(no message)", "",
-             f"Author: {commit.author_name} <{commit.author_email}>",
-             f"Date: {commit.committed_at.isoformat()}",
-             f"Commit: {commit.sha}"]
+    parts = [
+        commit.message or "(no message)",
+        "",
+        f"Author: {commit.author_name} <{commit.author_email}>",
+        f"Date: {commit.committed_at.isoformat()}",
+        f"Commit: {commit.sha}",
+    ]
     if commit.changes:
         parts += ["", "Files:"] + [change_line(c) for c in commit.changes]
     if diff:
@@ -343,15 +394,18 @@ def commit_text(commit: ReadCommit, diff: str) -> str:
 def _settings_key(collection: Collection) -> str:
     """What the stored commits were read under: another mask or ignore pattern reads them again."""
     selection = hashlib.sha256(Selection.of(collection).key().encode()).hexdigest()[:16]
-    return (f"v{FORMAT_VERSION}:diff{settings.PMD_HISTORY_DIFF_LINES}:max{settings.PMD_HISTORY_MAX_COMMITS}"
-            f":files{selection}")
+    return (
+        f"v{FORMAT_VERSION}:diff{settings.PMD_HISTORY_DIFF_LINES}:max{settings.PMD_HISTORY_MAX_COMMITS}"
+        f":files{selection}"
+    )
 
 
 # --- the service --------------------------------------------------------------------------------
 
 
-def history_index(collection: Collection, *, progress: ProgressCallback | None = None,
-                  max_commits: int | None = None) -> HistoryReport:
+def history_index(
+    collection: Collection, *, progress: ProgressCallback | None = None, max_commits: int | None = None
+) -> HistoryReport:
     """Bring a collection's stored commits in line with its repository (see the module docstring).
 
     One indexer per collection at a time (the scan's lock, taken after the scan released it)."""
@@ -359,8 +413,9 @@ def history_index(collection: Collection, *, progress: ProgressCallback | None =
         return _history_index(collection, progress=progress, max_commits=max_commits)
 
 
-def _history_index(collection: Collection, *, progress: ProgressCallback | None,
-                   max_commits: int | None) -> HistoryReport:
+def _history_index(
+    collection: Collection, *, progress: ProgressCallback | None, max_commits: int | None
+) -> HistoryReport:
     started = time.perf_counter()
     report = HistoryReport(collection=collection.name)
     status, _ = CollectionHistory.objects.get_or_create(collection=collection)
@@ -372,14 +427,23 @@ def _history_index(collection: Collection, *, progress: ProgressCallback | None,
     except (GitFailed, OSError, subprocess.SubprocessError) as exc:
         return _stop(status, report, CollectionHistory.State.FAILED, f"git cannot read the folder: {exc}", started)
     if repo is None:
-        why = ("history indexing is off (PMD_HISTORY=false)" if not settings.PMD_HISTORY
-               else "the folder is not inside a git work tree")
+        why = (
+            "history indexing is off (PMD_HISTORY=false)"
+            if not settings.PMD_HISTORY
+            else "the folder is not inside a git work tree"
+        )
         return _stop(status, report, CollectionHistory.State.NOT_REPOSITORY, why, started)
     if not repo.head:
-        return _stop(status, report, CollectionHistory.State.EMPTY, "the repository has no commits yet", started,
-                     repo=repo)
-    if (status.state == CollectionHistory.State.INDEXED and status.head == repo.head and status.settings_key == key
-            and status.repository == repo.top and status.shallow == repo.shallow):
+        return _stop(
+            status, report, CollectionHistory.State.EMPTY, "the repository has no commits yet", started, repo=repo
+        )
+    if (
+        status.state == CollectionHistory.State.INDEXED
+        and status.head == repo.head
+        and status.settings_key == key
+        and status.repository == repo.top
+        and status.shallow == repo.shallow
+    ):
         report.state, report.unchanged, report.total = status.state, True, status.commits
         report.message = status.message
         report.elapsed = time.perf_counter() - started
@@ -402,9 +466,16 @@ def _history_index(collection: Collection, *, progress: ProgressCallback | None,
         # a batch of commits a `git log`, limited to the files they change that the collection
         # indexes: few paths per git, whatever the history's size
         for start in range(0, len(new), BATCH):
-            part = new[start:start + BATCH]
-            batch = list(read_commits(root, repo, [c.sha for c in part], diff_lines=settings.PMD_HISTORY_DIFF_LINES,
-                                      paths=[p for c in part for p in c.paths]))
+            part = new[start : start + BATCH]
+            batch = list(
+                read_commits(
+                    root,
+                    repo,
+                    [c.sha for c in part],
+                    diff_lines=settings.PMD_HISTORY_DIFF_LINES,
+                    paths=[p for c in part for p in c.paths],
+                )
+            )
             if batch:
                 report.content_hashes += _store(collection, batch)
             done += len(batch)
@@ -417,8 +488,15 @@ def _history_index(collection: Collection, *, progress: ProgressCallback | None,
             with connection.cursor() as cursor:  # fresh statistics for the planner after a bulk load
                 cursor.execute("ANALYZE indexing_commit")
     except (GitFailed, OSError, subprocess.SubprocessError) as exc:
-        return _stop(status, report, CollectionHistory.State.FAILED, f"git cannot read the history: {exc}", started,
-                     repo=repo, keep=True)
+        return _stop(
+            status,
+            report,
+            CollectionHistory.State.FAILED,
+            f"git cannot read the history: {exc}",
+            started,
+            repo=repo,
+            keep=True,
+        )
     report.total = Commit.objects.filter(collection=collection).count()
     notes = []
     if repo.shallow:
@@ -428,23 +506,47 @@ def _history_index(collection: Collection, *, progress: ProgressCallback | None,
         notes.append(f"only the newest {limit:,} commits are indexed (PMD_HISTORY_MAX_COMMITS)")
     report.state, report.message = CollectionHistory.State.INDEXED, "; ".join(notes)
     CollectionHistory.objects.filter(pk=status.pk).update(
-        state=report.state, message=report.message, repository=repo.top, branch=repo.branch, head=repo.head,
-        shallow=repo.shallow, capped=capped, settings_key=key, commits=report.total, indexed_at=timezone.now())
+        state=report.state,
+        message=report.message,
+        repository=repo.top,
+        branch=repo.branch,
+        head=repo.head,
+        shallow=repo.shallow,
+        capped=capped,
+        settings_key=key,
+        commits=report.total,
+        indexed_at=timezone.now(),
+    )
     report.elapsed = time.perf_counter() - started
     return report
 
 
-def _stop(status: CollectionHistory, report: HistoryReport, state: str, message: str, started: float, *,
-          repo: Repository | None = None, keep: bool = False) -> HistoryReport:
+def _stop(
+    status: CollectionHistory,
+    report: HistoryReport,
+    state: str,
+    message: str,
+    started: float,
+    *,
+    repo: Repository | None = None,
+    keep: bool = False,
+) -> HistoryReport:
     """Record why the history is not (or no longer) indexed; its commits go unless `keep`."""
     if not keep:
         report.removed += _drop(status.collection, None)
     report.state, report.message = state, message
     report.total = Commit.objects.filter(collection_id=status.collection_id).count()
     CollectionHistory.objects.filter(pk=status.pk).update(
-        state=state, message=message, repository=repo.top if repo else "", branch=repo.branch if repo else "",
-        head="" if not keep else status.head, shallow=bool(repo and repo.shallow), commits=report.total,
-        settings_key="" if not keep else status.settings_key, indexed_at=timezone.now())
+        state=state,
+        message=message,
+        repository=repo.top if repo else "",
+        branch=repo.branch if repo else "",
+        head="" if not keep else status.head,
+        shallow=bool(repo and repo.shallow),
+        commits=report.total,
+        settings_key="" if not keep else status.settings_key,
+        indexed_at=timezone.now(),
+    )
     report.elapsed = time.perf_counter() - started
     return report
 
@@ -462,7 +564,7 @@ def _drop(collection: Collection, shas: set[str] | None) -> int:
         return removed
     wanted = sorted(shas)
     for start in range(0, len(wanted), 5000):
-        part = commits.filter(sha__in=wanted[start:start + 5000])
+        part = commits.filter(sha__in=wanted[start : start + 5000])
         hashes = list(part.values_list("content_id", flat=True))
         with transaction.atomic():
             count, _ = part.delete()
@@ -503,12 +605,23 @@ def _store(collection: Collection, batch: list[ReadCommit]) -> list[str]:
         digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
         contents[digest] = Content(hash=digest, body=text, size=len(text.encode("utf-8", "surrogatepass")))
         paths = list(dict.fromkeys(p for c in commit.changes for p in (c["path"], c.get("old_path")) if p))
-        rows.append(Commit(
-            collection=collection, sha=commit.sha, parents=commit.parents, title=commit.title,
-            message=commit.message, author_name=commit.author_name, author_email=commit.author_email,
-            committed_at=commit.committed_at, changes=commit.changes, paths=paths, diff=diff,
-            diff_truncated=commit.diff_more > 0, content_id=digest,
-        ))
+        rows.append(
+            Commit(
+                collection=collection,
+                sha=commit.sha,
+                parents=commit.parents,
+                title=commit.title,
+                message=commit.message,
+                author_name=commit.author_name,
+                author_email=commit.author_email,
+                committed_at=commit.committed_at,
+                changes=commit.changes,
+                paths=paths,
+                diff=diff,
+                diff_truncated=commit.diff_more > 0,
+                content_id=digest,
+            )
+        )
     config = collection.text_search_config or "simple"
     with transaction.atomic():
         Content.objects.bulk_create(contents.values(), ignore_conflicts=True, batch_size=BATCH)
@@ -517,8 +630,9 @@ def _store(collection: Collection, batch: list[ReadCommit]) -> list[str]:
         for row in created:
             body = row.message.split("\n", 1)[1] if "\n" in row.message else ""
             # paths as written and as words: "on-call/rota.md" is found by "rota" and "on-call"
-            meta = " ".join([row.author_name, row.author_email, *row.paths,
-                             *(re.sub(r"[/._-]+", " ", p) for p in row.paths)])
+            meta = " ".join(
+                [row.author_name, row.author_email, *row.paths, *(re.sub(r"[/._-]+", " ", p) for p in row.paths)]
+            )
             values = (row.id, config, _clean(row.title), _clean(body), _clean(meta), _clean(row.diff))
             for column, value in zip(columns, values):
                 column.append(value)
@@ -532,6 +646,13 @@ def history_status(collection: Collection) -> dict:
     status = CollectionHistory.objects.filter(collection=collection).first()
     if status is None:
         return {"state": "not_indexed", "message": "not read yet: `pmd update`", "commits": 0}
-    return {"state": status.state, "message": status.message, "commits": status.commits, "branch": status.branch,
-            "head": status.head, "shallow": status.shallow, "capped": status.capped,
-            "indexed_at": status.indexed_at.isoformat() if status.indexed_at else None}
+    return {
+        "state": status.state,
+        "message": status.message,
+        "commits": status.commits,
+        "branch": status.branch,
+        "head": status.head,
+        "shallow": status.shallow,
+        "capped": status.capped,
+        "indexed_at": status.indexed_at.isoformat() if status.indexed_at else None,
+    }

@@ -50,8 +50,15 @@ def index_config_effective() -> list[dict]:
         used = str(getattr(settings, name, "") or "")
         given = os.environ.get(name, "").strip()
         source = "environment" if given else ("index" if name in stored else "default")
-        rows.append({"name": name, "value": used, "index": stored.get(name), "source": source,
-                     "mismatch": bool(given and name in stored and given != stored[name])})
+        rows.append(
+            {
+                "name": name,
+                "value": used,
+                "index": stored.get(name),
+                "source": source,
+                "mismatch": bool(given and name in stored and given != stored[name]),
+            }
+        )
     return rows
 
 
@@ -85,15 +92,22 @@ def index_config_set(*, values: dict[str, str], replace_vectors: bool = False, o
         current = before if before is not None else str(getattr(settings, name, "") or "")
         if value != current or before is None:
             change.changed[name] = (before, value)
-    reembed = {name for name in change.changed if name in VECTOR_SETTINGS
-               and change.changed[name][1] != (change.changed[name][0] or str(getattr(settings, name, "") or ""))}
+    reembed = {
+        name
+        for name in change.changed
+        if name in VECTOR_SETTINGS
+        and change.changed[name][1] != (change.changed[name][0] or str(getattr(settings, name, "") or ""))
+    }
     if reembed and Chunk.objects.exists():
         held = ", ".join(f"{fp.model} ({fp.chunks.count()} chunks)" for fp in EmbeddingFingerprint.objects.all())
-        described = ", ".join(f"{n}: {change.changed[n][0] or getattr(settings, n, '')} → {change.changed[n][1]}"
-                              for n in sorted(reembed))
-        change.replaces_vectors = (f"{described}: every note and commit is embedded again, and the vectors of "
-                                   f"{held} are removed once the new "
-                                   "ones cover the index; until then vector search finds only what is done")
+        described = ", ".join(
+            f"{n}: {change.changed[n][0] or getattr(settings, n, '')} → {change.changed[n][1]}" for n in sorted(reembed)
+        )
+        change.replaces_vectors = (
+            f"{described}: every note and commit is embedded again, and the vectors of "
+            f"{held} are removed once the new "
+            "ones cover the index; until then vector search finds only what is done"
+        )
         if not replace_vectors:
             raise ReplacesVectors(change.replaces_vectors)  # each face says how to confirm
     for name, (_, value) in change.changed.items():
@@ -137,9 +151,11 @@ def index_config_apply(*, environ=None) -> list[str]:
         given = str(environ.get(name, "")).strip()
         if given:
             if given != value:
-                warnings.append(f"{name}={given} from this process's environment; the index is configured with "
-                                f"{name}={value} (this process uses {given}; `pmd config set {name} …` changes "
-                                "the index's for every process)")
+                warnings.append(
+                    f"{name}={given} from this process's environment; the index is configured with "
+                    f"{name}={value} (this process uses {given}; `pmd config set {name} …` changes "
+                    "the index's for every process)"
+                )
             continue
         try:
             _use(name, value)

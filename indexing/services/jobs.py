@@ -32,8 +32,9 @@ log = logging.getLogger(__name__)
 WORKER_STOPPED = "worker stopped"
 
 
-def job_create(*, kind: str, collection: Collection | None = None, total: int = 0, message: str = "",
-               created_by=None) -> Job:
+def job_create(
+    *, kind: str, collection: Collection | None = None, total: int = 0, message: str = "", created_by=None
+) -> Job:
     """A queued job; `created_by` is the web/API user who started it (they may follow it)."""
     return Job.objects.create(kind=kind, collection=collection, total=total, message=message, created_by=created_by)
 
@@ -75,8 +76,9 @@ class JobProgress:
         if now - self._last < self.interval and done < total:
             return
         self._last = now
-        Job.objects.filter(pk=self.job.pk).update(done=done, total=total, message=message[:500],
-                                                  heartbeat_at=timezone.now())
+        Job.objects.filter(pk=self.job.pk).update(
+            done=done, total=total, message=message[:500], heartbeat_at=timezone.now()
+        )
 
 
 def job_finish(job: Job, *, result: dict | None = None, message: str = "") -> None:
@@ -117,8 +119,9 @@ def jobs_recover(*, exclude: Job | None = None, embedding_run_held: bool = False
         candidates = candidates.exclude(pk=exclude.pk)
     stale_before = timezone.now() - timedelta(seconds=settings.PMD_JOB_STALE_SECONDS)
     recovered = 0
-    for job in candidates.only("id", "kind", "state", "worker_host", "worker_pid", "heartbeat_at",
-                               "started_at", "created_at"):
+    for job in candidates.only(
+        "id", "kind", "state", "worker_host", "worker_pid", "heartbeat_at", "started_at", "created_at"
+    ):
         why = _gone(job, stale_before)
         if why is None and embedding_run_held and job.kind == Job.Kind.EMBED and job.state == Job.State.RUNNING:
             why = "its process no longer holds the embedding run"
@@ -128,9 +131,9 @@ def jobs_recover(*, exclude: Job | None = None, embedding_run_held: bool = False
         if job.kind == Job.Kind.EMBED:
             message += "; what it had not embedded stays pending and the next embedding run does it"
         # Only if nothing changed meanwhile (it may have finished, or been taken again).
-        recovered += Job.objects.filter(pk=job.pk, state=job.state, worker_pid=job.worker_pid,
-                                        heartbeat_at=job.heartbeat_at).update(
-            state=Job.State.FAILED, finished_at=timezone.now(), message=message)
+        recovered += Job.objects.filter(
+            pk=job.pk, state=job.state, worker_pid=job.worker_pid, heartbeat_at=job.heartbeat_at
+        ).update(state=Job.State.FAILED, finished_at=timezone.now(), message=message)
     if recovered:
         log.warning("%d job(s) whose worker stopped marked failed", recovered)
     return recovered

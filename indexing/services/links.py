@@ -24,9 +24,9 @@ from __future__ import annotations
 import bisect
 import json
 import posixpath
-from urllib.parse import quote
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from urllib.parse import quote
 
 from django.db import connection
 
@@ -45,8 +45,14 @@ FEW_TARGETS = 500  # link texts resolved among the notes they could name; more: 
 FEW_NAMED = 200  # notes whose names changed in one scan for which the links are resolved in part
 
 
-def links_store(links_by_document: Iterable[tuple[int, list[Link]]], *, replace: Iterable[int] = (),
-                names: NoteNames | None = None, paths: dict[int, str] | None = None, links=DocumentLink) -> int:
+def links_store(
+    links_by_document: Iterable[tuple[int, list[Link]]],
+    *,
+    replace: Iterable[int] = (),
+    names: NoteNames | None = None,
+    paths: dict[int, str] | None = None,
+    links=DocumentLink,
+) -> int:
     """Write the links of documents (their ids and parsed links); the old links of `replace` go first.
     With `names` (and the documents' `paths`) each link gets the target they resolve it to, else
     none: `links_resolve` has the last word either way. Returns how many rows were written.
@@ -75,8 +81,19 @@ def links_store(links_by_document: Iterable[tuple[int, list[Link]]], *, replace:
         source_path = paths.get(doc_id) if names is not None and paths else None
         for link in found[:MAX_LINKS_PER_NOTE]:
             target = names.resolve(source_path, link.target, link.kind) if source_path is not None else None
-            for column, value in zip(columns, (doc_id, link.kind, link.target[:1000], link.heading[:500],
-                                               link.shown[:500], link.line, link.context, target)):
+            for column, value in zip(
+                columns,
+                (
+                    doc_id,
+                    link.kind,
+                    link.target[:1000],
+                    link.heading[:500],
+                    link.shown[:500],
+                    link.line,
+                    link.context,
+                    target,
+                ),
+            ):
                 column.append(value)
             written += 1
             if len(columns[0]) >= 5000:
@@ -129,7 +146,8 @@ class NoteNames:
     @classmethod
     def of(cls, collection_id: int, *, documents=Document) -> NoteNames:
         return cls(
-            documents.objects.filter(collection_id=collection_id, active=True).order_by()
+            documents.objects.filter(collection_id=collection_id, active=True)
+            .order_by()
             .values_list("id", "path", "frontmatter__title", "frontmatter__aliases", "frontmatter__alias")
             .iterator(chunk_size=5000)
         )
@@ -162,8 +180,7 @@ class NoteNames:
                 [collection_id, sorted(patterns), sorted(fields)],
             )
             rows = cursor.fetchall()
-        return cls((pk, path, *(None if v is None else json.loads(v) for v in values))
-                   for pk, path, *values in rows)
+        return cls((pk, path, *(None if v is None else json.loads(v) for v in values)) for pk, path, *values in rows)
 
     def _path(self, path: str) -> int | None:
         return self.by_path.get(path) or self.by_path_lower.get(path.lower())
@@ -222,8 +239,9 @@ class LinkScope:
     named: set[int] = field(default_factory=set)
 
 
-def links_resolve(collection: Collection, *, scope: LinkScope | None = None,
-                  names: NoteNames | None = None) -> LinkResolution:
+def links_resolve(
+    collection: Collection, *, scope: LinkScope | None = None, names: NoteNames | None = None
+) -> LinkResolution:
     """Resolve the links of the collection's active notes again (with `scope`, only those the
     change can have moved; `names`: the collection's current names when the caller holds them and
     no name changed); returns how many targets changed and the unresolved links as problems of
@@ -237,7 +255,8 @@ def _name_patterns(named: list[int]) -> list[str]:
     """LIKE patterns (lower case) matching a link text that may name one of these notes."""
     keys: set[str] = set()
     rows = Document.objects.filter(pk__in=named, active=True).values_list(
-        "path", "frontmatter__title", "frontmatter__aliases", "frontmatter__alias")
+        "path", "frontmatter__title", "frontmatter__aliases", "frontmatter__alias"
+    )
     for path, title, alias_list, alias in rows:
         keys.add(_stem(posixpath.basename(path)))
         fm = {k: v for k, v in (("title", title), ("aliases", alias_list), ("alias", alias)) if v is not None}
@@ -289,10 +308,15 @@ def _links_resolve_scoped(collection_id: int, scope: LinkScope, names: NoteNames
 
 def link_problems(collection_id: int) -> list[tuple[str, str]]:
     """The unresolved links of the collection's active notes, as (path, message), in order."""
-    rows = (DocumentLink.objects.filter(source__collection_id=collection_id, source__active=True, target__isnull=True)
-            .order_by("source__path", "line", "id").values_list("source__path", "kind", "target_text", "heading", "line"))
-    return [(path, f"{LINK_PROBLEM_PREFIX}{link_written(kind, text, heading)} on line {line}")
-            for path, kind, text, heading, line in rows]
+    rows = (
+        DocumentLink.objects.filter(source__collection_id=collection_id, source__active=True, target__isnull=True)
+        .order_by("source__path", "line", "id")
+        .values_list("source__path", "kind", "target_text", "heading", "line")
+    )
+    return [
+        (path, f"{LINK_PROBLEM_PREFIX}{link_written(kind, text, heading)} on line {line}")
+        for path, kind, text, heading, line in rows
+    ]
 
 
 def _update_targets(changes: list[tuple[int, int | None]], links) -> None:
@@ -300,7 +324,7 @@ def _update_targets(changes: list[tuple[int, int | None]], links) -> None:
         return
     with connection.cursor() as cursor:
         for start in range(0, len(changes), 10000):
-            part = changes[start:start + 10000]
+            part = changes[start : start + 10000]
             cursor.execute(
                 f"UPDATE {links._meta.db_table} AS l SET target_id = v.target "
                 "FROM unnest(%s::bigint[], %s::bigint[]) AS v(id, target) WHERE l.id = v.id",
@@ -314,9 +338,12 @@ def links_resolve_models(collection_id: int, *, documents=Document, links=Docume
     changes: list[tuple[int, int | None]] = []
     unresolved: list[tuple[str, int, int, str]] = []
     memo: dict[tuple[str, str, bool], int | None] = {}
-    rows = (links.objects.filter(source__collection_id=collection_id, source__active=True).order_by()
-            .values_list("id", "source__path", "kind", "target_text", "heading", "line", "target_id")
-            .iterator(chunk_size=5000))
+    rows = (
+        links.objects.filter(source__collection_id=collection_id, source__active=True)
+        .order_by()
+        .values_list("id", "source__path", "kind", "target_text", "heading", "line", "target_id")
+        .iterator(chunk_size=5000)
+    )
     for pk, source_path, kind, target_text, heading, line, current in rows:
         key = (source_path.rpartition("/")[0], target_text, kind == MARKDOWN)
         if key in memo:

@@ -20,20 +20,29 @@ _OFF = {"", "none", "off", "false", "0", "no"}
 
 def _configured() -> dict[str, str]:
     """The models each role uses (role -> name), the roles switched off left out."""
-    roles = {"embed": settings.PMD_EMBED_MODEL, "generate": settings.PMD_GENERATE_MODEL,
-             "rerank": settings.PMD_RERANK_MODEL}
+    roles = {
+        "embed": settings.PMD_EMBED_MODEL,
+        "generate": settings.PMD_GENERATE_MODEL,
+        "rerank": settings.PMD_RERANK_MODEL,
+    }
     return {role: str(name).strip() for role, name in roles.items() if str(name or "").strip().lower() not in _OFF}
 
 
 def _what_to_do(kind: str) -> str:
     if kind == "ollama":
-        return ("if it runs elsewhere, point the index at it: `pmd config set OLLAMA_URL=http://host:11434`; "
-                "embedding resumes by itself once it answers")
+        return (
+            "if it runs elsewhere, point the index at it: `pmd config set OLLAMA_URL=http://host:11434`; "
+            "embedding resumes by itself once it answers"
+        )
     if kind == "openai":
-        return ("if it runs elsewhere, point the index at it: `pmd config set PMD_OPENAI_BASE_URL=…`; "
-                "embedding resumes by itself once it answers")
-    return ("download the model where the model hub is reachable (`pmd models pull`), or copy its folder here and "
-            "`pmd config set PMD_EMBED_MODEL=/path/to/folder`")
+        return (
+            "if it runs elsewhere, point the index at it: `pmd config set PMD_OPENAI_BASE_URL=…`; "
+            "embedding resumes by itself once it answers"
+        )
+    return (
+        "download the model where the model hub is reachable (`pmd models pull`), or copy its folder here and "
+        "`pmd config set PMD_EMBED_MODEL=/path/to/folder`"
+    )
 
 
 def _hub_problem(timeout: float) -> str | None:
@@ -61,8 +70,16 @@ def model_server_status(*, timeout: float = PROBE_SECONDS) -> dict:
     kind = settings.PMD_LLM_BACKEND
     url = backend_url()
     models = _configured()
-    status: dict = {"ok": True, "backend": kind, "url": url, "reachable": True, "models": {}, "error": None,
-                    "advice": None, "hybrid": None}
+    status: dict = {
+        "ok": True,
+        "backend": kind,
+        "url": url,
+        "reachable": True,
+        "models": {},
+        "error": None,
+        "advice": None,
+        "hybrid": None,
+    }
     try:
         backend = make_backend(kind, url=url, api_key=settings.PMD_OPENAI_API_KEY, timeout=timeout, retries=0)
         if kind == "local":
@@ -70,29 +87,45 @@ def model_server_status(*, timeout: float = PROBE_SECONDS) -> dict:
             present["generate"] = False if "generate" in models else None  # the local backend does not generate
         else:
             names = {normalize_model_name(m.name) if kind == "ollama" else m.name for m in backend.list_models()}
-            present = {role: (normalize_model_name(name) if kind == "ollama" else name) in names
-                       for role, name in models.items()}
+            present = {
+                role: (normalize_model_name(name) if kind == "ollama" else name) in names
+                for role, name in models.items()
+            }
             if settings.PMD_RERANK_URL and "rerank" in models:
                 present["rerank"] = None  # served elsewhere: not this server's to have
     except LLMBackendError as exc:
-        status.update(ok=False, reachable=False, error=str(exc), advice=_what_to_do(kind),
-                      models={role: {"model": name, "present": None} for role, name in models.items()})
+        status.update(
+            ok=False,
+            reachable=False,
+            error=str(exc),
+            advice=_what_to_do(kind),
+            models={role: {"model": name, "present": None} for role, name in models.items()},
+        )
         return status
     status["models"] = {role: {"model": name, "present": present.get(role)} for role, name in models.items()}
     embed = status["models"].get("embed")
     if embed is None:
-        status.update(ok=False, error="no embedding model is configured (PMD_EMBED_MODEL)",
-                      advice="`pmd config set PMD_EMBED_MODEL=…`")
+        status.update(
+            ok=False,
+            error="no embedding model is configured (PMD_EMBED_MODEL)",
+            advice="`pmd config set PMD_EMBED_MODEL=…`",
+        )
     elif embed["present"] is False:
         if kind == "local":
             hub = _hub_problem(timeout)
-            status.update(ok=hub is None, reachable=hub is None,
-                          error=f"model {embed['model']} is not downloaded yet"
-                                + (f" and cannot be: {hub}" if hub else " (it downloads at the first embedding)"),
-                          advice=_what_to_do(kind) if hub else None)
+            status.update(
+                ok=hub is None,
+                reachable=hub is None,
+                error=f"model {embed['model']} is not downloaded yet"
+                + (f" and cannot be: {hub}" if hub else " (it downloads at the first embedding)"),
+                advice=_what_to_do(kind) if hub else None,
+            )
         else:
-            status.update(ok=False, error=str(LLMModelMissing(embed["model"], backend=kind)),
-                          advice="`pmd models pull`" if kind == "ollama" else "load the model in the server")
+            status.update(
+                ok=False,
+                error=str(LLMModelMissing(embed["model"], backend=kind)),
+                advice="`pmd models pull`" if kind == "ollama" else "load the model in the server",
+            )
     status["hybrid"] = hybrid_without(status["models"])
     return status
 
@@ -125,5 +158,6 @@ def model_server_problem(*, timeout: float = PROBE_SECONDS) -> LLMBackendError |
         message = status["error"] + (f"; {status['advice']}" if status["advice"] else "")
         return LLMBackendUnavailable(status["url"], backend=status["backend"], message=message)
     # A model the server lacks: the faces add how to get it (`pmd models pull`).
-    return LLMModelMissing(status["models"].get("embed", {}).get("model", ""), backend=status["backend"],
-                           message=status["error"])
+    return LLMModelMissing(
+        status["models"].get("embed", {}).get("model", ""), backend=status["backend"], message=status["error"]
+    )

@@ -10,7 +10,6 @@ import logging
 import socket
 
 import httpx
-
 from django.conf import settings
 
 from indexing.errors import InvalidSearchInput
@@ -60,10 +59,16 @@ def webhook_post(url: str, payload: dict) -> str | None:
     try:
         given = httpx.URL(url)
         with httpx.Client(timeout=WEBHOOK_TIMEOUT, follow_redirects=False, trust_env=False) as client:
-            answer = client.post(given.copy_with(host=address), content=json.dumps(payload).encode(),
-                                 headers={"Host": given.netloc.decode("ascii"), "Content-Type": "application/json",
-                                          "User-Agent": "pmd digest"},
-                                 extensions={"sni_hostname": given.raw_host.decode("ascii")})
+            answer = client.post(
+                given.copy_with(host=address),
+                content=json.dumps(payload).encode(),
+                headers={
+                    "Host": given.netloc.decode("ascii"),
+                    "Content-Type": "application/json",
+                    "User-Agent": "pmd digest",
+                },
+                extensions={"sni_hostname": given.raw_host.decode("ascii")},
+            )
         if answer.status_code >= 300:
             return f"HTTP {answer.status_code}"
     except Exception as exc:  # noqa: BLE001 - reported to the caller, never raised

@@ -21,12 +21,12 @@ from indexing.access import Access, collection_visible, require_write, visible_c
 from indexing.models import Collection, Job
 from indexing.services.audit import audit_record
 from indexing.services.background import NoWorker, embedding_request, index_request
-from indexing.services.history import HistoryReport, history_index
 from indexing.services.collections import (
     PullResult,
     collection_create,
     collection_git_pull,
 )
+from indexing.services.history import HistoryReport, history_index
 from indexing.services.jobs import JobProgress, job_fail, job_finish, job_start
 from indexing.services.scanning import ProgressCallback, ScanReport, collection_index, nested_collections
 
@@ -50,8 +50,9 @@ class Refreshed:
         return bool((self.report and self.report.changed_document_ids) or (self.history and self.history.added))
 
 
-def _collection_scan(collection: Collection, *, pull: bool, progress: ProgressCallback | None,
-                     job: Job | None = None) -> Refreshed:
+def _collection_scan(
+    collection: Collection, *, pull: bool, progress: ProgressCallback | None, job: Job | None = None
+) -> Refreshed:
     """Scan one collection (after `git pull` with `pull`); with `job`, the scan is recorded in it."""
     pulled = collection_git_pull(collection) if pull else None
     if job is not None:
@@ -64,8 +65,11 @@ def _collection_scan(collection: Collection, *, pull: bool, progress: ProgressCa
             job_fail(job, message=str(exc))
         return Refreshed(collection.name, None, pulled, str(exc))
     if job is not None:
-        job_finish(job, result=report.as_dict(), message=f"{report.added} added, {report.updated} updated, "
-                                                         f"{report.removed} removed, {report.errors} errors")
+        job_finish(
+            job,
+            result=report.as_dict(),
+            message=f"{report.added} added, {report.updated} updated, {report.removed} removed, {report.errors} errors",
+        )
     return Refreshed(collection.name, report, pulled, history=_history(collection, progress))
 
 
@@ -110,10 +114,17 @@ class RefreshResult:
         }
 
 
-def collections_refresh(*, access: Access, names: list[str] | None = None, pull: bool = False,
-                        in_job: bool = False, job: Job | None = None, missing: Literal["error", "skip"] = "error",
-                        progress_for: Callable[[Collection], ProgressCallback | None] | None = None,
-                        no_worker: NoWorker = "queue") -> RefreshResult:
+def collections_refresh(
+    *,
+    access: Access,
+    names: list[str] | None = None,
+    pull: bool = False,
+    in_job: bool = False,
+    job: Job | None = None,
+    missing: Literal["error", "skip"] = "error",
+    progress_for: Callable[[Collection], ProgressCallback | None] | None = None,
+    no_worker: NoWorker = "queue",
+) -> RefreshResult:
     """Refresh collections (all `access` sees by default): scan what changed, then ask once for
     the embedding of it.
 
@@ -127,13 +138,21 @@ def collections_refresh(*, access: Access, names: list[str] | None = None, pull:
         return _refresh(collection_visible(name, access), access=access, in_job=True)
     skipped: list[str] = []
     collections = _collections(names, access, missing, skipped)
-    return _refresh(*collections, access=access, pull=pull, job=job, progress_for=progress_for,
-                    no_worker=no_worker, skipped=skipped)
+    return _refresh(
+        *collections, access=access, pull=pull, job=job, progress_for=progress_for, no_worker=no_worker, skipped=skipped
+    )
 
 
-def _refresh(*collections: Collection, access: Access, in_job: bool = False, pull: bool = False,
-             job: Job | None = None, progress_for=None, no_worker: NoWorker = "queue",
-             skipped: list[str] | None = None) -> RefreshResult:
+def _refresh(
+    *collections: Collection,
+    access: Access,
+    in_job: bool = False,
+    pull: bool = False,
+    job: Job | None = None,
+    progress_for=None,
+    no_worker: NoWorker = "queue",
+    skipped: list[str] | None = None,
+) -> RefreshResult:
     """`collections_refresh` once the collections are known (`collection_add` starts here: a
     collection just added may lie outside what a token names)."""
     if in_job:
@@ -144,8 +163,11 @@ def _refresh(*collections: Collection, access: Access, in_job: bool = False, pul
         close_old_connections()
     result = RefreshResult(skipped=list(skipped or []))
     for collection in collections:
-        result.collections.append(_collection_scan(collection, pull=pull, job=job,
-                                                   progress=progress_for(collection) if progress_for else None))
+        result.collections.append(
+            _collection_scan(
+                collection, pull=pull, job=job, progress=progress_for(collection) if progress_for else None
+            )
+        )
     if result.changed:
         result.embedding = embedding_request(no_worker=no_worker)
     result.seconds = time.perf_counter() - started
@@ -191,13 +213,23 @@ class CollectionAdded:
         return self.refresh.job if self.refresh else None
 
 
-def collection_add(*, path: str | Path, name: str | None = None, mask: str | None = None,
-                   formats: list[str] | None = None,
-                   ignore_patterns: list[str] | None = None, text_search_config: str | None = None,
-                   title_from: str | None = None, language: str | None = None, transclude: bool = False,
-                   allowed_roots: list[Path] | None = None, index: Literal["now", "job", "no"] = "now",
-                   progress: ProgressCallback | None = None, access: Access,
-                   visibility: str = Collection.Visibility.EVERYONE) -> CollectionAdded:
+def collection_add(
+    *,
+    path: str | Path,
+    name: str | None = None,
+    mask: str | None = None,
+    formats: list[str] | None = None,
+    ignore_patterns: list[str] | None = None,
+    text_search_config: str | None = None,
+    title_from: str | None = None,
+    language: str | None = None,
+    transclude: bool = False,
+    allowed_roots: list[Path] | None = None,
+    index: Literal["now", "job", "no"] = "now",
+    progress: ProgressCallback | None = None,
+    access: Access,
+    visibility: str = Collection.Visibility.EVERYONE,
+) -> CollectionAdded:
     """Register a folder as a collection, then index it and ask for its embedding.
 
     `index="now"` scans here (the CLI and `pmd up`, which show the report); `"job"` starts an
@@ -208,15 +240,34 @@ def collection_add(*, path: str | Path, name: str | None = None, mask: str | Non
     The member who adds it (not the local user) owns it: they see it whatever its visibility."""
     require_write(access)
     if visibility not in Collection.Visibility.values:
-        raise errors.InvalidCollection(f"unknown visibility '{visibility}': use one of "
-                              f"{', '.join(Collection.Visibility.values)}")
+        raise errors.InvalidCollection(
+            f"unknown visibility '{visibility}': use one of {', '.join(Collection.Visibility.values)}"
+        )
     owner = None if access.local else access.user
-    collection = collection_create(path=path, name=name, mask=mask, formats=formats, ignore_patterns=ignore_patterns,
-                                   text_search_config=text_search_config, title_from=title_from, language=language,
-                                   transclude=transclude, allowed_roots=allowed_roots,
-                                   owner=owner, visibility=visibility, access=access)
-    audit_record(access, "collection.add", collection.name, path=collection.root_path, visibility=visibility,
-                 language=collection.language_choice.label, text_search_config=collection.text_search_config)
+    collection = collection_create(
+        path=path,
+        name=name,
+        mask=mask,
+        formats=formats,
+        ignore_patterns=ignore_patterns,
+        text_search_config=text_search_config,
+        title_from=title_from,
+        language=language,
+        transclude=transclude,
+        allowed_roots=allowed_roots,
+        owner=owner,
+        visibility=visibility,
+        access=access,
+    )
+    audit_record(
+        access,
+        "collection.add",
+        collection.name,
+        path=collection.root_path,
+        visibility=visibility,
+        language=collection.language_choice.label,
+        text_search_config=collection.text_search_config,
+    )
     added = CollectionAdded(collection, inside=[outer.name for outer in _collections_around(collection)])
     if index != "no":
         added.refresh = _refresh(collection, access=access, in_job=index == "job", progress_for=lambda _: progress)
@@ -227,8 +278,11 @@ def collection_add(*, path: str | Path, name: str | None = None, mask: str | Non
 
 def _collections_around(collection: Collection) -> list[Collection]:
     """The other collections whose folder holds this one's (a nested collection)."""
-    return [outer for outer in Collection.objects.exclude(pk=collection.pk).order_by("name")
-            if collection.name in nested_collections(outer).values()]
+    return [
+        outer
+        for outer in Collection.objects.exclude(pk=collection.pk).order_by("name")
+        if collection.name in nested_collections(outer).values()
+    ]
 
 
 def collection_embed_job(*, name: str, access: Access, force: bool = False) -> Job:

@@ -19,9 +19,7 @@ from indexing.errors import GroupNotFound, InvalidSearchInput, SavedSearchExists
 from indexing.models import SavedSearch
 from indexing.services.notify import webhook_check
 
-
-NAME_RULE = ("a saved search's name is 1 to 100 characters, without '/' or control characters, "
-             "and not '.' or '..'")
+NAME_RULE = "a saved search's name is 1 to 100 characters, without '/' or control characters, and not '.' or '..'"
 
 
 def _owner(access):
@@ -32,8 +30,13 @@ def saved_search_name_check(name: str) -> str:
     """The name as kept (spaces collapsed), or InvalidSearchInput: a name is part of its pages'
     and the API's addresses, so a '/' would make it unreachable there."""
     cleaned = " ".join((name or "").split())
-    if (not cleaned or len(cleaned) > 100 or "/" in cleaned or cleaned in {".", ".."}
-            or any(unicodedata.category(c) == "Cc" for c in cleaned)):
+    if (
+        not cleaned
+        or len(cleaned) > 100
+        or "/" in cleaned
+        or cleaned in {".", ".."}
+        or any(unicodedata.category(c) == "Cc" for c in cleaned)
+    ):
         raise InvalidSearchInput(f"{NAME_RULE}: {cleaned[:100]!r} is not")
     return cleaned
 
@@ -62,9 +65,18 @@ def saved_searches_visible(*, access):
     return SavedSearch.objects.filter(Q(owner=access.user) | Q(group__in=access.user.groups.all())).distinct()
 
 
-def saved_search_add(*, access, name: str, query: str, mode: str = "keyword", filters: dict | None = None,
-                     collections: list[str] | None = None, group: str | None = None, webhook_url: str = "",
-                     email_digest: bool = False) -> SavedSearch:
+def saved_search_add(
+    *,
+    access,
+    name: str,
+    query: str,
+    mode: str = "keyword",
+    filters: dict | None = None,
+    collections: list[str] | None = None,
+    group: str | None = None,
+    webhook_url: str = "",
+    email_digest: bool = False,
+) -> SavedSearch:
     refuse_read_only(access, "saving a search")
     name = saved_search_name_check(name)
     if not (query or "").strip() and not filters:
@@ -73,8 +85,9 @@ def saved_search_add(*, access, name: str, query: str, mode: str = "keyword", fi
     shared = None
     if group:
         shared = Group.objects.filter(name=group).first()
-        if shared is None or (not access.local and not access.is_staff
-                              and not access.user.groups.filter(pk=shared.pk).exists()):
+        if shared is None or (
+            not access.local and not access.is_staff and not access.user.groups.filter(pk=shared.pk).exists()
+        ):
             raise GroupNotFound(f"no group named '{group}' of yours")
     webhook_url = (webhook_url or "").strip()
     if webhook_url:
@@ -82,17 +95,26 @@ def saved_search_add(*, access, name: str, query: str, mode: str = "keyword", fi
     if SavedSearch.objects.filter(owner=owner, name=name).exists():
         raise SavedSearchExists(name=name)
     limit = _token_collection_ids(access)
-    saved = SavedSearch.objects.create(owner=owner, name=name, query=(query or "").strip()[:2000], mode=mode,
-                                       filters=filters or {}, collections=list(collections or []), group=shared,
-                                       webhook_url=webhook_url, email_digest=bool(email_digest),
-                                       scope_limited=limit is not None)
+    saved = SavedSearch.objects.create(
+        owner=owner,
+        name=name,
+        query=(query or "").strip()[:2000],
+        mode=mode,
+        filters=filters or {},
+        collections=list(collections or []),
+        group=shared,
+        webhook_url=webhook_url,
+        email_digest=bool(email_digest),
+        scope_limited=limit is not None,
+    )
     if limit:
         saved.scope_collections.set(limit)
     return saved
 
 
-def saved_search_digest_set(*, access, name: str, webhook_url: str | None = None,
-                            email_digest: bool | None = None) -> SavedSearch:
+def saved_search_digest_set(
+    *, access, name: str, webhook_url: str | None = None, email_digest: bool | None = None
+) -> SavedSearch:
     """Change where a saved search of one's own sends its digest (None: leave as it is; "" or False:
     stop sending there). Only the owner changes it, as with removing it; through a collection-limited
     token, its limit narrows to that token's collections (it never widens)."""

@@ -22,11 +22,12 @@ from django.utils import timezone
 
 from indexing import errors
 from indexing.convert import UNIT_NAMES, ConversionRefused, format_of, is_converted
+from indexing.convert.sandbox import Converter
 from indexing.folders import collection_folder_refusal, pseudo_mount_points
+from indexing.keyword import keyword_index_update  # the BM25 index follows every scan
 from indexing.locks import advisory_lock, collection_lock_key
 from indexing.models import Collection, Content, Document, DocumentLink, FileProblem
 from indexing.paths import Selection
-from indexing.convert.sandbox import Converter
 from indexing.services.converting import convert_limits, extractions_prune, file_text_extract
 from indexing.services.links import (
     FEW_TARGETS,
@@ -39,7 +40,6 @@ from indexing.services.links import (
 from indexing.structure import DATE_MTIME, Link, NoteStructure, frontmatter_names, note_date, note_structure
 from indexing.text import BinaryFile, note_reading, parse_markdown
 from indexing.userinput import unstorable_reason
-from indexing.keyword import keyword_index_update  # the BM25 index follows every scan
 
 ProgressCallback = Callable[[int, int, str], None]
 FLUSH_EVERY = 500
@@ -165,8 +165,14 @@ def collection_files(collection: Collection, issues: list[FileIssue]) -> Iterato
                 if key in walked:
                     first = walked[key]
                     loop = first == "" or rel_dir.startswith(first + "/")
-                    issues.append(FileIssue(rel_dir or ".", "symlink loop: folder already visited, skipped" if loop
-                                            else f"same folder as {first}: skipped"))
+                    issues.append(
+                        FileIssue(
+                            rel_dir or ".",
+                            "symlink loop: folder already visited, skipped"
+                            if loop
+                            else f"same folder as {first}: skipped",
+                        )
+                    )
                     continue
                 walked[key] = rel_dir
                 with os.scandir(real_dir) as listing:
@@ -197,8 +203,9 @@ def collection_files(collection: Collection, issues: list[FileIssue]) -> Iterato
                     elif target in pseudo_mounts:
                         issues.append(FileIssue(rel, "a pseudo file system (like /proc) is mounted here: skipped"))
                     elif target in nested:  # a note is indexed once: by the collection nearest to it
-                        issues.append(FileIssue(rel, f"the folder of collection {nested[target]}: indexed there, "
-                                                     "skipped here"))
+                        issues.append(
+                            FileIssue(rel, f"the folder of collection {nested[target]}: indexed there, skipped here")
+                        )
                     else:
                         (linked if is_link else subdirs).append((rel, target))
                     continue
@@ -315,8 +322,10 @@ class _Scan:
         self.report = ScanReport(collection=collection.name)
         self.files = list(collection_files(collection, self.report.issues))
         self.existing: dict[str, _Known] = {
-            row[1]: _Known(row[0], *row[2:]) for row in Document.objects.filter(collection=collection).values_list(
-                "id", "path", "mtime", "size", "content_id", "active", "date_source", "extraction_key")
+            row[1]: _Known(row[0], *row[2:])
+            for row in Document.objects.filter(collection=collection).values_list(
+                "id", "path", "mtime", "size", "content_id", "active", "date_source", "extraction_key"
+            )
         }
         self.seen: set[str] = set()
         self.batch = _Batch(collection)
@@ -355,8 +364,15 @@ class _Scan:
         for warning in parsed.warnings:
             self.report.issues.append(FileIssue(rel, warning))
         if known and not self.reread and known.content_id == parsed.hash:
-            self.batch.touch(known.pk, rel, st.st_mtime, st.st_size, reactivate=not known.active,
-                             dated_by_mtime=known.date_source == DATE_MTIME, extraction_key=extraction_key)
+            self.batch.touch(
+                known.pk,
+                rel,
+                st.st_mtime,
+                st.st_size,
+                reactivate=not known.active,
+                dated_by_mtime=known.date_source == DATE_MTIME,
+                extraction_key=extraction_key,
+            )
             self._unchanged(known, touched=True)
             return
         self._store(rel, parsed, st, known, extraction_key)
@@ -383,18 +399,22 @@ class _Scan:
                 self.batch.reactivate.append(known.pk)
             self.report.reactivated += 1
 
-    def _read(self, done: int, rel: str, abspath: str, st: os.stat_result,
-              known: _Known | None) -> tuple[bytes, str] | None:
+    def _read(
+        self, done: int, rel: str, abspath: str, st: os.stat_result, known: _Known | None
+    ) -> tuple[bytes, str] | None:
         """The file's text as bytes (converted for PDF, DOCX, …) and its conversion's key; None when
         it is over its size limit, cannot be read or cannot be converted."""
         converted = is_converted(rel)
         file_limit = settings.PMD_CONVERT_MAX_FILE_BYTES if converted else self.limit
         if st.st_size > file_limit:
             self.report.skipped += 1
-            self.report.issues.append(FileIssue(
-                rel, f"{st.st_size:,} bytes is over the {file_limit:,}-byte limit "
-                     f"({'PMD_CONVERT_MAX_FILE_BYTES' if converted else 'PMD_MAX_FILE_BYTES'}): skipped"
-            ))
+            self.report.issues.append(
+                FileIssue(
+                    rel,
+                    f"{st.st_size:,} bytes is over the {file_limit:,}-byte limit "
+                    f"({'PMD_CONVERT_MAX_FILE_BYTES' if converted else 'PMD_MAX_FILE_BYTES'}): skipped",
+                )
+            )
             return None
         try:
             with collection_file_open(self.collection, abspath) as handle:
@@ -429,8 +449,9 @@ class _Scan:
             self.report.issues.append(_unparsable(rel, exc))
             return
         self.report.issues += [FileIssue(rel, warning) for warning in structure.warnings]
-        self.batch.put(known.pk if known else None, rel, parsed, structure, parsed.hash, st.st_mtime, st.st_size,
-                       extraction_key)
+        self.batch.put(
+            known.pk if known else None, rel, parsed, structure, parsed.hash, st.st_mtime, st.st_size, extraction_key
+        )
         if known and not known.active:
             self.batch.link_scope.named.add(known.pk)  # back again: its names with it
         if known:
@@ -447,8 +468,11 @@ class _Scan:
         missing = [known.pk for path, known in self.existing.items() if known.active and path not in self.seen]
         batch.deactivate = missing
         # The conversions of files that changed or went away: deleted below unless another document reads them.
-        unused = {known.extraction_key for path, known in self.existing.items()
-                  if known.extraction_key and (path not in self.seen or path in batch.read_again)}
+        unused = {
+            known.extraction_key
+            for path, known in self.existing.items()
+            if known.extraction_key and (path not in self.seen or path in batch.read_again)
+        }
         report.removed = len(missing)
         transcluding = Collection.objects.filter(pk=collection.pk, transclude=True).exists()  # as stored now
         embedding_missing = _embedders(collection, missing) if transcluding else []  # before their links move
@@ -465,7 +489,7 @@ class _Scan:
 
 
 class _ConvertingProgress:
-    """"converting report.pdf (3 of 40 files, 120 of 800 pages)": the scan's progress while a
+    """ "converting report.pdf (3 of 40 files, 120 of 800 pages)": the scan's progress while a
     long file is converted, from the page progress of the converting child."""
 
     def __init__(self, progress: ProgressCallback | None, total: int):
@@ -480,23 +504,31 @@ class _ConvertingProgress:
     def units(self, read: int, units: int) -> None:
         if self.progress:
             unit = UNIT_NAMES.get(format_of(self.rel), "page")
-            self.progress(self.done, self.total,
-                          f"converting {self.rel} ({self.done} of {self.total} files, {read} of {units} {unit}s)")
+            self.progress(
+                self.done,
+                self.total,
+                f"converting {self.rel} ({self.done} of {self.total} files, {read} of {units} {unit}s)",
+            )
 
 
 def _embedders(collection: Collection, document_ids: list[int]) -> list[int]:
     """Active notes that embed one of `document_ids`: their keyword passages hold its words."""
     if not document_ids:
         return []
-    return list(DocumentLink.objects.filter(source__collection=collection, source__active=True,
-                                            kind=DocumentLink.Kind.EMBED, target_id__in=document_ids)
-                .values_list("source_id", flat=True).distinct())
+    return list(
+        DocumentLink.objects.filter(
+            source__collection=collection, source__active=True, kind=DocumentLink.Kind.EMBED, target_id__in=document_ids
+        )
+        .values_list("source_id", flat=True)
+        .distinct()
+    )
 
 
 def _unparsable(rel: str, exc: Exception) -> FileIssue:
     detail = str(exc).splitlines()[0][:200] if str(exc) else ""
-    return FileIssue(rel, f"could not be read as a note ({type(exc).__name__}{': ' + detail if detail else ''}): "
-                          "skipped", "error")
+    return FileIssue(
+        rel, f"could not be read as a note ({type(exc).__name__}{': ' + detail if detail else ''}): skipped", "error"
+    )
 
 
 class _Batch:
@@ -523,13 +555,31 @@ class _Batch:
     def size(self) -> int:
         return len(self.new_docs) + len(self.changed_docs) + len(self.touched) + len(self.touched_dated)
 
-    def touch(self, pk: int, rel: str, mtime: float, size: int, *, reactivate: bool, dated_by_mtime: bool,
-              extraction_key: str = "") -> None:
+    def touch(
+        self,
+        pk: int,
+        rel: str,
+        mtime: float,
+        size: int,
+        *,
+        reactivate: bool,
+        dated_by_mtime: bool,
+        extraction_key: str = "",
+    ) -> None:
         self.read_again.add(rel)
         if dated_by_mtime:
             when, source = note_date({}, rel, mtime)  # a date in the name wins over the mtime
-            self.touched_dated.append(Document(id=pk, mtime=mtime, size=size, active=True, note_date=when,
-                                               date_source=source, extraction_key=extraction_key))
+            self.touched_dated.append(
+                Document(
+                    id=pk,
+                    mtime=mtime,
+                    size=size,
+                    active=True,
+                    note_date=when,
+                    date_source=source,
+                    extraction_key=extraction_key,
+                )
+            )
         else:
             self.touched.append(Document(id=pk, mtime=mtime, size=size, active=True, extraction_key=extraction_key))
         if reactivate:
@@ -538,11 +588,23 @@ class _Batch:
     def put(self, pk, rel, parsed, structure: NoteStructure, digest, mtime, size, extraction_key: str = "") -> None:
         self.read_again.add(rel)
         if digest not in self.contents:
-            self.contents[digest] = Content(hash=digest, body=parsed.body, size=len(parsed.body.encode("utf-8", "surrogatepass")))
+            self.contents[digest] = Content(
+                hash=digest, body=parsed.body, size=len(parsed.body.encode("utf-8", "surrogatepass"))
+            )
         doc = Document(
-            id=pk, collection=self.collection, path=rel, title=parsed.title, content_id=digest,
-            docid=digest[:6], active=True, mtime=mtime, size=size, frontmatter=parsed.frontmatter,
-            tags=structure.tags, note_date=structure.date, date_source=structure.date_source,
+            id=pk,
+            collection=self.collection,
+            path=rel,
+            title=parsed.title,
+            content_id=digest,
+            docid=digest[:6],
+            active=True,
+            mtime=mtime,
+            size=size,
+            frontmatter=parsed.frontmatter,
+            tags=structure.tags,
+            note_date=structure.date,
+            date_source=structure.date_source,
             extraction_key=extraction_key,
         )
         (self.changed_docs if pk else self.new_docs).append(doc)
@@ -552,9 +614,12 @@ class _Batch:
         """Changed notes: their links are rewritten; those whose title or aliases changed also
         change which links name them."""
         self.link_scope.sources.update(d.id for d in docs)
-        before = {pk: frontmatter_names({k: v for k, v in (("title", t), ("aliases", a), ("alias", al)) if v is not None})
-                  for pk, t, a, al in Document.objects.filter(pk__in=[d.id for d in docs]).values_list(
-                      "pk", "frontmatter__title", "frontmatter__aliases", "frontmatter__alias")}
+        before = {
+            pk: frontmatter_names({k: v for k, v in (("title", t), ("aliases", a), ("alias", al)) if v is not None})
+            for pk, t, a, al in Document.objects.filter(pk__in=[d.id for d in docs]).values_list(
+                "pk", "frontmatter__title", "frontmatter__aliases", "frontmatter__alias"
+            )
+        }
         for doc in docs:
             fm = doc.frontmatter if isinstance(doc.frontmatter, dict) else {}
             now = frontmatter_names({k: fm[k] for k in ("title", "aliases", "alias") if fm.get(k) is not None})
@@ -576,8 +641,12 @@ class _Batch:
                 names = NoteNames.for_targets(self.collection.pk, targets)
             else:
                 names = self.names = NoteNames.of(self.collection.pk)
-        links_store([(doc.id, links) for doc, links in with_links], replace=[d.id for d in self.changed_docs],
-                    names=names, paths={doc.id: doc.path for doc, _ in with_links})
+        links_store(
+            [(doc.id, links) for doc, links in with_links],
+            replace=[d.id for d in self.changed_docs],
+            names=names,
+            paths={doc.id: doc.path for doc, _ in with_links},
+        )
 
     def flush(self, report: ScanReport, *, final: bool = False) -> None:
         now = timezone.now()
@@ -596,18 +665,35 @@ class _Batch:
                     doc.updated_at = now
                 Document.objects.bulk_update(
                     self.changed_docs,
-                    ["title", "content", "docid", "active", "mtime", "size", "frontmatter", "tags", "note_date",
-                     "date_source", "extraction_key", "updated_at"],
+                    [
+                        "title",
+                        "content",
+                        "docid",
+                        "active",
+                        "mtime",
+                        "size",
+                        "frontmatter",
+                        "tags",
+                        "note_date",
+                        "date_source",
+                        "extraction_key",
+                        "updated_at",
+                    ],
                     batch_size=500,
                 )
                 report.changed_document_ids.extend(d.id for d in self.changed_docs)
             if self.links:
                 self._store_links()
             if self.touched:
-                Document.objects.bulk_update(self.touched, ["mtime", "size", "active", "extraction_key"], batch_size=500)
+                Document.objects.bulk_update(
+                    self.touched, ["mtime", "size", "active", "extraction_key"], batch_size=500
+                )
             if self.touched_dated:
-                Document.objects.bulk_update(self.touched_dated, ["mtime", "size", "active", "note_date", "date_source",
-                                                                  "extraction_key"], batch_size=500)
+                Document.objects.bulk_update(
+                    self.touched_dated,
+                    ["mtime", "size", "active", "note_date", "date_source", "extraction_key"],
+                    batch_size=500,
+                )
             if final:
                 if self.reactivate:
                     Document.objects.filter(id__in=self.reactivate).update(active=True, updated_at=now)
@@ -622,17 +708,26 @@ class _Batch:
                     self.link_scope.named.update(self.deactivate)
                     link_issues = links_resolve(self.collection, scope=self.link_scope, names=self.names).problems
                 else:
-                    link_issues = list(FileProblem.objects.filter(
-                        collection=self.collection, message__startswith=LINK_PROBLEM_PREFIX,
-                    ).order_by("path", "id").values_list("path", "message"))
+                    link_issues = list(
+                        FileProblem.objects.filter(
+                            collection=self.collection,
+                            message__startswith=LINK_PROBLEM_PREFIX,
+                        )
+                        .order_by("path", "id")
+                        .values_list("path", "message")
+                    )
                 report.issues += [FileIssue(path, message) for path, message in link_issues]
                 known = set(FileProblem.objects.filter(collection=self.collection).values_list("path", "message"))
                 for issue in report.issues:
                     issue.known = (issue.path, issue.message[:2000]) in known
                 FileProblem.objects.filter(collection=self.collection).delete()
                 FileProblem.objects.bulk_create(
-                    [FileProblem(collection=self.collection, path=i.path, severity=i.severity, message=i.message[:2000])
-                     for i in report.issues],
+                    [
+                        FileProblem(
+                            collection=self.collection, path=i.path, severity=i.severity, message=i.message[:2000]
+                        )
+                        for i in report.issues
+                    ],
                     batch_size=500,
                 )
                 Collection.objects.filter(pk=self.collection.pk).update(last_indexed_at=now)

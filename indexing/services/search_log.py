@@ -23,16 +23,32 @@ PRUNE_EVERY_SECONDS = 3600
 _last_prune = [0.0]
 
 
-def search_log_record(*, access, face: str, mode: str, query: str, results: int, top_score: float | None,
-                      latency_ms: float, corrected_query: str | None = None) -> int | None:
+def search_log_record(
+    *,
+    access,
+    face: str,
+    mode: str,
+    query: str,
+    results: int,
+    top_score: float | None,
+    latency_ms: float,
+    corrected_query: str | None = None,
+) -> int | None:
     """Log one search; its id (for "opened"), or None when the log is off."""
     if not settings.PMD_SEARCH_LOG or not face:
         return None
     user = access.user if access is not None and not access.local and access.user is not None else None
-    fields = dict(user=user if user is not None and user.is_authenticated else None,
-                  token=getattr(access, "token", None), face=face[:10], mode=mode[:10], query=(query or "")[:2000],
-                  results=results, top_score=top_score, latency_ms=latency_ms,
-                  corrected_query=(corrected_query or "")[:2000])
+    fields = dict(
+        user=user if user is not None and user.is_authenticated else None,
+        token=getattr(access, "token", None),
+        face=face[:10],
+        mode=mode[:10],
+        query=(query or "")[:2000],
+        results=results,
+        top_score=top_score,
+        latency_ms=latency_ms,
+        corrected_query=(corrected_query or "")[:2000],
+    )
     entry = _still_typing(fields)
     if entry is not None:
         for name, value in fields.items():
@@ -56,10 +72,19 @@ def _still_typing(fields: dict) -> SearchLogEntry | None:
     one query extends (or backspaces) the other and nothing was opened or rated from it yet."""
     if fields["face"] != "web" or fields["user"] is None:
         return None
-    last = (SearchLogEntry.objects.filter(user=fields["user"], face="web",
-                                          at__gte=timezone.now() - timedelta(seconds=TYPING_SECONDS))
-            .order_by("-at", "-id").first())
-    if last is None or last.mode != fields["mode"] or last.opened_uri or SearchFeedback.objects.filter(entry=last).exists():
+    last = (
+        SearchLogEntry.objects.filter(
+            user=fields["user"], face="web", at__gte=timezone.now() - timedelta(seconds=TYPING_SECONDS)
+        )
+        .order_by("-at", "-id")
+        .first()
+    )
+    if (
+        last is None
+        or last.mode != fields["mode"]
+        or last.opened_uri
+        or SearchFeedback.objects.filter(entry=last).exists()
+    ):
         return None
     before, now = last.query.strip().casefold(), fields["query"].strip().casefold()
     return last if before and now and (now.startswith(before) or before.startswith(now)) else None
@@ -73,11 +98,16 @@ def _note_uri(uri: str, *, access) -> str:
         collection, path = parse_virtual(uri.strip())
     except InvalidPath:
         collection, path = "", ""
-    known = collection and Document.objects.filter(
-        collection__in=visible_collections(access).filter(name=collection), path=path, active=True).exists()
+    known = (
+        collection
+        and Document.objects.filter(
+            collection__in=visible_collections(access).filter(name=collection), path=path, active=True
+        ).exists()
+    )
     if not known:
-        raise DocumentNotFound(f"no note {uri[:300]}" if uri.strip().startswith(SCHEME) else
-                               "a result is a note's pmd://collection/path")
+        raise DocumentNotFound(
+            f"no note {uri[:300]}" if uri.strip().startswith(SCHEME) else "a result is a note's pmd://collection/path"
+        )
     return virtual_path(collection, path)
 
 

@@ -32,8 +32,10 @@ def _groups(names: list[str]) -> list[Group]:
     found = {g.name: g for g in Group.objects.filter(name__in=names)}
     missing = [n for n in names if n not in found]
     if missing:
-        raise errors.GroupNotFound(f"no group named '{missing[0]}'", [g for g in Group.objects.values_list("name", flat=True)
-                                                                 if g.lower() == missing[0].lower()])
+        raise errors.GroupNotFound(
+            f"no group named '{missing[0]}'",
+            [g for g in Group.objects.values_list("name", flat=True) if g.lower() == missing[0].lower()],
+        )
     return [found[n] for n in names]
 
 
@@ -45,8 +47,9 @@ class Sharing:
     groups: list[str]
 
 
-def collection_share(*, name: str, access: Access, visibility: str, users: list[str] | None = None,
-                     groups: list[str] | None = None) -> Sharing:
+def collection_share(
+    *, name: str, access: Access, visibility: str, users: list[str] | None = None, groups: list[str] | None = None
+) -> Sharing:
     """Set who sees a collection. `shared` needs at least one group or person; `everyone` and
     `private` refuse any (a caller who means to drop them passes none), and clear the stored ones."""
     require_write(access, "sharing a collection")
@@ -67,8 +70,9 @@ def collection_share(*, name: str, access: Access, visibility: str, users: list[
         collection.save(update_fields=["visibility", "owner", "updated_at"])
         collection.shared_users.set(chosen_users)
         collection.shared_groups.set(chosen_groups)
-        audit_record(access, "collection.share", collection.name, visibility=visibility,
-                     users=user_names, groups=group_names)
+        audit_record(
+            access, "collection.share", collection.name, visibility=visibility, users=user_names, groups=group_names
+        )
     return Sharing(collection, visibility, user_names, group_names)
 
 
@@ -76,8 +80,10 @@ def collection_share(*, name: str, access: Access, visibility: str, users: list[
 
 
 def group_list() -> list[dict]:
-    return [{"name": g.name, "members": sorted(u.get_username() for u in g.user_set.all())}
-            for g in Group.objects.prefetch_related("user_set").order_by("name")]
+    return [
+        {"name": g.name, "members": sorted(u.get_username() for u in g.user_set.all())}
+        for g in Group.objects.prefetch_related("user_set").order_by("name")
+    ]
 
 
 def group_create(*, name: str, access: Access) -> Group:
@@ -113,6 +119,5 @@ def group_members_change(*, name: str, users: list[str], access: Access, add: bo
     changed = [u for u in people if (u.pk in members) != add]  # only who actually joins or leaves
     if changed:
         (group.user_set.add if add else group.user_set.remove)(*changed)
-        audit_record(access, "group.add" if add else "group.remove", name,
-                     users=[u.get_username() for u in changed])
+        audit_record(access, "group.add" if add else "group.remove", name, users=[u.get_username() for u in changed])
     return group

@@ -34,8 +34,11 @@ def check_token_block(address: str | None) -> None:
     if not _enabled():
         return
     now = timezone.now()
-    blocked_until = (TokenFailure.objects.filter(address=address or "", blocked_until__gt=now)
-                     .values_list("blocked_until", flat=True).first())
+    blocked_until = (
+        TokenFailure.objects.filter(address=address or "", blocked_until__gt=now)
+        .values_list("blocked_until", flat=True)
+        .first()
+    )
     if blocked_until is not None:
         raise TokenThrottled(math.ceil((blocked_until - now).total_seconds()))
 
@@ -63,8 +66,13 @@ def record_token_failure(address: str | None) -> int:
                     THEN %(block_end)s ELSE f.blocked_until END
             RETURNING failures
             """,
-            {"address": address or "", "now": now, "floor": window_floor, "block_end": block_end,
-             "limit": settings.PMD_TOKEN_FAILURE_LIMIT},
+            {
+                "address": address or "",
+                "now": now,
+                "floor": window_floor,
+                "block_end": block_end,
+                "limit": settings.PMD_TOKEN_FAILURE_LIMIT,
+            },
         )
         failures = cursor.fetchone()[0]
         # Forget addresses whose window and block are both over, so the table stays small.
@@ -93,7 +101,10 @@ def ask_rate_check(*, user) -> None:
         return
     now = timezone.now()
     window = now - timedelta(minutes=1)
-    recent = list(Answer.objects.filter(user=user, created_at__gt=window)
-                  .order_by("-created_at").values_list("created_at", flat=True)[:limit])
+    recent = list(
+        Answer.objects.filter(user=user, created_at__gt=window)
+        .order_by("-created_at")
+        .values_list("created_at", flat=True)[:limit]
+    )
     if len(recent) >= limit:
         raise AskThrottled(math.ceil((recent[-1] - window).total_seconds()))

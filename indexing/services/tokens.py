@@ -18,8 +18,8 @@ from django.utils import timezone
 
 from indexing.access import Access, collection_visible
 from indexing.errors import AccessDenied, CollectionNotFound, InvalidToken, TokenNotFound, UserNotFound
-from indexing.services.audit import audit_record
 from indexing.models import ApiToken
+from indexing.services.audit import audit_record
 from indexing.services.throttling import check_token_block, record_token_failure
 
 TOKEN_PREFIX = "pmd_"
@@ -58,8 +58,10 @@ def parse_expiry(text: str | None) -> timedelta | None:
     if unit.isdigit():
         number, unit = text, "d"
     if not number.isdigit() or unit not in _EXPIRY_UNITS or int(number) < 1:
-        raise InvalidToken(f"'{text}' is not an expiry: use a number of minutes, hours, days, weeks or years "
-                         "such as 90m, 12h, 30d, 2w, 1y (or never)")
+        raise InvalidToken(
+            f"'{text}' is not an expiry: use a number of minutes, hours, days, weeks or years "
+            "such as 90m, 12h, 30d, 2w, 1y (or never)"
+        )
     seconds = int(number) * _EXPIRY_UNITS[unit]
     if seconds > 10 * 365 * 86400:
         raise InvalidToken("an expiry is at most 10 years")
@@ -71,8 +73,15 @@ def _may_manage_tokens_of(access: Access, user_id) -> bool:
     return access.is_superuser or (access.active and user_id == getattr(access.user, "pk", None))
 
 
-def token_create(*, user, name: str = "", access: Access, can_write: bool = False,
-                 collections: list[str] | None = None, expires_in: timedelta | str | None = None) -> CreatedToken:
+def token_create(
+    *,
+    user,
+    name: str = "",
+    access: Access,
+    can_write: bool = False,
+    collections: list[str] | None = None,
+    expires_in: timedelta | str | None = None,
+) -> CreatedToken:
     """Make a new token for `user` (a User or a username); the raw value is only in the return.
 
     Read-only unless `can_write`; limited to `collections` when some are named (each must be one
@@ -100,20 +109,34 @@ def token_create(*, user, name: str = "", access: Access, can_write: bool = Fals
         expires_in = parse_expiry(expires_in)
     raw = TOKEN_PREFIX + secrets.token_urlsafe(30)
     with transaction.atomic():
-        token = ApiToken.objects.create(user=owner, name=name.strip()[:100], digest=token_digest(raw),
-                                        prefix=raw[: len(TOKEN_PREFIX) + 6], can_write=bool(can_write),
-                                        expires=timezone.now() + expires_in if expires_in else None)
+        token = ApiToken.objects.create(
+            user=owner,
+            name=name.strip()[:100],
+            digest=token_digest(raw),
+            prefix=raw[: len(TOKEN_PREFIX) + 6],
+            can_write=bool(can_write),
+            expires=timezone.now() + expires_in if expires_in else None,
+        )
         token.collections.set(limited)
-        audit_record(access, "token.create", f"{token.prefix}… of {owner.get_username()}",
-                     name=token.name, write=token.can_write, collections=names,
-                     expires=token.expires.isoformat() if token.expires else None)
+        audit_record(
+            access,
+            "token.create",
+            f"{token.prefix}… of {owner.get_username()}",
+            name=token.name,
+            write=token.can_write,
+            collections=names,
+            expires=token.expires.isoformat() if token.expires else None,
+        )
     return CreatedToken(token=token, raw=raw)
 
 
 def token_scope(token: ApiToken) -> dict:
     """What a token may do, in the words every face shows."""
-    return {"write": token.can_write, "collections": sorted(c.name for c in token.collections.all()),
-            "expires": token.expires.isoformat() if token.expires else None}
+    return {
+        "write": token.can_write,
+        "collections": sorted(c.name for c in token.collections.all()),
+        "expires": token.expires.isoformat() if token.expires else None,
+    }
 
 
 def token_list(*, user=None, include_revoked: bool = False) -> list[ApiToken]:
@@ -166,9 +189,16 @@ def token_authenticate(raw: str | None, *, client_address: str | None = None) ->
         check_token_block(client_address)
     found = None
     if raw.startswith(TOKEN_PREFIX) and len(raw) <= 200:
-        found = (ApiToken.objects.select_related("user")
-                 .filter(Q(expires__isnull=True) | Q(expires__gt=timezone.now()),
-                         digest=token_digest(raw), revoked__isnull=True, user__is_active=True).first())
+        found = (
+            ApiToken.objects.select_related("user")
+            .filter(
+                Q(expires__isnull=True) | Q(expires__gt=timezone.now()),
+                digest=token_digest(raw),
+                revoked__isnull=True,
+                user__is_active=True,
+            )
+            .first()
+        )
     if found is None:
         if client_address is not None:
             record_token_failure(client_address)

@@ -45,8 +45,7 @@ from indexing.services.sharing import collection_share
 from pmd_site.admin.base import StaffAdmin, SuperuserOnlyAdmin, admin_access
 
 # Which field of the form a service error concerns, by its code (absent: the form as a whole).
-_FIELD_FOR_CODE = {"collection_path_refused": "root_path", "collection_exists": "name",
-                   "invalid_sharing": "visibility"}
+_FIELD_FOR_CODE = {"collection_path_refused": "root_path", "collection_exists": "name", "invalid_sharing": "visibility"}
 _SHARING_FIELDS = {"visibility", "shared_users", "shared_groups"}
 
 
@@ -71,18 +70,22 @@ class CollectionAdminForm(forms.ModelForm):
         if "title_from" in self.fields:  # left empty when adding: chosen by the folder (an Obsidian vault: file names)
             self.fields["title_from"].required = False
             if not self.instance.pk:
-                self.fields["title_from"].choices = [("", "automatic: the file name in an Obsidian vault, else headings"),
-                                                     *Collection.TitleFrom.choices]
+                self.fields["title_from"].choices = [
+                    ("", "automatic: the file name in an Obsidian vault, else headings"),
+                    *Collection.TitleFrom.choices,
+                ]
                 self.initial["title_from"] = ""
         if not self.instance.pk and "text_search_config" in self.fields:  # adding: the language chooses it
             self.fields["text_search_config"].required = False
             self.initial["text_search_config"] = ""
 
     language = forms.ChoiceField(
-        required=False, label="Language",
-        choices=[("", "automatic: detected from the notes")] + [(code, name) for code, (name, _) in LANGUAGES.items()
-                                                                 if code != "mixed"],
-        help_text="for stemming and stop words in keyword search; a text search configuration, if given, wins")
+        required=False,
+        label="Language",
+        choices=[("", "automatic: detected from the notes")]
+        + [(code, name) for code, (name, _) in LANGUAGES.items() if code != "mixed"],
+        help_text="for stemming and stop words in keyword search; a text search configuration, if given, wins",
+    )
 
     def clean_title_from(self):
         return self.cleaned_data.get("title_from") or (self.instance.title_from if self.instance.pk else "")
@@ -94,16 +97,21 @@ class CollectionAdminForm(forms.ModelForm):
         if value == self.instance.root_path:
             return value  # unchanged: a folder added from the CLI stays editable (the scanner has its own check)
         try:  # the rules of adding one: a move over a hidden collection's folder would show it too
-            root = collection_root_check(path=value, allowed_roots=settings.PMD_COLLECTION_ROOTS,
-                                         access=self.access, moving=self.instance)
+            root = collection_root_check(
+                path=value, allowed_roots=settings.PMD_COLLECTION_ROOTS, access=self.access, moving=self.instance
+            )
         except InvalidCollection as exc:
             raise forms.ValidationError(exc.message) from None
         return str(root)
 
     def _share(self, name: str, cleaned: dict):
-        return collection_share(name=name, access=self.access, visibility=cleaned["visibility"],
-                                users=[u.get_username() for u in cleaned.get("shared_users") or ()],
-                                groups=[g.name for g in cleaned.get("shared_groups") or ()])
+        return collection_share(
+            name=name,
+            access=self.access,
+            visibility=cleaned["visibility"],
+            users=[u.get_username() for u in cleaned.get("shared_users") or ()],
+            groups=[g.name for g in cleaned.get("shared_groups") or ()],
+        )
 
     def clean(self):
         """Adding: register the collection (and share it) through the services, so their refusals
@@ -118,15 +126,24 @@ class CollectionAdminForm(forms.ModelForm):
         try:
             with transaction.atomic():
                 added = collection_add(
-                    path=cleaned["root_path"], name=cleaned["name"], mask=cleaned.get("mask") or None,
+                    path=cleaned["root_path"],
+                    name=cleaned["name"],
+                    mask=cleaned.get("mask") or None,
                     ignore_patterns=cleaned.get("ignore_patterns") or None,
                     text_search_config=cleaned.get("text_search_config") or None,
                     language=cleaned.get("language") or None,
-                    title_from=cleaned.get("title_from") or None, transclude=bool(cleaned.get("transclude")),
-                    allowed_roots=settings.PMD_COLLECTION_ROOTS, index="no", access=self.access,
+                    title_from=cleaned.get("title_from") or None,
+                    transclude=bool(cleaned.get("transclude")),
+                    allowed_roots=settings.PMD_COLLECTION_ROOTS,
+                    index="no",
+                    access=self.access,
                     visibility=visibility,
                 )
-                if visibility == Collection.Visibility.SHARED or cleaned.get("shared_users") or cleaned.get("shared_groups"):
+                if (
+                    visibility == Collection.Visibility.SHARED
+                    or cleaned.get("shared_users")
+                    or cleaned.get("shared_groups")
+                ):
                     self._share(added.collection.name, cleaned)
                     added.collection.refresh_from_db()
         except PmdError as exc:
@@ -169,10 +186,28 @@ class CollectionAdmin(StaffAdmin):
     readonly_fields = ("owner", "created_at", "updated_at", "last_indexed_at", "reading")
     filter_horizontal = ("shared_users", "shared_groups")
     fieldsets = (
-        (None, {"fields": ("name", "root_path", "mask", "ignore_patterns", "text_search_config", "title_from", "transclude")}),
-        ("Who sees it", {"fields": ("visibility", "owner", "shared_users", "shared_groups"),
-                         "description": "Everyone signed in, the chosen groups and people, or only its owner "
-                                        "(superusers see every collection)."}),
+        (
+            None,
+            {
+                "fields": (
+                    "name",
+                    "root_path",
+                    "mask",
+                    "ignore_patterns",
+                    "text_search_config",
+                    "title_from",
+                    "transclude",
+                )
+            },
+        ),
+        (
+            "Who sees it",
+            {
+                "fields": ("visibility", "owner", "shared_users", "shared_groups"),
+                "description": "Everyone signed in, the chosen groups and people, or only its owner "
+                "(superusers see every collection).",
+            },
+        ),
         ("Dates", {"fields": ("created_at", "updated_at", "last_indexed_at")}),
     )
     actions = ["reindex", "embed"]
@@ -188,9 +223,7 @@ class CollectionAdmin(StaffAdmin):
         return rows.filter(pk__in=collections.values("pk"))
 
     def get_queryset(self, request):
-        return super().get_queryset(request).annotate(
-            n_active=Count("documents", filter=Q(documents__active=True))
-        )
+        return super().get_queryset(request).annotate(n_active=Count("documents", filter=Q(documents__active=True)))
 
     def save_model(self, request, obj, form, change):
         if change:
@@ -229,7 +262,9 @@ class CollectionAdmin(StaffAdmin):
     @admin.action(description="Embed selected collections")
     def embed(self, request, queryset):
         embedding_request(collections=[c.name for c in queryset], created_by=request.user)
-        self.message_user(request, f"embedding started for {queryset.count()} collection(s); see Jobs", messages.SUCCESS)
+        self.message_user(
+            request, f"embedding started for {queryset.count()} collection(s); see Jobs", messages.SUCCESS
+        )
 
 
 @admin.register(PathContext)
@@ -243,8 +278,9 @@ class PathContextAdmin(StaffAdmin):
 
     def save_model(self, request, obj, form, change):
         super().save_model(request, obj, form, change)
-        audit_record(admin_access(request), "context.change" if change else "context.add", obj.target,
-                     text=obj.text[:500])
+        audit_record(
+            admin_access(request), "context.change" if change else "context.add", obj.target, text=obj.text[:500]
+        )
 
     def delete_model(self, request, obj):
         target = obj.target
@@ -263,8 +299,20 @@ class DocumentAdmin(StaffAdmin):
     list_filter = (("collection", admin.RelatedOnlyFieldListFilter), "active")
     search_fields = ("=docid", "path", "title")
     list_select_related = ("collection",)
-    readonly_fields = ("collection", "path", "title", "docid", "content_link", "active", "mtime", "size",
-                       "frontmatter", "created_at", "updated_at", "body")
+    readonly_fields = (
+        "collection",
+        "path",
+        "title",
+        "docid",
+        "content_link",
+        "active",
+        "mtime",
+        "size",
+        "frontmatter",
+        "created_at",
+        "updated_at",
+        "body",
+    )
     exclude = ("content",)
     show_full_result_count = False
 
@@ -284,7 +332,9 @@ class DocumentAdmin(StaffAdmin):
 
     @admin.display(description="body")
     def body(self, obj):
-        return format_html('<pre style="white-space:pre-wrap;max-height:40rem;overflow:auto">{}</pre>', obj.content.body)
+        return format_html(
+            '<pre style="white-space:pre-wrap;max-height:40rem;overflow:auto">{}</pre>', obj.content.body
+        )
 
 
 @admin.register(Job)
@@ -295,6 +345,7 @@ class JobAdmin(StaffAdmin):
 
     class Media:
         css = {"all": ("pmd/admin.css",)}  # the Message column keeps a readable width
+
     readonly_fields = [f.name for f in Job._meta.fields]
 
     def visible_rows(self, rows, collections, request):

@@ -10,10 +10,10 @@ from django.db.models import Count, Q
 from django.utils import timezone
 
 from indexing.access import visible_collections
-from pmd_site.admin.base import StaffAdmin, admin_access
 from indexing.errors import PmdError
-from indexing.services.tokens import token_create, token_revoke
 from indexing.models import ApiToken
+from indexing.services.tokens import token_create, token_revoke
+from pmd_site.admin.base import StaffAdmin, admin_access
 
 # Which field of the form a service error concerns, by its code (absent: the form as a whole).
 _FIELD_FOR_CODE = {"collection_not_found": "collections"}
@@ -42,7 +42,9 @@ class ApiTokenAdminForm(forms.ModelForm):
         expires = cleaned.get("expires")
         try:
             self.created = token_create(
-                user=cleaned["user"], name=cleaned.get("name") or "", access=self.access,
+                user=cleaned["user"],
+                name=cleaned.get("name") or "",
+                access=self.access,
                 can_write=cleaned.get("can_write", False),
                 collections=[c.name for c in cleaned.get("collections") or ()],
                 expires_in=expires - timezone.now() if expires else None,
@@ -92,10 +94,15 @@ class ApiTokenAdmin(StaffAdmin):
     def get_queryset(self, request):
         # The names of a token's collections that the viewer sees (the others are only counted).
         seen = visible_collections(admin_access(request)).values("pk")
-        return super().get_queryset(request).annotate(
-            n_collections=Count("collections", distinct=True),
-            seen_collections=ArrayAgg("collections__name", filter=Q(collections__in=seen), distinct=True,
-                                      default=[]),
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(
+                n_collections=Count("collections", distinct=True),
+                seen_collections=ArrayAgg(
+                    "collections__name", filter=Q(collections__in=seen), distinct=True, default=[]
+                ),
+            )
         )
 
     @admin.display(description="collections")

@@ -52,8 +52,9 @@ def _methods_checked(api: NinjaAPI, url: URLPattern) -> URLPattern:
         response = view(request, *args, **kwargs)
         if response.status_code != 405 or response.get("Content-Type", "").startswith("application/json"):
             return response
-        answer = api.on_exception(request, HttpError(405, f"{request.method} is not allowed here: "
-                                                          f"use {response['Allow']}"))
+        answer = api.on_exception(
+            request, HttpError(405, f"{request.method} is not allowed here: use {response['Allow']}")
+        )
         answer["Allow"] = response["Allow"]
         return answer
 

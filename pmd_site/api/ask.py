@@ -19,21 +19,28 @@ class AskIn(Schema):
     question: str = Field(min_length=1, max_length=2000, description="the question; filters such as tag:db too")
     collections: list[str] = Field(default_factory=list, description="ask only these collections")
     filters: FiltersIn | None = None
-    conversation: str | None = Field(None, max_length=64, description="a follow-up: the previous answer's "
-                                     "conversation")
+    conversation: str | None = Field(None, max_length=64, description="a follow-up: the previous answer's conversation")
     budget: int | None = Field(None, ge=200, le=200_000, description="tokens of passages (PMD_ANSWER_BUDGET)")
     stream: bool = Field(False, description="send server-sent events as the answer is written")
 
 
 def ask_request_from(data: AskIn, *, access) -> AskRequest:
     given = data.filters.dict(exclude_none=True) if data.filters is not None else None
-    return AskRequest(question=data.question, access=access, collections=list(data.collections),
-                      filters=SearchFilters.from_dict(given), conversation=data.conversation, budget=data.budget)
+    return AskRequest(
+        question=data.question,
+        access=access,
+        collections=list(data.collections),
+        filters=SearchFilters.from_dict(given),
+        conversation=data.conversation,
+        budget=data.budget,
+    )
 
 
-@router.post("/ask", response={200: AskOut, 401: ErrorOut, 404: ErrorOut, 422: ErrorOut, 429: ErrorOut,
-                               503: ErrorOut},
-             summary="Answer a question from the notes, citing them (stream: server-sent events)")
+@router.post(
+    "/ask",
+    response={200: AskOut, 401: ErrorOut, 404: ErrorOut, 422: ErrorOut, 429: ErrorOut, 503: ErrorOut},
+    summary="Answer a question from the notes, citing them (stream: server-sent events)",
+)
 def ask_post(request, body: AskIn):
     ask = ask_request_from(body, access=request.auth)
     if not body.stream:
@@ -49,7 +56,10 @@ def answers_get(request):
     return [answer_from_record(a).as_dict() for a in answers_recent(access=request.auth)]
 
 
-@router.delete("/answers/{conversation}", response={200: dict, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut},
-               summary="Delete one of your conversations")
+@router.delete(
+    "/answers/{conversation}",
+    response={200: dict, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut},
+    summary="Delete one of your conversations",
+)
 def conversation_delete_view(request, conversation: str):
     return {"deleted": conversation_delete(access=request.auth, conversation=conversation)}

@@ -13,8 +13,8 @@ from ninja.security import HttpBearer
 from ninja.security.apikey import APIKeyCookie
 
 from indexing.access import Access
-from pmd_site.security import client_address
 from indexing.services.tokens import token_access
+from pmd_site.security import client_address
 
 
 class TokenAuth(HttpBearer):

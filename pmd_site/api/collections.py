@@ -22,7 +22,9 @@ class CollectionOut(Schema):
     uri: str
     path: str | None = Field(None, description="the folder on the server (staff only)")
     mask: str
-    title_from: str = Field(..., description="heading (frontmatter title, first level-1 heading, file name) or filename")
+    title_from: str = Field(
+        ..., description="heading (frontmatter title, first level-1 heading, file name) or filename"
+    )
     transclude: bool = Field(False, description="a note is found by the words of the notes and sections it embeds")
     language: str = Field("", description="language of its notes (stemming and stop words)")
     text_search_config: str = Field("", description="PostgreSQL text search configuration it uses")
@@ -39,14 +41,24 @@ class CollectionOut(Schema):
 def _collection_row(row, *, staff: bool) -> dict:
     """Where a collection lives and whom it is shared with are for staff: members see its name and counts."""
     row = row.as_dict()
-    return {"name": row["name"], "uri": f"pmd://{row['name']}/", "path": row["path"] if staff else None,
-            "mask": row["mask"], "title_from": row["title_from"], "transclude": row["transclude"],
-            "language": row["language"],
-            "text_search_config": row["text_search_config"],
-            "documents": row["documents"], "inactive": row["inactive"], "problems": row["problems"],
-            "last_indexed_at": row["last_indexed_at"].isoformat() if row["last_indexed_at"] else None,
-            "visibility": row["visibility"], "owner": row["owner"],
-            "shared_users": row["shared_users"] if staff else [], "shared_groups": row["shared_groups"] if staff else []}
+    return {
+        "name": row["name"],
+        "uri": f"pmd://{row['name']}/",
+        "path": row["path"] if staff else None,
+        "mask": row["mask"],
+        "title_from": row["title_from"],
+        "transclude": row["transclude"],
+        "language": row["language"],
+        "text_search_config": row["text_search_config"],
+        "documents": row["documents"],
+        "inactive": row["inactive"],
+        "problems": row["problems"],
+        "last_indexed_at": row["last_indexed_at"].isoformat() if row["last_indexed_at"] else None,
+        "visibility": row["visibility"],
+        "owner": row["owner"],
+        "shared_users": row["shared_users"] if staff else [],
+        "shared_groups": row["shared_groups"] if staff else [],
+    }
 
 
 def _collection_overview(request, name: str) -> dict:
@@ -65,17 +77,23 @@ class CollectionIn(Schema):
     path: str = Field(..., min_length=1, max_length=4096, description="folder on the server")
     name: str | None = Field(None, max_length=200)
     mask: str | None = Field(None, max_length=500)
-    formats: list[str] = Field([], description="formats to read besides markdown, instead of a mask: pdf, docx, "
-                                               "pptx, xlsx, html, epub, text")
+    formats: list[str] = Field(
+        [], description="formats to read besides markdown, instead of a mask: pdf, docx, pptx, xlsx, html, epub, text"
+    )
     ignore: list[str] = []
-    language: str | None = Field(None, max_length=63, description="auto (default: detected from the notes), "
-                                                                    "a code such as de, or none")
-    config: str | None = Field(None, max_length=63, description="expert form of language: a PostgreSQL text "
-                                                                  "search configuration")
+    language: str | None = Field(
+        None, max_length=63, description="auto (default: detected from the notes), a code such as de, or none"
+    )
+    config: str | None = Field(
+        None, max_length=63, description="expert form of language: a PostgreSQL text search configuration"
+    )
     index: bool = Field(True, description="index it right away (a job)")
     visibility: str = Field("everyone", description="everyone, shared or private (share it afterwards)")
-    title_from: str | None = Field(None, description="heading or filename; default: filename for an Obsidian "
-                                                     "vault (a folder holding .obsidian/), else heading")
+    title_from: str | None = Field(
+        None,
+        description="heading or filename; default: filename for an Obsidian "
+        "vault (a folder holding .obsidian/), else heading",
+    )
     transclude: bool = Field(False, description="find a note by the words of the notes and sections it embeds")
 
 
@@ -89,16 +107,34 @@ def _started(job) -> dict:
     return job_row(job)
 
 
-@router.post("", response={201: CollectionCreatedOut, 400: ErrorOut, 403: ErrorOut, 409: ErrorOut},
-             summary="Add a folder as a collection (staff)")
+@router.post(
+    "",
+    response={201: CollectionCreatedOut, 400: ErrorOut, 403: ErrorOut, 409: ErrorOut},
+    summary="Add a folder as a collection (staff)",
+)
 def collection_add(request, body: CollectionIn):
-    added = add_collection(path=body.path, name=body.name, mask=body.mask, formats=body.formats, ignore_patterns=body.ignore,
-                           language=body.language, text_search_config=body.config,
-                           allowed_roots=settings.PMD_COLLECTION_ROOTS, index="job" if body.index else "no",
-                           access=request.auth, visibility=body.visibility, title_from=body.title_from,
-                           transclude=body.transclude)
-    return Status(201, {"collection": _collection_overview(request, added.collection.name),
-                        "job": _started(added.job) if added.job else None})
+    added = add_collection(
+        path=body.path,
+        name=body.name,
+        mask=body.mask,
+        formats=body.formats,
+        ignore_patterns=body.ignore,
+        language=body.language,
+        text_search_config=body.config,
+        allowed_roots=settings.PMD_COLLECTION_ROOTS,
+        index="job" if body.index else "no",
+        access=request.auth,
+        visibility=body.visibility,
+        title_from=body.title_from,
+        transclude=body.transclude,
+    )
+    return Status(
+        201,
+        {
+            "collection": _collection_overview(request, added.collection.name),
+            "job": _started(added.job) if added.job else None,
+        },
+    )
 
 
 @router.get("/{name}", response={200: CollectionOut, 404: ErrorOut})
@@ -112,12 +148,16 @@ class CollectionPatch(Schema):
     title_from: str | None = Field(None, description="heading or filename (read again at the next re-index)")
 
 
-@router.patch("/{name}", response={200: CollectionOut, 400: ErrorOut, 403: ErrorOut, 404: ErrorOut, 409: ErrorOut},
-              summary="Rename a collection or change how its notes are read (staff)")
+@router.patch(
+    "/{name}",
+    response={200: CollectionOut, 400: ErrorOut, 403: ErrorOut, 404: ErrorOut, 409: ErrorOut},
+    summary="Rename a collection or change how its notes are read (staff)",
+)
 def collection_rename(request, name: str, body: CollectionPatch):
     if body.transclude is not None or body.title_from is not None:
-        name = collection_configure(name=name, access=request.auth, transclude=body.transclude,
-                                    title_from=body.title_from).name
+        name = collection_configure(
+            name=name, access=request.auth, transclude=body.transclude, title_from=body.title_from
+        ).name
     if body.name is not None:
         name = rename(name=name, new_name=body.name, access=request.auth).name
     return _collection_overview(request, name)
@@ -129,11 +169,15 @@ class ShareIn(Schema):
     groups: list[str] = Field(default_factory=list)
 
 
-@router.put("/{name}/sharing", response={200: CollectionOut, 400: ErrorOut, 403: ErrorOut, 404: ErrorOut},
-            summary="Set who sees a collection (staff, write scope)")
+@router.put(
+    "/{name}/sharing",
+    response={200: CollectionOut, 400: ErrorOut, 403: ErrorOut, 404: ErrorOut},
+    summary="Set who sees a collection (staff, write scope)",
+)
 def collection_sharing(request, name: str, body: ShareIn):
-    shared = collection_share(name=name, access=request.auth, visibility=body.visibility, users=body.users,
-                              groups=body.groups)
+    shared = collection_share(
+        name=name, access=request.auth, visibility=body.visibility, users=body.users, groups=body.groups
+    )
     return _collection_overview(request, shared.collection.name)
 
 
@@ -142,20 +186,29 @@ class DeletedOut(Schema):
     documents: int
 
 
-@router.delete("/{name}", response={200: DeletedOut, 403: ErrorOut, 404: ErrorOut},
-               summary="Remove a collection and its documents from the index (staff)")
+@router.delete(
+    "/{name}",
+    response={200: DeletedOut, 403: ErrorOut, 404: ErrorOut},
+    summary="Remove a collection and its documents from the index (staff)",
+)
 def collection_delete(request, name: str):
     return {"deleted": name, "documents": collection_remove(name=name, access=request.auth)}
 
 
-@router.post("/{name}/reindex", response={202: JobOut, 403: ErrorOut, 404: ErrorOut},
-             summary="Re-scan the folder (staff); returns a job to follow at /api/jobs/{id}")
+@router.post(
+    "/{name}/reindex",
+    response={202: JobOut, 403: ErrorOut, 404: ErrorOut},
+    summary="Re-scan the folder (staff); returns a job to follow at /api/jobs/{id}",
+)
 def collection_reindex(request, name: str):
     return Status(202, _started(collections_refresh(names=[name], in_job=True, access=request.auth).job))
 
 
-@router.post("/{name}/embed", response={202: JobOut, 403: ErrorOut, 404: ErrorOut},
-             summary="Compute missing embeddings (staff); returns a job")
+@router.post(
+    "/{name}/embed",
+    response={202: JobOut, 403: ErrorOut, 404: ErrorOut},
+    summary="Compute missing embeddings (staff); returns a job",
+)
 def collection_embed(request, name: str, force: bool = False):
     # The job runs on a worker or, without one, in a thread here: the request itself never needs the model.
     return Status(202, _started(collection_embed_job(name=name, access=request.auth, force=force)))

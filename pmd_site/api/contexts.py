@@ -26,8 +26,11 @@ def contexts_list(request):
     return [{"target": c.target, "text": c.text} for c in context_list(access=request.auth)]
 
 
-@router.put("", response={200: ContextOut, 400: ErrorOut, 403: ErrorOut, 404: ErrorOut},
-            summary="Set the context text at a target (staff)")
+@router.put(
+    "",
+    response={200: ContextOut, 400: ErrorOut, 403: ErrorOut, 404: ErrorOut},
+    summary="Set the context text at a target (staff)",
+)
 def context_put(request, body: ContextIn):
     context = context_set(target=body.target, text=body.text, access=request.auth)
     return {"target": context.target, "text": context.text}

@@ -41,8 +41,7 @@ API_HINTS = {
     "not_embedded": "staff start embedding with POST /api/collections/<name>/embed",
 }
 
-AUTHENTICATION_REQUIRED = (
-    "authentication required: send `Authorization: Bearer <token>` (pmd token create --user NAME)")
+AUTHENTICATION_REQUIRED = "authentication required: send `Authorization: Bearer <token>` (pmd token create --user NAME)"
 
 
 def refuse_unstorable_input(view):
@@ -64,7 +63,8 @@ def install_error_handlers(api: NinjaAPI) -> None:
 
     def error(request, status: int, message: str, code: str, suggestions: list[str] | None = None, **extra):
         response = api.create_response(
-            request, {"message": message, "suggestions": suggestions or [], "code": code, **extra}, status=status)
+            request, {"message": message, "suggestions": suggestions or [], "code": code, **extra}, status=status
+        )
         if status == 401:
             response["WWW-Authenticate"] = 'Bearer realm="pmd"'
         return response
@@ -100,8 +100,12 @@ def install_error_handlers(api: NinjaAPI) -> None:
 
     def on_too_large(request, exc: RequestDataTooBig):
         """The client sent too much: its error, answered without reading the body (nor logging it)."""
-        return error(request, 413, f"the request body is over the {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes "
-                                   "the server accepts", HTTP_CODES[413])
+        return error(
+            request,
+            413,
+            f"the request body is over the {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes the server accepts",
+            HTTP_CODES[413],
+        )
 
     api.add_decorator(refuse_unstorable_input)  # after validation: the values the endpoint gets
     api.add_exception_handler(PmdError, on_pmd_error)

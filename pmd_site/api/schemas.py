@@ -28,10 +28,21 @@ class JobOut(Schema):
 
 def job_row(job) -> dict:
     """A Job as JobOut."""
+
     def iso(value):
         return value.isoformat() if value else None
 
-    return {"id": str(job.id), "kind": job.kind, "collection": job.collection.name if job.collection else None,
-            "state": job.state, "done": job.done, "total": job.total, "percent": job.percent,
-            "message": job.message, "result": job.result, "created_at": iso(job.created_at),
-            "started_at": iso(job.started_at), "finished_at": iso(job.finished_at)}
+    return {
+        "id": str(job.id),
+        "kind": job.kind,
+        "collection": job.collection.name if job.collection else None,
+        "state": job.state,
+        "done": job.done,
+        "total": job.total,
+        "percent": job.percent,
+        "message": job.message,
+        "result": job.result,
+        "created_at": iso(job.created_at),
+        "started_at": iso(job.started_at),
+        "finished_at": iso(job.finished_at),
+    }

@@ -2,8 +2,8 @@
 
 from ninja import Query, Router
 
-from pmd_site.reports.status import status_report
 from pmd_site.api.auth import is_staff
+from pmd_site.reports.status import status_report
 
 router = Router(tags=["status"])
 

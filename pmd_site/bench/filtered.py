@@ -37,14 +37,14 @@ from pmd_site.bench.quality import BenchOptions, BenchReport, made_up_words, per
 SEED = 15
 DIMS = 384
 TOPICS, SUBTOPICS = 200, 5
-QUERIES = 20               # per filter shape
+QUERIES = 20  # per filter shape
 RECALL_K = 10
 VOCABULARY = 20_000
 WORDS_PER_NOTE = 60
 AREAS = ["work", "home", "research", "meetings", "journal", "projects", "reading", "ops", "archive", "inbox"]
 AUTHORS = [f"author{n}" for n in range(20)]
-TAGS = 300                  # tag-N, N = 0 most common (Zipf)
-PROJECTS = 40               # nested tags project/pN on one note in ten
+TAGS = 300  # tag-N, N = 0 most common (Zipf)
+PROJECTS = 40  # nested tags project/pN on one note in ten
 FIRST_DAY, DAYS = date(2020, 1, 1), 6 * 365
 GENERATOR_VERSION = 1
 
@@ -89,8 +89,10 @@ def corpus_write(folder: Path, docs: int, *, fresh: bool = False) -> bool:
         status = rng.choices(["draft", "review", "done"], weights=[2, 2, 6])[0]
         words = rng.choices(vocabulary, cum_weights=word_weights, k=WORDS_PER_NOTE)
         title = " ".join(words[:3]).capitalize()
-        text = (f"---\ntags: [{', '.join(tags)}]\ndate: {day.isoformat()}\nstatus: {status}\n"
-                f"author: {rng.choice(AUTHORS)}\n---\n# {title}\n\n" + " ".join(words) + "\n")
+        text = (
+            f"---\ntags: [{', '.join(tags)}]\ndate: {day.isoformat()}\nstatus: {status}\n"
+            f"author: {rng.choice(AUTHORS)}\n---\n# {title}\n\n" + " ".join(words) + "\n"
+        )
         target = root / area / str(day.year) / f"note-{n:06d}.md"
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text)
@@ -144,8 +146,13 @@ def vectors_ensure(collection, *, fresh: bool):
         fingerprint = None
     if fingerprint is None:
         fingerprint = EmbeddingFingerprint.objects.create(
-            key=key, model="synthetic (pmd bench --mode filtered)", dims=DIMS, backend="synthetic",
-            chunk_params={"max_tokens": 0}, document_prompt="bench-filtered")
+            key=key,
+            model="synthetic (pmd bench --mode filtered)",
+            dims=DIMS,
+            backend="synthetic",
+            chunk_params={"max_tokens": 0},
+            document_prompt="bench-filtered",
+        )
         points = _topic_points()
         literal = ";".join("[" + ",".join(f"{x:.6f}" for x in p) + "]" for p in points)
         # Noise per dimension uniform in ±spread: a norm of ~0.5 around a unit topic point.
@@ -202,9 +209,15 @@ def bench_filtered(dataset_dir: str, options: BenchOptions) -> BenchReport:
     total = collection.documents.filter(active=True).count()
 
     report = BenchReport(f"filtered search, {total:,} synthetic notes")
-    report.lines.append(("corpus", f"{folder / 'docs'}: " + (f"written in {write_s:.0f} s, " if written else "kept, ")
-                         + (f"indexed in {index_s:.0f} s" if corpus.indexed_now else "index kept")
-                         + f"; {DIMS}d synthetic vectors ready in {vectors_s:.0f} s"))
+    report.lines.append(
+        (
+            "corpus",
+            f"{folder / 'docs'}: "
+            + (f"written in {write_s:.0f} s, " if written else "kept, ")
+            + (f"indexed in {index_s:.0f} s" if corpus.indexed_now else "index kept")
+            + f"; {DIMS}d synthetic vectors ready in {vectors_s:.0f} s",
+        )
+    )
     keyword_ms: list[float] = []
     vector_ms: list[float] = []
     recalls_hnsw: list[float] = []
@@ -212,31 +225,45 @@ def bench_filtered(dataset_dir: str, options: BenchOptions) -> BenchReport:
     shapes: dict = {}
     for label, written_filter in SHAPES:
         # the filters as the search reads them from the query text (frontmatter keys looked up)
-        filters = search_run(SearchRequest(query=f"{texts[0]} {written_filter}", mode=Mode.KEYWORD, access=access,
-                                           collections=[collection.name], limit=1)).filters
+        filters = search_run(
+            SearchRequest(
+                query=f"{texts[0]} {written_filter}",
+                mode=Mode.KEYWORD,
+                access=access,
+                collections=[collection.name],
+                limit=1,
+            )
+        ).filters
         matching = matching_count(filters, collection_ids, cap=10**9) if filters is not None else total
         k_ms, v_ms, r_hnsw, r_service = [], [], [], []
         for text, vector in zip(texts, vectors):
-            request = SearchRequest(query=text, mode=Mode.KEYWORD, access=access, collections=[collection.name],
-                                    limit=10, filters=filters)
+            request = SearchRequest(
+                query=text, mode=Mode.KEYWORD, access=access, collections=[collection.name], limit=10, filters=filters
+            )
             search_run(request)  # warm
             t0 = time.perf_counter()
             search_run(request)
             k_ms.append((time.perf_counter() - t0) * 1000)
 
-            request = SearchRequest(query=text, mode=Mode.VECTOR, access=access, collections=[collection.name],
-                                    limit=10, filters=filters)
+            request = SearchRequest(
+                query=text, mode=Mode.VECTOR, access=access, collections=[collection.name], limit=10, filters=filters
+            )
             search_by_vector(request, vector, fingerprint, collection_ids=collection_ids)  # warm
             t0 = time.perf_counter()
             response = search_by_vector(request, vector, fingerprint, collection_ids=collection_ids)
             v_ms.append((time.perf_counter() - t0) * 1000)
 
-            truth = nearest_chunks(fingerprint, vector, k=RECALL_K, collection_ids=collection_ids, exact=True,
-                                   filters=filters)
+            truth = nearest_chunks(
+                fingerprint, vector, k=RECALL_K, collection_ids=collection_ids, exact=True, filters=filters
+            )
             exact = {r[7] for r in truth}
             shown = {r[7] for r in truth if r[5] <= 1}  # vector search shows no negative similarity
-            hnsw = [r[7] for r in nearest_chunks(fingerprint, vector, k=40, collection_ids=collection_ids,
-                                                 exact=False, filters=filters)][:RECALL_K]
+            hnsw = [
+                r[7]
+                for r in nearest_chunks(
+                    fingerprint, vector, k=40, collection_ids=collection_ids, exact=False, filters=filters
+                )
+            ][:RECALL_K]
             if exact:
                 r_hnsw.append(len(exact & set(hnsw)) / len(exact))
             if shown:
@@ -247,30 +274,61 @@ def bench_filtered(dataset_dir: str, options: BenchOptions) -> BenchReport:
             recalls_hnsw += r_hnsw
             recalls_service += r_service
         share = matching / total if total else 0
-        how = ("HNSW" if filters is None else "exact scan" if matching <= EXACT_FILTER_DOCUMENTS
-               else "HNSW, filter in the iterative scan")
+        how = (
+            "HNSW"
+            if filters is None
+            else "exact scan"
+            if matching <= EXACT_FILTER_DOCUMENTS
+            else "HNSW, filter in the iterative scan"
+        )
         hnsw_recall = sum(r_hnsw) / len(r_hnsw) if r_hnsw else 1.0
-        shapes[label] = {"filter": written_filter, "matching": matching, "keyword_p50_ms": percentile(k_ms, 50),
-                         "vector_p50_ms": percentile(v_ms, 50), "hnsw_recall": hnsw_recall, "vector_plan": how}
-        report.lines.append((f"  {label}", f"{written_filter!r}: {matching:,} notes ({share:.1%}); keyword p50 "
-                             f"{percentile(k_ms, 50):.1f} ms; vector p50 {percentile(v_ms, 50):.1f} ms ({how}); "
-                             f"HNSW recall@{RECALL_K} {hnsw_recall:.3f}"))
+        shapes[label] = {
+            "filter": written_filter,
+            "matching": matching,
+            "keyword_p50_ms": percentile(k_ms, 50),
+            "vector_p50_ms": percentile(v_ms, 50),
+            "hnsw_recall": hnsw_recall,
+            "vector_plan": how,
+        }
+        report.lines.append(
+            (
+                f"  {label}",
+                f"{written_filter!r}: {matching:,} notes ({share:.1%}); keyword p50 "
+                f"{percentile(k_ms, 50):.1f} ms; vector p50 {percentile(v_ms, 50):.1f} ms ({how}); "
+                f"HNSW recall@{RECALL_K} {hnsw_recall:.3f}",
+            )
+        )
     hnsw_recall = sum(recalls_hnsw) / len(recalls_hnsw) if recalls_hnsw else 1.0
     service_recall = sum(recalls_service) / len(recalls_service) if recalls_service else 1.0
     count = len(keyword_ms)  # the filtered queries (not the reference)
     report.lines += [
-        ("keyword, filtered", f"p50 {percentile(keyword_ms, 50):.1f} ms, p95 {percentile(keyword_ms, 95):.1f} ms "
-                              f"({count} queries, n=10, warm; goal p50 ≤ 50 ms)"),
-        ("vector, filtered", f"p50 {percentile(vector_ms, 50):.1f} ms, p95 {percentile(vector_ms, 95):.1f} ms "
-                             f"(from the query vector on: no embedding; goal p50 ≤ 50 ms)"),
-        (f"filtered HNSW recall@{RECALL_K}", f"{hnsw_recall:.4f} vs exact filtered search (HNSW forced for every "
-                                             f"shape; goal ≥ 0.95); as the service runs it (exact when ≤ "
-                                             f"{EXACT_FILTER_DOCUMENTS:,} match) {service_recall:.4f}"),
+        (
+            "keyword, filtered",
+            f"p50 {percentile(keyword_ms, 50):.1f} ms, p95 {percentile(keyword_ms, 95):.1f} ms "
+            f"({count} queries, n=10, warm; goal p50 ≤ 50 ms)",
+        ),
+        (
+            "vector, filtered",
+            f"p50 {percentile(vector_ms, 50):.1f} ms, p95 {percentile(vector_ms, 95):.1f} ms "
+            f"(from the query vector on: no embedding; goal p50 ≤ 50 ms)",
+        ),
+        (
+            f"filtered HNSW recall@{RECALL_K}",
+            f"{hnsw_recall:.4f} vs exact filtered search (HNSW forced for every "
+            f"shape; goal ≥ 0.95); as the service runs it (exact when ≤ "
+            f"{EXACT_FILTER_DOCUMENTS:,} match) {service_recall:.4f}",
+        ),
     ]
     report.data = {
-        "documents": total, "dims": DIMS, "queries_per_shape": QUERIES, "shapes": shapes,
-        "keyword_p50_ms": percentile(keyword_ms, 50), "keyword_p95_ms": percentile(keyword_ms, 95),
-        "vector_p50_ms": percentile(vector_ms, 50), "vector_p95_ms": percentile(vector_ms, 95),
-        "hnsw_recall": hnsw_recall, "service_recall": service_recall,
+        "documents": total,
+        "dims": DIMS,
+        "queries_per_shape": QUERIES,
+        "shapes": shapes,
+        "keyword_p50_ms": percentile(keyword_ms, 50),
+        "keyword_p95_ms": percentile(keyword_ms, 95),
+        "vector_p50_ms": percentile(vector_ms, 50),
+        "vector_p95_ms": percentile(vector_ms, 95),
+        "hnsw_recall": hnsw_recall,
+        "service_recall": service_recall,
     }
     return report

@@ -57,8 +57,11 @@ def bench_history(repo_dir: str, options: BenchOptions) -> BenchReport:
     again_s = time.perf_counter() - started
     total = Commit.objects.filter(collection=collection).count()
 
-    titles = list(Commit.objects.filter(collection=collection).order_by("-committed_at", "sha")
-                  .values_list("title", "author_name", "paths")[::QUERY_EVERY])
+    titles = list(
+        Commit.objects.filter(collection=collection)
+        .order_by("-committed_at", "sha")
+        .values_list("title", "author_name", "paths")[::QUERY_EVERY]
+    )
     queries = []
     for title, author, paths in titles:
         words = _WORD.findall(title)
@@ -72,10 +75,17 @@ def bench_history(repo_dir: str, options: BenchOptions) -> BenchReport:
         latencies, found = [], 0
         for pass_ in (1, 2):
             for words, author, path in queries:
-                request = HistoryRequest(query=words, access=access(), mode=mode, collections=[name], limit=10,
-                                         author=author if filters.get("author") else "",
-                                         paths=[path] if filters.get("path") and path else [],
-                                         after=filters.get("after"), before=filters.get("before"))
+                request = HistoryRequest(
+                    query=words,
+                    access=access(),
+                    mode=mode,
+                    collections=[name],
+                    limit=10,
+                    author=author if filters.get("author") else "",
+                    paths=[path] if filters.get("path") and path else [],
+                    after=filters.get("after"),
+                    before=filters.get("before"),
+                )
                 began = time.perf_counter()
                 response = history_search(request)
                 if pass_ == 2:
@@ -90,22 +100,38 @@ def bench_history(repo_dir: str, options: BenchOptions) -> BenchReport:
         ("first index", f"{first_s:.2f} s  ({rate:,.0f} commits/s)"),
         ("unchanged re-index", f"{again_s * 1000:.1f} ms"),
     ]
-    report.data = {"repository": str(root), "head": head.stdout.strip(), "commits": total, "first_seconds": first_s,
-                   "commits_per_second": rate, "unchanged_ms": again_s * 1000, "queries": len(queries)}
-    dates = list(Commit.objects.filter(collection=collection).order_by("committed_at")
-                 .values_list("committed_at", flat=True)[::max(1, total // 3)])  # the middle third
+    report.data = {
+        "repository": str(root),
+        "head": head.stdout.strip(),
+        "commits": total,
+        "first_seconds": first_s,
+        "commits_per_second": rate,
+        "unchanged_ms": again_s * 1000,
+        "queries": len(queries),
+    }
+    dates = list(
+        Commit.objects.filter(collection=collection)
+        .order_by("committed_at")
+        .values_list("committed_at", flat=True)[:: max(1, total // 3)]
+    )  # the middle third
     span = {"after": dates[1].date().isoformat(), "before": dates[2].date().isoformat()} if len(dates) >= 3 else {}
-    cases = [("keyword", {}), ("keyword + author", {"author": True}), ("keyword + path", {"path": True}),
-             ("keyword + dates (middle third)", span)]
+    cases = [
+        ("keyword", {}),
+        ("keyword + author", {"author": True}),
+        ("keyword + path", {"path": True}),
+        ("keyword + dates (middle third)", span),
+    ]
     from search.retrieval.history import history_embedded_fingerprint
+
     if history_embedded_fingerprint() is not None:
         cases.append(("hybrid", {}))
     for label, filters in cases:
         mode = "hybrid" if label == "hybrid" else "keyword"
         latencies, found = timed(mode, **filters)
         p50, p95 = statistics.median(latencies), _percentile(latencies, 0.95)
-        report.lines.append((f"{label}, n=10 ({len(queries)} queries)",
-                             f"p50 {p50:.1f} ms  p95 {p95:.1f} ms  ({found} with results)"))
+        report.lines.append(
+            (f"{label}, n=10 ({len(queries)} queries)", f"p50 {p50:.1f} ms  p95 {p95:.1f} ms  ({found} with results)")
+        )
         report.data[label] = {"p50_ms": p50, "p95_ms": p95, "with_results": found}
     if again.unchanged is False:
         report.lines.append(("note", "the re-index read commits: HEAD moved while benchmarking?"))

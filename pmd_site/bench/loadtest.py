@@ -25,9 +25,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from pmd_site.bench.quality import percentile
 from pmd_site.runtime.postgres_server import EmbeddedPostgres
 from pmd_site.runtime.process import ensure_database, migrate, setup_django
-from pmd_site.bench.quality import percentile
 
 # ../shared/datasets beside the repository (see the README's Benchmarks section).
 DEFAULT_CORPUS = Path(__file__).resolve().parent.parent.parent / "shared" / "datasets" / "cranfield"
@@ -46,10 +46,13 @@ async def _drive(url: str, token: str, target: str, concurrency: int, duration: 
         query = queries[i % len(queries)]
         if target == "api":
             return "/api/search", {"query": query, "limit": 10}, {}
-        body = {"jsonrpc": "2.0", "id": i, "method": "tools/call",
-                "params": {"name": "pmd_search", "arguments": {"query": query, "limit": 10}}}
-        return "/mcp", body, {"Accept": "application/json, text/event-stream",
-                              "MCP-Protocol-Version": "2025-06-18"}
+        body = {
+            "jsonrpc": "2.0",
+            "id": i,
+            "method": "tools/call",
+            "params": {"name": "pmd_search", "arguments": {"query": query, "limit": 10}},
+        }
+        return "/mcp", body, {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-06-18"}
 
     def check(target_: str, response) -> str | None:
         if response.status_code != 200:
@@ -90,8 +93,11 @@ async def _drive(url: str, token: str, target: str, concurrency: int, duration: 
         elapsed = time.perf_counter() - began
     return {
         "target": "/api/search" if target == "api" else "MCP pmd_search",
-        "concurrency": concurrency, "seconds": round(elapsed, 2), "requests": len(latencies),
-        "errors": len(errors), "first_error": errors[0] if errors else None,
+        "concurrency": concurrency,
+        "seconds": round(elapsed, 2),
+        "requests": len(latencies),
+        "errors": len(errors),
+        "first_error": errors[0] if errors else None,
         "rps": round(len(latencies) / elapsed, 1),
         "p50_ms": round(percentile(latencies, 50) * 1000, 1),
         "p99_ms": round(percentile(latencies, 99) * 1000, 1),
@@ -122,8 +128,9 @@ def _prepare(home: Path, corpus: Path | None) -> tuple[str, list[str], int]:
 
     if corpus is not None and (corpus / "docs").is_dir():
         collection = collection_create(path=corpus / "docs", name="bench")
-        queries = [line.split("\t", 1)[1].strip() for line in (corpus / "queries.tsv").read_text().splitlines()
-                   if "\t" in line][:200]
+        queries = [
+            line.split("\t", 1)[1].strip() for line in (corpus / "queries.tsv").read_text().splitlines() if "\t" in line
+        ][:200]
     else:
         source = corpus or Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "corpus"
         collection = collection_create(path=source, name="bench")
@@ -142,8 +149,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m pmd_site.bench.loadtest", description=__doc__.split("\n\n")[0])
     parser.add_argument("--url", help="a running server (with --token); default: start one")
     parser.add_argument("--token", help="API token for --url")
-    parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS,
-                        help="dataset folder with docs/ and queries.tsv, or a markdown folder")
+    parser.add_argument(
+        "--corpus",
+        type=Path,
+        default=DEFAULT_CORPUS,
+        help="dataset folder with docs/ and queries.tsv, or a markdown folder",
+    )
     parser.add_argument("--concurrency", type=int, nargs="+", default=[10, 50])
     parser.add_argument("--duration", type=float, default=10.0, help="seconds per scenario (default 10)")
     parser.add_argument("--workers", type=int, default=2, help="uvicorn worker processes (default 2)")
@@ -166,10 +177,29 @@ def main(argv: list[str] | None = None) -> int:
             port = _free_port()
             url = f"http://127.0.0.1:{port}"
             server = subprocess.Popen(
-                [sys.executable, "-m", "uvicorn", "pmd_site.asgi:application", "--host", "127.0.0.1",
-                 "--port", str(port), "--workers", str(args.workers), "--lifespan", "on",
-                 "--log-level", "warning", "--no-access-log", "--no-proxy-headers", "--timeout-keep-alive", "30"],
-                env={**os.environ}, cwd=Path(__file__).resolve().parent.parent, start_new_session=True,
+                [
+                    sys.executable,
+                    "-m",
+                    "uvicorn",
+                    "pmd_site.asgi:application",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(port),
+                    "--workers",
+                    str(args.workers),
+                    "--lifespan",
+                    "on",
+                    "--log-level",
+                    "warning",
+                    "--no-access-log",
+                    "--no-proxy-headers",
+                    "--timeout-keep-alive",
+                    "30",
+                ],
+                env={**os.environ},
+                cwd=Path(__file__).resolve().parent.parent,
+                start_new_session=True,
             )
             _wait_for(url, server)
         results = []
@@ -178,10 +208,12 @@ def main(argv: list[str] | None = None) -> int:
                 result = asyncio.run(_drive(url, token, target, concurrency, args.duration, queries))
                 results.append(result)
                 if not args.json:
-                    print(f"{result['target']:<16} c={concurrency:<3} {result['requests']:>6} req in "
-                          f"{result['seconds']:>5}s  {result['rps']:>7} req/s  p50 {result['p50_ms']:>6} ms  "
-                          f"p99 {result['p99_ms']:>6} ms  errors {result['errors']}"
-                          + (f"  ({result['first_error']})" if result["first_error"] else ""))
+                    print(
+                        f"{result['target']:<16} c={concurrency:<3} {result['requests']:>6} req in "
+                        f"{result['seconds']:>5}s  {result['rps']:>7} req/s  p50 {result['p50_ms']:>6} ms  "
+                        f"p99 {result['p99_ms']:>6} ms  errors {result['errors']}"
+                        + (f"  ({result['first_error']})" if result["first_error"] else "")
+                    )
         if args.json:
             print(json.dumps({"documents": documents, "workers": args.workers, "results": results}, indent=2))
         return 1 if any(r["errors"] for r in results) else 0

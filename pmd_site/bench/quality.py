@@ -82,12 +82,15 @@ def _access_factory(options: BenchOptions, collection) -> Callable:
     if user is None:
         raise BenchmarkError(f"no user named '{options.as_user}'")
     if not visible_collections(Access.for_user(user)).filter(pk=collection.pk).exists():
-        raise BenchmarkError(f"{options.as_user} cannot see collection {collection.name}: share it with them first "
-                         f"(pmd collection share {collection.name} --user {options.as_user})")
+        raise BenchmarkError(
+            f"{options.as_user} cannot see collection {collection.name}: share it with them first "
+            f"(pmd collection share {collection.name} --user {options.as_user})"
+        )
     return lambda: Access.for_user(user)
 
 
 # --- metrics ---------------------------------------------------------------------------
+
 
 def ndcg_at(ranked: list[str], grades: dict[str, int], k: int = 10) -> float:
     dcg = sum(grades.get(d, 0) / math.log2(i + 2) for i, d in enumerate(ranked[:k]) if grades.get(d, 0) > 0)
@@ -142,8 +145,9 @@ def read_groups(path: Path) -> dict[str, list[str]]:
     return groups
 
 
-def evaluate_groups(run: dict[str, list[str]], qrels: dict[str, dict[str, int]],
-                    groups: dict[str, list[str]]) -> dict[str, dict]:
+def evaluate_groups(
+    run: dict[str, list[str]], qrels: dict[str, dict[str, int]], groups: dict[str, list[str]]
+) -> dict[str, dict]:
     """Metrics for each group of queries, with the ranks of the known items (the first relevant)."""
     members: dict[str, list[str]] = {}
     for qid in qrels:
@@ -154,9 +158,14 @@ def evaluate_groups(run: dict[str, list[str]], qrels: dict[str, dict[str, int]],
         metrics = evaluate(run, {q: qrels[q] for q in qids})
         ranks = [known_rank(list(dict.fromkeys(run.get(q, []))), qrels[q]) for q in qids]
         found = sorted(r for r in ranks if r is not None)
-        metrics.update(queries=len(qids), top1=sum(r == 1 for r in found), top10=sum(r <= 10 for r in found),
-                       missing=len(ranks) - len(found), median_rank=statistics.median(found) if found else None,
-                       ranks=dict(zip(qids, ranks)))
+        metrics.update(
+            queries=len(qids),
+            top1=sum(r == 1 for r in found),
+            top10=sum(r <= 10 for r in found),
+            missing=len(ranks) - len(found),
+            median_rank=statistics.median(found) if found else None,
+            ranks=dict(zip(qids, ranks)),
+        )
         out[group] = metrics
     return out
 
@@ -192,6 +201,7 @@ def percentile(values: list[float], p: float) -> float:
 
 # --- datasets --------------------------------------------------------------------------
 
+
 def doc_id_of(path: str) -> str:
     """The dataset doc id of a path: file name without folder and `.md` (eval.py's rule)."""
     name = os.path.basename(path.strip().replace("\\", "/"))
@@ -226,7 +236,7 @@ def bench_queries(root: Path, options: BenchOptions) -> list[tuple[str, str]]:
     """queries.tsv, restricted to options.split, then to the first options.limit of those."""
     queries = split_queries(read_queries(root / "queries.tsv"), options.split)
     if options.limit:
-        queries = queries[:options.limit]
+        queries = queries[: options.limit]
     return queries
 
 
@@ -305,10 +315,10 @@ def generated_corpus(dataset_dir: str, write, options: BenchOptions) -> Generate
 
 def _bench_collection(root: Path, options: BenchOptions, *, fresh: bool):
     """The throwaway collection over DATASET/docs: (collection, scan report or None)."""
+    from indexing.keyword import keyword_index_maintain
     from indexing.models import Collection
     from indexing.services.collections import collection_create
     from indexing.services.scanning import collection_index
-    from indexing.keyword import keyword_index_maintain
 
     name = options.collection or f"bench-{root.name}"
     existing = Collection.objects.filter(name=name).first()
@@ -316,14 +326,16 @@ def _bench_collection(root: Path, options: BenchOptions, *, fresh: bool):
         existing.delete()
         existing = None
     formats = docs_formats(root / "docs") or None  # a markdown dataset: the default mask, as before
-    collection = existing or collection_create(path=root / "docs", name=name, language=options.language,
-                                               formats=formats)
+    collection = existing or collection_create(
+        path=root / "docs", name=name, language=options.language, formats=formats
+    )
     report = collection_index(collection, progress=options.progress)
     keyword_index_maintain()
     return collection, report
 
 
 # --- modes -----------------------------------------------------------------------------
+
 
 def bench_index(dataset_dir: str, options: BenchOptions) -> BenchReport:
     """First index of the docs folder (from scratch), then an unchanged re-index."""
@@ -345,9 +357,14 @@ def bench_index(dataset_dir: str, options: BenchOptions) -> BenchReport:
         ("unchanged re-index", f"{again_s:.2f} s  ({again.unchanged / again_s:,.0f} docs/s)"),
         ("peak memory (ru_maxrss)", f"{peak_mb:,.0f} MB"),
     ]
-    report.data = {"documents": docs, "first_seconds": first_s, "unchanged_seconds": again_s,
-                   "first_docs_per_second": docs / first_s, "unchanged_docs_per_second": again.unchanged / again_s,
-                   "peak_rss_mb": peak_mb}
+    report.data = {
+        "documents": docs,
+        "first_seconds": first_s,
+        "unchanged_seconds": again_s,
+        "first_docs_per_second": docs / first_s,
+        "unchanged_docs_per_second": again.unchanged / again_s,
+        "peak_rss_mb": peak_mb,
+    }
     return report
 
 
@@ -360,9 +377,17 @@ def retrieval_mode(service_fn: Callable, mode: str, **request_options) -> Callab
     return run
 
 
-def bench_retrieval(dataset_dir: str, options: BenchOptions, *, service_fn: Callable, mode: str,
-                    on_pass: Callable[[int], None] | None = None, rewrite: Callable | None = None,
-                    timed: bool = True, **request_options) -> BenchReport:
+def bench_retrieval(
+    dataset_dir: str,
+    options: BenchOptions,
+    *,
+    service_fn: Callable,
+    mode: str,
+    on_pass: Callable[[int], None] | None = None,
+    rewrite: Callable | None = None,
+    timed: bool = True,
+    **request_options,
+) -> BenchReport:
     """Two passes over the queries. Pass 1: each query at n=DEPTH; this is the run that is
     scored, and it warms the query-embedding cache and the database buffers. Pass 2: each query
     at n=10 and at n=DEPTH, timed: the latencies reported. `on_pass(1 | 2)` is called before each
@@ -387,8 +412,9 @@ def bench_retrieval(dataset_dir: str, options: BenchOptions, *, service_fn: Call
         queries = rewrite(queries, collection)
 
     def call(text: str, limit: int):
-        request = SearchRequest(query=text, mode=mode, limit=limit, collections=[collection.name],
-                                access=access_for(), **request_options)
+        request = SearchRequest(
+            query=text, mode=mode, limit=limit, collections=[collection.name], access=access_for(), **request_options
+        )
         t0 = time.perf_counter()
         response = service_fn(request)
         return response, (time.perf_counter() - t0) * 1000
@@ -426,40 +452,74 @@ def bench_retrieval(dataset_dir: str, options: BenchOptions, *, service_fn: Call
     title = f"{mode_verb(mode)} {root.name}" + ("" if options.split == "all" else f", {options.split} queries")
     report = BenchReport(title)
     docs = scan.files_seen if scan else 0
-    report.lines.append(("documents", f"{docs:,} (collection {collection.name}, index/refresh {index_s:.1f} s, "
-                                      f"text search configuration {collection.text_search_config})"))
+    report.lines.append(
+        (
+            "documents",
+            f"{docs:,} (collection {collection.name}, index/refresh {index_s:.1f} s, "
+            f"text search configuration {collection.text_search_config})",
+        )
+    )
     report.lines.append(("split", split_label(options.split, len(queries), total_queries)))
     report.lines.append(("queries", f"{len(queries)} ({len(judged)} judged)"))
     for key, value in metrics.items():
         report.lines.append((key, f"{value:.4f}"))
     latency = {
-        "n10_p50": percentile(top_ms, 50), "n10_p95": percentile(top_ms, 95),
-        f"n{DEPTH}_p50": percentile(deep_ms, 50), f"n{DEPTH}_p95": percentile(deep_ms, 95),
-        f"first_pass_n{DEPTH}_p50": percentile(first_ms, 50), f"first_pass_n{DEPTH}_p95": percentile(first_ms, 95),
+        "n10_p50": percentile(top_ms, 50),
+        "n10_p95": percentile(top_ms, 95),
+        f"n{DEPTH}_p50": percentile(deep_ms, 50),
+        f"n{DEPTH}_p95": percentile(deep_ms, 95),
+        f"first_pass_n{DEPTH}_p50": percentile(first_ms, 50),
+        f"first_pass_n{DEPTH}_p95": percentile(first_ms, 95),
     }
     groups = evaluate_groups(run, judged, read_groups(root / "query_groups.tsv"))
     for group, values in groups.items():
         median = "—" if values["median_rank"] is None else f"{values['median_rank']:g}"
-        report.lines.append((f"group {group}", f"nDCG@10 {values['nDCG@10']:.4f}  MRR@10 {values['MRR@10']:.4f}  "
-                                               f"known item: #1 {values['top1']}/{values['queries']}, "
-                                               f"top 10 {values['top10']}/{values['queries']}, median rank {median}, "
-                                               f"not found {values['missing']}"))
+        report.lines.append(
+            (
+                f"group {group}",
+                f"nDCG@10 {values['nDCG@10']:.4f}  MRR@10 {values['MRR@10']:.4f}  "
+                f"known item: #1 {values['top1']}/{values['queries']}, "
+                f"top 10 {values['top10']}/{values['queries']}, median rank {median}, "
+                f"not found {values['missing']}",
+            )
+        )
     report.lines.append(("latency n=10", f"p50 {latency['n10_p50']:.1f} ms  p95 {latency['n10_p95']:.1f} ms  (warm)"))
-    report.lines.append((f"latency n={DEPTH}", f"p50 {latency[f'n{DEPTH}_p50']:.1f} ms  "
-                                              f"p95 {latency[f'n{DEPTH}_p95']:.1f} ms  (warm)"))
-    report.lines.append((f"first pass n={DEPTH}", f"p50 {latency[f'first_pass_n{DEPTH}_p50']:.1f} ms  "
-                                                 f"p95 {latency[f'first_pass_n{DEPTH}_p95']:.1f} ms  (cold query vectors)"))
-    report.lines.append(("latency method", f"warm = timed on a second pass, after a first pass at n={DEPTH} "
-                                           "(the scored run) cached the query vectors and warmed the buffers"))
-    report.lines.append(("total", f"{total_s:.1f} s for {3 * len(queries)} service calls"
-                                  f" (mean {statistics.fmean(first_ms + top_ms + deep_ms):.1f} ms)"))
+    report.lines.append(
+        (f"latency n={DEPTH}", f"p50 {latency[f'n{DEPTH}_p50']:.1f} ms  p95 {latency[f'n{DEPTH}_p95']:.1f} ms  (warm)")
+    )
+    report.lines.append(
+        (
+            f"first pass n={DEPTH}",
+            f"p50 {latency[f'first_pass_n{DEPTH}_p50']:.1f} ms  "
+            f"p95 {latency[f'first_pass_n{DEPTH}_p95']:.1f} ms  (cold query vectors)",
+        )
+    )
+    report.lines.append(
+        (
+            "latency method",
+            f"warm = timed on a second pass, after a first pass at n={DEPTH} "
+            "(the scored run) cached the query vectors and warmed the buffers",
+        )
+    )
+    report.lines.append(
+        (
+            "total",
+            f"{total_s:.1f} s for {3 * len(queries)} service calls"
+            f" (mean {statistics.fmean(first_ms + top_ms + deep_ms):.1f} ms)",
+        )
+    )
     if options.run_file:
         report.lines.append(("run written", options.run_file))
-    report.data = {"metrics": metrics, "latency_ms": latency,
-                   "latency_method": "second pass over the queries; the first (n=100) warmed the query-vector cache",
-                   "split": {"name": options.split, "queries": len(queries), "of": total_queries,
-                             "rule": SPLIT_RULE},
-                   "documents": docs, "queries": len(queries), "judged": len(judged), "groups": groups}
+    report.data = {
+        "metrics": metrics,
+        "latency_ms": latency,
+        "latency_method": "second pass over the queries; the first (n=100) warmed the query-vector cache",
+        "split": {"name": options.split, "queries": len(queries), "of": total_queries, "rule": SPLIT_RULE},
+        "documents": docs,
+        "queries": len(queries),
+        "judged": len(judged),
+        "groups": groups,
+    }
     return report
 
 
@@ -470,6 +530,7 @@ def _keyword_service(request):
 
 
 # --- hybrid `query` modes (variants without the LLM stages) ---------------------------------
+
 
 def query_mode(**request_options) -> Callable[[str, BenchOptions], BenchReport]:
     """`query` through bench_retrieval, plus the median time of each pipeline stage."""
@@ -495,13 +556,18 @@ def query_mode(**request_options) -> Callable[[str, BenchOptions], BenchReport]:
                         warnings[message] = warnings.get(message, 0) + 1
             return response
 
-        report = bench_retrieval(dataset_dir, options, service_fn=service, mode=Mode.HYBRID, on_pass=on_pass,
-                                 **request_options)
+        report = bench_retrieval(
+            dataset_dir, options, service_fn=service, mode=Mode.HYBRID, on_pass=on_pass, **request_options
+        )
         if request_options:
             report.title += " (" + ", ".join(f"{k}={v}" for k, v in request_options.items()) + ")"
         for stage, values in stages.items():
-            report.lines.append((f"stage {stage} n={DEPTH} (warm)",
-                                 f"p50 {percentile(values, 50):.1f} ms  p95 {percentile(values, 95):.1f} ms"))
+            report.lines.append(
+                (
+                    f"stage {stage} n={DEPTH} (warm)",
+                    f"p50 {percentile(values, 50):.1f} ms  p95 {percentile(values, 95):.1f} ms",
+                )
+            )
         for message, count in sorted(warnings.items(), key=lambda kv: -kv[1])[:5]:
             report.lines.append(("warning", f"{count}× {message[:160]}"))
         report.data["stage_ms"] = {s: {"p50": percentile(v, 50), "p95": percentile(v, 95)} for s, v in stages.items()}

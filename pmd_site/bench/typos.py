@@ -38,14 +38,14 @@ def misspelt(word: str, rng: random.Random) -> tuple[str, str]:
     kind = rng.choice(KINDS)
     i = rng.randrange(len(word) - 1) if kind == "transposition" else rng.randrange(len(word))
     if kind == "deletion":
-        return word[:i] + word[i + 1:], kind
+        return word[:i] + word[i + 1 :], kind
     if kind == "transposition":
         if word[i] == word[i + 1]:  # swapping equal letters changes nothing: substitute instead
             kind = "substitution"
         else:
-            return word[:i] + word[i + 1] + word[i] + word[i + 2:], kind
+            return word[:i] + word[i + 1] + word[i] + word[i + 2 :], kind
     letter = rng.choice([c for c in string.ascii_lowercase if c != word[i].lower()])
-    return word[:i] + letter + word[i + 1:], kind
+    return word[:i] + letter + word[i + 1 :], kind
 
 
 def typo_queries(queries: list[tuple[str, str]], collection, seed: int = SEED) -> list[tuple[str, str]]:
@@ -71,7 +71,7 @@ def typo_queries(queries: list[tuple[str, str]], collection, seed: int = SEED) -
         held = [m for m in found if df.get(m.group(0).lower(), 0) > 0] or found
         target = min(held, key=lambda m: df.get(m.group(0).lower(), 0))
         typo, _ = misspelt(target.group(0), random.Random(f"{seed}:{qid}"))
-        out.append((qid, text[:target.start()] + typo + text[target.end():]))
+        out.append((qid, text[: target.start()] + typo + text[target.end() :]))
     return out
 
 
@@ -92,22 +92,41 @@ def bench_typos(dataset_dir: str, options: BenchOptions, *, mode_name: str) -> B
             examples.extend((a[1], b[1]) for a, b in zip(queries[:3], changed[:3]))
         return changed
 
-    for label, rewrite, correct in (("clean, correction off", None, False), ("clean, correction on", None, True),
-                                    ("typos, correction off", with_typos, False),
-                                    ("typos, correction on", with_typos, True)):
-        report = bench_retrieval(dataset_dir, options, service_fn=search_run, mode=mode, rewrite=rewrite,
-                                 timed=False, correct=correct, **request_options)
+    for label, rewrite, correct in (
+        ("clean, correction off", None, False),
+        ("clean, correction on", None, True),
+        ("typos, correction off", with_typos, False),
+        ("typos, correction on", with_typos, True),
+    ):
+        report = bench_retrieval(
+            dataset_dir,
+            options,
+            service_fn=search_run,
+            mode=mode,
+            rewrite=rewrite,
+            timed=False,
+            correct=correct,
+            **request_options,
+        )
         runs[label] = report.data["metrics"]
         name = report.title
     clean, typos = runs["clean, correction on"]["nDCG@10"], runs["typos, correction on"]["nDCG@10"]
     out = BenchReport(f"{name}, one typo per query (seed {SEED})")
     for label, metrics in runs.items():
-        out.lines.append((label, f"nDCG@10 {metrics['nDCG@10']:.4f}  R@100 {metrics['Recall@100']:.4f}  "
-                                 f"MRR@10 {metrics['MRR@10']:.4f}"))
+        out.lines.append(
+            (
+                label,
+                f"nDCG@10 {metrics['nDCG@10']:.4f}  R@100 {metrics['Recall@100']:.4f}  MRR@10 {metrics['MRR@10']:.4f}",
+            )
+        )
     out.lines.append(("typos / clean (on)", f"{typos / clean if clean else 0:.3f}  (the goal: ≥ 0.95)"))
     out.lines.append(("clean: on − off", f"{clean - runs['clean, correction off']['nDCG@10']:+.4f}  (≥ −0.003)"))
     for before, after in examples:
         out.lines.append(("example", f"{before!r} → {after!r}"))
-    out.data = {"runs": runs, "ratio": typos / clean if clean else 0.0, "seed": SEED,
-                "clean_change": clean - runs["clean, correction off"]["nDCG@10"]}
+    out.data = {
+        "runs": runs,
+        "ratio": typos / clean if clean else 0.0,
+        "seed": SEED,
+        "clean_change": clean - runs["clean, correction off"]["nDCG@10"],
+    }
     return out

@@ -22,7 +22,8 @@ import time
 from django.conf import settings
 from django.db import connection, transaction
 
-from indexing.errors import BenchmarkError
+from indexing.errors import BenchmarkError, LLMBackendError
+from indexing.llm import embedding_prompts, get_backend
 from pmd_site.bench.quality import (
     BenchOptions,
     BenchReport,
@@ -32,14 +33,12 @@ from pmd_site.bench.quality import (
     bench_retrieval,
     percentile,
 )
-from indexing.errors import LLMBackendError
-from indexing.llm import embedding_prompts, get_backend
 from search import Mode
 
 # Models, services and retrieval are imported inside the functions: `pmd` imports this module
 # (through pmd_site/bench/modes.py) while it builds its parser, before Django is set up.
 
-REPLAY_BATCHES = 40       # batches replayed directly against the backend
+REPLAY_BATCHES = 40  # batches replayed directly against the backend
 RECALL_K = 10
 SCALE_TARGET = 100_000
 EF_SWEEP = (40, 100, 200, 400)
@@ -53,13 +52,20 @@ def _query_vectors(queries: list[tuple[str, str]]) -> list[list[float]]:
     backend = get_backend()
     vectors = []
     for start in range(0, len(queries), 32):
-        texts = [prompts.format_query(text) for _, text in queries[start:start + 32]]
+        texts = [prompts.format_query(text) for _, text in queries[start : start + 32]]
         vectors.extend(backend.embed(texts, model=config.model))
     return vectors
 
 
-def _recall(fingerprint, vectors, *, collection_ids=None, k: int = RECALL_K, ef_search: int | None = None,
-            truths: list[set] | None = None) -> dict:
+def _recall(
+    fingerprint,
+    vectors,
+    *,
+    collection_ids=None,
+    k: int = RECALL_K,
+    ef_search: int | None = None,
+    truths: list[set] | None = None,
+) -> dict:
     """Chunk-level recall@k of the HNSW scan against exact search, and both latencies."""
     from search.retrieval.vector import nearest_chunks
 
@@ -81,28 +87,36 @@ def _recall(fingerprint, vectors, *, collection_ids=None, k: int = RECALL_K, ef_
         recalls.append(len(truth & found) / len(truth) if truth else 1.0)
     return {
         "recall": sum(recalls) / len(recalls) if recalls else 0.0,
-        "index_p50": percentile(index_ms, 50), "index_p95": percentile(index_ms, 95),
-        "exact_p50": percentile(exact_ms, 50), "exact_p95": percentile(exact_ms, 95),
+        "index_p50": percentile(index_ms, 50),
+        "index_p95": percentile(index_ms, 95),
+        "exact_p50": percentile(exact_ms, 50),
+        "exact_p95": percentile(exact_ms, 95),
     }
 
 
 def bench_vsearch(dataset_dir: str, options: BenchOptions) -> BenchReport:
-    from indexing.services.embedding import embed_pending, fingerprint_configured
     from indexing.access import Access
+    from indexing.services.embedding import embed_pending, fingerprint_configured
     from search.retrieval.common import collection_ids_for
     from search.retrieval.vector import vector_search
 
     root = _dataset(dataset_dir)
     collection, _ = _bench_collection(root, options, fresh=options.fresh)
     try:
-        embedded = embed_pending(collections=[collection.name], force=options.fresh, record_batches=True,
-                                 progress=options.progress)
+        embedded = embed_pending(
+            collections=[collection.name], force=options.fresh, record_batches=True, progress=options.progress
+        )
     except LLMBackendError as exc:
         raise BenchmarkError(str(exc)) from None
     report = BenchReport(f"vsearch {root.name}")
     data: dict = {"embedding": embedded.as_dict()}
-    report.lines.append(("model", f"{embedded.model} ({embedded.dims}d), "
-                                  f"{embedded.chunks and 'embedded now' or 'already embedded (--fresh re-embeds)'}"))
+    report.lines.append(
+        (
+            "model",
+            f"{embedded.model} ({embedded.dims}d), "
+            f"{embedded.chunks and 'embedded now' or 'already embedded (--fresh re-embeds)'}",
+        )
+    )
     if embedded.chunks:
         batches = embedded.batch_texts or []
         step = max(1, len(batches) // REPLAY_BATCHES)
@@ -117,13 +131,22 @@ def bench_vsearch(dataset_dir: str, options: BenchOptions) -> BenchReport:
         # adds (chunking, database reads and writes not hidden behind a request in flight).
         overhead = embedded.elapsed / embedded.embed_seconds - 1 if embedded.embed_seconds else 0.0
         report.lines += [
-            ("embedded", f"{embedded.chunks:,} chunks of {embedded.contents:,} documents in {embedded.elapsed:.1f} s "
-                         f"= {embedded.chunks_per_second:.1f} chunks/s ({embedded.batches} batches)"),
-            ("pipeline overhead", f"{overhead * 100:+.1f} % of wall time beyond the backend calls "
-                                  f"({embedded.embed_seconds:.1f} s inside them)"),
-            ("direct backend calls", f"{direct_rate:.1f} chunks/s replaying {len(sample)} of the same batches "
-                                     f"(pipeline {embedded.chunks_per_second:.1f}; a shared machine makes these two "
-                                     "runs differ by load)"),
+            (
+                "embedded",
+                f"{embedded.chunks:,} chunks of {embedded.contents:,} documents in {embedded.elapsed:.1f} s "
+                f"= {embedded.chunks_per_second:.1f} chunks/s ({embedded.batches} batches)",
+            ),
+            (
+                "pipeline overhead",
+                f"{overhead * 100:+.1f} % of wall time beyond the backend calls "
+                f"({embedded.embed_seconds:.1f} s inside them)",
+            ),
+            (
+                "direct backend calls",
+                f"{direct_rate:.1f} chunks/s replaying {len(sample)} of the same batches "
+                f"(pipeline {embedded.chunks_per_second:.1f}; a shared machine makes these two "
+                "runs differ by load)",
+            ),
         ]
         data.update(direct_chunks_per_second=direct_rate, pipeline_overhead=overhead)
 
@@ -135,10 +158,12 @@ def bench_vsearch(dataset_dir: str, options: BenchOptions) -> BenchReport:
 
     chunks = Chunk.objects.filter(fingerprint=fingerprint).count()
     report.lines += [
-        (f"HNSW recall@{RECALL_K}", f"{recall['recall']:.4f} vs exact over {chunks:,} chunks "
-                                    f"({len(vectors)} queries)"),
-        ("nearest-chunk latency", f"HNSW p50 {recall['index_p50']:.1f} ms p95 {recall['index_p95']:.1f} ms; "
-                                  f"exact p50 {recall['exact_p50']:.1f} ms p95 {recall['exact_p95']:.1f} ms"),
+        (f"HNSW recall@{RECALL_K}", f"{recall['recall']:.4f} vs exact over {chunks:,} chunks ({len(vectors)} queries)"),
+        (
+            "nearest-chunk latency",
+            f"HNSW p50 {recall['index_p50']:.1f} ms p95 {recall['index_p95']:.1f} ms; "
+            f"exact p50 {recall['exact_p50']:.1f} ms p95 {recall['exact_p95']:.1f} ms",
+        ),
     ]
     data["hnsw"] = {**recall, "chunks": chunks}
 
@@ -157,7 +182,9 @@ def bench_vsearch(dataset_dir: str, options: BenchOptions) -> BenchReport:
 
     retrieval = bench_retrieval(dataset_dir, options, service_fn=timed_search, mode=Mode.VECTOR, on_pass=on_pass)
     report.lines += [line for line in retrieval.lines if line[0] != "documents"]
-    report.lines.append(("stages (p50, warm)", ", ".join(f"{stage} {percentile(ms, 50):.1f} ms" for stage, ms in stages.items())))
+    report.lines.append(
+        ("stages (p50, warm)", ", ".join(f"{stage} {percentile(ms, 50):.1f} ms" for stage, ms in stages.items()))
+    )
     data["stages_p50_ms"] = {stage: percentile(ms, 50) for stage, ms in stages.items()}
     data.update(retrieval.data)
     report.data = data
@@ -177,15 +204,21 @@ def bench_vsearch_scale(dataset_dir: str, options: BenchOptions) -> BenchReport:
     root = _dataset(dataset_dir)
     source = fingerprint_configured()
     if source is None or not Chunk.objects.filter(fingerprint=source).exists():
-        raise BenchmarkError("nothing is embedded with the configured model: run `pmd bench DATASET --mode vsearch` first")
+        raise BenchmarkError(
+            "nothing is embedded with the configured model: run `pmd bench DATASET --mode vsearch` first"
+        )
     queries = bench_queries(root, options)[:100]
     vectors = _query_vectors(queries)
     real = Chunk.objects.filter(fingerprint=source).count()
     copies = max(1, math.ceil(SCALE_TARGET / real))
     dims = int(source.dims)
     scratch = EmbeddingFingerprint.objects.create(
-        key=f"bench-scale-{random.getrandbits(40):010x}", model=f"{source.model} (bench-scale copies)",
-        dims=dims, backend=source.backend, chunk_params=source.chunk_params, document_prompt="bench-scale",
+        key=f"bench-scale-{random.getrandbits(40):010x}",
+        model=f"{source.model} (bench-scale copies)",
+        dims=dims,
+        backend=source.backend,
+        chunk_params=source.chunk_params,
+        document_prompt="bench-scale",
     )
     try:
         # Each copy: the real vector plus uniform noise of norm ~0.3, re-normalised.
@@ -223,17 +256,36 @@ def bench_vsearch_scale(dataset_dir: str, options: BenchOptions) -> BenchReport:
                 cursor.execute("VACUUM ANALYZE indexing_chunk")
     report = BenchReport(f"vsearch-scale {root.name}")
     report.lines += [
-        ("vectors", f"{total:,} ({dims}d): {real:,} real chunk vectors × {copies} perturbed copies "
-                    f"(loaded in {load_s:.1f} s)"),
+        (
+            "vectors",
+            f"{total:,} ({dims}d): {real:,} real chunk vectors × {copies} perturbed copies (loaded in {load_s:.1f} s)",
+        ),
         ("HNSW build", f"{build_s:.1f} s (m={HNSW_M}, ef_construction={HNSW_EF_CONSTRUCTION})"),
-        (f"HNSW recall@{RECALL_K}", f"{recall['recall']:.4f} vs exact ({len(vectors)} queries, "
-                                    f"ef_search {settings.PMD_HNSW_EF_SEARCH} = PMD_HNSW_EF_SEARCH)"),
-        ("nearest-chunk latency", f"HNSW p50 {recall['index_p50']:.1f} ms p95 {recall['index_p95']:.1f} ms; "
-                                  f"exact p50 {recall['exact_p50']:.1f} ms p95 {recall['exact_p95']:.1f} ms"),
+        (
+            f"HNSW recall@{RECALL_K}",
+            f"{recall['recall']:.4f} vs exact ({len(vectors)} queries, "
+            f"ef_search {settings.PMD_HNSW_EF_SEARCH} = PMD_HNSW_EF_SEARCH)",
+        ),
+        (
+            "nearest-chunk latency",
+            f"HNSW p50 {recall['index_p50']:.1f} ms p95 {recall['index_p95']:.1f} ms; "
+            f"exact p50 {recall['exact_p50']:.1f} ms p95 {recall['exact_p95']:.1f} ms",
+        ),
     ]
     for ef, result in sweep.items():
-        report.lines.append((f"  ef_search={ef}", f"recall@{RECALL_K} {result['recall']:.4f}, "
-                                                  f"p50 {result['index_p50']:.1f} ms p95 {result['index_p95']:.1f} ms"))
-    report.data = {"vectors": total, "dims": dims, "build_seconds": build_s, "load_seconds": load_s, "hnsw": recall,
-                   "ef_sweep": {str(ef): r for ef, r in sweep.items()}}
+        report.lines.append(
+            (
+                f"  ef_search={ef}",
+                f"recall@{RECALL_K} {result['recall']:.4f}, "
+                f"p50 {result['index_p50']:.1f} ms p95 {result['index_p95']:.1f} ms",
+            )
+        )
+    report.data = {
+        "vectors": total,
+        "dims": dims,
+        "build_seconds": build_s,
+        "load_seconds": load_s,
+        "hnsw": recall,
+        "ef_sweep": {str(ef): r for ef, r in sweep.items()},
+    }
     return report

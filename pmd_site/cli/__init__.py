@@ -55,7 +55,9 @@ MODULE_OF_COMMAND = {command: module for module, commands in COMMANDS_BY_MODULE.
 CLI_HINTS = {
     "collection_exists": "choose another with --name, or `pmd collection remove {name}`",
     "collection_not_found": "see `pmd collection list`",
-    "not_embedded": lambda exc: None if getattr(exc, "held", None) or getattr(exc, "underway", False) else "run `pmd embed`",
+    "not_embedded": lambda exc: (
+        None if getattr(exc, "held", None) or getattr(exc, "underway", False) else "run `pmd embed`"
+    ),
     "llm_model_missing": lambda exc: None if exc.backend == "openai" else "pull it with `pmd models pull`",
     "user_not_found": "create one with `pmd user create {name}`",
     "token_not_found": "see `pmd token list`",

@@ -25,13 +25,22 @@ import sys
 
 # Commands that only read, and so may run in the server's process; `collection` and
 # `context` read only with these actions.
-READ_COMMANDS = frozenset({"search", "vsearch", "query", "get", "multi-get", "ls", "status",
-                           "links", "backlinks", "related", "history"})
+READ_COMMANDS = frozenset(
+    {"search", "vsearch", "query", "get", "multi-get", "ls", "status", "links", "backlinks", "related", "history"}
+)
 READ_ACTIONS = {"collection": frozenset({"list", "show"}), "context": frozenset({"list"})}
 
 # The client's environment that decides how output looks (colour, width): sent along.
-TERMINAL_ENVIRON = ("NO_COLOR", "FORCE_COLOR", "TERM", "COLORTERM", "COLUMNS", "LINES",
-                    "TTY_COMPATIBLE", "TTY_INTERACTIVE")
+TERMINAL_ENVIRON = (
+    "NO_COLOR",
+    "FORCE_COLOR",
+    "TERM",
+    "COLORTERM",
+    "COLUMNS",
+    "LINES",
+    "TTY_COMPATIBLE",
+    "TTY_INTERACTIVE",
+)
 MAX_MESSAGE_BYTES = 1 << 20  # a request: arguments and a few settings
 PROTOCOL = 1
 _HEADER = struct.Struct(">I")
@@ -145,6 +154,7 @@ def terminal_size() -> tuple[int, int] | None:
 def help_width() -> int:
     """The columns argparse lays help out for (shutil.get_terminal_size's rule; shutil itself
     would import the compression modules)."""
+
     def number(name: str) -> int:
         try:
             return int(os.environ[name])
@@ -240,8 +250,9 @@ def answer_from_server(argv: list[str]) -> int | None:
     sock = _connect(path) if request is not None else None
     if sock is None:
         if always:
-            raise ClientModeError(f"PMD_CLIENT=always, but no pmd server answers on {path} "
-                                  "(start one with `pmd up` or `pmd serve`)")
+            raise ClientModeError(
+                f"PMD_CLIENT=always, but no pmd server answers on {path} (start one with `pmd up` or `pmd serve`)"
+            )
         return None
     try:
         with sock:

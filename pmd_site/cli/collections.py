@@ -21,18 +21,33 @@ def register(sub) -> None:
     add.add_argument("path")
     add.add_argument("--name", help="collection name (default: the folder's name)")
     add.add_argument("--mask", help="glob of files to index (default: **/*.md)")
-    add.add_argument("--formats", metavar="LIST",
-                     help="formats to read besides markdown, instead of --mask: pdf,docx,pptx,xlsx,html,epub,text")
+    add.add_argument(
+        "--formats",
+        metavar="LIST",
+        help="formats to read besides markdown, instead of --mask: pdf,docx,pptx,xlsx,html,epub,text",
+    )
     add.add_argument("--ignore", action="append", default=[], metavar="GLOB", help="ignore pattern (repeatable)")
-    add.add_argument("--language", help="language of the notes, for stemming and stop words: auto (the default: "
-                                        "detected from the notes), en, de, fr, es, ru, zh, ja, ... or none")
-    add.add_argument("--config", dest="text_search_config",
-                     help="expert form of --language: a PostgreSQL text search configuration (english, simple, ...)")
-    add.add_argument("--title-from", choices=["heading", "filename"],
-                     help="where titles come from: the frontmatter title or first level-1 heading, or the file "
-                          "name (default: filename for an Obsidian vault, a folder holding .obsidian/; else heading)")
-    add.add_argument("--transclude", action="store_true",
-                     help="a note that embeds another (![[Note#Section]]) is found by the embedded words too")
+    add.add_argument(
+        "--language",
+        help="language of the notes, for stemming and stop words: auto (the default: "
+        "detected from the notes), en, de, fr, es, ru, zh, ja, ... or none",
+    )
+    add.add_argument(
+        "--config",
+        dest="text_search_config",
+        help="expert form of --language: a PostgreSQL text search configuration (english, simple, ...)",
+    )
+    add.add_argument(
+        "--title-from",
+        choices=["heading", "filename"],
+        help="where titles come from: the frontmatter title or first level-1 heading, or the file "
+        "name (default: filename for an Obsidian vault, a folder holding .obsidian/; else heading)",
+    )
+    add.add_argument(
+        "--transclude",
+        action="store_true",
+        help="a note that embeds another (![[Note#Section]]) is found by the embedded words too",
+    )
     add.add_argument("--no-index", action="store_true", help="register only; index later with `pmd update`")
     add.add_argument("--json", action="store_true")
     add.set_defaults(func=cmd_add)
@@ -48,26 +63,41 @@ def register(sub) -> None:
 
     conf = csub.add_parser("set", help="change how a collection's notes are read (transclusion, titles)")
     conf.add_argument("name")
-    conf.add_argument("--transclude", choices=["on", "off"],
-                      help="on: a note that embeds another (![[Note#Section]]) is found by the embedded words too")
-    conf.add_argument("--title-from", choices=["heading", "filename"],
-                      help="titles from the frontmatter title or first level-1 heading, or from file names "
-                           "(the notes are read again by this command)")
+    conf.add_argument(
+        "--transclude",
+        choices=["on", "off"],
+        help="on: a note that embeds another (![[Note#Section]]) is found by the embedded words too",
+    )
+    conf.add_argument(
+        "--title-from",
+        choices=["heading", "filename"],
+        help="titles from the frontmatter title or first level-1 heading, or from file names "
+        "(the notes are read again by this command)",
+    )
     conf.add_argument("--json", action="store_true")
     conf.set_defaults(func=cmd_set)
 
     share = csub.add_parser(
-        "share", help="choose who sees a collection: everyone, chosen groups and people, or its owner only",
+        "share",
+        help="choose who sees a collection: everyone, chosen groups and people, or its owner only",
         description="Choose who sees a collection in the web UI, the API and /mcp (the CLI always sees "
-                    "everything). Give exactly one of --everyone, --private, or any number of --group and "
-                    "--user (which may be combined).")
+        "everything). Give exactly one of --everyone, --private, or any number of --group and "
+        "--user (which may be combined).",
+    )
     share.add_argument("name")
     share.add_argument("--everyone", action="store_true", help="every signed-in member (the default)")
     share.add_argument("--private", action="store_true", help="its owner only (and superusers)")
-    share.add_argument("--group", action="append", default=[], dest="groups", metavar="GROUP",
-                       help="members of this group (repeatable; see `pmd group list`)")
-    share.add_argument("--user", action="append", default=[], dest="users", metavar="USERNAME",
-                       help="this person (repeatable)")
+    share.add_argument(
+        "--group",
+        action="append",
+        default=[],
+        dest="groups",
+        metavar="GROUP",
+        help="members of this group (repeatable; see `pmd group list`)",
+    )
+    share.add_argument(
+        "--user", action="append", default=[], dest="users", metavar="USERNAME", help="this person (repeatable)"
+    )
     share.add_argument("--json", action="store_true")
     share.set_defaults(func=cmd_share)
 
@@ -90,8 +120,12 @@ def register(sub) -> None:
 def _print_report(report, *, console, new_only: bool = False) -> None:
     """The scan's line and its problems; `new_only`: those the last scan did not report already
     (`pmd up` at every start), the others counted in one line."""
-    parts = [f"[green]{report.added} added[/]", f"{report.updated} updated", f"{report.unchanged} unchanged",
-             f"{report.removed} removed"]
+    parts = [
+        f"[green]{report.added} added[/]",
+        f"{report.updated} updated",
+        f"{report.unchanged} unchanged",
+        f"{report.removed} removed",
+    ]
     if report.reactivated:
         parts.append(f"{report.reactivated} restored")
     if report.skipped:
@@ -114,8 +148,10 @@ def _print_history(history, *, console) -> None:
     if history is None or (history.state == "not_repository" and not history.removed):
         return
     if history.state == "indexed":
-        console.print(f"  history: [green]{history.added} new commits[/], {history.removed} dropped, "
-                      f"{history.total} indexed [dim]({history.elapsed:.2f}s)[/]")
+        console.print(
+            f"  history: [green]{history.added} new commits[/], {history.removed} dropped, "
+            f"{history.total} indexed [dim]({history.elapsed:.2f}s)[/]"
+        )
     else:
         console.print(f"  history: {history.state}, {history.removed} dropped", highlight=False)
     if history.message:
@@ -130,19 +166,30 @@ def cmd_add(args) -> int:
     console = stdout_console()
     label = f"indexing {args.name or Path(args.path).expanduser().name}"
     with progress_bar(label, enabled=not args.json and not args.no_index) as progress:
-        added = collection_add(path=args.path, name=args.name, mask=args.mask,
-                               formats=(args.formats or "").split(",") if args.formats else None,
-                               ignore_patterns=args.ignore,
-                               text_search_config=args.text_search_config, title_from=args.title_from,
-                               language=args.language, transclude=args.transclude,
-                               index="no" if args.no_index else "now",
-                               progress=progress, access=local_access())
+        added = collection_add(
+            path=args.path,
+            name=args.name,
+            mask=args.mask,
+            formats=(args.formats or "").split(",") if args.formats else None,
+            ignore_patterns=args.ignore,
+            text_search_config=args.text_search_config,
+            title_from=args.title_from,
+            language=args.language,
+            transclude=args.transclude,
+            index="no" if args.no_index else "now",
+            progress=progress,
+            access=local_access(),
+        )
     collection = added.collection
     if not args.json:
-        console.print(f"language: {escape(collection.language_choice.label)} "
-                      f"[dim](text search configuration {escape(collection.text_search_config)})[/]")
+        console.print(
+            f"language: {escape(collection.language_choice.label)} "
+            f"[dim](text search configuration {escape(collection.text_search_config)})[/]"
+        )
     if args.no_index:
-        console.print(f"added collection [bold]{escape(collection.name)}[/] → {escape(collection.root_path)} (not indexed yet)")
+        console.print(
+            f"added collection [bold]{escape(collection.name)}[/] → {escape(collection.root_path)} (not indexed yet)"
+        )
         return 0
     refreshed = added.refreshed
     if refreshed.problem:
@@ -150,13 +197,17 @@ def cmd_add(args) -> int:
     if args.json:
         print_json(refreshed.report.as_dict())
     else:
-        console.print(f"added collection [bold]{escape(collection.name)}[/] → {escape(collection.root_path)} "
-                      f"(mask {escape(collection.mask)}, titles from {collection.title_from})")
+        console.print(
+            f"added collection [bold]{escape(collection.name)}[/] → {escape(collection.root_path)} "
+            f"(mask {escape(collection.mask)}, titles from {collection.title_from})"
+        )
         _print_report(refreshed.report, console=console)
         print_embedding(refreshed.report.changed_document_ids, added.refresh.embedding, console=console)
         for outer in added.inside:
-            console.print(f"[yellow]inside collection {escape(outer)}: its notes are indexed here now, not in "
-                          f"{escape(outer)} as well (a note is indexed once)[/]")
+            console.print(
+                f"[yellow]inside collection {escape(outer)}: its notes are indexed here now, not in "
+                f"{escape(outer)} as well (a note is indexed once)[/]"
+            )
     return 0
 
 
@@ -187,8 +238,9 @@ def cmd_list(args) -> int:
         table.add_column(col)
     for r in rows:
         when = r["last_indexed_at"].strftime("%Y-%m-%d %H:%M") if r["last_indexed_at"] else "never"
-        table.add_row(*(Text(cell) for cell in (r["name"], str(r["documents"]), r["mask"], r["path"], when,
-                                                 visible_to(r))))
+        table.add_row(
+            *(Text(cell) for cell in (r["name"], str(r["documents"]), r["mask"], r["path"], when, visible_to(r)))
+        )
     print_table(table, console=console)
     return 0
 
@@ -240,22 +292,38 @@ def cmd_share(args) -> int:
     from indexing.selectors import collection_sharing
     from indexing.services.sharing import collection_share
 
-    chosen = [flag for flag, on in (("--everyone", args.everyone), ("--private", args.private),
-                                    ("--group/--user", bool(args.groups or args.users))) if on]
+    chosen = [
+        flag
+        for flag, on in (
+            ("--everyone", args.everyone),
+            ("--private", args.private),
+            ("--group/--user", bool(args.groups or args.users)),
+        )
+        if on
+    ]
     if len(chosen) != 1:
-        raise CommandError("give exactly one of --everyone, --private, or --group/--user (repeatable, combinable)"
-                           + (f"; got {' and '.join(chosen)}" if chosen else ""))
+        raise CommandError(
+            "give exactly one of --everyone, --private, or --group/--user (repeatable, combinable)"
+            + (f"; got {' and '.join(chosen)}" if chosen else "")
+        )
     visibility = "everyone" if args.everyone else "private" if args.private else "shared"
-    shared = collection_share(name=args.name, visibility=visibility, users=args.users, groups=args.groups,
-                              access=local_access())
+    shared = collection_share(
+        name=args.name, visibility=visibility, users=args.users, groups=args.groups, access=local_access()
+    )
     row = {"name": shared.collection.name, **collection_sharing(shared.collection)}
     if args.json:
         print_json(row)
         return 0
-    owner = (f"owner: {row['owner']}" if row["owner"]
-             else "no owner: only superusers and the CLI see it" if visibility == "private" else "")
-    stdout_console().print(f"[bold]{escape(row['name'])}[/]: {escape(sharing_text(row))}"
-                           + (f" ({escape(owner)})" if owner else ""))
+    owner = (
+        f"owner: {row['owner']}"
+        if row["owner"]
+        else "no owner: only superusers and the CLI see it"
+        if visibility == "private"
+        else ""
+    )
+    stdout_console().print(
+        f"[bold]{escape(row['name'])}[/]: {escape(sharing_text(row))}" + (f" ({escape(owner)})" if owner else "")
+    )
     return 0
 
 
@@ -265,8 +333,13 @@ def cmd_show(args) -> int:
 
     detail = collection_detail(name=args.name, access=local_access())
     contexts = detail.contexts
-    data = detail.as_dict() | {"ignore": detail.ignore, "text_search_config": detail.text_search_config,
-                               "contexts": contexts, "problems": detail.problem_list, "history": detail.history}
+    data = detail.as_dict() | {
+        "ignore": detail.ignore,
+        "text_search_config": detail.text_search_config,
+        "contexts": contexts,
+        "problems": detail.problem_list,
+        "history": detail.history,
+    }
     if args.json:
         print_json(data)
         return 0
@@ -277,11 +350,16 @@ def cmd_show(args) -> int:
     console.print(f"[bold]visibility[/]: {escape(sharing_text(data))}")
     console.print(f"[bold]owner[/]: {escape(owner_text(data))}")
     console.print(f"[bold]ignore[/]: {escape(', '.join(detail.ignore) or '-')}")
-    console.print(f"[bold]language[/]: {escape(language_label(detail.text_search_config))} "
-                  f"(text search config {escape(detail.text_search_config)})")
+    console.print(
+        f"[bold]language[/]: {escape(language_label(detail.text_search_config))} "
+        f"(text search config {escape(detail.text_search_config)})"
+    )
     history = data["history"]
-    console.print(f"[bold]history[/]: {history['state']}, {history['commits']} commits"
-                  + (f" ({escape(history['message'])})" if history["message"] else ""), highlight=False)
+    console.print(
+        f"[bold]history[/]: {history['state']}, {history['commits']} commits"
+        + (f" ({escape(history['message'])})" if history["message"] else ""),
+        highlight=False,
+    )
     for ctx in contexts:
         uri = f"pmd://{detail.name}/{ctx['path_prefix']}"
         console.print(f"[bold]context[/] {escape(uri)}: {escape(ctx['text'])}")
@@ -298,17 +376,22 @@ def cmd_set(args) -> int:
     if args.transclude is None and args.title_from is None:
         raise CommandError("nothing to change: give --transclude on|off and/or --title-from heading|filename")
     before = collection_detail(name=args.name, access=local_access())
-    collection = collection_configure(name=args.name, access=local_access(),
-                                      transclude=None if args.transclude is None else args.transclude == "on",
-                                      title_from=args.title_from)
+    collection = collection_configure(
+        name=args.name,
+        access=local_access(),
+        transclude=None if args.transclude is None else args.transclude == "on",
+        title_from=args.title_from,
+    )
     if collection.title_from != before.title_from:  # the titles are read again now, not at some later scan
         collections_refresh(names=[collection.name], access=local_access())
     row = collection_detail(name=collection.name, access=local_access()).as_dict()
     if args.json:
         print_json(row)
         return 0
-    stdout_console().print(f"[bold]{escape(row['name'])}[/]: titles from {row['title_from']}, "
-                           f"transclusion {'on' if row['transclude'] else 'off'}")
+    stdout_console().print(
+        f"[bold]{escape(row['name'])}[/]: titles from {row['title_from']}, "
+        f"transclusion {'on' if row['transclude'] else 'off'}"
+    )
     return 0
 
 
@@ -335,11 +418,13 @@ def cmd_update(args) -> int:
 
     console = stdout_console()
     with ExitStack() as stack:
+
         def progress_for(collection):
             return stack.enter_context(progress_bar(f"indexing {collection.name}", enabled=not args.json))
 
-        refreshed_all = collections_refresh(names=args.collections, pull=args.pull, progress_for=progress_for,
-                                            access=local_access())
+        refreshed_all = collections_refresh(
+            names=args.collections, pull=args.pull, progress_for=progress_for, access=local_access()
+        )
     failed = 0
     out = []
     for refreshed in refreshed_all.collections:
@@ -355,8 +440,11 @@ def cmd_update(args) -> int:
             continue
         history = refreshed.history
         if args.json:
-            out.append(report.as_dict() | ({"pull": pulled.__dict__} if pulled else {})
-                       | ({"history": history.as_dict()} if history else {}))
+            out.append(
+                report.as_dict()
+                | ({"pull": pulled.__dict__} if pulled else {})
+                | ({"history": history.as_dict()} if history else {})
+            )
         else:
             _print_report(report, console=console)
             _print_history(history, console=console)

@@ -14,8 +14,11 @@ def register(sub) -> None:
     show.set_defaults(func=cmd_config_show)
     put = csub.add_parser("set", help="write settings into the index (NAME=VALUE …), for every process")
     put.add_argument("pairs", nargs="+", metavar="NAME=VALUE")
-    put.add_argument("--yes", action="store_true",
-                     help="confirm a change that embeds everything again (another model, chunking or backend)")
+    put.add_argument(
+        "--yes",
+        action="store_true",
+        help="confirm a change that embeds everything again (another model, chunking or backend)",
+    )
     put.set_defaults(func=cmd_config_set)
     unset = csub.add_parser("unset", help="forget settings: processes fall back to their environment or the default")
     unset.add_argument("names", nargs="+", metavar="NAME")
@@ -77,8 +80,9 @@ def cmd_config_set(args) -> int:
         from indexing.services.background import embedding_request
 
         job = embedding_request(no_worker="queue")
-        console.print("embedding again " + (f"(job {job.pk})" if job else "on the next `pmd up` or `pmd embed`"),
-                      markup=False)
+        console.print(
+            "embedding again " + (f"(job {job.pk})" if job else "on the next `pmd up` or `pmd embed`"), markup=False
+        )
     elif change.changed:
         warn("processes running now keep their settings until they restart")
     return 0

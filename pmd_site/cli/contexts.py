@@ -37,7 +37,7 @@ def cmd_list(args) -> int:
         return 0
     console = stdout_console()
     if not contexts:
-        console.print("no contexts yet: `pmd context add pmd://COLLECTION/ \"what is in it\"`")
+        console.print('no contexts yet: `pmd context add pmd://COLLECTION/ "what is in it"`')
     for c in contexts:
         console.print(f"[bold]{escape(c.target)}[/]  {escape(c.text)}")
     return 0

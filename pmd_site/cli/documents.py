@@ -17,9 +17,13 @@ def register(sub) -> None:
 
     mget = sub.add_parser("multi-get", help="print several documents: a glob, or a comma list of paths/#docids")
     mget.add_argument("pattern")
-    mget.add_argument("--max-bytes", type=int, metavar="N",
-                      help="skip documents larger than N bytes (default 10240; at most "
-                           "PMD_MULTI_GET_MAX_TOTAL_BYTES, which bounds the whole output)")
+    mget.add_argument(
+        "--max-bytes",
+        type=int,
+        metavar="N",
+        help="skip documents larger than N bytes (default 10240; at most "
+        "PMD_MULTI_GET_MAX_TOTAL_BYTES, which bounds the whole output)",
+    )
     mget.add_argument("-l", "--lines", type=int, dest="max_lines", metavar="N", help="at most N lines per document")
     mget.add_argument("-c", "--collection", action="append", dest="collections", metavar="NAME")
     mget.add_argument("--json", action="store_true")
@@ -35,14 +39,18 @@ def cmd_get(args) -> int:
     from indexing.selectors import document_page
     from search import numbered_lines
 
-    page = document_page(args.reference, from_line=args.from_line, max_lines=args.max_lines,
-                         collections=args.collections, access=local_access())
+    page = document_page(
+        args.reference,
+        from_line=args.from_line,
+        max_lines=args.max_lines,
+        collections=args.collections,
+        access=local_access(),
+    )
     if args.json:
         print_json(page.as_dict())
         return 0
     # `pmd get` has always aligned the numbers one line further than the last one shown
-    out = (numbered_lines(page.lines, page.first, width=len(str(page.last + 1))) if args.line_numbers
-           else page.lines)
+    out = numbered_lines(page.lines, page.first, width=len(str(page.last + 1))) if args.line_numbers else page.lines
     write_text("\n".join(out) + ("\n" if out else ""))  # on a terminal without its control characters
     return 0
 
@@ -51,8 +59,13 @@ def cmd_multi_get(args) -> int:
     from indexing.selectors import documents_multi_get
     from pmd_site.cli.output import warn
 
-    result = documents_multi_get(args.pattern, max_bytes=args.max_bytes, max_lines=args.max_lines,
-                                 collections=args.collections, access=local_access())
+    result = documents_multi_get(
+        args.pattern,
+        max_bytes=args.max_bytes,
+        max_lines=args.max_lines,
+        collections=args.collections,
+        access=local_access(),
+    )
     if args.json:
         print_json(result.as_dict())
         return 0 if result.items or not result.missing else 1
@@ -88,11 +101,17 @@ def cmd_ls(args) -> int:
         return 0
     docs = documents_list(args.target, access=local_access())
     if args.json:
-        print_json([{"docid": d.docid, "uri": d.uri, "title": d.title, "size": d.size, "type": d.file_type}
-                    for d in docs])
+        print_json(
+            [{"docid": d.docid, "uri": d.uri, "title": d.title, "size": d.size, "type": d.file_type} for d in docs]
+        )
         return 0
     if docs:  # one print for the whole listing: rich's cost is per call, and a folder can hold thousands
-        console.print("\n".join(f"[cyan]#{d.docid}[/]  {escape(d.uri)}  [dim]{escape(d.title)}[/]"
-                                + ("" if d.file_type == "markdown" else f"  [dim]\\[{d.file_type}][/]") for d in docs),
-                      highlight=False)
+        console.print(
+            "\n".join(
+                f"[cyan]#{d.docid}[/]  {escape(d.uri)}  [dim]{escape(d.title)}[/]"
+                + ("" if d.file_type == "markdown" else f"  [dim]\\[{d.file_type}][/]")
+                for d in docs
+            ),
+            highlight=False,
+        )
     return 0

@@ -12,15 +12,25 @@ from pmd_site.cli.output import escape, print_json, progress_bar, stdout_console
 def register(sub) -> None:
     embed = sub.add_parser("embed", help="compute missing embeddings (vector search needs them)")
     embed.add_argument("-f", "--force", action="store_true", help="re-embed everything, not only what is missing")
-    embed.add_argument("-c", "--collection", action="append", dest="collections", default=[], metavar="NAME",
-                       help="only this collection (repeatable)")
+    embed.add_argument(
+        "-c",
+        "--collection",
+        action="append",
+        dest="collections",
+        default=[],
+        metavar="NAME",
+        help="only this collection (repeatable)",
+    )
     wait = embed.add_mutually_exclusive_group()
-    wait.add_argument("--wait", dest="wait", action="store_true", default=True,
-                      help="follow the work until it is done (default)")
-    wait.add_argument("--no-wait", dest="wait", action="store_false",
-                      help="queue it for a worker and return at once")
-    embed.add_argument("--yes", action="store_true",
-                       help="confirm embedding with another model or chunking than the index's vectors (replaces them)")
+    wait.add_argument(
+        "--wait", dest="wait", action="store_true", default=True, help="follow the work until it is done (default)"
+    )
+    wait.add_argument("--no-wait", dest="wait", action="store_false", help="queue it for a worker and return at once")
+    embed.add_argument(
+        "--yes",
+        action="store_true",
+        help="confirm embedding with another model or chunking than the index's vectors (replaces them)",
+    )
     embed.add_argument("--json", action="store_true")
     embed.set_defaults(func=cmd_embed)
 
@@ -44,9 +54,11 @@ def register(sub) -> None:
 def _summary(result: dict) -> str:
     if not result.get("pending_before"):
         return f"nothing to embed: everything is up to date ({result.get('model')}, {result.get('dims')}d)"
-    text = (f"embedded {result['chunks']} chunks from {result['contents']} documents with "
-            f"{result['model']} ({result['dims']}d) in {result['elapsed']:.1f}s "
-            f"({result['chunks_per_second']:.1f} chunks/s)")
+    text = (
+        f"embedded {result['chunks']} chunks from {result['contents']} documents with "
+        f"{result['model']} ({result['dims']}d) in {result['elapsed']:.1f}s "
+        f"({result['chunks_per_second']:.1f} chunks/s)"
+    )
     if result.get("index_built"):
         text += "; built the HNSW index"
     if result.get("dropped_fingerprints"):
@@ -71,8 +83,9 @@ def cmd_embed(args) -> int:
         if args.wait:
             raise problem
         warn(f"{problem.message} (queued: it runs once the server answers)")
-    job, queued = embedding_request_here(collections=names, force=args.force,
-                                         collection=collections[0] if len(collections) == 1 else None)
+    job, queued = embedding_request_here(
+        collections=names, force=args.force, collection=collections[0] if len(collections) == 1 else None
+    )
     if queued:
         if not args.wait:
             if args.json:
@@ -108,8 +121,10 @@ def _confirm_replacing(args) -> None:
     if not status["mismatch"] or args.yes:
         return
     held = ", ".join(sorted({f"{o['model']} ({o['chunks']} chunks)" for o in status["stale_fingerprints"]}))
-    question = (f"embedding with {status['model']} ({status['chunking']}) replaces the index's vectors of {held}: "
-                "every note and commit is embedded again")
+    question = (
+        f"embedding with {status['model']} ({status['chunking']}) replaces the index's vectors of {held}: "
+        "every note and commit is embedded again"
+    )
     if status.get("hint"):
         question += f"; {status['hint']}"
     if args.json or not sys.stdin.isatty():
@@ -135,8 +150,10 @@ def _follow(job, *, json_output: bool):
             if "waiting" in (job.result or {}):  # the model server went away: say so instead of waiting
                 from indexing.errors import LLMBackendUnavailable
 
-                raise LLMBackendUnavailable(message=f"{job.message}; the request stays queued and runs by itself "
-                                                    "once it answers (`pmd status` shows when it checks next)")
+                raise LLMBackendUnavailable(
+                    message=f"{job.message}; the request stays queued and runs by itself "
+                    "once it answers (`pmd status` shows when it checks next)"
+                )
             time.sleep(0.5)
 
 
@@ -146,10 +163,16 @@ def _follow(job, *, json_output: bool):
 def _configured_models() -> dict[str, str]:
     from django.conf import settings
 
-    configured = {"embed": settings.PMD_EMBED_MODEL, "generate": settings.PMD_GENERATE_MODEL,
-                  "rerank": settings.PMD_RERANK_MODEL}
-    return {role: name for role, name in configured.items()
-            if str(name or "").strip() and str(name).strip().lower() not in {"none", "off", "false", "0", "no"}}
+    configured = {
+        "embed": settings.PMD_EMBED_MODEL,
+        "generate": settings.PMD_GENERATE_MODEL,
+        "rerank": settings.PMD_RERANK_MODEL,
+    }
+    return {
+        role: name
+        for role, name in configured.items()
+        if str(name or "").strip() and str(name).strip().lower() not in {"none", "off", "false", "0", "no"}
+    }
 
 
 def _methods(backend) -> dict[str, str]:
@@ -159,11 +182,15 @@ def _methods(backend) -> dict[str, str]:
     from indexing.llm import rerank_backend
     from search import describe_method
 
-    methods = {"embed": "embeddings" + (" in this process" if backend.kind == "local" else ""),
-               "generate": "chat (query expansion)"}
+    methods = {
+        "embed": "embeddings" + (" in this process" if backend.kind == "local" else ""),
+        "generate": "chat (query expansion)",
+    }
     if settings.PMD_RERANK_MODEL:
         where = f" at {settings.PMD_RERANK_URL}" if settings.PMD_RERANK_URL else ""
-        methods["rerank"] = describe_method(rerank_backend(), settings.PMD_RERANK_MODEL, settings.PMD_RERANK_API) + where
+        methods["rerank"] = (
+            describe_method(rerank_backend(), settings.PMD_RERANK_MODEL, settings.PMD_RERANK_API) + where
+        )
     return methods
 
 
@@ -180,10 +207,22 @@ def cmd_models_list(args) -> int:
     rows = []
     for m in models:
         key = normalize_model_name(m.name) if backend.kind == "ollama" else m.name
-        roles = [role for role, name in configured.items()
-                 if (normalize_model_name(name) if backend.kind == "ollama" else name) == key]
-        rows.append({"name": m.name, "size": m.size, "family": m.family, "parameters": m.parameter_size,
-                     "quantization": m.quantization, "roles": roles, "present": True})
+        roles = [
+            role
+            for role, name in configured.items()
+            if (normalize_model_name(name) if backend.kind == "ollama" else name) == key
+        ]
+        rows.append(
+            {
+                "name": m.name,
+                "size": m.size,
+                "family": m.family,
+                "parameters": m.parameter_size,
+                "quantization": m.quantization,
+                "roles": roles,
+                "present": True,
+            }
+        )
     for role, name in configured.items():
         key = normalize_model_name(name) if backend.kind == "ollama" else name
         if key not in by_name:
@@ -193,8 +232,18 @@ def cmd_models_list(args) -> int:
             else:
                 # a folder path (local backend) is present without being in the models folder
                 present = backend.kind == "local" and role != "generate" and backend.has_model(name)
-                rows.append({"name": name, "size": 0, "family": "", "parameters": "", "quantization": "",
-                             "roles": [role], "present": present, "configured": True})
+                rows.append(
+                    {
+                        "name": name,
+                        "size": 0,
+                        "family": "",
+                        "parameters": "",
+                        "quantization": "",
+                        "roles": [role],
+                        "present": present,
+                        "configured": True,
+                    }
+                )
     for row in rows:
         row.pop("configured", None)
         row["methods"] = {role: methods.get(role, "") for role in row["roles"]}
@@ -211,7 +260,9 @@ def cmd_models_list(args) -> int:
     for r in rows:
         size = f"{r['size'] / 1e9:.2f} GB" if r["size"] >= 1e8 else (f"{r['size'] / 1e6:.0f} MB" if r["size"] else "")
         state = "" if r["present"] else "[yellow]missing: `pmd models pull`[/]"
-        table.add_row(escape(r["name"]), size, escape(r["family"]), ", ".join(r["roles"]), "; ".join(r["methods"].values()), state)
+        table.add_row(
+            escape(r["name"]), size, escape(r["family"]), ", ".join(r["roles"]), "; ".join(r["methods"].values()), state
+        )
     console.print(table)
     return 0
 
@@ -236,8 +287,7 @@ def cmd_models_pull(args) -> int:
 
     backend = get_backend()
     console = stdout_console()
-    wanted = list(args.models) or [m for m in dict.fromkeys(_configured_models().values())
-                                    if not backend.has_model(m)]
+    wanted = list(args.models) or [m for m in dict.fromkeys(_configured_models().values()) if not backend.has_model(m)]
     if not wanted:
         console.print("every configured model is present")
         return 0

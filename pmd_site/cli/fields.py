@@ -9,8 +9,11 @@ from pmd_site.cli.output import local_access, print_json, stdout_console
 
 
 def register(sub) -> None:
-    parser = sub.add_parser("fields", help="frontmatter keys to filter by (status:draft, priority:>=2, has:due), "
-                                           "with their types and most frequent values")
+    parser = sub.add_parser(
+        "fields",
+        help="frontmatter keys to filter by (status:draft, priority:>=2, has:due), "
+        "with their types and most frequent values",
+    )
     parser.add_argument("collection", nargs="?", help="only this collection")
     parser.add_argument("--json", action="store_true")
     parser.set_defaults(func=cmd_fields)

@@ -41,8 +41,9 @@ def cmd_create(args) -> int:
     from indexing.services.sharing import group_create
 
     group = group_create(name=args.name, access=local_access())
-    stdout_console().print(f"created group [bold]{escape(group.name)}[/] "
-                           f"(add people with `pmd group add {escape(group.name)} USERNAME…`)")
+    stdout_console().print(
+        f"created group [bold]{escape(group.name)}[/] (add people with `pmd group add {escape(group.name)} USERNAME…`)"
+    )
     return 0
 
 
@@ -59,8 +60,10 @@ def _change(args, *, add: bool) -> int:
 
     group = group_members_change(name=args.name, users=args.users, add=add, access=local_access())
     verb = "added to" if add else "removed from"
-    stdout_console().print(f"{escape(', '.join(dict.fromkeys(args.users)))} {verb} [bold]{escape(group.name)}[/]; "
-                           f"members now: {escape(_members(group))}")
+    stdout_console().print(
+        f"{escape(', '.join(dict.fromkeys(args.users)))} {verb} [bold]{escape(group.name)}[/]; "
+        f"members now: {escape(_members(group))}"
+    )
     return 0
 
 

@@ -8,14 +8,21 @@ from __future__ import annotations
 
 from pmd_site.cli.output import local_access, print_markup, write_text
 
-FORMATS = (("json", "JSON: the note, its links and its backlinks"), ("csv", "CSV"), ("md", "markdown"),
-           ("files", "one line per linked note: #docid,pmd://path (resolved links only)"))
+FORMATS = (
+    ("json", "JSON: the note, its links and its backlinks"),
+    ("csv", "CSV"),
+    ("md", "markdown"),
+    ("files", "one line per linked note: #docid,pmd://path (resolved links only)"),
+)
 
 
 def register(sub) -> None:
     for name, help_text, func in (
-        ("links", "the links a note writes: [[wikilinks]], embeds and links to .md files, and where they lead",
-         cmd_links),
+        (
+            "links",
+            "the links a note writes: [[wikilinks]], embeds and links to .md files, and where they lead",
+            cmd_links,
+        ),
         ("backlinks", "the notes that link to a note, with the sentence around each link", cmd_backlinks),
     ):
         parser = sub.add_parser(name, help=help_text)
@@ -29,8 +36,8 @@ def register(sub) -> None:
 
 
 def _read(args):
-    from indexing.links import document_links
     from indexing.errors import CommandError
+    from indexing.links import document_links
 
     if args.limit is not None and args.limit < 1:
         raise CommandError("-n must be at least 1")

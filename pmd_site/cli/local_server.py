@@ -228,8 +228,9 @@ class LocalServer:
         server.runner = runner
         install_client_streams()
         self._server = server
-        self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.5},
-                                        name="pmd-client-mode", daemon=True)
+        self._thread = threading.Thread(
+            target=server.serve_forever, kwargs={"poll_interval": 0.5}, name="pmd-client-mode", daemon=True
+        )
         self._thread.start()
         return True
 

@@ -32,8 +32,9 @@ class ClientTerminal:
     help_width: int | None = None  # what argparse would lay help out for
 
 
-_client_terminal: contextvars.ContextVar[ClientTerminal | None] = contextvars.ContextVar("pmd_client_terminal",
-                                                                                       default=None)
+_client_terminal: contextvars.ContextVar[ClientTerminal | None] = contextvars.ContextVar(
+    "pmd_client_terminal", default=None
+)
 
 
 def client_terminal() -> ClientTerminal | None:
@@ -147,15 +148,21 @@ def _client_size(console, terminal: ClientTerminal) -> tuple[int, int]:
 
 def stdout_console():
     enabled = color_enabled(sys.stdout)
-    return _console(file=sys.stdout, no_color=not enabled, highlight=False,
-                    force_terminal=enabled if enabled else None, soft_wrap=True,
-                    color_system="auto" if enabled else None)
+    return _console(
+        file=sys.stdout,
+        no_color=not enabled,
+        highlight=False,
+        force_terminal=enabled if enabled else None,
+        soft_wrap=True,
+        color_system="auto" if enabled else None,
+    )
 
 
 def stderr_console():
     enabled = color_enabled(sys.stderr)
-    return _console(file=sys.stderr, no_color=not enabled, highlight=False,
-                    color_system="auto" if enabled else None, soft_wrap=True)
+    return _console(
+        file=sys.stderr, no_color=not enabled, highlight=False, color_system="auto" if enabled else None, soft_wrap=True
+    )
 
 
 def escape(value) -> str:

@@ -26,15 +26,32 @@ def register(sub) -> None:
     add_search_options(parser)
     parser.add_argument("--no-expand", dest="expand", action="store_false", help="skip LLM query expansion")
     parser.add_argument("--no-rerank", dest="rerank", action="store_false", help="skip LLM re-ranking (fusion order)")
-    parser.add_argument("-C", "--candidate-limit", type=int, default=40, metavar="N",
-                        help="documents kept after fusion and re-ranked (default 40)")
+    parser.add_argument(
+        "-C",
+        "--candidate-limit",
+        type=int,
+        default=40,
+        metavar="N",
+        help="documents kept after fusion and re-ranked (default 40)",
+    )
     parser.add_argument("--intent", metavar="TEXT", help="what you mean, to disambiguate expansion and re-ranking")
-    parser.add_argument("--link-boost", type=float, metavar="W",
-                        help="raise notes linked to or from better hits by W × their place (0 off; default PMD_LINK_BOOST)")
-    parser.add_argument("--recency-boost", type=float, metavar="W",
-                        help="raise notes dated this week by W, this month by W/2 (0 off; default PMD_RECENCY_BOOST)")
-    parser.add_argument("--explain", action="store_true",
-                        help="show each result's rank and score per list, RRF, re-rank score, blend and stage timings")
+    parser.add_argument(
+        "--link-boost",
+        type=float,
+        metavar="W",
+        help="raise notes linked to or from better hits by W × their place (0 off; default PMD_LINK_BOOST)",
+    )
+    parser.add_argument(
+        "--recency-boost",
+        type=float,
+        metavar="W",
+        help="raise notes dated this week by W, this month by W/2 (0 off; default PMD_RECENCY_BOOST)",
+    )
+    parser.add_argument(
+        "--explain",
+        action="store_true",
+        help="show each result's rank and score per list, RRF, re-rank score, blend and stage timings",
+    )
     parser.set_defaults(func=cmd_query)
 
 
@@ -47,9 +64,15 @@ def cmd_query(args) -> int:
     if any(w is not None and not 0 <= w <= 5 for w in (args.link_boost, args.recency_boost)):
         raise CommandError("--link-boost/--recency-boost: a weight from 0 to 5")
     response = search_and_print(
-        args, mode=Mode.HYBRID, expand=args.expand, rerank=args.rerank,
-        candidate_limit=args.candidate_limit, intent=(args.intent or None), explain=args.explain,
-        link_boost=args.link_boost, recency_boost=args.recency_boost,
+        args,
+        mode=Mode.HYBRID,
+        expand=args.expand,
+        rerank=args.rerank,
+        candidate_limit=args.candidate_limit,
+        intent=(args.intent or None),
+        explain=args.explain,
+        link_boost=args.link_boost,
+        recency_boost=args.recency_boost,
     )
     if args.explain and args.format == "cli":
         from pmd_site.cli.output import write_text

@@ -10,8 +10,14 @@ from pmd_site.cli.output import local_access, print_markup, write_text
 def register(sub) -> None:
     parser = sub.add_parser("related", help="the notes related to a note: links either way, shared tags, similar text")
     parser.add_argument("reference", help="PATH, pmd://collection/path or #docid")
-    parser.add_argument("-c", "--collection", action="append", dest="collections", metavar="NAME",
-                        help="look the note up in these collections")
+    parser.add_argument(
+        "-c",
+        "--collection",
+        action="append",
+        dest="collections",
+        metavar="NAME",
+        help="look the note up in these collections",
+    )
     parser.add_argument("-n", type=int, dest="limit", default=10, metavar="N", help="at most N notes (default 10)")
     parser.add_argument("--json", action="store_true", help="output JSON")
     parser.set_defaults(func=cmd_related)

@@ -12,12 +12,20 @@ def register(sub) -> None:
     add = verbs.add_parser("add", help="save a search: NAME QUERY… (filters may be in the query: tag:db after:2025-01)")
     add.add_argument("name")
     add.add_argument("query", nargs="+")
-    add.add_argument("--mode", default="keyword", help="keyword (default), vector or hybrid (or search, vsearch, query)")
+    add.add_argument(
+        "--mode", default="keyword", help="keyword (default), vector or hybrid (or search, vsearch, query)"
+    )
     add.add_argument("-c", "--collection", action="append", dest="collections", default=[], metavar="NAME")
     add.add_argument("--group", help="share it with this group (its members may run it)")
-    add.add_argument("--webhook", default="", metavar="URL",
-                     help="POST a JSON digest of its new matches here (every PMD_DIGEST_INTERVAL seconds)")
-    add.add_argument("--email", action="store_true", help="email a digest of its new matches (when email is configured)")
+    add.add_argument(
+        "--webhook",
+        default="",
+        metavar="URL",
+        help="POST a JSON digest of its new matches here (every PMD_DIGEST_INTERVAL seconds)",
+    )
+    add.add_argument(
+        "--email", action="store_true", help="email a digest of its new matches (when email is configured)"
+    )
     add.set_defaults(func=cmd_add)
     listing = verbs.add_parser("list", help="your saved searches and those shared with your groups")
     listing.add_argument("--json", action="store_true")
@@ -47,22 +55,35 @@ def cmd_add(args) -> int:
         from indexing.errors import CommandError
 
         raise CommandError(str(exc)) from None
-    saved = saved_search_add(access=local_access(), name=args.name, query=" ".join(args.query), mode=mode,
-                             collections=args.collections, group=args.group, webhook_url=args.webhook,
-                             email_digest=args.email)
-    stdout_console().print(f"saved '{saved.name}'" + (f", shared with {saved.group.name}" if saved.group else ""),
-                           markup=False)
+    saved = saved_search_add(
+        access=local_access(),
+        name=args.name,
+        query=" ".join(args.query),
+        mode=mode,
+        collections=args.collections,
+        group=args.group,
+        webhook_url=args.webhook,
+        email_digest=args.email,
+    )
+    stdout_console().print(
+        f"saved '{saved.name}'" + (f", shared with {saved.group.name}" if saved.group else ""), markup=False
+    )
     return 0
 
 
 def cmd_digest(args) -> int:
     from indexing.services.saved_searches import saved_search_digest_set
 
-    saved = saved_search_digest_set(access=local_access(), name=args.name, webhook_url=args.webhook,
-                                    email_digest=None if args.email is None else args.email == "on")
+    saved = saved_search_digest_set(
+        access=local_access(),
+        name=args.name,
+        webhook_url=args.webhook,
+        email_digest=None if args.email is None else args.email == "on",
+    )
     where = [w for w in (saved.webhook_url, "email" if saved.email_digest else "") if w]
-    stdout_console().print(f"'{saved.name}' sends its digest to " + (", ".join(where) if where else "nowhere"),
-                           markup=False)
+    stdout_console().print(
+        f"'{saved.name}' sends its digest to " + (", ".join(where) if where else "nowhere"), markup=False
+    )
     return 0
 
 
@@ -78,8 +99,11 @@ def cmd_list(args) -> int:
         console.print("no saved searches", markup=False)
     for row in rows:
         shared = f"  shared with {row['shared_with']}" if row["shared_with"] else ""
-        console.print(f"{row['name']}: {row['query']!r} ({row['mode']}){shared}  last run {row['last_run'] or 'never'}",
-                      markup=False, highlight=False)
+        console.print(
+            f"{row['name']}: {row['query']!r} ({row['mode']}){shared}  last run {row['last_run'] or 'never'}",
+            markup=False,
+            highlight=False,
+        )
     return 0
 
 
@@ -91,8 +115,9 @@ def cmd_run(args) -> int:
         print_json({**response.as_dict(), "new": new})
         return 0
     console = stdout_console()
-    console.print(f"{len(new)} new since the last run" + (": " + ", ".join(new) if new else ""), markup=False,
-                  highlight=False)
+    console.print(
+        f"{len(new)} new since the last run" + (": " + ", ".join(new) if new else ""), markup=False, highlight=False
+    )
     import sys
 
     sys.stdout.write(format_response(response, "cli", color=False))

@@ -20,41 +20,96 @@ from indexing.errors import CommandError
 def add_search_options(parser) -> None:
     """QUERY plus the shared options: -n, --all, --min-score, -c, --full, --line-numbers,
     --hits-per-file and one output format flag."""
-    parser.add_argument("query", nargs="*", help="search text (quote it or not); filters alone list the notes they match")
-    parser.add_argument("-n", type=int, dest="limit", metavar="N",
-                        help="number of results (default 5; 20 with --json/--files)")
+    parser.add_argument(
+        "query", nargs="*", help="search text (quote it or not); filters alone list the notes they match"
+    )
+    parser.add_argument(
+        "-n", type=int, dest="limit", metavar="N", help="number of results (default 5; 20 with --json/--files)"
+    )
     parser.add_argument("--all", action="store_true", help="return every match")
     parser.add_argument("--min-score", type=float, default=0.0, metavar="S", help="drop results scoring below S (0..1)")
-    parser.add_argument("-c", "--collection", action="append", dest="collections", default=[], metavar="NAME",
-                        help="search only this collection (repeatable)")
+    parser.add_argument(
+        "-c",
+        "--collection",
+        action="append",
+        dest="collections",
+        default=[],
+        metavar="NAME",
+        help="search only this collection (repeatable)",
+    )
     parser.add_argument("--full", action="store_true", help="show whole documents instead of snippets")
     parser.add_argument("--line-numbers", action="store_true", help="prefix snippet lines with line numbers")
-    parser.add_argument("--hits-per-file", type=int, default=1, dest="hits_per_document", metavar="K",
-                        help="up to K matching passages per document (default 1)")
+    parser.add_argument(
+        "--hits-per-file",
+        type=int,
+        default=1,
+        dest="hits_per_document",
+        metavar="K",
+        help="up to K matching passages per document (default 1)",
+    )
     filters = parser.add_argument_group(
-        "filters", "also written in QUERY: tag:db, -tag:x, path:meetings/**, after:2025-01-01, "
-                   "before:\"last week\", status:draft, -status:done")
-    filters.add_argument("--tag", action="append", dest="tags", default=[], metavar="TAG",
-                         help="notes with this tag (frontmatter or #inline); repeated or a,b: any of them")
-    filters.add_argument("--exclude-tag", action="append", dest="exclude_tags", default=[], metavar="TAG",
-                         help="leave out notes with this tag (repeatable)")
-    filters.add_argument("--path", action="append", dest="paths", default=[], metavar="GLOB",
-                         help="notes whose path in the collection matches (meetings/**, *.md); repeated: any")
-    filters.add_argument("--after", metavar="DATE",
-                         help="notes dated on or after DATE (2025-01-01, 2025-06, 'last week', 3d, yesterday)")
+        "filters",
+        "also written in QUERY: tag:db, -tag:x, path:meetings/**, after:2025-01-01, "
+        'before:"last week", status:draft, -status:done',
+    )
+    filters.add_argument(
+        "--tag",
+        action="append",
+        dest="tags",
+        default=[],
+        metavar="TAG",
+        help="notes with this tag (frontmatter or #inline); repeated or a,b: any of them",
+    )
+    filters.add_argument(
+        "--exclude-tag",
+        action="append",
+        dest="exclude_tags",
+        default=[],
+        metavar="TAG",
+        help="leave out notes with this tag (repeatable)",
+    )
+    filters.add_argument(
+        "--path",
+        action="append",
+        dest="paths",
+        default=[],
+        metavar="GLOB",
+        help="notes whose path in the collection matches (meetings/**, *.md); repeated: any",
+    )
+    filters.add_argument(
+        "--after", metavar="DATE", help="notes dated on or after DATE (2025-01-01, 2025-06, 'last week', 3d, yesterday)"
+    )
     filters.add_argument("--before", metavar="DATE", help="notes dated before DATE")
-    filters.add_argument("--where", action="append", default=[], metavar="KEY=VALUE",
-                         help="frontmatter KEY is VALUE (or its list holds it; v1,v2: any); KEY!=VALUE excludes; "
-                              "repeatable")
-    parser.add_argument("--sort", choices=("relevance", "date"), default="relevance",
-                        help="order of the results: relevance (default) or date, newest first")
-    parser.add_argument("--exact", action="store_false", dest="correct",
-                        help="search the words as written: no typo correction")
-    parser.add_argument("--no-time-words", action="store_false", dest="time_words",
-                        help="'last week', 'yesterday', 'recent' are words, not a date filter")
+    filters.add_argument(
+        "--where",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="frontmatter KEY is VALUE (or its list holds it; v1,v2: any); KEY!=VALUE excludes; repeatable",
+    )
+    parser.add_argument(
+        "--sort",
+        choices=("relevance", "date"),
+        default="relevance",
+        help="order of the results: relevance (default) or date, newest first",
+    )
+    parser.add_argument(
+        "--exact", action="store_false", dest="correct", help="search the words as written: no typo correction"
+    )
+    parser.add_argument(
+        "--no-time-words",
+        action="store_false",
+        dest="time_words",
+        help="'last week', 'yesterday', 'recent' are words, not a date filter",
+    )
     fmt = parser.add_mutually_exclusive_group()
-    for name, text in (("json", "JSON"), ("csv", "CSV"), ("md", "markdown"), ("xml", "XML"),
-                       ("files", "one line per file: #docid,score,pmd://path,context")):
+    for name, text in (
+        ("json", "JSON"),
+        ("csv", "CSV"),
+        ("md", "markdown"),
+        ("xml", "XML"),
+        ("files", "one line per file: #docid,score,pmd://path,context"),
+    ):
         fmt.add_argument(f"--{name}", action="store_const", const=name, dest="format", help=f"output {text}")
     parser.set_defaults(format="cli")
 
@@ -71,12 +126,28 @@ def search_request_from_args(args, *, mode: str, **overrides):
     if args.hits_per_document < 1:
         raise CommandError("--hits-per-file must be at least 1")
     request = SearchRequest(
-        query=" ".join(args.query), mode=mode, limit=args.limit, all=args.all, min_score=args.min_score,
-        collections=list(args.collections or []), full=args.full, line_numbers=args.line_numbers,
-        hits_per_document=args.hits_per_document, access=local_access(), sort=args.sort,
-        correct=getattr(args, "correct", True), time_words=getattr(args, "time_words", True), face="cli",
-        filters=filters_from_options(tags=args.tags, exclude_tags=args.exclude_tags, paths=args.paths,
-                                     after=args.after, before=args.before, where=args.where),
+        query=" ".join(args.query),
+        mode=mode,
+        limit=args.limit,
+        all=args.all,
+        min_score=args.min_score,
+        collections=list(args.collections or []),
+        full=args.full,
+        line_numbers=args.line_numbers,
+        hits_per_document=args.hits_per_document,
+        access=local_access(),
+        sort=args.sort,
+        correct=getattr(args, "correct", True),
+        time_words=getattr(args, "time_words", True),
+        face="cli",
+        filters=filters_from_options(
+            tags=args.tags,
+            exclude_tags=args.exclude_tags,
+            paths=args.paths,
+            after=args.after,
+            before=args.before,
+            where=args.where,
+        ),
         **overrides,
     )
     if request.limit is None and not request.all:
@@ -100,17 +171,30 @@ def search_and_print(args, *, mode: str, **overrides):
     if response.corrected_query:
         from pmd_site.cli.output import escape, stderr_console
 
-        stderr_console().print(f"showing results for [bold]{escape(response.corrected_query)}[/]; search instead for "
-                               f"{escape(response.query)!r} with --exact", markup=True, highlight=False)
+        stderr_console().print(
+            f"showing results for [bold]{escape(response.corrected_query)}[/]; search instead for "
+            f"{escape(response.query)!r} with --exact",
+            markup=True,
+            highlight=False,
+        )
     if response.time_words:
         from pmd_site.cli.output import escape, stderr_console
 
-        stderr_console().print(f"read {escape(response.time_words)!r} as a date filter ({escape(response.filters.describe())}); "
-                               "--no-time-words searches the words", markup=True, highlight=False)
+        stderr_console().print(
+            f"read {escape(response.time_words)!r} as a date filter ({escape(response.filters.describe())}); "
+            "--no-time-words searches the words",
+            markup=True,
+            highlight=False,
+        )
     for message in response.warnings:
         warn(message)
-    text = format_response(response, args.format, color=args.format == "cli" and color_enabled(sys.stdout),
-                           line_numbers=request.line_numbers, full=request.full)
+    text = format_response(
+        response,
+        args.format,
+        color=args.format == "cli" and color_enabled(sys.stdout),
+        line_numbers=request.line_numbers,
+        full=request.full,
+    )
     # cli cleans the notes' text itself (its colours are pmd's); json escapes it; the others are the notes' text
     (sys.stdout.write if args.format in ("cli", "json") else write_text)(text)
     if not response.results and args.format == "cli":

@@ -7,8 +7,9 @@ from pmd_site.cli.output import local_access, print_json, stdout_console
 
 
 def register(sub) -> None:
-    parser = sub.add_parser("searches", help="what people searched: top, zero-result and weak queries (the notes' "
-                                             "gaps), slow ones")
+    parser = sub.add_parser(
+        "searches", help="what people searched: top, zero-result and weak queries (the notes' gaps), slow ones"
+    )
     parser.add_argument("--days", type=int, default=30, help="over the last N days (default 30)")
     parser.add_argument("-n", type=int, dest="limit", default=10, metavar="N", help="N queries per list (default 10)")
     parser.add_argument("--json", action="store_true")
@@ -26,15 +27,25 @@ def cmd_searches(args) -> int:
         print_json(report)
         return 0
     console = stdout_console()
-    console.print(f"{report['searches']} searches in the last {report['days']} days; "
-                  f"{report['opened']} with a result opened", markup=False)
-    for title, key in (("top queries", "top"), ("no results", "zero_results"), ("weak results", "weak"),
-                       ("slow", "slow")):
+    console.print(
+        f"{report['searches']} searches in the last {report['days']} days; {report['opened']} with a result opened",
+        markup=False,
+    )
+    for title, key in (
+        ("top queries", "top"),
+        ("no results", "zero_results"),
+        ("weak results", "weak"),
+        ("slow", "slow"),
+    ):
         console.print(f"\n{title}:", markup=False)
         if not report[key]:
             console.print("  none", markup=False)
         for row in report[key]:
             score = "—" if row["top_score"] is None else f"{row['top_score']:.2f}"
-            console.print(f"  {row['searches']:>5}×  {row['query']!r}  results {row['results']}, best {score}, "
-                          f"{row['latency_ms']:.0f} ms", markup=False, highlight=False)
+            console.print(
+                f"  {row['searches']:>5}×  {row['query']!r}  results {row['results']}, best {score}, "
+                f"{row['latency_ms']:.0f} ms",
+                markup=False,
+                highlight=False,
+            )
     return 0

@@ -29,35 +29,58 @@ def register(sub) -> None:
 
     worker = sub.add_parser("worker", help="run only a celery worker (embedding and indexing tasks)")
     worker.add_argument("--concurrency", type=int, default=None, help="task processes (default: celery's)")
-    worker.add_argument("--queues", choices=WORKER_QUEUES, default=None,
-                        help="which work it takes: indexing (with converting), embedding, or both (default: "
-                             "PMD_WORKER_QUEUES, else both; `pmd up` runs one of each so that indexing never waits "
-                             "behind embedding)")
-    worker.add_argument("--pool", choices=["prefork", "threads", "solo"], default=None,
-                        help="how tasks run: prefork (celery's default: a process per task slot), or threads "
-                             "inside this process (`pmd up`: one process per worker instead of two)")
-    worker.add_argument("--with-beat", action="store_true",
-                        help="also run the scheduler, as a thread of this process (`pmd up` with PMD_PROFILE=small)")
-    worker.add_argument("--with-watcher", action="store_true",
-                        help="also run the folder watcher, as a thread of this process (PMD_PROFILE=small)")
+    worker.add_argument(
+        "--queues",
+        choices=WORKER_QUEUES,
+        default=None,
+        help="which work it takes: indexing (with converting), embedding, or both (default: "
+        "PMD_WORKER_QUEUES, else both; `pmd up` runs one of each so that indexing never waits "
+        "behind embedding)",
+    )
+    worker.add_argument(
+        "--pool",
+        choices=["prefork", "threads", "solo"],
+        default=None,
+        help="how tasks run: prefork (celery's default: a process per task slot), or threads "
+        "inside this process (`pmd up`: one process per worker instead of two)",
+    )
+    worker.add_argument(
+        "--with-beat",
+        action="store_true",
+        help="also run the scheduler, as a thread of this process (`pmd up` with PMD_PROFILE=small)",
+    )
+    worker.add_argument(
+        "--with-watcher",
+        action="store_true",
+        help="also run the folder watcher, as a thread of this process (PMD_PROFILE=small)",
+    )
     worker.set_defaults(func=cmd_worker, needs_db=False)
 
     beat = sub.add_parser("beat", help="run only the scheduler (periodic reconciliation)")
     beat.set_defaults(func=cmd_beat, needs_db=False)
 
     watch = sub.add_parser("watch", help="run only the folder watcher (re-index on change)")
-    watch.add_argument("--polling", action="store_true", default=None,
-                       help="poll instead of file events (network filesystems); also PMD_WATCH_POLLING")
-    watch.add_argument("--no-catch-up", dest="catch_up", action="store_false",
-                       help="skip the initial re-index of every collection")
+    watch.add_argument(
+        "--polling",
+        action="store_true",
+        default=None,
+        help="poll instead of file events (network filesystems); also PMD_WATCH_POLLING",
+    )
+    watch.add_argument(
+        "--no-catch-up", dest="catch_up", action="store_false", help="skip the initial re-index of every collection"
+    )
     watch.set_defaults(func=cmd_watch, needs_db=False)
 
     check = sub.add_parser("healthcheck", help="exit 0 if a service here is healthy (for container health checks)")
     check.add_argument("service", choices=["web", "worker", "watcher"])
     check.add_argument("--url", default="http://127.0.0.1:8000/healthz", help="web: the health URL")
-    check.add_argument("--queues", choices=WORKER_QUEUES, default=None,
-                       help="worker: the queues the worker here takes (as given to `pmd worker --queues`; "
-                            "default: PMD_WORKER_QUEUES, else all)")
+    check.add_argument(
+        "--queues",
+        choices=WORKER_QUEUES,
+        default=None,
+        help="worker: the queues the worker here takes (as given to `pmd worker --queues`; "
+        "default: PMD_WORKER_QUEUES, else all)",
+    )
     check.set_defaults(func=cmd_healthcheck, needs_db=False)
 
     migrate = sub.add_parser("migrate", help="apply database migrations (and collect static files)")
@@ -124,9 +147,9 @@ def _celery_app():
 
 def cmd_worker(args) -> int:
     die_with_supervisor()
-    from pmd_site.runtime.process import database_lease
-
     from django.conf import settings
+
+    from pmd_site.runtime.process import database_lease
 
     app = _celery_app()
     which = _queues(args)
@@ -172,14 +195,14 @@ def cmd_beat(args) -> int:
 @contextlib.contextmanager
 def _beat_schedule():
     """The scheduler's state file, private and locked (one scheduler per index)."""
-    from django.conf import settings
-
     import shutil
     import tempfile
     from pathlib import Path
 
-    from pmd_site.runtime.postgres_server import run_dir_for
+    from django.conf import settings
+
     from indexing.errors import ServerSetupError
+    from pmd_site.runtime.postgres_server import run_dir_for
     from pmd_site.runtime.server_files import hold_lock, private_dir
 
     # Beat loads this file (a shelve, i.e. pickles): it must live where nobody else can write.
@@ -198,8 +221,9 @@ def _beat_schedule():
     if lock is None:
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
-        raise CommandError(f"a scheduler is already running for index {settings.PMD_INDEX!r} ({holder}): "
-                           "only one may run per index")
+        raise CommandError(
+            f"a scheduler is already running for index {settings.PMD_INDEX!r} ({holder}): only one may run per index"
+        )
     try:
         yield schedule
     finally:
@@ -210,8 +234,8 @@ def _beat_schedule():
 
 def cmd_watch(args) -> int:
     die_with_supervisor()
-    from pmd_site.watcher import run_watcher
     from pmd_site.runtime.process import database_lease
+    from pmd_site.watcher import run_watcher
 
     stop = stop_on_sigterm()
     with database_lease():

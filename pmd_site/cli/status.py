@@ -36,8 +36,10 @@ def cmd_status(args) -> int:
     for section, data in report.items():
         ok = data.get("ok", True)
         mark = "[green]●[/]" if ok else "[red]●[/]"
-        console.print(f"{mark} [bold]{section}[/]" + (f" ({TITLES[section]})" if section in TITLES
-                                                          and TITLES[section].lower() != section else ""))
+        console.print(
+            f"{mark} [bold]{section}[/]"
+            + (f" ({TITLES[section]})" if section in TITLES and TITLES[section].lower() != section else "")
+        )
         headlines = status_headlines(section, data)
         for line in headlines:
             console.print(f"    {'[red]' if not ok else ''}{escape(line)}{'[/]' if not ok else ''}", highlight=False)
@@ -50,8 +52,10 @@ def cmd_status(args) -> int:
                 console.print(f"    {key}:")
                 for item in value[:20]:
                     if isinstance(item, dict):
-                        console.print("      " + "  ".join(f"{k}={escape(_render_value(v))}" for k, v in item.items()),
-                                      highlight=False)
+                        console.print(
+                            "      " + "  ".join(f"{k}={escape(_render_value(v))}" for k, v in item.items()),
+                            highlight=False,
+                        )
                     else:
                         console.print(f"      {escape(item)}")
             elif isinstance(value, dict):

@@ -32,22 +32,30 @@ ADMIN_USERNAME = "admin"
 
 def register(sub) -> None:
     up = sub.add_parser(
-        "up", help="run pmd on this machine: web UI + API + /mcp, worker, scheduler and folder watcher",
+        "up",
+        help="run pmd on this machine: web UI + API + /mcp, worker, scheduler and folder watcher",
         description="Start (or reuse) the embedded PostgreSQL and Redis, add and index each DIR as a "
-                    "collection, then serve until Ctrl-C. Data lives in $PMD_HOME.",
+        "collection, then serve until Ctrl-C. Data lives in $PMD_HOME.",
     )
     up.add_argument("dirs", nargs="*", metavar="DIR", help="folders to add as collections (reused if known)")
     up.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     up.add_argument("--port", type=int, default=8000, help="port (default 8000)")
     up.add_argument("--no-watch", action="store_true", help="do not watch collection folders")
-    up.add_argument("--profile", choices=["default", "small"], default=None,
-                    help="default (PMD_PROFILE): web, an index worker, an embedder, the scheduler and the watcher, "
-                         "each a process; small: web and ONE worker process running both queues with the "
-                         "scheduler and the watcher as threads (about half the memory; indexing may then wait "
-                         "behind an embedding batch). Either way only the process that embeds loads the local "
-                         "models; the web server asks it for query vectors")
-    up.add_argument("--reset-admin-password", action="store_true",
-                    help=f"give the '{ADMIN_USERNAME}' account a new generated password and print it")
+    up.add_argument(
+        "--profile",
+        choices=["default", "small"],
+        default=None,
+        help="default (PMD_PROFILE): web, an index worker, an embedder, the scheduler and the watcher, "
+        "each a process; small: web and ONE worker process running both queues with the "
+        "scheduler and the watcher as threads (about half the memory; indexing may then wait "
+        "behind an embedding batch). Either way only the process that embeds loads the local "
+        "models; the web server asks it for query vectors",
+    )
+    up.add_argument(
+        "--reset-admin-password",
+        action="store_true",
+        help=f"give the '{ADMIN_USERNAME}' account a new generated password and print it",
+    )
     up.set_defaults(func=cmd_up, needs_db=False)
 
 
@@ -186,8 +194,9 @@ def choose_llm_backend() -> tuple[str | None, str]:
         model = os.environ.get("PMD_EMBED_MODEL") or DEFAULT_EMBED_MODEL
         source = "" if is_path(model) else f" (downloaded into {settings.PMD_HOME / 'models'} on first use)"
         return "local", f"models: no Ollama at {settings.OLLAMA_URL}: embedding in-process with {model}{source}"
-    return None, (f"models: no Ollama at {settings.OLLAMA_URL} and no local extra "
-                  "(pip install 'pmd[local]'): keyword search only")
+    return None, (
+        f"models: no Ollama at {settings.OLLAMA_URL} and no local extra (pip install 'pmd[local]'): keyword search only"
+    )
 
 
 def _index_config_from_up(env: dict, chosen_backend: str | None) -> None:
@@ -217,8 +226,10 @@ def _index_config_from_up(env: dict, chosen_backend: str | None) -> None:
         index_config_set(values=values)
     except ReplacesVectors as exc:
         kept = sorted(name for name in given if name in VECTOR_SETTINGS)
-        warn(f"{', '.join(kept)} from this environment not used: {exc}. This run keeps the index's "
-             "configuration; `pmd config set NAME=VALUE --yes` changes it")
+        warn(
+            f"{', '.join(kept)} from this environment not used: {exc}. This run keeps the index's "
+            "configuration; `pmd config set NAME=VALUE --yes` changes it"
+        )
         for name in kept:
             env.pop(name, None)
         index_config_set(values={k: v for k, v in values.items() if k not in VECTOR_SETTINGS})
@@ -244,7 +255,8 @@ def _int8_copy_before_start(env: dict, console) -> None:
     try:
         with progress_bar(f"embedding model {model}") as bar:
             LocalBackend(models_dir(), precision="int8").pull(
-                model, progress=lambda p: bar(p.completed, p.total, p.status))
+                model, progress=lambda p: bar(p.completed, p.total, p.status)
+            )
     except LLMBackendError as exc:
         warn(f"the embedding model is not ready ({exc}): the worker tries again when it first embeds")
         return
@@ -267,8 +279,10 @@ def _one_pmd_up(url: str):
         raise CommandError(f"pmd up keeps its run files in {run_dir_for(home)}: {exc}") from None
     lock, holder = hold_lock(folder / f"up-{settings.PMD_INDEX}.lock", f"pid {os.getpid()}, {url}")
     if lock is None:
-        raise CommandError(f"pmd up is already running for {home} (index {settings.PMD_INDEX}): {holder}. "
-                           "Stop it first, or use another PMD_HOME or --index")
+        raise CommandError(
+            f"pmd up is already running for {home} (index {settings.PMD_INDEX}): {holder}. "
+            "Stop it first, or use another PMD_HOME or --index"
+        )
     return lock
 
 
@@ -287,9 +301,11 @@ def up_children(args, *, broker: bool, watch: bool, profile: str = "default") ->
         worker = ["worker", "--concurrency", "2", "--pool", "threads", "--queues", "all", "--with-beat"]
         return [*children, ("worker", *worker, *(["--with-watcher"] if watching else []))]
     if broker:
-        children += [("worker", "worker", "--concurrency", "1", "--pool", "threads", "--queues", "index"),
-                     ("embedder", "worker", "--concurrency", "1", "--pool", "threads", "--queues", "embed"),
-                     ("beat", "beat")]
+        children += [
+            ("worker", "worker", "--concurrency", "1", "--pool", "threads", "--queues", "index"),
+            ("embedder", "worker", "--concurrency", "1", "--pool", "threads", "--queues", "embed"),
+            ("beat", "beat"),
+        ]
     if watching:
         children.append(("watcher", "watch"))
     return children
@@ -359,8 +375,10 @@ def _prepare_database(args, servers: _Servers, console) -> tuple[str, str | None
     servers.postgres_started = ensure_database()
     servers.postgres = embedded_server()
     if servers.postgres is not None:
-        console.print(f"database: embedded PostgreSQL in {escape(servers.postgres.data_dir)}"
-                      f" ({'started' if servers.postgres_started else 'already running'})")
+        console.print(
+            f"database: embedded PostgreSQL in {escape(servers.postgres.data_dir)}"
+            f" ({'started' if servers.postgres_started else 'already running'})"
+        )
     else:
         console.print("database: DATABASE_URL")
     if migrate_if_needed():
@@ -382,8 +400,13 @@ def _children_env(args, servers: _Servers, console) -> dict[str, str]:
     from pmd_site.runtime.server_files import run_dir_for
 
     servers.broker_url, servers.redis, servers.redis_started = _start_broker()
-    env = dict(os.environ, PYTHONUNBUFFERED="1", PMD_HOME=str(settings.PMD_HOME),
-               PMD_INDEX=settings.PMD_INDEX, PMD_SUPERVISOR_PID=str(os.getpid()))
+    env = dict(
+        os.environ,
+        PYTHONUNBUFFERED="1",
+        PMD_HOME=str(settings.PMD_HOME),
+        PMD_INDEX=settings.PMD_INDEX,
+        PMD_SUPERVISOR_PID=str(os.getpid()),
+    )
     env.setdefault("PMD_LOG_LEVEL", "INFO")  # the watcher and tasks report what they do
     if args.dirs:
         env["PMD_COLLECTION_ROOTS"] = collection_roots_env(args.dirs)
@@ -396,8 +419,10 @@ def _children_env(args, servers: _Servers, console) -> dict[str, str]:
         env["CELERY_BROKER_URL"] = servers.broker_url
         # The process that embeds serves the local models to the others (one copy in memory).
         env["PMD_MODEL_SOCKET"] = str(run_dir_for(settings.PMD_HOME) / f"models-{settings.PMD_INDEX}.sock")
-        console.print(f"broker: {'embedded Redis' if not settings.CELERY_BROKER_URL else 'CELERY_BROKER_URL'}"
-                      f" ({'started' if servers.redis_started else 'reused'})")
+        console.print(
+            f"broker: {'embedded Redis' if not settings.CELERY_BROKER_URL else 'CELERY_BROKER_URL'}"
+            f" ({'started' if servers.redis_started else 'reused'})"
+        )
     else:
         warn("no task queue available: embeddings will not be computed in the background")
     return env
@@ -423,14 +448,20 @@ def _supervisor_spec(args, env: dict[str, str], servers: _Servers, profile: str)
     # Every embedded server the children use is kept running, also one found running (`pmd db
     # start`): the children cannot work without it. On the way out only what this run started is stopped.
     return {
-        "env": env, "json_logs": settings.PMD_LOG_FORMAT == "json", "color": color_enabled(sys.stdout),
+        "env": env,
+        "json_logs": settings.PMD_LOG_FORMAT == "json",
+        "color": color_enabled(sys.stdout),
         "home": str(settings.PMD_HOME),
-        "children": [list(child) for child in up_children(args, broker=bool(servers.broker_url),
-                                                           watch=settings.PMD_WATCH, profile=profile)],
-        "keep": [name for name, kept in (("postgres", servers.postgres), ("redis", servers.redis))
-                 if kept is not None],
-        "stop": [name for name, started in (("postgres", servers.postgres_started),
-                                            ("redis", servers.redis_started)) if started],
+        "children": [
+            list(child)
+            for child in up_children(args, broker=bool(servers.broker_url), watch=settings.PMD_WATCH, profile=profile)
+        ],
+        "keep": [name for name, kept in (("postgres", servers.postgres), ("redis", servers.redis)) if kept is not None],
+        "stop": [
+            name
+            for name, started in (("postgres", servers.postgres_started), ("redis", servers.redis_started))
+            if started
+        ],
     }
 
 
@@ -438,11 +469,15 @@ def _print_welcome(url: str, username: str, password: str | None, console) -> No
     """Where pmd is, and how to log in."""
     console.print(f"\n[bold green]pmd is up[/]: {escape(url)}  (MCP: {escape(url)}mcp)")
     if password:
-        console.print(f"log in as [bold]{escape(username)}[/] with password [bold]{escape(password)}[/]"
-                      " (shown once; reset with `pmd up --reset-admin-password`)")
+        console.print(
+            f"log in as [bold]{escape(username)}[/] with password [bold]{escape(password)}[/]"
+            " (shown once; reset with `pmd up --reset-admin-password`)"
+        )
     else:
-        console.print(f"log in as [bold]{escape(username)}[/] (forgot the password? "
-                      f"`pmd user password {escape(username)}`, or `pmd up --reset-admin-password`)")
+        console.print(
+            f"log in as [bold]{escape(username)}[/] (forgot the password? "
+            f"`pmd user password {escape(username)}`, or `pmd up --reset-admin-password`)"
+        )
     console.print("press Ctrl-C to stop\n")
 
 

@@ -38,7 +38,7 @@ def request_access(request) -> Access:
 # (indexing.errors.PmdError.hint_from): the services' messages name no face's syntax.
 MCP_HINTS = {
     "not_embedded": "semantic search needs embeddings, which the server's operator starts; "
-                    "pmd_search (keywords) works meanwhile",
+    "pmd_search (keywords) works meanwhile",
 }
 
 
@@ -73,5 +73,8 @@ def tool_call(fn):
 def _arguments(args: tuple, kwargs: dict) -> dict:
     """A call's arguments by name, input models (filters) as their fields; the context is no input."""
     named = {f"argument {i + 1}": value for i, value in enumerate(args)} | kwargs
-    return {name: value.model_dump() if isinstance(value, BaseModel) else value
-            for name, value in named.items() if not isinstance(value, (Context, Access))}
+    return {
+        name: value.model_dump() if isinstance(value, BaseModel) else value
+        for name, value in named.items()
+        if not isinstance(value, (Context, Access))
+    }

@@ -105,6 +105,10 @@ def install_live_instructions(server) -> None:
     """Make the low-level server read the description of the index its caller may see."""
     low = server._lowlevel_server  # noqa: SLF001 - the SDK reads `instructions` at initialize time
     base = type(low)
-    low.__class__ = type("PmdLowLevelServer", (base,), {
-        "instructions": property(lambda self: cached_instructions(), lambda self, value: None),
-    })
+    low.__class__ = type(
+        "PmdLowLevelServer",
+        (base,),
+        {
+            "instructions": property(lambda self: cached_instructions(), lambda self, value: None),
+        },
+    )

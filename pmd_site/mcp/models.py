@@ -37,5 +37,7 @@ class StatusResult(BaseModel):
     embeddings: EmbeddingsInfo
     database_ok: bool
     problems: int = 0
-    server: dict | None = Field(None, description="staff only: where the database and broker run "
-                                                  "(host, PMD_HOME, broker URL); null for other users")
+    server: dict | None = Field(
+        None,
+        description="staff only: where the database and broker run (host, PMD_HOME, broker URL); null for other users",
+    )

@@ -6,10 +6,10 @@ so a client's resource picker is not empty; the template reads any of them.
 
 import anyio
 from mcp.server import MCPServer
-from mcp.shared.exceptions import MCPError
-from mcp.types import INVALID_PARAMS, ListResourcesResult, PaginatedRequestParams, Resource
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ResourceError
+from mcp.shared.exceptions import MCPError
+from mcp.types import INVALID_PARAMS, ListResourcesResult, PaginatedRequestParams, Resource
 
 from indexing.access import Access
 from indexing.errors import CollectionNotFound, DocumentNotFound
@@ -22,10 +22,15 @@ RESOURCES_PAGE = 200  # notes per resources/list answer
 def register_resources(server: MCPServer) -> None:
     """Add the document resource to `server`."""
 
-    @server.resource("pmd://{collection}/{+path}{?start,lines}", name="document", mime_type="text/markdown",
-                     description="A document's markdown; add ?start=LINE&lines=N for a line range")
-    def document_resource(collection: str, path: str, start: int | None = None, lines: int | None = None,
-                          ctx: Context = None) -> str:
+    @server.resource(
+        "pmd://{collection}/{+path}{?start,lines}",
+        name="document",
+        mime_type="text/markdown",
+        description="A document's markdown; add ?start=LINE&lines=N for a line range",
+    )
+    def document_resource(
+        collection: str, path: str, start: int | None = None, lines: int | None = None, ctx: Context = None
+    ) -> str:
         return _resource_text(collection, path, start, lines, access=mcp_access(ctx))
 
     async def list_notes(ctx, params: PaginatedRequestParams) -> ListResourcesResult:
@@ -33,7 +38,8 @@ def register_resources(server: MCPServer) -> None:
         return await anyio.to_thread.run_sync(lambda: _resource_page(params.cursor, access=access))
 
     server._lowlevel_server.add_request_handler(  # noqa: SLF001 - MCPServer's own list has no cursor
-        "resources/list", PaginatedRequestParams, list_notes)
+        "resources/list", PaginatedRequestParams, list_notes
+    )
 
 
 @tool_call
@@ -46,9 +52,18 @@ def _resource_page(cursor: str | None, *, access: Access) -> ListResourcesResult
     documents = documents_list(access=access, limit=RESOURCES_PAGE + 1, offset=offset)
     more = len(documents) > RESOURCES_PAGE
     return ListResourcesResult(
-        resources=[Resource(uri=doc.uri, name=f"{doc.collection.name}/{doc.path}", title=doc.title or None,
-                            mime_type="text/markdown", size=doc.size) for doc in documents[:RESOURCES_PAGE]],
-        next_cursor=str(offset + RESOURCES_PAGE) if more else None)
+        resources=[
+            Resource(
+                uri=doc.uri,
+                name=f"{doc.collection.name}/{doc.path}",
+                title=doc.title or None,
+                mime_type="text/markdown",
+                size=doc.size,
+            )
+            for doc in documents[:RESOURCES_PAGE]
+        ],
+        next_cursor=str(offset + RESOURCES_PAGE) if more else None,
+    )
 
 
 @tool_call

@@ -11,9 +11,15 @@ import stat
 from pathlib import Path
 
 # Placeholders people copy from examples and keys that ship with pmd's own tests.
-KNOWN_SECRET_KEYS = frozenset({
-    "test-only-secret-key-not-for-production", "change-me", "changeme", "secret", "pmd",
-})
+KNOWN_SECRET_KEYS = frozenset(
+    {
+        "test-only-secret-key-not-for-production",
+        "change-me",
+        "changeme",
+        "secret",
+        "pmd",
+    }
+)
 MIN_SECRET_KEY_LENGTH = 50  # Django's own deploy check asks for as much
 MIN_SECRET_KEY_CHARACTERS = 5
 
@@ -22,8 +28,10 @@ def _secret_key_problem(key: str) -> str | None:
     if key in KNOWN_SECRET_KEYS or key.startswith("django-insecure") or "change" in key.lower():
         return "PMD_SECRET_KEY is a well-known placeholder: set a long random value (or leave it empty for a generated one)"
     if len(key) < MIN_SECRET_KEY_LENGTH or len(set(key)) < MIN_SECRET_KEY_CHARACTERS:
-        return (f"PMD_SECRET_KEY is short or repetitive (under {MIN_SECRET_KEY_LENGTH} characters): "
-                "sessions and password resets can be forged; set a long random value")
+        return (
+            f"PMD_SECRET_KEY is short or repetitive (under {MIN_SECRET_KEY_LENGTH} characters): "
+            "sessions and password resets can be forged; set a long random value"
+        )
     return None
 
 
@@ -46,7 +54,9 @@ def unsafe_settings(settings) -> list[str]:
     if not hosts:
         warnings.append("PMD_ALLOWED_HOSTS is empty: set the host names the server answers to")
     elif "*" in hosts:
-        warnings.append("PMD_ALLOWED_HOSTS contains '*': any Host header is accepted (DNS rebinding); list the real names")
+        warnings.append(
+            "PMD_ALLOWED_HOSTS contains '*': any Host header is accepted (DNS rebinding); list the real names"
+        )
     warnings += _sign_in_problems(settings)
     home = Path(settings.PMD_HOME)
     if _open_to_others(home):
@@ -63,14 +73,21 @@ def _sign_in_problems(settings) -> list[str]:
     if getattr(settings, "PMD_FORWARD_AUTH", False):
         widest = [str(n) for n in settings.PMD_FORWARD_AUTH_PROXIES if n.prefixlen == 0]
         if widest:
-            problems.append(f"PMD_FORWARD_AUTH_PROXIES contains {widest[0]}: every client is trusted to name "
-                            "itself in Remote-User; list only the reverse proxy's addresses")
+            problems.append(
+                f"PMD_FORWARD_AUTH_PROXIES contains {widest[0]}: every client is trusted to name "
+                "itself in Remote-User; list only the reverse proxy's addresses"
+            )
     widest = [str(n) for n in getattr(settings, "PMD_TRUSTED_PROXIES", []) if n.prefixlen == 0]
     if widest:
-        problems.append(f"PMD_TRUSTED_PROXIES contains {widest[0]}: every client may name its own address in "
-                        "X-Forwarded-For; list only the reverse proxy's addresses")
+        problems.append(
+            f"PMD_TRUSTED_PROXIES contains {widest[0]}: every client may name its own address in "
+            "X-Forwarded-For; list only the reverse proxy's addresses"
+        )
     if not getattr(settings, "PMD_PASSWORD_LOGIN", True) and not (
-            settings.PMD_OIDC_PROVIDERS or settings.PMD_FORWARD_AUTH or getattr(settings, "PMD_LDAP_URL", "")):
-        problems.append("PMD_PASSWORD_LOGIN is off but no identity provider is configured (PMD_OIDC_PROVIDERS, "
-                        "PMD_FORWARD_AUTH, PMD_LDAP_URL): only the break-glass accounts can sign in")
+        settings.PMD_OIDC_PROVIDERS or settings.PMD_FORWARD_AUTH or getattr(settings, "PMD_LDAP_URL", "")
+    ):
+        problems.append(
+            "PMD_PASSWORD_LOGIN is off but no identity provider is configured (PMD_OIDC_PROVIDERS, "
+            "PMD_FORWARD_AUTH, PMD_LDAP_URL): only the break-glass accounts can sign in"
+        )
     return problems

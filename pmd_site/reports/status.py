@@ -15,8 +15,8 @@ from typing import Callable
 from django.conf import settings
 
 from pmd_site.celery import app, broker_reachable, broker_url
-from pmd_site.runtime.redis_server import redis_py_url
 from pmd_site.reports.safety import unsafe_settings
+from pmd_site.runtime.redis_server import redis_py_url
 
 # The indexing providers import inside their functions: an import that fails then fails only its
 # section (status_report catches it), so one broken part cannot break the report.
@@ -48,8 +48,13 @@ def _index(access) -> dict:
 
     counts = index_counts(access=access)
     counts["by_collection"] = [
-        {"name": r["name"], "documents": r["documents"], "path": r["path"], "problems": r["problems"],
-         "last_indexed_at": r["last_indexed_at"].isoformat() if r["last_indexed_at"] else None}
+        {
+            "name": r["name"],
+            "documents": r["documents"],
+            "path": r["path"],
+            "problems": r["problems"],
+            "last_indexed_at": r["last_indexed_at"].isoformat() if r["last_indexed_at"] else None,
+        }
         for r in (d.as_dict() for d in collections_overview(access=access))
     ]
     counts["indexing"] = index_jobs_running(access=access)
@@ -65,8 +70,9 @@ def _problems(access) -> dict:
     recent = list(problems.order_by("-created_at")[:10])
     return {
         "ok": True,
-        "recent": [{"uri": f"pmd://{p.collection.name}/{p.path}", "severity": p.severity, "message": p.message}
-                   for p in recent],
+        "recent": [
+            {"uri": f"pmd://{p.collection.name}/{p.path}", "severity": p.severity, "message": p.message} for p in recent
+        ],
     }
 
 
@@ -159,8 +165,10 @@ def _embeddings(access) -> dict:
         status.setdefault("error", "the model server cannot embed: " + (server["error"] or "not reachable"))
         if not status.get("mismatch") and status.get("pending"):
             # "run `pmd embed`" alone would only wait: the server first
-            status["hint"] = (f"{status['pending']} note(s) or commit(s) without embeddings: the model server "
-                              "must answer first (then `pmd embed`, or the worker, embeds them)")
+            status["hint"] = (
+                f"{status['pending']} note(s) or commit(s) without embeddings: the model server "
+                "must answer first (then `pmd embed`, or the worker, embeds them)"
+            )
         if status.get("state") in {"running", "queued", "pending"}:
             status["state"] = "waiting"
             status["reason"] = server["error"]
@@ -189,8 +197,9 @@ def _sign_in(access) -> dict:
     return {
         "ok": all(p["discovery"] == "answering" for p in found),
         "password_login": settings.PMD_PASSWORD_LOGIN or f"only {', '.join(settings.PMD_PASSWORD_LOGIN_USERS)}",
-        "forward_auth": (", ".join(str(n) for n in settings.PMD_FORWARD_AUTH_PROXIES)
-                         if settings.PMD_FORWARD_AUTH else False),
+        "forward_auth": (
+            ", ".join(str(n) for n in settings.PMD_FORWARD_AUTH_PROXIES) if settings.PMD_FORWARD_AUTH else False
+        ),
         "openid_providers": found,
     }
 
@@ -215,12 +224,38 @@ SECTIONS: dict[str, Callable[..., dict]] = {
 # later stays staff-only until someone decides otherwise; an unlisted section shows only `ok`.
 MEMBER_FIELDS: dict[str, set[str]] = {
     "database": {"ok", "embedded", "server", "pgvector"},
-    "index": {"ok", "collections", "documents", "inactive_documents", "contents", "contexts", "problems",
-              "by_collection", "indexing"},
+    "index": {
+        "ok",
+        "collections",
+        "documents",
+        "inactive_documents",
+        "contents",
+        "contexts",
+        "problems",
+        "by_collection",
+        "indexing",
+    },
     "problems": {"ok", "recent"},
-    "embeddings": {"ok", "backend", "model", "chunking", "fingerprint", "contents", "embedded", "pending", "chunks",
-                   "hnsw_index", "stale_fingerprints", "mismatch", "hint", "job", "state", "waiting_since",
-                   "next_check_at", "progress"},
+    "embeddings": {
+        "ok",
+        "backend",
+        "model",
+        "chunking",
+        "fingerprint",
+        "contents",
+        "embedded",
+        "pending",
+        "chunks",
+        "hnsw_index",
+        "stale_fingerprints",
+        "mismatch",
+        "hint",
+        "job",
+        "state",
+        "waiting_since",
+        "next_check_at",
+        "progress",
+    },
     # Whether it answers and which models it has; not where it runs (url) nor its raw error.
     "models": {"ok", "backend", "reachable", "models", "hybrid"},
     "broker": {"ok", "mode"},
@@ -328,6 +363,7 @@ def status_report(sections: list[str] | None = None, *, internals: bool = False,
 
 # --- for people: one title and a few sentences per section (`pmd status`, the web page) ----------
 
+
 def duration(seconds: float) -> str:
     """`42 s`, `3 min`, `2 h 5 min`, `3 days`: as long as a person needs."""
     seconds = abs(float(seconds))
@@ -372,11 +408,24 @@ def size(count: float) -> str:
     return str(count)
 
 
-TITLES = {"database": "Database", "index": "Index", "problems": "Problems", "models": "Model server",
-          "embeddings": "Embeddings", "broker": "Task queue", "workers": "Workers", "watcher": "Watcher",
-          "security": "Security"}
-_STATE_WORDS = {"running": "embedding now", "waiting": "waiting for the model server", "done": "up to date",
-                "queued": "queued, no worker has taken it yet", "pending": "not started"}
+TITLES = {
+    "database": "Database",
+    "index": "Index",
+    "problems": "Problems",
+    "models": "Model server",
+    "embeddings": "Embeddings",
+    "broker": "Task queue",
+    "workers": "Workers",
+    "watcher": "Watcher",
+    "security": "Security",
+}
+_STATE_WORDS = {
+    "running": "embedding now",
+    "waiting": "waiting for the model server",
+    "done": "up to date",
+    "queued": "queued, no worker has taken it yet",
+    "pending": "not started",
+}
 
 
 def _models_lines(data: dict) -> list[str]:
@@ -405,8 +454,10 @@ def _embeddings_lines(data: dict) -> list[str]:
             line += f"; next check {relative_time(data['next_check_at'])}"
         lines.append(line)
     if "contents" in data:
-        lines.append(f"{data.get('embedded', 0)} of {data['contents']} notes and commits have vectors"
-                     + (f" ({data.get('model')})" if data.get("model") else ""))
+        lines.append(
+            f"{data.get('embedded', 0)} of {data['contents']} notes and commits have vectors"
+            + (f" ({data.get('model')})" if data.get("model") else "")
+        )
     if data.get("hint"):
         lines.append(data["hint"])
     if data.get("error") and state != "waiting":

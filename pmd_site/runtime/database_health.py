@@ -156,6 +156,7 @@ def database_guard():
 
 # --- Django ------------------------------------------------------------------------------
 
+
 def _wants_json(request) -> bool:
     return request.path_info.startswith("/api/")
 
@@ -169,8 +170,10 @@ def unavailable_response(request):
         response = JsonResponse({"message": MESSAGE, "suggestions": []}, status=503)
     else:
         # No request context: the usual processors would look up the user and the session.
-        html = render_to_string("503.html", {"message": MESSAGE, "retry_after": RETRY_AFTER_SECONDS,
-                                             "reload": request.method in {"GET", "HEAD"}})
+        html = render_to_string(
+            "503.html",
+            {"message": MESSAGE, "retry_after": RETRY_AFTER_SECONDS, "reload": request.method in {"GET", "HEAD"}},
+        )
         response = HttpResponse(html, status=503)
     response["Retry-After"] = str(RETRY_AFTER_SECONDS)
     response["Cache-Control"] = "no-store"
@@ -198,8 +201,11 @@ class DatabaseUnavailableMiddleware:
         return self.get_response(request)
 
     async def _acall(self, request):
-        if (_state.down_since is not None and request.path_info not in self.exempt_paths
-                and not await sync_to_async(database_available, thread_sensitive=False)()):
+        if (
+            _state.down_since is not None
+            and request.path_info not in self.exempt_paths
+            and not await sync_to_async(database_available, thread_sensitive=False)()
+        ):
             return unavailable_response(request)
         return await self.get_response(request)
 

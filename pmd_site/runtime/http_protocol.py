@@ -26,8 +26,10 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 logger = logging.getLogger("pmd.http")
 
 _TIMEOUT_BODY = b"request timeout: the request did not arrive in time\n"
-_RAW_408 = (b"HTTP/1.1 408 Request Timeout\r\ncontent-type: text/plain; charset=utf-8\r\n"
-            b"content-length: " + str(len(_TIMEOUT_BODY)).encode() + b"\r\nconnection: close\r\n\r\n" + _TIMEOUT_BODY)
+_RAW_408 = (
+    b"HTTP/1.1 408 Request Timeout\r\ncontent-type: text/plain; charset=utf-8\r\n"
+    b"content-length: " + str(len(_TIMEOUT_BODY)).encode() + b"\r\nconnection: close\r\n\r\n" + _TIMEOUT_BODY
+)
 
 
 class TimeoutH11Protocol(H11Protocol):
@@ -112,8 +114,9 @@ class TimeoutH11Protocol(H11Protocol):
         if self.transport.is_closing() or self.conn.their_state is not h11.IDLE:
             return
         if self.conn.trailing_data[0]:  # a request had begun: say why it ends
-            logger.info("closed the connection of %s: request header incomplete after %gs",
-                        self._client(), self.header_timeout)
+            logger.info(
+                "closed the connection of %s: request header incomplete after %gs", self._client(), self.header_timeout
+            )
             self.transport.write(_RAW_408)
         self.transport.close()
 
@@ -127,10 +130,14 @@ class TimeoutH11Protocol(H11Protocol):
         logger.info("closed the connection of %s: request body stalled for %gs", self._client(), self.idle_timeout)
         cycle = self.cycle
         if cycle is not None and not cycle.response_started and self.conn.our_state is h11.SEND_RESPONSE:
-            headers = [(b"content-type", b"text/plain; charset=utf-8"), (b"connection", b"close"),
-                       (b"content-length", str(len(_TIMEOUT_BODY)).encode())]
-            self.transport.write(self.conn.send(h11.Response(status_code=408, headers=headers,
-                                                             reason=b"Request Timeout")))
+            headers = [
+                (b"content-type", b"text/plain; charset=utf-8"),
+                (b"connection", b"close"),
+                (b"content-length", str(len(_TIMEOUT_BODY)).encode()),
+            ]
+            self.transport.write(
+                self.conn.send(h11.Response(status_code=408, headers=headers, reason=b"Request Timeout"))
+            )
             self.transport.write(self.conn.send(h11.Data(data=_TIMEOUT_BODY)))
             self.transport.write(self.conn.send(h11.EndOfMessage()))
         self._abandon()
@@ -139,8 +146,9 @@ class TimeoutH11Protocol(H11Protocol):
         self._write_timer = None
         if self.transport.is_closing() or not self.flow.write_paused:
             return
-        logger.info("closed the connection of %s: it read nothing of the response for %gs",
-                    self._client(), self.idle_timeout)
+        logger.info(
+            "closed the connection of %s: it read nothing of the response for %gs", self._client(), self.idle_timeout
+        )
         self._abandon(flush=False)  # close() would wait for the client to read the buffered rest
 
     def _abandon(self, *, flush: bool = True) -> None:

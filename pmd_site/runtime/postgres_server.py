@@ -44,8 +44,10 @@ SYSTEM_USER_WHEN_ROOT = "embedded_postgres"
 ROOT_HOME_HINT = "/var/lib/pmd"
 
 # Only the local socket exists (listen_addresses is empty); every connection needs the password.
-HBA_PASSWORD = "# written by pmd: every connection authenticates with the password in $PMD_HOME/postgres/password\n" \
-               "local all all scram-sha-256\n"
+HBA_PASSWORD = (
+    "# written by pmd: every connection authenticates with the password in $PMD_HOME/postgres/password\n"
+    "local all all scram-sha-256\n"
+)
 # Briefly, while pmd sets that password on a server created before passwords were used
 # (the socket folder is private, so only pmd's user and the server's can connect meanwhile).
 HBA_TRUST_WHILE_SETTING_PASSWORD = "# written by pmd while it sets the password\nlocal all all trust\n"
@@ -68,8 +70,11 @@ def _ensure_system_user(name: str) -> None:
     try:
         pwd.getpwnam(name)
     except KeyError:
-        subprocess.run(["useradd", "--system", "--no-create-home", "-s", "/usr/sbin/nologin", name],
-                       check=True, capture_output=True)
+        subprocess.run(
+            ["useradd", "--system", "--no-create-home", "-s", "/usr/sbin/nologin", name],
+            check=True,
+            capture_output=True,
+        )
 
 
 def socket_dir_for(home: Path) -> Path:
@@ -212,19 +217,28 @@ class EmbeddedPostgres:
     def _server_can(self, *checks: tuple[str, Path]) -> bool:
         """Run `test FLAG PATH` for each check as the server user (so ACLs and groups count)."""
         script = " && ".join(f'test {flag} "${i}"' for i, (flag, _) in enumerate(checks, 1))
-        return subprocess.run(["/bin/sh", "-c", script, "sh", *[str(path) for _, path in checks]],
-                              capture_output=True, **self._run_kwargs()).returncode == 0
+        return (
+            subprocess.run(
+                ["/bin/sh", "-c", script, "sh", *[str(path) for _, path in checks]],
+                capture_output=True,
+                **self._run_kwargs(),
+            ).returncode
+            == 0
+        )
 
     def _check_server_can_reach(self) -> None:
         """The server user must reach its binaries and data without pmd opening anyone's folders."""
         if not self._server_can(("-w", self.data_dir), ("-w", self.socket_dir)):
-            blocked = next((f for f in [*reversed(self.data_dir.parents), self.data_dir]
-                            if not self._server_can(("-x", f))), self.data_dir)
+            blocked = next(
+                (f for f in [*reversed(self.data_dir.parents), self.data_dir] if not self._server_can(("-x", f))),
+                self.data_dir,
+            )
             raise ServerSetupError(
                 f"the embedded PostgreSQL runs as the system user {SYSTEM_USER_WHEN_ROOT} when pmd runs as root, "
                 f"and that user cannot enter {blocked}. pmd does not change the permissions of folders it did "
                 f"not create: set PMD_HOME to a folder outside it, e.g. PMD_HOME={ROOT_HOME_HINT} "
-                f"(the default for root), or run pmd as an ordinary user")
+                f"(the default for root), or run pmd as an ordinary user"
+            )
         installed = _bin_dir()
         if self._server_can(("-x", installed / "postgres"), ("-x", installed / "initdb")):
             self._bin = installed
@@ -277,12 +291,14 @@ class EmbeddedPostgres:
             result = subprocess.run(
                 [
                     self._pg("initdb"),
-                    "-D", str(self.data_dir),
+                    "-D",
+                    str(self.data_dir),
                     "--auth=scram-sha-256",
                     f"--pwfile={pwfile}",
                     "--encoding=UTF8",
                     "--locale=C.UTF-8",
-                    "-U", PG_USER,
+                    "-U",
+                    PG_USER,
                 ],
                 capture_output=True,
                 text=True,
@@ -340,14 +356,18 @@ class EmbeddedPostgres:
             return handle.read()
 
     def _reload(self) -> None:
-        subprocess.run([self._pg("pg_ctl"), "-D", str(self.data_dir), "reload"],
-                       capture_output=True, **self._run_kwargs())
+        subprocess.run(
+            [self._pg("pg_ctl"), "-D", str(self.data_dir), "reload"], capture_output=True, **self._run_kwargs()
+        )
 
     def _connect(self, dbname: str = "postgres", *, password: bool = True):
         import psycopg
 
-        return psycopg.connect(self.conninfo(dbname) if password else self._conninfo_without_password(dbname),
-                               autocommit=True, connect_timeout=5)
+        return psycopg.connect(
+            self.conninfo(dbname) if password else self._conninfo_without_password(dbname),
+            autocommit=True,
+            connect_timeout=5,
+        )
 
     def _require_password(self, *, timeout: float = 10.0) -> None:
         """Make sure the server asks for pmd's password, and that it is the one on file.
@@ -372,8 +392,11 @@ class EmbeddedPostgres:
         while True:
             try:
                 with self._connect(password=False) as conn:
-                    conn.execute(sql.SQL("ALTER ROLE {} PASSWORD {}").format(
-                        sql.Identifier(PG_USER), sql.Literal(database_password(self.home))))
+                    conn.execute(
+                        sql.SQL("ALTER ROLE {} PASSWORD {}").format(
+                            sql.Identifier(PG_USER), sql.Literal(database_password(self.home))
+                        )
+                    )
                 break
             except psycopg.OperationalError:
                 if time.monotonic() > deadline:
@@ -404,15 +427,22 @@ class EmbeddedPostgres:
                 self._write_hba(HBA_PASSWORD)
             for leftover in self.socket_dir.glob(".s.PGSQL.*"):
                 leftover.unlink(missing_ok=True)  # from a killed server
-            options = (f"-c listen_addresses='' -k {self.socket_dir} -p {PG_PORT} -c max_connections=200 "
-                       "-c unix_socket_permissions=0700")
+            options = (
+                f"-c listen_addresses='' -k {self.socket_dir} -p {PG_PORT} -c max_connections=200 "
+                "-c unix_socket_permissions=0700"
+            )
             result = subprocess.run(
                 [
                     self._pg("pg_ctl"),
-                    "-D", str(self.data_dir),
-                    "-l", str(self.log_file),
-                    "-o", options,
-                    "-w", "-t", str(int(timeout)),
+                    "-D",
+                    str(self.data_dir),
+                    "-l",
+                    str(self.log_file),
+                    "-o",
+                    options,
+                    "-w",
+                    "-t",
+                    str(int(timeout)),
                     "start",
                 ],
                 stdin=subprocess.DEVNULL,
@@ -425,8 +455,7 @@ class EmbeddedPostgres:
             if result.returncode != 0:
                 tail = self._log_tail()
                 raise ServerSetupError(
-                    f"could not start the embedded PostgreSQL ({self.data_dir}): "
-                    f"{result.stderr.strip()}\n{tail}"
+                    f"could not start the embedded PostgreSQL ({self.data_dir}): {result.stderr.strip()}\n{tail}"
                 )
             self._require_password()
             return True
@@ -440,8 +469,7 @@ class EmbeddedPostgres:
             if not state.running:
                 return False
             result = subprocess.run(
-                [self._pg("pg_ctl"), "-D", str(self.data_dir), "-m", "fast", "-w",
-                 "-t", str(int(timeout)), "stop"],
+                [self._pg("pg_ctl"), "-D", str(self.data_dir), "-m", "fast", "-w", "-t", str(int(timeout)), "stop"],
                 capture_output=True,
                 text=True,
                 **self._run_kwargs(),

@@ -28,8 +28,8 @@ from pathlib import Path
 
 import psutil
 
-from pmd_site.runtime.postgres_server import run_dir_for
 from indexing.errors import ServerSetupError
+from pmd_site.runtime.postgres_server import run_dir_for
 from pmd_site.runtime.server_files import exclusive_lock, log_tail, private_dir
 
 
@@ -102,7 +102,9 @@ class EmbeddedRedis:
     def status(self) -> RedisStatus:
         pid = self._pid()
         running = pid is not None and self._is_ours(pid)
-        return RedisStatus(running, pid if running else None, self.socket_path, stale_pid=pid is not None and not running)
+        return RedisStatus(
+            running, pid if running else None, self.socket_path, stale_pid=pid is not None and not running
+        )
 
     def ping(self, timeout: float = 1.0) -> bool:
         """Does something answer PING on the socket?"""
@@ -133,21 +135,34 @@ class EmbeddedRedis:
                 self.socket_path.unlink()  # left behind by a killed server
             command = [
                 _executable(),
-                "--port", "0",
-                "--unixsocket", str(self.socket_path),
-                "--unixsocketperm", "700",
-                "--daemonize", "yes",
-                "--pidfile", str(self.pid_file),
-                "--logfile", str(self.log_file),
-                "--dir", str(self.root),
-                "--save", "",
-                "--appendonly", "no",
-                "--loglevel", "warning",
+                "--port",
+                "0",
+                "--unixsocket",
+                str(self.socket_path),
+                "--unixsocketperm",
+                "700",
+                "--daemonize",
+                "yes",
+                "--pidfile",
+                str(self.pid_file),
+                "--logfile",
+                str(self.log_file),
+                "--dir",
+                str(self.root),
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--loglevel",
+                "warning",
             ]
-            result = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                                    start_new_session=True)
+            result = subprocess.run(
+                command, stdin=subprocess.DEVNULL, capture_output=True, text=True, start_new_session=True
+            )
             if result.returncode != 0:
-                raise ServerSetupError(f"could not start the embedded Redis: {result.stderr.strip() or result.stdout.strip()}")
+                raise ServerSetupError(
+                    f"could not start the embedded Redis: {result.stderr.strip() or result.stdout.strip()}"
+                )
             deadline = time.monotonic() + timeout
             while time.monotonic() < deadline:
                 if self.ping(0.2) and self.status().running:

@@ -39,11 +39,15 @@ def private_dir(path: Path, *, group: int | None = None, create_marker: bool = F
             (path / HOME_MARKER).write_text("this folder was created by pmd, which manages its permissions\n")
     info = os.lstat(path)
     if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
-        raise ServerSetupError(f"{path} is not a real folder (a symbolic link or a file): pmd keeps its "
-                               "sockets and data only in folders it owns; remove it and try again")
+        raise ServerSetupError(
+            f"{path} is not a real folder (a symbolic link or a file): pmd keeps its "
+            "sockets and data only in folders it owns; remove it and try again"
+        )
     if info.st_uid != os.geteuid():
-        raise ServerSetupError(f"{path} belongs to another user (uid {info.st_uid}), not to pmd's user "
-                               f"(uid {os.geteuid()}): remove it, or set PMD_HOME to a folder of your own")
+        raise ServerSetupError(
+            f"{path} belongs to another user (uid {info.st_uid}), not to pmd's user "
+            f"(uid {os.geteuid()}): remove it, or set PMD_HOME to a folder of your own"
+        )
     if create_marker and not created and not (path / HOME_MARKER).exists():
         return path  # the user's folder: used as it is
     mode = stat.S_IMODE(info.st_mode)

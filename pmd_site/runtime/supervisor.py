@@ -169,8 +169,11 @@ class Supervisor:
                 kept.server.start()
             except Exception as exc:  # noqa: BLE001 - report, and try again later
                 first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-                self.say("pmd", f"{kept.name} did not start: {first_line} (trying again in "
-                                f"{kept.delay(time.monotonic()):.0f}s)", "red")
+                self.say(
+                    "pmd",
+                    f"{kept.name} did not start: {first_line} (trying again in {kept.delay(time.monotonic()):.0f}s)",
+                    "red",
+                )
                 continue
             self.say("pmd", f"{kept.name} is running again (down {time.monotonic() - kept.down_since:.1f}s)", "green")
             kept.down_since = None
@@ -213,7 +216,6 @@ class Supervisor:
 def _kill_group(pgid: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signal.SIGKILL)
-
 
 
 # --- after the setup: pmd up's loop in a process of its own ----------------------------------------

@@ -13,27 +13,32 @@ any write).
 from pmd_site.settings import *  # noqa: F403 - the same settings…
 from pmd_site.settings import INSTALLED_APPS as _ALL_APPS
 
-WEB_ONLY_APPS = frozenset({
-    "django.contrib.admin",
-    "django.contrib.sessions",
-    "django.contrib.messages",
-    "django.contrib.staticfiles",
-    "django_htmx",
-    "ninja",
-    "axes",
-})
+WEB_ONLY_APPS = frozenset(
+    {
+        "django.contrib.admin",
+        "django.contrib.sessions",
+        "django.contrib.messages",
+        "django.contrib.staticfiles",
+        "django_htmx",
+        "ninja",
+        "axes",
+    }
+)
 
 INSTALLED_APPS = [app for app in _ALL_APPS if app not in WEB_ONLY_APPS]  # …minus the web's apps
 
 # One command, one connection: the web server's pool (PMD_DB_POOL, which pmd_site.asgi turns on)
 # would add a thread and psycopg_pool here, and wait its whole timeout for a server that is down.
 # The same for each read replica (DATABASE_REPLICA_URLS): a command on any host reads from them too.
-DATABASES = {alias: {
-    **database,
-    "CONN_MAX_AGE": 0,
-    "CONN_HEALTH_CHECKS": False,
-    "OPTIONS": {k: v for k, v in database["OPTIONS"].items() if k != "pool"},
-} for alias, database in DATABASES.items()}  # noqa: F405
+DATABASES = {
+    alias: {
+        **database,
+        "CONN_MAX_AGE": 0,
+        "CONN_HEALTH_CHECKS": False,
+        "OPTIONS": {k: v for k, v in database["OPTIONS"].items() if k != "pool"},
+    }
+    for alias, database in DATABASES.items()
+}  # noqa: F405
 
 # Django's logging set-up makes its admins' mail handler, which imports the exception reporter named
 # here at once, and with it django.views.debug's template engine and tag libraries (a tenth of a

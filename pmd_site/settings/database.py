@@ -83,8 +83,11 @@ for _number, _url in enumerate(read("DATABASE_REPLICA_URLS"), start=1):
 
         # A replica that went away must not hold a read for the pool's 30 s, nor hand out its
         # connections from before a restart: wait briefly, check each one handed out.
-        _options["pool"] = {**_options["pool"], "timeout": _REPLICA_CONNECT_TIMEOUT,
-                            "check": ConnectionPool.check_connection}
+        _options["pool"] = {
+            **_options["pool"],
+            "timeout": _REPLICA_CONNECT_TIMEOUT,
+            "check": ConnectionPool.check_connection,
+        }
     DATABASES[_alias] = {**DATABASES["default"], **_replica, "OPTIONS": _options, "TEST": {"MIRROR": "default"}}
     DATABASE_REPLICAS.append(_alias)
 DATABASE_ROUTERS = ["indexing.replicas.ReplicaRouter"]

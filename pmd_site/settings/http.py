@@ -15,8 +15,10 @@ PMD_TRUSTED_PROXIES = read("PMD_TRUSTED_PROXIES")
 SECURE_PROXY_SSL_HEADER = ("PMD_FORWARDED_PROTO", "https")
 PMD_BEHIND_HTTPS_PROXY = read("PMD_BEHIND_HTTPS_PROXY")
 if PMD_BEHIND_HTTPS_PROXY and not (PMD_TRUSTED_PROXIES or read("PMD_FORWARD_AUTH_PROXIES")):
-    raise ConfigError("PMD_BEHIND_HTTPS_PROXY=true needs PMD_TRUSTED_PROXIES: the proxy's addresses or networks "
-                      "(its X-Forwarded-For and X-Forwarded-Proto count from those addresses only)")
+    raise ConfigError(
+        "PMD_BEHIND_HTTPS_PROXY=true needs PMD_TRUSTED_PROXIES: the proxy's addresses or networks "
+        "(its X-Forwarded-For and X-Forwarded-Proto count from those addresses only)"
+    )
 # Secure by default when a TLS-terminating proxy is declared; overridable either way.
 SESSION_COOKIE_SECURE = read("PMD_SECURE_COOKIES", PMD_BEHIND_HTTPS_PROXY)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE

@@ -15,8 +15,9 @@ LOGGING = {
     },
     # The process's own stderr, whatever sys.stderr is when logging is set up: in a server answering
     # pmd clients, sys.stderr follows the client being answered, and the server's log is not theirs.
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": PMD_LOG_FORMAT,
-                             "stream": "ext://sys.__stderr__"}},
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": PMD_LOG_FORMAT, "stream": "ext://sys.__stderr__"}
+    },
     "root": {"handlers": ["console"], "level": read("PMD_LOG_LEVEL")},
     # One line per HTTP request (embedding batches, health checks every few seconds) drowns what
     # happened: the clients log their requests only at PMD_HTTP_LOG_LEVEL (WARNING: failures only).

@@ -74,10 +74,14 @@ if PMD_LDAP_URL:
     AUTH_LDAP_START_TLS = read("PMD_LDAP_START_TLS")
     AUTH_LDAP_USER_SEARCH = LDAPSearch(read("PMD_LDAP_USER_SEARCH"), ldap.SCOPE_SUBTREE, read("PMD_LDAP_USER_FILTER"))
     if read("PMD_LDAP_GROUP_SEARCH"):
-        _group_types = {"groupOfNames": GroupOfNamesType, "groupOfUniqueNames": GroupOfUniqueNamesType,
-                        "posixGroup": PosixGroupType}
+        _group_types = {
+            "groupOfNames": GroupOfNamesType,
+            "groupOfUniqueNames": GroupOfUniqueNamesType,
+            "posixGroup": PosixGroupType,
+        }
         _group_type = read("PMD_LDAP_GROUP_TYPE")  # one of the table's choices: a key above
-        AUTH_LDAP_GROUP_SEARCH = LDAPSearch(read("PMD_LDAP_GROUP_SEARCH"), ldap.SCOPE_SUBTREE,
-                                            f"(objectClass={_group_type})")
+        AUTH_LDAP_GROUP_SEARCH = LDAPSearch(
+            read("PMD_LDAP_GROUP_SEARCH"), ldap.SCOPE_SUBTREE, f"(objectClass={_group_type})"
+        )
         AUTH_LDAP_GROUP_TYPE = _group_types[_group_type](name_attr="cn")
     AUTHENTICATION_BACKENDS.insert(1, "pmd_site.signin.ldap.LdapBackend")  # after the lockout check

@@ -31,6 +31,9 @@ class LdapBackend(LDAPBackend):
     def get_or_build_user(self, username, ldap_user):
         mail = ldap_user.attrs.get("mail") or [""]
         groups = sorted(ldap_user.group_names) if self.settings.GROUP_SEARCH is not None else None
-        user = provider_sign_in(signin=ProviderSignIn(provider="ldap", subject=ldap_user.dn.lower(),
-                                                      username=username, email=mail[0], groups=groups))
+        user = provider_sign_in(
+            signin=ProviderSignIn(
+                provider="ldap", subject=ldap_user.dn.lower(), username=username, email=mail[0], groups=groups
+            )
+        )
         return user, False  # made (or found) by pmd: nothing left for django-auth-ldap to build

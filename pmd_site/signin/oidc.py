@@ -13,9 +13,8 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
-from urllib.parse import urlencode
-
 from typing import TYPE_CHECKING
+from urllib.parse import urlencode
 
 import httpx
 from django.conf import settings
@@ -84,34 +83,52 @@ def _cached(key: tuple[str, str], load, *, fresh: bool = False):
 def discovery(provider: Provider, *, fresh: bool = False) -> dict:
     """The provider's metadata (/.well-known/openid-configuration), for the issuer configured:
     a document naming another issuer is refused (it is not the provider pmd was told to trust)."""
+
     def load():
         metadata = _get_json(provider.issuer.rstrip("/") + "/.well-known/openid-configuration", "discovery document")
         if str(metadata.get("issuer", "")).rstrip("/") != provider.issuer.rstrip("/"):
-            raise errors.SignInFailed(f"the discovery document of {provider.issuer} names another issuer: "
-                                      f"{metadata.get('issuer')!r}")
+            raise errors.SignInFailed(
+                f"the discovery document of {provider.issuer} names another issuer: {metadata.get('issuer')!r}"
+            )
         for field in ("authorization_endpoint", "token_endpoint", "jwks_uri"):
             if not metadata.get(field):
                 raise errors.SignInFailed(f"the discovery document of {provider.issuer} has no {field}")
         return metadata
+
     return _cached((provider.id, "metadata"), load, fresh=fresh)
 
 
 def _keys(provider: Provider, metadata: dict, *, fresh: bool = False) -> KeySet:
     from joserfc.jwk import KeySet
 
-    return _cached((provider.id, "keys"), lambda: KeySet.import_key_set(_get_json(metadata["jwks_uri"], "signing keys")),
-                   fresh=fresh)
+    return _cached(
+        (provider.id, "keys"),
+        lambda: KeySet.import_key_set(_get_json(metadata["jwks_uri"], "signing keys")),
+        fresh=fresh,
+    )
 
 
 def _client(provider: Provider, redirect_uri: str, metadata: dict | None = None, **kwargs) -> OAuth2Client:
     from authlib.integrations.httpx_client import OAuth2Client
 
     methods = (metadata or {}).get("token_endpoint_auth_methods_supported") or ["client_secret_basic"]
-    method = ("none" if not provider.client_secret else
-              "client_secret_basic" if "client_secret_basic" in methods else "client_secret_post")
-    return OAuth2Client(client_id=provider.client_id, client_secret=provider.client_secret or None,
-                        token_endpoint_auth_method=method, scope=provider.scopes, redirect_uri=redirect_uri,
-                        code_challenge_method="S256", timeout=settings.PMD_OIDC_TIMEOUT, **kwargs)
+    method = (
+        "none"
+        if not provider.client_secret
+        else "client_secret_basic"
+        if "client_secret_basic" in methods
+        else "client_secret_post"
+    )
+    return OAuth2Client(
+        client_id=provider.client_id,
+        client_secret=provider.client_secret or None,
+        token_endpoint_auth_method=method,
+        scope=provider.scopes,
+        redirect_uri=redirect_uri,
+        code_challenge_method="S256",
+        timeout=settings.PMD_OIDC_TIMEOUT,
+        **kwargs,
+    )
 
 
 def authorization_start(provider: Provider, *, redirect_uri: str) -> tuple[str, dict]:
@@ -120,11 +137,20 @@ def authorization_start(provider: Provider, *, redirect_uri: str) -> tuple[str, 
     from authlib.common.security import generate_token
 
     metadata = discovery(provider)
-    pending = {"provider": provider.id, "state": generate_token(32), "nonce": generate_token(32),
-               "verifier": generate_token(64), "at": time.time()}
+    pending = {
+        "provider": provider.id,
+        "state": generate_token(32),
+        "nonce": generate_token(32),
+        "verifier": generate_token(64),
+        "at": time.time(),
+    }
     with _client(provider, redirect_uri) as client:
-        url, _ = client.create_authorization_url(metadata["authorization_endpoint"], state=pending["state"],
-                                                 nonce=pending["nonce"], code_verifier=pending["verifier"])
+        url, _ = client.create_authorization_url(
+            metadata["authorization_endpoint"],
+            state=pending["state"],
+            nonce=pending["nonce"],
+            code_verifier=pending["verifier"],
+        )
     return url, pending
 
 
@@ -141,9 +167,15 @@ def id_token_claims(provider: Provider, metadata: dict, id_token: str, *, nonce:
     except (JoseError, ValueError) as exc:
         raise errors.SignInFailed(f"the ID token's signature does not verify: {_jose_reason(exc)}") from None
     essential = {"essential": True}
-    registry = jwt.JWTClaimsRegistry(leeway=CLOCK_LEEWAY, iss={"essential": True, "value": metadata["issuer"]},
-                                     aud={"essential": True, "value": provider.client_id}, sub=essential,
-                                     exp=essential, iat=essential, nonce={"essential": True, "value": nonce})
+    registry = jwt.JWTClaimsRegistry(
+        leeway=CLOCK_LEEWAY,
+        iss={"essential": True, "value": metadata["issuer"]},
+        aud={"essential": True, "value": provider.client_id},
+        sub=essential,
+        exp=essential,
+        iat=essential,
+        nonce={"essential": True, "value": nonce},
+    )
     try:
         registry.validate(token.claims)
     except JoseError as exc:
@@ -165,16 +197,21 @@ def authorization_finish(provider: Provider, pending: dict, params: dict, *, red
 
     metadata = discovery(provider)
     if params.get("error"):
-        raise errors.SignInFailed(f"the identity provider refused the sign-in: "
-                                  f"{params.get('error_description') or params['error']}")
+        raise errors.SignInFailed(
+            f"the identity provider refused the sign-in: {params.get('error_description') or params['error']}"
+        )
     if "iss" in params and params["iss"] != metadata["issuer"]:  # RFC 9207: the answer's sender
         raise errors.SignInFailed("the answer came from another issuer than the one asked")
     if not params.get("code"):
         raise errors.SignInFailed("the identity provider's answer has no authorization code")
     with _client(provider, redirect_uri, metadata) as client:
         try:
-            token = client.fetch_token(metadata["token_endpoint"], grant_type="authorization_code",
-                                       code=params["code"], code_verifier=pending["verifier"])
+            token = client.fetch_token(
+                metadata["token_endpoint"],
+                grant_type="authorization_code",
+                code=params["code"],
+                code_verifier=pending["verifier"],
+            )
         except (AuthlibBaseError, httpx.HTTPError, ValueError) as exc:  # OAuthError: a code not of this flow
             raise errors.SignInFailed(f"the identity provider did not exchange the code: {exc}") from None
         if not token.get("id_token"):

@@ -15,6 +15,7 @@ Periodic reconciliation (celery beat) catches anything the watcher missed.
 * heartbeat.py: the watcher's liveness record (Redis and a file) and the status section.
 """
 
+from pmd_site.celery import broker_url
 from pmd_site.watcher.heartbeat import (
     HEARTBEAT_TTL,
     clear_heartbeat,
@@ -29,9 +30,17 @@ from pmd_site.watcher.loop import (
     run_watcher,
     watch_targets,
 )
-from pmd_site.celery import broker_url
 
 __all__ = [
-    "HEARTBEAT_TTL", "REFRESH_SECONDS", "WatchTarget", "broker_url", "clear_heartbeat", "collections_for_changes",
-    "read_heartbeat", "run_watcher", "watch_targets", "watcher_health", "write_heartbeat",
+    "HEARTBEAT_TTL",
+    "REFRESH_SECONDS",
+    "WatchTarget",
+    "broker_url",
+    "clear_heartbeat",
+    "collections_for_changes",
+    "read_heartbeat",
+    "run_watcher",
+    "watch_targets",
+    "watcher_health",
+    "write_heartbeat",
 ]

@@ -102,5 +102,3 @@ def watcher_health() -> dict:
     if not alive:
         result["error"] = f"last heartbeat {age:.0f}s ago: the watcher is not running"
     return result
-
-

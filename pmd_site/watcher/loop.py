@@ -16,11 +16,11 @@ import watchfiles
 from django.conf import settings
 from django.db import close_old_connections, connection
 
+from indexing.access import Access
 from indexing.folders import collection_folder_refusal
 from indexing.models import Collection
 from indexing.paths import glob_match
 from indexing.services.background import embedding_request
-from indexing.access import Access
 from indexing.services.refresh import collections_refresh
 from pmd_site.watcher.heartbeat import clear_heartbeat, write_heartbeat
 
@@ -52,8 +52,7 @@ def watch_targets() -> list[WatchTarget]:
     targets = []
     for name, root, mask in Collection.objects.order_by("name").values_list("name", "root_path", "mask"):
         path = Path(root)
-        if (path.is_dir() and os.path.realpath(path) == os.path.normpath(path)
-                and not collection_folder_refusal(path)):
+        if path.is_dir() and os.path.realpath(path) == os.path.normpath(path) and not collection_folder_refusal(path):
             targets.append(WatchTarget(name, path, mask))
     return targets
 
@@ -169,9 +168,14 @@ def _refresh(names: list[str], state: dict) -> None:
         log.exception("re-indexing %s failed", ", ".join(names))
     else:
         state["last_reindex"] = {k: v for k, v in summary.items() if k != "reports"}
-        log.info("re-indexed %s: %s changed, %s removed in %ss (embedding task %s)",
-                 ", ".join(names), summary["changed"], summary["removed"],
-                 summary["seconds"], summary.get("embedding_task") or "-")
+        log.info(
+            "re-indexed %s: %s changed, %s removed in %ss (embedding task %s)",
+            ", ".join(names),
+            summary["changed"],
+            summary["removed"],
+            summary["seconds"],
+            summary.get("embedding_task") or "-",
+        )
 
 
 def run_watcher(
@@ -195,8 +199,12 @@ def run_watcher(
     if catch_up:
         summary = collections_refresh(access=Access.local_user()).logged_summary()
         state["last_reindex"] = {k: v for k, v in summary.items() if k != "reports"}
-        log.info("catch-up scan: %s changed, %s removed in %ss",
-                 summary["changed"], summary["removed"], summary.get("seconds"))
+        log.info(
+            "catch-up scan: %s changed, %s removed in %ss",
+            summary["changed"],
+            summary["removed"],
+            summary.get("seconds"),
+        )
         if not summary["changed"]:
             embedding_request(no_worker="queue")  # earlier runs may have left content without vectors
 

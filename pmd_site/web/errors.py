@@ -99,8 +99,13 @@ class WebErrorMiddleware:
         if match is None or match.namespace != "search":
             return None
         try:
-            refuse_unstorable({**view_kwargs, **dict(request.GET.lists()),
-                               **(dict(request.POST.lists()) if request.method == "POST" else {})})
+            refuse_unstorable(
+                {
+                    **view_kwargs,
+                    **dict(request.GET.lists()),
+                    **(dict(request.POST.lists()) if request.method == "POST" else {}),
+                }
+            )
         except PmdError as exc:
             return problem_response(request, exc)
         return None

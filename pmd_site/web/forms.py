@@ -47,44 +47,64 @@ class SearchForm(forms.Form):
 
 class CollectionAddForm(forms.Form):
     path = forms.CharField(
-        max_length=4096, label="Folder",
+        max_length=4096,
+        label="Folder",
         help_text="Absolute path of a folder on the pmd server.",
         widget=forms.TextInput(attrs={"placeholder": "/srv/notes", "autocomplete": "off"}),
     )
     name = forms.CharField(
-        max_length=200, required=False,
+        max_length=200,
+        required=False,
         help_text="Defaults to the folder's name.",
         widget=forms.TextInput(attrs={"placeholder": "notes", "autocomplete": "off"}),
     )
     mask = forms.CharField(
-        max_length=500, required=False, label="Files",
+        max_length=500,
+        required=False,
+        label="Files",
         help_text="Glob of files to index.",
         widget=forms.TextInput(attrs={"placeholder": "**/*.md", "autocomplete": "off"}),
     )
     formats = forms.MultipleChoiceField(
-        label="Other formats", required=False, widget=forms.CheckboxSelectMultiple,
-        choices=[("pdf", "PDF"), ("docx", "Word"), ("pptx", "PowerPoint"), ("xlsx", "Excel"), ("html", "HTML"),
-                 ("epub", "EPUB"), ("text", "Text (.txt .rst .org)")],
+        label="Other formats",
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        choices=[
+            ("pdf", "PDF"),
+            ("docx", "Word"),
+            ("pptx", "PowerPoint"),
+            ("xlsx", "Excel"),
+            ("html", "HTML"),
+            ("epub", "EPUB"),
+            ("text", "Text (.txt .rst .org)"),
+        ],
         help_text="Read these besides markdown (leave Files empty: they make its glob).",
     )
     title_from = forms.ChoiceField(
-        label="Titles", required=False, initial="",
+        label="Titles",
+        required=False,
+        initial="",
         choices=[("", "Automatic"), ("heading", "From the first heading"), ("filename", "From the file name")],
         help_text="Automatic: file names in an Obsidian vault (a folder holding .obsidian/), else headings.",
     )
     transclude = forms.BooleanField(
-        label="Find notes by what they embed", required=False,
+        label="Find notes by what they embed",
+        required=False,
         help_text="A note that embeds another (![[Note#Section]]) is found by the embedded words too.",
     )
     language = forms.ChoiceField(
-        label="Language", initial="auto", required=False,
-        choices=[("auto", "Detect from the notes")] + [(code, name) for code, (name, _) in LANGUAGES.items()
-                                                         if code != "mixed"],
+        label="Language",
+        initial="auto",
+        required=False,
+        choices=[("auto", "Detect from the notes")]
+        + [(code, name) for code, (name, _) in LANGUAGES.items() if code != "mixed"],
         help_text="For stemming and stop words in keyword search.",
     )
     # Sharing with chosen groups and people is done on the collection's row once it exists.
     visibility = forms.ChoiceField(
-        label="Who sees it", initial=Visibility.EVERYONE, required=False,
+        label="Who sees it",
+        initial=Visibility.EVERYONE,
+        required=False,
         choices=[(Visibility.EVERYONE, "Everyone signed in"), (Visibility.PRIVATE, "Only me (private)")],
         help_text="Share it with groups and people from its row once added.",
     )
@@ -116,22 +136,24 @@ class CollectionShareForm(forms.Form):
 
 
 # Token lifetimes offered on the tokens page (indexing.services.tokens.parse_expiry reads the keys).
-TOKEN_EXPIRY_CHOICES = [("", "Never"), ("7d", "7 days"), ("30d", "30 days"), ("90d", "90 days"),
-                        ("1y", "1 year")]
+TOKEN_EXPIRY_CHOICES = [("", "Never"), ("7d", "7 days"), ("30d", "30 days"), ("90d", "90 days"), ("1y", "1 year")]
 
 
 class TokenCreateForm(forms.Form):
     name = forms.CharField(
-        max_length=100, label="Name",
+        max_length=100,
+        label="Name",
         help_text="What will use it, e.g. a script or an agent; shown in the list.",
         widget=forms.TextInput(attrs={"placeholder": "laptop agent", "autocomplete": "off"}),
     )
     can_write = forms.BooleanField(
-        required=False, label="Allow changes (write)",
+        required=False,
+        label="Allow changes (write)",
         help_text="Off: it can only read. On: it may change what you may change.",
     )
     collections = forms.MultipleChoiceField(
-        required=False, label="Collections",
+        required=False,
+        label="Collections",
         help_text="None selected: every collection you can see.",
     )
     expires = forms.ChoiceField(choices=TOKEN_EXPIRY_CHOICES, initial="", required=False, label="Expires")

@@ -76,8 +76,11 @@ class ForwardAuthMiddleware(MiddlewareMixin):
                 return None
             groups = header_groups(raw_groups) if raw_groups is not None else None
             # The subject is the proxy's name for the person exactly as sent: it alone links an account.
-            user = provider_sign_in(signin=ProviderSignIn(provider=PROVIDER, subject=username, username=username,
-                                                          email=email, groups=groups))
+            user = provider_sign_in(
+                signin=ProviderSignIn(
+                    provider=PROVIDER, subject=username, username=username, email=email, groups=groups
+                )
+            )
         except errors.PmdError as exc:  # a deactivated account, a name pmd may not take, not UTF-8
             log.warning("forward auth: %s", exc)
             return problem_response(request, exc)

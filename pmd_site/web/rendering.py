@@ -12,15 +12,60 @@ from dataclasses import dataclass
 import nh3
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
+
 from indexing.markdown import LinkTargets, markdown_reader, without_comments
 from indexing.text import strip_frontmatter
 from search import marked
 
 _ALLOWED_TAGS = {
-    "a", "abbr", "b", "blockquote", "br", "code", "dd", "del", "details", "div", "dl", "dt", "em",
-    "h1", "h2", "h3", "h4", "h5", "h6", "hr", "i", "img", "ins", "kbd", "li", "mark", "ol", "p",
-    "pre", "q", "s", "samp", "small", "span", "strong", "sub", "summary", "sup", "table", "tbody",
-    "td", "tfoot", "th", "thead", "tr", "u", "ul", "input",
+    "a",
+    "abbr",
+    "b",
+    "blockquote",
+    "br",
+    "code",
+    "dd",
+    "del",
+    "details",
+    "div",
+    "dl",
+    "dt",
+    "em",
+    "h1",
+    "h2",
+    "h3",
+    "h4",
+    "h5",
+    "h6",
+    "hr",
+    "i",
+    "img",
+    "ins",
+    "kbd",
+    "li",
+    "mark",
+    "ol",
+    "p",
+    "pre",
+    "q",
+    "s",
+    "samp",
+    "small",
+    "span",
+    "strong",
+    "sub",
+    "summary",
+    "sup",
+    "table",
+    "tbody",
+    "td",
+    "tfoot",
+    "th",
+    "thead",
+    "tr",
+    "u",
+    "ul",
+    "input",
 }
 _ALLOWED_ATTRIBUTES = {
     "*": {"id", "class", "data-ls", "data-le", "title", "lang", "dir"},
@@ -59,8 +104,9 @@ def highlight_snippet(snippet: str, highlights: list[tuple[int, int]] | list[lis
     return mark_safe(marked(snippet, highlights, "<mark>", "</mark>", escape=escape))
 
 
-def render_markdown(text: str, *, offset: int | None = None,
-                    links: LinkTargets | None = None) -> tuple[SafeString, int]:
+def render_markdown(
+    text: str, *, offset: int | None = None, links: LinkTargets | None = None
+) -> tuple[SafeString, int]:
     """Sanitised HTML of a markdown document, blocks tagged with their source lines.
 
     Each block gets `data-ls`/`data-le` (1-based first/last line in the original file,
@@ -106,13 +152,19 @@ _UNIT_MARKER = re.compile(r"<p([^>]*)>\[(page|slide|sheet|chapter) ([^<\]\n]{1,2
 def unit_markers(html: SafeString) -> SafeString:
     """A converted file's marker lines (`[page 12]`) shown as page (slide, sheet) separators, each
     with the anchor results link to (`#page=12`). The name is already escaped by the renderer."""
-    return mark_safe(_UNIT_MARKER.sub(
-        lambda m: f'<p{m.group(1)} class="unit-marker"><span id="{m.group(2)}={m.group(3)}">'
-                  f'{m.group(2).capitalize()} {m.group(3)}</span></p>', html))
+    return mark_safe(
+        _UNIT_MARKER.sub(
+            lambda m: (
+                f'<p{m.group(1)} class="unit-marker"><span id="{m.group(2)}={m.group(3)}">'
+                f"{m.group(2).capitalize()} {m.group(3)}</span></p>"
+            ),
+            html,
+        )
+    )
 
 
-PART_LINES = 3000      # a page shows at most this many lines of a note…
-PART_CHARS = 300_000   # …and this many characters; a longer note is shown in parts (?part=2)
+PART_LINES = 3000  # a page shows at most this many lines of a note…
+PART_CHARS = 300_000  # …and this many characters; a longer note is shown in parts (?part=2)
 _FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
 
 
@@ -180,5 +232,13 @@ def note_part(text: str, *, number: int | None = None, line: int = 0) -> NotePar
     first, end = ranges[number - 1]
     part = "\n".join(lines[first:end])
     limit = PART_CHARS + (head if number == 1 else 0)
-    return NotePart(number, len(ranges), first + 1, max(first + 1, min(end, total)), total, frontmatter_lines,
-                    part[:limit], cut=len(part) > limit)
+    return NotePart(
+        number,
+        len(ranges),
+        first + 1,
+        max(first + 1, min(end, total)),
+        total,
+        frontmatter_lines,
+        part[:limit],
+        cut=len(part) > limit,
+    )

@@ -38,4 +38,3 @@ urlpatterns = [
     path("history/", views.history_page, name="history"),
     path("related/<str:collection>/<path:path>", views.document_related, name="related"),
 ]
-

@@ -4,15 +4,21 @@ overhead (its first token minus its retrieval, with a chat model that answers at
 part is measured). Run: PMD_HOME=... .venv/bin/python manage.py shell -c "import sys; sys.argv=['', 'hybrid'];
 exec(open('scripts/bench/ask_packing.py').read())" after `pmd collection add ../shared/datasets/scifact-long/docs
 --name scifact-long` (and `pmd embed` for hybrid; the mode defaults to hybrid)."""
-import csv, time, statistics, sys
+
+import csv
+import statistics
+import sys
+import time
 from pathlib import Path
+
+from django.conf import settings
+
 from indexing.access import Access
-from search.pipeline.dispatch import search_run
+from indexing.llm.base import ChatDelta
 from search.pipeline import answer as ask_module
 from search.pipeline.answer import AskRequest, ask_run, passages_pack
-from indexing.llm.base import ChatDelta
+from search.pipeline.dispatch import search_run
 from search.request import Mode, SearchRequest
-from django.conf import settings
 
 D = Path("/work/shared/datasets")
 titles = {}
@@ -26,23 +32,35 @@ for q, d, g in csv.reader(open(D / "scifact/qrels.tsv"), delimiter="\t"):
 ids = [q for q in rel if int(q) % 2 == 1]
 mode = sys.argv[1] if len(sys.argv) > 1 else Mode.HYBRID
 budgets = (2000, 4000, 8000)
-hit = {b: 0 for b in budgets}; tot = 0; lat = []; pack_ms = []; npass = {b: [] for b in budgets}
+hit = {b: 0 for b in budgets}
+tot = 0
+lat = []
+pack_ms = []
+npass = {b: [] for b in budgets}
 for q in ids:
     t0 = time.perf_counter()
-    r = search_run(SearchRequest(query=queries[q], mode=mode, limit=settings.PMD_ANSWER_PASSAGES,
-                                 access=Access.local_user(), hits_per_document=2))
+    r = search_run(
+        SearchRequest(
+            query=queries[q],
+            mode=mode,
+            limit=settings.PMD_ANSWER_PASSAGES,
+            access=Access.local_user(),
+            hits_per_document=2,
+        )
+    )
     lat.append((time.perf_counter() - t0) * 1000)
     for b in budgets:
         t1 = time.perf_counter()
         ps = passages_pack(r.results, budget=b)
-        if b == 4000: pack_ms.append((time.perf_counter() - t1) * 1000)
+        if b == 4000:
+            pack_ms.append((time.perf_counter() - t1) * 1000)
         npass[b].append(len(ps))
         text = "\n".join(p.text for p in ps).lower()
         hit[b] += sum(1 for t in rel[q] if t.lower()[:80] in text)
     tot += len(rel[q])
 print(f"queries {len(ids)} relevant passages {tot} mode {mode}")
 for b in budgets:
-    print(f"budget {b}: passage recall {hit[b]/tot:.3f}  passages mean {statistics.mean(npass[b]):.1f}")
+    print(f"budget {b}: passage recall {hit[b] / tot:.3f}  passages mean {statistics.mean(npass[b]):.1f}")
 
 
 class AtOnce:
@@ -67,7 +85,11 @@ def p(values, q):
     return sorted(values)[min(len(values) - 1, int(q * len(values)))]
 
 
-print(f"retrieval p50 {statistics.median(lat):.1f} ms p95 {p(lat, .95):.1f}; packing (4k) p50 "
-      f"{statistics.median(pack_ms):.1f} ms p95 {p(pack_ms, .95):.1f}")
-print(f"ask: retrieval p50 {statistics.median(ask_retrieval):.1f} ms p95 {p(ask_retrieval, .95):.1f}; first token - "
-      f"retrieval p50 {statistics.median(overhead):.1f} ms p95 {p(overhead, .95):.1f}")
+print(
+    f"retrieval p50 {statistics.median(lat):.1f} ms p95 {p(lat, 0.95):.1f}; packing (4k) p50 "
+    f"{statistics.median(pack_ms):.1f} ms p95 {p(pack_ms, 0.95):.1f}"
+)
+print(
+    f"ask: retrieval p50 {statistics.median(ask_retrieval):.1f} ms p95 {p(ask_retrieval, 0.95):.1f}; first token - "
+    f"retrieval p50 {statistics.median(overhead):.1f} ms p95 {p(overhead, 0.95):.1f}"
+)

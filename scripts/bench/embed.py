@@ -53,8 +53,9 @@ def passages(dataset: Path, count: int, chars: int) -> list[str]:
 
 
 def load_old(ref: str):
-    source = subprocess.run(["git", "show", f"{ref}:indexing/llm/local.py"], cwd=ROOT, check=True,
-                            capture_output=True, text=True).stdout
+    source = subprocess.run(
+        ["git", "show", f"{ref}:indexing/llm/local.py"], cwd=ROOT, check=True, capture_output=True, text=True
+    ).stdout
     path = Path(tempfile.mkdtemp()) / "old_local.py"
     path.write_text(source)
     spec = importlib.util.spec_from_file_location("old_local", path)
@@ -68,7 +69,7 @@ def timed(embed, texts: list[str], batch: int) -> tuple[float, float, list[list[
     started, cpu = time.perf_counter(), time.process_time()
     vectors = []
     for i in range(0, len(texts), batch):
-        vectors.extend(embed(texts[i:i + batch]))
+        vectors.extend(embed(texts[i : i + batch]))
     return time.perf_counter() - started, time.process_time() - cpu, vectors
 
 
@@ -87,8 +88,13 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--old", metavar="REF", help="also the local backend at this git ref")
     parser.add_argument("--torch", metavar="PYTHON", help="also sentence-transformers in this interpreter")
-    parser.add_argument("--also", metavar="FOLDER", action="append", default=[],
-                        help="also this model folder (another export of the same model), this version's loader")
+    parser.add_argument(
+        "--also",
+        metavar="FOLDER",
+        action="append",
+        default=[],
+        help="also this model folder (another export of the same model), this version's loader",
+    )
     args = parser.parse_args()
 
     from indexing.llm import local
@@ -100,16 +106,20 @@ def main() -> int:
     runners["onnx, this version"] = lambda chunk: new.embed(chunk, model=str(folder))
     for other in args.also:
         other_folder = Path(other).resolve()
-        runners[f"onnx, {other_folder.name}"] = (lambda chunk, f=other_folder: new.embed(chunk, model=str(f)))
+        runners[f"onnx, {other_folder.name}"] = lambda chunk, f=other_folder: new.embed(chunk, model=str(f))
     if args.old:
         old_module = load_old(args.old)
         old = old_module.LocalBackend(Path(tempfile.mkdtemp()), threads=args.threads)
         runners[f"onnx, at {args.old}"] = lambda chunk: old.embed(chunk, model=str(folder))
     child = None
     if args.torch:
-        child = subprocess.Popen([args.torch, "-c", TORCH_CHILD, str(folder), str(args.threads), str(args.batch)],
-                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                                 env=dict(os.environ, TOKENIZERS_PARALLELISM="false"))
+        child = subprocess.Popen(
+            [args.torch, "-c", TORCH_CHILD, str(folder), str(args.threads), str(args.batch)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=dict(os.environ, TOKENIZERS_PARALLELISM="false"),
+        )
         child.stdin.write(json.dumps(texts) + "\n")
         child.stdin.flush()
         assert child.stdout.readline().strip() == "ready"
@@ -119,8 +129,9 @@ def main() -> int:
             child.stdin.flush()
             answer = json.loads(child.stdout.readline())
             return answer["seconds"], answer["cpu"], [answer["first"]]
+
     for run in runners.values():  # load and warm up
-        run(texts[:args.batch])
+        run(texts[: args.batch])
 
     rates: dict[str, list[float]] = {name: [] for name in runners}
     per_cpu: dict[str, list[float]] = {name: [] for name in runners}
@@ -145,14 +156,20 @@ def main() -> int:
     if child:
         child.stdin.close()
         child.wait()
-    print(f"{len(texts)} SciFact passages cut to {args.chars} characters, batches of {args.batch}, "
-          f"{args.threads} threads, {args.rounds} interleaved rounds; load average {os.getloadavg()[0]:.1f}")
-    print("| runner | passages/s per round | median | per CPU second, median | cosine of the first vector with this version's |")
+    print(
+        f"{len(texts)} SciFact passages cut to {args.chars} characters, batches of {args.batch}, "
+        f"{args.threads} threads, {args.rounds} interleaved rounds; load average {os.getloadavg()[0]:.1f}"
+    )
+    print(
+        "| runner | passages/s per round | median | per CPU second, median | cosine of the first vector with this version's |"
+    )
     print("|---|---|---|---|---|")
     for name, values in rates.items():
         similarity = cosine(firsts[name], reference[0])
-        print(f"| {name} | {' / '.join(f'{v:.1f}' for v in values)} | {statistics.median(values):.1f} "
-              f"| {statistics.median(per_cpu[name]):.1f} | {similarity:.4f} |")
+        print(
+            f"| {name} | {' / '.join(f'{v:.1f}' for v in values)} | {statistics.median(values):.1f} "
+            f"| {statistics.median(per_cpu[name]):.1f} | {similarity:.4f} |"
+        )
     return 0
 
 

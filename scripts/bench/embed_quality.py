@@ -43,13 +43,17 @@ def main() -> int:
         if int(grade) > 0:
             qrels.setdefault(query, set()).add(doc)
     judged = set().union(*qrels.values())
-    others = [p.stem for p in sorted((dataset / "docs").glob("*.md")) if p.stem not in judged][:args.distractors]
+    others = [p.stem for p in sorted((dataset / "docs").glob("*.md")) if p.stem not in judged][: args.distractors]
     docs = sorted(judged) + others
     texts = [(dataset / "docs" / f"{doc}.md").read_text() for doc in docs]
-    queries = {q: t for q, t in (line.split("\t", 1) for line in (dataset / "queries.tsv").read_text().splitlines())
-               if q in qrels}
+    queries = {
+        q: t
+        for q, t in (line.split("\t", 1) for line in (dataset / "queries.tsv").read_text().splitlines())
+        if q in qrels
+    }
     backend = LocalBackend(Path(tempfile.mkdtemp()), threads=2)
     print(f"SciFact subset: {len(docs)} documents ({len(judged)} judged), {len(queries)} queries")
+
     def quality(vectors, query_vectors) -> float:
         scores = []
         for query, q in query_vectors.items():
@@ -59,18 +63,24 @@ def main() -> int:
 
     first = None
     for folder in args.folders:
-        vectors = np.array([v for i in range(0, len(texts), 32)
-                            for v in backend.embed(texts[i:i + 32], model=folder)])
+        vectors = np.array(
+            [v for i in range(0, len(texts), 32) for v in backend.embed(texts[i : i + 32], model=folder)]
+        )
         query_vectors = {query: np.array(backend.embed([text], model=folder)[0]) for query, text in queries.items()}
         print(f"{folder}: nDCG@10 {quality(vectors, query_vectors):.4f}", flush=True)
         if first is None:
             first = (folder, vectors, query_vectors)
             continue
         # An index embedded with one file and searched with the other (a setting changed later).
-        cosines = (vectors * first[1]).sum(axis=1) / (np.linalg.norm(vectors, axis=1) * np.linalg.norm(first[1], axis=1))
-        print(f"  documents of {first[0]}, queries of this one: {quality(first[1], query_vectors):.4f}; "
-              f"the other way: {quality(vectors, first[2]):.4f}; cosine of the two files' document vectors: "
-              f"min {cosines.min():.4f}, median {np.median(cosines):.4f}", flush=True)
+        cosines = (vectors * first[1]).sum(axis=1) / (
+            np.linalg.norm(vectors, axis=1) * np.linalg.norm(first[1], axis=1)
+        )
+        print(
+            f"  documents of {first[0]}, queries of this one: {quality(first[1], query_vectors):.4f}; "
+            f"the other way: {quality(vectors, first[2]):.4f}; cosine of the two files' document vectors: "
+            f"min {cosines.min():.4f}, median {np.median(cosines):.4f}",
+            flush=True,
+        )
     return 0
 
 

@@ -58,9 +58,11 @@ def main() -> int:
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for fmt, (files, units, size, seconds, refused) in sorted(rows.items()):
         peak = own if args.in_process else peaks.get(fmt, 0)
-        print(f"| {fmt} | {files:.0f}{f' ({refused:.0f} refused)' if refused else ''} | {units:.0f} | "
-              f"{size / 1e6:.2f} | {seconds:.2f} | {units / seconds:.1f} | {size / 1e6 / seconds:.2f} | "
-              f"{peak / 1024:.0f} MB |")
+        print(
+            f"| {fmt} | {files:.0f}{f' ({refused:.0f} refused)' if refused else ''} | {units:.0f} | "
+            f"{size / 1e6:.2f} | {seconds:.2f} | {units / seconds:.1f} | {size / 1e6 / seconds:.2f} | "
+            f"{peak / 1024:.0f} MB |"
+        )
     return 0
 
 

@@ -41,8 +41,14 @@ def role(proc: psutil.Process, up_pid: int) -> str:
     if proc.pid == up_pid:
         return "up (supervisor)"
     words = " ".join(argv)
-    for word, name in (("serve", "web"), ("--queues index", "worker (index)"), ("--queues embed", "embedder"),
-                       (" worker", "worker"), (" beat", "beat"), (" watch", "watcher")):
+    for word, name in (
+        ("serve", "web"),
+        ("--queues index", "worker (index)"),
+        ("--queues embed", "embedder"),
+        (" worker", "worker"),
+        (" beat", "beat"),
+        (" watch", "watcher"),
+    ):
         if word in words:
             parent = proc.parent()
             child = parent is not None and parent.pid != up_pid and word in " ".join(parent.cmdline())
@@ -141,20 +147,31 @@ def main() -> int:
     scratch.chmod(0o755)  # as root the embedded PostgreSQL runs as its own user and must enter it
     notes = scratch / "notes"
     notes.mkdir()
-    for path in sorted((Path(args.dataset) / "docs").glob("*.md"))[:args.notes]:
+    for path in sorted((Path(args.dataset) / "docs").glob("*.md"))[: args.notes]:
         shutil.copy(path, notes / path.name)
-    queries = [line.split("\t", 1)[1].strip() for line in
-               (Path(args.dataset) / "queries.tsv").read_text().splitlines()[:args.queries]]
+    queries = [
+        line.split("\t", 1)[1].strip()
+        for line in (Path(args.dataset) / "queries.tsv").read_text().splitlines()[: args.queries]
+    ]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PMD_", "DATABASE_", "CELERY_"))}
-    env.update(PMD_HOME=str(scratch / "home"), PMD_LLM_BACKEND="local",
-               PMD_EMBED_MODEL=str(Path(args.model).resolve()), PMD_LOG_LEVEL="WARNING")
+    env.update(
+        PMD_HOME=str(scratch / "home"),
+        PMD_LLM_BACKEND="local",
+        PMD_EMBED_MODEL=str(Path(args.model).resolve()),
+        PMD_LOG_LEVEL="WARNING",
+    )
     if args.profile:
         env["PMD_PROFILE"] = args.profile
     if args.checkout:
         env["PYTHONPATH"] = str(Path(args.checkout).resolve())
     log = open(scratch / "up.log", "w")
-    up = subprocess.Popen([args.pmd, "up", str(notes), "--port", str(args.port)], env=env,
-                          stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    up = subprocess.Popen(
+        [args.pmd, "up", str(notes), "--port", str(args.port)],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     sampler = Sampler(up.pid)
     sampler.start()
     started = time.monotonic()
@@ -190,24 +207,37 @@ def main() -> int:
                 os.killpg(up.pid, signal.SIGKILL)
         log.close()
     mb = 1024 * 1024
-    print(f"{args.notes} SciFact notes, {args.queries} searches; {args.checkout or ROOT}"
-          + (f" PMD_PROFILE={args.profile}" if args.profile else "") + "; "
-          + ", ".join(f"{k} {v:.0f} s" for k, v in phases.items()) + f"; load average {os.getloadavg()[0]:.1f}")
+    print(
+        f"{args.notes} SciFact notes, {args.queries} searches; {args.checkout or ROOT}"
+        + (f" PMD_PROFILE={args.profile}" if args.profile else "")
+        + "; "
+        + ", ".join(f"{k} {v:.0f} s" for k, v in phases.items())
+        + f"; load average {os.getloadavg()[0]:.1f}"
+    )
     print("| process | peak RSS MB | peak PSS MB |")
     print("|---|---:|---:|")
     for name in sorted(sampler.peak_rss):
         print(f"| {name} | {sampler.peak_rss[name] / mb:.0f} | {sampler.peak_pss[name] / mb:.0f} |")
-    print(f"| **all pmd processes together (peak of the sum)** | **{sampler.peak_sum_rss / mb:.0f}** | "
-          f"**{sampler.peak_sum_pss / mb:.0f}** |")
-    print(f"| all pmd processes but the child making the int8 copy (once per model file) | "
-          f"{sampler.peak_sum_serving / mb:.0f} | |")
+    print(
+        f"| **all pmd processes together (peak of the sum)** | **{sampler.peak_sum_rss / mb:.0f}** | "
+        f"**{sampler.peak_sum_pss / mb:.0f}** |"
+    )
+    print(
+        f"| all pmd processes but the child making the int8 copy (once per model file) | "
+        f"{sampler.peak_sum_serving / mb:.0f} | |"
+    )
     if sampler.copy_hwm:
         child = max(sampler.copy_hwm.values())
         print(f"| the child making the int8 copy, its own peak (VmHWM) | {child / mb:.0f} | |")
-        print(f"| all pmd processes while the copy is made: the others' largest sum + the child's peak "
-              f"(a bound from above) | {(sampler.others_while_copying + child) / mb:.0f} | |")
-    print(f"the largest sum, {sampler.peak_at:.0f} s after the start: "
-          + ", ".join(f"{name} {rss / mb:.0f}" for name, rss in sorted(sampler.at_peak.items())) + " MB RSS")
+        print(
+            f"| all pmd processes while the copy is made: the others' largest sum + the child's peak "
+            f"(a bound from above) | {(sampler.others_while_copying + child) / mb:.0f} | |"
+        )
+    print(
+        f"the largest sum, {sampler.peak_at:.0f} s after the start: "
+        + ", ".join(f"{name} {rss / mb:.0f}" for name, rss in sorted(sampler.at_peak.items()))
+        + " MB RSS"
+    )
     shutil.rmtree(scratch, ignore_errors=True)
     return 0
 

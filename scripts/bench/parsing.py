@@ -110,8 +110,13 @@ def run_one(shape: str, n: int) -> dict:
     structure = note_structure(parsed.body, parsed.frontmatter, "bench.md", 0.0)
     chunks = chunk_markdown(parsed.body)
     elapsed = time.perf_counter() - started
-    return {"bytes": len(raw), "seconds": elapsed, "links": len(structure.links), "chunks": len(chunks),
-            "warnings": len(parsed.warnings) + len(getattr(structure, "warnings", []))}
+    return {
+        "bytes": len(raw),
+        "seconds": elapsed,
+        "links": len(structure.links),
+        "chunks": len(chunks),
+        "warnings": len(parsed.warnings) + len(getattr(structure, "warnings", [])),
+    }
 
 
 def _child(shape: str, n: int, timeout: float) -> dict:
@@ -119,8 +124,14 @@ def _child(shape: str, n: int, timeout: float) -> dict:
         resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
 
     try:
-        out = subprocess.run([sys.executable, __file__, "--child", shape, str(n)], capture_output=True, text=True,
-                             timeout=timeout, preexec_fn=limit, cwd=ROOT)
+        out = subprocess.run(
+            [sys.executable, __file__, "--child", shape, str(n)],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            preexec_fn=limit,
+            cwd=ROOT,
+        )
     except subprocess.TimeoutExpired:
         return {"error": f">{timeout:g} s"}
     if out.returncode:
@@ -152,10 +163,14 @@ def main() -> int:
         one, two = _child(shape, n, args.timeout), _child(shape, 2 * n, args.timeout)
         one.setdefault("bytes", len(make(n).encode()))
         two.setdefault("bytes", len(make(2 * n).encode()))
-        ratio = f"{two['seconds'] / max(one['seconds'], 1e-6):.1f}" if "error" not in one and "error" not in two else "-"
+        ratio = (
+            f"{two['seconds'] / max(one['seconds'], 1e-6):.1f}" if "error" not in one and "error" not in two else "-"
+        )
         result = "" if "error" in two else f"{two['links']} links, {two['chunks']} chunks, {two['warnings']} warnings"
-        print(f"{shape:<24} {one['bytes']:>10,} {cell(one):>10} {two['bytes']:>10,} {cell(two):>10} "
-              f"{ratio:>6}  {result}", flush=True)
+        print(
+            f"{shape:<24} {one['bytes']:>10,} {cell(one):>10} {two['bytes']:>10,} {cell(two):>10} {ratio:>6}  {result}",
+            flush=True,
+        )
     return 0
 
 

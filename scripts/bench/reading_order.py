@@ -36,8 +36,11 @@ def main() -> int:
             width, height = page.get_size()
             textpage = page.get_textpage()
             raws.append(textpage.get_text_bounded())
-            halves.append(textpage.get_text_bounded(0, 0, width / 2, height) + "\n"
-                          + textpage.get_text_bounded(width / 2, 0, width, height))
+            halves.append(
+                textpage.get_text_bounded(0, 0, width / 2, height)
+                + "\n"
+                + textpage.get_text_bounded(width / 2, 0, width, height)
+            )
             textpage.close()
         vocabulary = Vocabulary(raws)
         sentences = intact = 0
@@ -47,8 +50,10 @@ def main() -> int:
                 if len(sentence.split()) >= 8:
                     sentences += 1
                     intact += sentence in read
-        print(f"{Path(name).name}: {len(raws)} pages, {intact} of {sentences} sentences intact "
-              f"({100 * intact / max(sentences, 1):.1f}%)")
+        print(
+            f"{Path(name).name}: {len(raws)} pages, {intact} of {sentences} sentences intact "
+            f"({100 * intact / max(sentences, 1):.1f}%)"
+        )
         total_sentences += sentences
         total_intact += intact
     print(f"all: {total_intact} of {total_sentences} ({100 * total_intact / max(total_sentences, 1):.1f}%)")

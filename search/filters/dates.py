@@ -8,9 +8,9 @@ from datetime import UTC, date, datetime, time, timedelta
 from indexing.errors import InvalidSearchInput
 from indexing.patterns import LazyPattern
 
+
 def _iso(moment: datetime) -> str:
     return moment.date().isoformat() if moment.hour == moment.minute == moment.second == 0 else moment.isoformat()
-
 
 
 def period_end(text: str, *, now: datetime | None = None, what: str = "date") -> datetime:
@@ -27,16 +27,16 @@ def period_end(text: str, *, now: datetime | None = None, what: str = "date") ->
     return start
 
 
-
 _ISO_DAY = LazyPattern(r"^(\d{4})(?:[-/](\d{1,2})(?:[-/](\d{1,2}))?)?$")
 
 _AGO = LazyPattern(r"^(\d{1,4})\s*(h|hours?|d|days?|w|weeks?|m|mo|months?|y|years?)(?:\s+ago)?$")
 
 _UNITS = {"h": "hour", "d": "day", "w": "week", "m": "month", "mo": "month", "y": "year"}
 
-DATE_HELP = ("YYYY, YYYY-MM, YYYY-MM-DD, an ISO datetime, today, yesterday, 'this week|month|year', "
-             "'last week|month|year', 'N days|weeks|months|years ago', 3d, 2w, 6m, 1y")
-
+DATE_HELP = (
+    "YYYY, YYYY-MM, YYYY-MM-DD, an ISO datetime, today, yesterday, 'this week|month|year', "
+    "'last week|month|year', 'N days|weeks|months|years ago', 3d, 2w, 6m, 1y"
+)
 
 
 def date_boundary(text: str, *, now: datetime | None = None, what: str = "date") -> datetime:
@@ -101,12 +101,10 @@ def date_boundary(text: str, *, now: datetime | None = None, what: str = "date")
     raise InvalidSearchInput(f"{what}: cannot read the date '{text}' (use {DATE_HELP})")
 
 
-
 def _now() -> datetime:
     from django.utils import timezone
 
     return timezone.now()
-
 
 
 def _local_date(now: datetime) -> date:
@@ -118,17 +116,14 @@ def _local_date(now: datetime) -> date:
         return now.astimezone(UTC).date()
 
 
-
 def _months_back(day: date, months: int) -> date:
     index = day.year * 12 + (day.month - 1) - months
     year, month = divmod(index, 12)
     return date(year, month + 1, min(day.day, calendar.monthrange(year, month + 1)[1]))
 
 
-
 def _relative(text: str) -> bool:
     return bool(text) and not text[:4].isdigit()
-
 
 
 def _day(moment: datetime) -> str:
@@ -137,14 +132,12 @@ def _day(moment: datetime) -> str:
     return moment.isoformat()
 
 
-
 def _latest(a: tuple, b: tuple) -> tuple:
     if a[0] is None:
         return b
     if b[0] is None:
         return a
     return a if a[0] >= b[0] else b
-
 
 
 def _earliest(a: tuple, b: tuple) -> tuple:

@@ -6,8 +6,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from indexing.errors import InvalidSearchInput
-from search.filters.dates import date_boundary, _day, _earliest, _latest, _relative
-from search.filters.values import clean_glob, clean_tag, MAX_VALUES, range_bounds, split_values, _strings, _unique
+from search.filters.dates import _day, _earliest, _latest, _relative, date_boundary
+from search.filters.values import MAX_VALUES, _strings, _unique, clean_glob, clean_tag, range_bounds, split_values
+
 
 @dataclass
 class FieldFilter:
@@ -36,7 +37,6 @@ class FieldFilter:
         return f"{self.key}: " + " or ".join(self.values)
 
 
-
 @dataclass
 class SearchFilters:
     tags: list[list[str]] = field(default_factory=list)  # groups: any tag of each group, every group
@@ -54,8 +54,17 @@ class SearchFilters:
 
     @property
     def empty(self) -> bool:
-        return not (self.tags or self.exclude_tags or self.paths or self.exclude_paths or self.after
-                    or self.before or self.fields or self.exclude_fields or self.any_of)
+        return not (
+            self.tags
+            or self.exclude_tags
+            or self.paths
+            or self.exclude_paths
+            or self.after
+            or self.before
+            or self.fields
+            or self.exclude_fields
+            or self.any_of
+        )
 
     def all_fields(self) -> list[FieldFilter]:
         """Every field filter, in the alternatives too (their keys are looked up together)."""
@@ -78,10 +87,16 @@ class SearchFilters:
         after, after_text = _latest((self.after, self.after_text), (other.after, other.after_text))
         before, before_text = _earliest((self.before, self.before_text), (other.before, other.before_text))
         return SearchFilters(
-            tags=self.tags + other.tags, exclude_tags=_unique(self.exclude_tags + other.exclude_tags),
-            paths=self.paths + other.paths, exclude_paths=_unique(self.exclude_paths + other.exclude_paths),
-            after=after, before=before, after_text=after_text, before_text=before_text,
-            fields=self.fields + other.fields, exclude_fields=self.exclude_fields + other.exclude_fields,
+            tags=self.tags + other.tags,
+            exclude_tags=_unique(self.exclude_tags + other.exclude_tags),
+            paths=self.paths + other.paths,
+            exclude_paths=_unique(self.exclude_paths + other.exclude_paths),
+            after=after,
+            before=before,
+            after_text=after_text,
+            before_text=before_text,
+            fields=self.fields + other.fields,
+            exclude_fields=self.exclude_fields + other.exclude_fields,
             any_of=self.any_of + other.any_of,
         )
 
@@ -117,10 +132,18 @@ class SearchFilters:
         if self.after is not None:
             parts.append(f"after {_day(self.after)}" + (f" ({self.after_text})" if _relative(self.after_text) else ""))
         if self.before is not None:
-            parts.append(f"before {_day(self.before)}" + (f" ({self.before_text})" if _relative(self.before_text) else ""))
+            parts.append(
+                f"before {_day(self.before)}" + (f" ({self.before_text})" if _relative(self.before_text) else "")
+            )
         parts += [f.describe() for f in self.fields]
-        parts += [("no " + f.key) if f.has else f"not ({f.describe()})" if f.bounds
-                  else f"{f.key} not " + " or ".join(f.values) for f in self.exclude_fields]
+        parts += [
+            ("no " + f.key)
+            if f.has
+            else f"not ({f.describe()})"
+            if f.bounds
+            else f"{f.key} not " + " or ".join(f.values)
+            for f in self.exclude_fields
+        ]
         parts += ["(" + " or ".join(a.describe() for a in group) + ")" for group in self.any_of]
         return ", ".join(parts)
 
@@ -137,23 +160,43 @@ class SearchFilters:
             return cls()
         if not isinstance(data, dict):
             raise InvalidSearchInput("filters must be an object: {tags, exclude_tags, path, after, before, fields}")
-        known = {"tags", "tag", "exclude_tags", "path", "paths", "exclude_path", "exclude_paths", "after", "before",
-                 "fields", "exclude_fields", "has", "exclude_has", "any_of"}
+        known = {
+            "tags",
+            "tag",
+            "exclude_tags",
+            "path",
+            "paths",
+            "exclude_path",
+            "exclude_paths",
+            "after",
+            "before",
+            "fields",
+            "exclude_fields",
+            "has",
+            "exclude_has",
+            "any_of",
+        }
         unknown = sorted(set(data) - known)
         if unknown:
-            raise InvalidSearchInput(f"unknown filter '{unknown[0]}': use one of tags, exclude_tags, path, exclude_path, "
-                              "after, before, fields, exclude_fields, has, exclude_has, any_of")
+            raise InvalidSearchInput(
+                f"unknown filter '{unknown[0]}': use one of tags, exclude_tags, path, exclude_path, "
+                "after, before, fields, exclude_fields, has, exclude_has, any_of"
+            )
         out = cls()
         tags = _strings(data.get("tags"), "tags") + _strings(data.get("tag"), "tag")
         if tags:
             out.tags = [_unique(t for t in (clean_tag(x) for x in tags) if t)]
-        out.exclude_tags = _unique(t for t in (clean_tag(x) for x in _strings(data.get("exclude_tags"), "exclude_tags"))
-                                   if t)
+        out.exclude_tags = _unique(
+            t for t in (clean_tag(x) for x in _strings(data.get("exclude_tags"), "exclude_tags")) if t
+        )
         paths = _strings(data.get("path"), "path") + _strings(data.get("paths"), "paths")
         if paths:
             out.paths = [_unique(clean_glob(p) for p in paths)]
-        out.exclude_paths = _unique(clean_glob(p) for p in _strings(data.get("exclude_path"), "exclude_path")
-                                    + _strings(data.get("exclude_paths"), "exclude_paths"))
+        out.exclude_paths = _unique(
+            clean_glob(p)
+            for p in _strings(data.get("exclude_path"), "exclude_path")
+            + _strings(data.get("exclude_paths"), "exclude_paths")
+        )
         for name in ("after", "before"):
             value = data.get(name)
             if value in (None, ""):
@@ -165,7 +208,9 @@ class SearchFilters:
         out.fields = _field_filters(data.get("fields"), "fields", now=now)
         out.exclude_fields = _field_filters(data.get("exclude_fields"), "exclude_fields", now=now)
         out.fields += [FieldFilter(key=k, values=[], has=True) for k in _strings(data.get("has"), "has")]
-        out.exclude_fields += [FieldFilter(key=k, values=[], has=True) for k in _strings(data.get("exclude_has"), "exclude_has")]
+        out.exclude_fields += [
+            FieldFilter(key=k, values=[], has=True) for k in _strings(data.get("exclude_has"), "exclude_has")
+        ]
         alternatives = data.get("any_of")
         if alternatives:
             if not isinstance(alternatives, list) or not all(isinstance(a, dict) for a in alternatives):
@@ -180,7 +225,6 @@ class SearchFilters:
         return out
 
 
-
 @dataclass
 class ParsedFilters:
     """What `parse_filters` read from a query text."""
@@ -190,13 +234,14 @@ class ParsedFilters:
     warnings: list[str] = field(default_factory=list)
 
 
-
 def _field_filters(value, name: str, *, now: datetime | None = None) -> list[FieldFilter]:
     if not value:
         return []
     if not isinstance(value, dict):
-        raise InvalidSearchInput(f"filter '{name}' must be an object of frontmatter keys and values: "
-                          '{"status": "draft", "author": ["ana", "bo"]}')
+        raise InvalidSearchInput(
+            f"filter '{name}' must be an object of frontmatter keys and values: "
+            '{"status": "draft", "author": ["ana", "bo"]}'
+        )
     if len(value) > MAX_VALUES:
         raise InvalidSearchInput(f"filter '{name}': at most {MAX_VALUES} keys")
     out = []
@@ -208,8 +253,9 @@ def _field_filters(value, name: str, *, now: datetime | None = None) -> list[Fie
             bounds = []
             for op, bound in raw.items():
                 if op not in (">=", ">", "<", "<=") or isinstance(bound, (bool, dict, list)) or bound in (None, ""):
-                    raise InvalidSearchInput(f"filter '{name}': the range of '{key}' takes >=, >, <, <= with a number "
-                                             "or a date")
+                    raise InvalidSearchInput(
+                        f"filter '{name}': the range of '{key}' takes >=, >, <, <= with a number or a date"
+                    )
                 bounds += range_bounds(f"{op}{bound}", now=now, what=key) or []
             if not bounds:
                 raise InvalidSearchInput(f"filter '{name}': '{key}' has no range")
@@ -224,16 +270,18 @@ def _field_filters(value, name: str, *, now: datetime | None = None) -> list[Fie
                 if str(item).strip():
                     values.append(str(item).strip())
             else:
-                raise InvalidSearchInput(f"filter '{name}': the value of '{key}' must be a string, number or list of them")
+                raise InvalidSearchInput(
+                    f"filter '{name}': the value of '{key}' must be a string, number or list of them"
+                )
         if not values:
             raise InvalidSearchInput(f"filter '{name}': '{key}' has no value")
         out.append(FieldFilter(key=key, values=_unique(values)[:MAX_VALUES]))
     return out
 
 
-
-def filters_from_options(*, tags=(), exclude_tags=(), paths=(), after=None, before=None, where=(),
-                         now: datetime | None = None) -> SearchFilters:
+def filters_from_options(
+    *, tags=(), exclude_tags=(), paths=(), after=None, before=None, where=(), now: datetime | None = None
+) -> SearchFilters:
     """The CLI's --tag/--path/--after/--before/--where k=v (k!=v or -k=v to exclude) as SearchFilters."""
     fields: dict[str, list[str]] = {}
     exclude: dict[str, list[str]] = {}
@@ -245,9 +293,15 @@ def filters_from_options(*, tags=(), exclude_tags=(), paths=(), after=None, befo
         if not sep or not key or not value.strip():
             raise InvalidSearchInput(f"where {item!r}: write KEY=VALUE (or KEY!=VALUE to exclude)")
         (exclude if negated else fields).setdefault(key, []).extend(split_values(value))
-    return SearchFilters.from_dict({
-        "tags": [t for item in tags or () for t in split_values(item)],
-        "exclude_tags": [t for item in exclude_tags or () for t in split_values(item)],
-        "path": [p for item in paths or () for p in split_values(item)],
-        "after": after, "before": before, "fields": fields, "exclude_fields": exclude,
-    }, now=now)
+    return SearchFilters.from_dict(
+        {
+            "tags": [t for item in tags or () for t in split_values(item)],
+            "exclude_tags": [t for item in exclude_tags or () for t in split_values(item)],
+            "path": [p for item in paths or () for p in split_values(item)],
+            "after": after,
+            "before": before,
+            "fields": fields,
+            "exclude_fields": exclude,
+        },
+        now=now,
+    )

@@ -7,22 +7,45 @@ from datetime import datetime
 
 from indexing.errors import InvalidSearchInput
 from indexing.patterns import LazyPattern
-from search.filters.dates import date_boundary, _day, _earliest, _iso, _latest, period_end
-from search.filters.values import AFTER_WORDS, BEFORE_WORDS, clean_glob, clean_tag, DATE_WORDS, FILTER_WORDS, HAS_WORDS, _is_range, MAX_VALUES, PATH_WORDS, range_bounds, RESERVED_WORDS, split_values, TAG_WORDS, type_glob, TYPE_NAMES, TYPE_WORDS, _unique, URL_SCHEMES
+from search.filters.dates import _day, _earliest, _iso, _latest, date_boundary, period_end
 from search.filters.model import FieldFilter, ParsedFilters, SearchFilters
+from search.filters.values import (
+    AFTER_WORDS,
+    BEFORE_WORDS,
+    DATE_WORDS,
+    FILTER_WORDS,
+    HAS_WORDS,
+    MAX_VALUES,
+    PATH_WORDS,
+    RESERVED_WORDS,
+    TAG_WORDS,
+    TYPE_NAMES,
+    TYPE_WORDS,
+    URL_SCHEMES,
+    _is_range,
+    _unique,
+    clean_glob,
+    clean_tag,
+    range_bounds,
+    split_values,
+    type_glob,
+)
 
 # A filter token: [-]word:value at the start of a word; value quoted or up to the next space.
 # Quoted phrases come first so that `"see tag:db"` stays a phrase.
 _PIECE = LazyPattern(
-    r'''(?P<quoted>(?<!\S)-?"[^"\n]*")'''
-    r'''|(?P<filter>(?<!\S)(?P<neg>-?)(?P<word>[A-Za-z_][\w.-]*):(?P<value>(?:[<>]=?)?(?:"[^"\n]*"|'[^'\n]*')|[^\s"':\\][^\s"]*))'''
-    r'''|(?P<other>\S+)'''
+    r"""(?P<quoted>(?<!\S)-?"[^"\n]*")"""
+    r"""|(?P<filter>(?<!\S)(?P<neg>-?)(?P<word>[A-Za-z_][\w.-]*):(?P<value>(?:[<>]=?)?(?:"[^"\n]*"|'[^'\n]*')|[^\s"':\\][^\s"]*))"""
+    r"""|(?P<other>\S+)"""
 )
 
 
-
-def parse_filters(text: str, *, field_keys: Callable[[dict[str, list[str]]], dict[str, list[str]]] | None = None,
-                  now: datetime | None = None) -> ParsedFilters:
+def parse_filters(
+    text: str,
+    *,
+    field_keys: Callable[[dict[str, list[str]]], dict[str, list[str]]] | None = None,
+    now: datetime | None = None,
+) -> ParsedFilters:
     """The filters written in `text` and the text left to search.
 
     `field_keys({word: values})` gets the lower-cased words of `word:value` tokens that are no
@@ -60,7 +83,11 @@ def parse_filters(text: str, *, field_keys: Callable[[dict[str, list[str]]], dic
         low = t[4].lower()
         if low in HAS_WORDS:
             candidates.setdefault(t[5].lower(), [])
-        elif low not in FILTER_WORDS and low not in DATE_WORDS and not _type_kinds(low, [t[5]] if t[6] else split_values(t[5])):
+        elif (
+            low not in FILTER_WORDS
+            and low not in DATE_WORDS
+            and not _type_kinds(low, [t[5]] if t[6] else split_values(t[5]))
+        ):
             candidates.setdefault(low, []).extend([t[5]] if t[6] or _is_range(t[5]) else split_values(t[5]))
     found = {k.lower(): list(v) for k, v in (field_keys(candidates) if field_keys and candidates else {}).items()}
     out = SearchFilters()
@@ -114,12 +141,11 @@ def parse_filters(text: str, *, field_keys: Callable[[dict[str, list[str]]], dic
     return ParsedFilters(text="\n".join(rest).strip(), filters=out, warnings=warnings)
 
 
-
 _OPEN_BEFORE_FILTER = LazyPattern(r"(?<!\S)(\(+)(?=-?[A-Za-z_][\w.-]*:)")
 
 _CLOSE_AFTER_FILTER = LazyPattern(
-    r"(?<!\S)(-?[A-Za-z_][\w.-]*:(?:[<>]=?)?(?:\"[^\"\n]*\"|'[^'\n]*'|[^\s\"'()]+))(\)+)(?=\s|$)")
-
+    r"(?<!\S)(-?[A-Za-z_][\w.-]*:(?:[<>]=?)?(?:\"[^\"\n]*\"|'[^'\n]*'|[^\s\"'()]+))(\)+)(?=\s|$)"
+)
 
 
 def _spaced_parentheses(line: str) -> str:
@@ -128,7 +154,6 @@ def _spaced_parentheses(line: str) -> str:
         return line
     line = _OPEN_BEFORE_FILTER.sub(lambda m: " ".join(m.group(1)) + " ", line)
     return _CLOSE_AFTER_FILTER.sub(lambda m: m.group(1) + " " + " ".join(m.group(2)), line)
-
 
 
 def _runs(row: list[list]) -> list[list[list]]:
@@ -142,7 +167,6 @@ def _runs(row: list[list]) -> list[list[list]]:
         else:
             current.append(item)
     return out
-
 
 
 def _tree(run: list[list]):
@@ -185,12 +209,10 @@ def _tree(run: list[list]):
     return tree if pos == len(run) else None
 
 
-
 def _type_kinds(low: str, values: list[str]) -> list[str]:
     """`type:pdf,docx` names file types (their lower-case names), else [] (a frontmatter field `type`)."""
     kinds = [v.lower() for v in values]
     return kinds if low in TYPE_WORDS and kinds and all(k in TYPE_NAMES for k in kinds) else []
-
 
 
 def _build(node, into: SearchFilters, tokens, found, now) -> None:
@@ -206,7 +228,6 @@ def _build(node, into: SearchFilters, tokens, found, now) -> None:
             _build(child, alternative, tokens, found, now)
             group.append(alternative)
         into.any_of.append(group)
-
 
 
 def _apply(out: SearchFilters, token, found, now) -> None:
@@ -232,7 +253,9 @@ def _apply(out: SearchFilters, token, found, now) -> None:
         _dated(out, after=(low in AFTER_WORDS) != neg, when=date_boundary(value, now=now, what=low), text=value)
     elif low in DATE_WORDS:
         bounds = range_bounds(value, now=now, what=low, dates=True) or [
-            (">=", _iso(date_boundary(value, now=now, what=low))), ("<", _iso(period_end(value, now=now)))]
+            (">=", _iso(date_boundary(value, now=now, what=low))),
+            ("<", _iso(period_end(value, now=now))),
+        ]
         for op, bound in bounds:  # -date:X… reads as the other side, as -after:X is before:X
             _dated(out, after=(op == ">=") != neg, when=date_boundary(bound, now=now, what=low), text=value)
     elif _type_kinds(low, values):
@@ -246,10 +269,10 @@ def _apply(out: SearchFilters, token, found, now) -> None:
         (out.exclude_fields if neg else out.fields).append(entry)
     else:
         bounds = range_bounds(value, now=now, what=word)
-        entry = FieldFilter(key=word, values=[] if bounds else _unique(values)[:MAX_VALUES],
-                            keys=tuple(found[low]), bounds=bounds or [])
+        entry = FieldFilter(
+            key=word, values=[] if bounds else _unique(values)[:MAX_VALUES], keys=tuple(found[low]), bounds=bounds or []
+        )
         (out.exclude_fields if neg else out.fields).append(entry)
-
 
 
 def _dated(out: SearchFilters, *, after: bool, when: datetime, text: str) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import datetime, time
+from datetime import datetime
 
 from search.filters.dates import date_boundary
 from search.filters.model import SearchFilters
@@ -12,10 +12,10 @@ from search.filters.model import SearchFilters
 _TIME_WORDS = re.compile(
     r"(?<![\w:\"'-])(?P<phrase>yesterday|today|this (?:week|month|year)|last (?:week|month|year)"
     r"|(?:in )?the (?:last|past) (?:week|month|year)|past (?:week|month|year)|recently|recent)(?![\w:\"'-])",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 
 RECENT = "30 days ago"  # what "recent" and "recently" mean
-
 
 
 @dataclass
@@ -25,7 +25,6 @@ class TimeWords:
     text: str
     filters: SearchFilters
     phrase: str
-
 
 
 def time_words(text: str, *, now: datetime | None = None) -> TimeWords | None:
@@ -48,9 +47,8 @@ def time_words(text: str, *, now: datetime | None = None) -> TimeWords | None:
         out.after, out.after_text = date_boundary(word, now=now), phrase
         if word == "yesterday":
             out.before, out.before_text = date_boundary("today", now=now), phrase
-    rest = " ".join((text[:match.start()] + " " + text[match.end():]).split())
+    rest = " ".join((text[: match.start()] + " " + text[match.end() :]).split())
     return TimeWords(text=rest, filters=out, phrase=phrase)
-
 
 
 def _inside_quotes(text: str) -> bool:

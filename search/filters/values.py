@@ -10,7 +10,7 @@ from indexing.convert import FORMAT_EXTENSIONS
 from indexing.errors import InvalidSearchInput
 from indexing.paths import glob_regex_body
 from indexing.patterns import LazyPattern
-from search.filters.dates import date_boundary, _iso, period_end
+from search.filters.dates import _iso, date_boundary, period_end
 
 SORT_RELEVANCE = "relevance"
 
@@ -31,10 +31,31 @@ FILTER_WORDS = TAG_WORDS | PATH_WORDS | AFTER_WORDS | BEFORE_WORDS
 # Words of the hybrid query document (search.pipeline.expansion) and URL schemes: always text.
 RESERVED_WORDS = frozenset({"lex", "vec", "hyde", "intent"})
 
-URL_SCHEMES = frozenset({
-    "http", "https", "ftp", "ftps", "sftp", "file", "mailto", "pmd", "ssh", "git", "s3", "ws", "wss",
-    "urn", "data", "tel", "obsidian", "zotero", "news", "irc", "magnet",
-})
+URL_SCHEMES = frozenset(
+    {
+        "http",
+        "https",
+        "ftp",
+        "ftps",
+        "sftp",
+        "file",
+        "mailto",
+        "pmd",
+        "ssh",
+        "git",
+        "s3",
+        "ws",
+        "wss",
+        "urn",
+        "data",
+        "tel",
+        "obsidian",
+        "zotero",
+        "news",
+        "irc",
+        "magnet",
+    }
+)
 
 # `type:pdf`: a file type (indexing.convert), as the globs of its extensions. `type:` with any other
 # value stays what it was before file types: a frontmatter field (`type:meeting`).
@@ -56,10 +77,8 @@ _NUMBER = LazyPattern(r"^-?\d+(\.\d+)?$")
 _DATE_BOUND = {">=": (">=", "start"), ">": (">=", "end"), "<": ("<", "start"), "<=": ("<", "end")}
 
 
-
 def _is_range(raw: str) -> bool:
     return bool(_OPERATOR.match(raw)) or (".." in raw and not raw.startswith("..."))
-
 
 
 def _unquoted(text: str) -> str:
@@ -69,9 +88,9 @@ def _unquoted(text: str) -> str:
     return text
 
 
-
-def range_bounds(value: str, *, now: datetime | None = None, what: str = "range",
-                 dates: bool = False) -> list[tuple[str, str]] | None:
+def range_bounds(
+    value: str, *, now: datetime | None = None, what: str = "range", dates: bool = False
+) -> list[tuple[str, str]] | None:
     """`>=2`, `<"30 days ago"`, `2..5`, `2025-01..2025-03` as [(op, bound)]: numbers with >=, >, <, <=
     (a range's ends included), dates with >= and < only, each end the first day it covers or the day
     after it (`..2025-03` is `< 2025-04-01`). None for a plain value."""
@@ -92,9 +111,9 @@ def range_bounds(value: str, *, now: datetime | None = None, what: str = "range"
         raise InvalidSearchInput(f"{what}: write a range as A..B (either end may be left out)")
     if not dates and all(_NUMBER.match(v) for v in (low_text, high_text) if v):
         return ([(">=", low_text)] if low_text else []) + ([("<=", high_text)] if high_text else [])
-    return (([(">=", _iso(date_boundary(low_text, now=now, what=what)))] if low_text else [])
-            + ([("<", _iso(period_end(high_text, now=now, what=what)))] if high_text else []))
-
+    return ([(">=", _iso(date_boundary(low_text, now=now, what=what)))] if low_text else []) + (
+        [("<", _iso(period_end(high_text, now=now, what=what)))] if high_text else []
+    )
 
 
 def split_values(value: str) -> list[str]:
@@ -114,11 +133,9 @@ def split_values(value: str) -> list[str]:
     return [v.strip() for v in out if v.strip()]
 
 
-
 def clean_tag(raw) -> str:
     """A tag as the index stores it (indexing.structure): lower case, no '#', no outer '/'."""
     return str(raw).strip().lstrip("#").strip().strip("/").lower()[:200]
-
 
 
 def clean_glob(raw) -> str:
@@ -132,7 +149,6 @@ def clean_glob(raw) -> str:
     return text
 
 
-
 def glob_to_regex(pattern: str) -> str:
     """A path glob as a PostgreSQL regular expression (ARE) over the whole path.
 
@@ -144,10 +160,8 @@ def glob_to_regex(pattern: str) -> str:
     return "^" + body + ("(/.*)?" if folder else "") + "$"
 
 
-
 def _unique(items: Iterable) -> list:
     return list(dict.fromkeys(items))
-
 
 
 def _strings(value, name: str) -> list[str]:
@@ -155,13 +169,13 @@ def _strings(value, name: str) -> list[str]:
         return []
     if isinstance(value, str):
         return split_values(value)
-    if isinstance(value, (list, tuple)) and all(isinstance(v, (str, int, float)) and not isinstance(v, bool)
-                                                for v in value):
+    if isinstance(value, (list, tuple)) and all(
+        isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in value
+    ):
         if len(value) > MAX_VALUES:
             raise InvalidSearchInput(f"filter '{name}': at most {MAX_VALUES} values")
         return [str(v).strip() for v in value if str(v).strip()]
     raise InvalidSearchInput(f"filter '{name}' must be a string or a list of strings")
-
 
 
 def type_glob(kind: str) -> str:

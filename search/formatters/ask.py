@@ -17,8 +17,10 @@ def _sources(answer) -> list[str]:
         lines += [f"  {n['uri']}:{n['line']} ({n['score']:.2f}) {n['title']}" for n in answer.nearest]
     elif answer.passages:
         lines.append("sources:")
-        lines += [f"  [{p.number}] {p.source} {p.title}" + ("" if p.number in answer.cited else " (not cited)")
-                  for p in answer.passages]
+        lines += [
+            f"  [{p.number}] {p.source} {p.title}" + ("" if p.number in answer.cited else " (not cited)")
+            for p in answer.passages
+        ]
     lines += [f"warning: {f['message']}" for f in answer.flags if f["code"] != "uncited"]
     return lines
 

@@ -35,6 +35,8 @@ def _status(result, **_) -> str:
     lines = [f"{result.documents} documents in {len(result.collections)} collections"]
     lines += [f"- {c.uri} {c.documents} documents" for c in result.collections]
     vectors = result.embeddings
-    lines.append(f"embeddings ({vectors.model or 'unknown model'}): {vectors.embedded} texts embedded, "
-                 f"{vectors.pending} pending" + (f"; {vectors.hint}" if vectors.hint else ""))
+    lines.append(
+        f"embeddings ({vectors.model or 'unknown model'}): {vectors.embedded} texts embedded, "
+        f"{vectors.pending} pending" + (f"; {vectors.hint}" if vectors.hint else "")
+    )
     return "\n".join(lines)

@@ -18,12 +18,17 @@ def _cli(response, *, diff: bool = False, **_) -> str:
     """Console markup: a commit per block, its changed notes under it."""
     out = []
     for hit in response.results:
-        out.append(f"[yellow]{hit.short}[/] [bold]{markup_text(hit.title)}[/]  [dim]{hit.date[:10]} "
-                   f"{markup_text(hit.author)} · {markup_text(hit.collection)} · {hit.score:.0%}[/]")
+        out.append(
+            f"[yellow]{hit.short}[/] [bold]{markup_text(hit.title)}[/]  [dim]{hit.date[:10]} "
+            f"{markup_text(hit.author)} · {markup_text(hit.collection)} · {hit.score:.0%}[/]"
+        )
         out += [f"    {markup_line(line)}" for line in hit.snippet.splitlines()]
         for f in hit.files:
-            now = (f"  [cyan]pmd://{markup_text(hit.collection)}/{markup_text(f.path)}[/] [dim]#{f.docid}[/]"
-                   if f.docid else "")
+            now = (
+                f"  [cyan]pmd://{markup_text(hit.collection)}/{markup_text(f.path)}[/] [dim]#{f.docid}[/]"
+                if f.docid
+                else ""
+            )
             out.append(f"    [dim]{markup_text(_change(f))}[/]{now}")
         if diff and hit.diff:
             for line in hit.diff.splitlines():
@@ -48,9 +53,23 @@ def _files(response, **_) -> str:
 @renders("history", "csv")
 def _csv(response, *, diff: bool = False, **_) -> str:
     header = ["collection", "sha", "date", "author", "email", "score", "title", "files"] + (["diff"] if diff else [])
-    return csv_text([header] + [
-        [hit.collection, hit.sha, hit.date, hit.author, hit.email, f"{hit.score:.4f}", hit.title,
-         ";".join(f.path for f in hit.files)] + ([hit.diff or ""] if diff else []) for hit in response.results])
+    return csv_text(
+        [header]
+        + [
+            [
+                hit.collection,
+                hit.sha,
+                hit.date,
+                hit.author,
+                hit.email,
+                f"{hit.score:.4f}",
+                hit.title,
+                ";".join(f.path for f in hit.files),
+            ]
+            + ([hit.diff or ""] if diff else [])
+            for hit in response.results
+        ]
+    )
 
 
 @renders("history", "md")
@@ -59,9 +78,12 @@ def _md(response, *, diff: bool = False, **_) -> str:
     if not response.results:
         out.append("_No commits._")
     for hit in response.results:
-        out += [f"## {hit.title or '(no message)'}", "",
-                f"`{hit.short}` · {hit.collection} · {hit.author} <{hit.email}> · {hit.date[:10]} · "
-                f"score {hit.score:.2f}", ""]
+        out += [
+            f"## {hit.title or '(no message)'}",
+            "",
+            f"`{hit.short}` · {hit.collection} · {hit.author} <{hit.email}> · {hit.date[:10]} · score {hit.score:.2f}",
+            "",
+        ]
         body = hit.message.split("\n", 1)[1].strip() if "\n" in hit.message else ""
         if body:
             out += [body, ""]
@@ -80,8 +102,16 @@ def _xml(response, *, diff: bool = False, **_) -> str:
     xml = XmlWriter()
     xml.open(0, "history", query=response.query, mode=response.mode)
     for hit in response.results:
-        xml.open(1, "commit", collection=hit.collection, sha=hit.sha, date=hit.date, author=hit.author,
-                 email=hit.email, score=f"{hit.score:.4f}")
+        xml.open(
+            1,
+            "commit",
+            collection=hit.collection,
+            sha=hit.sha,
+            date=hit.date,
+            author=hit.author,
+            email=hit.email,
+            score=f"{hit.score:.4f}",
+        )
         xml.element(2, "title", hit.title)
         xml.element(2, "message", hit.message)
         for f in hit.files:

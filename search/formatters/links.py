@@ -26,30 +26,54 @@ def _files(result, *, backlinks: bool) -> str:
 def _csv(result, *, backlinks: bool) -> str:
     rows, _ = _rows(result, backlinks)
     if backlinks:
-        return csv_text([["docid", "uri", "line", "title", "link", "context"]] + [
-            [f"#{link.other.docid}", link.other.uri, link.line, link.other.title, link.written, link.context]
-            for link in rows])
-    return csv_text([["line", "kind", "link", "resolved", "docid", "uri", "title", "context"]] + [
-        [link.line, link.kind, link.written, "yes" if link.other else "no", f"#{link.other.docid}" if link.other else "",
-         link.other.uri if link.other else "", link.other.title if link.other else "", link.context]
-        for link in rows])
+        return csv_text(
+            [["docid", "uri", "line", "title", "link", "context"]]
+            + [
+                [f"#{link.other.docid}", link.other.uri, link.line, link.other.title, link.written, link.context]
+                for link in rows
+            ]
+        )
+    return csv_text(
+        [["line", "kind", "link", "resolved", "docid", "uri", "title", "context"]]
+        + [
+            [
+                link.line,
+                link.kind,
+                link.written,
+                "yes" if link.other else "no",
+                f"#{link.other.docid}" if link.other else "",
+                link.other.uri if link.other else "",
+                link.other.title if link.other else "",
+                link.context,
+            ]
+            for link in rows
+        ]
+    )
 
 
 def _md(result, *, backlinks: bool) -> str:
     rows, total = _rows(result, backlinks)
     doc = result.document
-    out = [f"# {'Backlinks of' if backlinks else 'Links in'} {doc.title or doc.path}", "", f"`{doc.uri}` `#{doc.docid}`", ""]
+    out = [
+        f"# {'Backlinks of' if backlinks else 'Links in'} {doc.title or doc.path}",
+        "",
+        f"`{doc.uri}` `#{doc.docid}`",
+        "",
+    ]
     if not rows:
         out.append("_None._")
     for link in rows:
         if backlinks:
-            out.append(f"- [{link.other.title or link.other.path}]({link.other.uri}) line {link.line} "
-                       f"(`#{link.other.docid}`)")
+            out.append(
+                f"- [{link.other.title or link.other.path}]({link.other.uri}) line {link.line} (`#{link.other.docid}`)"
+            )
             if link.context:
                 out.append(f"  > {link.context}")
         elif link.other:
-            out.append(f"- line {link.line}: `{link.written}` → [{link.other.title or link.other.path}]"
-                       f"({link.other.uri}) (`#{link.other.docid}`)")
+            out.append(
+                f"- line {link.line}: `{link.written}` → [{link.other.title or link.other.path}]"
+                f"({link.other.uri}) (`#{link.other.docid}`)"
+            )
         else:
             out.append(f"- line {link.line}: `{link.written}` → _unresolved_")
     if len(rows) < total:
@@ -68,13 +92,16 @@ def _cli(result, *, backlinks: bool) -> str:
     for link in rows:
         other = link.other
         if backlinks:
-            out.append(f"  [cyan]{markup_text(other.uri)}:{link.line}[/] [dim]#{other.docid}[/]  "
-                       f"{markup_text(other.title)}")
+            out.append(
+                f"  [cyan]{markup_text(other.uri)}:{link.line}[/] [dim]#{other.docid}[/]  {markup_text(other.title)}"
+            )
             if link.context:
                 out.append(f"      {markup_line(link.context)}")
         elif other is not None:
-            out.append(f"  {link.line:>4}  {markup_text(link.written)}  →  [cyan]{markup_text(other.uri)}[/] "
-                       f"[dim]#{other.docid}[/]")
+            out.append(
+                f"  {link.line:>4}  {markup_text(link.written)}  →  [cyan]{markup_text(other.uri)}[/] "
+                f"[dim]#{other.docid}[/]"
+            )
         else:
             out.append(f"  {link.line:>4}  {markup_text(link.written)}  →  [yellow]unresolved[/]")
     if len(rows) < total:

@@ -32,10 +32,12 @@ RENDERERS: dict[tuple[str, str], Callable[..., str]] = {}
 
 def renders(kind: str, *formats: str):
     """Register the decorated function as the renderer of `kind` in each of `formats`."""
+
     def register(func):
         for fmt in formats:
             RENDERERS[(kind, fmt)] = func
         return func
+
     return register
 
 
@@ -49,8 +51,9 @@ def render(kind: str, fmt: str, value, **options) -> str:
     return renderer(value, **options)
 
 
-def format_response(response, fmt: str = "cli", *, color: bool = False, line_numbers: bool = False,
-                    full: bool = False) -> str:
+def format_response(
+    response, fmt: str = "cli", *, color: bool = False, line_numbers: bool = False, full: bool = False
+) -> str:
     """A search response as text in `fmt` (one of FORMATS); ends with a newline unless empty."""
     if fmt not in FORMATS:
         raise UnknownFormat(f"unknown output format {fmt!r} (choose from {', '.join(FORMATS)})")
@@ -58,6 +61,7 @@ def format_response(response, fmt: str = "cli", *, color: bool = False, line_num
 
 
 # --- terminal -----------------------------------------------------------------------------------
+
 
 def terminal_text(text: str) -> str:
     """Text pmd did not write (a title, a snippet, a path), safe on a terminal: each control
@@ -81,6 +85,7 @@ def markup_line(value) -> str:
 
 # --- json ---------------------------------------------------------------------------------------
 
+
 def json_text(data) -> str:
     """`data` as pmd's JSON output; DEL and C1 controls escaped too (`\\u009b`), so even JSON read
     on a terminal obeys none. The same JSON value as json.dumps gives."""
@@ -94,6 +99,7 @@ def as_json(value, **options) -> str:
 
 
 # --- csv ----------------------------------------------------------------------------------------
+
 
 def csv_cell(value) -> str:
     """A cell as text a spreadsheet shows as written: one that starts like a formula (`=`, `+`,
@@ -127,6 +133,7 @@ def csv_text(rows) -> str:
 
 
 # --- xml ----------------------------------------------------------------------------------------
+
 
 def xml_text(text: str) -> str:
     """XML 1.0 forbids most control characters (a diff or a message may hold them): dropped, not emitted."""

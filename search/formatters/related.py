@@ -14,8 +14,9 @@ def _cli(found, **_) -> str:
     out = [f"[cyan]{markup_text(doc.uri)}[/] [dim]#{doc.docid}[/]  {markup_text(doc.title)}"]
     for note in found.results:
         other = note.document
-        out.append(f"  {note.score:5.2f}  [cyan]{markup_text(other.uri)}[/] [dim]#{other.docid}[/]  "
-                   f"{markup_text(other.title)}")
+        out.append(
+            f"  {note.score:5.2f}  [cyan]{markup_text(other.uri)}[/] [dim]#{other.docid}[/]  {markup_text(other.title)}"
+        )
         out.append(f"         [dim]{markup_text('; '.join(note.reasons))}[/]")
     if not found.results:
         out.append("[dim]no related notes[/]")

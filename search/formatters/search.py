@@ -85,7 +85,9 @@ def marked(text: str, highlights, before: str, after: str, *, escape=lambda piec
     return "".join(out)
 
 
-def numbered_lines(lines: list[str], first: int, *, width: int | None = None, dim: str = "", reset: str = "") -> list[str]:
+def numbered_lines(
+    lines: list[str], first: int, *, width: int | None = None, dim: str = "", reset: str = ""
+) -> list[str]:
     """`lines` prefixed with their numbers from `first`, right-aligned to the widest (or `width`)."""
     width = width or len(str(first + len(lines) - 1))
     return [f"{dim}{n:>{width}}{reset}  {line}" for n, line in enumerate(lines, start=first)]
@@ -97,6 +99,7 @@ def _numbered(text: str, first: int, *, color: bool = False) -> str:
 
 
 # --- cli -----------------------------------------------------------------------------
+
 
 @renders("search", "cli")
 def _cli(response: SearchResponse, *, color: bool = False, line_numbers: bool = False, full: bool = False) -> str:
@@ -139,15 +142,22 @@ renders("search", "json")(as_json)
 
 # --- csv -----------------------------------------------------------------------------
 
+
 @renders("search", "csv")
 def _csv(response: SearchResponse, *, full: bool = False, **_) -> str:
     header = ["docid", "score", "uri", "line", "title", "context", "snippet"] + (["body"] if full else [])
-    return csv_text([header] + [
-        [f"#{r.docid}", f"{r.score:.4f}", r.uri, r.line, r.title, " › ".join(r.context), r.snippet]
-        + ([r.body or ""] if full else []) for r in response.results])
+    return csv_text(
+        [header]
+        + [
+            [f"#{r.docid}", f"{r.score:.4f}", r.uri, r.line, r.title, " › ".join(r.context), r.snippet]
+            + ([r.body or ""] if full else [])
+            for r in response.results
+        ]
+    )
 
 
 # --- markdown ------------------------------------------------------------------------
+
 
 @renders("search", "md")
 def _md(response: SearchResponse, *, line_numbers: bool = False, full: bool = False, **_) -> str:
@@ -182,6 +192,7 @@ def _md(response: SearchResponse, *, line_numbers: bool = False, full: bool = Fa
 
 # --- xml -----------------------------------------------------------------------------
 
+
 def _xml_marked(text: str, highlights) -> str:
     from xml.sax.saxutils import escape  # XML output only: not loaded for the other formats
 
@@ -196,8 +207,13 @@ def _xml(response: SearchResponse, *, full: bool = False, **_) -> str:
     xml.open(0, "results", query=response.query, mode=mode_verb(response.mode), count=len(response.results))
     dated = shows_dates(response)
     for r in response.results:
-        attrs = {"docid": "#" + r.docid, "score": f"{r.score:.4f}", "uri": r.uri, "line": r.line,
-                 "collection": r.collection}
+        attrs = {
+            "docid": "#" + r.docid,
+            "score": f"{r.score:.4f}",
+            "uri": r.uri,
+            "line": r.line,
+            "collection": r.collection,
+        }
         if dated and r.date:
             attrs |= {"date": r.date, "date_source": r.date_source}
         xml.open(1, "result", **attrs)
@@ -214,6 +230,7 @@ def _xml(response: SearchResponse, *, full: bool = False, **_) -> str:
 
 # --- files ---------------------------------------------------------------------------
 
+
 @renders("search", "files")
 def _files(response: SearchResponse, **_) -> str:
     return csv_text([f"#{r.docid}", f"{r.score:.2f}", r.uri, " › ".join(r.context)] for r in response.results)
@@ -221,16 +238,20 @@ def _files(response: SearchResponse, **_) -> str:
 
 # --- mcp -----------------------------------------------------------------------------
 
+
 @renders("search", "mcp")
 def _mcp(result, **_) -> str:
     """`result`: the pmd_search tools' SearchBrief."""
     corrected = getattr(result, "corrected_query", None)
-    lead = ([f"showing results for {corrected!r}; search instead for {result.query!r} with exact=true"]
-            if corrected else [])
+    lead = (
+        [f"showing results for {corrected!r}; search instead for {result.query!r} with exact=true"] if corrected else []
+    )
     if getattr(result, "time_words", None):
         lead.append(f"read {result.time_words!r} as a date filter (see filters)")
     if not result.results:
-        return "\n".join(lead + [f"no results for {result.query!r}"]) + "".join(f"\nwarning: {w}" for w in result.warnings)
+        return "\n".join(lead + [f"no results for {result.query!r}"]) + "".join(
+            f"\nwarning: {w}" for w in result.warnings
+        )
     out = lead
     for hit in result.results:
         dated = f" [{hit.date[:10]}]" if result.filters and hit.date else ""
@@ -249,5 +270,7 @@ def _fields_mcp(result, **_) -> str:
     """`result`: FieldsOut, one line per frontmatter key."""
     if not result.fields:
         return "no frontmatter keys"
-    return "\n".join(f"{f.key} ({f.notes} notes; {', '.join(f.types)}): "
-                     + ", ".join(f"{v.value} ({v.notes})" for v in f.values) for f in result.fields)
+    return "\n".join(
+        f"{f.key} ({f.notes} notes; {', '.join(f.types)}): " + ", ".join(f"{v.value} ({v.notes})" for v in f.values)
+        for f in result.fields
+    )

@@ -6,7 +6,6 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
@@ -15,20 +14,33 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.CreateModel(
-            name='ApiToken',
+            name="ApiToken",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(blank=True, default='', max_length=100)),
-                ('digest', models.CharField(editable=False, help_text='sha256 of the token', max_length=64, unique=True)),
-                ('prefix', models.CharField(editable=False, help_text='first characters, to recognise a token', max_length=16)),
-                ('created', models.DateTimeField(auto_now_add=True)),
-                ('last_used', models.DateTimeField(blank=True, editable=False, null=True)),
-                ('revoked', models.DateTimeField(blank=True, null=True)),
-                ('user', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='api_tokens', to=settings.AUTH_USER_MODEL)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("name", models.CharField(blank=True, default="", max_length=100)),
+                (
+                    "digest",
+                    models.CharField(editable=False, help_text="sha256 of the token", max_length=64, unique=True),
+                ),
+                (
+                    "prefix",
+                    models.CharField(editable=False, help_text="first characters, to recognise a token", max_length=16),
+                ),
+                ("created", models.DateTimeField(auto_now_add=True)),
+                ("last_used", models.DateTimeField(blank=True, editable=False, null=True)),
+                ("revoked", models.DateTimeField(blank=True, null=True)),
+                (
+                    "user",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="api_tokens",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'verbose_name': 'API token',
-                'ordering': ['-created'],
+                "verbose_name": "API token",
+                "ordering": ["-created"],
             },
         ),
     ]

@@ -114,7 +114,17 @@ class Migration(migrations.Migration):
                 migrations.CreateModel(
                     name="KeywordDocument",
                     fields=[
-                        ("document", models.OneToOneField(db_constraint=False, on_delete=django.db.models.deletion.DO_NOTHING, primary_key=True, related_name="+", serialize=False, to="indexing.document")),
+                        (
+                            "document",
+                            models.OneToOneField(
+                                db_constraint=False,
+                                on_delete=django.db.models.deletion.DO_NOTHING,
+                                primary_key=True,
+                                related_name="+",
+                                serialize=False,
+                                to="indexing.document",
+                            ),
+                        ),
                         ("collection_id", models.BigIntegerField()),
                         ("length", models.IntegerField()),
                         ("tsv", models.TextField()),
@@ -123,20 +133,39 @@ class Migration(migrations.Migration):
                 ),
                 migrations.CreateModel(
                     name="KeywordTerm",
-                    fields=[("lexeme", models.TextField(primary_key=True, serialize=False)), ("df", models.IntegerField())],
+                    fields=[
+                        ("lexeme", models.TextField(primary_key=True, serialize=False)),
+                        ("df", models.IntegerField()),
+                    ],
                     options={"db_table": "search_keyword_term"},
                 ),
                 migrations.CreateModel(
                     name="KeywordStats",
-                    fields=[("id", models.SmallIntegerField(primary_key=True, serialize=False)),
-                            ("n_documents", models.BigIntegerField()), ("total_length", models.BigIntegerField())],
+                    fields=[
+                        ("id", models.SmallIntegerField(primary_key=True, serialize=False)),
+                        ("n_documents", models.BigIntegerField()),
+                        ("total_length", models.BigIntegerField()),
+                    ],
                     options={"db_table": "search_keyword_stats"},
                 ),
                 migrations.CreateModel(
                     name="KeywordPosting",
                     fields=[
-                        ("pk", models.CompositePrimaryKey("document_id", "lexeme", blank=True, editable=False, primary_key=True, serialize=False)),
-                        ("document", models.ForeignKey(db_constraint=False, on_delete=django.db.models.deletion.DO_NOTHING, related_name="+", to="search.keyworddocument")),
+                        (
+                            "pk",
+                            models.CompositePrimaryKey(
+                                "document_id", "lexeme", blank=True, editable=False, primary_key=True, serialize=False
+                            ),
+                        ),
+                        (
+                            "document",
+                            models.ForeignKey(
+                                db_constraint=False,
+                                on_delete=django.db.models.deletion.DO_NOTHING,
+                                related_name="+",
+                                to="search.keyworddocument",
+                            ),
+                        ),
                         ("lexeme", models.TextField()),
                         ("collection_id", models.BigIntegerField()),
                         ("tf_title", models.SmallIntegerField()),

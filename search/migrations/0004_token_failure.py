@@ -4,23 +4,22 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('search', '0003_keyword_posting_cascade'),
+        ("search", "0003_keyword_posting_cascade"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='TokenFailure',
+            name="TokenFailure",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('address', models.CharField(max_length=64, unique=True)),
-                ('failures', models.PositiveIntegerField(default=0)),
-                ('window_start', models.DateTimeField(help_text='first failure of the current counting window')),
-                ('blocked_until', models.DateTimeField(blank=True, null=True)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("address", models.CharField(max_length=64, unique=True)),
+                ("failures", models.PositiveIntegerField(default=0)),
+                ("window_start", models.DateTimeField(help_text="first failure of the current counting window")),
+                ("blocked_until", models.DateTimeField(blank=True, null=True)),
             ],
             options={
-                'verbose_name': 'API token failure',
+                "verbose_name": "API token failure",
             },
         ),
     ]

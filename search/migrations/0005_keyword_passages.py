@@ -35,7 +35,9 @@ DROP FUNCTION IF EXISTS search_keyword_document_removed();
 DROP FUNCTION IF EXISTS search_keyword_document_postings_removed();
 """
 
-FORWARD = DROP_OLD + r"""
+FORWARD = (
+    DROP_OLD
+    + r"""
 CREATE TABLE search_keyword_passage (
     id            bigserial PRIMARY KEY,
     document_id   bigint NOT NULL REFERENCES indexing_document(id) ON DELETE CASCADE,
@@ -135,6 +137,7 @@ CREATE TRIGGER search_keyword_passage_added AFTER INSERT ON search_keyword_passa
 CREATE TRIGGER search_keyword_passage_removed AFTER DELETE ON search_keyword_passage
     REFERENCING OLD TABLE AS removed FOR EACH STATEMENT EXECUTE FUNCTION search_keyword_passage_removed();
 """
+)
 
 BACKWARD = r"""
 DROP TABLE IF EXISTS search_keyword_posting;
@@ -173,7 +176,15 @@ class Migration(migrations.Migration):
                     name="KeywordPassage",
                     fields=[
                         ("id", models.BigAutoField(primary_key=True, serialize=False)),
-                        ("document", models.ForeignKey(db_constraint=False, on_delete=django.db.models.deletion.DO_NOTHING, related_name="+", to="indexing.document")),
+                        (
+                            "document",
+                            models.ForeignKey(
+                                db_constraint=False,
+                                on_delete=django.db.models.deletion.DO_NOTHING,
+                                related_name="+",
+                                to="indexing.document",
+                            ),
+                        ),
                         ("collection_id", models.BigIntegerField()),
                         ("ordinal", models.IntegerField()),
                         ("start_line", models.IntegerField()),
@@ -188,8 +199,21 @@ class Migration(migrations.Migration):
                 migrations.CreateModel(
                     name="KeywordPosting",
                     fields=[
-                        ("pk", models.CompositePrimaryKey("passage_id", "lexeme", blank=True, editable=False, primary_key=True, serialize=False)),
-                        ("passage", models.ForeignKey(db_constraint=False, on_delete=django.db.models.deletion.DO_NOTHING, related_name="+", to="search.keywordpassage")),
+                        (
+                            "pk",
+                            models.CompositePrimaryKey(
+                                "passage_id", "lexeme", blank=True, editable=False, primary_key=True, serialize=False
+                            ),
+                        ),
+                        (
+                            "passage",
+                            models.ForeignKey(
+                                db_constraint=False,
+                                on_delete=django.db.models.deletion.DO_NOTHING,
+                                related_name="+",
+                                to="search.keywordpassage",
+                            ),
+                        ),
                         ("lexeme", models.TextField()),
                         ("collection_id", models.BigIntegerField()),
                         ("document_id", models.BigIntegerField()),
@@ -202,7 +226,12 @@ class Migration(migrations.Migration):
                 migrations.CreateModel(
                     name="KeywordTerm",
                     fields=[
-                        ("pk", models.CompositePrimaryKey("lexeme", "collection_id", blank=True, editable=False, primary_key=True, serialize=False)),
+                        (
+                            "pk",
+                            models.CompositePrimaryKey(
+                                "lexeme", "collection_id", blank=True, editable=False, primary_key=True, serialize=False
+                            ),
+                        ),
                         ("lexeme", models.TextField()),
                         ("collection_id", models.BigIntegerField()),
                         ("df", models.IntegerField()),

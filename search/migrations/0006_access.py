@@ -9,27 +9,33 @@ def existing_tokens_keep_write(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('indexing', '0004_access'),
-        ('search', '0005_keyword_passages'),
+        ("indexing", "0004_access"),
+        ("search", "0005_keyword_passages"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='apitoken',
-            name='can_write',
-            field=models.BooleanField(default=False, help_text='may change things its user may change; read-only otherwise'),
+            model_name="apitoken",
+            name="can_write",
+            field=models.BooleanField(
+                default=False, help_text="may change things its user may change; read-only otherwise"
+            ),
         ),
         migrations.AddField(
-            model_name='apitoken',
-            name='collections',
-            field=models.ManyToManyField(blank=True, help_text='limited to these (of those its user may see); none: all of them', related_name='+', to='indexing.collection'),
+            model_name="apitoken",
+            name="collections",
+            field=models.ManyToManyField(
+                blank=True,
+                help_text="limited to these (of those its user may see); none: all of them",
+                related_name="+",
+                to="indexing.collection",
+            ),
         ),
         migrations.AddField(
-            model_name='apitoken',
-            name='expires',
-            field=models.DateTimeField(blank=True, help_text='refused after this time; empty: never', null=True),
+            model_name="apitoken",
+            name="expires",
+            field=models.DateTimeField(blank=True, help_text="refused after this time; empty: never", null=True),
         ),
         migrations.RunPython(existing_tokens_keep_write, migrations.RunPython.noop),
     ]

@@ -89,9 +89,17 @@ class Passage:
         return f"{self.uri}:{self.line}"
 
     def as_dict(self, *, text: bool = True) -> dict:
-        data = {"number": self.number, "collection": self.collection, "path": self.path, "title": self.title,
-                "line": self.line, "score": round(self.score, 4), "uri": self.uri, "source": self.source,
-                "tokens": self.tokens}
+        data = {
+            "number": self.number,
+            "collection": self.collection,
+            "path": self.path,
+            "title": self.title,
+            "line": self.line,
+            "score": round(self.score, 4),
+            "uri": self.uri,
+            "source": self.source,
+            "tokens": self.tokens,
+        }
         if text:
             data["text"] = self.text
         return data
@@ -115,10 +123,18 @@ class AskAnswer:
 
     def as_dict(self) -> dict:
         return {
-            "id": self.id, "conversation": self.conversation, "question": self.question, "answer": self.text,
-            "state": self.state, "passages": [p.as_dict() for p in self.passages], "cited": list(self.cited),
-            "flags": list(self.flags), "nearest": list(self.nearest), "model": self.model,
-            "tokens_in": self.tokens_in, "tokens_out": self.tokens_out,
+            "id": self.id,
+            "conversation": self.conversation,
+            "question": self.question,
+            "answer": self.text,
+            "state": self.state,
+            "passages": [p.as_dict() for p in self.passages],
+            "cited": list(self.cited),
+            "flags": list(self.flags),
+            "nearest": list(self.nearest),
+            "model": self.model,
+            "tokens_in": self.tokens_in,
+            "tokens_out": self.tokens_out,
             "timings_ms": {k: round(v, 2) for k, v in self.timings.items()},
         }
 
@@ -162,10 +178,17 @@ def ask_stream(request: AskRequest, *, cancelled: Callable[[], bool] | None = No
     question = (request.question or "").strip()
     conversation, history = _conversation(request, question)
     retrieval_query = " ".join([*(a.question for a in history[-1:]), question])
-    response = search_run(SearchRequest(
-        query=retrieval_query, mode=Mode.HYBRID, limit=settings.PMD_ANSWER_PASSAGES, access=request.access,
-        collections=list(request.collections), filters=request.filters, hits_per_document=2,
-    ))
+    response = search_run(
+        SearchRequest(
+            query=retrieval_query,
+            mode=Mode.HYBRID,
+            limit=settings.PMD_ANSWER_PASSAGES,
+            access=request.access,
+            collections=list(request.collections),
+            filters=request.filters,
+            hits_per_document=2,
+        )
+    )
     answer = AskAnswer(question=question, conversation=str(conversation), model=model)
     answer.timings["retrieval"] = (time.perf_counter() - started) * 1000
     results = response.results
@@ -253,8 +276,13 @@ def citations_check(text: str, given: int) -> tuple[str, list[int], list[dict]]:
         valid = [n for n in numbers if 1 <= n <= given]
         for n in numbers:
             if n not in valid:
-                flags.append({"code": "invented_citation", "number": n,
-                              "message": f"[{n}] names no passage the model was given: removed"})
+                flags.append(
+                    {
+                        "code": "invented_citation",
+                        "number": n,
+                        "message": f"[{n}] names no passage the model was given: removed",
+                    }
+                )
         cited.extend(n for n in valid if n not in cited)
         if not valid:
             return ""
@@ -293,9 +321,18 @@ def passages_pack(results: list[SearchResult], *, budget: int) -> list[Passage]:
         if used + tokens > room:
             continue
         used += tokens
-        passages.append(Passage(number=len(passages) + 1, collection=result.collection, path=result.path,
-                                title=result.title, line=result.line, score=result.score, text=text.strip(),
-                                tokens=tokens))
+        passages.append(
+            Passage(
+                number=len(passages) + 1,
+                collection=result.collection,
+                path=result.path,
+                title=result.title,
+                line=result.line,
+                score=result.score,
+                text=text.strip(),
+                tokens=tokens,
+            )
+        )
     return passages
 
 
@@ -380,27 +417,64 @@ def _visible_names(access: Access) -> set[str]:
 
 
 def _nearest(result: SearchResult) -> dict:
-    return {"collection": result.collection, "path": result.path, "title": result.title, "line": result.line,
-            "score": round(result.score, 4), "uri": result.uri}
+    return {
+        "collection": result.collection,
+        "path": result.path,
+        "title": result.title,
+        "line": result.line,
+        "score": round(result.score, 4),
+        "uri": result.uri,
+    }
 
 
 def answer_from_record(row: Answer) -> AskAnswer:
     """A recorded answer as the asker sees it again (its passages without their text)."""
     return AskAnswer(
-        question=row.question, text=row.text, state=row.state, model=row.model, cited=list(row.cited),
-        passages=[Passage(number=p["number"], collection=p["collection"], path=p["path"], title=p["title"],
-                          line=p["line"], score=p["score"], text="", tokens=p["tokens"]) for p in row.passages],
-        flags=list(row.flags), tokens_in=row.tokens_in, tokens_out=row.tokens_out,
-        timings={k: v for k, v in (("retrieval", row.retrieval_ms), ("first_token", row.first_token_ms),
-                                   ("total", row.total_ms)) if v is not None},
-        conversation=str(row.conversation), id=row.id)
+        question=row.question,
+        text=row.text,
+        state=row.state,
+        model=row.model,
+        cited=list(row.cited),
+        passages=[
+            Passage(
+                number=p["number"],
+                collection=p["collection"],
+                path=p["path"],
+                title=p["title"],
+                line=p["line"],
+                score=p["score"],
+                text="",
+                tokens=p["tokens"],
+            )
+            for p in row.passages
+        ],
+        flags=list(row.flags),
+        tokens_in=row.tokens_in,
+        tokens_out=row.tokens_out,
+        timings={
+            k: v
+            for k, v in (("retrieval", row.retrieval_ms), ("first_token", row.first_token_ms), ("total", row.total_ms))
+            if v is not None
+        },
+        conversation=str(row.conversation),
+        id=row.id,
+    )
 
 
 def _record(request: AskRequest, answer: AskAnswer, user) -> Answer:
     return answer_record(
-        user=user, conversation=answer.conversation, question=answer.question, text=answer.text,
-        state=answer.state, model=answer.model, tokens_in=answer.tokens_in, tokens_out=answer.tokens_out,
-        passages=[p.as_dict(text=False) for p in answer.passages], cited=answer.cited, flags=answer.flags,
-        retrieval_ms=answer.timings.get("retrieval", 0.0), first_token_ms=answer.timings.get("first_token"),
+        user=user,
+        conversation=answer.conversation,
+        question=answer.question,
+        text=answer.text,
+        state=answer.state,
+        model=answer.model,
+        tokens_in=answer.tokens_in,
+        tokens_out=answer.tokens_out,
+        passages=[p.as_dict(text=False) for p in answer.passages],
+        cited=answer.cited,
+        flags=answer.flags,
+        retrieval_ms=answer.timings.get("retrieval", 0.0),
+        first_token_ms=answer.timings.get("first_token"),
         total_ms=answer.timings.get("total", 0.0),
     )

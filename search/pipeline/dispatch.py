@@ -18,6 +18,7 @@ from django.conf import settings
 from indexing.convert import is_converted, location_at
 from indexing.errors import EmptyQuery, InvalidSearchInput
 from indexing.models import Document
+from indexing.patterns import LazyPattern
 from indexing.replicas import replica_reads
 from indexing.services.search_log import search_log_record
 from search.filters import SORT_DATE, SORTS, SearchFilters, parse_filters, time_words
@@ -27,7 +28,6 @@ from search.retrieval.common import collection_ids_for, request_access
 from search.retrieval.filters import fields_resolved, filtered_notes, frontmatter_keys
 from search.retrieval.keyword import keyword_search
 from search.retrieval.spelling import query_correction, typed_prefix
-from indexing.patterns import LazyPattern
 
 # A top hit holding at least this share of the query (its rarity-weighted words) is a strong answer:
 # no correction. 0.7 on SciFact keeps 0.965 of clean nDCG@10 under typos and clean queries unchanged
@@ -86,14 +86,25 @@ def search_run(request: SearchRequest) -> SearchResponse:
         else:
             filters = None
     read_time = None
-    if settings.PMD_TIME_WORDS and request.time_words and not request.searches and (filters is None or not filters.dated):
+    if (
+        settings.PMD_TIME_WORDS
+        and request.time_words
+        and not request.searches
+        and (filters is None or not filters.dated)
+    ):
         read_time = time_words(request.query)
         if read_time is not None:
             filters = read_time.filters.merged(filters)
             request.query = read_time.text
     request.filters = filters if filters is not None and not filters.empty else None
-    if request.typing and request.mode == Mode.KEYWORD and original and not original[-1].isspace() \
-            and request.query.strip() and original.rstrip().endswith(request.query.rstrip()):
+    if (
+        request.typing
+        and request.mode == Mode.KEYWORD
+        and original
+        and not original[-1].isspace()
+        and request.query.strip()
+        and original.rstrip().endswith(request.query.rstrip())
+    ):
         request.query = typed_prefix(request.query, collection_ids=collection_ids_for(request.collections, access))
     if not request.query.strip() and request.filters is None and not request.searches:
         raise EmptyQuery()
@@ -121,9 +132,15 @@ def search_run(request: SearchRequest) -> SearchResponse:
     if request.sort == SORT_DATE:
         response.results = sorted_by_date(response.results)
     response.search_id = search_log_record(
-        access=access, face=request.face, mode=request.mode, query=original, results=len(response.results),
+        access=access,
+        face=request.face,
+        mode=request.mode,
+        query=original,
+        results=len(response.results),
         top_score=max((r.score for r in response.results), default=None),
-        latency_ms=(time.perf_counter() - started) * 1000, corrected_query=response.corrected_query)
+        latency_ms=(time.perf_counter() - started) * 1000,
+        corrected_query=response.corrected_query,
+    )
     return response
 
 
@@ -132,8 +149,9 @@ def where_found(results: list[SearchResult]) -> None:
     wanted = [r for r in results if is_converted(r.path)]
     if not wanted:
         return
-    bodies = dict(Document.objects.filter(docid__in={r.docid for r in wanted}, active=True)
-                  .values_list("docid", "content__body"))
+    bodies = dict(
+        Document.objects.filter(docid__in={r.docid for r in wanted}, active=True).values_list("docid", "content__body")
+    )
     for result in wanted:
         body = bodies.get(result.docid)
         found = location_at(body, result.line or 1) if body else None
@@ -150,7 +168,7 @@ def _snippet_without_markers(result: SearchResult) -> None:
     """A snippet does not start or end on a page marker line: the location says the page."""
     end = _MARKERS_AT_END.search(result.snippet)
     if end is not None and all(stop <= end.start() for _, stop in result.highlights):
-        result.snippet = result.snippet[:end.start()]
+        result.snippet = result.snippet[: end.start()]
     start = _MARKERS_AT_START.match(result.snippet)
     if start is not None and all(begin >= start.end() for begin, _ in result.highlights):
         cut = start.end()

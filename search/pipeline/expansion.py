@@ -40,9 +40,24 @@ MAX_CHARS = {LEX: 120, VEC: 300, HYDE: 1200}
 PROMPT_VERSION = "expand-v1"  # part of the cache key: a new prompt must not reuse old answers
 
 _ALIASES = {
-    "lex": LEX, "lexical": LEX, "keyword": LEX, "keywords": LEX, "bm25": LEX, "kw": LEX,
-    "vec": VEC, "vector": VEC, "semantic": VEC, "dense": VEC, "paraphrase": VEC, "rephrase": VEC,
-    "hyde": HYDE, "hypothetical": HYDE, "passage": HYDE, "answer": HYDE, "doc": HYDE, "document": HYDE,
+    "lex": LEX,
+    "lexical": LEX,
+    "keyword": LEX,
+    "keywords": LEX,
+    "bm25": LEX,
+    "kw": LEX,
+    "vec": VEC,
+    "vector": VEC,
+    "semantic": VEC,
+    "dense": VEC,
+    "paraphrase": VEC,
+    "rephrase": VEC,
+    "hyde": HYDE,
+    "hypothetical": HYDE,
+    "passage": HYDE,
+    "answer": HYDE,
+    "doc": HYDE,
+    "document": HYDE,
 }
 
 EXPANSION_SCHEMA = {
@@ -115,7 +130,9 @@ class QueryPlan:
 
 
 def expansion_prompt(query: str, intent: str | None = None) -> str:
-    intent_line = f"What the searcher means (use it to disambiguate): {intent.strip()}\n" if intent and intent.strip() else ""
+    intent_line = (
+        f"What the searcher means (use it to disambiguate): {intent.strip()}\n" if intent and intent.strip() else ""
+    )
     return _EXPANSION_TEMPLATE.format(query=query.strip(), intent_line=intent_line)
 
 
@@ -336,8 +353,9 @@ def parse_query_document(text: str) -> QueryPlan | None:
     return user_plan(" ".join(plain) or None, raw, intent=" ".join(intents) or None, warnings=warnings)
 
 
-def user_plan(original: str | None, raw: list[tuple[str, str]], *, intent: str | None = None,
-              warnings: list[str] | None = None) -> QueryPlan:
+def user_plan(
+    original: str | None, raw: list[tuple[str, str]], *, intent: str | None = None, warnings: list[str] | None = None
+) -> QueryPlan:
     """The plan for variants the caller wrote (a query document's lines, or the MCP tool's typed searches)."""
     warnings = list(warnings or [])
     variants = _clean(raw, query=original or "")
@@ -348,5 +366,7 @@ def user_plan(original: str | None, raw: list[tuple[str, str]], *, intent: str |
             f"{LIMITS[LEX]} lex / {LIMITS[VEC]} vec / {LIMITS[HYDE]} hyde)"
         )
     if not original and not variants:
-        raise InvalidSearchInput("the structured query has no text to search for: add a plain line or lex:/vec:/hyde: lines")
+        raise InvalidSearchInput(
+            "the structured query has no text to search for: add a plain line or lex:/vec:/hyde: lines"
+        )
     return QueryPlan(original=original, variants=variants, intent=intent, source="user", warnings=warnings)

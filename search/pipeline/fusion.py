@@ -154,11 +154,13 @@ class Fusion:
         return max(0.0, min(1.0, self.top_evidence * max(0.0, min(1.0, place))))
 
     def explain(self) -> dict:
-        return {"w_keyword": round(self.weights.get(KEYWORD, 0.0), 4),
-                "w_vector": round(self.weights.get(VECTOR, 0.0), 4),
-                "nqc": {k: None if v is None else round(v, 4) for k, v in self.nqc.items()},
-                "vector_trust": round(self.trust, 4),
-                "top_evidence": round(self.top_evidence, 4)}
+        return {
+            "w_keyword": round(self.weights.get(KEYWORD, 0.0), 4),
+            "w_vector": round(self.weights.get(VECTOR, 0.0), 4),
+            "nqc": {k: None if v is None else round(v, 4) for k, v in self.nqc.items()},
+            "vector_trust": round(self.trust, 4),
+            "top_evidence": round(self.top_evidence, 4),
+        }
 
 
 def sigmoid(x: float) -> float:
@@ -234,7 +236,9 @@ def _standardise(ranked: RankedList, depth: int, others: set[str]) -> tuple[_Sta
     # zeros belong to the list's distribution (up to the depth). One keyword hit among a
     # handful of documents is then far above the rest, not a list "without spread".
     absent = 0.0
-    own_nqc = nqc(head, chance=ranked.chance) if len(head) >= 2 else None  # on the list as retrieved (Shtok et al.), before the zeros
+    own_nqc = (
+        nqc(head, chance=ranked.chance) if len(head) >= 2 else None
+    )  # on the list as retrieved (Shtok et al.), before the zeros
     if len(hits) < depth and len(head) == len(hits):
         missing = len([k for k in others if k not in hits])
         head = head + [0.0] * min(missing, depth - len(head))
@@ -254,8 +258,14 @@ def _standardise(ranked: RankedList, depth: int, others: set[str]) -> tuple[_Sta
     return _Standardised({k: h.z for k, h in hits.items()}, floor, own_nqc), hits
 
 
-def fuse(lists: list[RankedList], *, limit: int | None = DEFAULT_CANDIDATE_LIMIT,
-         depth: int = FUSION_DEPTH, pin: str | None = None, trust: float = 1.0) -> Fusion:
+def fuse(
+    lists: list[RankedList],
+    *,
+    limit: int | None = DEFAULT_CANDIDATE_LIMIT,
+    depth: int = FUSION_DEPTH,
+    pin: str | None = None,
+    trust: float = 1.0,
+) -> Fusion:
     """Fuse ranked lists into candidates ordered by the query-adaptive weighted z-score sum.
 
     `pin`: a document that goes first whatever fusion says (hybrid pins the keyword #1 when
@@ -342,8 +352,7 @@ class Blended:
     final: float
 
 
-def blend(fusion: Fusion, candidates: list[Candidate],
-          rerank_scores: dict[str, float] | None = None) -> list[Blended]:
+def blend(fusion: Fusion, candidates: list[Candidate], rerank_scores: dict[str, float] | None = None) -> list[Blended]:
     """Mix retrieval and re-ranker scores by fusion position; order by the result.
 
     Candidates without a re-ranker score (no re-ranker, or it ran out of time) keep

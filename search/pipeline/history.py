@@ -71,16 +71,25 @@ def _hybrid(request: HistoryRequest, scope, limit: int, response: HistoryRespons
             response.warnings.append(f"vector search unavailable ({exc}): keyword results only")
     if not vector:
         return [(pk, score, {"keyword": round(score, 6)}) for pk, score in keyword[:limit]]
-    lists = [RankedList(f"original/{KEYWORD}", [str(pk) for pk, _ in keyword], [s for _, s in keyword],
-                        weight=ORIGINAL_WEIGHT),
-             RankedList(f"original/{VECTOR}", [str(pk) for pk, _ in vector], [s for _, s in vector],
-                        weight=ORIGINAL_WEIGHT)]
+    lists = [
+        RankedList(
+            f"original/{KEYWORD}", [str(pk) for pk, _ in keyword], [s for _, s in keyword], weight=ORIGINAL_WEIGHT
+        ),
+        RankedList(f"original/{VECTOR}", [str(pk) for pk, _ in vector], [s for _, s in vector], weight=ORIGINAL_WEIGHT),
+    ]
     started = time.perf_counter()
     fusion = fuse(lists, limit=limit, depth=FUSION_DEPTH)
     response.timings["fusion"] = (time.perf_counter() - started) * 1000
     by_list = {KEYWORD: dict(keyword), VECTOR: dict(vector)}
-    return [(int(c.key), fusion.retrieval(c),
-             {"keyword": round(by_list[KEYWORD].get(int(c.key), 0.0), 6),
-              "cosine": round(by_list[VECTOR].get(int(c.key), 0.0), 6),
-              "w_keyword": round(fusion.weights.get(KEYWORD, 0.0), 4)})
-            for c in fusion.candidates[:limit]]
+    return [
+        (
+            int(c.key),
+            fusion.retrieval(c),
+            {
+                "keyword": round(by_list[KEYWORD].get(int(c.key), 0.0), 6),
+                "cosine": round(by_list[VECTOR].get(int(c.key), 0.0), 6),
+                "w_keyword": round(fusion.weights.get(KEYWORD, 0.0), 4),
+            },
+        )
+        for c in fusion.candidates[:limit]
+    ]

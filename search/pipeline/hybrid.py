@@ -30,13 +30,13 @@ from django.conf import settings
 from django.db.models import Q
 
 from indexing.chunking import chunk_markdown
-from indexing.markdown import searchable_text
+from indexing.errors import InvalidSearchInput, LLMBackendTimeout, LLMBackendUnavailable, LLMModelMissing
 from indexing.language import latin_share, query_language
+from indexing.llm import get_backend, rerank_backend
 from indexing.llm.prompts import model_is_english_only
+from indexing.markdown import searchable_text
 from indexing.models import Document
 from indexing.services.embedding import chunk_params_from_settings
-from indexing.errors import InvalidSearchInput, LLMBackendTimeout, LLMBackendUnavailable, LLMModelMissing
-from indexing.llm import get_backend, rerank_backend
 from search.pipeline.absent import model_absent, remember_absent
 from search.pipeline.deadline import run_concurrently
 from search.pipeline.expansion import (
@@ -131,8 +131,7 @@ def hybrid_search(request: SearchRequest) -> SearchResponse:
     """The best-quality search: expansion, fusion, re-ranking and blending, degrading
     gracefully (and saying so) when a model is missing, slow or unreachable."""
     started = time.monotonic()
-    run = _Run(request=request, started=started,
-               deadline=started + float(settings.PMD_QUERY_TIMEOUT))
+    run = _Run(request=request, started=started, deadline=started + float(settings.PMD_QUERY_TIMEOUT))
     plan = _plan(run)
     intent = (request.intent or "").strip() or plan.intent
     plan.intent = intent
@@ -141,8 +140,13 @@ def hybrid_search(request: SearchRequest) -> SearchResponse:
 
     lists: list[RankedList] = []
     hits: dict[str, dict[str, SearchResult]] = {}  # list name → key → result (for display and explain)
-    explain_plan: dict = {"source": plan.source, "variants": [v.as_dict() for v in plan.variants],
-                          "intent": intent, "strong_signal": False, "off": run.off}
+    explain_plan: dict = {
+        "source": plan.source,
+        "variants": [v.as_dict() for v in plan.variants],
+        "intent": intent,
+        "strong_signal": False,
+        "off": run.off,
+    }
 
     def after_keyword(response: SearchResponse) -> None:
         # 2. expansion, unless the user wrote the variants or keyword search already nailed it
@@ -159,8 +163,12 @@ def hybrid_search(request: SearchRequest) -> SearchResponse:
     # model), nothing waits on it: it runs alongside the other retrievals.
     keyword_first = None
     expander = generate_model()
-    may_expand = (plan.source == "none" and request.expand and expander is not None
-                  and model_absent("expansion", expander) is None)
+    may_expand = (
+        plan.source == "none"
+        and request.expand
+        and expander is not None
+        and model_absent("expansion", expander) is None
+    )
     if plan.original and may_expand:
         since = time.monotonic()
         keyword_first = _keyword(_sub_request(request, plan.original, Mode.KEYWORD, depth))
@@ -172,8 +180,7 @@ def hybrid_search(request: SearchRequest) -> SearchResponse:
 
     # 3. the remaining retrievals, concurrently
     since = time.monotonic()
-    lead = _retrieve(run, plan, depth, lists, hits,
-                     lead=after_keyword if plan.original and not may_expand else None)
+    lead = _retrieve(run, plan, depth, lists, hits, lead=after_keyword if plan.original and not may_expand else None)
     keyword_first = keyword_first or lead
     run.timed("retrieve", since)
 
@@ -183,17 +190,19 @@ def hybrid_search(request: SearchRequest) -> SearchResponse:
     if explain_plan["strong_signal"] and keyword_first is not None and keyword_first.results:
         pin = keyword_first.results[0].uri  # keyword alone was convincing: its #1 stays first
     own_words = plan.original or request.query
-    trust = vector_trust(query_language(own_words), latin_share=latin_share(own_words),
-                         english_only_model=model_is_english_only(settings.PMD_EMBED_MODEL))
+    trust = vector_trust(
+        query_language(own_words),
+        latin_share=latin_share(own_words),
+        english_only_model=model_is_english_only(settings.PMD_EMBED_MODEL),
+    )
     fusion = fuse(lists, limit=None, pin=pin, trust=trust)
     link_weight, recency_weight = signal_weights(request)
     if link_weight or recency_weight:  # optional structure signals (search.pipeline.signals)
         boosted = apply_signals(fusion, hits, link_boost=link_weight, recency_boost=recency_weight)
-        explain_plan["signals"] = {"link_boost": link_weight, "recency_boost": recency_weight,
-                                   "boosted": len(boosted)}
+        explain_plan["signals"] = {"link_boost": link_weight, "recency_boost": recency_weight, "boosted": len(boosted)}
     fused = fusion.candidates
     candidates = fused[: max(1, request.candidate_limit)]
-    tail = fused[len(candidates):]
+    tail = fused[len(candidates) :]
     run.timed("fusion", since)
 
     # 5. re-ranking
@@ -213,8 +222,9 @@ def hybrid_search(request: SearchRequest) -> SearchResponse:
     if request.full:
         _attach_bodies(results)
     run.timings["total"] = (time.monotonic() - started) * 1000.0
-    return SearchResponse(query=request.query, mode=Mode.HYBRID, results=results, warnings=run.warnings,
-                          timings=run.timings)
+    return SearchResponse(
+        query=request.query, mode=Mode.HYBRID, results=results, warnings=run.warnings, timings=run.timings
+    )
 
 
 def strong_signal(results: list[SearchResult]) -> bool:
@@ -233,7 +243,9 @@ def _plan(run: _Run) -> QueryPlan:
     text = run.request.query.strip()
     if not text and not run.request.searches:
         raise InvalidSearchInput("empty query")
-    collection_ids_for(run.request.collections, request_access(run.request))  # unknown names: a clear error before any work
+    collection_ids_for(
+        run.request.collections, request_access(run.request)
+    )  # unknown names: a clear error before any work
     if run.request.searches:  # typed searches: no text to parse
         plan = user_plan(" ".join(text.split()), [(kind.lower(), value) for kind, value in run.request.searches])
     else:
@@ -274,8 +286,10 @@ def _expand(run: _Run, query: str, intent: str | None) -> tuple[list[QueryVarian
     if error is not None:
         if isinstance(error, LLMModelMissing):
             remember_absent("expansion", model, str(error))
-            run.warn(f"query expansion skipped: {error} (not asked again for "
-                     f"{settings.PMD_MISSING_MODEL_RECHECK:g} s: PMD_MISSING_MODEL_RECHECK)")
+            run.warn(
+                f"query expansion skipped: {error} (not asked again for "
+                f"{settings.PMD_MISSING_MODEL_RECHECK:g} s: PMD_MISSING_MODEL_RECHECK)"
+            )
         elif not _note_llm_error(run, error):
             run.warn(f"query expansion skipped: {error}")
         return [], "none"
@@ -297,8 +311,9 @@ def _note_llm_error(run: _Run, error: BaseException) -> bool:
     return False
 
 
-def _retrieve(run: _Run, plan: QueryPlan, depth: int, lists: list[RankedList],
-              hits: dict[str, dict[str, SearchResult]], lead=None) -> SearchResponse | None:
+def _retrieve(
+    run: _Run, plan: QueryPlan, depth: int, lists: list[RankedList], hits: dict[str, dict[str, SearchResult]], lead=None
+) -> SearchResponse | None:
     """Run the plan's retrievals concurrently. With `lead` (a function of its response),
     the keyword search of the query itself runs with them, is handled first (its errors
     raised, as when it runs alone), and is returned."""
@@ -333,8 +348,9 @@ def _retrieve(run: _Run, plan: QueryPlan, depth: int, lists: list[RankedList],
     calls = {name: (lambda r=r, t=t: call(r, t)) for name, (r, t, _) in jobs.items()}
     # Keep a little time for fusion and re-ranking after retrieval.
     timeout = max(0.5, run.remaining() * 0.8) if run.remaining() > 0 else 0.0
-    outcome = run_concurrently(calls, timeout=timeout, workers=4, uses_db=True,
-                               alongside=call_lead if lead is not None else None)
+    outcome = run_concurrently(
+        calls, timeout=timeout, workers=4, uses_db=True, alongside=call_lead if lead is not None else None
+    )
     vector_failed: list[str] = []
     first = outcome.alongside
     if first is not None:
@@ -388,18 +404,30 @@ def _rerank(run: _Run, plan: QueryPlan, candidates, hits) -> tuple[dict[str, flo
     since = time.monotonic()
     outcome = rerank(
         backend=rerank_backend(timeout=float(math.ceil(timeout + 1.0)), retries=min(1, int(settings.PMD_LLM_RETRIES))),
-        model=model, query=plan.rerank_query, items=items, intent=plan.intent, timeout=timeout,
-        concurrency=int(settings.PMD_RERANK_CONCURRENCY), api=settings.PMD_RERANK_API,
+        model=model,
+        query=plan.rerank_query,
+        items=items,
+        intent=plan.intent,
+        timeout=timeout,
+        concurrency=int(settings.PMD_RERANK_CONCURRENCY),
+        api=settings.PMD_RERANK_API,
         batch=int(settings.PMD_RERANK_BATCH),
     )
     run.timed("rerank", since)
-    info.update(method=outcome.method or None, cached=outcome.cached, judged=outcome.judged,
-                unjudged=outcome.unjudged, failed=outcome.failed)
+    info.update(
+        method=outcome.method or None,
+        cached=outcome.cached,
+        judged=outcome.judged,
+        unjudged=outcome.unjudged,
+        failed=outcome.failed,
+    )
     if outcome.error:
         if outcome.model_missing:
             remember_absent("rerank", model, outcome.error)
-            run.warn(f"re-ranking skipped: {outcome.error}: results in fusion order (not asked again for "
-                     f"{settings.PMD_MISSING_MODEL_RECHECK:g} s: PMD_MISSING_MODEL_RECHECK)")
+            run.warn(
+                f"re-ranking skipped: {outcome.error}: results in fusion order (not asked again for "
+                f"{settings.PMD_MISSING_MODEL_RECHECK:g} s: PMD_MISSING_MODEL_RECHECK)"
+            )
         elif not run.llm_down:
             run.warn(f"re-ranking skipped: {outcome.error}: results in fusion order")
         return {}, info
@@ -412,8 +440,15 @@ def _rerank(run: _Run, plan: QueryPlan, candidates, hits) -> tuple[dict[str, flo
 
 
 def _sub_request(request: SearchRequest, text: str, mode: str, depth: int) -> SearchRequest:
-    return SearchRequest(query=text, mode=mode, limit=depth, collections=list(request.collections),
-                         hits_per_document=1, access=request_access(request), filters=request.filters)
+    return SearchRequest(
+        query=text,
+        mode=mode,
+        limit=depth,
+        collections=list(request.collections),
+        hits_per_document=1,
+        access=request_access(request),
+        filters=request.filters,
+    )
 
 
 def _keyword(request: SearchRequest) -> SearchResponse:
@@ -438,8 +473,9 @@ def _add_list(lists, hits, name: str, response: SearchResponse, weight: float) -
     # ideal is a constant factor, which z-scores and NQC ignore) or the best chunk's cosine
     values = [float(r.scores.get("bm25" if kind == KEYWORD else "cosine", r.score)) for r in response.results]
     chance = response.chance_score if kind == VECTOR else None  # cosines: commitment above chance
-    lists.append(RankedList(name=name, keys=keys, scores=scores, weight=weight, kind=kind, values=values,
-                            chance=chance))
+    lists.append(
+        RankedList(name=name, keys=keys, scores=scores, weight=weight, kind=kind, values=values, chance=chance)
+    )
     hits[name] = by_key
 
 
@@ -492,21 +528,33 @@ def _chunk_at(chunks, line: int) -> str:
     return best.text if best else ""
 
 
-def _results(run: _Run, fusion: Fusion, blended: list[Blended], tail, hits, explain_plan: dict,
-             rerank_info: dict) -> list[SearchResult]:
+def _results(
+    run: _Run, fusion: Fusion, blended: list[Blended], tail, hits, explain_plan: dict, rerank_info: dict
+) -> list[SearchResult]:
     results = []
     for position, item in enumerate(blended, start=1):
         result = _result_for(item.candidate, hits, item.final)
         result.scores = {
-            "final": round(item.final, 6), "fused": round(item.candidate.fused, 6),
+            "final": round(item.final, 6),
+            "fused": round(item.candidate.fused, 6),
             "retrieval": round(item.retrieval, 6),
             "rerank": None if item.rerank is None else round(item.rerank, 6),
             "blend_weight": item.weight,
             **{name: hit.score for name, hit in item.candidate.hits.items()},
         }
         if run.request.explain:
-            result.explain = _explain(fusion, item.candidate, item.fusion_rank, position, item.retrieval,
-                                      item.rerank, item.weight, item.final, explain_plan, rerank_info)
+            result.explain = _explain(
+                fusion,
+                item.candidate,
+                item.fusion_rank,
+                position,
+                item.retrieval,
+                item.rerank,
+                item.weight,
+                item.final,
+                explain_plan,
+                rerank_info,
+            )
         results.append(result)
     # Fused documents beyond the candidate limit follow, in fusion order, scored below
     # the last candidate so that no unjudged document overtakes a judged one.
@@ -517,13 +565,27 @@ def _results(run: _Run, fusion: Fusion, blended: list[Blended], tail, hits, expl
             retrieval = fusion.retrieval(candidate)
             score = min(retrieval, floor * 0.99 * (retrieval / top_tail if top_tail > 0 else 1.0))
             result = _result_for(candidate, hits, score)
-            result.scores = {"final": round(score, 6), "fused": round(candidate.fused, 6),
-                             "retrieval": round(retrieval, 6),
-                             **{name: hit.score for name, hit in candidate.hits.items()}}
+            result.scores = {
+                "final": round(score, 6),
+                "fused": round(candidate.fused, 6),
+                "retrieval": round(retrieval, 6),
+                **{name: hit.score for name, hit in candidate.hits.items()},
+            }
             if run.request.explain:
                 rank = len(blended) + offset
-                result.explain = _explain(fusion, candidate, rank, rank, retrieval, None, None, score,
-                                          explain_plan, rerank_info, beyond_limit=True)
+                result.explain = _explain(
+                    fusion,
+                    candidate,
+                    rank,
+                    rank,
+                    retrieval,
+                    None,
+                    None,
+                    score,
+                    explain_plan,
+                    rerank_info,
+                    beyond_limit=True,
+                )
             results.append(result)
     return results
 
@@ -536,8 +598,20 @@ def _result_for(candidate, hits, score: float) -> SearchResult:
     return result
 
 
-def _explain(fusion: Fusion, candidate, fusion_rank, position, retrieval, rerank_score, weight, final,
-             explain_plan, rerank_info, *, beyond_limit: bool = False) -> dict:
+def _explain(
+    fusion: Fusion,
+    candidate,
+    fusion_rank,
+    position,
+    retrieval,
+    rerank_score,
+    weight,
+    final,
+    explain_plan,
+    rerank_info,
+    *,
+    beyond_limit: bool = False,
+) -> dict:
     return {
         "rank": position,
         "fusion_rank": fusion_rank,
@@ -560,6 +634,9 @@ def _explain(fusion: Fusion, candidate, fusion_rank, position, retrieval, rerank
 def _attach_bodies(results: list[SearchResult]) -> None:
     for result in results:
         if result.body is None:
-            body = (Document.objects.filter(collection__name=result.collection, path=result.path)
-                    .values_list("content__body", flat=True).first())
+            body = (
+                Document.objects.filter(collection__name=result.collection, path=result.path)
+                .values_list("content__body", flat=True)
+                .first()
+            )
             result.body = body

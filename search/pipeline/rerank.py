@@ -31,9 +31,9 @@ import re
 import threading
 from dataclasses import dataclass, field
 
-from indexing.models import LLMCache
 from indexing.errors import LLMBackendError, LLMBackendTimeout, LLMEndpointMissing, LLMModelMissing
 from indexing.llm import TokenLogprob
+from indexing.models import LLMCache
 from search.pipeline.deadline import run_concurrently
 
 LOGPROBS, RATING = "logprobs", "rating"
@@ -44,7 +44,7 @@ DEFAULT_INSTRUCTION = "Given a search query, judge whether the document is relev
 
 # The reranker was trained with exactly this system prompt and user layout.
 JUDGE_SYSTEM = (
-    'Judge whether the Document meets the requirements based on the Query and the Instruct provided. '
+    "Judge whether the Document meets the requirements based on the Query and the Instruct provided. "
     'Note that the answer can only be "yes" or "no".'
 )
 RATING_SYSTEM = "You grade how relevant a document is to a search query. Answer with JSON only."
@@ -229,8 +229,12 @@ def judge(*, backend, model: str, query: str, document: str, intent: str | None 
     method = known_method(backend, model)
     if method != RATING:
         answer = backend.chat(
-            judge_messages(query, document, intent=intent), model=model,
-            logprobs=True, top_logprobs=5, options={"temperature": 0, "num_predict": 1}, think=False,
+            judge_messages(query, document, intent=intent),
+            model=model,
+            logprobs=True,
+            top_logprobs=5,
+            options={"temperature": 0, "num_predict": 1},
+            think=False,
         )
         if answer.logprobs:
             _remember_method(backend, model, LOGPROBS)
@@ -242,8 +246,11 @@ def judge(*, backend, model: str, query: str, document: str, intent: str | None 
             return confidence, LOGPROBS
         _remember_method(backend, model, RATING)  # no log-probabilities from this backend
     answer = backend.chat(
-        rating_messages(query, document, intent=intent), model=model, format=RATING_SCHEMA,
-        options={"temperature": 0, "num_predict": 20}, think=False,
+        rating_messages(query, document, intent=intent),
+        model=model,
+        format=RATING_SCHEMA,
+        options={"temperature": 0, "num_predict": 20},
+        think=False,
     )
     rating = parse_rating(answer.content)
     if rating is None:
@@ -281,8 +288,9 @@ def describe_method(backend, model: str, api: str = "auto") -> str:
     return words
 
 
-def score_batch(*, backend, model: str, query: str, documents: list[str], method: str,
-                api: str = "auto") -> tuple[list[float], str]:
+def score_batch(
+    *, backend, model: str, query: str, documents: list[str], method: str, api: str = "auto"
+) -> tuple[list[float], str]:
     """Scores of a batch from a rerank endpoint (or the local cross-encoder) → (scores, method).
 
     In `auto` mode a server without `/v1/rerank` is asked TEI's `/rerank`; LLMEndpointMissing
@@ -335,8 +343,7 @@ def rerank(
     }
     if use_cache:
         cached = {
-            entry.key: entry.value
-            for entry in LLMCache.objects.filter(key__in=list(keys.values()), kind="rerank")
+            entry.key: entry.value for entry in LLMCache.objects.filter(key__in=list(keys.values()), kind="rerank")
         }
         for item in items:
             value = cached.get(keys[item.key])
@@ -345,16 +352,34 @@ def rerank(
                 outcome.cached += 1
     todo = [item for item in items if item.key not in outcome.scores]
     if method in BATCH_METHODS and todo:
-        fell_back = _rerank_in_batches(outcome, backend=backend, model=model, query=query, intent=intent,
-                                       todo=todo, method=method, api=api, timeout=timeout,
-                                       concurrency=concurrency, batch=batch, use_cache=use_cache, total=len(items))
+        fell_back = _rerank_in_batches(
+            outcome,
+            backend=backend,
+            model=model,
+            query=query,
+            intent=intent,
+            todo=todo,
+            method=method,
+            api=api,
+            timeout=timeout,
+            concurrency=concurrency,
+            batch=batch,
+            use_cache=use_cache,
+            total=len(items),
+        )
         if not fell_back:
             return outcome
         method = LOGPROBS  # the server only chats: judge one by one below
-        keys = {item.key: rerank_cache_key(query=query, intent=intent, chunk_hash=item.chunk_hash, model=model,
-                                           method=method) for item in todo}
+        keys = {
+            item.key: rerank_cache_key(
+                query=query, intent=intent, chunk_hash=item.chunk_hash, model=model, method=method
+            )
+            for item in todo
+        }
     calls = {
-        item.key: (lambda item=item: judge(backend=backend, model=model, query=query, document=item.text, intent=intent))
+        item.key: (
+            lambda item=item: judge(backend=backend, model=model, query=query, document=item.text, intent=intent)
+        )
         for item in todo
     }
     result = run_concurrently(calls, timeout=timeout, workers=concurrency, stop_on=_fatal)
@@ -365,19 +390,29 @@ def rerank(
         outcome.method = used
         if used != method:  # learnt on the way: store under the key of the method used
             item = next(i for i in todo if i.key == key)
-            cache_key = rerank_cache_key(query=query, intent=intent, chunk_hash=item.chunk_hash, model=model, method=used)
+            cache_key = rerank_cache_key(
+                query=query, intent=intent, chunk_hash=item.chunk_hash, model=model, method=used
+            )
         else:
             cache_key = keys[key]
         fresh.append(LLMCache(key=cache_key, kind="rerank", value={"score": confidence, "method": used}))
     if fresh and use_cache:
         LLMCache.objects.bulk_create(fresh, ignore_conflicts=True)
-    _tell(outcome, result, method=method, failed=len(result.errors), unjudged=len(result.timed_out),
-          total=len(items), timeout=timeout)
+    _tell(
+        outcome,
+        result,
+        method=method,
+        failed=len(result.errors),
+        unjudged=len(result.timed_out),
+        total=len(items),
+        timeout=timeout,
+    )
     return outcome
 
 
-def _tell(outcome: RerankOutcome, result, *, method: str, failed: int, unjudged: int, total: int,
-          timeout: float) -> None:
+def _tell(
+    outcome: RerankOutcome, result, *, method: str, failed: int, unjudged: int, total: int, timeout: float
+) -> None:
     """What went wrong, once for both ways of judging: an error that every judgement would repeat
     (the caller states it), or warnings about the candidates left in retrieval order."""
     outcome.method = outcome.method or (method if outcome.cached else "")
@@ -398,19 +433,46 @@ def _tell(outcome: RerankOutcome, result, *, method: str, failed: int, unjudged:
         )
 
 
-def _rerank_in_batches(outcome: RerankOutcome, *, backend, model, query, intent, todo, method, api, timeout,
-                       concurrency, batch, use_cache, total) -> bool:
+def _rerank_in_batches(
+    outcome: RerankOutcome,
+    *,
+    backend,
+    model,
+    query,
+    intent,
+    todo,
+    method,
+    api,
+    timeout,
+    concurrency,
+    batch,
+    use_cache,
+    total,
+) -> bool:
     """Score `todo` a batch per request; True when the server has no rerank endpoint after
     all (auto mode) and the chat judgement should take over."""
-    batches = [todo[start:start + max(1, batch)] for start in range(0, len(todo), max(1, batch))]
+    batches = [todo[start : start + max(1, batch)] for start in range(0, len(todo), max(1, batch))]
     calls = {
-        str(number): (lambda part=part: score_batch(backend=backend, model=model, query=query,
-                                                    documents=[item.text for item in part], method=method, api=api))
+        str(number): (
+            lambda part=part: score_batch(
+                backend=backend,
+                model=model,
+                query=query,
+                documents=[item.text for item in part],
+                method=method,
+                api=api,
+            )
+        )
         for number, part in enumerate(batches)
     }
     result = run_concurrently(calls, timeout=timeout, workers=concurrency, stop_on=_fatal)
-    if api == "auto" and method == RERANK_API and not result.results and result.errors \
-            and all(isinstance(e, LLMEndpointMissing) for e in result.errors.values()):
+    if (
+        api == "auto"
+        and method == RERANK_API
+        and not result.results
+        and result.errors
+        and all(isinstance(e, LLMEndpointMissing) for e in result.errors.values())
+    ):
         _remember_method(backend, model, LOGPROBS)
         return True
     fresh = []
@@ -423,6 +485,13 @@ def _rerank_in_batches(outcome: RerankOutcome, *, backend, model, query, intent,
             fresh.append(LLMCache(key=key, kind="rerank", value={"score": score, "method": used}))
     if fresh and use_cache:
         LLMCache.objects.bulk_create(fresh, ignore_conflicts=True)
-    _tell(outcome, result, method=method, failed=sum(len(batches[int(n)]) for n in result.errors),
-          unjudged=sum(len(batches[int(n)]) for n in result.timed_out), total=total, timeout=timeout)
+    _tell(
+        outcome,
+        result,
+        method=method,
+        failed=sum(len(batches[int(n)]) for n in result.errors),
+        unjudged=sum(len(batches[int(n)]) for n in result.timed_out),
+        total=total,
+        timeout=timeout,
+    )
     return False

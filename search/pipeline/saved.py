@@ -3,11 +3,6 @@ what is new since the last run."""
 
 from __future__ import annotations
 
-from search.filters import SearchFilters
-from search.pipeline.dispatch import search_run
-from search.request import SearchRequest
-from search.results import SearchResponse
-
 from indexing.access import refuse_read_only, visible_collection_names
 from indexing.services.saved_searches import (
     saved_search_access,
@@ -15,9 +10,15 @@ from indexing.services.saved_searches import (
     saved_search_mark_digest,
     saved_search_mark_run,
 )
+from search.filters import SearchFilters
+from search.pipeline.dispatch import search_run
+from search.request import SearchRequest
+from search.results import SearchResponse
 
 
-def saved_search_run(*, access, name: str, face: str = "", limit: int | None = None) -> tuple[SearchResponse, list[str]]:
+def saved_search_run(
+    *, access, name: str, face: str = "", limit: int | None = None
+) -> tuple[SearchResponse, list[str]]:
     """(the response, the result URIs new since the last run of this saved search). A run notes
     what it found, so it is a change: not through a read-only token."""
     refuse_read_only(access, "running a saved search")
@@ -29,10 +30,17 @@ def saved_search_run(*, access, name: str, face: str = "", limit: int | None = N
 
 def _run(saved, *, access, face: str = "", limit: int | None = None) -> SearchResponse:
     """Within the limit of the token it was saved through, if any, whoever runs it."""
-    return search_run(SearchRequest(
-        query=saved.query, mode=saved.mode, limit=limit, collections=list(saved.collections or []),
-        access=saved_search_access(saved, access),
-        filters=SearchFilters.from_dict(saved.filters or None), face=face))
+    return search_run(
+        SearchRequest(
+            query=saved.query,
+            mode=saved.mode,
+            limit=limit,
+            collections=list(saved.collections or []),
+            access=saved_search_access(saved, access),
+            filters=SearchFilters.from_dict(saved.filters or None),
+            face=face,
+        )
+    )
 
 
 DIGEST_LIMIT = 50
@@ -61,15 +69,30 @@ def saved_searches_digest() -> dict:
         new = [r for r in response.results if r.uri in fresh]
         outcome: dict = {"new": len(new)}
         if new:
-            payload = {"saved_search": saved.name, "query": saved.query, "mode": saved.mode,
-                       "new": [{"uri": r.uri, "title": r.title, "path": r.path, "collection": r.collection,
-                                "score": round(r.score, 4)} for r in new]}
+            payload = {
+                "saved_search": saved.name,
+                "query": saved.query,
+                "mode": saved.mode,
+                "new": [
+                    {
+                        "uri": r.uri,
+                        "title": r.title,
+                        "path": r.path,
+                        "collection": r.collection,
+                        "score": round(r.score, 4),
+                    }
+                    for r in new
+                ],
+            }
             if saved.webhook_url:
                 outcome["webhook"] = webhook_post(saved.webhook_url, payload)
             if saved.email_digest and email_configured() and saved.owner is not None and saved.owner.email:
                 lines = [f"- {r.title or r.path} ({r.uri})" for r in new]
-                outcome["email"] = email_send(saved.owner.email, f"pmd: {len(new)} new for “{saved.name}”",
-                                              f"New matches of your saved search “{saved.query}”:\n\n" + "\n".join(lines))
+                outcome["email"] = email_send(
+                    saved.owner.email,
+                    f"pmd: {len(new)} new for “{saved.name}”",
+                    f"New matches of your saved search “{saved.query}”:\n\n" + "\n".join(lines),
+                )
         report[saved.name] = outcome
     return report
 
@@ -96,9 +119,15 @@ def saved_search_dict(saved, *, access, visible: set[str] | None = None) -> dict
     from it is left out, as a collection never created is."""
     if visible is None:
         visible = set(visible_collection_names(access)) if saved.collections else set()
-    return {"name": saved.name, "query": saved.query, "mode": saved.mode, "filters": saved.filters,
-            "collections": [c for c in saved.collections if c in visible],
-            "shared_with": saved.group.name if saved.group else None,
-            "owner": saved.owner.get_username() if saved.owner else "local",
-            "last_run": saved.last_run.isoformat() if saved.last_run else None,
-            "webhook_url": saved.webhook_url, "email_digest": saved.email_digest}
+    return {
+        "name": saved.name,
+        "query": saved.query,
+        "mode": saved.mode,
+        "filters": saved.filters,
+        "collections": [c for c in saved.collections if c in visible],
+        "shared_with": saved.group.name if saved.group else None,
+        "owner": saved.owner.get_username() if saved.owner else "local",
+        "last_run": saved.last_run.isoformat() if saved.last_run else None,
+        "webhook_url": saved.webhook_url,
+        "email_digest": saved.email_digest,
+    }

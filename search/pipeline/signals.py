@@ -39,8 +39,9 @@ def signal_weights(request) -> tuple[float, float]:
     return max(0.0, float(link or 0.0)), max(0.0, float(recency or 0.0))
 
 
-def apply_signals(fusion: Fusion, hits: dict, *, link_boost: float, recency_boost: float,
-                  now: datetime | None = None) -> dict[str, float]:
+def apply_signals(
+    fusion: Fusion, hits: dict, *, link_boost: float, recency_boost: float, now: datetime | None = None
+) -> dict[str, float]:
     """Boost the fused scores of `fusion`'s first candidates in place and re-sort them; returns
     {candidate key: boost in fused units} for those boosted. `hits`: list name → key → result."""
     if not fusion.candidates or (link_boost <= 0 and recency_boost <= 0):
@@ -73,7 +74,7 @@ def apply_signals(fusion: Fusion, hits: dict, *, link_boost: float, recency_boos
             candidate.fused += boosts[candidate.key] * span
             out[candidate.key] = boosts[candidate.key] * span
     head.sort(key=lambda c: (not c.pinned, -c.fused, c.best_rank, c.order))
-    fusion.candidates[:len(head)] = head
+    fusion.candidates[: len(head)] = head
     first = fusion.candidates[0]
     fusion.top_evidence = sum(fusion.weights.get(kind, 0.0) * first.evidence.get(kind, 0.0) for kind in KINDS)
     return out
@@ -110,11 +111,16 @@ def _best_neighbours(shown: dict, place: dict[str, float]) -> dict[str, float]:
     condition = Q()
     for collection, paths in by_collection.items():
         condition |= Q(collection__name=collection, path__in=paths)
-    ids = {pk: pairs[(name, path)] for pk, name, path in
-           Document.objects.filter(condition, active=True).values_list("pk", "collection__name", "path")}
+    ids = {
+        pk: pairs[(name, path)]
+        for pk, name, path in Document.objects.filter(condition, active=True).values_list(
+            "pk", "collection__name", "path"
+        )
+    }
     best: dict[str, float] = {}
     for source, target in DocumentLink.objects.filter(source_id__in=ids, target_id__in=ids).values_list(
-            "source_id", "target_id"):
+        "source_id", "target_id"
+    ):
         a, b = ids[source], ids[target]
         if a == b:
             continue

@@ -21,8 +21,11 @@ def collection_ids_for(names: list[str] | None, access: Access) -> list[int] | N
     if not wanted:
         return access.collection_ids()
     visible = access.collection_ids()
-    found = {name: pk for name, pk in Collection.objects.filter(name__in=wanted).values_list("name", "id")
-             if visible is None or pk in visible}
+    found = {
+        name: pk
+        for name, pk in Collection.objects.filter(name__in=wanted).values_list("name", "id")
+        if visible is None or pk in visible
+    }
     missing = [n for n in wanted if n not in found]
     if missing:
         raise CollectionNotFound(name=missing[0], suggestions=collection_suggestions(missing[0], access))

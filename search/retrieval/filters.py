@@ -23,9 +23,8 @@ import json
 import re
 import time
 
-
-from indexing.replicas import read_connection
 from indexing.models import Collection, PathContext
+from indexing.replicas import read_connection
 from indexing.selectors import contexts_for
 from search.filters import FieldFilter, SearchFilters, glob_to_regex
 from search.results import SearchResponse, SearchResult
@@ -98,12 +97,16 @@ def field_condition(entry: FieldFilter, alias: str = "d") -> tuple[str, list]:
     numeric = all(_NUMBER.match(value) for _, value in entry.bounds)
     for key in keys:
         if numeric:
-            value = (f"(CASE WHEN jsonb_typeof({alias}.frontmatter->%s) = 'number' THEN ({alias}.frontmatter->>%s)::numeric"
-                     f" WHEN {alias}.frontmatter->>%s ~ %s THEN trim({alias}.frontmatter->>%s)::numeric END)")
+            value = (
+                f"(CASE WHEN jsonb_typeof({alias}.frontmatter->%s) = 'number' THEN ({alias}.frontmatter->>%s)::numeric"
+                f" WHEN {alias}.frontmatter->>%s ~ %s THEN trim({alias}.frontmatter->>%s)::numeric END)"
+            )
             value_params = [key, key, key, _NUMERIC_TEXT, key]
         else:
-            value = (f"(CASE WHEN {alias}.frontmatter->>%s ~ '^[0-9]{{4}}-[0-9]{{2}}-[0-9]{{2}}'"
-                     f" THEN left({alias}.frontmatter->>%s, 10) END)")
+            value = (
+                f"(CASE WHEN {alias}.frontmatter->>%s ~ '^[0-9]{{4}}-[0-9]{{2}}-[0-9]{{2}}'"
+                f" THEN left({alias}.frontmatter->>%s, 10) END)"
+            )
             value_params = [key, key]
         conditions = []
         for op, bound in entry.bounds:
@@ -133,8 +136,13 @@ def narrows_by_index(filters: SearchFilters | None) -> bool:
     to list them, and searches test the filter on their candidates instead."""
     if filters is None or filters.empty:
         return False
-    return bool(filters.tags or any(not (f.has or f.bounds) for f in filters.fields) or filters.after is not None or filters.before is not None
-                or any(all(glob_prefix(g) for g in group) for group in filters.paths))
+    return bool(
+        filters.tags
+        or any(not (f.has or f.bounds) for f in filters.fields)
+        or filters.after is not None
+        or filters.before is not None
+        or any(all(glob_prefix(g) for g in group) for group in filters.paths)
+    )
 
 
 def named(sql: str, params: list, prefix: str = "f") -> tuple[str, dict]:
@@ -262,8 +270,8 @@ def matching_count(filters: SearchFilters, collection_ids: list[int] | None, *, 
     where, params = documents_where(filters, collection_ids)
     with read_connection().cursor() as cursor:
         cursor.execute(
-            "SELECT count(*) FROM (SELECT 1 FROM indexing_document d WHERE d.active" + where
-            + " LIMIT %s) s", [*params, int(cap)],
+            "SELECT count(*) FROM (SELECT 1 FROM indexing_document d WHERE d.active" + where + " LIMIT %s) s",
+            [*params, int(cap)],
         )
         return int(cursor.fetchone()[0])
 
@@ -287,8 +295,7 @@ def filtered_notes(request, filters: SearchFilters) -> SearchResponse:
             "SELECT d.docid, d.collection_id, d.path, d.title, d.note_date, d.date_source,"
             " CASE WHEN %s THEN c.body ELSE substr(c.body, 1, %s) END"
             " FROM indexing_document d JOIN indexing_content c ON c.hash = d.content_hash"
-            " WHERE d.active" + where
-            + " ORDER BY d.note_date DESC NULLS LAST, d.collection_id, d.path LIMIT %s",
+            " WHERE d.active" + where + " ORDER BY d.note_date DESC NULLS LAST, d.collection_id, d.path LIMIT %s",
             [bool(request.full), LIST_SNIPPET_CHARS, *params, request.effective_limit()],
         )
         rows = cursor.fetchall()
@@ -298,12 +305,22 @@ def filtered_notes(request, filters: SearchFilters) -> SearchResponse:
     for docid, collection_id, path, title, note_date, date_source, body in rows:
         collection = collections[collection_id]
         line, snippet = _opening(body or "")
-        response.results.append(SearchResult(
-            docid=docid, collection=collection.name, path=path, title=title, score=1.0, line=line, snippet=snippet,
-            context=contexts_for(collection, path, all_contexts=all_contexts),
-            body=body if request.full else None, scores={"filter": 1.0},
-            date=note_date.isoformat() if note_date else None, date_source=date_source or "",
-        ))
+        response.results.append(
+            SearchResult(
+                docid=docid,
+                collection=collection.name,
+                path=path,
+                title=title,
+                score=1.0,
+                line=line,
+                snippet=snippet,
+                context=contexts_for(collection, path, all_contexts=all_contexts),
+                body=body if request.full else None,
+                scores={"filter": 1.0},
+                date=note_date.isoformat() if note_date else None,
+                date_source=date_source or "",
+            )
+        )
     return response
 
 
@@ -350,15 +367,18 @@ def frontmatter_fields(*, access, collections: list[str] | None = None, top: int
     where, scope = "", []
     if collection_ids is not None:
         where, scope = " AND d.collection_id = ANY(%s::bigint[])", [collection_ids]
-    source = ("FROM indexing_document d CROSS JOIN LATERAL jsonb_each(CASE WHEN jsonb_typeof(d.frontmatter) = 'object'"
-              " THEN d.frontmatter ELSE '{}'::jsonb END) e(k, v)")
+    source = (
+        "FROM indexing_document d CROSS JOIN LATERAL jsonb_each(CASE WHEN jsonb_typeof(d.frontmatter) = 'object'"
+        " THEN d.frontmatter ELSE '{}'::jsonb END) e(k, v)"
+    )
     condition = " WHERE d.active AND d.frontmatter <> '{}'::jsonb" + where
     entries = source + condition
     with read_connection().cursor() as cursor:
         cursor.execute(
             "SELECT e.k, CASE jsonb_typeof(e.v) WHEN 'string' THEN CASE WHEN e.v #>> '{}' ~ %s THEN 'date' ELSE 'text' END"
-            " WHEN 'array' THEN 'list' ELSE jsonb_typeof(e.v) END AS t, count(*) " + entries
-            + " GROUP BY 1, 2", [_ISO_DATE_TEXT, *scope])
+            " WHEN 'array' THEN 'list' ELSE jsonb_typeof(e.v) END AS t, count(*) " + entries + " GROUP BY 1, 2",
+            [_ISO_DATE_TEXT, *scope],
+        )
         types: dict[str, dict[str, int]] = {}
         for key, kind, count in cursor.fetchall():
             types.setdefault(key, {})[kind] = int(count)
@@ -366,12 +386,22 @@ def frontmatter_fields(*, access, collections: list[str] | None = None, top: int
             "SELECT k, val, n FROM (SELECT k, val, count(*) AS n, row_number() OVER (PARTITION BY k ORDER BY count(*) DESC,"
             " val) AS r FROM (SELECT e.k, x.val " + source + " CROSS JOIN LATERAL (SELECT CASE WHEN jsonb_typeof(e.v)"
             " = 'array' THEN a.value #>> '{}' ELSE e.v #>> '{}' END AS val FROM jsonb_array_elements(CASE WHEN"
-            " jsonb_typeof(e.v) = 'array' THEN e.v ELSE jsonb_build_array(e.v) END) a) x" + condition + " AND jsonb_typeof(e.v) <> 'object'"
+            " jsonb_typeof(e.v) = 'array' THEN e.v ELSE jsonb_build_array(e.v) END) a) x"
+            + condition
+            + " AND jsonb_typeof(e.v) <> 'object'"
             " AND x.val IS NOT NULL AND length(x.val) <= 200) s GROUP BY k, val) t WHERE r <= %s ORDER BY k, n DESC, val",
-            [*scope, int(top)])
+            [*scope, int(top)],
+        )
         values: dict[str, list[dict]] = {}
         for key, value, count in cursor.fetchall():
             values.setdefault(key, []).append({"value": value, "notes": int(count)})
-    out = [{"key": key, "notes": sum(kinds.values()), "types": dict(sorted(kinds.items(), key=lambda kv: -kv[1])),
-            "values": values.get(key, [])} for key, kinds in types.items()]
+    out = [
+        {
+            "key": key,
+            "notes": sum(kinds.values()),
+            "types": dict(sorted(kinds.items(), key=lambda kv: -kv[1])),
+            "values": values.get(key, []),
+        }
+        for key, kinds in types.items()
+    ]
     return sorted(out, key=lambda f: (-f["notes"], f["key"].lower()))

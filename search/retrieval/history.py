@@ -22,14 +22,14 @@ from dataclasses import dataclass, field
 
 from django.db import transaction
 
-from indexing.replicas import read_alias, read_connection
-from indexing.errors import InvalidSearchInput
 from indexing.access import Access
+from indexing.errors import InvalidSearchInput
+from indexing.keyword import WORD, prepare_text
 from indexing.models import Commit, Document
 from indexing.paths import Selection
+from indexing.replicas import read_alias, read_connection
 from indexing.services.embedding import distance_sql, embedding_config, fingerprint_configured
 from search.filters import clean_glob, date_boundary, glob_to_regex
-from indexing.keyword import WORD, prepare_text
 from search.retrieval.common import collection_ids_for
 from search.retrieval.vector import planner_settings, query_embedding
 
@@ -61,8 +61,14 @@ class ChangedFile:
     title: str = ""
 
     def as_dict(self, collection: str) -> dict:
-        return {"status": self.status, "path": self.path, "old_path": self.old_path, "docid": self.docid,
-                "uri": f"pmd://{collection}/{self.path}" if self.docid else None, "title": self.title}
+        return {
+            "status": self.status,
+            "path": self.path,
+            "old_path": self.old_path,
+            "docid": self.docid,
+            "uri": f"pmd://{collection}/{self.path}" if self.docid else None,
+            "title": self.title,
+        }
 
 
 @dataclass
@@ -86,10 +92,20 @@ class CommitHit:
         return self.sha[:10]
 
     def as_dict(self) -> dict:
-        data = {"collection": self.collection, "sha": self.sha, "short": self.short, "title": self.title,
-                "message": self.message, "author": self.author, "email": self.email, "date": self.date,
-                "score": round(self.score, 6), "snippet": self.snippet,
-                "files": [f.as_dict(self.collection) for f in self.files], "scores": self.scores}
+        data = {
+            "collection": self.collection,
+            "sha": self.sha,
+            "short": self.short,
+            "title": self.title,
+            "message": self.message,
+            "author": self.author,
+            "email": self.email,
+            "date": self.date,
+            "score": round(self.score, 6),
+            "snippet": self.snippet,
+            "files": [f.as_dict(self.collection) for f in self.files],
+            "scores": self.scores,
+        }
         if self.diff is not None:
             data["diff"] = self.diff
             data["diff_truncated"] = self.diff_truncated
@@ -105,8 +121,13 @@ class HistoryResponse:
     timings: dict[str, float] = field(default_factory=dict)
 
     def as_dict(self) -> dict:
-        return {"query": self.query, "mode": self.mode, "results": [r.as_dict() for r in self.results],
-                "warnings": list(self.warnings), "timings_ms": {k: round(v, 2) for k, v in self.timings.items()}}
+        return {
+            "query": self.query,
+            "mode": self.mode,
+            "results": [r.as_dict() for r in self.results],
+            "warnings": list(self.warnings),
+            "timings_ms": {k: round(v, 2) for k, v in self.timings.items()},
+        }
 
 
 # --- scope and filters ----------------------------------------------------------------------------
@@ -209,12 +230,23 @@ def history_keyword(request: HistoryRequest, scope: HistoryScope, *, k: int) -> 
         rows = []
     # The planner prices `tsv @@` per row as if the vectors were small; on a sequential scan each
     # one is de-toasted (diffs), ten times slower than the GIN bitmap scan it is kept to here.
-    with transaction.atomic(using=read_alias()), read_connection().cursor() as cursor, planner_settings(cursor, {"enable_seqscan": "off"}):
+    with (
+        transaction.atomic(using=read_alias()),
+        read_connection().cursor() as cursor,
+        planner_settings(cursor, {"enable_seqscan": "off"}),
+    ):
         for ids, tsquery in groups:
             # `+ 0`: the GIN index finds the matches; the collection btree would de-toast them all
-            cursor.execute(_KEYWORD.format(scope=scope.sql.replace("c.collection_id =", "c.collection_id + 0 =")), {
-                **scope.params, "tsquery": tsquery, "configured": ids, "k": int(k),
-                "depth": max(RERANK_DEPTH, int(k))})
+            cursor.execute(
+                _KEYWORD.format(scope=scope.sql.replace("c.collection_id =", "c.collection_id + 0 =")),
+                {
+                    **scope.params,
+                    "tsquery": tsquery,
+                    "configured": ids,
+                    "k": int(k),
+                    "depth": max(RERANK_DEPTH, int(k)),
+                },
+            )
             rows += cursor.fetchall()
     if len(groups) > 1:
         rows.sort(key=lambda r: (-r[1], -r[2].timestamp(), r[0]))
@@ -230,13 +262,17 @@ def history_embedded_fingerprint():
     if fingerprint is None:
         return None
     with read_connection().cursor() as cursor:
-        cursor.execute("SELECT EXISTS (SELECT 1 FROM indexing_chunk ch JOIN indexing_commit c"
-                       " ON c.content_hash = ch.content_hash WHERE ch.fingerprint_id = %s)", [fingerprint.pk])
+        cursor.execute(
+            "SELECT EXISTS (SELECT 1 FROM indexing_chunk ch JOIN indexing_commit c"
+            " ON c.content_hash = ch.content_hash WHERE ch.fingerprint_id = %s)",
+            [fingerprint.pk],
+        )
         return fingerprint if cursor.fetchone()[0] else None
 
 
-def history_vector(request: HistoryRequest, scope: HistoryScope, *, k: int,
-                   timings: dict | None = None) -> list[tuple[int, float]]:
+def history_vector(
+    request: HistoryRequest, scope: HistoryScope, *, k: int, timings: dict | None = None
+) -> list[tuple[int, float]]:
     """(commit id, cosine 0..1) best first, a commit as its best chunk. Empty when nothing is embedded."""
     if scope.nothing or not request.query.strip():
         return []
@@ -271,15 +307,23 @@ def history_vector(request: HistoryRequest, scope: HistoryScope, *, k: int,
               AND EXISTS (SELECT 1 FROM indexing_commit c WHERE c.content_hash = ch.content_hash {scope.sql})
             ORDER BY distance LIMIT %(k)s
         )"""
-        planner = {"hnsw.ef_search": str(min(1000, max(200, wanted))), "hnsw.iterative_scan": "relaxed_order",
-                   "enable_seqscan": "off", "enable_sort": "off"}
+        planner = {
+            "hnsw.ef_search": str(min(1000, max(200, wanted))),
+            "hnsw.iterative_scan": "relaxed_order",
+            "enable_seqscan": "off",
+            "enable_sort": "off",
+        }
     sql += f"""
         SELECT c.id, min(n.distance) AS distance
         FROM nearest n JOIN indexing_commit c ON c.content_hash = n.content_hash {scope.sql}
         GROUP BY c.id ORDER BY distance, c.id LIMIT %(limit)s
     """
     started = time.perf_counter()
-    with transaction.atomic(using=read_alias()), read_connection().cursor() as cursor, planner_settings(cursor, planner):
+    with (
+        transaction.atomic(using=read_alias()),
+        read_connection().cursor() as cursor,
+        planner_settings(cursor, planner),
+    ):
         cursor.execute(sql, {**scope.params, "query": literal, "k": wanted, "limit": int(k)})
         rows = cursor.fetchall()
     if timings is not None:
@@ -304,8 +348,9 @@ def commit_hits(scored: list[tuple[int, float, dict]], request: HistoryRequest) 
         wanted_paths.setdefault(commit.collection_id, set()).update(ch["path"] for ch in commit.changes)
     current: dict[tuple[int, str], tuple[str, str]] = {}
     for collection_id, paths in wanted_paths.items():
-        for path, docid, title in Document.objects.filter(collection_id=collection_id, active=True,
-                                                          path__in=list(paths)).values_list("path", "docid", "title"):
+        for path, docid, title in Document.objects.filter(
+            collection_id=collection_id, active=True, path__in=list(paths)
+        ).values_list("path", "docid", "title"):
             current[(collection_id, path)] = (docid, title)
     words = {w.lower() for w in WORD.findall(request.query)}
     selections: dict[int, Selection] = {}
@@ -321,12 +366,23 @@ def commit_hits(scored: list[tuple[int, float, dict]], request: HistoryRequest) 
         for change in commit.changes:
             docid, title = current.get((commit.collection_id, change["path"]), (None, ""))
             files.append(ChangedFile(change["status"], change["path"], change.get("old_path") or "", docid, title))
-        hits.append(CommitHit(
-            collection=commit.collection.name, sha=commit.sha, title=commit.title, message=commit.message,
-            author=commit.author_name, email=commit.author_email, date=commit.committed_at.isoformat(),
-            score=score, files=files, snippet=_snippet(commit, words),
-            diff=commit.diff if request.diff else None, diff_truncated=commit.diff_truncated, scores=parts,
-        ))
+        hits.append(
+            CommitHit(
+                collection=commit.collection.name,
+                sha=commit.sha,
+                title=commit.title,
+                message=commit.message,
+                author=commit.author_name,
+                email=commit.author_email,
+                date=commit.committed_at.isoformat(),
+                score=score,
+                files=files,
+                snippet=_snippet(commit, words),
+                diff=commit.diff if request.diff else None,
+                diff_truncated=commit.diff_truncated,
+                scores=parts,
+            )
+        )
     return hits
 
 
@@ -334,8 +390,9 @@ def _snippet(commit: Commit, words: set[str]) -> str:
     """The message's body, or the diff lines that hold the query's words (a few lines)."""
     lines = [ln for ln in commit.message.split("\n")[1:] if ln.strip()]
     if words:
-        matching = [ln for ln in lines + commit.diff.split("\n")
-                    if ln.strip() and words & {w.lower() for w in WORD.findall(ln)}]
+        matching = [
+            ln for ln in lines + commit.diff.split("\n") if ln.strip() and words & {w.lower() for w in WORD.findall(ln)}
+        ]
         if matching:
             return "\n".join(ln[:300] for ln in matching[:SNIPPET_LINES])
     return "\n".join(ln[:300] for ln in lines[:SNIPPET_LINES])

@@ -44,12 +44,12 @@ import time
 
 from django.conf import settings
 
-from indexing.replicas import read_connection
+from indexing.keyword import WORD, has_cjk, prepare_text
 from indexing.markdown import without_comments
 from indexing.models import Collection, PathContext
-from indexing.text import strip_frontmatter
+from indexing.replicas import read_connection
 from indexing.selectors import contexts_for
-from indexing.keyword import WORD, has_cjk, prepare_text
+from indexing.text import strip_frontmatter
 from search.request import Mode, SearchRequest
 from search.results import SearchResponse, SearchResult
 from search.retrieval.common import (
@@ -98,8 +98,16 @@ class _Statement:
         return f" AND {column} = ANY(%s::bigint[])"
 
 
-def _score_sql(parsed: ParsedQuery, configs: list[str], collection_ids: list[int] | None, limit: int,
-               per_document: int = 1, full: bool = False, filters=None, list_matching: bool = False):
+def _score_sql(
+    parsed: ParsedQuery,
+    configs: list[str],
+    collection_ids: list[int] | None,
+    limit: int,
+    per_document: int = 1,
+    full: bool = False,
+    filters=None,
+    list_matching: bool = False,
+):
     """One statement: BM25 per passage, the top documents by their best passage, and what they show."""
     s = _Statement(collection_ids)
     _statistics(s)
@@ -117,7 +125,8 @@ def _statistics(s: _Statement) -> None:
     s.ctes.append(
         "st AS (SELECT coalesce(sum(s.n_passages), 0)::float8 AS n,"
         " greatest(coalesce(sum(s.total_length), 0)::float8 / greatest(coalesce(sum(s.n_passages), 0), 1), 1.0)"
-        " AS avgdl FROM search_keyword_stats s WHERE true" + s.in_collections("s.collection_id") + ")")
+        " AS avgdl FROM search_keyword_stats s WHERE true" + s.in_collections("s.collection_id") + ")"
+    )
 
 
 def _query_words(s: _Statement, parsed: ParsedQuery, configs: list[str]) -> None:
@@ -134,8 +143,11 @@ def _query_words(s: _Statement, parsed: ParsedQuery, configs: list[str]) -> None
         sources.append(
             "SELECT NULL::text, t.lexeme, 'prefix:' || p.prefix, 1.0::float8 FROM unnest(%s::text[]) p(prefix)"
             " CROSS JOIN LATERAL (SELECT tt.lexeme FROM search_keyword_term tt"
-            " WHERE tt.lexeme LIKE p.prefix || '%%'" + s.in_collections("tt.collection_id")
-            + " GROUP BY tt.lexeme ORDER BY sum(tt.df) DESC, tt.lexeme LIMIT " + str(PREFIX_EXPANSIONS) + ") t"
+            " WHERE tt.lexeme LIKE p.prefix || '%%'"
+            + s.in_collections("tt.collection_id")
+            + " GROUP BY tt.lexeme ORDER BY sum(tt.df) DESC, tt.lexeme LIMIT "
+            + str(PREFIX_EXPANSIONS)
+            + ") t"
         )
     s.ctes.append("qs AS (" + " UNION ALL ".join(sources) + ")")
     s.ctes.append("qv AS (SELECT lexeme, min(grp) AS grp, max(qtf) AS qtf FROM qs GROUP BY lexeme)")
@@ -155,14 +167,19 @@ def _required_and_excluded(s: _Statement, parsed: ParsedQuery, configs: list[str
         for phrase in parsed.phrases:  # each phrase in some passage of the document
             expr = _tsquery_any(configs, [prepare_text(phrase)], params_phrase := [])
             s.params.extend(params_phrase)
-            selects.append(f"SELECT d.document_id FROM search_keyword_passage d WHERE d.tsv @@ ({expr})"
-                           + s.in_collections("d.collection_id"))
+            selects.append(
+                f"SELECT d.document_id FROM search_keyword_passage d WHERE d.tsv @@ ({expr})"
+                + s.in_collections("d.collection_id")
+            )
         s.ctes.append("cand AS (" + " INTERSECT ".join(selects) + ")")
     if parsed.excluded:
         expr = _tsquery_any(configs, [prepare_text(e) for e in parsed.excluded], params_excl := [])
         s.params.extend(params_excl)
-        s.ctes.append(f"excl AS (SELECT d.document_id FROM search_keyword_passage d WHERE d.tsv @@ ({expr})"
-                      + s.in_collections("d.collection_id") + ")")
+        s.ctes.append(
+            f"excl AS (SELECT d.document_id FROM search_keyword_passage d WHERE d.tsv @@ ({expr})"
+            + s.in_collections("d.collection_id")
+            + ")"
+        )
 
 
 def _filtered(s: _Statement, parsed: ParsedQuery, filters, list_matching: bool) -> tuple[list[str], str, list]:
@@ -172,8 +189,12 @@ def _filtered(s: _Statement, parsed: ParsedQuery, filters, list_matching: bool) 
     probe = ""  # broad filters: tested on each scored document instead (see _top_documents)
     if fragment and list_matching:
         # The documents passing the filters (search.retrieval.filters), once: only they are scored.
-        s.ctes.append("fdoc AS MATERIALIZED (SELECT d.id FROM indexing_document d WHERE d.active"
-                      + s.in_collections("d.collection_id") + fragment + ")")
+        s.ctes.append(
+            "fdoc AS MATERIALIZED (SELECT d.id FROM indexing_document d WHERE d.active"
+            + s.in_collections("d.collection_id")
+            + fragment
+            + ")"
+        )
         s.params.extend(fragment_params)
         where.append("p.document_id IN (SELECT id FROM fdoc)")
     elif fragment:
@@ -205,7 +226,9 @@ def _scored(s: _Statement, where: list[str]) -> None:
         " / (p.tf + %s::float8 * (1 - %s::float8 + %s::float8 * p.length / st.avgdl)))) AS cover"
         " FROM q CROSS JOIN st CROSS JOIN LATERAL ("
         " SELECT pp.passage_id, pp.document_id, pp.tf_body + %s::float8 * pp.tf_title AS tf, pp.length"
-        " FROM search_keyword_posting pp WHERE pp.lexeme = q.lexeme" + s.in_collections("pp.collection_id") + ") p"
+        " FROM search_keyword_posting pp WHERE pp.lexeme = q.lexeme"
+        + s.in_collections("pp.collection_id")
+        + ") p"
         + (" WHERE " + " AND ".join(where) if where else "")
         + " GROUP BY p.passage_id, p.document_id)"
     )
@@ -215,32 +238,47 @@ def _top_documents(s: _Statement, *, per_document: int, limit: int, probe: str, 
     """The `limit` best documents (top) and the passages each shows (shown)."""
     if per_document <= 1:
         # A document is its best passage (ties: the earlier passage).
-        s.ctes.append("best AS (SELECT DISTINCT ON (s.document_id) s.document_id, s.passage_id, s.raw, s.cover, 1 AS r"
-                      " FROM scored s ORDER BY s.document_id, s.raw DESC, s.passage_id)")
+        s.ctes.append(
+            "best AS (SELECT DISTINCT ON (s.document_id) s.document_id, s.passage_id, s.raw, s.cover, 1 AS r"
+            " FROM scored s ORDER BY s.document_id, s.raw DESC, s.passage_id)"
+        )
         if probe:
-            s.ctes.append("top AS (SELECT b.document_id, b.raw, b.cover FROM (SELECT * FROM best ORDER BY raw DESC,"
-                          " document_id OFFSET 0) b" + probe + " LIMIT %s)")
+            s.ctes.append(
+                "top AS (SELECT b.document_id, b.raw, b.cover FROM (SELECT * FROM best ORDER BY raw DESC,"
+                " document_id OFFSET 0) b" + probe + " LIMIT %s)"
+            )
             s.params.extend(fragment_params)
         else:
-            s.ctes.append("top AS (SELECT b.document_id, b.raw, b.cover FROM best b ORDER BY b.raw DESC, b.document_id"
-                          " LIMIT %s)")
-        s.ctes.append("shown AS (SELECT b.document_id, b.passage_id, b.raw AS p_raw, b.r FROM best b"
-                      " JOIN top USING (document_id))")
+            s.ctes.append(
+                "top AS (SELECT b.document_id, b.raw, b.cover FROM best b ORDER BY b.raw DESC, b.document_id LIMIT %s)"
+            )
+        s.ctes.append(
+            "shown AS (SELECT b.document_id, b.passage_id, b.raw AS p_raw, b.r FROM best b"
+            " JOIN top USING (document_id))"
+        )
         s.params.append(limit)
         return
     # Also the next best passages of each document, for several hits per document.
-    s.ctes.append("ranked AS (SELECT s.document_id, s.passage_id, s.raw, s.cover,"
-                  " row_number() OVER (PARTITION BY s.document_id ORDER BY s.raw DESC, s.passage_id) AS r"
-                  " FROM scored s)")
+    s.ctes.append(
+        "ranked AS (SELECT s.document_id, s.passage_id, s.raw, s.cover,"
+        " row_number() OVER (PARTITION BY s.document_id ORDER BY s.raw DESC, s.passage_id) AS r"
+        " FROM scored s)"
+    )
     if probe:
-        s.ctes.append("top AS (SELECT b.document_id, b.raw, b.cover FROM (SELECT * FROM ranked WHERE r = 1"
-                      " ORDER BY raw DESC, document_id OFFSET 0) b" + probe + " LIMIT %s)")
+        s.ctes.append(
+            "top AS (SELECT b.document_id, b.raw, b.cover FROM (SELECT * FROM ranked WHERE r = 1"
+            " ORDER BY raw DESC, document_id OFFSET 0) b" + probe + " LIMIT %s)"
+        )
         s.params.extend(fragment_params)
     else:
-        s.ctes.append("top AS (SELECT k.document_id, k.raw, k.cover FROM ranked k WHERE k.r = 1"
-                      " ORDER BY k.raw DESC, k.document_id LIMIT %s)")
-    s.ctes.append("shown AS (SELECT k.document_id, k.passage_id, k.raw AS p_raw, k.r FROM ranked k"
-                  " JOIN top USING (document_id) WHERE k.r <= %s)")
+        s.ctes.append(
+            "top AS (SELECT k.document_id, k.raw, k.cover FROM ranked k WHERE k.r = 1"
+            " ORDER BY k.raw DESC, k.document_id LIMIT %s)"
+        )
+    s.ctes.append(
+        "shown AS (SELECT k.document_id, k.passage_id, k.raw AS p_raw, k.r FROM ranked k"
+        " JOIN top USING (document_id) WHERE k.r <= %s)"
+    )
     s.params += [limit, per_document]
 
 
@@ -248,8 +286,7 @@ def _with_what_results_show(s: _Statement, configs: list[str], full: bool) -> st
     """The whole statement: the top documents with the text of their best passage(s), cut from the
     body in the database (no second query, no whole body)."""
     sql = (
-        "WITH " + ",\n".join(s.ctes)
-        + "\nSELECT t.document_id, t.raw,"
+        "WITH " + ",\n".join(s.ctes) + "\nSELECT t.document_id, t.raw,"
         # The ideal per configuration (a hit is measured against its collection's reading of
         # the query): summed over all of them, "running" would count as both `run` (english)
         # and `running` (simple), and a word read by another configuration would be "missing".
@@ -318,10 +355,14 @@ def keyword_search(request: SearchRequest, *, snippets: bool = True) -> SearchRe
     filters = request.filters if request.filters is not None and not request.filters.empty else None
     # A filter an index answers for at most LISTED_DOCUMENTS notes: those notes are listed first and
     # only they are scored; a broader one (or one no index answers) is tested on the scored notes.
-    list_matching = (filters is not None and narrows_by_index(filters)
-                     and matching_count(filters, collection_ids, cap=LISTED_DOCUMENTS + 1) <= LISTED_DOCUMENTS)
-    sql, params = _score_sql(parsed, configs, collection_ids, limit, per_document, request.full, filters,
-                             list_matching=list_matching)
+    list_matching = (
+        filters is not None
+        and narrows_by_index(filters)
+        and matching_count(filters, collection_ids, cap=LISTED_DOCUMENTS + 1) <= LISTED_DOCUMENTS
+    )
+    sql, params = _score_sql(
+        parsed, configs, collection_ids, limit, per_document, request.full, filters, list_matching=list_matching
+    )
     with read_connection().cursor() as cursor:
         cursor.execute(sql, params)
         rows = cursor.fetchall()
@@ -340,8 +381,23 @@ def keyword_search(request: SearchRequest, *, snippets: bool = True) -> SearchRe
         weights = json.loads(weights)
     hits: list[list] = []  # [raw, score, collection, docid, path, title, body, [(start line, passage text)], date]
     segments: dict[int, list[tuple[int, str]]] = {}  # document -> its shown passages, best first
-    for (doc_id, raw, _, _, collection_id, docid, path, title, _, start_line, text, body, cover, note_date,
-         date_source) in rows:
+    for (
+        doc_id,
+        raw,
+        _,
+        _,
+        collection_id,
+        docid,
+        path,
+        title,
+        _,
+        start_line,
+        text,
+        body,
+        cover,
+        note_date,
+        date_source,
+    ) in rows:
         text = without_comments(text or "")  # `%%…%%` is neither searched nor shown
         if doc_id in segments:
             segments[doc_id].append(_after_frontmatter(start_line, text))
@@ -349,18 +405,38 @@ def keyword_search(request: SearchRequest, *, snippets: bool = True) -> SearchRe
         segments[doc_id] = [_after_frontmatter(start_line, text)]
         collection = collections.get(collection_id) or Collection.objects.get(id=collection_id)
         share = normalise(float(cover or 0.0), ideals.get(collection.text_search_config, fallback))
-        hits.append([float(raw), share, collection, docid, path, title, body, segments[doc_id],
-                     (note_date.isoformat() if note_date else None, date_source or ""), share])
+        hits.append(
+            [
+                float(raw),
+                share,
+                collection,
+                docid,
+                path,
+                title,
+                body,
+                segments[doc_id],
+                (note_date.isoformat() if note_date else None, date_source or ""),
+                share,
+            ]
+        )
     hits = [hit for hit in _shown_scores(hits) if hit[1] >= request.min_score]
     all_contexts = list(PathContext.objects.all())
     if not snippets and per_document == 1 and not request.full:
         fill = _snippet_filler(weights, parsed)
         for raw, score, collection, docid, path, title, _, segments, (day, source), share in hits:
-            response.results.append(SearchResult(
-                docid=docid, collection=collection.name, path=path, title=title, score=round(score, 4),
-                context=contexts_for(collection, path, all_contexts=all_contexts),
-                scores={"bm25": round(raw, 4), "share": round(share, 4)}, date=day, date_source=source,
-            ))
+            response.results.append(
+                SearchResult(
+                    docid=docid,
+                    collection=collection.name,
+                    path=path,
+                    title=title,
+                    score=round(score, 4),
+                    context=contexts_for(collection, path, all_contexts=all_contexts),
+                    scores={"bm25": round(raw, 4), "share": round(share, 4)},
+                    date=day,
+                    date_source=source,
+                )
+            )
             defer_snippet(response.results[-1], fill, (collection.text_search_config, segments))
         response.timings["total"] = (time.perf_counter() - started) * 1000
         return response
@@ -372,13 +448,23 @@ def keyword_search(request: SearchRequest, *, snippets: bool = True) -> SearchRe
         best = passages[0][0] if passages and passages[0][0] > 0 else 0.0
         for n, (p_score, line, snippet, highlights) in enumerate(passages):
             hit_score = score if n == 0 or not best else score * max(0.0, min(1.0, p_score / best))
-            response.results.append(SearchResult(
-                docid=docid, collection=collection.name, path=path, title=title,
-                score=round(hit_score, 4), line=line, snippet=snippet, highlights=highlights, context=context,
-                body=body if request.full else None,
-                scores={"bm25": round(raw, 4), "passage": round(p_score, 4), "share": round(share, 4)},
-                date=day, date_source=source,
-            ))
+            response.results.append(
+                SearchResult(
+                    docid=docid,
+                    collection=collection.name,
+                    path=path,
+                    title=title,
+                    score=round(hit_score, 4),
+                    line=line,
+                    snippet=snippet,
+                    highlights=highlights,
+                    context=context,
+                    body=body if request.full else None,
+                    scores={"bm25": round(raw, 4), "passage": round(p_score, 4), "share": round(share, 4)},
+                    date=day,
+                    date_source=source,
+                )
+            )
     response.timings["total"] = (time.perf_counter() - started) * 1000
     return response
 
@@ -419,13 +505,14 @@ def _has_lexemes(parsed: ParsedQuery, configs: list[str]) -> bool:
 
 # --- snippets --------------------------------------------------------------------------
 
+
 def _after_frontmatter(first_line: int, text: str) -> tuple[int, str]:
     """A passage without the note's frontmatter (the first passage holds it): its words are
     searched, but a snippet never starts in raw YAML."""
     if first_line != 1 or not text.startswith("---"):
         return first_line, text
     body = strip_frontmatter(text)
-    return first_line + text[:len(text) - len(body)].count("\n"), body
+    return first_line + text[: len(text) - len(body)].count("\n"), body
 
 
 _WORD_CACHE: dict[tuple[str, str], tuple[str, ...]] = {}
@@ -450,14 +537,26 @@ class _Matcher:
         # or with a prefix. C++/C#/CJK lexemes need the general path (every word, filtered).
         starts = sorted(self.heads | set(self.prefixes))
         special = self.cjk or any(lex.endswith(("plusplus", "sharp")) for lex in self.weights)
-        self.scan = (re.compile(r"(?i)(?<![^\W_])(?<![^\W_]\.)(?:" + "|".join(map(re.escape, starts))
-                                + r")[^\W_]*(?:\.[^\W_]+)*(?:\+\+|#)?") if starts and not special else None)
+        self.scan = (
+            re.compile(
+                r"(?i)(?<![^\W_])(?<![^\W_]\.)(?:"
+                + "|".join(map(re.escape, starts))
+                + r")[^\W_]*(?:\.[^\W_]+)*(?:\+\+|#)?"
+            )
+            if starts and not special
+            else None
+        )
 
     def _candidate(self, word: str) -> bool:
         """Could this word match the query? (cheap: shares a lexeme's first letters, or a prefix)"""
         low = word.lower()
-        return (low[:2] in self.heads or "+" in low or "#" in low or (self.cjk and has_cjk(low))
-                or (bool(self.prefixes) and low.startswith(self.prefixes)))
+        return (
+            low[:2] in self.heads
+            or "+" in low
+            or "#" in low
+            or (self.cjk and has_cjk(low))
+            or (bool(self.prefixes) and low.startswith(self.prefixes))
+        )
 
     def load(self, docs) -> None:
         """Find the candidate words of `docs` ((configuration, text) pairs), map them to
@@ -524,8 +623,9 @@ class _Matcher:
                     yield number, piece.strip(), start > 0, end < len(line), offset + start + lead
             offset += len(raw)
 
-    def passages(self, segments: list[tuple[int, str]], count: int,
-                 config: str) -> list[tuple[float, int, str, list[tuple[int, int]]]]:
+    def passages(
+        self, segments: list[tuple[int, str]], count: int, config: str
+    ) -> list[tuple[float, int, str, list[tuple[int, int]]]]:
         """Up to `count` snippets from a document's shown passages ((first line, text) pairs,
         best first); the first comes from the best passage when that holds a match."""
         words = self.hits.get(config, {})
@@ -556,9 +656,14 @@ class _Matcher:
                 continue
             # distinct query words count fully, repeats a little
             j, size, seen, score = i, 0, set(), 0.0
-            while j < len(units) and (j == i or (size + len(units[j][1]) <= SNIPPET_CHARS
-                                                 and units[j][0] != units[j - 1][0]
-                                                 and segment_of[j] == segment_of[i])):
+            while j < len(units) and (
+                j == i
+                or (
+                    size + len(units[j][1]) <= SNIPPET_CHARS
+                    and units[j][0] != units[j - 1][0]
+                    and segment_of[j] == segment_of[i]
+                )
+            ):
                 for key, weight in scored_units[j][1]:
                     score += weight * 0.1 if key in seen else weight
                     seen.add(key)

@@ -26,20 +26,20 @@ from dataclasses import dataclass, field
 
 from django.db import DatabaseError
 
-from indexing.errors import InvalidSearchInput
 from indexing.access import Access
+from indexing.errors import InvalidSearchInput
 from indexing.models import Chunk, Document, DocumentLink
 from indexing.selectors import _visible_documents, document_resolve
 from indexing.services.embedding import embedding_config, fingerprint_configured
 from search.retrieval.vector import nearest_chunks
 
-LINK_BONUS = 0.5       # per direction: the note links to it / it links to the note
-TAG_BONUS = 0.1        # per shared tag
+LINK_BONUS = 0.5  # per direction: the note links to it / it links to the note
+TAG_BONUS = 0.1  # per shared tag
 MAX_TAG_BONUS = 0.3
 MAX_TAG_CANDIDATES = 500  # notes sharing a tag kept for one note (the most shared tags win)
 MAX_TAGS_CONSIDERED = 20  # of the note's tags that other notes carry: a note of 10,000 tags took minutes
-MAX_TAG_LOOKUPS = 60      # of the note's tags looked up (in order) to find those
-NOTES_PER_TAG = 200       # notes read for each of those tags
+MAX_TAG_LOOKUPS = 60  # of the note's tags looked up (in order) to find those
+NOTES_PER_TAG = 200  # notes read for each of those tags
 MAX_LINK_CANDIDATES = 500  # notes read for each link direction
 
 
@@ -71,10 +71,16 @@ class RelatedNote:
     def as_dict(self) -> dict:
         doc = self.document
         return {
-            "docid": doc.docid, "uri": doc.uri, "collection": doc.collection.name, "path": doc.path,
-            "title": doc.title, "score": round(self.score, 4),
+            "docid": doc.docid,
+            "uri": doc.uri,
+            "collection": doc.collection.name,
+            "path": doc.path,
+            "title": doc.title,
+            "score": round(self.score, 4),
             "similarity": None if self.similarity is None else round(self.similarity, 4),
-            "reasons": self.reasons, "links_to_it": self.links_to_it, "linked_from_it": self.linked_from_it,
+            "reasons": self.reasons,
+            "links_to_it": self.links_to_it,
+            "linked_from_it": self.linked_from_it,
             "shared_tags": list(self.shared_tags),
         }
 
@@ -90,21 +96,29 @@ class RelatedNotes:
         """The JSON shape shared by `pmd related --json`, /api/related and the MCP tool."""
         doc = self.document
         return {
-            "docid": doc.docid, "uri": doc.uri, "collection": doc.collection.name, "path": doc.path,
-            "title": doc.title, "results": [r.as_dict() for r in self.results], "warnings": list(self.warnings),
+            "docid": doc.docid,
+            "uri": doc.uri,
+            "collection": doc.collection.name,
+            "path": doc.path,
+            "title": doc.title,
+            "results": [r.as_dict() for r in self.results],
+            "warnings": list(self.warnings),
             "copies": self.copies,
         }
 
 
-def related_notes(reference: str, *, access: Access, limit: int = 10,
-                  collections: list[str] | None = None) -> RelatedNotes:
+def related_notes(
+    reference: str, *, access: Access, limit: int = 10, collections: list[str] | None = None
+) -> RelatedNotes:
     """The notes related to the note `reference` names (found as `pmd get` finds it; raises
     DocumentNotFound likewise), best first, at most `limit`."""
     doc = document_resolve(reference, access=access, collections=collections or None).document
     limit = max(1, int(limit))
     visible = _visible_documents(access).filter(active=True).exclude(content_id=doc.content_id)
-    result = RelatedNotes(document=doc, copies=_visible_documents(access).filter(
-        active=True, content_id=doc.content_id).exclude(pk=doc.pk).count())
+    result = RelatedNotes(
+        document=doc,
+        copies=_visible_documents(access).filter(active=True, content_id=doc.content_id).exclude(pk=doc.pk).count(),
+    )
     found: dict[int, RelatedNote] = {}
 
     def entry(other: Document) -> RelatedNote:
@@ -117,8 +131,9 @@ def related_notes(reference: str, *, access: Access, limit: int = 10,
     docs = visible.select_related("collection").defer("frontmatter", "tags", "tags_with_parents")
     for other in docs.filter(pk__in=DocumentLink.objects.filter(target=doc).values("source_id"))[:MAX_LINK_CANDIDATES]:
         entry(other).links_to_it = True
-    for other in docs.filter(pk__in=DocumentLink.objects.filter(source=doc, target__isnull=False)
-                             .values("target_id"))[:MAX_LINK_CANDIDATES]:
+    for other in docs.filter(pk__in=DocumentLink.objects.filter(source=doc, target__isnull=False).values("target_id"))[
+        :MAX_LINK_CANDIDATES
+    ]:
         entry(other).linked_from_it = True
     shared = _sharing_tags(visible, list(dict.fromkeys(doc.tags or [])))
     if shared:
@@ -133,8 +148,11 @@ def related_notes(reference: str, *, access: Access, limit: int = 10,
             entry(other).similarity = similar[other.pk]
 
     for note in found.values():
-        note.score = ((note.similarity or 0.0) + LINK_BONUS * (note.links_to_it + note.linked_from_it)
-                      + min(MAX_TAG_BONUS, TAG_BONUS * len(note.shared_tags)))
+        note.score = (
+            (note.similarity or 0.0)
+            + LINK_BONUS * (note.links_to_it + note.linked_from_it)
+            + min(MAX_TAG_BONUS, TAG_BONUS * len(note.shared_tags))
+        )
     ranked = sorted(found.values(), key=lambda n: (-n.score, n.document.title.lower(), n.document.uri))
     result.results = ranked[:limit]
     return result
@@ -163,8 +181,12 @@ def _nearest(doc: Document, access: Access, *, want: int) -> tuple[dict[int, flo
     fingerprint = fingerprint_configured(embedding_config())
     if fingerprint is None:
         return {}, "nothing is embedded with the configured model: showing links and tags only (run `pmd embed`)"
-    vectors = [list(v) for v in Chunk.objects.filter(fingerprint=fingerprint, content_id=doc.content_id)
-               .values_list("embedding", flat=True)]
+    vectors = [
+        list(v)
+        for v in Chunk.objects.filter(fingerprint=fingerprint, content_id=doc.content_id).values_list(
+            "embedding", flat=True
+        )
+    ]
     if not vectors:
         return {}, "this note has no embeddings yet: showing links and tags only (run `pmd embed`)"
     mean = [sum(column) / len(vectors) for column in zip(*vectors)]
@@ -174,8 +196,9 @@ def _nearest(doc: Document, access: Access, *, want: int) -> tuple[dict[int, flo
     mean = [x / norm for x in mean]
     own_chunks = len(vectors)
     try:
-        rows = nearest_chunks(fingerprint, mean, k=min(10_000, own_chunks + max(40, want * 4)),
-                              collection_ids=access.collection_ids())
+        rows = nearest_chunks(
+            fingerprint, mean, k=min(10_000, own_chunks + max(40, want * 4)), collection_ids=access.collection_ids()
+        )
     except (InvalidSearchInput, DatabaseError) as exc:
         return {}, f"vector search is unavailable ({exc}): showing links and tags only"
     best: dict[int, float] = {}

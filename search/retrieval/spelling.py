@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 
-from indexing.replicas import read_connection
 from indexing.keyword import WORD, prepare_text
 from indexing.models import Collection
+from indexing.replicas import read_connection
 from search.retrieval.query_parser import MIN_PREFIX, parse_query
 
 MIN_LENGTH = 4
@@ -95,7 +95,9 @@ def query_correction(query: str, *, collection_ids: list[int] | None) -> Correct
 
 
 def _configs(collection_ids: list[int] | None) -> list[str]:
-    collections = Collection.objects.all() if collection_ids is None else Collection.objects.filter(id__in=collection_ids)
+    collections = (
+        Collection.objects.all() if collection_ids is None else Collection.objects.filter(id__in=collection_ids)
+    )
     return sorted(set(collections.values_list("text_search_config", flat=True))) or [settings.PMD_TEXT_SEARCH_CONFIG]
 
 
@@ -132,7 +134,7 @@ def typed_prefix(query: str, *, collection_ids: list[int] | None) -> str:
     with read_connection().cursor() as cursor:
         if not _unmatched(cursor, [word], _configs(collection_ids), scope, scope_params):
             return query
-    return query[:match.end()] + "*"
+    return query[: match.end()] + "*"
 
 
 # What a slip of the finger most often is, as the correction that undoes it: two letters swapped, a
@@ -159,8 +161,11 @@ def _one_edit(word: str) -> dict[str, str]:
     out: dict[str, str] = {}
 
     def add(candidate: str, kind: str) -> None:
-        if candidate != word and len(candidate) >= MIN_LENGTH - 1 and \
-                EDIT_PRIOR[kind] >= EDIT_PRIOR[out.get(candidate, "substitution")]:
+        if (
+            candidate != word
+            and len(candidate) >= MIN_LENGTH - 1
+            and EDIT_PRIOR[kind] >= EDIT_PRIOR[out.get(candidate, "substitution")]
+        ):
             out[candidate] = kind
 
     for a, b in splits:
@@ -183,8 +188,9 @@ COOCCURRENCE_WEIGHT = 2.0
 PRIOR_WEIGHT = 1.0
 
 
-def _nearest_by_one_edit(cursor, word: str, configs: list[str], scope: str, scope_params: list,
-                         context: list[str] = ()) -> str | None:
+def _nearest_by_one_edit(
+    cursor, word: str, configs: list[str], scope: str, scope_params: list, context: list[str] = ()
+) -> str | None:
     """The indexed lexeme of a word one edit away (each candidate read by the collections'
     configurations, so `vaccinaton` finds `vaccin`, the stem of `vaccination`) that best fits the
     query: the more passages it shares with the query's other words, then the more frequent. By
@@ -197,13 +203,28 @@ def _nearest_by_one_edit(cursor, word: str, configs: list[str], scope: str, scop
         " WHERE t.lexeme = u.lexeme" + scope + ") AS df FROM unnest(%s::text[], %s::float8[]) w(t, prior)"
         " CROSS JOIN unnest(%s::text[]) c(cfg) CROSS JOIN LATERAL unnest(to_tsvector(c.cfg::regconfig, w.t)) u"
         " WHERE u.lexeme ~ '^[[:alpha:]]+$' AND EXISTS (SELECT 1 FROM search_keyword_term t WHERE t.lexeme = u.lexeme"
-        + scope + ") GROUP BY u.lexeme ORDER BY df DESC, u.lexeme LIMIT " + str(CANDIDATES) + "),"
+        + scope
+        + ") GROUP BY u.lexeme ORDER BY df DESC, u.lexeme LIMIT "
+        + str(CANDIDATES)
+        + "),"
         " ctx AS (SELECT DISTINCT p.passage_id FROM search_keyword_posting p WHERE p.lexeme IN ("
-        " SELECT u.lexeme FROM unnest(%s::text[]) c(cfg), unnest(to_tsvector(c.cfg::regconfig, %s)) u)" + posting_scope + ")"
+        " SELECT u.lexeme FROM unnest(%s::text[]) c(cfg), unnest(to_tsvector(c.cfg::regconfig, %s)) u)"
+        + posting_scope
+        + ")"
         " SELECT cand.lexeme, cand.df, cand.prior, (SELECT count(*) FROM search_keyword_posting p WHERE p.lexeme = cand.lexeme"
-        + posting_scope + " AND p.passage_id IN (SELECT passage_id FROM ctx))::float8 FROM cand",
-        [*scope_params, list(edits), [EDIT_PRIOR[k] * PRIOR_WEIGHT for k in edits.values()], configs, *scope_params,
-         configs, prepare_text(" ".join(context)), *scope_params, *scope_params],
+        + posting_scope
+        + " AND p.passage_id IN (SELECT passage_id FROM ctx))::float8 FROM cand",
+        [
+            *scope_params,
+            list(edits),
+            [EDIT_PRIOR[k] * PRIOR_WEIGHT for k in edits.values()],
+            configs,
+            *scope_params,
+            configs,
+            prepare_text(" ".join(context)),
+            *scope_params,
+            *scope_params,
+        ],
     )
     rows = cursor.fetchall()
     if not rows:
@@ -225,10 +246,17 @@ def _nearest_in_vocabulary(cursor, word: str, lexemes: list[str], scope: str, sc
     cursor.execute(
         "SELECT x.lexeme FROM (SELECT t.lexeme, sum(t.df) AS df,"
         " (SELECT min(levenshtein_less_equal(t.lexeme, f, %s)) FROM unnest(%s::text[]) f) AS dist"
-        " FROM search_keyword_term t WHERE length(t.lexeme) BETWEEN %s AND %s AND t.lexeme ~ '^[[:alpha:]]+$'" + scope
+        " FROM search_keyword_term t WHERE length(t.lexeme) BETWEEN %s AND %s AND t.lexeme ~ '^[[:alpha:]]+$'"
+        + scope
         + " GROUP BY t.lexeme) x WHERE x.dist <= %s ORDER BY x.dist, x.df DESC, x.lexeme LIMIT 1",
-        [limit, forms, max(1, min(len(f) for f in forms) - limit), max(len(f) for f in forms) + limit,
-         *scope_params, limit],
+        [
+            limit,
+            forms,
+            max(1, min(len(f) for f in forms) - limit),
+            max(len(f) for f in forms) + limit,
+            *scope_params,
+            limit,
+        ],
     )
     row = cursor.fetchone()
     return row[0] if row else None

@@ -28,8 +28,8 @@ from collections import defaultdict
 from django.conf import settings
 from django.db import transaction
 
-from indexing.replicas import read_alias, read_connection
 from indexing import errors
+from indexing.llm import embedding_prompts, get_backend
 from indexing.markdown import without_comments
 from indexing.models import (
     Collection,
@@ -38,6 +38,7 @@ from indexing.models import (
     LLMCache,
     PathContext,
 )
+from indexing.replicas import read_alias, read_connection
 from indexing.selectors import contexts_for
 from indexing.services.embedding import (
     distance_sql,
@@ -46,28 +47,28 @@ from indexing.services.embedding import (
     fingerprint_configured,
     pending_count,
 )
-from indexing.llm import embedding_prompts, get_backend
 from search.request import Mode, SearchRequest
 from search.results import SearchResponse, SearchResult
 from search.retrieval.common import (
     SNIPPET_CHARS,
     collection_ids_for,
-    request_access,
     defer_snippet,
     line_pieces,
+    request_access,
 )
 from search.retrieval.filters import filter_sql, matching_count, named
 
-MAX_CANDIDATES = 10_000   # chunks read for one search (pgvector's iterative scan stops at 20k tuples)
-MAX_EF_SEARCH = 1000      # pgvector's upper bound
+MAX_CANDIDATES = 10_000  # chunks read for one search (pgvector's iterative scan stops at 20k tuples)
+MAX_EF_SEARCH = 1000  # pgvector's upper bound
 # A filter matching at most this many documents is searched exactly: the distances of their
 # chunks only, no HNSW index (a selective filter leaves the iterative scan short of the limit).
 EXACT_FILTER_DOCUMENTS = 5000
 SNIPPET_LINES = 4
 
 
-def vector_search(request: SearchRequest, *, exact: bool = False, snippets: bool = True,
-                  chance: bool = False) -> SearchResponse:
+def vector_search(
+    request: SearchRequest, *, exact: bool = False, snippets: bool = True, chance: bool = False
+) -> SearchResponse:
     """The `vsearch` service: one SearchRequest in, one SearchResponse out. `snippets=False`
     leaves snippets, lines and highlights to `complete_snippets` (hybrid search shows a few
     of the hits it fetches); `chance=True` adds the index's `chance_cosine` (hybrid's fusion)."""
@@ -90,8 +91,9 @@ def vector_search(request: SearchRequest, *, exact: bool = False, snippets: bool
     response.timings["embed_query"] = (time.perf_counter() - started) * 1000
     if fingerprint is None:
         raise _not_embedded(config.model, dims=len(vector))
-    response = search_by_vector(request, vector, fingerprint, response=response, collection_ids=collection_ids,
-                                exact=exact, snippets=snippets)
+    response = search_by_vector(
+        request, vector, fingerprint, response=response, collection_ids=collection_ids, exact=exact, snippets=snippets
+    )
     if chance:
         started = time.perf_counter()
         response.chance_score = chance_cosine(fingerprint)
@@ -99,9 +101,16 @@ def vector_search(request: SearchRequest, *, exact: bool = False, snippets: bool
     return response
 
 
-def search_by_vector(request: SearchRequest, vector: list[float], fingerprint: EmbeddingFingerprint, *,
-                     collection_ids: list[int] | None, response: SearchResponse | None = None,
-                     exact: bool = False, snippets: bool = True) -> SearchResponse:
+def search_by_vector(
+    request: SearchRequest,
+    vector: list[float],
+    fingerprint: EmbeddingFingerprint,
+    *,
+    collection_ids: list[int] | None,
+    response: SearchResponse | None = None,
+    exact: bool = False,
+    snippets: bool = True,
+) -> SearchResponse:
     """Vector search once the query is a vector of `fingerprint`, in the collections
     `collection_ids` (collection_ids_for: what the request may see): the filter count, the nearest
     chunks, the results. (`pmd bench --mode filtered` times this with synthetic vectors.)"""
@@ -121,8 +130,9 @@ def search_by_vector(request: SearchRequest, vector: list[float], fingerprint: E
             return response
         filtered_exact = matching <= EXACT_FILTER_DOCUMENTS
     started = time.perf_counter()
-    rows = nearest_chunks(fingerprint, vector, k=wanted, collection_ids=collection_ids, exact=exact or filtered_exact,
-                          filters=filters)
+    rows = nearest_chunks(
+        fingerprint, vector, k=wanted, collection_ids=collection_ids, exact=exact or filtered_exact, filters=filters
+    )
     response.timings["nearest"] = (time.perf_counter() - started) * 1000
 
     started = time.perf_counter()
@@ -130,15 +140,23 @@ def search_by_vector(request: SearchRequest, vector: list[float], fingerprint: E
     response.timings["results"] = (time.perf_counter() - started) * 1000
     started = time.perf_counter()
     # Of the collections searched: a member is not told about documents they cannot see.
-    missing = 0 if collection_ids == [] else pending_count(
-        fingerprint, None if collection_ids is None else sorted(
-            Collection.objects.filter(pk__in=collection_ids).values_list("name", flat=True)))
+    missing = (
+        0
+        if collection_ids == []
+        else pending_count(
+            fingerprint,
+            None
+            if collection_ids is None
+            else sorted(Collection.objects.filter(pk__in=collection_ids).values_list("name", flat=True)),
+        )
+    )
     response.timings["pending_check"] = (time.perf_counter() - started) * 1000
     if missing:
         underway = embedding_underway()
         response.warnings.append(
             f"{missing} document(s) have no embeddings yet and cannot be found by vector search: "
-            + (f"they are {underway}, and join as they are done" if underway else "run `pmd embed`"))
+            + (f"they are {underway}, and join as they are done" if underway else "run `pmd embed`")
+        )
     return response
 
 
@@ -195,44 +213,77 @@ def _not_embedded(model: str, *, dims: int | None = None) -> errors.NotEmbedded:
     if held:
         from indexing.services.index_config import index_config_effective
 
-        overridden = [f"{r['name']}={r['value']} (the index is configured with {r['index']})"
-                      for r in index_config_effective() if r["mismatch"]]
-        why = (f"this process's environment sets {', '.join(overridden)}: unset it to search the index's vectors"
-               if overridden else "replacing them means embedding everything again (`pmd config set` with --yes)")
+        overridden = [
+            f"{r['name']}={r['value']} (the index is configured with {r['index']})"
+            for r in index_config_effective()
+            if r["mismatch"]
+        ]
+        why = (
+            f"this process's environment sets {', '.join(overridden)}: unset it to search the index's vectors"
+            if overridden
+            else "replacing them means embedding everything again (`pmd config set` with --yes)"
+        )
         return errors.NotEmbedded(
             f"the index holds embeddings from {', '.join(held)}, not from {model}{f' ({dims}d)' if dims else ''} "
             f"with the current chunk settings; vector search never mixes models: {why}",
-            model=model, held=held)
+            model=model,
+            held=held,
+        )
     underway = embedding_underway()
     if underway:
-        return errors.NotEmbedded(f"nothing is embedded with {model} yet: the notes are {underway}",
-                                  model=model, underway=True)
+        return errors.NotEmbedded(
+            f"nothing is embedded with {model} yet: the notes are {underway}", model=model, underway=True
+        )
     return errors.NotEmbedded(f"nothing is embedded with {model} yet", model=model)
 
 
-def nearest_chunks(fingerprint: EmbeddingFingerprint, vector: list[float], *, k: int,
-                   collection_ids: list[int] | None = None, exact: bool = False,
-                   ef_search: int | None = None, filters=None) -> list[tuple]:
+def nearest_chunks(
+    fingerprint: EmbeddingFingerprint,
+    vector: list[float],
+    *,
+    k: int,
+    collection_ids: list[int] | None = None,
+    exact: bool = False,
+    ef_search: int | None = None,
+    filters=None,
+) -> list[tuple]:
     """The k chunks nearest to `vector` among active documents (of `collection_ids`, passing
     `filters`: search.filters.SearchFilters), with every such document that uses each chunk's
     content: rows of (content_hash, seq, char_start, char_end, start_line, distance, document
     id, docid, path, title, collection id, collection name, note date, date source).
     With filters, `exact` reads only the chunks of the matching documents."""
-    return _run_nearest(fingerprint, vector, k=k, collection_ids=collection_ids, exact=exact, ef_search=ef_search,
-                        filters=filters)
+    return _run_nearest(
+        fingerprint, vector, k=k, collection_ids=collection_ids, exact=exact, ef_search=ef_search, filters=filters
+    )
 
 
-def explain_nearest(fingerprint: EmbeddingFingerprint, vector: list[float], *, k: int = 10,
-                    collection_ids: list[int] | None = None, exact: bool = False, filters=None) -> str:
+def explain_nearest(
+    fingerprint: EmbeddingFingerprint,
+    vector: list[float],
+    *,
+    k: int = 10,
+    collection_ids: list[int] | None = None,
+    exact: bool = False,
+    filters=None,
+) -> str:
     """The query plan of the nearest-chunk step, as vector search runs it."""
-    rows = _run_nearest(fingerprint, vector, k=k, collection_ids=collection_ids, exact=exact, explain=True,
-                        filters=filters)
+    rows = _run_nearest(
+        fingerprint, vector, k=k, collection_ids=collection_ids, exact=exact, explain=True, filters=filters
+    )
     return "\n".join(r[0] for r in rows)
 
 
-def _run_nearest(fingerprint: EmbeddingFingerprint, vector: list[float], *, k: int,
-                 collection_ids: list[int] | None, exact: bool, explain: bool = False,
-                 ef_search: int | None = None, filters=None) -> list[tuple]:
+def _run_nearest(
+    fingerprint: EmbeddingFingerprint,
+    vector: list[float],
+    *,
+    k: int,
+    collection_ids: list[int] | None,
+    exact: bool,
+    explain: bool = False,
+    ef_search: int | None = None,
+    filters=None,
+) -> list[tuple]:
     dims, fp = int(fingerprint.dims), int(fingerprint.pk)
     if len(vector) != dims:
         raise errors.InvalidSearchInput(f"query vector has {len(vector)} dimensions, the index {dims}")
@@ -274,7 +325,9 @@ def _run_nearest(fingerprint: EmbeddingFingerprint, vector: list[float], *, k: i
             ORDER BY distance
             LIMIT %(k)s
         )"""
-    sql = nearest + f"""
+    sql = (
+        nearest
+        + f"""
         SELECT n.content_hash, n.seq, n.char_start, n.char_end, n.start_line, n.distance,
                d.id, d.docid, d.path, d.title, d.collection_id, col.name, d.note_date, d.date_source
         FROM nearest n
@@ -282,6 +335,7 @@ def _run_nearest(fingerprint: EmbeddingFingerprint, vector: list[float], *, k: i
         JOIN indexing_collection col ON col.id = d.collection_id
         ORDER BY n.distance, col.name, d.path
     """
+    )
     if fragment and exact:
         planner = {}
     elif exact:
@@ -293,7 +347,11 @@ def _run_nearest(fingerprint: EmbeddingFingerprint, vector: list[float], *, k: i
             "enable_seqscan": "off",
             "enable_sort": "off",
         }
-    with transaction.atomic(using=read_alias()), read_connection().cursor() as cursor, _planner_settings(cursor, planner):
+    with (
+        transaction.atomic(using=read_alias()),
+        read_connection().cursor() as cursor,
+        _planner_settings(cursor, planner),
+    ):
         cursor.execute(("EXPLAIN " if explain else "") + sql, params)
         return cursor.fetchall()
 
@@ -309,22 +367,27 @@ def _planner_settings(cursor, values: dict[str, str]):
         return
     cursor.execute("SELECT " + ", ".join("current_setting(%s, true)" for _ in names), names)
     previous = cursor.fetchone()
-    cursor.execute("SELECT " + ", ".join("set_config(%s, %s, true)" for _ in names),
-                   [x for name in names for x in (name, values[name])])
+    cursor.execute(
+        "SELECT " + ", ".join("set_config(%s, %s, true)" for _ in names),
+        [x for name in names for x in (name, values[name])],
+    )
     try:
         yield
     finally:
         restore = [(name, old) for name, old in zip(names, previous) if old is not None]
         if restore and not cursor.db.needs_rollback:
-            cursor.execute("SELECT " + ", ".join("set_config(%s, %s, true)" for _ in restore),
-                           [x for pair in restore for x in pair])
+            cursor.execute(
+                "SELECT " + ", ".join("set_config(%s, %s, true)" for _ in restore),
+                [x for pair in restore for x in pair],
+            )
 
 
 planner_settings = _planner_settings  # history search's vector retriever plans the same way
 
 
-def _results(rows: list[tuple], request: SearchRequest, query: str, limit: int, hits: int, *,
-             snippets: bool = True) -> list[SearchResult]:
+def _results(
+    rows: list[tuple], request: SearchRequest, query: str, limit: int, hits: int, *, snippets: bool = True
+) -> list[SearchResult]:
     """Best chunk(s) per document, in score order, shaped as SearchResults."""
     per_document: dict[int, list[tuple]] = defaultdict(list)
     order: list[int] = []
@@ -355,8 +418,22 @@ def _results(rows: list[tuple], request: SearchRequest, query: str, limit: int, 
     results = []
     for chunks in picked:
         for row in chunks:
-            (_, seq, char_start, char_end, start_line, distance, doc_id, docid, path, title, collection_id,
-             collection_name, note_date, date_source) = row
+            (
+                _,
+                seq,
+                char_start,
+                char_end,
+                start_line,
+                distance,
+                doc_id,
+                docid,
+                path,
+                title,
+                collection_id,
+                collection_name,
+                note_date,
+                date_source,
+            ) = row
             if 1 - distance < request.min_score:
                 continue
             if snippets:
@@ -367,16 +444,26 @@ def _results(rows: list[tuple], request: SearchRequest, query: str, limit: int, 
             d = float(distance)
             # A NaN distance (e.g. a zero vector) is no match: min(1.0, nan) would read 1.0.
             score = max(0.0, min(1.0, 1.0 - d)) if math.isfinite(d) else 0.0
-            results.append(SearchResult(
-                docid=docid, collection=collection_name, path=path, title=title, score=score, line=line,
-                snippet=snippet, highlights=highlights,
-                context=contexts_for(collections.get(collection_id), path, all_contexts=all_contexts),
-                date=note_date.isoformat() if note_date else None, date_source=date_source or "",
-                body=body if request.full else None,
-                scores={"cosine": round(score, 6), "chunk": seq, "chunk_line": start_line},
-                explain={"chunk": seq, "chunk_chars": [char_start, char_end], "distance": float(distance)}
-                if request.explain else None,
-            ))
+            results.append(
+                SearchResult(
+                    docid=docid,
+                    collection=collection_name,
+                    path=path,
+                    title=title,
+                    score=score,
+                    line=line,
+                    snippet=snippet,
+                    highlights=highlights,
+                    context=contexts_for(collections.get(collection_id), path, all_contexts=all_contexts),
+                    date=note_date.isoformat() if note_date else None,
+                    date_source=date_source or "",
+                    body=body if request.full else None,
+                    scores={"cosine": round(score, 6), "chunk": seq, "chunk_line": start_line},
+                    explain={"chunk": seq, "chunk_chars": [char_start, char_end], "distance": float(distance)}
+                    if request.explain
+                    else None,
+                )
+            )
             if not snippets:
                 defer_snippet(results[-1], fill, (doc_id, char_start, char_end))
     return results
@@ -386,11 +473,11 @@ def _snippet_filler(terms: set[str]):
     """The batch that fills deferred vector snippets: one query for the bodies."""
 
     def fill(items) -> None:
-        bodies = dict(Document.objects.filter(pk__in={data[0] for _, data in items})
-                      .values_list("pk", "content__body"))
+        bodies = dict(Document.objects.filter(pk__in={data[0] for _, data in items}).values_list("pk", "content__body"))
         for result, (doc_id, char_start, char_end) in items:
             result.snippet, result.line, result.highlights = chunk_snippet(
-                bodies.get(doc_id, ""), char_start, char_end, terms)
+                bodies.get(doc_id, ""), char_start, char_end, terms
+            )
 
     return fill
 
@@ -459,8 +546,9 @@ def chunk_snippet(body: str, char_start: int, char_end: int, terms: set[str]) ->
             best, best_score = i, score
     if best is None:
         best = next((i for i, unit in enumerate(units) if unit[1].strip()), 0)
-    parts = [(units[k][0], ("…" if units[k][2] else "") + units[k][1] + ("…" if units[k][3] else ""))
-             for k in shown(best)]
+    parts = [
+        (units[k][0], ("…" if units[k][2] else "") + units[k][1] + ("…" if units[k][3] else "")) for k in shown(best)
+    ]
     while len(parts) > 1 and not parts[-1][1].strip():
         parts.pop()
     snippet = "\n".join(text for _, text in parts)

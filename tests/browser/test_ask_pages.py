@@ -13,10 +13,10 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 NOTES = {
     "ops/vacuum.md": "---\ntags: [postgres]\n---\n\n# Tuning PostgreSQL autovacuum\n\nSome history first.\n\n"
-                     "## Dead tuples\n\nLower autovacuum_vacuum_scale_factor so vacuum runs after fewer dead "
-                     "tuples. Dead rows bloat tables and slow every query.\n",
+    "## Dead tuples\n\nLower autovacuum_vacuum_scale_factor so vacuum runs after fewer dead "
+    "tuples. Dead rows bloat tables and slow every query.\n",
     "kitchen/bread.md": "# Baking sourdough bread\n\nFeed the starter flour and water, let the dough rise "
-                        "overnight, bake in a hot oven until the crust is dark.\n",
+    "overnight, bake in a hot oven until the crust is dark.\n",
 }
 
 # Every text the answer box shows while the answer is written (its length, once per change).

@@ -27,8 +27,9 @@ def reports(tmp_path, make_user, transactional_db):
     folder = tmp_path / "reports"
     folder.mkdir()
     shutil.copy(FORMAT_FIXTURES / "report.pdf", folder / "report.pdf")
-    collection = collection_create(path=folder, name="reports", formats=["pdf"], owner=lead,
-                                   visibility=Collection.Visibility.PRIVATE)
+    collection = collection_create(
+        path=folder, name="reports", formats=["pdf"], owner=lead, visibility=Collection.Visibility.PRIVATE
+    )
     collection_index(collection)
     collection_share(name="reports", access=Access.for_user(lead), visibility="shared", users=[mia.username])
     return collection
@@ -39,7 +40,10 @@ def test_a_member_finds_the_page_and_downloads_the_pdf_another_gets_404(live_ser
     mia.goto(f"{live_server.url}/?q=fog+horn+repaired&mode=keyword")
     result = mia.locator("#results .result").first
     result.wait_for()
-    assert "reports/report.pdf · page 2" in result.inner_text() and result.locator(".type-label").inner_text().lower() == "pdf"
+    assert (
+        "reports/report.pdf · page 2" in result.inner_text()
+        and result.locator(".type-label").inner_text().lower() == "pdf"
+    )
     result.locator("a.title").click()
     mia.locator(".unit-marker").first.wait_for()
     assert [m.inner_text() for m in mia.locator(".unit-marker").all()] == ["Page 1", "Page 2", "Page 3"]

@@ -74,11 +74,14 @@ def test_tag_facets_stay_short_on_readmes_full_of_anchor_links(live_server, make
     more.locator("summary").click()
     assert more.locator("#more-tags").is_visible()  # the rest, on demand
     page.locator("#results .tag-filter").fill("topic-2")
-    page.wait_for_function("() => { const shown = [...document.querySelectorAll('#more-tags a.tag')]"
-                           ".filter(a => a.offsetParent !== null);"
-                           " return shown.length > 0 && shown.every(a => a.dataset.tag.includes('topic-2')); }")
+    page.wait_for_function(
+        "() => { const shown = [...document.querySelectorAll('#more-tags a.tag')]"
+        ".filter(a => a.offsetParent !== null);"
+        " return shown.length > 0 && shown.every(a => a.dataset.tag.includes('topic-2')); }"
+    )
     visible = page.locator("#more-tags a.tag").evaluate_all(
-        "els => els.filter(e => e.offsetParent !== null).map(e => e.dataset.tag)")
+        "els => els.filter(e => e.offsetParent !== null).map(e => e.dataset.tag)"
+    )
     assert visible and all("topic-2" in tag for tag in visible)
     # leaving the search box searched nothing again; the order and dates still search when changed
     page.locator("select[name=sort]").select_option("date")

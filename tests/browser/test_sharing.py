@@ -21,9 +21,10 @@ def private_and_shared(corpus_copy, tmp_path, make_user, transactional_db):
     payroll = tmp_path / "payroll"
     payroll.mkdir()
     (payroll / "salaries.md").write_text(f"# Salaries\n\nQuarterly salaries, code word {SECRET_WORD}.\n")
-    for collection in (collection_create(path=corpus_copy, name="handbook"),
-                       collection_create(path=payroll, name="payroll", owner=lead,
-                                         visibility=Collection.Visibility.PRIVATE)):
+    for collection in (
+        collection_create(path=corpus_copy, name="handbook"),
+        collection_create(path=payroll, name="payroll", owner=lead, visibility=Collection.Visibility.PRIVATE),
+    ):
         collection_index(collection)
 
 

@@ -14,9 +14,11 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 @pytest.fixture(scope="module")
 def provider(live_server, tmp_path_factory):
-    started = start_provider(tmp_path_factory.mktemp("openid"),
-                             redirect_uris=[f"{live_server.url}/accounts/oidc/test/callback/"],
-                             post_logout_redirect_uris=[f"{live_server.url}/accounts/login/"])
+    started = start_provider(
+        tmp_path_factory.mktemp("openid"),
+        redirect_uris=[f"{live_server.url}/accounts/oidc/test/callback/"],
+        post_logout_redirect_uris=[f"{live_server.url}/accounts/login/"],
+    )
     yield started
     stop_provider(started)
 

@@ -26,7 +26,9 @@ def _green(section) -> bool:
     colour = dot.evaluate("e => getComputedStyle(e).backgroundColor")
     probe = section.page.evaluate(
         "c => { const d = document.createElement('div'); d.style.color = c; document.body.append(d);"
-        " const v = getComputedStyle(d).color; d.remove(); return v; }", ok)
+        " const v = getComputedStyle(d).color; d.remove(); return v; }",
+        ok,
+    )
     return colour == probe
 
 

@@ -6,7 +6,6 @@ import re
 
 import pytest
 
-
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
@@ -87,8 +86,9 @@ def test_document_view_source_and_dark_mode(live_server, make_user, login, index
     shot(page, "07-document-source")
 
 
-def test_staff_adds_a_collection_and_watches_the_progress_complete(live_server, make_user, login, corpus_copy, shot,
-                                                                   settings):
+def test_staff_adds_a_collection_and_watches_the_progress_complete(
+    live_server, make_user, login, corpus_copy, shot, settings
+):
     settings.PMD_COLLECTION_ROOTS = [corpus_copy.parent]  # the web UI adds collections only under these
     make_user("ops", staff=True)
     page = login("ops")
@@ -164,8 +164,9 @@ def test_phone_layout(chromium, live_server, make_user, login, indexed, shot):
     make_user("pia")
     desktop = login("pia")
     state = desktop.context.storage_state()  # reuse the session cookie on a phone-sized screen
-    phone = chromium.new_context(viewport={"width": 390, "height": 844}, storage_state=state,
-                                 is_mobile=True, has_touch=True)
+    phone = chromium.new_context(
+        viewport={"width": 390, "height": 844}, storage_state=state, is_mobile=True, has_touch=True
+    )
     try:
         page = phone.new_page()
         page.goto(f"{live_server.url}/?q=pgvector+hnsw&mode=keyword")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.mcp_client import serve_asgi
 from tests.support.factories import make_user
+from tests.support.mcp_client import serve_asgi
 
 
 @pytest.fixture

@@ -40,8 +40,8 @@ import pytest
 from django.test import Client
 
 from indexing.access import Access
-from tests.support.mcp_client import serve_asgi
 from tests.support.factories import make_user, write_notes
+from tests.support.mcp_client import serve_asgi
 
 pytestmark = pytest.mark.django_db
 
@@ -57,17 +57,19 @@ NEVER_FIELD = "pay_grado"
 HANDBOOK_FILES = {
     "welcome.md": "# Welcome to the handbook\n\nStart here: onboarding checklist, office hours and the team calendar.\n",
     "policies/expenses.md": "# Expense reports\n\nSubmit receipts within a month; travel needs approval "
-                            "from your lead.\n",
+    "from your lead.\n",
 }
 HIDDEN_FILES = {
     "salaries.md": f"---\n{HIDDEN_FIELD}: L5\n---\n# Salary bands\n\nThe {SECRET_WORD} salary bands for engineers, reviewed every spring by the "
-                   "compensation panel.\n",
+    "compensation panel.\n",
     "reviews/2025.md": f"# Performance reviews 2025\n\n{SECRET_WORD} calibration notes: promotions, salary bands "
-                       "and compensation ratings.\n",
+    "and compensation ratings.\n",
 }
 SHARED_PATH = "common/faq.md"
-SHARED_BODY = ("# Frequently asked questions\n\nHow do I request vacation days? Ask your lead, then record the "
-               "vacation days in the team calendar.\n")
+SHARED_BODY = (
+    "# Frequently asked questions\n\nHow do I request vacation days? Ask your lead, then record the "
+    "vacation days in the team calendar.\n"
+)
 
 
 @dataclass(frozen=True)
@@ -79,19 +81,22 @@ class Principal:
     session: bool = False  # the web session instead of a bearer token (API only)
 
 
-PRINCIPALS = {p.name: p for p in [
-    Principal("outsider", "outsider", sees_hidden=False),
-    Principal("insider", "insider", sees_hidden=True),
-    Principal("staffer", "staffer", sees_hidden=False, staff=True),
-    Principal("staffer_write", "staffer", sees_hidden=False, staff=True),
-    Principal("root", "root", sees_hidden=True, staff=True),
-    Principal("insider_limited", "insider", sees_hidden=False),  # token limited to handbook
-    Principal("root_limited", "root", sees_hidden=False, staff=True),  # superuser's token limited to handbook
-    Principal("outsider_session", "outsider", sees_hidden=False, session=True),
-    Principal("insider_session", "insider", sees_hidden=True, session=True),
-    Principal("provider_insider", "sso-insider", sees_hidden=True),  # in hr at the provider
-    Principal("provider_leaver", "sso-leaver", sees_hidden=False),  # was in hr; the provider took them out
-]}
+PRINCIPALS = {
+    p.name: p
+    for p in [
+        Principal("outsider", "outsider", sees_hidden=False),
+        Principal("insider", "insider", sees_hidden=True),
+        Principal("staffer", "staffer", sees_hidden=False, staff=True),
+        Principal("staffer_write", "staffer", sees_hidden=False, staff=True),
+        Principal("root", "root", sees_hidden=True, staff=True),
+        Principal("insider_limited", "insider", sees_hidden=False),  # token limited to handbook
+        Principal("root_limited", "root", sees_hidden=False, staff=True),  # superuser's token limited to handbook
+        Principal("outsider_session", "outsider", sees_hidden=False, session=True),
+        Principal("insider_session", "insider", sees_hidden=True, session=True),
+        Principal("provider_insider", "sso-insider", sees_hidden=True),  # in hr at the provider
+        Principal("provider_leaver", "sso-leaver", sees_hidden=False),  # was in hr; the provider took them out
+    ]
+}
 TOKEN_PRINCIPALS = [n for n, p in PRINCIPALS.items() if not p.session]
 READ_ONLY_TOKENS = [n for n in TOKEN_PRINCIPALS if n != "staffer_write"]
 NON_SEERS = [n for n, p in PRINCIPALS.items() if not p.sees_hidden]
@@ -101,8 +106,14 @@ JOBS_SEEN = {
     "outsider": {"handbook_outsider"},
     "insider": {"hidden_insider", "handbook_insider"},
     "staffer": {"handbook_outsider", "handbook_insider", "handbook_cli"},
-    "root": {"hidden_cli", "hidden_outsider", "hidden_insider", "handbook_outsider", "handbook_insider",
-             "handbook_cli"},
+    "root": {
+        "hidden_cli",
+        "hidden_outsider",
+        "hidden_insider",
+        "handbook_outsider",
+        "handbook_insider",
+        "handbook_cli",
+    },
     "insider_limited": {"handbook_insider"},
     "root_limited": {"handbook_outsider", "handbook_insider", "handbook_cli"},
 }
@@ -154,17 +165,25 @@ def _write_folder(folder: Path, files: dict[str, str]) -> None:
 
 def _llm_settings(url: str) -> dict:
     """What the `ollama` fixture sets, for the whole module (the world is embedded once)."""
-    return {"PMD_LLM_BACKEND": "ollama", "OLLAMA_URL": url, "PMD_EMBED_MODEL": "embeddinggemma",
-            "PMD_EMBED_QUERY_PROMPT": "", "PMD_EMBED_DOC_PROMPT": "", "PMD_LLM_TIMEOUT": 10.0,
-            "PMD_LLM_RETRIES": 2, "PMD_LLM_RETRY_BACKOFF": 0.01,
-            "PMD_GENERATE_MODEL": "off", "PMD_RERANK_MODEL": "off"}
+    return {
+        "PMD_LLM_BACKEND": "ollama",
+        "OLLAMA_URL": url,
+        "PMD_EMBED_MODEL": "embeddinggemma",
+        "PMD_EMBED_QUERY_PROMPT": "",
+        "PMD_EMBED_DOC_PROMPT": "",
+        "PMD_LLM_TIMEOUT": 10.0,
+        "PMD_LLM_RETRIES": 2,
+        "PMD_LLM_RETRY_BACKOFF": 0.01,
+        "PMD_GENERATE_MODEL": "off",
+        "PMD_RERANK_MODEL": "off",
+    }
 
 
 def _build_world(root: Path) -> World:
     from django.contrib.auth.models import Group
     from django.utils import timezone
 
-    from indexing.models import Collection, Document, FileProblem, Job
+    from indexing.models import ApiToken, Collection, Document, FileProblem, Job
     from indexing.services.contexts import context_set
     from indexing.services.embedding import embed_pending
     from indexing.services.jobs import job_create
@@ -175,7 +194,6 @@ def _build_world(root: Path) -> World:
         group_members_change,
     )
     from indexing.services.tokens import token_create
-    from indexing.models import ApiToken
 
     local = Access.local_user()
     world = World(root=root)
@@ -197,8 +215,9 @@ def _build_world(root: Path) -> World:
     from indexing.services.accounts import ProviderSignIn, provider_sign_in
 
     def provider_says(name, groups):
-        return provider_sign_in(signin=ProviderSignIn(provider="openid:matrix", subject=f"sub-{name}",
-                                                      username=name, groups=groups))
+        return provider_sign_in(
+            signin=ProviderSignIn(provider="openid:matrix", subject=f"sub-{name}", username=name, groups=groups)
+        )
 
     world.users["sso-insider"] = provider_says("sso-insider", ["hr", "choir"])
     provider_says("sso-leaver", ["hr"])
@@ -209,32 +228,51 @@ def _build_world(root: Path) -> World:
     context_set(target="pmd://handbook/", text="The team handbook, for everyone", access=local)
     context_set(target=f"pmd://{HIDDEN}/", text=f"HR only: {SECRET_WORD} compensation data", access=local)
     context_set(target=f"pmd://{HIDDEN}/common/", text=f"{SECRET_WORD} answers for HR", access=local)
-    FileProblem.objects.create(collection=hidden, path=f"broken-{SECRET_WORD}.md", severity="error",
-                               message=f"could not read broken-{SECRET_WORD}.md")
+    FileProblem.objects.create(
+        collection=hidden,
+        path=f"broken-{SECRET_WORD}.md",
+        severity="error",
+        message=f"could not read broken-{SECRET_WORD}.md",
+    )
 
-    for key, collection, who in [("hidden_cli", hidden, None), ("hidden_outsider", hidden, "outsider"),
-                                 ("hidden_insider", hidden, "insider"), ("handbook_outsider", handbook, "outsider"),
-                                 ("handbook_insider", handbook, "insider"), ("handbook_cli", handbook, None)]:
+    for key, collection, who in [
+        ("hidden_cli", hidden, None),
+        ("hidden_outsider", hidden, "outsider"),
+        ("hidden_insider", hidden, "insider"),
+        ("handbook_outsider", handbook, "outsider"),
+        ("handbook_insider", handbook, "insider"),
+        ("handbook_cli", handbook, None),
+    ]:
         message = f"scanning {SECRET_WORD}" if collection == hidden else "scanning the handbook"
-        job = job_create(kind=Job.Kind.INDEX, collection=collection, message=message,
-                         created_by=world.users[who] if who else None)
+        job = job_create(
+            kind=Job.Kind.INDEX, collection=collection, message=message, created_by=world.users[who] if who else None
+        )
         world.jobs[key] = str(job.pk)
 
     for principal, user, write, limited in [
-        ("outsider", "outsider", False, []), ("insider", "insider", False, []),
-        ("staffer", "staffer", False, []), ("staffer_write", "staffer", True, []), ("root", "root", False, []),
-        ("insider_limited", "insider", False, ["handbook"]), ("root_limited", "root", False, ["handbook"]),
-        ("provider_insider", "sso-insider", False, []), ("provider_leaver", "sso-leaver", False, []),
+        ("outsider", "outsider", False, []),
+        ("insider", "insider", False, []),
+        ("staffer", "staffer", False, []),
+        ("staffer_write", "staffer", True, []),
+        ("root", "root", False, []),
+        ("insider_limited", "insider", False, ["handbook"]),
+        ("root_limited", "root", False, ["handbook"]),
+        ("provider_insider", "sso-insider", False, []),
+        ("provider_leaver", "sso-leaver", False, []),
     ]:
-        world.tokens[principal] = token_create(user=user, name=principal, access=local, can_write=write,
-                                               collections=limited).raw
+        world.tokens[principal] = token_create(
+            user=user, name=principal, access=local, can_write=write, collections=limited
+        ).raw
     expired = token_create(user="insider", name="expired", access=local, expires_in="1h")
     ApiToken.objects.filter(pk=expired.token.pk).update(expires=timezone.now() - timedelta(minutes=5))
     world.expired = expired.raw
 
     docs = {(d.collection.name, d.path): d for d in Document.objects.select_related("collection")}
-    world.docids = {"salaries": docs[(HIDDEN, "salaries.md")].docid, "welcome": docs[("handbook", "welcome.md")].docid,
-                    "shared": docs[("handbook", SHARED_PATH)].docid}
+    world.docids = {
+        "salaries": docs[(HIDDEN, "salaries.md")].docid,
+        "welcome": docs[("handbook", "welcome.md")].docid,
+        "shared": docs[("handbook", SHARED_PATH)].docid,
+    }
     # One content, two documents, one docid: what the `#docid` cases are about.
     assert docs[(HIDDEN, SHARED_PATH)].content_id == docs[("handbook", SHARED_PATH)].content_id
     assert docs[(HIDDEN, SHARED_PATH)].docid == world.docids["shared"]
@@ -249,15 +287,24 @@ def _empty_tables() -> None:
     from django.db import connection
 
     kept = {"django_content_type", "auth_permission"}
-    tables = sorted({m._meta.db_table for m in apps.get_models(include_auto_created=True)
-                     if m._meta.app_label in {"admin", "auth", "sessions", "indexing", "search"}} - kept)
+    tables = sorted(
+        {
+            m._meta.db_table
+            for m in apps.get_models(include_auto_created=True)
+            if m._meta.app_label in {"admin", "auth", "sessions", "indexing", "search"}
+        }
+        - kept
+    )
     existing = set(connection.introspection.table_names())
     with connection.cursor() as cursor:
         # Connections the MCP server's worker threads kept open would block TRUNCATE.
-        cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                       "WHERE datname = current_database() AND pid <> pg_backend_pid()")
-        cursor.execute("TRUNCATE " + ", ".join(connection.ops.quote_name(t) for t in tables if t in existing)
-                       + " CASCADE")
+        cursor.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+        cursor.execute(
+            "TRUNCATE " + ", ".join(connection.ops.quote_name(t) for t in tables if t in existing) + " CASCADE"
+        )
 
 
 @pytest.fixture(scope="module")
@@ -454,6 +501,7 @@ for _i in range(len(SYNTAX_TRICKS)):
 def _filter_op(name: str, call, status: int = 404, code: str | None = "collection_not_found"):
     """A read restricted to the hidden collection: answered exactly as for NEVER (for a search,
     404 collection_not_found with no suggestion)."""
+
     def op(client, p, w):
         hidden = call(client, HIDDEN)
         if p.sees_hidden:
@@ -476,8 +524,11 @@ for _name, (_call, *_expected) in {
     "search_get": (lambda c, n: c.get("/api/search", {"q": "salary", "collection": n}),),
     "vsearch": (lambda c, n: _search(c, "vsearch", "salary", collections=[n]),),
     "query": (lambda c, n: _search(c, "query", "salary", collections=[n]),),
-    "query_get": (lambda c, n: c.get("/api/search", {"q": "salary", "mode": "query", "collection": n,
-                                                     "rerank": False, "expand": False}),),
+    "query_get": (
+        lambda c, n: c.get(
+            "/api/search", {"q": "salary", "mode": "query", "collection": n, "rerank": False, "expand": False}
+        ),
+    ),
     "with_visible_one": (lambda c, n: _search(c, "search", "salary", collections=["handbook", n]),),
     "padded_name": (lambda c, n: _search(c, "search", "salary", collections=[f"  {n} "]),),
     "multi_get": (lambda c, n: c.get("/api/multi-get", {"pattern": "**", "collection": n}), 200, None),
@@ -501,12 +552,14 @@ def search_by_a_field_only_hidden_notes_have(client, p, w):
         hidden_warnings = [m.replace(HIDDEN_FIELD, "FIELD") for m in _body(hidden)["warnings"]]
         assert hidden_warnings == [m.replace(NEVER_FIELD, "FIELD") for m in _body(never)["warnings"]]
         if mode == "search":  # keyword scores too (a vector of other words scores otherwise, rightly)
-            assert (_without_timings(hidden).replace(HIDDEN_FIELD, "FIELD")
-                    == _without_timings(never).replace(NEVER_FIELD, "FIELD"))
+            assert _without_timings(hidden).replace(HIDDEN_FIELD, "FIELD") == _without_timings(never).replace(
+                NEVER_FIELD, "FIELD"
+            )
 
 
 def _not_found_op(name: str, hidden_ref, never_ref, code: str, *, seer_collection: str = HIDDEN):
     """GET /api/get of something in the hidden collection: 404 exactly as for NEVER."""
+
     def op(client, p, w):
         ref = hidden_ref(w)
         hidden = client.get("/api/get", {"ref": ref})
@@ -530,24 +583,54 @@ def _not_found_op(name: str, hidden_ref, never_ref, code: str, *, seer_collectio
     return op
 
 
-api_read(_not_found_op("by_uri", lambda w: f"pmd://{HIDDEN}/salaries.md", lambda w: f"pmd://{NEVER}/salaries.md",
-                       "collection_not_found"))
-api_read(_not_found_op("by_uri_with_line", lambda w: f"pmd://{HIDDEN}/salaries.md:3",
-                       lambda w: f"pmd://{NEVER}/salaries.md:3", "collection_not_found"))
-api_read(_not_found_op("by_collection_path", lambda w: f"{HIDDEN}/salaries.md",
-                       lambda w: f"{NEVER}/salaries.md", "document_not_found"))
-api_read(_not_found_op("by_hidden_docid", lambda w: f"#{w.docids['salaries']}", lambda w: NEVER_DOCID,
-                       "document_not_found"))
-api_read(_not_found_op("by_folder_path", lambda w: str(w.root / "src-b" / "salaries.md"),
-                       lambda w: str(w.root / "src-c" / "salaries.md"), "document_not_found"))
+api_read(
+    _not_found_op(
+        "by_uri",
+        lambda w: f"pmd://{HIDDEN}/salaries.md",
+        lambda w: f"pmd://{NEVER}/salaries.md",
+        "collection_not_found",
+    )
+)
+api_read(
+    _not_found_op(
+        "by_uri_with_line",
+        lambda w: f"pmd://{HIDDEN}/salaries.md:3",
+        lambda w: f"pmd://{NEVER}/salaries.md:3",
+        "collection_not_found",
+    )
+)
+api_read(
+    _not_found_op(
+        "by_collection_path", lambda w: f"{HIDDEN}/salaries.md", lambda w: f"{NEVER}/salaries.md", "document_not_found"
+    )
+)
+api_read(
+    _not_found_op("by_hidden_docid", lambda w: f"#{w.docids['salaries']}", lambda w: NEVER_DOCID, "document_not_found")
+)
+api_read(
+    _not_found_op(
+        "by_folder_path",
+        lambda w: str(w.root / "src-b" / "salaries.md"),
+        lambda w: str(w.root / "src-c" / "salaries.md"),
+        "document_not_found",
+    )
+)
 
 
 @api_read
 def get_path_tricks(client, p, w):
     """Odd spellings of a hidden document's address: answered as the same spelling of NEVER."""
-    refs = [f"pmd://{HIDDEN}/./salaries.md", f"pmd://{HIDDEN}//salaries.md", f"pmd://handbook/../{HIDDEN}/salaries.md",
-            f"handbook/../{HIDDEN}/salaries.md", f"./{HIDDEN}/salaries.md", f"pmd://{HIDDEN}/salaries.md:2",
-            f"  pmd://{HIDDEN}/salaries.md  ", f"pmd://{HIDDEN}/SALARIES.md", f"{HIDDEN}/reviews/2025.md"]
+    refs = [
+        f"pmd://{HIDDEN}/./salaries.md",
+        f"pmd://{HIDDEN}//salaries.md",
+        f"pmd://handbook/../{HIDDEN}/salaries.md",
+        f"handbook/../{HIDDEN}/salaries.md",
+        f"./{HIDDEN}/salaries.md",
+        f"pmd://{HIDDEN}/salaries.md:2",
+        f"  pmd://{HIDDEN}/salaries.md  ",
+        f"pmd://{HIDDEN}/SALARIES.md",
+        f"{HIDDEN}/reviews/2025.md",
+    ]
     for ref in refs:
         hidden = client.get("/api/get", {"ref": ref})
         if p.sees_hidden:
@@ -659,8 +742,13 @@ def multi_get_glob_of_hidden_collection(client, p, w):
 
 @api_read
 def multi_get_comma_list(client, p, w):
-    refs = [f"pmd://{HIDDEN}/salaries.md", f"#{w.docids['salaries']}", f"{HIDDEN}/reviews/2025.md",
-            f"#{w.docids['shared']}", "handbook/welcome.md"]
+    refs = [
+        f"pmd://{HIDDEN}/salaries.md",
+        f"#{w.docids['salaries']}",
+        f"{HIDDEN}/reviews/2025.md",
+        f"#{w.docids['shared']}",
+        "handbook/welcome.md",
+    ]
     response = client.get("/api/multi-get", {"pattern": ",".join(refs)})
     assert response.status_code == 200, response.content
     body = _body(response)
@@ -741,7 +829,8 @@ def jobs(client, p, w):
         never = client.get(f"/api/jobs/{uuid.uuid4()}")
         assert detail.status_code == never.status_code == 404, key
         assert detail.content.decode().replace(job_id, "ID") == never.content.decode().replace(
-            _body(never)["message"].rsplit(" ", 1)[-1], "ID")
+            _body(never)["message"].rsplit(" ", 1)[-1], "ID"
+        )
     return response.content.decode()
 
 
@@ -823,8 +912,10 @@ def test_read_only_token_cannot_write(world, who, write):
     assert len(set(answers)) == 1, answers
     assert_no_leak(answers[0])
     assert "read-only" in _body(response)["message"]
-    assert sorted(Collection.objects.values_list("name", "visibility")) == [("handbook", "everyone"),
-                                                                           (HIDDEN, "shared")]
+    assert sorted(Collection.objects.values_list("name", "visibility")) == [
+        ("handbook", "everyone"),
+        (HIDDEN, "shared"),
+    ]
     assert PathContext.objects.filter(text="changed").count() == 0
 
 
@@ -869,16 +960,22 @@ def test_write_token_of_staff_cannot_place_contexts_by_the_hidden_collections_fo
         answers[folder] = response.content.decode().replace(target, "TARGET")
     assert answers["src-b"] == answers["src-c"]
     assert_no_leak(answers["src-b"])
-    ok = client.put("/api/contexts", {"target": str(world.root / "src-a" / "common"), "text": "FAQ"},
-                    content_type="application/json")
+    ok = client.put(
+        "/api/contexts",
+        {"target": str(world.root / "src-a" / "common"), "text": "FAQ"},
+        content_type="application/json",
+    )
     assert ok.status_code == 200 and ok.json()["target"] == "pmd://handbook/common"
 
 
 def test_write_token_cannot_share_into_view_what_its_user_cannot_see(world):
     """A staff write token may change sharing of what its user sees, not make itself see more."""
     client = world.client("staffer_write")
-    shared = client.put(f"/api/collections/{HIDDEN}/sharing", {"visibility": "shared", "users": ["staffer"]},
-                        content_type="application/json")
+    shared = client.put(
+        f"/api/collections/{HIDDEN}/sharing",
+        {"visibility": "shared", "users": ["staffer"]},
+        content_type="application/json",
+    )
     assert shared.status_code == 404
     assert client.get("/api/search", {"q": SECRET_WORD}).json()["results"] == []
 
@@ -907,10 +1004,13 @@ def _own_things(user, name: str = "mine") -> dict:
     """A saved search, a logged search and an answer of `user`, made in the test (rolled back)."""
     from indexing.models import Answer, SavedSearch, SearchLogEntry
 
-    return {"saved": SavedSearch.objects.create(owner=user, name=name, query="vacation days"),
-            "entry": SearchLogEntry.objects.create(user=user, face="api", mode="keyword", query="vacation days",
-                                                   results=1, latency_ms=1.0),
-            "answer": Answer.objects.create(user=user, question="How many vacation days?", text="Ask your lead.")}
+    return {
+        "saved": SavedSearch.objects.create(owner=user, name=name, query="vacation days"),
+        "entry": SearchLogEntry.objects.create(
+            user=user, face="api", mode="keyword", query="vacation days", results=1, latency_ms=1.0
+        ),
+        "answer": Answer.objects.create(user=user, question="How many vacation days?", text="Ask your lead."),
+    }
 
 
 def _member_writes(things: dict) -> dict:
@@ -953,7 +1053,9 @@ def test_read_only_token_cannot_change_even_its_users_own_things(world, who, wri
 
 
 WRITE_TOKENS = {  # principal of the same user → how its write token is limited
-    "outsider": [], "staffer": [], "insider_limited": ["handbook"],
+    "outsider": [],
+    "staffer": [],
+    "insider_limited": ["handbook"],
 }
 
 
@@ -1000,8 +1102,11 @@ def test_a_saved_search_of_the_hidden_collection_is_as_one_of_a_collection_never
         client = Client(HTTP_AUTHORIZATION=f"Bearer {make_token(user, write=True, collections=limit)}")
         answers = {}
         for name in (HIDDEN, NEVER):
-            made = client.post("/api/saved", {"name": f"of {name}", "query": SECRET_WORD, "collections": [name]},
-                               content_type="application/json")
+            made = client.post(
+                "/api/saved",
+                {"name": f"of {name}", "query": SECRET_WORD, "collections": [name]},
+                content_type="application/json",
+            )
             assert made.status_code == 201, made.content
             answers[name] = client.post(f"/api/saved/of {name}/run")
             assert answers[name].status_code == 404, answers[name].content
@@ -1042,8 +1147,11 @@ def test_revoking_the_users_access_revokes_the_tokens_on_the_next_request(world,
     from indexing.services.tokens import token_create
 
     hidden_only = token_create(user="insider", access=Access.local_user(), collections=[HIDDEN]).raw
-    clients = {"plain": world.client("insider"), "session": world.client("insider_session"),
-               "limited": Client(HTTP_AUTHORIZATION=f"Bearer {hidden_only}")}
+    clients = {
+        "plain": world.client("insider"),
+        "session": world.client("insider_session"),
+        "limited": Client(HTTP_AUTHORIZATION=f"Bearer {hidden_only}"),
+    }
     for client in clients.values():
         assert client.get("/api/get", {"ref": f"pmd://{HIDDEN}/salaries.md"}).status_code == 200
         assert client.get("/api/search", {"q": SECRET_WORD}).json()["results"]
@@ -1069,8 +1177,11 @@ def test_expired_revoked_and_unknown_tokens_get_401(world):
     token_revoke(token=revoked.token.pk, access=Access.local_user())
     for raw in (world.expired, revoked.raw, "pmd_" + "x" * 40):
         client = Client(HTTP_AUTHORIZATION=f"Bearer {raw}")
-        for response in (client.get("/api/status"), client.get("/api/search", {"q": SECRET_WORD}),
-                         client.get("/api/get", {"ref": f"pmd://{HIDDEN}/salaries.md"})):
+        for response in (
+            client.get("/api/status"),
+            client.get("/api/search", {"q": SECRET_WORD}),
+            client.get("/api/get", {"ref": f"pmd://{HIDDEN}/salaries.md"}),
+        ):
             assert response.status_code == 401, response.content
             assert _body(response)["code"] == "unauthorized"
             assert_no_leak(response.content.decode())
@@ -1087,16 +1198,18 @@ def test_audit_trail_records_sharing_and_tokens(world):
     assert AuditEvent.objects.filter(action="token.create").count() == len(TOKEN_PRINCIPALS) + 1
 
     root = world.users["root"]
-    created = token_create(user=root, name="ops", access=Access.for_user(root), can_write=True,
-                           collections=["handbook"], expires_in="30d")
+    created = token_create(
+        user=root, name="ops", access=Access.for_user(root), can_write=True, collections=["handbook"], expires_in="30d"
+    )
     event = AuditEvent.objects.filter(action="token.create").first()
     assert event.actor == root and event.target.startswith(created.token.prefix)
     assert event.detail["write"] is True and event.detail["collections"] == ["handbook"] and event.detail["expires"]
     assert created.raw not in json.dumps(event.detail) + event.target
 
     client = Client(HTTP_AUTHORIZATION=f"Bearer {created.raw}")
-    response = client.put("/api/collections/handbook/sharing", {"visibility": "shared", "groups": ["hr"]},
-                          content_type="application/json")
+    response = client.put(
+        "/api/collections/handbook/sharing", {"visibility": "shared", "groups": ["hr"]}, content_type="application/json"
+    )
     assert response.status_code == 200, response.content
     event = AuditEvent.objects.filter(action="collection.share").first()
     assert event.target == "handbook" and event.actor == root
@@ -1104,8 +1217,12 @@ def test_audit_trail_records_sharing_and_tokens(world):
     assert event.detail == {"visibility": "shared", "users": [], "groups": ["hr"]}
     # The write that was refused left no trace.
     before = AuditEvent.objects.count()
-    assert world.client("root").put("/api/collections/handbook/sharing", {"visibility": "everyone"},
-                                    content_type="application/json").status_code == 403
+    assert (
+        world.client("root")
+        .put("/api/collections/handbook/sharing", {"visibility": "everyone"}, content_type="application/json")
+        .status_code
+        == 403
+    )
     assert AuditEvent.objects.count() == before
 
 
@@ -1126,20 +1243,29 @@ class Mcp:
     """Raw JSON-RPC over Streamable HTTP (stateless, JSON responses): the whole answer as text."""
 
     def __init__(self, url: str, token: str):
-        self.http = httpx.Client(timeout=30, headers={
-            "Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream",
-            "Content-Type": "application/json", "MCP-Protocol-Version": "2025-06-18"})
+        self.http = httpx.Client(
+            timeout=30,
+            headers={
+                "Authorization": f"Bearer {token}",
+                "Accept": "application/json, text/event-stream",
+                "Content-Type": "application/json",
+                "MCP-Protocol-Version": "2025-06-18",
+            },
+        )
         self.url = url
         self.next_id = 0
 
     def raw(self, method: str, params: dict | None = None) -> httpx.Response:
         self.next_id += 1
-        return self.http.post(self.url, json={"jsonrpc": "2.0", "id": self.next_id, "method": method,
-                                              "params": params or {}})
+        return self.http.post(
+            self.url, json={"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params or {}}
+        )
 
     def initialize(self) -> tuple[dict, str]:
-        response = self.raw("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
-                                           "clientInfo": {"name": "matrix", "version": "0"}})
+        response = self.raw(
+            "initialize",
+            {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "matrix", "version": "0"}},
+        )
         assert response.status_code == 200, response.text
         return response.json()["result"], response.text
 
@@ -1191,7 +1317,13 @@ def tools_list(mcp, p, w):
     response = mcp.raw("tools/list")
     assert response.status_code == 200, response.text
     assert {t["name"] for t in response.json()["result"]["tools"]} >= {
-        "pmd_search", "pmd_vector_search", "pmd_deep_search", "pmd_get", "pmd_multi_get", "pmd_status"}
+        "pmd_search",
+        "pmd_vector_search",
+        "pmd_deep_search",
+        "pmd_get",
+        "pmd_multi_get",
+        "pmd_status",
+    }
     # No tool changes anything, so a read-only token may call every one: a tool that writes would
     # need its own rows in the write matrix above.
     assert all(t["annotations"]["readOnlyHint"] for t in response.json()["result"]["tools"])
@@ -1238,9 +1370,13 @@ def deep_search(mcp, p, w):
 
 @mcp_op
 def deep_search_typed(mcp, p, w):
-    result, text = mcp.call("pmd_deep_search", query="pay", rerank=False, limit=50,
-                            searches=[{"type": "lex", "query": "salary bands"},
-                                      {"type": "vec", "query": "compensation panel"}])
+    result, text = mcp.call(
+        "pmd_deep_search",
+        query="pay",
+        rerank=False,
+        limit=50,
+        searches=[{"type": "lex", "query": "salary bands"}, {"type": "vec", "query": "compensation panel"}],
+    )
     assert not result.get("isError"), result
     uris = _hit_uris(result)
     assert (f"pmd://{HIDDEN}/salaries.md" in uris) is p.sees_hidden, uris
@@ -1420,8 +1556,11 @@ def test_token_limited_to_removed_collections_does_not_widen(world):
     client = Client(HTTP_AUTHORIZATION=f"Bearer {only_hidden.raw}")
     assert [c["name"] for c in client.get("/api/collections").json()["items"]] == [HIDDEN]
     collection_remove(name=HIDDEN, access=Access.local_user())
-    for response in (client.get("/api/collections"), client.get("/api/search", {"q": SHARED_QUERY}),
-                     client.get("/api/get", {"ref": "pmd://handbook/welcome.md"})):
+    for response in (
+        client.get("/api/collections"),
+        client.get("/api/search", {"q": SHARED_QUERY}),
+        client.get("/api/get", {"ref": "pmd://handbook/welcome.md"}),
+    ):
         assert response.status_code == 401, response.content
     event = AuditEvent.objects.filter(action="token.revoke").get()
     assert event.target.startswith(only_hidden.token.prefix) and event.detail["name"] == "hr-bot"

@@ -15,8 +15,10 @@ from tests.support.ollama_server import answer_from_passages
 
 pytestmark = pytest.mark.django_db(transaction=True)  # retrieval threads read committed data
 
-NOTES = {"vacuum.md": "# Tuning PostgreSQL autovacuum\n\nLower autovacuum_vacuum_scale_factor so vacuum runs "
-                      "after fewer dead tuples.\n"}
+NOTES = {
+    "vacuum.md": "# Tuning PostgreSQL autovacuum\n\nLower autovacuum_vacuum_scale_factor so vacuum runs "
+    "after fewer dead tuples.\n"
+}
 HIDDEN = {"pay.md": "# Autovacuum pay\n\nThe autovacuum dead tuples team is paid a secret bonus.\n"}
 
 
@@ -65,8 +67,9 @@ def test_api_ask_whole_and_streamed_for_a_member(notes):
     assert answer.status_code == 200, answer.content
     data = answer.json()
     assert data["state"] == "answered" and {p["collection"] for p in data["passages"]} == {"team"}
-    streamed = client.post("/api/ask", {"question": "autovacuum dead tuples", "stream": True},
-                           content_type="application/json")
+    streamed = client.post(
+        "/api/ask", {"question": "autovacuum dead tuples", "stream": True}, content_type="application/json"
+    )
     assert streamed["Content-Type"] == "text/event-stream"
     events = sse(b"".join(streamed.streaming_content).decode())
     kinds = [k for k, _ in events]
@@ -106,8 +109,9 @@ def test_web_ask_mode_streams_and_links_citations_to_the_line(notes):
     assert page.status_code == 200
     html = page.content.decode()
     assert 'data-ask-stream="/ask/stream?' in html and 'value="ask" checked' in html
-    typing = client.get("/", {"q": "autovacuum", "mode": "ask"}, HTTP_HX_REQUEST="true", HTTP_HX_TARGET="results",
-                        HTTP_HX_TRIGGER="q")
+    typing = client.get(
+        "/", {"q": "autovacuum", "mode": "ask"}, HTTP_HX_REQUEST="true", HTTP_HX_TARGET="results", HTTP_HX_TRIGGER="q"
+    )
     assert "data-ask-stream" not in typing.content.decode() and "press <kbd>Enter</kbd>" in typing.content.decode()
     stream = client.get("/ask/stream", {"q": "autovacuum dead tuples"})
     events = sse(b"".join(stream.streaming_content).decode())
@@ -132,16 +136,35 @@ def test_status_adds_up_answers_per_model_for_staff_only(run_cli):
     from pmd_site.reports.status import status_report
 
     asker = make_user("asker")
-    for model, total, tokens in (("qwen3:1.7b", 900.0, 100), ("qwen3:1.7b", 1500.0, 300), ("qwen3:1.7b", 3000.0, 200),
-                                 ("llama3.2", 400.0, 50), ("", 10.0, 0)):  # "": refused, no model asked
-        Answer.objects.create(user=asker, question="q", model=model, tokens_in=tokens, tokens_out=tokens // 10,
-                              retrieval_ms=5, first_token_ms=total / 3, total_ms=total)
+    for model, total, tokens in (
+        ("qwen3:1.7b", 900.0, 100),
+        ("qwen3:1.7b", 1500.0, 300),
+        ("qwen3:1.7b", 3000.0, 200),
+        ("llama3.2", 400.0, 50),
+        ("", 10.0, 0),
+    ):  # "": refused, no model asked
+        Answer.objects.create(
+            user=asker,
+            question="q",
+            model=model,
+            tokens_in=tokens,
+            tokens_out=tokens // 10,
+            retrieval_ms=5,
+            first_token_ms=total / 3,
+            total_ms=total,
+        )
     code, out, err = run_cli("status", "--json")
     assert code == 0, err
     rows = {row["model"]: row for row in json.loads(out)["answers"]["by_model"]}
     assert rows.keys() == {"qwen3:1.7b", "llama3.2"}
-    assert rows["qwen3:1.7b"] == {"model": "qwen3:1.7b", "answers": 3, "tokens_in": 600, "tokens_out": 60,
-                                  "median_ms": 1500.0, "median_first_token_ms": 500.0}
+    assert rows["qwen3:1.7b"] == {
+        "model": "qwen3:1.7b",
+        "answers": 3,
+        "tokens_in": 600,
+        "tokens_out": 60,
+        "median_ms": 1500.0,
+        "median_first_token_ms": 500.0,
+    }
     code, out, _ = run_cli("status")
     assert "answers" in out and "model=qwen3:1.7b" in out and "median_ms=1500.0" in out
     member = status_report(["answers"], access=Access.for_user(asker))

@@ -28,31 +28,37 @@ NUL = "\x00"
 # --- globs: one translator, valid in both engines --------------------------------------------
 
 
-@pytest.mark.parametrize("glob, message", [
-    ("[z-a]", "runs backwards"),
-    ("notes/[9-0]*.md", "runs backwards"),
-    ("[[:alhpa:]]", "unknown character class"),
-    ("x" * (MAX_GLOB_LENGTH + 1), "characters long"),
-    ("*" * 100_000, "characters long"),
-])
+@pytest.mark.parametrize(
+    "glob, message",
+    [
+        ("[z-a]", "runs backwards"),
+        ("notes/[9-0]*.md", "runs backwards"),
+        ("[[:alhpa:]]", "unknown character class"),
+        ("x" * (MAX_GLOB_LENGTH + 1), "characters long"),
+        ("*" * 100_000, "characters long"),
+    ],
+)
 def test_invalid_globs_are_refused_with_a_typed_error(glob, message):
     with pytest.raises(InvalidGlob, match=message) as info:
         glob_regex_body(glob)
     assert info.value.code == "invalid_glob" and info.value.http_status == 422
 
 
-@pytest.mark.parametrize("glob, matches, misses", [
-    ("[[:alpha:]]*.md", ["a.md", "Zed.md"], ["1.md", "a/b.md"]),
-    ("[[:digit:]][[:digit:]].md", ["12.md"], ["1a.md"]),
-    ("[!]", ["[!]"], ["!", "]"]),  # a class never closed is a literal, as in a shell
-    ("[]", ["[]"], [""]),
-    ("[]]", ["]"], ["x"]),
-    ("[!a]", ["b"], ["a"]),
-    ("[a-]", ["a", "-"], ["b"]),
-    ("[\\]", ["\\"], ["x"]),
-    ("a***b", ["ab", "a/x/b"], ["a"]),  # a run of stars is `**`
-    ("{a,[z-z]}.md", ["a.md", "z.md"], ["b.md"]),
-])
+@pytest.mark.parametrize(
+    "glob, matches, misses",
+    [
+        ("[[:alpha:]]*.md", ["a.md", "Zed.md"], ["1.md", "a/b.md"]),
+        ("[[:digit:]][[:digit:]].md", ["12.md"], ["1a.md"]),
+        ("[!]", ["[!]"], ["!", "]"]),  # a class never closed is a literal, as in a shell
+        ("[]", ["[]"], [""]),
+        ("[]]", ["]"], ["x"]),
+        ("[!a]", ["b"], ["a"]),
+        ("[a-]", ["a", "-"], ["b"]),
+        ("[\\]", ["\\"], ["x"]),
+        ("a***b", ["ab", "a/x/b"], ["a"]),  # a run of stars is `**`
+        ("{a,[z-z]}.md", ["a.md", "z.md"], ["b.md"]),
+    ],
+)
 def test_glob_classes_mean_what_a_shell_means(glob, matches, misses):
     for path in matches:
         assert glob_match(glob, path), (glob, path)
@@ -63,8 +69,32 @@ def test_glob_classes_mean_what_a_shell_means(glob, matches, misses):
 @pytest.mark.django_db
 def test_every_glob_gives_a_regex_postgresql_accepts_and_reads_as_python_does():
     pieces = list("ab/-]![^:*?{},.z\\") + ["[:alpha:]", "[:digit:]", "[:", ":]", "é", " ", "(", ")", "|", "$", "+"]
-    paths = ["a", "b/a", "a/b", "z", "ab", "[", "]", "!", "-", "^", ":", "a.md", "1", "é", " ", "[!]", "[]",
-             "a-b", "{a,b}", "+", "$", "(", "|", "\\"]
+    paths = [
+        "a",
+        "b/a",
+        "a/b",
+        "z",
+        "ab",
+        "[",
+        "]",
+        "!",
+        "-",
+        "^",
+        ":",
+        "a.md",
+        "1",
+        "é",
+        " ",
+        "[!]",
+        "[]",
+        "a-b",
+        "{a,b}",
+        "+",
+        "$",
+        "(",
+        "|",
+        "\\",
+    ]
     rng = random.Random(25)
     disagree, accepted = [], 0
     with connection.cursor() as cursor:
@@ -130,11 +160,14 @@ def test_api_refuses_bad_text_and_globs_with_422(api, url, params, code):
     assert body["code"] == code and body["message"]
 
 
-@pytest.mark.parametrize("body, where", [
-    ({"query": "x", "filters": {"tags": ["db", f"x{NUL}"]}}, "'filters.tags'"),
-    ({"query": "x", "filters": {"fields": {f"st{NUL}": "draft"}}}, "'filters.fields'"),
-    ({"query": "x", "filters": {"fields": {"status": ["draft", f"d{NUL}"]}}}, "'filters.fields.status'"),
-])
+@pytest.mark.parametrize(
+    "body, where",
+    [
+        ({"query": "x", "filters": {"tags": ["db", f"x{NUL}"]}}, "'filters.tags'"),
+        ({"query": "x", "filters": {"fields": {f"st{NUL}": "draft"}}}, "'filters.fields'"),
+        ({"query": "x", "filters": {"fields": {"status": ["draft", f"d{NUL}"]}}}, "'filters.fields.status'"),
+    ],
+)
 def test_api_refuses_bad_text_in_a_json_body(api, body, where):
     import json
 
@@ -161,8 +194,11 @@ def test_api_maps_a_database_data_error_to_400(api, indexed_collection, monkeypa
     monkeypatch.setattr(pmd_site.api.documents, "document_page", refused)
     response = api.get("/api/get", {"ref": "a.md"})
     assert response.status_code == 400
-    assert response.json() == {"message": "the database refused this input: invalid regular expression: "
-                                          "invalid character range", "suggestions": [], "code": "input_refused"}
+    assert response.json() == {
+        "message": "the database refused this input: invalid regular expression: invalid character range",
+        "suggestions": [],
+        "code": "input_refused",
+    }
 
 
 # --- the web UI: a problem page with a 4xx -----------------------------------------------------
@@ -176,11 +212,20 @@ def browser(django_user_model):
     return client
 
 
-@pytest.mark.parametrize("url", [
-    "/doc/p%00ub/a.md", "/related/p%00ub/a.md", "/raw/notes/a%00.md", "/d/ab%00cd",
-    "/?q=a%00b", "/?q=x&collection=n%00", "/history/?q=a%00", "/history/?path=a%00",
-    "/collections/n%00/share/",
-])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "/doc/p%00ub/a.md",
+        "/related/p%00ub/a.md",
+        "/raw/notes/a%00.md",
+        "/d/ab%00cd",
+        "/?q=a%00b",
+        "/?q=x&collection=n%00",
+        "/history/?q=a%00",
+        "/history/?path=a%00",
+        "/collections/n%00/share/",
+    ],
+)
 def test_web_refuses_bad_text_with_a_4xx_page(browser, url):
     response = browser.get(url)
     assert 400 <= response.status_code < 500, (url, response.status_code)
@@ -210,18 +255,21 @@ def test_web_maps_a_database_data_error_to_a_400_page(browser, indexed_collectio
 # --- MCP: a tool error -------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("tool, arguments", [
-    ("pmd_search", {"query": f"a{NUL}"}),
-    ("pmd_search", {"query": "x", "collections": [f"n{NUL}"]}),
-    ("pmd_search", {"query": "x", "filters": {"tags": f"t{NUL}"}}),
-    ("pmd_vector_search", {"query": f"a{NUL}"}),
-    ("pmd_deep_search", {"query": f"a{NUL}"}),
-    ("pmd_get", {"ref": f"pmd://n{NUL}/a.md"}),
-    ("pmd_multi_get", {"pattern": f"n{NUL}/*"}),
-    ("pmd_links", {"ref": f"pmd://n{NUL}/a.md"}),
-    ("pmd_related", {"ref": f"pmd://n{NUL}/a.md"}),
-    ("pmd_search_history", {"query": "x", "path": f"a{NUL}"}),
-])
+@pytest.mark.parametrize(
+    "tool, arguments",
+    [
+        ("pmd_search", {"query": f"a{NUL}"}),
+        ("pmd_search", {"query": "x", "collections": [f"n{NUL}"]}),
+        ("pmd_search", {"query": "x", "filters": {"tags": f"t{NUL}"}}),
+        ("pmd_vector_search", {"query": f"a{NUL}"}),
+        ("pmd_deep_search", {"query": f"a{NUL}"}),
+        ("pmd_get", {"ref": f"pmd://n{NUL}/a.md"}),
+        ("pmd_multi_get", {"pattern": f"n{NUL}/*"}),
+        ("pmd_links", {"ref": f"pmd://n{NUL}/a.md"}),
+        ("pmd_related", {"ref": f"pmd://n{NUL}/a.md"}),
+        ("pmd_search_history", {"query": "x", "path": f"a{NUL}"}),
+    ],
+)
 def test_mcp_tools_refuse_bad_text_with_a_tool_error(db, tool, arguments):
     from mcp.server.mcpserver.exceptions import ToolError
 
@@ -260,14 +308,17 @@ def test_mcp_maps_invalid_globs_and_data_errors_to_tool_errors(indexed_collectio
 # --- the CLI: one line, exit status 1 ----------------------------------------------------------
 
 
-@pytest.mark.parametrize("args, message", [
-    (("search", "path:[z-a] x"), "runs backwards"),
-    (("search", "x", "--path", "[[:nope:]]"), "unknown character class"),
-    (("multi-get", "notes/[z-a]"), "runs backwards"),
-    (("history", "x", "--path", "[z-a]"), "runs backwards"),
-    (("search", f"a{NUL}b"), "NUL byte"),  # only a client-mode request can carry one
-    (("search", "x", "--where", f"k=v{NUL}"), "NUL byte"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (("search", "path:[z-a] x"), "runs backwards"),
+        (("search", "x", "--path", "[[:nope:]]"), "unknown character class"),
+        (("multi-get", "notes/[z-a]"), "runs backwards"),
+        (("history", "x", "--path", "[z-a]"), "runs backwards"),
+        (("search", f"a{NUL}b"), "NUL byte"),  # only a client-mode request can carry one
+        (("search", "x", "--where", f"k=v{NUL}"), "NUL byte"),
+    ],
+)
 def test_cli_refuses_bad_input_with_one_line_and_status_1(run_cli, db, args, message):
     code, _, err = run_cli(*args)
     assert code == 1 and message in err

@@ -15,8 +15,8 @@ import httpx
 import pytest
 from django.test import Client
 
-from indexing.services.tokens import token_create
 from indexing.access import Access
+from indexing.services.tokens import token_create
 from tests.support.factories import api_client, make_user
 
 # The requests run on other threads (ASGI), so the data they read must be committed.
@@ -56,8 +56,10 @@ def database(tmp_path):
         assert time.monotonic() < deadline, "the database never came back"
         time.sleep(0.1)
     with switch.connections["default"].cursor() as cursor:  # connections held by the server's threads
-        cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                       "WHERE datname = current_database() AND pid <> pg_backend_pid()")
+        cursor.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
 
 
 def _wait_for_status(get, status: int) -> object:
@@ -119,15 +121,21 @@ def test_mcp_answers_json_503_while_the_database_is_away(django_user_model, data
     from pmd_site.asgi import application
 
     user = make_user("agent")
-    headers = {"Authorization": f"Bearer {token_create(user=user, access=Access.local_user(), can_write=True).raw}",
-               "Accept": "application/json, text/event-stream", "Host": "127.0.0.1"}
+    headers = {
+        "Authorization": f"Bearer {token_create(user=user, access=Access.local_user(), can_write=True).raw}",
+        "Accept": "application/json, text/event-stream",
+        "Host": "127.0.0.1",
+    }
 
     def call(method: str) -> httpx.Response:
         async def go():
-            async with httpx.AsyncClient(transport=httpx.ASGITransport(app=application),
-                                         base_url="http://127.0.0.1") as client:
-                return await client.request(method, "/mcp", headers=headers,
-                                            json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+            async with httpx.AsyncClient(
+                transport=httpx.ASGITransport(app=application), base_url="http://127.0.0.1"
+            ) as client:
+                return await client.request(
+                    method, "/mcp", headers=headers, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+                )
+
         return anyio.run(go)
 
     database.kill()
@@ -150,8 +158,11 @@ def pooled_connections():
     settings = wrapper.settings_dict
     saved = {key: settings[key] for key in ("CONN_MAX_AGE", "CONN_HEALTH_CHECKS", "OPTIONS")}
     connections.close_all()
-    settings.update(CONN_MAX_AGE=0, CONN_HEALTH_CHECKS=False,
-                    OPTIONS={**settings["OPTIONS"], "pool": {"min_size": 4, "max_size": 8, "timeout": 10}})
+    settings.update(
+        CONN_MAX_AGE=0,
+        CONN_HEALTH_CHECKS=False,
+        OPTIONS={**settings["OPTIONS"], "pool": {"min_size": 4, "max_size": 8, "timeout": 10}},
+    )
     yield wrapper
     connections.close_all()
     wrapper.close_pool()
@@ -163,17 +174,21 @@ def _asgi_get(path: str, headers: dict | None = None) -> int:
     from pmd_site.asgi import application
 
     async def go():
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=application),
-                                     base_url="http://127.0.0.1") as client:
+        async with httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=application), base_url="http://127.0.0.1"
+        ) as client:
             return (await client.get(path, headers=headers or {})).status_code
+
     return anyio.run(go)
 
 
 def _cut_every_connection_but_this_one(wrapper) -> None:
     """What a server restart looks like to a connection pool: each connection it holds is dead."""
     with wrapper.cursor() as cursor:
-        cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                       "WHERE datname = current_database() AND pid <> pg_backend_pid()")
+        cursor.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
     wrapper.close()
 
 

@@ -8,18 +8,19 @@ import ast
 import importlib
 import pkgutil
 import re
-from pathlib import Path
 
 import pytest
 from django.test import RequestFactory
 
 from indexing import errors
-
 from tests.support.paths import ROOT  # noqa: E402 - the repository, wherever this file sits
+
 PACKAGES = ("indexing", "search", "pmd_site")
 # A face's syntax: a pmd command, a command-line flag, manage.py.
-FACE_SYNTAX = re.compile(r"`pmd |\bpmd (?:embed|update|models|token|user|collection|up)\b|manage\.py|createsuperuser"
-                         r"|(?<![\w-])--[a-z]")
+FACE_SYNTAX = re.compile(
+    r"`pmd |\bpmd (?:embed|update|models|token|user|collection|up)\b|manage\.py|createsuperuser"
+    r"|(?<![\w-])--[a-z]"
+)
 CLI_COMMAND = re.compile(r"\bpmd [a-z]")
 
 
@@ -49,8 +50,11 @@ def test_every_error_class_is_declared_once_in_indexing_errors():
             if (exc.name or "").split(".")[0] not in OPTIONAL_EXTRAS:
                 raise
     classes = [errors.PmdError, *_subclasses(errors.PmdError)]
-    elsewhere = sorted(f"{c.__module__}.{c.__qualname__}" for c in classes
-                       if c.__module__ != "indexing.errors" and not c.__module__.startswith("tests"))
+    elsewhere = sorted(
+        f"{c.__module__}.{c.__qualname__}"
+        for c in classes
+        if c.__module__ != "indexing.errors" and not c.__module__.startswith("tests")
+    )
     assert not elsewhere, f"error classes declared outside indexing/errors.py: {elsewhere}"
     by_code: dict[str, list[type]] = {}
     for cls in classes:
@@ -64,8 +68,7 @@ def test_every_error_class_is_declared_once_in_indexing_errors():
 
 def test_no_module_declares_an_error_class_by_source():
     """The same rule read from the source: no `class X(SomePmdError)` outside indexing/errors.py."""
-    names = {c.__name__ for c in [errors.PmdError, *_subclasses(errors.PmdError)]
-             if c.__module__ == "indexing.errors"}
+    names = {c.__name__ for c in [errors.PmdError, *_subclasses(errors.PmdError)] if c.__module__ == "indexing.errors"}
     found = []
     for package in PACKAGES:
         for path in (ROOT / package).rglob("*.py"):

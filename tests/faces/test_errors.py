@@ -6,8 +6,8 @@ import pytest
 from django.test import Client
 
 from indexing import errors
-from indexing.services.tokens import token_create
 from indexing.access import Access
+from indexing.services.tokens import token_create
 from tests.support.factories import api_client, make_user
 
 
@@ -32,7 +32,11 @@ def test_service_errors_carry_code_status_and_their_data():
     )
 
     missing = CollectionNotFound(name="kb", suggestions=["pmd://notes/"])
-    assert (missing.code, missing.http_status, missing.message) == ("collection_not_found", 404, "no collection named 'kb'")
+    assert (missing.code, missing.http_status, missing.message) == (
+        "collection_not_found",
+        404,
+        "no collection named 'kb'",
+    )
     assert isinstance(missing, errors.NotFound) and missing.name == "kb"
     taken = CollectionExists(name="kb")
     assert (taken.code, taken.http_status) == ("collection_exists", 409) and "--name" not in str(taken)
@@ -48,11 +52,15 @@ def test_service_errors_carry_code_status_and_their_data():
 def test_api_maps_errors_with_status_code_and_suggestions(admin_api, indexed_collection, corpus_dir, settings):
     missing = admin_api.get("/api/collections/note")
     assert missing.status_code == 404
-    assert missing.json() == {"message": "no collection named 'note'", "suggestions": ["pmd://notes/"],
-                              "code": "collection_not_found"}
+    assert missing.json() == {
+        "message": "no collection named 'note'",
+        "suggestions": ["pmd://notes/"],
+        "code": "collection_not_found",
+    }
     settings.PMD_COLLECTION_ROOTS = [corpus_dir.parent]
-    duplicate = admin_api.post("/api/collections", {"path": str(corpus_dir), "name": "notes"},
-                               content_type="application/json")
+    duplicate = admin_api.post(
+        "/api/collections", {"path": str(corpus_dir), "name": "notes"}, content_type="application/json"
+    )
     body = duplicate.json()
     assert duplicate.status_code == 409 and body["code"] == "collection_exists"
     # Remote faces: the same words whether or not the caller sees the collection holding the name.
@@ -79,6 +87,7 @@ def test_mcp_turns_a_service_error_into_a_tool_error(indexed_collection, monkeyp
     from pmd_site.mcp.errors import tool_call
 
     monkeypatch.setattr(django.db, "close_old_connections", lambda: None)  # keep the test's transaction
+
     def missing():
         from indexing.services.collections import collection_get
 
@@ -117,8 +126,11 @@ def test_web_maps_errors_to_the_page_and_status(db, staff, indexed_collection, c
 def test_api_answers_401_403_422_with_a_stable_code(db, staff, django_user_model, indexed_collection):
     anonymous = Client().get("/api/status")
     assert anonymous.status_code == 401 and anonymous["WWW-Authenticate"] == 'Bearer realm="pmd"'
-    assert anonymous.json() == {"message": "authentication required: send `Authorization: Bearer <token>` "
-                                           "(pmd token create --user NAME)", "suggestions": [], "code": "unauthorized"}
+    assert anonymous.json() == {
+        "message": "authentication required: send `Authorization: Bearer <token>` (pmd token create --user NAME)",
+        "suggestions": [],
+        "code": "unauthorized",
+    }
     bad = Client(HTTP_AUTHORIZATION="Bearer pmd_nope").get("/api/status")
     assert bad.status_code == 401 and bad.json()["code"] == "unauthorized"
     assert bad.json()["message"] == "invalid, expired or revoked API token"
@@ -127,8 +139,11 @@ def test_api_answers_401_403_422_with_a_stable_code(db, staff, django_user_model
     member_api = api_client(member)
     refused = member_api.post("/api/collections/notes/reindex")
     assert refused.status_code == 403
-    assert refused.json() == {"message": "managing collections and contexts needs a staff account",
-                              "suggestions": [], "code": "forbidden"}
+    assert refused.json() == {
+        "message": "managing collections and contexts needs a staff account",
+        "suggestions": [],
+        "code": "forbidden",
+    }
     browser = Client(enforce_csrf_checks=True)
     browser.force_login(staff)
     csrf = browser.post("/api/collections/notes/reindex")
@@ -139,8 +154,11 @@ def test_api_answers_401_403_422_with_a_stable_code(db, staff, django_user_model
     assert invalid.status_code == 422 and body["code"] == "invalid_input"
     assert body["message"].startswith("invalid request: limit:") and body["errors"]
     empty = member_api.post("/api/search", {"query": "   "}, content_type="application/json")
-    assert empty.status_code == 422 and empty.json() == {"message": "empty query: a search needs words or a filter",
-                                                         "suggestions": [], "code": "empty_query"}
+    assert empty.status_code == 422 and empty.json() == {
+        "message": "empty query: a search needs words or a filter",
+        "suggestions": [],
+        "code": "empty_query",
+    }
 
 
 def test_api_answers_a_path_that_names_nothing_with_a_json_404(db, staff):
@@ -158,7 +176,10 @@ def test_api_answers_a_conversation_id_that_is_no_id_as_one_that_does_not_exist(
     malformed = api.delete("/api/answers/not-a-uuid")
     assert (absent.status_code, absent.json()["code"]) == (404, "conversation_not_found")
     assert malformed.status_code == 404 and malformed.json() == {
-        "message": "no conversation not-a-uuid of yours", "suggestions": [], "code": "conversation_not_found"}
+        "message": "no conversation not-a-uuid of yours",
+        "suggestions": [],
+        "code": "conversation_not_found",
+    }
 
 
 def test_api_answers_a_method_a_path_does_not_have_with_a_json_405(db):
@@ -173,13 +194,17 @@ def test_api_answers_a_body_over_the_upload_limit_with_a_json_413_and_no_traceba
     member = make_user("member")
     browser = Client()  # a session: its CSRF check reads a form body before any endpoint does
     browser.force_login(member)
-    answers = [api_client(member).post("/api/search", {"query": "x" * 2000}, content_type="application/json"),
-               api_client(member).post("/api/search", {"query": "x" * 2000}),
-               browser.post("/api/search", {"query": "x" * 2000})]
+    answers = [
+        api_client(member).post("/api/search", {"query": "x" * 2000}, content_type="application/json"),
+        api_client(member).post("/api/search", {"query": "x" * 2000}),
+        browser.post("/api/search", {"query": "x" * 2000}),
+    ]
     for answer in answers:
         assert answer.status_code == 413 and answer.json() == {
-            "message": "the request body is over the 1000 bytes the server accepts", "suggestions": [],
-            "code": "too_large"}
+            "message": "the request body is over the 1000 bytes the server accepts",
+            "suggestions": [],
+            "code": "too_large",
+        }
     assert not [r for r in caplog.records if r.exc_info or r.name.startswith("django.security")]
 
 
@@ -194,7 +219,10 @@ def test_token_throttled_is_a_pmd_error_the_api_answers_429_with_retry_after(db,
     settings.PMD_TOKEN_FAILURE_LIMIT = 2
     good = token_create(user=staff, access=Access.local_user(), can_write=True).raw
     for _ in range(2):
-        assert Client(REMOTE_ADDR="192.0.2.44", HTTP_AUTHORIZATION="Bearer pmd_wrong").get("/api/status").status_code == 401
+        assert (
+            Client(REMOTE_ADDR="192.0.2.44", HTTP_AUTHORIZATION="Bearer pmd_wrong").get("/api/status").status_code
+            == 401
+        )
     blocked = Client(REMOTE_ADDR="192.0.2.44", HTTP_AUTHORIZATION=f"Bearer {good}").get("/api/status")
     assert blocked.status_code == 429 and int(blocked["Retry-After"]) > 0
     body = blocked.json()

@@ -34,15 +34,46 @@ def notes(db, tmp_path):
 
 def _answer(user, collection: str, path: str, question: str):
     return answer_record(
-        user=user, conversation=uuid.uuid4(), question=question, text=f"from [1] of {collection}", state="answered",
-        model="m", tokens_in=1, tokens_out=1, cited=[1], flags=[], retrieval_ms=1, first_token_ms=1, total_ms=1,
-        passages=[{"number": 1, "collection": collection, "path": path, "title": path, "line": 1, "score": 1.0,
-                   "uri": f"pmd://{collection}/{path}", "tokens": 3}])
+        user=user,
+        conversation=uuid.uuid4(),
+        question=question,
+        text=f"from [1] of {collection}",
+        state="answered",
+        model="m",
+        tokens_in=1,
+        tokens_out=1,
+        cited=[1],
+        flags=[],
+        retrieval_ms=1,
+        first_token_ms=1,
+        total_ms=1,
+        passages=[
+            {
+                "number": 1,
+                "collection": collection,
+                "path": path,
+                "title": path,
+                "line": 1,
+                "score": 1.0,
+                "uri": f"pmd://{collection}/{path}",
+                "tokens": 3,
+            }
+        ],
+    )
 
 
 def _search(user, query: str, *, token=None, opened: str = "", rated: str = "") -> SearchLogEntry:
-    entry = SearchLogEntry.objects.create(user=user, token=token, face="web", mode="keyword", query=query, results=1,
-                                          top_score=0.9, latency_ms=5, opened_uri=opened)
+    entry = SearchLogEntry.objects.create(
+        user=user,
+        token=token,
+        face="web",
+        mode="keyword",
+        query=query,
+        results=1,
+        top_score=0.9,
+        latency_ms=5,
+        opened_uri=opened,
+    )
     if rated:
         SearchFeedback.objects.create(entry=entry, uri=rated, helpful=False)
     return entry
@@ -88,8 +119,11 @@ def test_a_token_limited_to_one_collection_reads_no_logged_search_of_another(not
     _search(alice, "typed on the web")  # made with all her access: not known to stay within `pub`
     limited = api_client(alice, collections=["pub"])
     through_token = limited.post("/api/search", {"query": "garden"}, content_type="application/json").json()
-    assert limited.post(f"/api/searches/{through_token['search_id']}/opened", {"uri": "pmd://pub/open.md"},
-                        content_type="application/json").json() == {"recorded": True}
+    assert limited.post(
+        f"/api/searches/{through_token['search_id']}/opened",
+        {"uri": "pmd://pub/open.md"},
+        content_type="application/json",
+    ).json() == {"recorded": True}
 
     report = limited.get("/api/searches", {"limit": 100})
     assert report.status_code == 200
@@ -113,8 +147,10 @@ def test_staff_without_access_see_no_search_that_opened_or_rated_a_hidden_note(n
     _search(alice, "zanzibar payroll", rated="pmd://secret/zanzibar.md")
     _search(alice, "garden", opened="pmd://pub/open.md")
 
-    for text in (api_client(staffy).get("/api/searches", {"limit": 100}).content.decode(),
-                 web_client(staffy).get("/status/searches/", {"days": 7}).content.decode()):
+    for text in (
+        api_client(staffy).get("/api/searches", {"limit": 100}).content.decode(),
+        web_client(staffy).get("/status/searches/", {"days": 7}).content.decode(),
+    ):
         assert "garden" in text
         assert "zanzibar" not in text and "violetmongoose" not in text and "secret" not in text
     report = search_log_report(access=Access.for_user(staffy), days=7)
@@ -128,19 +164,35 @@ def test_staff_without_access_see_no_search_that_opened_or_rated_a_hidden_note(n
 def test_staff_without_access_see_no_hidden_collection_under_the_watcher(notes, monkeypatch, tmp_path, ollama_down):
     from pmd_site.watcher import heartbeat
 
-    beat = {"at": time.time(), "mode": "events", "last_change_at": None, "pid": 1,
-            "collections": [{"name": "pub", "path": str(tmp_path / "pub")},
-                            {"name": "secret", "path": str(tmp_path / "secret")}],
-            "last_reindex": {"collections": ["pub", "secret"], "changed": 3, "removed": 0, "commits": 0,
-                             "embedding_task": None, "seconds": 0.1, "skipped": []}}
+    beat = {
+        "at": time.time(),
+        "mode": "events",
+        "last_change_at": None,
+        "pid": 1,
+        "collections": [
+            {"name": "pub", "path": str(tmp_path / "pub")},
+            {"name": "secret", "path": str(tmp_path / "secret")},
+        ],
+        "last_reindex": {
+            "collections": ["pub", "secret"],
+            "changed": 3,
+            "removed": 0,
+            "commits": 0,
+            "embedding_task": None,
+            "seconds": 0.1,
+            "skipped": [],
+        },
+    }
     monkeypatch.setattr(heartbeat, "read_heartbeat", lambda: beat)
     staffy = make_user("staffy", staff=True)
 
     watcher = api_client(staffy).get("/api/status", {"section": "watcher"}).json()["watcher"]
     assert watcher["collections"] == [{"name": "pub", "path": str(tmp_path / "pub")}]
     assert watcher["last_reindex"] == {"collections": ["pub"]}
-    for text in (api_client(staffy).get("/api/status").content.decode(),
-                 web_client(staffy).get("/status/").content.decode()):
+    for text in (
+        api_client(staffy).get("/api/status").content.decode(),
+        web_client(staffy).get("/status/").content.decode(),
+    ):
         assert "secret" not in text and str(tmp_path / "pub") in text
     # a missing collection reads the same: the status names only collections one sees
     assert "secret" not in api_client(make_user("member")).get("/api/status").content.decode()
@@ -151,14 +203,24 @@ def test_staff_without_access_see_no_hidden_collection_under_the_watcher(notes, 
     assert api_client(boss).get("/api/status", {"section": "watcher"}).json()["watcher"]["last_reindex"]["changed"] == 3
 
 
-@pytest.mark.parametrize("uri", ["javascript:alert(1)", "pmd://pub/invented.md", "pmd://secret/zanzibar.md",
-                                 "pmd://nowhere/open.md", "https://example.com/pmd://pub/open.md"])
+@pytest.mark.parametrize(
+    "uri",
+    [
+        "javascript:alert(1)",
+        "pmd://pub/invented.md",
+        "pmd://secret/zanzibar.md",
+        "pmd://nowhere/open.md",
+        "https://example.com/pmd://pub/open.md",
+    ],
+)
 def test_only_a_note_the_rater_sees_can_be_opened_or_rated(notes, uri):
     bob = make_user("bob")
     api = api_client(bob)
     sid = api.post("/api/search", {"query": "garden"}, content_type="application/json").json()["search_id"]
-    for path, body in ((f"/api/searches/{sid}/opened", {"uri": uri}),
-                       (f"/api/searches/{sid}/feedback", {"uri": uri, "helpful": True})):
+    for path, body in (
+        (f"/api/searches/{sid}/opened", {"uri": uri}),
+        (f"/api/searches/{sid}/feedback", {"uri": uri, "helpful": True}),
+    ):
         refused = api.post(path, body, content_type="application/json")
         assert refused.status_code == 404, refused.content
         assert refused.json()["code"] in {"document_not_found", "collection_not_found"}
@@ -166,8 +228,9 @@ def test_only_a_note_the_rater_sees_can_be_opened_or_rated(notes, uri):
     assert web.status_code == 404
     assert SearchFeedback.objects.count() == 0 and SearchLogEntry.objects.get(pk=sid).opened_uri == ""
     # the same search, with a note bob sees
-    assert api.post(f"/api/searches/{sid}/feedback", {"uri": "pmd://pub/open.md", "helpful": True},
-                    content_type="application/json").json() == {"recorded": True}
+    assert api.post(
+        f"/api/searches/{sid}/feedback", {"uri": "pmd://pub/open.md", "helpful": True}, content_type="application/json"
+    ).json() == {"recorded": True}
 
 
 def test_a_stored_uri_that_is_no_note_is_never_shown(notes):

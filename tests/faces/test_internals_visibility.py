@@ -13,13 +13,13 @@ import anyio
 import pytest
 from django.conf import settings as django_settings
 from django.test import Client
-from tests.support.mcp_client import http_client as _http_client
 
+from indexing.access import Access
 from indexing.models import Job
 from indexing.services.jobs import job_create
 from indexing.services.tokens import token_create
-from indexing.access import Access
 from tests.support.factories import api_client, make_user
+from tests.support.mcp_client import http_client as _http_client
 
 
 def _internal_strings() -> list[str]:
@@ -65,8 +65,9 @@ def broker_configured(settings):
 
 
 @pytest.mark.django_db
-def test_api_status_shows_internals_to_staff_and_cli_only(member, staff, indexed_collection, broker_configured,
-                                                          run_cli):
+def test_api_status_shows_internals_to_staff_and_cli_only(
+    member, staff, indexed_collection, broker_configured, run_cli
+):
     assert _internal_strings(), "the test server should have a PMD_HOME and a database socket folder"
     mine = _api(member).get("/api/status")
     assert mine.status_code == 200
@@ -117,8 +118,9 @@ def jobs(member, other, indexed_collection):
     return {
         "own": job_create(kind=Job.Kind.INDEX, collection=indexed_collection, created_by=member),
         "other": job_create(kind=Job.Kind.INDEX, collection=indexed_collection, created_by=other),
-        "cli": job_create(kind=Job.Kind.UPDATE, collection=indexed_collection,
-                          message=f"scanning {indexed_collection.root_path}"),
+        "cli": job_create(
+            kind=Job.Kind.UPDATE, collection=indexed_collection, message=f"scanning {indexed_collection.root_path}"
+        ),
     }
 
 
@@ -176,10 +178,20 @@ def test_web_records_who_started_a_job(staff, indexed_collection, eager_tasks):
 
 # --- MCP over HTTP -----------------------------------------------------------------------------
 
-mcp_db = pytest.mark.django_db(transaction=True, available_apps=[
-    "django.contrib.admin", "django.contrib.auth", "django.contrib.contenttypes", "django.contrib.sessions",
-    "django.contrib.messages", "django.contrib.staticfiles", "django_htmx", "indexing", "search",
-])
+mcp_db = pytest.mark.django_db(
+    transaction=True,
+    available_apps=[
+        "django.contrib.admin",
+        "django.contrib.auth",
+        "django.contrib.contenttypes",
+        "django.contrib.sessions",
+        "django.contrib.messages",
+        "django.contrib.staticfiles",
+        "django_htmx",
+        "indexing",
+        "search",
+    ],
+)
 
 
 @mcp_db
@@ -199,7 +211,9 @@ def test_mcp_status_tool_internals_only_for_staff_tokens(asgi_server, indexed_co
 
     staff = anyio.run(status, staff_token)
     assert staff.structured_content["server"]["database"]["pmd_home"] == str(django_settings.PMD_HOME)
-    assert "url" in staff.structured_content["server"]["broker"] or "mode" in staff.structured_content["server"]["broker"]
+    assert (
+        "url" in staff.structured_content["server"]["broker"] or "mode" in staff.structured_content["server"]["broker"]
+    )
 
 
 # --- collection folders --------------------------------------------------------------------------
@@ -248,7 +262,9 @@ def test_members_see_unresolved_link_messages_as_written(member, tmp_path):
 
     (tmp_path / "a.md").write_text("# A\n\nSee [the API](/docs/api.md) and [[Gone Note]].\n")
     collection_index(Collection.objects.create(name="links", root_path=str(tmp_path)))
-    messages = [p["message"] for p in _api(member).get("/api/status", {"section": "problems"}).json()["problems"]["recent"]]
+    messages = [
+        p["message"] for p in _api(member).get("/api/status", {"section": "problems"}).json()["problems"]["recent"]
+    ]
     assert "unresolved link (/docs/api.md) on line 3" in messages
     assert "unresolved link [[Gone Note]] on line 3" in messages
     assert not [m for m in messages if "folder on the server" in m]
@@ -258,10 +274,12 @@ def test_member_redaction_replaces_whole_server_paths_only():
     from pmd_site.reports.status import _redact_paths
 
     assert _redact_paths("cannot read /srv/notes/a.md: permission denied") == (
-        "cannot read (a folder on the server): permission denied")
+        "cannot read (a folder on the server): permission denied"
+    )
     assert _redact_paths("refused (/srv/notes) twice") == "refused (a folder on the server) twice"  # no ((…))
     assert _redact_paths("/srv/x is inside pmd's own data folder (PMD_HOME=/var/lib/pmd): not a collection") == (
-        "(a folder on the server) is inside pmd's own data folder (PMD_HOME=(a folder on the server)): not a collection")
+        "(a folder on the server) is inside pmd's own data folder (PMD_HOME=(a folder on the server)): not a collection"
+    )
     for kept in ("see foo-bar/baz.md and @types/node", "pmd://notes/a/b.md is gone", "1/2 done"):
         assert _redact_paths(kept) == kept
 

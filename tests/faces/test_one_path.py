@@ -36,8 +36,9 @@ def _fresh() -> None:
 
 
 @pytest.mark.django_db
-def test_every_face_adds_a_collection_with_the_same_side_effects(corpus_dir, tmp_path, staff, run_cli,
-                                                                  eager_tasks, ollama, settings):
+def test_every_face_adds_a_collection_with_the_same_side_effects(
+    corpus_dir, tmp_path, staff, run_cli, eager_tasks, ollama, settings
+):
     settings.PMD_COLLECTION_ROOTS = [tmp_path]
     folders = {}
     for face in ("cli", "api", "web", "up"):
@@ -53,8 +54,9 @@ def test_every_face_adds_a_collection_with_the_same_side_effects(corpus_dir, tmp
     _fresh()
 
     api = api_client(staff)
-    response = api.post("/api/collections", {"path": str(folders["api"]), "name": "api"},
-                        content_type="application/json")
+    response = api.post(
+        "/api/collections", {"path": str(folders["api"]), "name": "api"}, content_type="application/json"
+    )
     assert response.status_code == 201, response.content
     assert response.json()["job"]["state"] == "done"
     effects["api"] = _effects("api")
@@ -75,8 +77,9 @@ def test_every_face_adds_a_collection_with_the_same_side_effects(corpus_dir, tmp
 
 
 @pytest.mark.django_db
-def test_adding_in_the_admin_has_the_same_side_effects_as_the_web_ui(corpus_dir, tmp_path, staff, eager_tasks,
-                                                                       ollama, settings, django_capture_on_commit_callbacks):
+def test_adding_in_the_admin_has_the_same_side_effects_as_the_web_ui(
+    corpus_dir, tmp_path, staff, eager_tasks, ollama, settings, django_capture_on_commit_callbacks
+):
     settings.PMD_COLLECTION_ROOTS = [tmp_path]
     folders = {}
     for face in ("web", "admin"):
@@ -94,8 +97,14 @@ def test_adding_in_the_admin_has_the_same_side_effects_as_the_web_ui(corpus_dir,
     effects["web"] = _effects("web")
     _fresh()
 
-    form = {"name": "admin", "root_path": str(folders["admin"]), "mask": "**/*.md", "ignore_patterns": "[]",
-            "text_search_config": "english", "visibility": "everyone"}
+    form = {
+        "name": "admin",
+        "root_path": str(folders["admin"]),
+        "mask": "**/*.md",
+        "ignore_patterns": "[]",
+        "text_search_config": "english",
+        "visibility": "everyone",
+    }
     with django_capture_on_commit_callbacks(execute=True) as started:
         response = browser.post("/admin/indexing/collection/add/", form)
     assert response.status_code == 302, response.content

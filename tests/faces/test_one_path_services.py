@@ -44,8 +44,15 @@ def _spy(monkeypatch, module_path: str, name: str, modules: list[str]) -> list:
     return calls
 
 
-FACES = ["pmd_site.tasks", "pmd_site.watcher.loop", "pmd_site.api.collections", "pmd_site.web.views.collections",
-         "pmd_site.admin.indexing", "pmd_site.cli.collections", "pmd_site.cli.up"]
+FACES = [
+    "pmd_site.tasks",
+    "pmd_site.watcher.loop",
+    "pmd_site.api.collections",
+    "pmd_site.web.views.collections",
+    "pmd_site.admin.indexing",
+    "pmd_site.cli.collections",
+    "pmd_site.cli.up",
+]
 
 
 @pytest.fixture
@@ -63,8 +70,7 @@ def _scanned(calls: list, name: str) -> bool:
 
 
 @pytest.mark.django_db
-def test_every_face_reaches_the_one_refresh_service(indexed_collection, refreshes, run_cli, boss, eager_tasks,
-                                                    ollama):
+def test_every_face_reaches_the_one_refresh_service(indexed_collection, refreshes, run_cli, boss, eager_tasks, ollama):
     from indexing.services.tokens import token_create
     from pmd_site.tasks import reconcile
     from pmd_site.watcher.loop import _refresh
@@ -80,14 +86,19 @@ def test_every_face_reaches_the_one_refresh_service(indexed_collection, refreshe
     face("cli", lambda: run_cli("update"))
     face("watcher", lambda: _refresh([name], {}))
     face("beat", reconcile)
-    api = Client(HTTP_AUTHORIZATION="Bearer " + token_create(user=boss, name="t", access=Access.local_user(),
-                                                             can_write=True).raw)
+    api = Client(
+        HTTP_AUTHORIZATION="Bearer " + token_create(user=boss, name="t", access=Access.local_user(), can_write=True).raw
+    )
     face("api", lambda: api.post(f"/api/collections/{name}/reindex"))
     browser = Client()
     browser.force_login(boss)
     face("web", lambda: browser.post(f"/collections/{name}/reindex/"))
-    face("admin", lambda: browser.post("/admin/indexing/collection/", {
-        "action": "reindex", "_selected_action": [indexed_collection.pk]}))
+    face(
+        "admin",
+        lambda: browser.post(
+            "/admin/indexing/collection/", {"action": "reindex", "_selected_action": [indexed_collection.pk]}
+        ),
+    )
 
     assert set(seen) == {"cli", "watcher", "beat", "api", "web", "admin"}
     for label, calls in seen.items():
@@ -115,8 +126,12 @@ def test_the_accounts_service_audits_every_change(run_cli, monkeypatch):
     assert admin_ensure(username="admin", access=local).password is None  # already there: nothing changes
 
     events = [(e.action, e.target) for e in AuditEvent.objects.order_by("pk")]
-    assert events == [("user.create", "carol"), ("user.password", "carol"), ("user.unlock", "carol"),
-                      ("user.create", "admin")]
+    assert events == [
+        ("user.create", "carol"),
+        ("user.password", "carol"),
+        ("user.unlock", "carol"),
+        ("user.create", "admin"),
+    ]
     assert all(e.actor_label.startswith("local user") for e in AuditEvent.objects.all())
     assert not any("secret" in json.dumps(e.detail) for e in AuditEvent.objects.all())
 
@@ -128,8 +143,12 @@ def test_the_accounts_service_audits_every_change(run_cli, monkeypatch):
 
 @pytest.fixture
 def searches(monkeypatch):
-    return _spy(monkeypatch, "search.pipeline.dispatch", "search_run",
-                ["pmd_site.api.search", "pmd_site.web.views.search", "pmd_site.mcp.tools", "pmd_site.cli.search"])
+    return _spy(
+        monkeypatch,
+        "search.pipeline.dispatch",
+        "search_run",
+        ["pmd_site.api.search", "pmd_site.web.views.search", "pmd_site.mcp.tools", "pmd_site.cli.search"],
+    )
 
 
 @pytest.mark.django_db
@@ -190,8 +209,12 @@ def test_every_face_shows_the_detail_of_collection_detail(indexed_collection, ru
     name = indexed_collection.name
     FileProblem.objects.create(collection=indexed_collection, path="broken.md", severity="warning", message="odd")
     PathContext.objects.create(collection=indexed_collection, path_prefix="guides", text="how-tos")
-    details = _spy(monkeypatch, "indexing.selectors", "collection_detail",
-                   ["pmd_site.api.collections", "pmd_site.web.views.collections", "pmd_site.cli.collections"])
+    details = _spy(
+        monkeypatch,
+        "indexing.selectors",
+        "collection_detail",
+        ["pmd_site.api.collections", "pmd_site.web.views.collections", "pmd_site.cli.collections"],
+    )
 
     code, out, err = run_cli("collection", "show", name, "--json")
     assert code == 0, err

@@ -14,8 +14,8 @@ from django.core import mail
 from django.test import Client
 from django.utils import timezone
 
-from indexing.services.tokens import token_create
 from indexing.access import Access
+from indexing.services.tokens import token_create
 from tests.support.factories import make_user, web_client
 from tests.support.mcp_client import close_other_connections
 
@@ -212,10 +212,20 @@ def _asgi_post(path: str, headers: dict[str, str], client: tuple[str, int]):
     async def send(message):
         sent.append(message)
 
-    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
-             "scheme": "http", "path": path, "raw_path": path.encode(), "query_string": b"", "root_path": "",
-             "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()],
-             "client": client, "server": ("127.0.0.1", 8000)}
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()],
+        "client": client,
+        "server": ("127.0.0.1", 8000),
+    }
     try:
         asyncio.run(application(scope, receive, send))
     finally:
@@ -231,11 +241,13 @@ def test_mcp_blocks_an_address_after_bad_tokens_with_json_429(alice, low_limits)
 
     good = token_create(user=alice, access=Access.local_user(), can_write=True).raw
     for _ in range(3):
-        status, _, body = _asgi_post("/mcp", {"Authorization": "Bearer pmd_wrong", "Host": "localhost"},
-                                     ("198.51.100.30", 5000))
+        status, _, body = _asgi_post(
+            "/mcp", {"Authorization": "Bearer pmd_wrong", "Host": "localhost"}, ("198.51.100.30", 5000)
+        )
         assert status == 403 and json.loads(body)["code"] == "unauthorized"
-    status, headers, body = _asgi_post("/mcp", {"Authorization": f"Bearer {good}", "Host": "localhost"},
-                                       ("198.51.100.30", 5001))
+    status, headers, body = _asgi_post(
+        "/mcp", {"Authorization": f"Bearer {good}", "Host": "localhost"}, ("198.51.100.30", 5001)
+    )
     assert status == 429
     assert int(headers["retry-after"]) > 0
     assert headers["content-type"] == "application/json"
@@ -257,9 +269,16 @@ def test_every_html_page_sends_the_policy(member_client, indexed_collection, url
     response = (Client() if "login" in url else member_client).get(url)
     assert response.status_code == 200
     policy = response["Content-Security-Policy"]
-    for directive in ("default-src 'self'", "script-src 'self'", "object-src 'none'", "base-uri 'self'",
-                      "frame-ancestors 'none'", "form-action 'self'", "img-src 'self' data:",
-                      "style-src 'self';"):  # no <style> elements; only style attributes (tables)
+    for directive in (
+        "default-src 'self'",
+        "script-src 'self'",
+        "object-src 'none'",
+        "base-uri 'self'",
+        "frame-ancestors 'none'",
+        "form-action 'self'",
+        "img-src 'self' data:",
+        "style-src 'self';",
+    ):  # no <style> elements; only style attributes (tables)
         assert directive in policy, directive
     assert "https:" not in policy  # no remote images by default
 
@@ -316,8 +335,9 @@ def test_with_email_reset_sends_one_mail_whose_link_sets_the_password(alice, set
     link = re.search(r"https?://[^/\s]+(/accounts/reset/\S+/)", mail.outbox[0].body).group(1)
     form = client.get(link, follow=True)
     assert form.status_code == 200 and "new_password1" in form.content.decode()
-    done = client.post(form.redirect_chain[-1][0], {"new_password1": "a fresh passphrase 42",
-                                                    "new_password2": "a fresh passphrase 42"})
+    done = client.post(
+        form.redirect_chain[-1][0], {"new_password1": "a fresh passphrase 42", "new_password2": "a fresh passphrase 42"}
+    )
     assert done.status_code == 302 and done.url == "/accounts/reset/done/"
     alice.refresh_from_db()
     assert alice.check_password("a fresh passphrase 42")
@@ -343,8 +363,8 @@ def test_serve_never_lets_uvicorn_read_forwarded_headers(settings, monkeypatch, 
 
     import uvicorn
 
-    from pmd_site.runtime import process as runtime
     from pmd_site.cli import services
+    from pmd_site.runtime import process as runtime
 
     settings.PMD_BEHIND_HTTPS_PROXY = behind_proxy
     seen = {}
@@ -363,8 +383,13 @@ def test_an_https_proxy_without_its_addresses_is_a_configuration_error():
     import sys
     from pathlib import Path
 
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "pmd_site.settings", "PMD_BEHIND_HTTPS_PROXY": "true",
-           "PMD_TRUSTED_PROXIES": "", "PMD_FORWARD_AUTH_PROXIES": ""}
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "pmd_site.settings",
+        "PMD_BEHIND_HTTPS_PROXY": "true",
+        "PMD_TRUSTED_PROXIES": "",
+        "PMD_FORWARD_AUTH_PROXIES": "",
+    }
     probe = [sys.executable, "-c", "import django; django.setup()"]
     root = Path(__file__).resolve().parents[2]
     refused = subprocess.run(probe, capture_output=True, text=True, env=env, cwd=root, timeout=120)

@@ -22,9 +22,19 @@ def waiting_job(db):
     """An embedding request parked while the model server is away (as embedding_queue leaves it)."""
     next_check = timezone.now() + timedelta(seconds=90)
     return Job.objects.create(
-        kind=Job.Kind.EMBED, state=Job.State.QUEUED, message="waiting for the LLM backend: Ollama is not reachable at X",
-        result={"waiting": {"collections": None, "force": False, "since": timezone.now().isoformat(),
-                            "checks": 2, "next_check_at": next_check.isoformat()}})
+        kind=Job.Kind.EMBED,
+        state=Job.State.QUEUED,
+        message="waiting for the LLM backend: Ollama is not reachable at X",
+        result={
+            "waiting": {
+                "collections": None,
+                "force": False,
+                "since": timezone.now().isoformat(),
+                "checks": 2,
+                "next_check_at": next_check.isoformat(),
+            }
+        },
+    )
 
 
 def _report(access=None):
@@ -95,7 +105,7 @@ def test_progress_per_collection_and_kind(ollama, indexed_collection):
 def test_cli_status_says_down_in_words(ollama_down, indexed_collection, run_cli):
     code, out, _ = run_cli("status")
     assert code == 0
-    models = out[out.index("models (Model server)"):]
+    models = out[out.index("models (Model server)") :]
     assert "down: Ollama is not reachable" in models and "what to do:" in models
 
 
@@ -124,7 +134,7 @@ def test_web_status_page_is_written_for_people(ollama_down, indexed_collection, 
     assert "last_indexed_at" not in shown and "Last indexed" in shown  # labels, not keys
     assert not re.search(r"\d{4}-\d\d-\d\dT\d\d:", shown)  # relative times, not ISO stamps
     assert "'model':" not in shown  # no Python dict for the fingerprint
-    assert "<details class=\"raw\"><summary>Raw values</summary>" in html
+    assert '<details class="raw"><summary>Raw values</summary>' in html
     assert "Notes with vectors" in html
 
 
@@ -139,15 +149,14 @@ def test_embed_with_the_server_down_fails_in_seconds_with_reason(ollama_down, in
 
 
 @pytest.mark.django_db
-def test_embed_no_wait_with_the_server_down_queues_and_says_why(ollama_down, indexed_collection, run_cli,
-                                                                  monkeypatch):
+def test_embed_no_wait_with_the_server_down_queues_and_says_why(ollama_down, indexed_collection, run_cli, monkeypatch):
     from indexing.services import background
-
     from indexing.services.jobs import job_create
 
     # A worker took it (the queue is another test's business).
-    monkeypatch.setattr(background, "embedding_request_here",
-                        lambda **kwargs: (job_create(kind=Job.Kind.EMBED, message="queued"), True))
+    monkeypatch.setattr(
+        background, "embedding_request_here", lambda **kwargs: (job_create(kind=Job.Kind.EMBED, message="queued"), True)
+    )
     code, out, err = run_cli("embed", "--no-wait")
     assert code == 0, err
     assert "not reachable" in err and "(queued: it runs once the server answers)" in err
@@ -163,14 +172,14 @@ def test_follow_stops_when_the_request_starts_waiting(indexed_collection, waitin
 
 
 @pytest.mark.django_db
-def test_run_embedding_in_the_web_says_why_it_cannot_run(ollama_down, indexed_collection, staff_client,
-                                                        monkeypatch):
+def test_run_embedding_in_the_web_says_why_it_cannot_run(ollama_down, indexed_collection, staff_client, monkeypatch):
     from indexing.services.jobs import job_create
     from pmd_site.web.views import collections
 
     # Queued, as with a worker (no thread left running after the test).
-    monkeypatch.setattr(collections, "embedding_request",
-                        lambda **kwargs: job_create(kind=Job.Kind.EMBED, message="queued"))
+    monkeypatch.setattr(
+        collections, "embedding_request", lambda **kwargs: job_create(kind=Job.Kind.EMBED, message="queued")
+    )
     page = staff_client.get("/", {"q": "postgres", "mode": "semantic"}).content.decode()
     assert "Run embedding" in page and "Embedding cannot run now: Ollama is not reachable" in page
     answer = staff_client.post("/collections/embed/", follow=True).content.decode()
@@ -188,8 +197,9 @@ def test_no_advice_to_run_embed_while_the_server_is_down(ollama_down, indexed_co
 
 
 @pytest.mark.django_db
-def test_staff_change_the_index_configuration_on_the_status_page(staff_client, member_client, indexed_collection,
-                                                                  ollama, settings):
+def test_staff_change_the_index_configuration_on_the_status_page(
+    staff_client, member_client, indexed_collection, ollama, settings
+):
     from indexing.models import IndexSetting
     from indexing.services.embedding import embed_pending
 

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from tests.support.ollama_server import embed_text
 
 from indexing.errors import LLMBackendError, LLMBackendTimeout, LLMBackendUnavailable, LLMBadResponse, LLMModelMissing
 from indexing.llm import embedding_prompts, get_backend, make_backend
 from indexing.llm.prompts import prompts_for
+from tests.support.ollama_server import embed_text
 
 
 def cosine(a, b):
@@ -134,14 +134,28 @@ def test_chat_passes_schema_and_returns_logprobs(ollama):
 
     def handler(body):
         received.update(body)
-        return {"message": {"role": "assistant", "content": '{"relevant": "yes"}'},
-                "logprobs": [{"token": "yes", "logprob": -0.1, "top_logprobs": [{"token": "yes", "logprob": -0.1},
-                                                                                 {"token": "no", "logprob": -2.4}]}]}
+        return {
+            "message": {"role": "assistant", "content": '{"relevant": "yes"}'},
+            "logprobs": [
+                {
+                    "token": "yes",
+                    "logprob": -0.1,
+                    "top_logprobs": [{"token": "yes", "logprob": -0.1}, {"token": "no", "logprob": -2.4}],
+                }
+            ],
+        }
 
     ollama.chat_handler = handler
     schema = {"type": "object", "properties": {"relevant": {"enum": ["yes", "no"]}}, "required": ["relevant"]}
-    result = get_backend().chat([{"role": "user", "content": "is it relevant?"}], model="qwen3:0.6b",
-                                format=schema, logprobs=True, top_logprobs=2, think=False, options={"temperature": 0})
+    result = get_backend().chat(
+        [{"role": "user", "content": "is it relevant?"}],
+        model="qwen3:0.6b",
+        format=schema,
+        logprobs=True,
+        top_logprobs=2,
+        think=False,
+        options={"temperature": 0},
+    )
     assert result.json() == {"relevant": "yes"}
     assert result.logprobs[0].token == "yes"
     assert result.logprobs[0].top == (("yes", -0.1), ("no", -2.4))
@@ -192,8 +206,9 @@ def test_openai_missing_model_and_bad_key(ollama_openai, settings):
 
 def test_openai_chat_maps_schema_and_logprobs(ollama_openai):
     ollama_openai.chat_handler = lambda body: '{"answer": 1}'
-    result = get_backend().chat([{"role": "user", "content": "q"}], model="qwen3:0.6b",
-                                format={"type": "object"}, logprobs=True, top_logprobs=3)
+    result = get_backend().chat(
+        [{"role": "user", "content": "q"}], model="qwen3:0.6b", format={"type": "object"}, logprobs=True, top_logprobs=3
+    )
     body = ollama_openai.requests_to("/v1/chat/completions")[0].body
     assert body["response_format"]["type"] == "json_schema"
     assert body["response_format"]["json_schema"]["schema"] == {"type": "object"}

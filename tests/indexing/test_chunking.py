@@ -16,7 +16,7 @@ def assert_well_formed(text: str, chunks, params: ChunkParams) -> None:
     assert chunks[-1].char_end == len(text)
     for i, chunk in enumerate(chunks):
         assert chunk.seq == i
-        assert chunk.text == text[chunk.char_start:chunk.char_end]
+        assert chunk.text == text[chunk.char_start : chunk.char_end]
         assert chunk.start_line == text.count("\n", 0, chunk.char_start) + 1
         assert chunk.tokens == count_tokens(chunk.text) <= params.max_tokens
     for before, after in zip(chunks, chunks[1:]):
@@ -70,7 +70,14 @@ def test_code_fence_that_fits_is_never_cut():
     params = ChunkParams(max_tokens=200)
     fence = "```python\n" + "".join(f"value_{i} = compute({i})\n" for i in range(20)) + "```\n"
     assert count_tokens(fence) < 200
-    text = "Intro paragraph.\n\n" + "lorem ipsum dolor sit amet " * 30 + "\n" + fence + "\nAfter the code.\n" + "tail text " * 40
+    text = (
+        "Intro paragraph.\n\n"
+        + "lorem ipsum dolor sit amet " * 30
+        + "\n"
+        + fence
+        + "\nAfter the code.\n"
+        + "tail text " * 40
+    )
     chunks = chunk_markdown(text, params)
     assert_well_formed(text, chunks, params)
     assert any(fence in c.text for c in chunks), "the whole fence is inside one chunk"
@@ -101,7 +108,7 @@ def test_tilde_fences_and_unclosed_fences_are_protected():
     unclosed = "para " * 70 + "\n\n```\n" + "# inside\n" * 15
     chunks = chunk_markdown(unclosed, params)
     assert_well_formed(unclosed, chunks, params)
-    assert count_tokens(unclosed[unclosed.index("```"):]) < 80
+    assert count_tokens(unclosed[unclosed.index("```") :]) < 80
     assert not any(c.text.startswith("# inside") for c in chunks)
 
 
@@ -170,7 +177,7 @@ def test_consecutive_chunks_overlap_by_about_fifteen_percent():
     chunks = chunk_markdown(text, params)
     assert_well_formed(text, chunks, params)
     for before, after in zip(chunks, chunks[1:]):
-        shared = text[after.char_start:before.char_end]
+        shared = text[after.char_start : before.char_end]
         assert 0.07 * 200 <= count_tokens(shared) <= 0.15 * 200 + 1
         assert after.text.startswith("l"), "the overlap starts at a line start"
 
@@ -210,7 +217,12 @@ def test_random_mixed_markdown_is_always_well_formed():
     pieces = [
         lambda: f"{'#' * rng.randint(1, 6)} heading {rng.randint(0, 99)}\n",
         lambda: "\n",
-        lambda: " ".join(rng.choice(["alpha", "beta", "gamma", "delta", "x", "snake_case"]) for _ in range(rng.randint(1, 60))) + "\n",
+        lambda: (
+            " ".join(
+                rng.choice(["alpha", "beta", "gamma", "delta", "x", "snake_case"]) for _ in range(rng.randint(1, 60))
+            )
+            + "\n"
+        ),
         lambda: "```\n" + "code line\n" * rng.randint(1, 80) + "```\n",
         lambda: "- item\n" * rng.randint(1, 10),
         lambda: "| a | b |\n|---|---|\n" + "| 1 | 2 |\n" * rng.randint(1, 20),
@@ -237,7 +249,12 @@ def test_a_megabyte_line_of_spaces_is_chunked_like_any_other_line():
         assert_well_formed(text, chunks, params)
         assert len(chunks) == 4
         assert sum(" " * 1_000_000 + "x\n" in chunk.text for chunk in chunks) == 1  # the line is never cut
-    assert [chunk.text[:8] for chunk in chunks] == ["## Part0", "## Part5", "## Part2", "## Part7"]  # no overlap: at headings
+    assert [chunk.text[:8] for chunk in chunks] == [
+        "## Part0",
+        "## Part5",
+        "## Part2",
+        "## Part7",
+    ]  # no overlap: at headings
 
 
 def test_a_deep_nested_list_is_cut_at_its_items():
@@ -252,7 +269,14 @@ def test_a_deep_nested_list_is_cut_at_its_items():
 def test_an_indented_fence_is_still_a_fence():
     params = ChunkParams(max_tokens=40, overlap=0.0)
     code = "\n".join(f"x{i} = {i}" for i in range(8))
-    text = "".join(section(f"S{i}", 10) for i in range(3)) + " " * 5000 + "> ```py\n" + code + "\n> ```\n" + section("End", 10)
+    text = (
+        "".join(section(f"S{i}", 10) for i in range(3))
+        + " " * 5000
+        + "> ```py\n"
+        + code
+        + "\n> ```\n"
+        + section("End", 10)
+    )
     chunks = chunk_markdown(text, params)
     assert_well_formed(text, chunks, params)
     assert any(chunk.text.lstrip(" ").startswith("> ```py\n" + code + "\n> ```\n") for chunk in chunks)

@@ -17,15 +17,15 @@ from django.conf import settings as django_settings
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from indexing.models import Collection, Document, FileProblem
+from indexing.access import Access
 from indexing.errors import CollectionPathRefused, DocumentNotFound
+from indexing.models import Collection, Document, FileProblem
 from indexing.selectors import document_resolve
 from indexing.services.collections import (
     collection_create,
 )
 from indexing.services.refresh import collections_refresh
 from indexing.services.scanning import collection_file_open, collection_files, collection_index
-from indexing.access import Access
 from tests.support.factories import api_client, make_user
 
 pytestmark = pytest.mark.django_db
@@ -327,8 +327,9 @@ def test_web_and_api_add_collections_only_under_collection_roots(settings, tmp_p
     assert not Collection.objects.exists()
 
     (notes / "sub").mkdir()
-    created = api.post("/api/collections", {"path": str(notes), "name": "notes", "index": False},
-                       content_type="application/json")
+    created = api.post(
+        "/api/collections", {"path": str(notes), "name": "notes", "index": False}, content_type="application/json"
+    )
     assert created.status_code == 201, created.content
     assert web.post("/collections/add/", {"path": str(notes / "sub"), "name": "sub"}).status_code == 302
     assert set(Collection.objects.values_list("name", flat=True)) == {"notes", "sub"}
@@ -341,8 +342,14 @@ def test_admin_cannot_add_or_move_a_collection_outside_the_roots(settings, notes
     admin_user = make_user("root", password="correct horse battery", superuser=True)
     client = Client()
     client.force_login(admin_user)
-    form = {"name": "etc", "root_path": "/etc", "mask": "**/*.md", "ignore_patterns": "[]",
-            "text_search_config": "english", "visibility": "everyone"}
+    form = {
+        "name": "etc",
+        "root_path": "/etc",
+        "mask": "**/*.md",
+        "ignore_patterns": "[]",
+        "text_search_config": "english",
+        "visibility": "everyone",
+    }
     page = client.post("/admin/indexing/collection/add/", form)
     assert page.status_code == 200 and "PMD_COLLECTION_ROOTS" in page.content.decode()
     assert not Collection.objects.exists()
@@ -351,8 +358,9 @@ def test_admin_cannot_add_or_move_a_collection_outside_the_roots(settings, notes
     assert added.status_code == 302
     collection = Collection.objects.get(name="notes")
     for target in (str(outside), "/proc", str(django_settings.PMD_HOME)):
-        moved = client.post(f"/admin/indexing/collection/{collection.pk}/change/",
-                            {**form, "name": "notes", "root_path": target})
+        moved = client.post(
+            f"/admin/indexing/collection/{collection.pk}/change/", {**form, "name": "notes", "root_path": target}
+        )
         assert moved.status_code == 200, target
     collection.refresh_from_db()
     assert collection.root_path == str(notes)
@@ -423,19 +431,31 @@ def test_staff_cannot_add_a_hidden_collections_folder_nor_one_inside_or_around_i
     hr, allowed = w["hr"], w["allowed"]
     # The yardstick: a folder outside PMD_COLLECTION_ROOTS, which no one may add from these faces.
     never = str(w["outside"])
-    hidden = [hr, hr / "pay", allowed / "team", hr / ".." / "hr", allowed / "shortcut", hr / "pay" / "salaries.md",
-              hr / "no-such-folder", allowed / "no-such-folder"]
+    hidden = [
+        hr,
+        hr / "pay",
+        allowed / "team",
+        hr / ".." / "hr",
+        allowed / "shortcut",
+        hr / "pay" / "salaries.md",
+        hr / "no-such-folder",
+        allowed / "no-such-folder",
+    ]
     api, web, admin = _api_as(w["sam"]), _web_as(w["sam"]), _web_as(w["sam"])
     form = {"mask": "**/*.md", "ignore_patterns": "[]", "text_search_config": "english", "visibility": "everyone"}
 
     def api_answer(path):
-        return _normalized(api.post("/api/collections", {"path": path, "name": "leak"}, content_type="application/json"), path)
+        return _normalized(
+            api.post("/api/collections", {"path": path, "name": "leak"}, content_type="application/json"), path
+        )
 
     def web_answer(path):
         return _normalized(web.post("/collections/add/", {"path": path, "name": "leak"}), path)
 
     def admin_answer(path):
-        return _normalized(admin.post("/admin/indexing/collection/add/", {**form, "name": "leak", "root_path": path}), path)
+        return _normalized(
+            admin.post("/admin/indexing/collection/add/", {**form, "name": "leak", "root_path": path}), path
+        )
 
     for answer, status in ((api_answer, 400), (web_answer, 400), (admin_answer, 200)):
         yardstick = answer(never)
@@ -445,21 +465,35 @@ def test_staff_cannot_add_a_hidden_collections_folder_nor_one_inside_or_around_i
     assert set(Collection.objects.values_list("name", flat=True)) == {"hrvault", "handbook"}
 
     # Its owner sees it: a folder inside it is hers to add (a collection she sees is no secret to her).
-    mine = _api_as(w["olga"]).post("/api/collections", {"path": str(hr / "pay"), "name": "pay", "index": False},
-                                   content_type="application/json")
+    mine = _api_as(w["olga"]).post(
+        "/api/collections", {"path": str(hr / "pay"), "name": "pay", "index": False}, content_type="application/json"
+    )
     assert mine.status_code == 201, mine.content
-    assert api.post("/api/collections", {"path": str(allowed / "free"), "name": "free", "index": False},
-                    content_type="application/json").status_code == 201
+    assert (
+        api.post(
+            "/api/collections",
+            {"path": str(allowed / "free"), "name": "free", "index": False},
+            content_type="application/json",
+        ).status_code
+        == 201
+    )
 
 
 def test_staff_cannot_move_a_collection_onto_a_hidden_collections_folder(hidden_world):
     w = hidden_world
     handbook = Collection.objects.get(name="handbook")
-    form = {"name": "handbook", "mask": "**/*.md", "ignore_patterns": "[]", "text_search_config": "english",
-            "visibility": "everyone"}
+    form = {
+        "name": "handbook",
+        "mask": "**/*.md",
+        "ignore_patterns": "[]",
+        "text_search_config": "english",
+        "visibility": "everyone",
+    }
     admin = _web_as(w["sam"])
-    never = _normalized(admin.post(f"/admin/indexing/collection/{handbook.pk}/change/",
-                                   {**form, "root_path": str(w["outside"])}), str(w["outside"]))
+    never = _normalized(
+        admin.post(f"/admin/indexing/collection/{handbook.pk}/change/", {**form, "root_path": str(w["outside"])}),
+        str(w["outside"]),
+    )
     assert never[0] == 200 and "PMD_COLLECTION_ROOTS" in never[1]
     for folder in (w["hr"], w["hr"] / "pay", w["allowed"] / "team", w["allowed"] / "shortcut"):
         moved = admin.post(f"/admin/indexing/collection/{handbook.pk}/change/", {**form, "root_path": str(folder)})
@@ -474,11 +508,16 @@ def test_a_hidden_collections_name_is_refused_in_the_words_of_a_visible_ones(hid
     free = str(w["allowed"] / "free")
 
     def add(name):
-        response = api.post("/api/collections", {"path": free, "name": name, "index": False},
-                            content_type="application/json")
+        response = api.post(
+            "/api/collections", {"path": free, "name": name, "index": False}, content_type="application/json"
+        )
         return response.status_code, response.json()["code"], response.json()["message"].replace(name, "NAME")
 
-    assert add("hrvault") == add("handbook") == (409, "collection_exists", "the collection name 'NAME' is not available: choose another")
+    assert (
+        add("hrvault")
+        == add("handbook")
+        == (409, "collection_exists", "the collection name 'NAME' is not available: choose another")
+    )
     for name in ("hrvault", "handbook"):  # (the page lists handbook: only the answer itself is compared)
         page = web.post("/collections/add/", {"path": free, "name": name})
         assert page.status_code == 400
@@ -492,11 +531,18 @@ def test_a_hidden_collections_name_is_refused_in_the_words_of_a_visible_ones(hid
 
     assert rename("hrvault") == rename("handbook") and rename("handbook")[0] == 409
     mine = Collection.objects.get(name="mine")
-    form = {"root_path": mine.root_path, "mask": mine.mask, "ignore_patterns": "[]", "text_search_config": "english",
-            "visibility": "everyone"}
+    form = {
+        "root_path": mine.root_path,
+        "mask": mine.mask,
+        "ignore_patterns": "[]",
+        "text_search_config": "english",
+        "visibility": "everyone",
+    }
     admin = _web_as(w["sam"])
-    renamed = {name: _normalized(admin.post(f"/admin/indexing/collection/{mine.pk}/change/", {**form, "name": name}), name)
-               for name in ("hrvault", "handbook")}
+    renamed = {
+        name: _normalized(admin.post(f"/admin/indexing/collection/{mine.pk}/change/", {**form, "name": name}), name)
+        for name in ("hrvault", "handbook")
+    }
     assert renamed["hrvault"] == renamed["handbook"] and renamed["hrvault"][0] == 200
     assert "not available" in renamed["hrvault"][1]
     assert set(Collection.objects.values_list("name", flat=True)) == {"hrvault", "handbook", "mine"}

@@ -9,15 +9,27 @@ import threading
 import pytest
 from django.db import connection
 
+from indexing.keyword.keyword_index import keyword_index_update
 from indexing.models import Collection, Document
 from indexing.services.collections import collection_create
 from indexing.services.scanning import collection_index
-from indexing.keyword.keyword_index import keyword_index_update
 
 pytestmark = pytest.mark.django_db(transaction=True)  # the threads need to see each other's commits
 
-WORDS = ["vacuum", "autovacuum", "planner", "index", "btree", "deploy", "rollback", "release", "meeting",
-         "budget", "tuning", "replica"]
+WORDS = [
+    "vacuum",
+    "autovacuum",
+    "planner",
+    "index",
+    "btree",
+    "deploy",
+    "rollback",
+    "release",
+    "meeting",
+    "budget",
+    "tuning",
+    "replica",
+]
 
 
 def note(i: int, version: int = 0) -> str:
@@ -48,8 +60,7 @@ def run_together(workers: int, work) -> list[BaseException]:
 
 
 def documents_of(collection: Collection) -> set[tuple]:
-    return set(Document.objects.filter(collection=collection, active=True)
-               .values_list("path", "title", "content_id"))
+    return set(Document.objects.filter(collection=collection, active=True).values_list("path", "title", "content_id"))
 
 
 def keyword_rows_of(collection: Collection) -> tuple[list, list]:
@@ -58,13 +69,15 @@ def keyword_rows_of(collection: Collection) -> tuple[list, list]:
             "SELECT d.path, k.ordinal, k.start_line, k.end_line, k.start_char, k.end_char, k.length, k.tsv::text"
             " FROM search_keyword_passage k"
             " JOIN indexing_document d ON d.id = k.document_id WHERE d.collection_id = %s ORDER BY 1, 2",
-            [collection.pk])
+            [collection.pk],
+        )
         passages = cursor.fetchall()
         cursor.execute(
             "SELECT d.path, k.ordinal, p.lexeme, p.tf_title, p.tf_body, p.length FROM search_keyword_posting p"
             " JOIN search_keyword_passage k ON k.id = p.passage_id"
             " JOIN indexing_document d ON d.id = p.document_id WHERE d.collection_id = %s ORDER BY 1, 2, 3",
-            [collection.pk])
+            [collection.pk],
+        )
         return passages, cursor.fetchall()
 
 
@@ -74,15 +87,22 @@ def assert_statistics_consistent() -> None:
         cursor.execute(
             "SELECT count(*) FROM (SELECT lexeme, collection_id, count(*) AS df FROM search_keyword_posting"
             " GROUP BY lexeme, collection_id) p"
-            " FULL JOIN search_keyword_term t USING (lexeme, collection_id) WHERE p.df IS DISTINCT FROM t.df")
+            " FULL JOIN search_keyword_term t USING (lexeme, collection_id) WHERE p.df IS DISTINCT FROM t.df"
+        )
         assert cursor.fetchone()[0] == 0
-        cursor.execute("SELECT collection_id, count(*), count(DISTINCT document_id), sum(length)"
-                       " FROM search_keyword_passage GROUP BY 1 ORDER BY 1")
+        cursor.execute(
+            "SELECT collection_id, count(*), count(DISTINCT document_id), sum(length)"
+            " FROM search_keyword_passage GROUP BY 1 ORDER BY 1"
+        )
         counted = cursor.fetchall()
-        cursor.execute("SELECT collection_id, n_passages, n_documents, total_length FROM search_keyword_stats ORDER BY 1")
+        cursor.execute(
+            "SELECT collection_id, n_passages, n_documents, total_length FROM search_keyword_stats ORDER BY 1"
+        )
         assert cursor.fetchall() == counted
-        cursor.execute("SELECT count(*) FROM search_keyword_passage k JOIN indexing_document d"
-                       " ON d.id = k.document_id WHERE NOT d.active")
+        cursor.execute(
+            "SELECT count(*) FROM search_keyword_passage k JOIN indexing_document d"
+            " ON d.id = k.document_id WHERE NOT d.active"
+        )
         assert cursor.fetchone()[0] == 0
 
 
@@ -96,6 +116,7 @@ def test_two_indexers_of_one_collection_while_files_change(tmp_path):
 
     errors: list[BaseException] = []
     for round_ in range(1, 9):
+
         def churn(round_=round_):
             for i in range(round_ * 3, round_ * 3 + 3):  # new files (and files coming back)
                 (root / f"new-{i % 10:02d}.md").write_text(note(100 + i, round_))

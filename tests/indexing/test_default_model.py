@@ -28,8 +28,9 @@ def test_the_default_local_model_is_multilingual_with_its_prefixes_and_window(se
 def _vectors_of(model: str, backend: str):
     fingerprint = EmbeddingFingerprint.objects.create(key=f"k{len(model)}", model=model, dims=3, backend=backend)
     content = Content.objects.create(hash=f"{len(model):064d}", body="text", size=4)
-    Chunk.objects.create(fingerprint=fingerprint, content=content, seq=0, char_start=0, char_end=4,
-                         embedding=[1.0, 0.0, 0.0])
+    Chunk.objects.create(
+        fingerprint=fingerprint, content=content, seq=0, char_start=0, char_end=4, embedding=[1.0, 0.0, 0.0]
+    )
 
 
 @pytest.mark.django_db

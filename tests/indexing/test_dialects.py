@@ -26,6 +26,7 @@ FIXTURE = FIXTURES / "dialects"
 
 # --- pure functions ---------------------------------------------------------------------------------
 
+
 def test_searchable_text_keeps_offsets_and_drops_the_marks_and_comments():
     text = "> [!warning]- Title\n> body ==hot== %%gone%%\n\n:::tip Tip title\nx ^abc1\n:::\n`a %% b %%`\n"
     out = searchable_text(text)
@@ -56,6 +57,7 @@ def test_toml_frontmatter_is_read_like_yaml_and_bounded():
 
 
 # --- indexed ------------------------------------------------------------------------------------------
+
 
 @pytest.fixture
 def dialects(db, tmp_path):
@@ -97,8 +99,7 @@ def test_comments_are_not_searchable_and_highlights_are(dialects):
 @pytest.mark.django_db
 def test_embeds_are_links_and_block_id_links_resolve(dialects):
     callouts = document_links("pmd://dialects/Callouts.md", access=Access.local_user())
-    embeds = [(row.kind, row.target_text, row.heading, row.other.path if row.other else None)
-              for row in callouts.links]
+    embeds = [(row.kind, row.target_text, row.heading, row.other.path if row.other else None) for row in callouts.links]
     assert embeds == [("embed", "Glossary", "Terms", "Glossary.md")]  # the image is an attachment, not a note
     glossary = document_links("pmd://dialects/Glossary.md", access=Access.local_user())
     assert [(r.kind, r.other.path) for r in glossary.backlinks] == [("embed", "Callouts.md")]
@@ -119,6 +120,7 @@ def test_toml_frontmatter_gives_title_tags_and_date(dialects):
 
 # --- rendered -----------------------------------------------------------------------------------------
 
+
 @pytest.fixture
 def member_client(db):
     user = get_user_model().objects.create_user("member", password="correct horse battery")
@@ -137,10 +139,16 @@ def _rendered(client, path: str) -> str:
 @pytest.mark.django_db
 def test_the_document_view_renders_callouts_highlights_and_embeds(member_client, dialects):
     html = _rendered(member_client, "Callouts.md")
-    assert re.search(r'<div class="pmd-callout pmd-callout-warning"[^>]*>\s*<div class="pmd-callout-title">'
-                     r'Mind the quokka</div>', html)
-    assert re.search(r'<details class="pmd-callout pmd-callout-note"[^>]*>\s*<summary class="pmd-callout-title">'
-                     r'Folded lighthouse</summary>', html)
+    assert re.search(
+        r'<div class="pmd-callout pmd-callout-warning"[^>]*>\s*<div class="pmd-callout-title">'
+        r"Mind the quokka</div>",
+        html,
+    )
+    assert re.search(
+        r'<details class="pmd-callout pmd-callout-note"[^>]*>\s*<summary class="pmd-callout-title">'
+        r"Folded lighthouse</summary>",
+        html,
+    )
     assert re.search(r'<div class="pmd-callout-title">Note</div>\s*<p[^>]*>GitHub alerts', html)
     assert "[!warning]" not in html and "[!NOTE]" not in html
     assert "<mark>highlighted saffron</mark>" in html
@@ -182,10 +190,16 @@ def test_a_note_is_found_by_what_it_embeds_only_with_transclusion_on(dialects):
 @pytest.mark.django_db
 def test_admonitions_details_html_headings_and_includes_render(member_client, dialects):
     html = _rendered(member_client, "docs/admonitions.md")
-    assert re.search(r'<div class="pmd-callout pmd-callout-tip"[^>]*>\s*<div class="pmd-callout-title">'
-                     r'Pro tip about pelicans</div>', html)
-    assert re.search(r'<div class="pmd-callout pmd-callout-danger"[^>]*>\s*<div class="pmd-callout-title">'
-                     r'Careful</div>', html)
+    assert re.search(
+        r'<div class="pmd-callout pmd-callout-tip"[^>]*>\s*<div class="pmd-callout-title">'
+        r"Pro tip about pelicans</div>",
+        html,
+    )
+    assert re.search(
+        r'<div class="pmd-callout pmd-callout-danger"[^>]*>\s*<div class="pmd-callout-title">'
+        r"Careful</div>",
+        html,
+    )
     assert ":::" not in html
     html = _rendered(member_client, "book/chapter.md")
     assert '<span class="pmd-include">include <code>../src/main.rs</code></span>' in html

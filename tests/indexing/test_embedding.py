@@ -7,6 +7,7 @@ import shutil
 import pytest
 
 from indexing.chunking import chunk_markdown
+from indexing.errors import EmbeddingError, LLMBackendUnavailable, LLMBadResponse, LLMModelMissing
 from indexing.models import Chunk, Content, ContentEmbedding, EmbeddingFingerprint, Job
 from indexing.services.embedding import (
     chunk_params_from_settings,
@@ -17,7 +18,6 @@ from indexing.services.embedding import (
 )
 from indexing.services.jobs import job_create
 from indexing.services.scanning import collection_index
-from indexing.errors import EmbeddingError, LLMBackendUnavailable, LLMBadResponse, LLMModelMissing
 
 pytestmark = pytest.mark.django_db
 
@@ -70,7 +70,9 @@ def test_second_run_does_nothing(indexed_collection, ollama, small_batches):
     assert Chunk.objects.count() == chunks
 
 
-def test_a_changed_file_is_pending_and_unchanged_content_costs_nothing(indexed_collection, ollama, small_batches, corpus_dir):
+def test_a_changed_file_is_pending_and_unchanged_content_costs_nothing(
+    indexed_collection, ollama, small_batches, corpus_dir
+):
     embed_pending()
     before = len(embedded_inputs(ollama))
     (corpus_dir / "guides" / "identifiers.md").write_text("# Identifiers\n\nRenamed getUserById to fetchUser.\n")

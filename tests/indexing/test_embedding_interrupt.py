@@ -32,8 +32,12 @@ def test_killed_worker_mid_batch_is_resumed_without_duplicates(indexed_collectio
     env = dict(
         os.environ,
         DATABASE_URL=database_url,
-        OLLAMA_URL=ollama.url, PMD_LLM_BACKEND="ollama", PMD_EMBED_MODEL="embeddinggemma",
-        PMD_EMBED_BATCH="2", PMD_CHUNK_TOKENS="40", PMD_LLM_RETRIES="0",
+        OLLAMA_URL=ollama.url,
+        PMD_LLM_BACKEND="ollama",
+        PMD_EMBED_MODEL="embeddinggemma",
+        PMD_EMBED_BATCH="2",
+        PMD_CHUNK_TOKENS="40",
+        PMD_LLM_RETRIES="0",
     )
     worker: dict = {}
 
@@ -43,13 +47,14 @@ def test_killed_worker_mid_batch_is_resumed_without_duplicates(indexed_collectio
             worker["proc"].wait()
 
     ollama.on_embed = kill_during_third_batch
-    worker["proc"] = subprocess.Popen([sys.executable, "-c", WORKER], env=env, cwd=ROOT,
-                                      stderr=subprocess.PIPE)
+    worker["proc"] = subprocess.Popen([sys.executable, "-c", WORKER], env=env, cwd=ROOT, stderr=subprocess.PIPE)
     worker["proc"].wait(timeout=120)
     assert worker["proc"].returncode == -signal.SIGKILL, worker["proc"].stderr.read().decode()[-2000:]
 
     params = chunk_params_from_settings()
-    expected = sum(len(chunk_markdown(c.body, params)) for c in Content.objects.filter(documents__active=True).distinct())
+    expected = sum(
+        len(chunk_markdown(c.body, params)) for c in Content.objects.filter(documents__active=True).distinct()
+    )
     stored = Chunk.objects.count()
     assert 2 <= stored < expected, "some batches were committed before the kill, not all"
     assert Job.objects.get().state == Job.State.RUNNING  # the dead worker could not say so

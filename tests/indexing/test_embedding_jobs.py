@@ -24,8 +24,8 @@ from indexing.services.scanning import collection_index
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-from tests.support.paths import ROOT
 from tests.support.factories import make_user
+from tests.support.paths import ROOT
 
 
 def expected_chunks() -> int:
@@ -52,7 +52,8 @@ def small_batches(settings):
 
 
 def test_an_embed_job_started_during_another_run_waits_then_embeds_what_that_run_missed(
-        indexed_collection, ollama, small_batches, corpus_dir):
+    indexed_collection, ollama, small_batches, corpus_dir
+):
     first, second = job_create(kind=Job.Kind.EMBED), job_create(kind=Job.Kind.EMBED)
     in_first_run, let_go = threading.Event(), threading.Event()
 
@@ -114,12 +115,18 @@ time.sleep(600)
 
 
 @pytest.mark.parametrize("kind", [Job.Kind.INDEX, Job.Kind.EMBED])
-def test_a_job_whose_worker_is_killed_is_marked_failed_worker_stopped(kind, db, database_url, client,
-                                                                       django_user_model):
+def test_a_job_whose_worker_is_killed_is_marked_failed_worker_stopped(
+    kind, db, database_url, client, django_user_model
+):
     job = job_create(kind=kind)
     env = dict(os.environ, DATABASE_URL=database_url)
-    worker = subprocess.Popen([sys.executable, "-c", KILLED_WORKER, str(job.pk)], env=env, cwd=ROOT,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    worker = subprocess.Popen(
+        [sys.executable, "-c", KILLED_WORKER, str(job.pk)],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     try:
         assert worker.stdout.readline() == b"running\n", worker.stderr.read().decode()[-2000:]
         job.refresh_from_db()
@@ -147,9 +154,13 @@ def test_a_worker_starting_recovers_the_jobs_left_running(db):
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()
     job = job_create(kind=Job.Kind.EMBED)
-    Job.objects.filter(pk=job.pk).update(state=Job.State.RUNNING, started_at=timezone.now(),
-                                         worker_host=job_service._HOST, worker_pid=gone.pid,
-                                         heartbeat_at=timezone.now())
+    Job.objects.filter(pk=job.pk).update(
+        state=Job.State.RUNNING,
+        started_at=timezone.now(),
+        worker_host=job_service._HOST,
+        worker_pid=gone.pid,
+        heartbeat_at=timezone.now(),
+    )
     _recover_jobs_at_start()
     job.refresh_from_db()
     assert job.state == Job.State.FAILED and job.message.startswith("worker stopped")
@@ -159,11 +170,18 @@ def test_another_machines_job_is_recovered_only_when_its_heartbeat_is_stale(db, 
     settings.PMD_JOB_STALE_SECONDS = 300
     now = timezone.now()
     fresh, stale, waiting = (job_create(kind=Job.Kind.INDEX) for _ in range(3))
-    for job, state, age in ((fresh, Job.State.RUNNING, 10), (stale, Job.State.RUNNING, 301),
-                            (waiting, Job.State.QUEUED, 301)):
-        Job.objects.filter(pk=job.pk).update(state=state, started_at=now - timedelta(seconds=age),
-                                             worker_host="another-machine", worker_pid=os.getpid(),
-                                             heartbeat_at=now - timedelta(seconds=age))
+    for job, state, age in (
+        (fresh, Job.State.RUNNING, 10),
+        (stale, Job.State.RUNNING, 301),
+        (waiting, Job.State.QUEUED, 301),
+    ):
+        Job.objects.filter(pk=job.pk).update(
+            state=state,
+            started_at=now - timedelta(seconds=age),
+            worker_host="another-machine",
+            worker_pid=os.getpid(),
+            heartbeat_at=now - timedelta(seconds=age),
+        )
     queued_for_a_worker = job_create(kind=Job.Kind.EMBED)  # no process has it: the broker's business
     Job.objects.filter(pk=queued_for_a_worker.pk).update(created_at=now - timedelta(days=1))
     assert jobs_recover() == 2

@@ -7,11 +7,11 @@ import logging
 
 import pytest
 
-from pmd_site import tasks
-from pmd_site.celery import EMBED_QUEUE
 from indexing.models import ContentEmbedding, EmbeddingFingerprint, Job
 from indexing.services.embedding import pending_contents
 from indexing.services.jobs import job_create
+from pmd_site import tasks
+from pmd_site.celery import EMBED_QUEUE
 
 pytestmark = pytest.mark.django_db
 
@@ -58,8 +58,9 @@ def our_lines(caplog) -> list[str]:
 
 
 @pytest.mark.parametrize("outage", ["stopped", "failing"])
-def test_backend_away_logs_once_and_queued_requests_wait_then_resume(indexed_collection, ollama, broker,
-                                                                      caplog, settings, outage):
+def test_backend_away_logs_once_and_queued_requests_wait_then_resume(
+    indexed_collection, ollama, broker, caplog, settings, outage
+):
     settings.PMD_LLM_RETRIES = 3  # the worker's default: every request used to retry three times
     port = ollama.port
     if outage == "stopped":
@@ -106,8 +107,9 @@ def test_backend_away_logs_once_and_queued_requests_wait_then_resume(indexed_col
     assert broker.drain() == []
 
 
-def test_a_request_arriving_after_the_backend_is_back_resumes_the_waiting_ones(indexed_collection, ollama,
-                                                                                broker, caplog):
+def test_a_request_arriving_after_the_backend_is_back_resumes_the_waiting_ones(
+    indexed_collection, ollama, broker, caplog
+):
     ollama.stop()
     port = ollama.port
     waiting = [job_create(kind=Job.Kind.EMBED) for _ in range(3)]
@@ -122,7 +124,7 @@ def test_a_request_arriving_after_the_backend_is_back_resumes_the_waiting_ones(i
     assert [line for line in our_lines(caplog) if "answers again" in line] != []
     assert set(Job.objects.values_list("state", flat=True)) == {Job.State.DONE}
     # the check that was queued for the first one finds its work done
-    (kwargs, _eta), = broker.drain()
+    ((kwargs, _eta),) = broker.drain()
     assert tasks.embed_pending(**kwargs) == {"skipped": "already done"}
 
 
@@ -146,18 +148,19 @@ def test_checks_grow_but_never_stop():
 
 
 def test_a_lost_check_is_run_by_the_periodic_task_and_embedding_resumes_when_the_server_is_back(
-        indexed_collection, ollama, broker):
+    indexed_collection, ollama, broker
+):
     port = ollama.port
     ollama.stop()
     job = job_create(kind=Job.Kind.EMBED, message="queued")
     outcome = tasks.embed_pending(job_id=str(job.pk))
     assert outcome["check_again_in"] and outcome["check"] == 0
-    (lost, _eta), = broker.drain()  # the delayed check is lost (a restarted worker, a flushed broker)
+    ((lost, _eta),) = broker.drain()  # the delayed check is lost (a restarted worker, a flushed broker)
     assert tasks.embedding_check() == {"skipped": "no check due"}  # not late yet: its message may still come
 
     make_overdue(job)
     assert "waiting" in tasks.embedding_check()  # still down: checked, waiting again, the next check queued
-    (again, _eta), = broker.drain()
+    ((again, _eta),) = broker.drain()
     assert again["check"] == 1
     assert tasks.embed_pending(**lost) == {"skipped": "a newer check of the LLM backend is scheduled"}
 
@@ -197,7 +200,7 @@ def test_a_starting_worker_merges_what_an_outage_left_and_queues_the_pending(ind
 
     tasks._embedding_at_start(sender=None)
 
-    (kwargs, _eta), = broker.drain()
+    ((kwargs, _eta),) = broker.drain()
     merged = Job.objects.filter(pk__in=[j.pk for j in left])
     assert set(merged.values_list("state", flat=True)) == {Job.State.DONE}
     assert all(m.startswith("merged into the embedding request") for m in merged.values_list("message", flat=True))
@@ -208,7 +211,7 @@ def test_a_starting_worker_merges_what_an_outage_left_and_queues_the_pending(ind
 def test_a_fresh_index_gets_its_embedding_queued_when_the_worker_starts(indexed_collection, ollama, broker):
     assert not Job.objects.filter(kind=Job.Kind.EMBED).exists()  # indexed with no worker: nothing queued
     tasks._embedding_at_start(sender=None)
-    (kwargs, _eta), = broker.drain()
+    ((kwargs, _eta),) = broker.drain()
     assert tasks.embed_pending(**kwargs)["contents"] > 0
     tasks._embedding_at_start(sender=None)  # nothing pending any more: nothing queued
     assert broker.drain() == []

@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from indexing.convert import (ConversionRefused, Limits, convert_here, format_of, formats_mask, location_at,
-                              unit_text)
+from indexing.convert import ConversionRefused, Limits, convert_here, format_of, formats_mask, location_at, unit_text
 from indexing.convert.sandbox import Converter, SandboxLimits, convert_isolated
 from indexing.errors import InvalidGlob
 
@@ -73,15 +72,18 @@ def test_long_pdf_is_read_up_to_the_page_cap_with_a_warning():
     assert converted.warnings == ["30 pages: only the first 10 read (PMD_CONVERT_MAX_PAGES)"]
 
 
-@pytest.mark.parametrize("name, reason", [
-    ("encrypted.pdf", "password-protected (encrypted) PDF"),
-    ("scan.pdf", "no text layer on any of its 1 page(s) (a scan?): OCR is off (PMD_OCR=off)"),
-    ("scanned-text.pdf", "no text layer on any of its 1 page(s) (a scan?): OCR is off (PMD_OCR=off)"),
-    ("not-really.pdf", "not a readable PDF"),
-    ("broken.docx", "not a DOCX file (broken or wrong extension"),
-    ("bomb.docx", "unpacks to 5,242,888 bytes, over the 1,048,576-byte limit"),
-    ("protected.docx", "password-protected (encrypted) or an old binary Office file"),
-])
+@pytest.mark.parametrize(
+    "name, reason",
+    [
+        ("encrypted.pdf", "password-protected (encrypted) PDF"),
+        ("scan.pdf", "no text layer on any of its 1 page(s) (a scan?): OCR is off (PMD_OCR=off)"),
+        ("scanned-text.pdf", "no text layer on any of its 1 page(s) (a scan?): OCR is off (PMD_OCR=off)"),
+        ("not-really.pdf", "not a readable PDF"),
+        ("broken.docx", "not a DOCX file (broken or wrong extension"),
+        ("bomb.docx", "unpacks to 5,242,888 bytes, over the 1,048,576-byte limit"),
+        ("protected.docx", "password-protected (encrypted) or an old binary Office file"),
+    ],
+)
 def test_bad_files_are_refused_with_their_reason(name, reason):
     with pytest.raises(ConversionRefused) as refused:
         convert_here(format_of(name), (FIXTURES / name).read_bytes(), SMALL)
@@ -147,8 +149,8 @@ def formats_dir(tmp_path) -> Path:
 
 @pytest.mark.django_db
 def test_a_collection_reads_the_formats_its_mask_selects_and_lists_bad_files(formats_dir, settings, monkeypatch):
-    from indexing.models import Document, Extraction, FileProblem
     from indexing.convert.sandbox import Converter
+    from indexing.models import Document, Extraction, FileProblem
     from indexing.services.collections import collection_create
     from indexing.services.scanning import collection_index
 
@@ -162,13 +164,23 @@ def test_a_collection_reads_the_formats_its_mask_selects_and_lists_bad_files(for
     markdown_only = collection_create(path=formats_dir, name="md-only")
     assert collection_index(markdown_only).added == 1  # the default mask: markdown as before
 
-    mixed = collection_create(path=formats_dir, name="mixed", formats=["pdf", "docx", "pptx", "xlsx", "html", "epub",
-                                                                       "text"])
+    mixed = collection_create(
+        path=formats_dir, name="mixed", formats=["pdf", "docx", "pptx", "xlsx", "html", "epub", "text"]
+    )
     assert mixed.mask == "**/*.{md,pdf,docx,pptx,xlsx,xlsm,html,htm,xhtml,epub,txt,text,rst,org}"
     report = collection_index(mixed)
     paths = set(Document.objects.filter(collection=mixed, active=True).values_list("path", flat=True))
-    assert paths == {"index.md", "report.pdf", "long.pdf", "notes.docx", "deck.pptx", "inventory.xlsx", "guide.html",
-                     "tides.epub", "plain.txt"}
+    assert paths == {
+        "index.md",
+        "report.pdf",
+        "long.pdf",
+        "notes.docx",
+        "deck.pptx",
+        "inventory.xlsx",
+        "guide.html",
+        "tides.epub",
+        "plain.txt",
+    }
     problems = dict(FileProblem.objects.filter(collection=mixed).values_list("path", "message"))
     assert problems["encrypted.pdf"] == "password-protected (encrypted) PDF: skipped"
     assert problems["scan.pdf"].startswith("no text layer")
@@ -187,8 +199,10 @@ def test_a_collection_reads_the_formats_its_mask_selects_and_lists_bad_files(for
     shutil.copy(formats_dir / "deck.pptx", formats_dir / "deck-copy.pptx")
     again = collection_index(mixed)
     assert len(calls) == converted and again.added == 1 and again.unchanged == 9
-    assert Document.objects.get(collection=mixed, path="deck-copy.pptx").content_id == \
-        Document.objects.get(collection=mixed, path="deck.pptx").content_id
+    assert (
+        Document.objects.get(collection=mixed, path="deck-copy.pptx").content_id
+        == Document.objects.get(collection=mixed, path="deck.pptx").content_id
+    )
 
 
 @pytest.mark.django_db
@@ -238,11 +252,13 @@ def test_an_index_jobs_progress_names_the_file_being_converted_and_its_page(tmp_
 
     collection_index(collection, progress=progress)
     assert [m for m in messages if m.startswith("converting")] == [
-        f"converting long.pdf (2 of 2 files, {n} of 10 pages)" for n in range(1, 11)]
+        f"converting long.pdf (2 of 2 files, {n} of 10 pages)" for n in range(1, 11)
+    ]
     job.refresh_from_db()
     assert job.message == "converting long.pdf (2 of 2 files, 10 of 10 pages)"  # what the job row shows
     assert index_jobs_running(access=Access.local_user()) == [
-        {"collection": "docs", "done": 2, "total": 2, "message": job.message}]  # and `pmd status`
+        {"collection": "docs", "done": 2, "total": 2, "message": job.message}
+    ]  # and `pmd status`
     job_finish(job)
 
 
@@ -307,10 +323,12 @@ def test_a_word_broken_at_a_line_end_is_joined_unless_the_document_writes_it_hyp
 
     # Lines of Debian's valgrind, nettle, docbook-xsl and zlib manuals as PDFium reads them: a hyphen
     # at a line's end is \x02 with the break dropped (or, rarely, "-" before the break).
-    pages = ["you can give the option --soname\x02synonyms=somalloc",
-             "see --soname-synonyms below. Encrypts the plain\x02text from src; the plaintext is",
-             "the path of very rapidly diminish\x02ing return. Name=\"padding\x02start\", the padding at the start",
-             "a 32-\nbit word; GOST R 34.11-\n2012; De\x02scription"]
+    pages = [
+        "you can give the option --soname\x02synonyms=somalloc",
+        "see --soname-synonyms below. Encrypts the plain\x02text from src; the plaintext is",
+        'the path of very rapidly diminish\x02ing return. Name="padding\x02start", the padding at the start',
+        "a 32-\nbit word; GOST R 34.11-\n2012; De\x02scription",
+    ]
     vocabulary = Vocabulary(pages)
     text = "\n".join(page_text(page, vocabulary) for page in pages)
     assert "--soname-synonyms=somalloc" in text  # written hyphenated elsewhere

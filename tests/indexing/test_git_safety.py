@@ -19,10 +19,23 @@ pytestmark = pytest.mark.django_db
 # What each planted program does when run, after writing its name to the marker file: the filters
 # and upload-pack do their job, so a run shows as a marker, not as a broken command.
 _ROLES = {
-    "gpg": "exit 0", "external-diff": "exit 0", "diff-command": "exit 0", "textconv": 'cat "$1"',
-    "smudge": "cat", "clean": "cat", "process": "exit 1", "pager": "cat", "fsmonitor": "exit 0",
-    "credential": "exit 0", "ssh-command": "exit 1", "askpass": "exit 0", "alternate-refs": "exit 0",
-    "uploadpack": 'exec git-upload-pack "$@"', "proxy": "exit 1", "editor": "exit 0", "hook": "exit 0",
+    "gpg": "exit 0",
+    "external-diff": "exit 0",
+    "diff-command": "exit 0",
+    "textconv": 'cat "$1"',
+    "smudge": "cat",
+    "clean": "cat",
+    "process": "exit 1",
+    "pager": "cat",
+    "fsmonitor": "exit 0",
+    "credential": "exit 0",
+    "ssh-command": "exit 1",
+    "askpass": "exit 0",
+    "alternate-refs": "exit 0",
+    "uploadpack": 'exec git-upload-pack "$@"',
+    "proxy": "exit 1",
+    "editor": "exit 0",
+    "hook": "exit 0",
 }
 
 
@@ -46,17 +59,29 @@ def _plant(folder: Path, marker: Path) -> dict[str, str]:
 def _configure(repo: Path, programs: dict[str, str]) -> None:
     """What a writer of .git/config (and of the notes, for .gitattributes) can plant."""
     settings = {
-        "log.showSignature": "true", "gpg.program": programs["gpg"], "gpg.openpgp.program": programs["gpg"],
-        "diff.external": programs["external-diff"], "diff.conv.command": programs["diff-command"],
-        "diff.conv.textconv": programs["textconv"], "filter.smudgy.smudge": programs["smudge"],
-        "filter.smudgy.clean": programs["clean"], "filter.smudgy.required": "true",
-        "filter.proc.process": programs["process"], "core.pager": programs["pager"],
-        "core.fsmonitor": programs["fsmonitor"], "core.hooksPath": programs["hooks"],
-        "credential.helper": programs["credential"], "credential.https://example.org.helper": programs["credential"],
-        "core.sshCommand": programs["ssh-command"], "core.askPass": programs["askpass"],
-        "core.alternateRefsCommand": programs["alternate-refs"], "core.gitProxy": programs["proxy"],
-        "core.editor": programs["editor"], "sequence.editor": programs["editor"],
-        "pager.log": programs["pager"], "protocol.ext.allow": "always",
+        "log.showSignature": "true",
+        "gpg.program": programs["gpg"],
+        "gpg.openpgp.program": programs["gpg"],
+        "diff.external": programs["external-diff"],
+        "diff.conv.command": programs["diff-command"],
+        "diff.conv.textconv": programs["textconv"],
+        "filter.smudgy.smudge": programs["smudge"],
+        "filter.smudgy.clean": programs["clean"],
+        "filter.smudgy.required": "true",
+        "filter.proc.process": programs["process"],
+        "core.pager": programs["pager"],
+        "core.fsmonitor": programs["fsmonitor"],
+        "core.hooksPath": programs["hooks"],
+        "credential.helper": programs["credential"],
+        "credential.https://example.org.helper": programs["credential"],
+        "core.sshCommand": programs["ssh-command"],
+        "core.askPass": programs["askpass"],
+        "core.alternateRefsCommand": programs["alternate-refs"],
+        "core.gitProxy": programs["proxy"],
+        "core.editor": programs["editor"],
+        "sequence.editor": programs["editor"],
+        "pager.log": programs["pager"],
+        "protocol.ext.allow": "always",
     }
     for key, value in settings.items():
         git(repo, "config", key, value)
@@ -67,10 +92,12 @@ def _signed_commit(repo: Path, message: str) -> str:
     git(repo, "add", "-A")
     tree = git(repo, "write-tree")
     parent = git(repo, "rev-parse", "HEAD")
-    raw = (f"tree {tree}\nparent {parent}\nauthor Alice Martin <alice@example.org> 1743584400 +0000\n"
-           f"committer Alice Martin <alice@example.org> 1743584400 +0000\n"
-           "gpgsig -----BEGIN PGP SIGNATURE-----\n \n iQEzBAABCAAdFiEE\n -----END PGP SIGNATURE-----\n"
-           f"\n{message}\n").encode()
+    raw = (
+        f"tree {tree}\nparent {parent}\nauthor Alice Martin <alice@example.org> 1743584400 +0000\n"
+        f"committer Alice Martin <alice@example.org> 1743584400 +0000\n"
+        "gpgsig -----BEGIN PGP SIGNATURE-----\n \n iQEzBAABCAAdFiEE\n -----END PGP SIGNATURE-----\n"
+        f"\n{message}\n"
+    ).encode()
     sha = git(repo, "hash-object", "-t", "commit", "-w", "--stdin", input=raw)
     git(repo, "update-ref", "HEAD", sha)
     return sha
@@ -132,8 +159,8 @@ def _pull_world(tmp_path):
 
 
 def test_pull_runs_nothing_the_repositorys_config_names(tmp_path):
-    from indexing.models import Commit
     from indexing.access import Access
+    from indexing.models import Commit
     from indexing.services.refresh import collections_refresh
 
     collection, notes, _, new = _pull_world(tmp_path)

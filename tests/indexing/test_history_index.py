@@ -19,8 +19,8 @@ def notes_repo(tmp_path):
 
 @pytest.fixture
 def history_collection(notes_repo):
-    from indexing.services.refresh import collection_add
     from indexing.access import Access
+    from indexing.services.refresh import collection_add
 
     repo, shas = notes_repo
     added = collection_add(path=repo, name="handbook", access=Access.local_user())
@@ -28,7 +28,7 @@ def history_collection(notes_repo):
 
 
 def test_every_commit_of_the_branch_is_indexed_with_its_changes(history_collection):
-    from indexing.models import Commit, CollectionHistory
+    from indexing.models import CollectionHistory, Commit
 
     collection, repo, shas, refreshed = history_collection
     assert refreshed.history.added == 9 and refreshed.history.state == "indexed"
@@ -84,19 +84,22 @@ def test_a_shallow_clone_is_indexed_as_far_as_it_goes(notes_repo, tmp_path):
 
     repo, shas = notes_repo
     clone = tmp_path / "shallow"
-    subprocess.run(["git", "clone", "-q", "--depth", "2", f"file://{repo}", str(clone)], check=True,
-                   capture_output=True)
+    subprocess.run(
+        ["git", "clone", "-q", "--depth", "2", f"file://{repo}", str(clone)], check=True, capture_output=True
+    )
     added = collection_add(path=clone, name="shallow", access=Access.local_user())
     history = added.refreshed.history
     assert history.state == "indexed" and "shallow clone" in history.message
     assert set(Commit.objects.filter(collection=added.collection).values_list("sha", flat=True)) == {
-        shas["big"], shas["latin1"]}
+        shas["big"],
+        shas["latin1"],
+    }
 
 
 def test_a_folder_that_stops_being_a_repository_loses_its_commits(history_collection):
     import shutil
 
-    from indexing.models import Commit, CollectionHistory
+    from indexing.models import CollectionHistory, Commit
     from indexing.services.history import history_index
 
     collection, repo, _, _ = history_collection
@@ -149,4 +152,4 @@ def test_notes_are_embedded_before_commits(history_collection, ollama):
     notes = set(Document.objects.filter(active=True).values_list("content_id", flat=True))
     commits = set(Commit.objects.values_list("content_id", flat=True)) - notes
     assert notes and commits
-    assert set(order[:len(notes)]) == notes and set(order[len(notes):]) == commits
+    assert set(order[: len(notes)]) == notes and set(order[len(notes) :]) == commits

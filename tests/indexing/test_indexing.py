@@ -7,10 +7,9 @@ import time
 
 import pytest
 
+from indexing.errors import CollectionExists, CollectionPathMissing, InvalidCollection
 from indexing.models import Content, Document, FileProblem
-from indexing.errors import CollectionExists, InvalidCollection
 from indexing.services.collections import collection_create
-from indexing.errors import CollectionPathMissing
 from indexing.services.scanning import collection_index
 
 pytestmark = pytest.mark.django_db
@@ -158,8 +157,9 @@ def test_symlink_loop_does_not_hang_the_scan(db, tmp_path):
 
 
 def test_ignore_patterns_and_mask(db, corpus_dir):
-    collection = collection_create(path=corpus_dir, name="only-guides", mask="guides/**/*.md",
-                                   ignore_patterns=["**/identifiers.md"])
+    collection = collection_create(
+        path=corpus_dir, name="only-guides", mask="guides/**/*.md", ignore_patterns=["**/identifiers.md"]
+    )
     collection_index(collection)
     assert _paths(collection) == {"guides/postgres-tuning.md"}
 
@@ -196,8 +196,11 @@ def test_unreadable_file_is_reported_and_does_not_stop_the_scan(db, tmp_path):
 
 # --- one bad note never stops the rest ------------------------------
 
-ALIAS_BOMB = "---\na0: &a0 [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
-    f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]\n" for i in range(1, 9)) + "---\n"
+ALIAS_BOMB = (
+    "---\na0: &a0 [x, x, x, x, x, x, x, x, x, x]\n"
+    + "".join(f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]\n" for i in range(1, 9))
+    + "---\n"
+)
 
 
 def _keyword_paths(query):
@@ -267,7 +270,8 @@ def test_a_note_of_100k_links_on_one_line_keeps_the_first_5000_and_says_so(db, t
     assert links.count() == LINKS_MAX == 5_000
     assert links.filter(target__path="target.md").count() == LINKS_MAX
     assert FileProblem.objects.get(collection=collection, path="map.md").message == (
-        "more than 5,000 links: only the first 5,000 are kept")
+        "more than 5,000 links: only the first 5,000 are kept"
+    )
 
 
 def test_a_nested_collection_takes_its_notes_from_the_one_around_it(db, tmp_path):
@@ -286,6 +290,7 @@ def test_a_nested_collection_takes_its_notes_from_the_one_around_it(db, tmp_path
     problems = FileProblem.objects.filter(collection=outer).values_list("path", "message")
     assert ("sub", "the folder of collection inner: indexed there, skipped here") in set(problems)
     # The collection around a nested one, added after it, skips it too.
-    around = collection_add(path=tmp_path.parent, name="around", mask=f"{tmp_path.name}/**/*.md",
-                            access=Access.local_user())
+    around = collection_add(
+        path=tmp_path.parent, name="around", mask=f"{tmp_path.name}/**/*.md", access=Access.local_user()
+    )
     assert _paths(around.collection) == set()

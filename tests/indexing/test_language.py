@@ -6,15 +6,25 @@ import pytest
 
 from indexing.language import detect_language, detect_notes_language, language_choice
 
-GERMAN = ("# Archive\n\nErstelle ein Archiv von Dateien und entpacke es in das Verzeichnis, wenn die "
-          "Dateien nicht mehr gebraucht werden. Das ist mit dem Befehl `tar xf datei.tar` möglich.\n")
+GERMAN = (
+    "# Archive\n\nErstelle ein Archiv von Dateien und entpacke es in das Verzeichnis, wenn die "
+    "Dateien nicht mehr gebraucht werden. Das ist mit dem Befehl `tar xf datei.tar` möglich.\n"
+)
 JAPANESE = "# tar\n\nアーカイブを作成し、それをファイルに書き込む。gzip や bzip2 などの圧縮方法と組み合わせることが多いです。\n"
 CHINESE = "# tar\n\n归档实用工具。通常与压缩方法结合使用，例如 gzip 或 bzip2。创建一个归档并写入文件。\n"
 ENGLISH = "# tar\n\nArchiving utility. Often combined with a compression method, such as gzip or bzip2, for the files you have.\n"
 
 
-@pytest.mark.parametrize("text, code", [(GERMAN, "de"), (JAPANESE, "ja"), (CHINESE, "zh"), (ENGLISH, "en"),
-                                        ("Привет, мир: это заметка о поиске по тексту.", "ru")])
+@pytest.mark.parametrize(
+    "text, code",
+    [
+        (GERMAN, "de"),
+        (JAPANESE, "ja"),
+        (CHINESE, "zh"),
+        (ENGLISH, "en"),
+        ("Привет, мир: это заметка о поиске по тексту.", "ru"),
+    ],
+)
 def test_detect_language_by_script_then_common_words(text, code):
     assert detect_language(text) == code
 
@@ -55,15 +65,18 @@ def test_snowball_configurations_exist_on_the_server(db):
 
 
 def test_collection_add_detects_german_and_stems_it(db, tmp_path, run_cli):
+    from indexing.access import Access
     from indexing.models import Collection
     from indexing.services.refresh import collection_add
-    from indexing.access import Access
 
     folder = tmp_path / "archiv"
     folder.mkdir()
     (folder / "tar.md").write_text(GERMAN, encoding="utf-8")
-    (folder / "zip.md").write_text("# zip\n\nKomprimiere Dateien in ein Archiv, das man auf anderen Rechnern "
-                                   "entpacken kann. Die Dateien bleiben erhalten.\n", encoding="utf-8")
+    (folder / "zip.md").write_text(
+        "# zip\n\nKomprimiere Dateien in ein Archiv, das man auf anderen Rechnern "
+        "entpacken kann. Die Dateien bleiben erhalten.\n",
+        encoding="utf-8",
+    )
     code, out, _ = run_cli("collection", "add", str(folder), "--name", "archiv")
     assert code == 0 and "language: German (detected)" in out
     assert Collection.objects.get(name="archiv").text_search_config == "german"
@@ -95,13 +108,17 @@ def test_api_add_takes_a_language_and_lists_it(db, tmp_path, settings):
     admin = get_user_model().objects.create_superuser("root", password="x" * 12)
     client = Client()
     client.force_login(admin)
-    response = client.post("/api/collections", {"path": str(tmp_path / "notes"), "index": False},
-                           content_type="application/json")
+    response = client.post(
+        "/api/collections", {"path": str(tmp_path / "notes"), "index": False}, content_type="application/json"
+    )
     assert response.status_code == 201, response.content
     assert response.json()["collection"]["language"] == "simple"
     assert response.json()["collection"]["text_search_config"] == "simple"
-    response = client.post("/api/collections", {"path": str(tmp_path / "notes"), "name": "n2", "language": "es",
-                                                "index": False}, content_type="application/json")
+    response = client.post(
+        "/api/collections",
+        {"path": str(tmp_path / "notes"), "name": "n2", "language": "es", "index": False},
+        content_type="application/json",
+    )
     assert response.json()["collection"]["language"] == "Spanish"
 
 
@@ -120,7 +137,10 @@ def test_the_admin_adds_with_a_language_or_detects_it(db, tmp_path, settings, dj
     page = client.get("/admin/indexing/collection/add/").content.decode()
     assert 'name="language"' in page
     with django_capture_on_commit_callbacks(execute=False):
-        assert client.post("/admin/indexing/collection/add/", {**form, "name": "es"} | {"language": "es"}).status_code == 302
+        assert (
+            client.post("/admin/indexing/collection/add/", {**form, "name": "es"} | {"language": "es"}).status_code
+            == 302
+        )
         assert client.post("/admin/indexing/collection/add/", {**form, "name": "auto"}).status_code == 302
     assert Collection.objects.get(name="es").text_search_config == "spanish"
     assert Collection.objects.get(name="auto").text_search_config == "german"  # detected from the note
@@ -128,10 +148,16 @@ def test_the_admin_adds_with_a_language_or_detects_it(db, tmp_path, settings, dj
     assert 'name="language"' not in change  # afterwards the text search configuration says it
 
 
-@pytest.mark.parametrize("query, code", [("如何查看容器的日志", "zh"), ("過去に実行したコマンドを見るには？", "ja"),
-                                         ("Wie öffne ich eine SQLite-Datenbank?", "de"),
-                                         ("how do I remove a stopped docker container", "en"),
-                                         ("kubectl port-forward", None)])
+@pytest.mark.parametrize(
+    "query, code",
+    [
+        ("如何查看容器的日志", "zh"),
+        ("過去に実行したコマンドを見るには？", "ja"),
+        ("Wie öffne ich eine SQLite-Datenbank?", "de"),
+        ("how do I remove a stopped docker container", "en"),
+        ("kubectl port-forward", None),
+    ],
+)
 def test_query_language(query, code):
     from indexing.language import query_language
 

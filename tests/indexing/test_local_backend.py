@@ -21,11 +21,11 @@ pytest_plugins = ["tests.support.ollama_fixtures", "tests.support.local_models"]
 
 DOCS = {
     "vacuum.md": "# Tuning PostgreSQL autovacuum\n\nLower autovacuum_vacuum_scale_factor so that vacuum runs "
-                 "after fewer dead tuples; dead rows bloat tables and slow every query.\n",
+    "after fewer dead tuples; dead rows bloat tables and slow every query.\n",
     "bread.md": "# Baking sourdough bread\n\nFeed the starter flour and water, let the dough rise overnight "
-                "and bake it in a hot oven until the crust is dark.\n",
+    "and bake it in a hot oven until the crust is dark.\n",
     "garden.md": "# Growing tomatoes\n\nTomatoes want sun, deep watering and stakes; prune the side shoots "
-                 "for larger fruit.\n",
+    "for larger fruit.\n",
 }
 
 
@@ -40,7 +40,8 @@ def test_the_packaged_folder_embeds_by_meaning(local, minilm):
     backend = get_backend()
     assert backend.kind == "local" and backend.threads == 2
     query, vacuum, bread = backend.embed(
-        ["how do I stop tables from bloating", DOCS["vacuum.md"], DOCS["bread.md"]], model=str(minilm))
+        ["how do I stop tables from bloating", DOCS["vacuum.md"], DOCS["bread.md"]], model=str(minilm)
+    )
     assert len(query) == 384 and backend.embedding_dims(str(minilm)) == 384
     assert cosine(query, query) == pytest.approx(1.0, abs=1e-5), "vectors are normalised (modules.json)"
     # no word in common with either passage: only the model can tell
@@ -125,8 +126,9 @@ def test_embed_and_vector_search_without_any_server(local, tmp_path, ollama_down
     collection_index(collection_create(path=root, name="kb"))
     report = embed_pending()
     assert report.chunks >= 3 and report.dims == 384 and report.model == str(local.PMD_EMBED_MODEL)
-    response = vector_search(SearchRequest(query="which plants need water and sunlight", mode=Mode.VECTOR,
-                                           access=Access.local_user()))
+    response = vector_search(
+        SearchRequest(query="which plants need water and sunlight", mode=Mode.VECTOR, access=Access.local_user())
+    )
     assert response.results[0].path == "garden.md"
 
 
@@ -193,8 +195,9 @@ def test_downloaded_models_are_listed_from_the_models_folder(local, minilm):
 
 def test_cross_encoder_scores_pairs(local, tiny_cross_encoder):
     backend = LocalBackend(Path(local.PMD_HOME) / "models", threads=1)
-    scores = backend.rerank("postgres vacuum", ["bread in the oven", "vacuum postgres dead rows", "postgres"],
-                            model=str(tiny_cross_encoder))
+    scores = backend.rerank(
+        "postgres vacuum", ["bread in the oven", "vacuum postgres dead rows", "postgres"], model=str(tiny_cross_encoder)
+    )
     assert scores[1] > scores[2] > scores[0]
     assert all(0.0 < s < 1.0 for s in scores)
 
@@ -205,8 +208,11 @@ def test_local_reranking_through_the_pipeline_is_one_call_and_cached(local, tiny
     calls = []
     original = LocalBackend.rerank
     monkeypatch.setattr(LocalBackend, "rerank", lambda self, *a, **k: calls.append(a) or original(self, *a, **k))
-    items = [RerankItem("bread", "bread in the oven"), RerankItem("vacuum", "vacuum postgres dead rows"),
-             RerankItem("tomatoes", "tomatoes")]
+    items = [
+        RerankItem("bread", "bread in the oven"),
+        RerankItem("vacuum", "vacuum postgres dead rows"),
+        RerankItem("tomatoes", "tomatoes"),
+    ]
     outcome = rerank(backend=backend, model=str(tiny_cross_encoder), query="postgres vacuum", items=items)
     assert outcome.method == "local" and not outcome.error and len(calls) == 1
     assert max(outcome.scores, key=outcome.scores.get) == "vacuum"
@@ -279,8 +285,13 @@ def models_process(tmp_path):
 
     path = str(tmp_path / "models.sock")
     root = Path(__file__).resolve().parents[2]
-    proc = subprocess.Popen([sys.executable, "-c", SERVE_MODELS, path, str(tmp_path / "models")],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=root, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", SERVE_MODELS, path, str(tmp_path / "models")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        cwd=root,
+        text=True,
+    )
     assert proc.stdout.readline().strip() == "ready"
     yield path
     proc.stdin.close()
@@ -289,7 +300,8 @@ def models_process(tmp_path):
 
 @pytest.mark.django_db(transaction=True)
 def test_a_process_with_the_models_socket_searches_by_meaning_without_loading_a_model(
-        local, tmp_path, ollama_down, models_process, monkeypatch):
+    local, tmp_path, ollama_down, models_process, monkeypatch
+):
     """The web server under `pmd up` sends its query vectors to the embedder (memory)."""
     from indexing.llm.shared import SharedModelsClient
     from indexing.services.collections import collection_create
@@ -310,8 +322,9 @@ def test_a_process_with_the_models_socket_searches_by_meaning_without_loading_a_
         (root / name).write_text(text)
     collection_index(collection_create(path=root, name="kb"))
     assert embed_pending().dims == 384
-    response = vector_search(SearchRequest(query="which plants need water and sunlight", mode=Mode.VECTOR,
-                                           access=Access.local_user()))
+    response = vector_search(
+        SearchRequest(query="which plants need water and sunlight", mode=Mode.VECTOR, access=Access.local_user())
+    )
     assert response.results[0].path == "garden.md"
 
 

@@ -19,10 +19,12 @@ from indexing.llm.quantize import copy_path, is_quantized
 
 pytest_plugins = ["tests.support.local_models"]
 
-TEXTS = ["how do I stop tables from bloating",
-         "# Tuning PostgreSQL autovacuum\n\nLower autovacuum_vacuum_scale_factor so that vacuum runs after fewer "
-         "dead tuples; dead rows bloat tables and slow every query.\n",
-         "# Baking sourdough bread\n\nFeed the starter flour and water, let the dough rise overnight and bake it.\n"]
+TEXTS = [
+    "how do I stop tables from bloating",
+    "# Tuning PostgreSQL autovacuum\n\nLower autovacuum_vacuum_scale_factor so that vacuum runs after fewer "
+    "dead tuples; dead rows bloat tables and slow every query.\n",
+    "# Baking sourdough bread\n\nFeed the starter flour and water, let the dough rise overnight and bake it.\n",
+]
 
 
 def dot(a, b):
@@ -60,7 +62,9 @@ def test_the_int8_copy_is_made_once_and_keeps_the_meaning(int8_models, minilm, c
     assert copy.stat().st_mtime_ns == stamp and "int8 copy" not in caplog.text
 
 
-def test_the_setting_reaches_the_backend_and_the_reranker_stays_as_exported(local, minilm, tiny_cross_encoder, int8_models):
+def test_the_setting_reaches_the_backend_and_the_reranker_stays_as_exported(
+    local, minilm, tiny_cross_encoder, int8_models
+):
     local.PMD_LOCAL_PRECISION = "int8"
     backend = get_backend()
     assert backend.precision == "int8"
@@ -78,8 +82,9 @@ def test_a_file_that_cannot_be_quantized_is_used_as_it_is(tmp_path, minilm, capl
         assert int8_model(broken / "model.onnx", tmp_path / "models") == broken / "model.onnx"
     assert "running it as exported" in caplog.text and "PMD_LOCAL_PRECISION=fp32" in caplog.text
     assert not any((tmp_path / "models" / ".int8").rglob("*.onnx")), "no copy and no scratch file is left"
-    assert sorted(p.name for p in broken.iterdir()) == sorted(p.name for p in minilm.iterdir()), \
+    assert sorted(p.name for p in broken.iterdir()) == sorted(p.name for p in minilm.iterdir()), (
         "nothing is written beside the source"
+    )
     # remembered: the next start does not try again (a machine short of memory would, at every start)
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="indexing.llm.quantize"):
@@ -122,8 +127,13 @@ def test_pulling_the_embedding_model_makes_its_int8_copy(local, minilm, tiny_cro
 
 def test_a_wrong_precision_is_refused_with_the_choices():
     env = dict(os.environ, PMD_LOCAL_PRECISION="int4", DJANGO_SETTINGS_MODULE="pmd_site.settings")
-    done = subprocess.run([sys.executable, "-c", "import django; django.setup()"], env=env,
-                          capture_output=True, text=True, cwd=Path(__file__).resolve().parents[2])
+    done = subprocess.run(
+        [sys.executable, "-c", "import django; django.setup()"],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parents[2],
+    )
     assert done.returncode != 0
     assert "PMD_LOCAL_PRECISION='int4': use int8 or fp32" in done.stderr
 
@@ -158,9 +168,17 @@ def test_the_default_precision_follows_the_profile(profile, expected):
     """int8 costs 0.014 nDCG@10 on half of SciFact's queries: only the small profile takes it unasked."""
     env = {k: v for k, v in os.environ.items() if k != "PMD_LOCAL_PRECISION"}
     env.update(PMD_PROFILE=profile, DJANGO_SETTINGS_MODULE="pmd_site.settings")
-    done = subprocess.run([sys.executable, "-c", "import django; django.setup(); from django.conf import settings; "
-                           "print(settings.PMD_LOCAL_PRECISION)"], env=env, capture_output=True, text=True,
-                          cwd=Path(__file__).resolve().parents[2])
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import django; django.setup(); from django.conf import settings; print(settings.PMD_LOCAL_PRECISION)",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parents[2],
+    )
     assert done.stdout.strip() == expected, done.stderr
 
 
@@ -185,14 +203,23 @@ def test_the_copy_stops_when_the_process_that_asked_for_it_stops(tmp_path):
     source = tmp_path / "model.onnx"
     os.mkfifo(source)  # the child waits to read it: a copy that takes as long as the test needs
     asker = subprocess.Popen(
-        [sys.executable, "-c", "import sys; from pathlib import Path; from indexing.llm.quantize import int8_model; "
-         "int8_model(Path(sys.argv[1]), Path(sys.argv[2]))", str(source), str(tmp_path / "models")],
-        cwd=Path(__file__).resolve().parents[2])
+        [
+            sys.executable,
+            "-c",
+            "import sys; from pathlib import Path; from indexing.llm.quantize import int8_model; "
+            "int8_model(Path(sys.argv[1]), Path(sys.argv[2]))",
+            str(source),
+            str(tmp_path / "models"),
+        ],
+        cwd=Path(__file__).resolve().parents[2],
+    )
     child = None
     try:
         deadline = time.monotonic() + 60
         while child is None and time.monotonic() < deadline:
-            found = [p for p in psutil.Process(asker.pid).children() if "indexing.llm.quantize" in " ".join(p.cmdline())]
+            found = [
+                p for p in psutil.Process(asker.pid).children() if "indexing.llm.quantize" in " ".join(p.cmdline())
+            ]
             child = found[0] if found else time.sleep(0.1)
         assert child is not None, "no child was started to make the copy"
         time.sleep(1)  # the child is waiting for its model, or about to
@@ -213,9 +240,18 @@ def test_a_copy_asked_for_by_a_process_already_gone_is_not_made(tmp_path):
     """The asker stopped before the child could tie itself to it: the child stops at once."""
     source = tmp_path / "model.onnx"
     os.mkfifo(source)  # were it to go on, it would wait here for good
-    done = subprocess.run([sys.executable, "-m", "indexing.llm.quantize", str(source), str(tmp_path / "copy.onnx"),
-                           str(os.getpid() + 1_000_000)],  # not its parent: a pid that no longer exists
-                          cwd=Path(__file__).resolve().parents[2], timeout=60)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "indexing.llm.quantize",
+            str(source),
+            str(tmp_path / "copy.onnx"),
+            str(os.getpid() + 1_000_000),
+        ],  # not its parent: a pid that no longer exists
+        cwd=Path(__file__).resolve().parents[2],
+        timeout=60,
+    )
     assert done.returncode == 1
 
 
@@ -227,8 +263,13 @@ def test_a_model_with_its_weights_in_a_file_beside_it_gets_its_copy(tmp_path, mi
 
     folder = tmp_path / "external"
     folder.mkdir()
-    onnx.save(onnx.load(str(minilm / "model.onnx")), str(folder / "model.onnx"), save_as_external_data=True,
-              location="model.onnx.data", size_threshold=0)
+    onnx.save(
+        onnx.load(str(minilm / "model.onnx")),
+        str(folder / "model.onnx"),
+        save_as_external_data=True,
+        location="model.onnx.data",
+        size_threshold=0,
+    )
     copy = int8_model(folder / "model.onnx", tmp_path / "models")
     assert copy == copy_path(folder / "model.onnx", tmp_path / "models") and is_quantized(copy)
     assert {p.name for p in copy.parent.iterdir()} - {".ses"} == {"lock", "model.onnx"}
@@ -240,8 +281,13 @@ def _as_the_quantizer_makes_it(source: Path, target: Path) -> None:
 
     link = target.with_name("source.onnx")  # it writes a scratch file beside its input
     link.symlink_to(source)
-    quantize_dynamic(link, target, per_channel=True, weight_type=QuantType.QInt8,
-                     extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
+    quantize_dynamic(
+        link,
+        target,
+        per_channel=True,
+        weight_type=QuantType.QInt8,
+        extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
+    )
 
 
 def _same_graph(ours, theirs) -> None:
@@ -251,7 +297,9 @@ def _same_graph(ours, theirs) -> None:
     import numpy as np
     from onnx import numpy_helper
 
-    assert Counter(n.SerializeToString() for n in ours.graph.node) == Counter(n.SerializeToString() for n in theirs.graph.node)
+    assert Counter(n.SerializeToString() for n in ours.graph.node) == Counter(
+        n.SerializeToString() for n in theirs.graph.node
+    )
     assert [t.name for t in ours.graph.initializer] == [t.name for t in theirs.graph.initializer]
     for mine, their in zip(ours.graph.initializer, theirs.graph.initializer):
         a, b = numpy_helper.to_array(mine), numpy_helper.to_array(their)
@@ -300,17 +348,25 @@ def _small_encoder(path: Path, *, conv: bool = False) -> None:
     from onnx import TensorProto, helper, numpy_helper
 
     rng = np.random.default_rng(3)
-    weights = {"table": rng.normal(size=(50, 8)), "w1": rng.normal(size=(8, 8)), "w2": rng.normal(size=(8, 8)),
-               "w3": rng.normal(size=(4, 8)), "bias": rng.normal(size=(4,)), "shape": np.array([-1, 8])}
-    nodes = [helper.make_node("Gather", ["table", "ids"], ["emb"], "embed"),
-             helper.make_node("Gather", ["table", "ids"], ["emb2"], "embed_again"),  # one table, read twice
-             helper.make_node("MatMul", ["emb", "w1"], ["h1"], "first"),
-             helper.make_node("MatMul", ["emb", "w2"], ["h2"], "second"),
-             helper.make_node("Add", ["h1", "emb2"], ["h1e"], "residual"),  # reads the int8 table's rows as fp32
-             helper.make_node("Add", ["h1e", "h2"], ["h"], "sum"),
-             helper.make_node("MatMul", ["h", "w1"], ["h3"], "first_again"),  # one weight, used twice
-             helper.make_node("Reshape", ["h3", "shape"], ["flat"], "flatten"),
-             helper.make_node("Gemm", ["flat", "w3", "bias"], ["out"], "head", transB=1)]
+    weights = {
+        "table": rng.normal(size=(50, 8)),
+        "w1": rng.normal(size=(8, 8)),
+        "w2": rng.normal(size=(8, 8)),
+        "w3": rng.normal(size=(4, 8)),
+        "bias": rng.normal(size=(4,)),
+        "shape": np.array([-1, 8]),
+    }
+    nodes = [
+        helper.make_node("Gather", ["table", "ids"], ["emb"], "embed"),
+        helper.make_node("Gather", ["table", "ids"], ["emb2"], "embed_again"),  # one table, read twice
+        helper.make_node("MatMul", ["emb", "w1"], ["h1"], "first"),
+        helper.make_node("MatMul", ["emb", "w2"], ["h2"], "second"),
+        helper.make_node("Add", ["h1", "emb2"], ["h1e"], "residual"),  # reads the int8 table's rows as fp32
+        helper.make_node("Add", ["h1e", "h2"], ["h"], "sum"),
+        helper.make_node("MatMul", ["h", "w1"], ["h3"], "first_again"),  # one weight, used twice
+        helper.make_node("Reshape", ["h3", "shape"], ["flat"], "flatten"),
+        helper.make_node("Gemm", ["flat", "w3", "bias"], ["out"], "head", transB=1),
+    ]
     if conv:
         weights["kernel"] = rng.normal(size=(1, 1, 1, 1))
         nodes.append(helper.make_node("Conv", ["image", "kernel"], ["seen"], "look"))
@@ -319,10 +375,12 @@ def _small_encoder(path: Path, *, conv: bool = False) -> None:
     if conv:
         inputs.append(helper.make_tensor_value_info("image", TensorProto.FLOAT, [1, 1, 2, 2]))
         outputs.append(helper.make_tensor_value_info("seen", TensorProto.FLOAT, [1, 1, 2, 2]))
-    initializers = [numpy_helper.from_array(v.astype(np.int64 if k == "shape" else np.float32), k)
-                    for k, v in weights.items()]
-    model = helper.make_model(helper.make_graph(nodes, "small", inputs, outputs, initializers),
-                              opset_imports=[helper.make_opsetid("", 17)])
+    initializers = [
+        numpy_helper.from_array(v.astype(np.int64 if k == "shape" else np.float32), k) for k, v in weights.items()
+    ]
+    model = helper.make_model(
+        helper.make_graph(nodes, "small", inputs, outputs, initializers), opset_imports=[helper.make_opsetid("", 17)]
+    )
     onnx.checker.check_model(model)
     onnx.save(model, str(path))
 
@@ -372,12 +430,17 @@ def _graph(nodes, inputs, outputs, constants, *, opset: int = 17):
     from onnx import TensorProto, helper, numpy_helper
 
     def values(names):
-        return [helper.make_tensor_value_info(n, TensorProto.INT64 if n.startswith("ids") else TensorProto.FLOAT, shape)
-                for n, shape in names.items()]
+        return [
+            helper.make_tensor_value_info(n, TensorProto.INT64 if n.startswith("ids") else TensorProto.FLOAT, shape)
+            for n, shape in names.items()
+        ]
 
     initializers = [numpy_helper.from_array(np.asarray(v), k) for k, v in constants.items()]
-    return helper.make_model(helper.make_graph(nodes, "g", values(inputs), values(outputs), initializers),
-                             opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
+    return helper.make_model(
+        helper.make_graph(nodes, "g", values(inputs), values(outputs), initializers),
+        opset_imports=[helper.make_opsetid("", opset)],
+        ir_version=8,
+    )
 
 
 def _weights(*shape, seed=0):
@@ -393,18 +456,36 @@ def _cases_the_quantizer_makes_alike():
     return {
         "a graph input quantized for a MatMul and read as fp32 after": _graph(
             [node("MatMul", ["x", "w"], ["y"], "mm"), node("Add", ["y", "x"], ["out"], "residual")],
-            {"x": [2, 8]}, {"out": [2, 8]}, {"w": _weights(8, 8)}),
+            {"x": [2, 8]},
+            {"out": [2, 8]},
+            {"w": _weights(8, 8)},
+        ),
         "an activation quantized for a MatMul, then gathered from": _graph(
-            [node("Relu", ["x"], ["h"], "relu"), node("MatMul", ["h", "w"], ["y"], "mm"),
-             node("Gather", ["h", "ids0"], ["first"], "pick", axis=0)],
-            {"x": [2, 8], "ids0": []}, {"y": [2, 4], "first": [8]}, {"w": _weights(8, 4)}),
+            [
+                node("Relu", ["x"], ["h"], "relu"),
+                node("MatMul", ["h", "w"], ["y"], "mm"),
+                node("Gather", ["h", "ids0"], ["first"], "pick", axis=0),
+            ],
+            {"x": [2, 8], "ids0": []},
+            {"y": [2, 4], "first": [8]},
+            {"w": _weights(8, 4)},
+        ),
         "an activation quantized for a MatMul, then another MatMul's B": _graph(
-            [node("Relu", ["x"], ["h"], "relu"), node("MatMul", ["h", "w"], ["y"], "mm"),
-             node("MatMul", ["a", "h"], ["z"], "mm2")],
-            {"x": [2, 8], "a": [3, 2]}, {"y": [2, 4], "z": [3, 8]}, {"w": _weights(8, 4)}),
+            [
+                node("Relu", ["x"], ["h"], "relu"),
+                node("MatMul", ["h", "w"], ["y"], "mm"),
+                node("MatMul", ["a", "h"], ["z"], "mm2"),
+            ],
+            {"x": [2, 8], "a": [3, 2]},
+            {"y": [2, 4], "z": [3, 8]},
+            {"w": _weights(8, 4)},
+        ),
         "a table's rows as a MatMul's B": _graph(
             [node("Gather", ["table", "ids"], ["rows"], "embed"), node("MatMul", ["a", "rows"], ["z"], "mm")],
-            {"ids": [3], "a": [2, 3]}, {"z": [2, 8]}, {"table": _weights(10, 8)}),
+            {"ids": [3], "a": [2, 3]},
+            {"z": [2, 8]},
+            {"table": _weights(10, 8)},
+        ),
     }
 
 
@@ -427,9 +508,16 @@ def test_the_int8_graph_reads_values_as_the_quantizer_does(tmp_path, case):
     assert ours is not None
     _same_graph(ours, onnx.load(str(theirs)))
     rng = np.random.default_rng(5)
-    feed = {i.name: (np.array([1, 2, 3]) if i.name == "ids" else np.array(0) if i.name == "ids0"
-                     else rng.normal(size=[d.dim_value for d in i.type.tensor_type.shape.dim]).astype(np.float32))
-            for i in ours.graph.input}
+    feed = {
+        i.name: (
+            np.array([1, 2, 3])
+            if i.name == "ids"
+            else np.array(0)
+            if i.name == "ids0"
+            else rng.normal(size=[d.dim_value for d in i.type.tensor_type.shape.dim]).astype(np.float32)
+        )
+        for i in ours.graph.input
+    }
     for a, b in zip(_outputs(int8_model(source, tmp_path / "models"), feed), _outputs(theirs, feed)):
         assert np.array_equal(a, b)
 
@@ -444,14 +532,21 @@ def _cases_left_to_the_quantizer():
     weights_as_inputs.graph.input.append(helper.make_tensor_value_info("w", TensorProto.FLOAT, [8, 4]))
     return {
         "weights also listed as inputs (older exports)": weights_as_inputs,
-        "opset 10 (no DynamicQuantizeLinear)": _graph(plain, {"x": [2, 8]}, {"out": [2, 4]}, {"w": _weights(8, 4)},
-                                                      opset=10),
+        "opset 10 (no DynamicQuantizeLinear)": _graph(
+            plain, {"x": [2, 8]}, {"out": [2, 4]}, {"w": _weights(8, 4)}, opset=10
+        ),
         "a name the copy needs already taken": _graph(
             [node("MatMul", ["x", "w"], ["y"], "mm"), node("Mul", ["y", "w_scale"], ["out"], "scale")],
-            {"x": [2, 8]}, {"out": [2, 4]}, {"w": _weights(8, 4), "w_scale": _weights(4)}),
+            {"x": [2, 8]},
+            {"out": [2, 4]},
+            {"w": _weights(8, 4), "w_scale": _weights(4)},
+        ),
         "one constant read as a weight and as a table": _graph(
             [node("MatMul", ["x", "t"], ["y"], "mm"), node("Gather", ["t", "ids"], ["rows"], "embed")],
-            {"x": [2, 8], "ids": [3]}, {"y": [2, 8], "rows": [3, 8]}, {"t": _weights(8, 8)}),
+            {"x": [2, 8], "ids": [3]},
+            {"y": [2, 8], "rows": [3, 8]},
+            {"t": _weights(8, 8)},
+        ),
         "a 3-D weight": _graph(plain, {"x": [2, 2, 8]}, {"out": [2, 2, 4]}, {"w": _weights(2, 8, 4)}),
         "an fp16 weight": _graph(plain, {"x": [2, 8]}, {"out": [2, 4]}, {"w": _weights(8, 4).astype(np.float16)}),
     }

@@ -22,10 +22,13 @@ def test_rows_written_before_the_move_are_read_through_the_moved_models():
     old = executor.loader.project_state(BEFORE_THE_MOVE).apps
     user = old.get_model("auth", "User").objects.create(username="ada")
     collection = old.get_model("indexing", "Collection").objects.create(name="notes", root_path="/srv/notes")
-    token = old.get_model("search", "ApiToken").objects.create(user=user, name="laptop", digest="d" * 64, prefix="pmd_abc")
+    token = old.get_model("search", "ApiToken").objects.create(
+        user=user, name="laptop", digest="d" * 64, prefix="pmd_abc"
+    )
     token.collections.add(collection)
-    old.get_model("search", "TokenFailure").objects.create(address="192.0.2.1", failures=3,
-                                                           window_start="2026-01-01T00:00Z")
+    old.get_model("search", "TokenFailure").objects.create(
+        address="192.0.2.1", failures=3, window_start="2026-01-01T00:00Z"
+    )
 
     _migrate(executor.loader.graph.leaf_nodes())
 

@@ -6,9 +6,8 @@ from __future__ import annotations
 import pytest
 
 from indexing import errors
-from indexing.models import AuditEvent
 from indexing.access import Access
-from indexing.models import ExternalIdentity
+from indexing.models import AuditEvent, ExternalIdentity
 from indexing.services.accounts import ProviderSignIn, identity_link, provider_sign_in
 from tests.support.factories import make_group, make_user
 
@@ -16,8 +15,9 @@ pytestmark = pytest.mark.django_db
 
 
 def signin(name="hana", groups=None, provider="openid:test", subject=None):
-    return provider_sign_in(signin=ProviderSignIn(provider=provider, subject=subject or f"sub-{name}",
-                                                  username=name, groups=groups))
+    return provider_sign_in(
+        signin=ProviderSignIn(provider=provider, subject=subject or f"sub-{name}", username=name, groups=groups)
+    )
 
 
 def names(user):

@@ -13,6 +13,7 @@ def _waiter(lock, order, name, *, query):
     def run():
         with lock.hold(query=query):
             order.append(name)
+
     thread = threading.Thread(target=run)
     thread.start()
     return thread

@@ -12,8 +12,8 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from indexing.models import Collection, Document
 from indexing.errors import InvalidCollection
+from indexing.models import Collection, Document
 from indexing.services.collections import collection_create
 from indexing.services.scanning import collection_index
 from indexing.structure import note_structure
@@ -32,17 +32,21 @@ def _read(rel: str, **kwargs):
 
 # --- titles -------------------------------------------------------------------------------------
 
+
 def test_a_readme_title_has_no_badges():
     parsed, _ = _read("readme/README.md")
     assert parsed.title == "queue-microtask"
 
 
-@pytest.mark.parametrize("rel, title", [
-    ("notes/setext.md", "Release notes for v2"),  # setext ===, emphasis and code marks removed
-    ("notes/html-h1.md", "Tools & Tricks"),  # <h1> over lines: image dropped, tags removed, entity decoded
-    ("notes/tags-everywhere.md", "Where tags hide"),  # frontmatter title first
-    ("obsidian/Create a new base.md", "Create a new base"),  # no H1: a "## Global" is not the title
-])
+@pytest.mark.parametrize(
+    "rel, title",
+    [
+        ("notes/setext.md", "Release notes for v2"),  # setext ===, emphasis and code marks removed
+        ("notes/html-h1.md", "Tools & Tricks"),  # <h1> over lines: image dropped, tags removed, entity decoded
+        ("notes/tags-everywhere.md", "Where tags hide"),  # frontmatter title first
+        ("obsidian/Create a new base.md", "Create a new base"),  # no H1: a "## Global" is not the title
+    ],
+)
 def test_titles_from_level_one_headings_or_the_file_name(rel, title):
     assert _read(rel)[0].title == title
 
@@ -52,15 +56,21 @@ def test_a_vault_titled_by_file_names_ignores_headings_and_frontmatter():
     assert extract_title("# Heading\n", {"title": "T"}, "a/My note.md", title_from="filename") == "My note"
 
 
-@pytest.mark.parametrize("heading, plain", [
-    ("[![ci][ci-image]][ci-url] Name [![npm](https://x/y.svg)](https://npm)", "Name"),
-    ("**Bold** _it_ ~~gone~~ ==mark== `a_b`", "Bold it gone mark a_b"),
-    ("[Link text](https://x.y/a(b)) and [ref][r] and [[Note|Shown]] and [[Other#Part]]", "Link text and ref and Shown and Other"),
-    ("Tom &amp; Jerry &#8212; &lt;3", "Tom & Jerry — <3"),
-    ("Title {#custom-id}", "Title"),
-    ("snake_case_name and 2 * 3 * 4", "snake_case_name and 2 * 3 * 4"),
-    ("C#", "C#"),
-])
+@pytest.mark.parametrize(
+    "heading, plain",
+    [
+        ("[![ci][ci-image]][ci-url] Name [![npm](https://x/y.svg)](https://npm)", "Name"),
+        ("**Bold** _it_ ~~gone~~ ==mark== `a_b`", "Bold it gone mark a_b"),
+        (
+            "[Link text](https://x.y/a(b)) and [ref][r] and [[Note|Shown]] and [[Other#Part]]",
+            "Link text and ref and Shown and Other",
+        ),
+        ("Tom &amp; Jerry &#8212; &lt;3", "Tom & Jerry — <3"),
+        ("Title {#custom-id}", "Title"),
+        ("snake_case_name and 2 * 3 * 4", "snake_case_name and 2 * 3 * 4"),
+        ("C#", "C#"),
+    ],
+)
 def test_plain_titles(heading, plain):
     assert plain_title(heading) == plain
 
@@ -73,6 +83,7 @@ def test_headings_of_other_levels_or_in_code_are_not_titles():
 
 
 # --- tags ---------------------------------------------------------------------------------------
+
 
 def test_readme_tags_are_only_the_real_ones():
     _, structure = _read("readme/README.md")
@@ -90,7 +101,6 @@ def test_obsidian_tags_skip_numbers_comments_and_dollar_amounts_stay_text():
 
 
 # --- collections ----------------------------------------------------------------------------------
-
 
 
 @pytest.fixture
@@ -135,11 +145,11 @@ def test_existing_indexes_are_corrected_on_the_next_scan(vaults):
 
 # --- the web results page's facets --------------------------------------------------------------------
 
+
 @pytest.mark.django_db
 def test_tag_facets_are_short_with_a_more_control_and_a_filter_box(vaults):
     readme = vaults / "readme"
-    toc = "\n".join(f"- [Section {i}](#section-{i}) and [api {i}][]\n\n[api {i}]: #api-{i}-options"
-                    for i in range(200))
+    toc = "\n".join(f"- [Section {i}](#section-{i}) and [api {i}][]\n\n[api {i}]: #api-{i}-options" for i in range(200))
     tags = " ".join(f"#topic-{i}" for i in range(40))
     for n in range(5):
         (readme / f"package-{n}.md").write_text(f"# package-{n} [![ci][ci]][url]\n\n{toc}\n\nmicrotask {tags}\n")
@@ -151,7 +161,9 @@ def test_tag_facets_are_short_with_a_more_control_and_a_filter_box(vaults):
     nav = re.search(r'<nav class="facets.*?</nav>', page, re.S).group(0)
     in_view, _, behind = nav.partition('<details class="more-tags">')
     assert len(re.findall(r'data-tag="', in_view)) == FACETS_FIRST
-    assert "<summary>" in behind and re.search(r'<input type="search" class="tag-filter" data-filter-tags="#more-tags"', behind)
+    assert "<summary>" in behind and re.search(
+        r'<input type="search" class="tag-filter" data-filter-tags="#more-tags"', behind
+    )
     assert len(re.findall(r'data-tag="', behind)) == 42 - FACETS_FIRST  # 40 topics, javascript, microtask/shim
     assert "section-" not in nav and "api-" not in nav
     titles = re.findall(r'<a class="title"[^>]*>([^<]*)</a>', page)

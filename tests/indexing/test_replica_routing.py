@@ -124,12 +124,20 @@ def test_database_replica_urls_become_replica_aliases_of_the_same_database(tmp_p
 
     from tests.support.paths import ROOT
 
-    script = ("import django, json; django.setup(); from django.conf import settings; "
-              "print(json.dumps([settings.DATABASE_REPLICAS, {a: [d['HOST'], d['PORT'], d['NAME'], d['TEST'], "
-              "{k: str(v) for k, v in d['OPTIONS'].items()}] for a, d in settings.DATABASES.items()}]))")
-    env = {**os.environ, "PMD_HOME": str(tmp_path), "DATABASE_URL": "postgres://pmd:pw@primary/pmd",
-           "DATABASE_REPLICA_URLS": "postgres://pmd:pw@r1:5433/pmd, postgres://pmd:pw@r2/pmd", "PMD_INDEX": "work",
-           "DJANGO_SETTINGS_MODULE": "pmd_site.settings", "PMD_DB_POOL": "true"}
+    script = (
+        "import django, json; django.setup(); from django.conf import settings; "
+        "print(json.dumps([settings.DATABASE_REPLICAS, {a: [d['HOST'], d['PORT'], d['NAME'], d['TEST'], "
+        "{k: str(v) for k, v in d['OPTIONS'].items()}] for a, d in settings.DATABASES.items()}]))"
+    )
+    env = {
+        **os.environ,
+        "PMD_HOME": str(tmp_path),
+        "DATABASE_URL": "postgres://pmd:pw@primary/pmd",
+        "DATABASE_REPLICA_URLS": "postgres://pmd:pw@r1:5433/pmd, postgres://pmd:pw@r2/pmd",
+        "PMD_INDEX": "work",
+        "DJANGO_SETTINGS_MODULE": "pmd_site.settings",
+        "PMD_DB_POOL": "true",
+    }
     done = subprocess.run([sys.executable, "-c", script], env=env, cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     aliases, databases = json.loads(done.stdout)

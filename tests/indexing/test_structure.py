@@ -44,23 +44,27 @@ def utc(*args) -> datetime:
 
 # --- tags ----------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("frontmatter, expected", [
-    ({"tags": ["DB", "#Search"]}, ["db", "search"]),
-    ({"tags": "db, search"}, ["db", "search"]),
-    ({"tags": "db search #x"}, ["db", "search", "x"]),
-    ({"tag": "Solo"}, ["solo"]),
-    ({"Tags": ["a/b"]}, ["a/b"]),
-    ({"tags": None}, []),
-    ({"tags": [None, {"x": 1}, "ok"]}, ["ok"]),
-    ({"title": "no tags"}, []),
-])
+
+@pytest.mark.parametrize(
+    "frontmatter, expected",
+    [
+        ({"tags": ["DB", "#Search"]}, ["db", "search"]),
+        ({"tags": "db, search"}, ["db", "search"]),
+        ({"tags": "db search #x"}, ["db", "search", "x"]),
+        ({"tag": "Solo"}, ["solo"]),
+        ({"Tags": ["a/b"]}, ["a/b"]),
+        ({"tags": None}, []),
+        ({"tags": [None, {"x": 1}, "ok"]}, ["ok"]),
+        ({"title": "no tags"}, []),
+    ],
+)
 def test_frontmatter_tags_in_every_shape(frontmatter, expected):
     assert sorted(frontmatter_tags(frontmatter)) == expected
 
 
 def test_inline_tags_skip_code_headings_urls_numbers_and_frontmatter():
     text = (
-        "---\ntags: [fm]\nnote: \"#infrontmatter\"\n---\n"
+        '---\ntags: [fm]\nnote: "#infrontmatter"\n---\n'
         "# Heading #InHeading\n"
         "##notatag because it is a heading marker? no: ## then text\n"
         "Text #Alpha, #a/b-c_d and #Ünïcode; issue #123, #1-2 and x#glued.\n"
@@ -71,8 +75,7 @@ def test_inline_tags_skip_code_headings_urls_numbers_and_frontmatter():
         "<!-- #commented -->\n"
         "#start-of-line tag, trailing #slash/\n"
     )
-    assert sorted(inline_tags(text)) == sorted(
-        ["inheading", "alpha", "a/b-c_d", "ünïcode", "start-of-line", "slash"])
+    assert sorted(inline_tags(text)) == sorted(["inheading", "alpha", "a/b-c_d", "ünïcode", "start-of-line", "slash"])
 
 
 def test_note_tags_merge_lower_case_unique_sorted():
@@ -89,19 +92,23 @@ def test_masked_keeps_offsets_and_line_breaks():
 
 # --- dates ---------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("value, expected", [
-    ("2025-03-14", utc(2025, 3, 14)),
-    ("2025-03-14T10:30:00", utc(2025, 3, 14, 10, 30)),
-    ("2025-03-14 10:30", utc(2025, 3, 14, 10, 30)),
-    ("2025-03-14T10:30:00+02:00", utc(2025, 3, 14, 8, 30)),
-    ("2025-03-14T10:30:00Z", utc(2025, 3, 14, 10, 30)),
-    ("2025/3/4", utc(2025, 3, 4)),
-    ("2025-03", utc(2025, 3, 1)),
-    ("yesterday", None),
-    ("2025-13-01", None),
-    (20250314, None),
-    (None, None),
-])
+
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        ("2025-03-14", utc(2025, 3, 14)),
+        ("2025-03-14T10:30:00", utc(2025, 3, 14, 10, 30)),
+        ("2025-03-14 10:30", utc(2025, 3, 14, 10, 30)),
+        ("2025-03-14T10:30:00+02:00", utc(2025, 3, 14, 8, 30)),
+        ("2025-03-14T10:30:00Z", utc(2025, 3, 14, 10, 30)),
+        ("2025/3/4", utc(2025, 3, 4)),
+        ("2025-03", utc(2025, 3, 1)),
+        ("yesterday", None),
+        ("2025-13-01", None),
+        (20250314, None),
+        (None, None),
+    ],
+)
 def test_parse_date(value, expected):
     assert parse_date(value) == expected
 
@@ -113,17 +120,20 @@ def test_yaml_dates_become_iso_strings_that_parse():
     assert note_date(fm, "x.md", 0) == (utc(2024, 1, 2, 3, 4, 5), DATE_CREATED)
 
 
-@pytest.mark.parametrize("path, expected", [
-    ("journal/2025-03-14 standup.md", utc(2025, 3, 14)),
-    ("20250314-x.md", utc(2025, 3, 14)),
-    ("2025_03_14.md", utc(2025, 3, 14)),
-    ("notes/2025-03.md", utc(2025, 3, 1)),
-    ("meetings/2025-01-standup.md", utc(2025, 1, 1)),
-    ("2025/notes.md", None),  # a folder is not the note's name
-    ("rfc-21190314.md", None),
-    ("v1234567890.md", None),
-    ("2025-02-30.md", None),
-])
+@pytest.mark.parametrize(
+    "path, expected",
+    [
+        ("journal/2025-03-14 standup.md", utc(2025, 3, 14)),
+        ("20250314-x.md", utc(2025, 3, 14)),
+        ("2025_03_14.md", utc(2025, 3, 14)),
+        ("notes/2025-03.md", utc(2025, 3, 1)),
+        ("meetings/2025-01-standup.md", utc(2025, 1, 1)),
+        ("2025/notes.md", None),  # a folder is not the note's name
+        ("rfc-21190314.md", None),
+        ("v1234567890.md", None),
+        ("2025-02-30.md", None),
+    ],
+)
 def test_filename_dates(path, expected):
     assert filename_date(path) == expected
 
@@ -131,9 +141,13 @@ def test_filename_dates(path, expected):
 def test_note_date_order_date_created_filename_mtime():
     mtime = utc(2024, 6, 1, 12).timestamp()
     assert note_date({"date": "2025-01-01", "created": "2024-01-01"}, "2023-01-01.md", mtime) == (
-        utc(2025, 1, 1), DATE_FRONTMATTER)
+        utc(2025, 1, 1),
+        DATE_FRONTMATTER,
+    )
     assert note_date({"date": "soon", "created": "2024-01-01"}, "2023-01-01.md", mtime) == (
-        utc(2024, 1, 1), DATE_CREATED)
+        utc(2024, 1, 1),
+        DATE_CREATED,
+    )
     assert note_date({"date": "soon"}, "j/2023-01-01 x.md", mtime) == (utc(2023, 1, 1), DATE_FILENAME)
     assert note_date({}, "plain.md", mtime) == (utc(2024, 6, 1, 12), DATE_MTIME)
     assert note_date({}, "plain.md", None) == (None, "")
@@ -181,9 +195,11 @@ def test_note_links_every_form_with_lines():
 
 
 def test_link_context_is_the_sentence_around_it():
-    text = ("# T\n\nA first sentence. The second one names [[Target]] in the middle! A third one.\n\n"
-            "- a list item with [[Listed]]\n- another item\n\n"
-            "A long paragraph " + "word " * 100 + "with [[Far]] inside " + "more " * 100 + "end.\n")
+    text = (
+        "# T\n\nA first sentence. The second one names [[Target]] in the middle! A third one.\n\n"
+        "- a list item with [[Listed]]\n- another item\n\n"
+        "A long paragraph " + "word " * 100 + "with [[Far]] inside " + "more " * 100 + "end.\n"
+    )
     by_target = {link.target: link.context for link in note_links(text)}
     assert by_target["Target"] == "The second one names [[Target]] in the middle!"
     assert by_target["Listed"] == "a list item with [[Listed]]"
@@ -212,8 +228,9 @@ def test_frontmatter_names_and_link_candidates():
 
 # --- indexing the fixture vault ------------------------------------------------------------------
 
-from tests.support.paths import FIXTURE_VAULT
 from tests.support.factories import api_client, make_user
+from tests.support.paths import FIXTURE_VAULT
+
 NESTED_MTIME = utc(2024, 6, 1, 12).timestamp()
 
 
@@ -245,7 +262,8 @@ def _links(collection) -> dict[tuple[str, str], str | None]:
     from indexing.models import DocumentLink
 
     rows = DocumentLink.objects.filter(source__collection=collection, source__active=True).select_related(
-        "source", "target")
+        "source", "target"
+    )
     return {(r.source.path, r.target_text): (r.target.path if r.target_id else None) for r in rows}
 
 
@@ -293,8 +311,10 @@ def test_vault_links_resolve_by_path_name_title_and_alias(vault):
     }
     from indexing.models import DocumentLink
 
-    kinds = {(link.target_text, link.kind, link.heading, link.shown_text, link.line)
-             for link in DocumentLink.objects.filter(source=_doc(vault, "Home.md"))}
+    kinds = {
+        (link.target_text, link.kind, link.heading, link.shown_text, link.line)
+        for link in DocumentLink.objects.filter(source=_doc(vault, "Home.md"))
+    }
     assert ("2025-03-14 standup", EMBED, "", "", 11) in kinds
     assert ("The Beta Project", WIKILINK, "Goals", "", 9) in kinds
     assert ("Alpha Plan", WIKILINK, "", "the plan", 8) in kinds
@@ -385,10 +405,12 @@ def test_backfill_migration_rebuilds_the_structure_of_an_index_without_it(vault)
     assert after_docs == before_docs
     assert _links(vault) == before_links
     assert list(FileProblem.objects.values_list("path", "message")) == [
-        ("Home.md", "unresolved link [[Missing Note]] on line 9")]
+        ("Home.md", "unresolved link [[Missing Note]] on line 9")
+    ]
 
 
 # --- links and backlinks in every face -------------------------------------------------------------
+
 
 def test_document_links_selector(vault):
     from indexing.access import Access
@@ -396,7 +418,9 @@ def test_document_links_selector(vault):
 
     found = document_links("projects/alpha.md", access=Access.local_user())
     assert [(link.written, link.line, link.other.path) for link in found.links] == [
-        ("[[beta]]", 8, "projects/beta.md"), ("(../Home.md)", 8, "Home.md")]
+        ("[[beta]]", 8, "projects/beta.md"),
+        ("(../Home.md)", 8, "Home.md"),
+    ]
     assert [(link.other.path, link.line, link.written) for link in found.backlinks] == [
         ("Home.md", 8, "[[Alpha Plan]]"),
         ("journal/20250320-retro.md", 3, "(../projects/alpha.md)"),
@@ -415,17 +439,20 @@ def test_document_links_selector(vault):
 
 def test_document_links_shows_only_what_access_sees(vault, django_user_model, tmp_path):
     from indexing.access import Access
+    from indexing.errors import CollectionNotFound, DocumentNotFound
     from indexing.links import document_links
     from indexing.models import Collection, Content, Document, DocumentLink
-    from indexing.errors import CollectionNotFound, DocumentNotFound
 
     member = make_user("member")
     secret = Collection.objects.create(name="secret", root_path=str(tmp_path), visibility=Collection.Visibility.PRIVATE)
     content = Content.objects.create(hash="f" * 64, body="[[alpha]]", size=9)
-    hidden = Document.objects.create(collection=secret, path="hidden.md", title="Hidden", content=content, docid="ffffff")
+    hidden = Document.objects.create(
+        collection=secret, path="hidden.md", title="Hidden", content=content, docid="ffffff"
+    )
     # a link across collections cannot come from a scan: made here to prove the read filters it anyway
-    DocumentLink.objects.create(source=hidden, target=_doc(vault, "projects/alpha.md"), kind="wikilink",
-                                target_text="alpha", line=1)
+    DocumentLink.objects.create(
+        source=hidden, target=_doc(vault, "projects/alpha.md"), kind="wikilink", target_text="alpha", line=1
+    )
     as_member = document_links("pmd://vault/projects/alpha.md", access=Access.for_user(member))
     assert "secret" not in {link.other.collection.name for link in as_member.backlinks}
     assert as_member.backlinks_total == 4
@@ -459,7 +486,10 @@ def test_cli_links_and_backlinks_in_every_format(vault, run_cli):
     data = json.loads(out)
     assert data["uri"] == "pmd://vault/projects/alpha.md" and data["backlinks_total"] == 4
     assert {b["uri"] for b in data["backlinks"]} == {
-        "pmd://vault/Home.md", "pmd://vault/journal/20250320-retro.md", "pmd://vault/projects/beta.md"}
+        "pmd://vault/Home.md",
+        "pmd://vault/journal/20250320-retro.md",
+        "pmd://vault/projects/beta.md",
+    }
 
     code, out, _ = run_cli("links", "Home.md", "--files")
     assert out.splitlines()[0].endswith(",pmd://vault/projects/Ideas.md")
@@ -502,16 +532,26 @@ def test_api_links(vault, django_user_model):
     assert hidden.status_code == 404 and "vault" not in hidden.json()["message"]
 
 
-@pytest.mark.django_db(transaction=True, available_apps=[
-    "django.contrib.admin", "django.contrib.auth", "django.contrib.contenttypes", "django.contrib.sessions",
-    "django.contrib.messages", "django.contrib.staticfiles", "django_htmx", "indexing", "search",
-])
+@pytest.mark.django_db(
+    transaction=True,
+    available_apps=[
+        "django.contrib.admin",
+        "django.contrib.auth",
+        "django.contrib.contenttypes",
+        "django.contrib.sessions",
+        "django.contrib.messages",
+        "django.contrib.staticfiles",
+        "django_htmx",
+        "indexing",
+        "search",
+    ],
+)
 def test_mcp_pmd_links_over_http(vault, django_user_model):
     import anyio
-    from tests.support.mcp_client import http_client, serve_asgi
 
     from indexing.access import Access
     from indexing.services.tokens import token_create
+    from tests.support.mcp_client import http_client, serve_asgi
 
     user = make_user("agent")
     token = token_create(user=user, name="agent", access=Access.local_user()).raw
@@ -534,8 +574,8 @@ def test_mcp_pmd_links_over_http(vault, django_user_model):
     assert data["backlinks_total"] == 4 and data["backlinks"][0]["uri"] == "pmd://vault/Home.md"
     assert "backlinks (4):" in both.content[0].text
     assert incoming.structured_content["links"] == [] and {
-        b["uri"] for b in incoming.structured_content["backlinks"]} == {
-        "pmd://vault/projects/alpha.md", "pmd://vault/projects/beta.md", "pmd://vault/journal/2025-03-14 standup.md"}
+        b["uri"] for b in incoming.structured_content["backlinks"]
+    } == {"pmd://vault/projects/alpha.md", "pmd://vault/projects/beta.md", "pmd://vault/journal/2025-03-14 standup.md"}
     out = outgoing.structured_content
     assert out["backlinks"] == [] and len(out["links"]) == 3 and out["links_total"] == 9
     assert "6 more" in outgoing.content[0].text
@@ -575,8 +615,9 @@ def test_cli_collection_add_prints_unresolved_links(db, vault_dir, run_cli):
     assert "Home.md: unresolved link [[bold]] on line 8" in err  # text, not terminal markup
 
 
-def test_a_scan_resolves_only_the_links_a_change_can_move_and_agrees_with_a_full_resolution(vault, vault_dir,
-                                                                                              monkeypatch):
+def test_a_scan_resolves_only_the_links_a_change_can_move_and_agrees_with_a_full_resolution(
+    vault, vault_dir, monkeypatch
+):
     """After each kind of change the scoped resolution leaves nothing a full one would change, and a
     body edit resolves its own note's links only."""
     from indexing.models import FileProblem
@@ -597,8 +638,11 @@ def test_a_scan_resolves_only_the_links_a_change_can_move_and_agrees_with_a_full
         looked_at.clear()
         report = collection_index(vault)
         report.resolved = len(looked_at)
-        scoped = set(FileProblem.objects.filter(collection=vault, message__startswith="unresolved link ")
-                     .values_list("path", "message"))
+        scoped = set(
+            FileProblem.objects.filter(collection=vault, message__startswith="unresolved link ").values_list(
+                "path", "message"
+            )
+        )
         before = _links(vault)
         full = links_resolve(vault)  # everything again: nothing left to change
         assert full.changed == 0, before
@@ -654,26 +698,37 @@ def test_a_scan_resolves_only_the_links_a_change_can_move_and_agrees_with_a_full
 
 # --- bounded: a note is input anyone who can write a file controls -------
 
-ALIAS_BOMB = "---\na0: &a0 [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
-    f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]\n" for i in range(1, 9)) + "---\n# Bomb\n"
+ALIAS_BOMB = (
+    "---\na0: &a0 [x, x, x, x, x, x, x, x, x, x]\n"
+    + "".join(f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]\n" for i in range(1, 9))
+    + "---\n# Bomb\n"
+)
 
 
 def test_frontmatter_with_aliases_is_refused_not_expanded():
     assert len(ALIAS_BOMB) < 600  # 10**9 values once expanded
-    assert parse_frontmatter(ALIAS_BOMB) == ({}, [
-        "frontmatter refused, it uses YAML aliases (*name), which pmd does not expand: ignored"])
+    assert parse_frontmatter(ALIAS_BOMB) == (
+        {},
+        ["frontmatter refused, it uses YAML aliases (*name), which pmd does not expand: ignored"],
+    )
     small = "---\nbase: &b {x: 1}\nother: *b\n---\n"
     assert parse_frontmatter(small)[0] == {}
 
 
 def test_frontmatter_too_long_or_too_deep_is_refused():
     long = "---\ntitle: " + "x" * FRONTMATTER_MAX_CHARS + "\n---\n"
-    assert parse_frontmatter(long) == ({}, [f"frontmatter is longer than {FRONTMATTER_MAX_CHARS:,} characters: ignored"])
+    assert parse_frontmatter(long) == (
+        {},
+        [f"frontmatter is longer than {FRONTMATTER_MAX_CHARS:,} characters: ignored"],
+    )
     deep_flow = "---\na: " + "[" * 5000 + "]" * 5000 + "\n---\n"  # the pure-Python composer recursed past the limit
     data, warnings = parse_frontmatter(deep_flow)
     assert data == {} and warnings and warnings[0].startswith("frontmatter")
     deep_block = "---\n" + "".join("  " * i + f"k{i}:\n" for i in range(FRONTMATTER_MAX_DEPTH + 1)) + "---\n"
-    assert parse_frontmatter(deep_block) == ({}, [f"frontmatter refused, it nests deeper than {FRONTMATTER_MAX_DEPTH} levels: ignored"])
+    assert parse_frontmatter(deep_block) == (
+        {},
+        [f"frontmatter refused, it nests deeper than {FRONTMATTER_MAX_DEPTH} levels: ignored"],
+    )
     ok = "---\n" + "".join("  " * i + f"k{i}:\n" for i in range(FRONTMATTER_MAX_DEPTH - 1)) + "---\n"
     assert parse_frontmatter(ok)[1] == []
 
@@ -681,7 +736,9 @@ def test_frontmatter_too_long_or_too_deep_is_refused():
 def test_a_heading_of_spaces_gives_its_title():
     # Blanks in a title are collapsed, and only its first few thousand characters are read.
     assert extract_title("# a" + " " * 200_000 + "b ##\n", {}, "f.md") == "a"
-    assert extract_title("# a " + "b " * 200_000 + "##\n", {}, "f.md") == ("a " + "b " * 499)[:1000].rstrip()  # titles keep 1000 characters
+    assert (
+        extract_title("# a " + "b " * 200_000 + "##\n", {}, "f.md") == ("a " + "b " * 499)[:1000].rstrip()
+    )  # titles keep 1000 characters
     assert extract_title("#  a" + " " * 200_000 + "##\n", {}, "f.md") == "a"
     assert extract_title("# C#\n", {}, "f.md") == "C#"  # CommonMark: a closing '#' follows a blank
     assert extract_title("# Title ##  \n", {}, "f.md") == "Title"
@@ -707,7 +764,11 @@ def test_100k_markdown_and_wikilinks_side_by_side():
     links = note_links(text)
     assert len(links) == 100_000
     assert [(link.kind, link.target) for link in links[:4]] == [
-        (WIKILINK, "w0"), (MARKDOWN, "m0.md"), (WIKILINK, "w1"), (MARKDOWN, "m1.md")]
+        (WIKILINK, "w0"),
+        (MARKDOWN, "m0.md"),
+        (WIKILINK, "w1"),
+        (MARKDOWN, "m1.md"),
+    ]
     assert links[-1].target == "m49999.md" and links[-1].context.endswith("[m49999](m49999.md).")
 
 

@@ -6,10 +6,10 @@ import hashlib
 
 import pytest
 
-from indexing.models import ApiToken
-from indexing.errors import TokenNotFound, UserNotFound
-from indexing.services.tokens import bearer_token, token_authenticate, token_create, token_revoke
 from indexing.access import Access
+from indexing.errors import TokenNotFound, UserNotFound
+from indexing.models import ApiToken
+from indexing.services.tokens import bearer_token, token_authenticate, token_create, token_revoke
 from tests.support.factories import make_user
 
 
@@ -126,8 +126,9 @@ def test_staff_list_and_revoke_only_their_own_tokens(team):
     listing = _login(team["staff"]).get("/admin/indexing/apitoken/").content.decode()
     assert "sam-laptop" in listing and "root-ops" not in listing
     assert _login(team["staff"]).get(f"/admin/indexing/apitoken/{roots.token.pk}/change/").status_code == 302
-    _login(team["staff"]).post("/admin/indexing/apitoken/", {"action": "revoke_selected",
-                                                          "_selected_action": [roots.token.pk, own.token.pk]})
+    _login(team["staff"]).post(
+        "/admin/indexing/apitoken/", {"action": "revoke_selected", "_selected_action": [roots.token.pk, own.token.pk]}
+    )
     assert token_authenticate(roots.raw) is not None and token_authenticate(own.raw) is None
     for ref in (roots.token.pk, roots.token.prefix, roots.raw):
         with pytest.raises(TokenNotFound, match="no token matches"):
@@ -139,7 +140,6 @@ def test_staff_list_and_revoke_only_their_own_tokens(team):
 
 
 def test_the_web_page_makes_tokens_only_for_the_signed_in_user(team):
-    response = _login(team["staff"]).post("/tokens/new/", {"name": "mine", "user": team["root"].pk,
-                                                           "expires": ""})
+    response = _login(team["staff"]).post("/tokens/new/", {"name": "mine", "user": team["root"].pk, "expires": ""})
     assert response.status_code == 200, response.content
     assert list(ApiToken.objects.values_list("user__username", flat=True)) == ["sam"]

@@ -21,13 +21,13 @@ pytestmark = pytest.mark.django_db(transaction=True)  # retrieval threads read c
 
 TEAM = {
     "vacuum.md": "# Tuning PostgreSQL autovacuum\n\nLower autovacuum_vacuum_scale_factor so vacuum runs after "
-                 "fewer dead tuples. Dead rows bloat tables and slow every query.\n",
+    "fewer dead tuples. Dead rows bloat tables and slow every query.\n",
     "bread.md": "# Baking sourdough bread\n\nFeed the starter flour and water, let the dough rise overnight, "
-                "bake in a hot oven until the crust is dark.\n",
+    "bake in a hot oven until the crust is dark.\n",
 }
 SECRET = {
     "salaries.md": "# PostgreSQL autovacuum salaries\n\nThe autovacuum team earns secret salaries: vacuum "
-                   "bonus 9000 for fewer dead tuples.\n",
+    "bonus 9000 for fewer dead tuples.\n",
 }
 
 
@@ -121,8 +121,7 @@ def test_a_follow_up_joins_the_previous_question_and_answer(notes):
 
 def test_closing_the_stream_stops_the_model_and_records_a_cancelled_answer(notes):
     notes.stream_delay = 0.2
-    stream = ask_stream(AskRequest(question="autovacuum dead tuples", access=Access.local_user(),
-                                   collections=["team"]))
+    stream = ask_stream(AskRequest(question="autovacuum dead tuples", access=Access.local_user(), collections=["team"]))
     kinds = []
     for event in stream:
         kinds.append(event.kind)
@@ -177,8 +176,17 @@ def test_citation_check_keeps_valid_numbers_only():
 
 @pytest.mark.django_db(transaction=False)
 def test_packing_stays_within_the_budget_in_rank_order():
-    results = [SearchResult(docid="x", collection="c", path=f"{n}.md", title=f"t{n}", score=1 - n / 10,
-                            snippet=("word " * (100 * (n + 1))).strip()) for n in range(6)]
+    results = [
+        SearchResult(
+            docid="x",
+            collection="c",
+            path=f"{n}.md",
+            title=f"t{n}",
+            score=1 - n / 10,
+            snippet=("word " * (100 * (n + 1))).strip(),
+        )
+        for n in range(6)
+    ]
     passages = passages_pack(results, budget=1000)
     assert [p.path for p in passages][:2] == ["0.md", "1.md"]
     assert sum(p.tokens for p in passages) <= 1000
@@ -190,15 +198,18 @@ def test_packing_takes_the_indexed_section_at_the_hit_line(tmp_path):
     """Each hit's section as the keyword index cut it (no whole body is read): the section holding
     the line, not its neighbours; a piece of a long section keeps the section's heading."""
     long_section = "\n\n".join(f"Paragraph {n} " + "filler words here " * 60 for n in range(8))
-    notes = {"book.md": "---\ntitle: Book\n---\n\n# Book\n\n## Alpha\n\nAlpha text about apples.\n\n"
-                        "## Beta\n\nBeta text about bread.\n\n## Long\n\n" + long_section + "\n\nThe last words.\n"}
+    notes = {
+        "book.md": "---\ntitle: Book\n---\n\n# Book\n\n## Alpha\n\nAlpha text about apples.\n\n"
+        "## Beta\n\nBeta text about bread.\n\n## Long\n\n" + long_section + "\n\nThe last words.\n"
+    }
     make_vault(tmp_path / "lib", notes, name="lib")
     lines = notes["book.md"].splitlines()
     beta = lines.index("Beta text about bread.") + 1
     last = lines.index("The last words.") + 1
     hit = dict(docid="x", collection="lib", path="book.md", title="Book", score=0.9)
-    beta_passage, last_passage = passages_pack([SearchResult(line=beta, **hit), SearchResult(line=last, **hit)],
-                                               budget=8000)
+    beta_passage, last_passage = passages_pack(
+        [SearchResult(line=beta, **hit), SearchResult(line=last, **hit)], budget=8000
+    )
     assert beta_passage.text == "## Beta\n\nBeta text about bread."
     assert last_passage.text.startswith("## Long\n") and last_passage.text.endswith("The last words.")
     assert "Paragraph 0" not in last_passage.text  # the piece around the line, not the whole section

@@ -14,11 +14,18 @@ from search.pipeline.expansion import (
     parse_query_document,
 )
 
-GOOD = json.dumps({"variants": [
-    {"type": "lex", "text": "postgres autovacuum tuning"},
-    {"type": "vec", "text": "how do I make PostgreSQL vacuum run more often"},
-    {"type": "hyde", "text": "Lower autovacuum_vacuum_scale_factor so that vacuum starts after fewer dead rows."},
-]})
+GOOD = json.dumps(
+    {
+        "variants": [
+            {"type": "lex", "text": "postgres autovacuum tuning"},
+            {"type": "vec", "text": "how do I make PostgreSQL vacuum run more often"},
+            {
+                "type": "hyde",
+                "text": "Lower autovacuum_vacuum_scale_factor so that vacuum starts after fewer dead rows.",
+            },
+        ]
+    }
+)
 
 
 def kinds(variants):
@@ -47,64 +54,108 @@ def test_json_embedded_in_prose_without_fence():
 
 
 def test_missing_types_are_inferred_from_length():
-    text = json.dumps({"variants": [
-        {"text": "sourdough starter"},
-        {"text": "how to keep a sourdough starter alive for weeks"},
-        {"text": " ".join(["A healthy starter is fed flour and water daily"] * 3)},
-    ]})
+    text = json.dumps(
+        {
+            "variants": [
+                {"text": "sourdough starter"},
+                {"text": "how to keep a sourdough starter alive for weeks"},
+                {"text": " ".join(["A healthy starter is fed flour and water daily"] * 3)},
+            ]
+        }
+    )
     assert [v.kind for v in parse_expansion(text)] == ["lex", "vec", "hyde"]
 
 
 def test_plain_string_list_and_typed_strings():
     text = json.dumps(["lex: rust borrow checker", "vec: why does rust reject my reference", "ownership"])
     assert kinds(parse_expansion(text)) == [
-        ("lex", "rust borrow checker"), ("lex", "ownership"), ("vec", "why does rust reject my reference"),
+        ("lex", "rust borrow checker"),
+        ("lex", "ownership"),
+        ("vec", "why does rust reject my reference"),
     ]
 
 
 def test_dict_keyed_by_type_and_aliases():
-    text = json.dumps({"keywords": ["gc pauses", "garbage collector"], "semantic": "why my program stalls",
-                       "hypothetical": "The JVM stops the world during full collections."})
+    text = json.dumps(
+        {
+            "keywords": ["gc pauses", "garbage collector"],
+            "semantic": "why my program stalls",
+            "hypothetical": "The JVM stops the world during full collections.",
+        }
+    )
     assert kinds(parse_expansion(text)) == [
-        ("lex", "gc pauses"), ("lex", "garbage collector"), ("vec", "why my program stalls"),
+        ("lex", "gc pauses"),
+        ("lex", "garbage collector"),
+        ("vec", "why my program stalls"),
         ("hyde", "The JVM stops the world during full collections."),
     ]
 
 
 def test_duplicates_and_the_query_itself_are_dropped():
-    text = json.dumps({"variants": [
-        {"type": "lex", "text": "Vacuum Tuning"},
-        {"type": "lex", "text": "postgres vacuum"},
-        {"type": "vec", "text": "postgres   VACUUM!"},
-        {"type": "lex", "text": "vacuum tuning"},
-    ]})
+    text = json.dumps(
+        {
+            "variants": [
+                {"type": "lex", "text": "Vacuum Tuning"},
+                {"type": "lex", "text": "postgres vacuum"},
+                {"type": "vec", "text": "postgres   VACUUM!"},
+                {"type": "lex", "text": "vacuum tuning"},
+            ]
+        }
+    )
     assert kinds(parse_expansion(text, query="vacuum tuning")) == [("lex", "postgres vacuum")]
 
 
 def test_limits_per_type():
-    text = json.dumps({"variants": [{"type": "lex", "text": f"term {i}"} for i in range(6)]
-                      + [{"type": "hyde", "text": f"passage number {i} about things"} for i in range(3)]})
+    text = json.dumps(
+        {
+            "variants": [{"type": "lex", "text": f"term {i}"} for i in range(6)]
+            + [{"type": "hyde", "text": f"passage number {i} about things"} for i in range(3)]
+        }
+    )
     variants = parse_expansion(text)
     assert [v.kind for v in variants] == ["lex"] * 3 + ["hyde"]
 
 
 def test_unknown_types_empty_texts_and_non_strings_are_dropped():
-    text = json.dumps({"variants": [
-        {"type": "sql", "text": "select 1"}, {"type": "lex", "text": "   "}, {"type": "vec", "text": 42},
-        {"type": "vec", "text": "!!!"}, 17, None, {"type": "vec", "text": "real variant here"},
-    ]})
+    text = json.dumps(
+        {
+            "variants": [
+                {"type": "sql", "text": "select 1"},
+                {"type": "lex", "text": "   "},
+                {"type": "vec", "text": 42},
+                {"type": "vec", "text": "!!!"},
+                17,
+                None,
+                {"type": "vec", "text": "real variant here"},
+            ]
+        }
+    )
     assert kinds(parse_expansion(text)) == [("vec", "real variant here")]
 
 
 def test_line_format_without_json():
     text = "Here you go:\n1. lex: docker compose volumes\n- **vec**: how to persist data in compose\nhyde: Named volumes keep data."
     assert kinds(parse_expansion(text)) == [
-        ("lex", "docker compose volumes"), ("vec", "how to persist data in compose"), ("hyde", "Named volumes keep data."),
+        ("lex", "docker compose volumes"),
+        ("vec", "how to persist data in compose"),
+        ("hyde", "Named volumes keep data."),
     ]
 
 
-@pytest.mark.parametrize("garbage", ["", "I cannot help with that.", "{not json", "[]", "{}", "null", "```\n```",
-                                     '{"variants": "lex"}', "<think>only thinking"])
+@pytest.mark.parametrize(
+    "garbage",
+    [
+        "",
+        "I cannot help with that.",
+        "{not json",
+        "[]",
+        "{}",
+        "null",
+        "```\n```",
+        '{"variants": "lex"}',
+        "<think>only thinking",
+    ],
+)
 def test_garbage_yields_no_variants(garbage):
     assert parse_expansion(garbage, query="anything") == []
 
@@ -124,9 +175,17 @@ def test_prompt_mentions_intent_and_schema_is_json_schema():
 def test_cache_key_depends_on_query_intent_and_model():
     base = expansion_cache_key(query="q", intent=None, model="m")
     assert base == expansion_cache_key(query=" q ", intent="", model="m")
-    assert len({base, expansion_cache_key(query="q", intent="i", model="m"),
+    assert (
+        len(
+            {
+                base,
+                expansion_cache_key(query="q", intent="i", model="m"),
                 expansion_cache_key(query="q", intent=None, model="m2"),
-                expansion_cache_key(query="q2", intent=None, model="m")}) == 4
+                expansion_cache_key(query="q2", intent=None, model="m"),
+            }
+        )
+        == 4
+    )
 
 
 # --- structured query documents ----------------------------------------------------------
@@ -145,7 +204,8 @@ def test_structured_document_with_plain_line():
     assert plan.original == "how to tune vacuum"
     assert plan.source == "user" and plan.intent == "database administration"
     assert kinds(plan.variants) == [
-        ("lex", "autovacuum scale factor"), ("vec", "make postgres vacuum more often"),
+        ("lex", "autovacuum scale factor"),
+        ("vec", "make postgres vacuum more often"),
         ("hyde", "Set autovacuum_vacuum_scale_factor lower."),
     ]
     assert plan.rerank_query == "how to tune vacuum"

@@ -30,7 +30,9 @@ def test_ranges_on_numbers_and_dates():
     parsed = parse('vacuum priority:>=2 reviewed:<"30 days ago"')
     assert parsed.text == "vacuum"
     assert [(f.key, f.bounds) for f in parsed.filters.fields] == [
-        ("priority", [(">=", "2")]), ("reviewed", [("<", "2025-05-19")])]
+        ("priority", [(">=", "2")]),
+        ("reviewed", [("<", "2025-05-19")]),
+    ]
 
 
 def test_date_is_the_notes_date():
@@ -66,8 +68,14 @@ def test_or_and_parentheses_across_keys():
 
 
 def test_structured_form_is_the_same_model():
-    f = SearchFilters.from_dict({"fields": {"priority": {">=": 2}}, "has": "due", "exclude_has": ["status"],
-                                 "any_of": [{"tags": "db"}, {"fields": {"status": "draft"}}]})
+    f = SearchFilters.from_dict(
+        {
+            "fields": {"priority": {">=": 2}},
+            "has": "due",
+            "exclude_has": ["status"],
+            "any_of": [{"tags": "db"}, {"fields": {"status": "draft"}}],
+        }
+    )
     assert f.fields[0].bounds == [(">=", "2")] and f.fields[1].has and f.exclude_fields[0].has
     assert f.any_of[0][0].tags == [["db"]] and f.any_of[0][1].fields[0].values == ["draft"]
     assert f.as_dict()["any_of"] == [[{"tags": [["db"]]}, {"fields": [{"key": "status", "values": ["draft"]}]}]]
@@ -104,16 +112,28 @@ def test_the_language_in_sql(vault):
     assert found("postgres (status:done OR priority:>2) -has:due") == {"b.md"}
     assert found('postgres status:"in review"') == {"c.md"}
     assert found("postgres date:2025-02") == {"d.md"}
-    assert found("postgres", filters=SearchFilters.from_dict({"any_of": [{"has": "due"}, {"fields": {"priority": {"<": 2}}}]})) == {"a.md", "b.md"}
+    assert found(
+        "postgres", filters=SearchFilters.from_dict({"any_of": [{"has": "due"}, {"fields": {"priority": {"<": 2}}}]})
+    ) == {"a.md", "b.md"}
     assert found("priority:>=2") == {"a.md", "c.md"}  # filters alone list the notes
 
 
 # --- field discovery, and the language through every face -------------------------------------------
 
-TRANSACTIONAL = pytest.mark.django_db(transaction=True, available_apps=[
-    "django.contrib.admin", "django.contrib.auth", "django.contrib.contenttypes", "django.contrib.sessions",
-    "django.contrib.messages", "django.contrib.staticfiles", "django_htmx", "indexing", "search",
-])
+TRANSACTIONAL = pytest.mark.django_db(
+    transaction=True,
+    available_apps=[
+        "django.contrib.admin",
+        "django.contrib.auth",
+        "django.contrib.contenttypes",
+        "django.contrib.sessions",
+        "django.contrib.messages",
+        "django.contrib.staticfiles",
+        "django_htmx",
+        "indexing",
+        "search",
+    ],
+)
 
 
 @TRANSACTIONAL
@@ -140,9 +160,17 @@ def test_fields_and_the_language_in_every_face(request, tmp_path, run_cli):
     user = make_user("reader")
     api = api_client(user, write=False)
     assert {f["key"] for f in api.get("/api/fields").json()["fields"]} == set(fields)
-    answer = api.post("/api/search", {"query": "postgres", "filters": {
-        "exclude_has": "due", "any_of": [{"fields": {"status": "done"}}, {"fields": {"priority": {">": 2}}}]}},
-        content_type="application/json").json()
+    answer = api.post(
+        "/api/search",
+        {
+            "query": "postgres",
+            "filters": {
+                "exclude_has": "due",
+                "any_of": [{"fields": {"status": "done"}}, {"fields": {"priority": {">": 2}}}],
+            },
+        },
+        content_type="application/json",
+    ).json()
     assert [r["uri"] for r in answer["results"]] == ["pmd://fm/b.md"]
     assert [r["uri"] for r in api.get("/api/search", {"q": query}).json()["results"]] == ["pmd://fm/b.md"]
     page = web_client(user).get("/", {"q": query}).content.decode()

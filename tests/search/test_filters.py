@@ -11,7 +11,6 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from indexing.access import Access
-from tests.support.mcp_client import call_tool, close_other_connections
 from indexing.errors import InvalidSearchInput
 from search.filters import (
     SearchFilters,
@@ -22,6 +21,7 @@ from search.filters import (
 )
 from search.request import Mode, SearchRequest
 from tests.support.factories import api_client, make_user
+from tests.support.mcp_client import call_tool, close_other_connections
 
 NOW = datetime(2025, 6, 18, 15, 30, tzinfo=UTC)  # a Wednesday
 
@@ -57,14 +57,18 @@ def test_tags_any_of_every_group_and_exclusions():
 
 
 def test_path_globs_dates_and_fields():
-    parsed = parse('meetings path:meetings/** -path:"archive/old notes/**" after:2025-01-01 before:2025-06 '
-                   "status:draft -author:bo priority:1,2")
+    parsed = parse(
+        'meetings path:meetings/** -path:"archive/old notes/**" after:2025-01-01 before:2025-06 '
+        "status:draft -author:bo priority:1,2"
+    )
     f = parsed.filters
     assert parsed.text == "meetings"
     assert f.paths == [["meetings/**"]] and f.exclude_paths == ["archive/old notes/**"]
     assert f.after == day("2025-01-01") and f.before == day("2025-06-01")
-    assert [(e.key, e.values, e.keys) for e in f.fields] == [("status", ["draft"], ("status",)),
-                                                              ("priority", ["1", "2"], ("priority",))]
+    assert [(e.key, e.values, e.keys) for e in f.fields] == [
+        ("status", ["draft"], ("status",)),
+        ("priority", ["1", "2"], ("priority",)),
+    ]
     assert [(e.key, e.values) for e in f.exclude_fields] == [("author", ["bo"])]
     assert parsed.lookups == [{"status", "author", "priority"}]  # one lookup for all of them
 
@@ -79,11 +83,26 @@ def test_quoted_values_keep_spaces_and_commas():
 
 def test_relative_dates_from_a_fixed_now():
     expected = {
-        "today": "2025-06-18", "yesterday": "2025-06-17", "this week": "2025-06-16", "this month": "2025-06-01",
-        "this year": "2025-01-01", "last week": "2025-06-11", "last month": "2025-05-18", "last year": "2024-06-18",
-        "3 days ago": "2025-06-15", "1 day ago": "2025-06-17", "2 weeks ago": "2025-06-04", "3d": "2025-06-15",
-        "2w": "2025-06-04", "6m": "2024-12-18", "1y": "2024-06-18", "2 months ago": "2025-04-18",
-        "2025": "2025-01-01", "2025-03": "2025-03-01", "2025-03-14": "2025-03-14", "2025/3/4": "2025-03-04",
+        "today": "2025-06-18",
+        "yesterday": "2025-06-17",
+        "this week": "2025-06-16",
+        "this month": "2025-06-01",
+        "this year": "2025-01-01",
+        "last week": "2025-06-11",
+        "last month": "2025-05-18",
+        "last year": "2024-06-18",
+        "3 days ago": "2025-06-15",
+        "1 day ago": "2025-06-17",
+        "2 weeks ago": "2025-06-04",
+        "3d": "2025-06-15",
+        "2w": "2025-06-04",
+        "6m": "2024-12-18",
+        "1y": "2024-06-18",
+        "2 months ago": "2025-04-18",
+        "2025": "2025-01-01",
+        "2025-03": "2025-03-01",
+        "2025-03-14": "2025-03-14",
+        "2025/3/4": "2025-03-04",
     }
     for text, when in expected.items():
         assert date_boundary(text, now=NOW) == day(when), text
@@ -121,8 +140,17 @@ def test_an_unknown_field_stays_text_with_a_warning():
 
 
 def test_urls_phrases_times_and_query_document_lines_are_text():
-    for text in ["see http://example.com/a:b", "pmd://notes/a.md", "mailto:ana@example.com", "meet at 10:30",
-                 "std::vector", '"tag:db in a phrase"', "C:\\Users\\ana", "error: disk full", "foo://bar"]:
+    for text in [
+        "see http://example.com/a:b",
+        "pmd://notes/a.md",
+        "mailto:ana@example.com",
+        "meet at 10:30",
+        "std::vector",
+        '"tag:db in a phrase"',
+        "C:\\Users\\ana",
+        "error: disk full",
+        "foo://bar",
+    ]:
         parsed = parse(text)
         assert parsed.text == text and parsed.filters.empty and not parsed.warnings, text
     document = parse("vacuum tag:db\nlex: autovacuum settings\nvec: how to tune vacuum\nintent: postgres")
@@ -157,9 +185,18 @@ def test_glob_translation():
 def test_glob_literal_starts_and_which_filters_an_index_answers():
     from search.retrieval.filters import glob_prefix, narrows_by_index
 
-    assert [glob_prefix(g) for g in ["meetings/**", "projects/db", "projects/*/x.md", "**/2025-*.md", "{a,b}/**",
-                                     "odd/a+b (1).md", "notes/"]] == [
-        "meetings/", "projects/db", "projects/", "", "", "odd/a+b (1).md", "notes"]
+    assert [
+        glob_prefix(g)
+        for g in [
+            "meetings/**",
+            "projects/db",
+            "projects/*/x.md",
+            "**/2025-*.md",
+            "{a,b}/**",
+            "odd/a+b (1).md",
+            "notes/",
+        ]
+    ] == ["meetings/", "projects/db", "projects/", "", "", "odd/a+b (1).md", "notes"]
     assert narrows_by_index(SearchFilters.from_dict({"path": "meetings/**"}))
     assert narrows_by_index(SearchFilters.from_dict({"tags": "db", "exclude_tags": "x"}))
     assert not narrows_by_index(SearchFilters.from_dict({"path": ["meetings/**", "**/x.md"]}))
@@ -168,9 +205,18 @@ def test_glob_literal_starts_and_which_filters_an_index_answers():
 
 
 def test_structured_filters_and_cli_options():
-    f = SearchFilters.from_dict({"tags": ["DB", "ops"], "exclude_tags": "x", "path": "a/**", "after": "2025-01",
-                                 "before": "last week", "fields": {"status": "draft", "n": [1, 2], "ok": True},
-                                 "exclude_fields": {"author": "bo"}}, now=NOW)
+    f = SearchFilters.from_dict(
+        {
+            "tags": ["DB", "ops"],
+            "exclude_tags": "x",
+            "path": "a/**",
+            "after": "2025-01",
+            "before": "last week",
+            "fields": {"status": "draft", "n": [1, 2], "ok": True},
+            "exclude_fields": {"author": "bo"},
+        },
+        now=NOW,
+    )
     assert f.tags == [["db", "ops"]] and f.exclude_tags == ["x"] and f.paths == [["a/**"]]
     assert (f.after, f.before) == (day("2025-01-01"), day("2025-06-11"))
     assert [(e.key, e.values) for e in f.fields] == [("status", ["draft"]), ("n", ["1", "2"]), ("ok", ["true"])]
@@ -178,8 +224,9 @@ def test_structured_filters_and_cli_options():
     for bad in [{"tagz": "x"}, {"fields": ["status"]}, {"after": 5}, {"fields": {"k": {"nested": 1}}}, "tag:db"]:
         with pytest.raises(InvalidSearchInput):
             SearchFilters.from_dict(bad)
-    opts = filters_from_options(tags=["db,ops", "x"], paths=["a/**"], after="2025", where=["status=draft,review",
-                                                                                          "author!=bo", "-x=1"], now=NOW)
+    opts = filters_from_options(
+        tags=["db,ops", "x"], paths=["a/**"], after="2025", where=["status=draft,review", "author!=bo", "-x=1"], now=NOW
+    )
     assert opts.tags == [["db", "ops", "x"]] and opts.paths == [["a/**"]] and opts.after == day("2025-01-01")
     assert [(e.key, e.values) for e in opts.fields] == [("status", ["draft", "review"])]
     assert [(e.key, e.values) for e in opts.exclude_fields] == [("author", ["bo"]), ("x", ["1"])]
@@ -195,30 +242,62 @@ def test_structured_filters_and_cli_options():
 # these tests do not depend on how indexing reads it (tests/indexing/test_structure.py covers that)
 VAULT = {
     "meetings/2025-01-10-standup.md": (
-        ("---\ntags: [meeting, db]\ndate: 2025-01-10\nstatus: done\nauthor: ana\n---\n# Standup January\n\n"
-         "We discussed postgres vacuum settings and the backup plan.\n"), ["db", "meeting"], "2025-01-10",
-        "frontmatter:date"),
+        (
+            "---\ntags: [meeting, db]\ndate: 2025-01-10\nstatus: done\nauthor: ana\n---\n# Standup January\n\n"
+            "We discussed postgres vacuum settings and the backup plan.\n"
+        ),
+        ["db", "meeting"],
+        "2025-01-10",
+        "frontmatter:date",
+    ),
     "meetings/2025-03-02-planning.md": (
-        ("---\ntags: meeting\ndate: 2025-03-02\nstatus: draft\nauthors: [ana, bo]\n---\n# Planning March\n\n"
-         "Roadmap planning: postgres upgrade and a new search page.\n"), ["meeting"], "2025-03-02", "frontmatter:date"),
+        (
+            "---\ntags: meeting\ndate: 2025-03-02\nstatus: draft\nauthors: [ana, bo]\n---\n# Planning March\n\n"
+            "Roadmap planning: postgres upgrade and a new search page.\n"
+        ),
+        ["meeting"],
+        "2025-03-02",
+        "frontmatter:date",
+    ),
     "projects/db/indexes.md": (
-        ("---\ntags: [db]\ncreated: 2024-11-20\nStatus: Draft\npriority: 2\n---\n# Index notes\n\n"
-         "GIN and btree indexes in postgres, and when to use each one.\n"), ["db"], "2024-11-20", "frontmatter:created"),
+        (
+            "---\ntags: [db]\ncreated: 2024-11-20\nStatus: Draft\npriority: 2\n---\n# Index notes\n\n"
+            "GIN and btree indexes in postgres, and when to use each one.\n"
+        ),
+        ["db"],
+        "2024-11-20",
+        "frontmatter:created",
+    ),
     "projects/db/archive/old-schema.md": (
-        ("---\ntags: [db, archive]\ndate: 2023-05-01\nstatus: done\n---\n# Old schema\n\n"
-         "The postgres schema before the migration of the billing tables.\n"), ["archive", "db"], "2023-05-01",
-        "frontmatter:date"),
-    "journal/2025-06-15.md": ("# Journal\n\nTuned postgres autovacuum today, long meeting after. #db #ops\n",
-                              ["db", "ops"], "2025-06-15", "filename"),
+        (
+            "---\ntags: [db, archive]\ndate: 2023-05-01\nstatus: done\n---\n# Old schema\n\n"
+            "The postgres schema before the migration of the billing tables.\n"
+        ),
+        ["archive", "db"],
+        "2023-05-01",
+        "frontmatter:date",
+    ),
+    "journal/2025-06-15.md": (
+        "# Journal\n\nTuned postgres autovacuum today, long meeting after. #db #ops\n",
+        ["db", "ops"],
+        "2025-06-15",
+        "filename",
+    ),
     "inbox/loose-thoughts.md": ("# Loose thoughts\n\nPostgres? Maybe later.\n", [], "2022-01-01", "mtime"),
     "odd/a+b (1).md": ("# Odd name\n\nA file name full of regex characters.\n", [], "2022-02-01", "mtime"),
     "odd/aab 1.md": ("# Odd name too\n\nAnother file name full of regex characters.\n", [], "2022-02-02", "mtime"),
 }
 # Notes that say "postgres" more than any tagged note, and have no tags: the best unfiltered hits.
-FILLERS = {f"filler/pg-{n}.md": (f"# Postgres postgres {n}\n\nPostgres postgres postgres postgres.\n", [], None, "")
-           for n in range(1, 6)}
-TAGGED_DB = {"meetings/2025-01-10-standup.md", "projects/db/indexes.md", "projects/db/archive/old-schema.md",
-             "journal/2025-06-15.md"}
+FILLERS = {
+    f"filler/pg-{n}.md": (f"# Postgres postgres {n}\n\nPostgres postgres postgres postgres.\n", [], None, "")
+    for n in range(1, 6)
+}
+TAGGED_DB = {
+    "meetings/2025-01-10-standup.md",
+    "projects/db/indexes.md",
+    "projects/db/archive/old-schema.md",
+    "journal/2025-06-15.md",
+}
 
 
 def _make_vault(root, files, collection_name, **create):
@@ -234,7 +313,8 @@ def _make_vault(root, files, collection_name, **create):
     collection_index(collection)
     for path, (_, tags, when, source) in files.items():
         Document.objects.filter(collection=collection, path=path).update(
-            tags=tags, note_date=day(when) if when else None, date_source=source)
+            tags=tags, note_date=day(when) if when else None, date_source=source
+        )
     return collection
 
 
@@ -255,36 +335,54 @@ def paths(response) -> set[str]:
     return {r.path for r in response.results}
 
 
-@pytest.mark.parametrize("query, expected", [
-    ("postgres tag:db", TAGGED_DB),
-    ("postgres tag:meeting,archive", {"meetings/2025-01-10-standup.md", "meetings/2025-03-02-planning.md",
-                                      "projects/db/archive/old-schema.md"}),
-    ("postgres tag:db tag:meeting", {"meetings/2025-01-10-standup.md"}),
-    ("postgres tag:db -tag:archive", TAGGED_DB - {"projects/db/archive/old-schema.md"}),
-    ("postgres -tag:db", {"meetings/2025-03-02-planning.md", "inbox/loose-thoughts.md", *FILLERS}),
-    ("postgres TAG:DB,Nothing", TAGGED_DB),
-    ("postgres path:meetings/**", {"meetings/2025-01-10-standup.md", "meetings/2025-03-02-planning.md"}),
-    ("postgres path:projects/db", {"projects/db/indexes.md", "projects/db/archive/old-schema.md"}),
-    ("postgres path:projects/*/indexes.md", {"projects/db/indexes.md"}),
-    ("postgres path:**/2025-*.md", {"meetings/2025-01-10-standup.md", "meetings/2025-03-02-planning.md",
-                                    "journal/2025-06-15.md"}),
-    ("postgres -path:filler/** -path:meetings", {"projects/db/indexes.md", "projects/db/archive/old-schema.md",
-                                                 "journal/2025-06-15.md", "inbox/loose-thoughts.md"}),
-    ('regex path:"odd/a+b (1).md"', {"odd/a+b (1).md"}),
-    ("postgres after:2025-01-10", {"meetings/2025-01-10-standup.md", "meetings/2025-03-02-planning.md",
-                                   "journal/2025-06-15.md"}),
-    ("postgres after:2025-01-11", {"meetings/2025-03-02-planning.md", "journal/2025-06-15.md"}),
-    ("postgres before:2025-01-10", {"projects/db/indexes.md", "projects/db/archive/old-schema.md",
-                                    "inbox/loose-thoughts.md"}),  # fillers have no date: no date filter holds
-    ("postgres after:2025-02 before:2025-06-15", {"meetings/2025-03-02-planning.md"}),
-    ("postgres status:draft", {"meetings/2025-03-02-planning.md", "projects/db/indexes.md"}),  # Status: Draft too
-    ("postgres status:done,draft -tag:meeting", {"projects/db/indexes.md", "projects/db/archive/old-schema.md"}),
-    ("postgres -status:done tag:db", {"projects/db/indexes.md", "journal/2025-06-15.md"}),
-    ("postgres author:ana", {"meetings/2025-01-10-standup.md"}),  # a scalar
-    ("postgres authors:bo", {"meetings/2025-03-02-planning.md"}),  # a list holding it
-    ("postgres priority:2", {"projects/db/indexes.md"}),  # a number
-    ("postgres STATUS:DONE", {"meetings/2025-01-10-standup.md", "projects/db/archive/old-schema.md"}),
-])
+@pytest.mark.parametrize(
+    "query, expected",
+    [
+        ("postgres tag:db", TAGGED_DB),
+        (
+            "postgres tag:meeting,archive",
+            {"meetings/2025-01-10-standup.md", "meetings/2025-03-02-planning.md", "projects/db/archive/old-schema.md"},
+        ),
+        ("postgres tag:db tag:meeting", {"meetings/2025-01-10-standup.md"}),
+        ("postgres tag:db -tag:archive", TAGGED_DB - {"projects/db/archive/old-schema.md"}),
+        ("postgres -tag:db", {"meetings/2025-03-02-planning.md", "inbox/loose-thoughts.md", *FILLERS}),
+        ("postgres TAG:DB,Nothing", TAGGED_DB),
+        ("postgres path:meetings/**", {"meetings/2025-01-10-standup.md", "meetings/2025-03-02-planning.md"}),
+        ("postgres path:projects/db", {"projects/db/indexes.md", "projects/db/archive/old-schema.md"}),
+        ("postgres path:projects/*/indexes.md", {"projects/db/indexes.md"}),
+        (
+            "postgres path:**/2025-*.md",
+            {"meetings/2025-01-10-standup.md", "meetings/2025-03-02-planning.md", "journal/2025-06-15.md"},
+        ),
+        (
+            "postgres -path:filler/** -path:meetings",
+            {
+                "projects/db/indexes.md",
+                "projects/db/archive/old-schema.md",
+                "journal/2025-06-15.md",
+                "inbox/loose-thoughts.md",
+            },
+        ),
+        ('regex path:"odd/a+b (1).md"', {"odd/a+b (1).md"}),
+        (
+            "postgres after:2025-01-10",
+            {"meetings/2025-01-10-standup.md", "meetings/2025-03-02-planning.md", "journal/2025-06-15.md"},
+        ),
+        ("postgres after:2025-01-11", {"meetings/2025-03-02-planning.md", "journal/2025-06-15.md"}),
+        (
+            "postgres before:2025-01-10",
+            {"projects/db/indexes.md", "projects/db/archive/old-schema.md", "inbox/loose-thoughts.md"},
+        ),  # fillers have no date: no date filter holds
+        ("postgres after:2025-02 before:2025-06-15", {"meetings/2025-03-02-planning.md"}),
+        ("postgres status:draft", {"meetings/2025-03-02-planning.md", "projects/db/indexes.md"}),  # Status: Draft too
+        ("postgres status:done,draft -tag:meeting", {"projects/db/indexes.md", "projects/db/archive/old-schema.md"}),
+        ("postgres -status:done tag:db", {"projects/db/indexes.md", "journal/2025-06-15.md"}),
+        ("postgres author:ana", {"meetings/2025-01-10-standup.md"}),  # a scalar
+        ("postgres authors:bo", {"meetings/2025-03-02-planning.md"}),  # a list holding it
+        ("postgres priority:2", {"projects/db/indexes.md"}),  # a number
+        ("postgres STATUS:DONE", {"meetings/2025-01-10-standup.md", "projects/db/archive/old-schema.md"}),
+    ],
+)
 def test_keyword_filters_select_exactly_the_matching_notes(vault, query, expected):
     response = run(query)
     assert paths(response) == expected, (query, response.warnings)
@@ -297,8 +395,15 @@ def test_keyword_filters_listed_first_or_tested_on_each_hit_agree(vault, monkeyp
     each scored note: the same results either way."""
     from search.retrieval import keyword
 
-    queries = ["postgres tag:db", "postgres tag:db -tag:archive", "postgres path:projects/db", "postgres -tag:db",
-               "postgres after:2025-01-10", "postgres status:done,draft -tag:meeting", "postgres path:**/2025-*.md"]
+    queries = [
+        "postgres tag:db",
+        "postgres tag:db -tag:archive",
+        "postgres path:projects/db",
+        "postgres -tag:db",
+        "postgres after:2025-01-10",
+        "postgres status:done,draft -tag:meeting",
+        "postgres path:**/2025-*.md",
+    ]
     listed = {q: [(r.uri, r.score) for r in run(q).results] for q in queries}
     several = {q: [(r.uri, r.line) for r in run(q, hits_per_document=2, limit=3).results] for q in queries}
     monkeypatch.setattr(keyword, "LISTED_DOCUMENTS", 0)
@@ -310,8 +415,10 @@ def test_keyword_filters_listed_first_or_tested_on_each_hit_agree(vault, monkeyp
 
 def test_structured_filters_are_the_same_as_written_ones(vault):
     written = run("postgres tag:db -status:done after:2024")
-    structured = run("postgres", filters=SearchFilters.from_dict(
-        {"tags": ["db"], "exclude_fields": {"status": "done"}, "after": "2024"}))
+    structured = run(
+        "postgres",
+        filters=SearchFilters.from_dict({"tags": ["db"], "exclude_fields": {"status": "done"}, "after": "2024"}),
+    )
     assert [r.uri for r in structured.results] == [r.uri for r in written.results]
     assert paths(written) == {"projects/db/indexes.md", "journal/2025-06-15.md"}
     both = run("postgres tag:db", filters=SearchFilters.from_dict({"path": "projects/**"}))
@@ -328,16 +435,24 @@ def test_n_results_that_match_even_when_the_best_hits_do_not(vault):
 def test_a_query_of_filters_only_lists_the_notes_newest_first(vault):
     response = run("tag:db")
     assert [r.path for r in response.results] == [
-        "journal/2025-06-15.md", "meetings/2025-01-10-standup.md", "projects/db/indexes.md",
-        "projects/db/archive/old-schema.md"]
+        "journal/2025-06-15.md",
+        "meetings/2025-01-10-standup.md",
+        "projects/db/indexes.md",
+        "projects/db/archive/old-schema.md",
+    ]
     assert [(r.date[:10], r.date_source) for r in response.results] == [
-        ("2025-06-15", "filename"), ("2025-01-10", "frontmatter:date"), ("2024-11-20", "frontmatter:created"),
-        ("2023-05-01", "frontmatter:date")]
+        ("2025-06-15", "filename"),
+        ("2025-01-10", "frontmatter:date"),
+        ("2024-11-20", "frontmatter:created"),
+        ("2023-05-01", "frontmatter:date"),
+    ]
     assert any("newest first" in w and "#db" in w for w in response.warnings)
     top = response.results[0]
     assert top.snippet.startswith("Tuned postgres autovacuum") and top.line == 3
-    assert [r.path for r in run("tag:db", limit=2).results] == ["journal/2025-06-15.md",
-                                                                "meetings/2025-01-10-standup.md"]
+    assert [r.path for r in run("tag:db", limit=2).results] == [
+        "journal/2025-06-15.md",
+        "meetings/2025-01-10-standup.md",
+    ]
     assert run("tag:nothing-has-this").results == []
     for mode in (Mode.VECTOR, Mode.HYBRID):  # no words: no model is asked, the same list
         assert [r.path for r in run("tag:db", mode=mode).results] == [r.path for r in response.results]
@@ -347,16 +462,20 @@ def test_every_result_says_its_date_and_sort_by_date(vault):
     relevance = run("postgres tag:db")
     by_date = run("postgres tag:db", sort="date")
     assert [r.path for r in by_date.results] == [
-        "journal/2025-06-15.md", "meetings/2025-01-10-standup.md", "projects/db/indexes.md",
-        "projects/db/archive/old-schema.md"]
+        "journal/2025-06-15.md",
+        "meetings/2025-01-10-standup.md",
+        "projects/db/indexes.md",
+        "projects/db/archive/old-schema.md",
+    ]
     assert [r.path for r in relevance.results] != [r.path for r in by_date.results]
     data = by_date.as_dict()
     assert data["sort"] == "date" and data["results"][0]["date"].startswith("2025-06-15")
     assert data["results"][0]["date_source"] == "filename"
     plain = run("postgres", sort="date").results
     undated = [r for r in plain if r.date is None]
-    assert undated and plain[-len(undated):] == undated, "notes without a date come last"
+    assert undated and plain[-len(undated) :] == undated, "notes without a date come last"
     from indexing.errors import InvalidSearchInput as Error
+
     with pytest.raises(Error, match="unknown sort"):
         run("postgres", sort="alphabetical")
 
@@ -383,16 +502,19 @@ NESTED = {
 }
 
 
-@pytest.mark.parametrize("query, expected", [
-    ("postgres tag:project", {"alpha.md", "deep.md", "plain.md"}),  # the tag and every tag below it
-    ("postgres tag:project/alpha", {"alpha.md", "deep.md"}),
-    ("postgres tag:PROJECT/ALPHA/API", {"deep.md"}),
-    ("postgres tag:project/alp", set()),  # a parent is a whole part of the path, not a prefix
-    ("postgres -tag:project", {"lookalike.md", "other.md"}),
-    ("postgres tag:project -tag:project/alpha", {"plain.md"}),
-    ("postgres tag:area", {"other.md"}),
-    ("tag:project/alpha", {"alpha.md", "deep.md"}),  # filters only
-])
+@pytest.mark.parametrize(
+    "query, expected",
+    [
+        ("postgres tag:project", {"alpha.md", "deep.md", "plain.md"}),  # the tag and every tag below it
+        ("postgres tag:project/alpha", {"alpha.md", "deep.md"}),
+        ("postgres tag:PROJECT/ALPHA/API", {"deep.md"}),
+        ("postgres tag:project/alp", set()),  # a parent is a whole part of the path, not a prefix
+        ("postgres -tag:project", {"lookalike.md", "other.md"}),
+        ("postgres tag:project -tag:project/alpha", {"plain.md"}),
+        ("postgres tag:area", {"other.md"}),
+        ("tag:project/alpha", {"alpha.md", "deep.md"}),  # filters only
+    ],
+)
 def test_nested_tags_match_below_them(db, tmp_path, query, expected):
     from indexing.models import Document
 
@@ -422,10 +544,20 @@ def test_a_filter_never_shows_what_the_access_does_not_allow(vault, tmp_path, dj
 
     owner = make_user("owner")
     member = make_user("member")
-    _make_vault(tmp_path / "secret", {
-        "plans.md": ("---\ntags: [db]\nclearance: top\n---\n# Secret plans\n\nPostgres secret plans.\n", ["db"],
-                     "2030-01-01", "frontmatter:date"),
-    }, "secret", owner=owner, visibility=Collection.Visibility.PRIVATE)
+    _make_vault(
+        tmp_path / "secret",
+        {
+            "plans.md": (
+                "---\ntags: [db]\nclearance: top\n---\n# Secret plans\n\nPostgres secret plans.\n",
+                ["db"],
+                "2030-01-01",
+                "frontmatter:date",
+            ),
+        },
+        "secret",
+        owner=owner,
+        visibility=Collection.Visibility.PRIVATE,
+    )
     local = run("postgres tag:db")
     assert "pmd://secret/plans.md" in {r.uri for r in local.results}, "the local user sees it (the test can fail)"
     assert "pmd://secret/plans.md" in {r.uri for r in run("tag:db").results}
@@ -463,17 +595,28 @@ def test_web_search_box_reads_filters(vault, django_user_model):
 
 # --- vector and hybrid search with filters --------------------------------------------------------
 
-TRANSACTIONAL = pytest.mark.django_db(transaction=True, available_apps=[
-    "django.contrib.admin", "django.contrib.auth", "django.contrib.contenttypes", "django.contrib.sessions",
-    "django.contrib.messages", "django.contrib.staticfiles", "django_htmx", "indexing", "search",
-])
+TRANSACTIONAL = pytest.mark.django_db(
+    transaction=True,
+    available_apps=[
+        "django.contrib.admin",
+        "django.contrib.auth",
+        "django.contrib.contenttypes",
+        "django.contrib.sessions",
+        "django.contrib.messages",
+        "django.contrib.staticfiles",
+        "django_htmx",
+        "indexing",
+        "search",
+    ],
+)
 
 
 # More chunks nearer to "postgres" than any tagged note's than one HNSW pass reads (vector search asks
 # for at least 40): a filter applied after the index scan would find none of the tagged notes. And a
 # copy of a tagged note outside projects/ (the same content: one set of chunks, two documents).
-MANY_FILLERS = {f"noise/pg-{n}.md": (f"# Postgres {n}\n\nPostgres postgres postgres.\n", [], None, "")
-                for n in range(1, 61)}
+MANY_FILLERS = {
+    f"noise/pg-{n}.md": (f"# Postgres {n}\n\nPostgres postgres postgres.\n", [], None, "") for n in range(1, 61)
+}
 COPY = {"copies/indexes.md": (VAULT["projects/db/indexes.md"][0], [], "2020-01-01", "mtime")}
 
 
@@ -493,20 +636,25 @@ def test_vector_search_with_filters(embedded_vault, monkeypatch):
 
     unfiltered = run("postgres", mode=Mode.VECTOR, limit=10)
     assert {r.path for r in unfiltered.results} <= set(FILLERS) | set(MANY_FILLERS)
-    for query, expected in [("postgres tag:db", TAGGED_DB),  # not the copy: same chunks, no tags
-                            ("postgres status:draft", {"meetings/2025-03-02-planning.md", "projects/db/indexes.md",
-                                                       "copies/indexes.md"}),  # the copy's frontmatter too
-                            ("postgres path:meetings/** after:2025-02", {"meetings/2025-03-02-planning.md"}),
-                            ("postgres path:projects/**", {"projects/db/indexes.md", "projects/db/archive/old-schema.md"}),
-                            ("gin btree path:{projects,copies}/** -tag:archive",
-                             {"projects/db/indexes.md", "copies/indexes.md"})]:
+    for query, expected in [
+        ("postgres tag:db", TAGGED_DB),  # not the copy: same chunks, no tags
+        (
+            "postgres status:draft",
+            {"meetings/2025-03-02-planning.md", "projects/db/indexes.md", "copies/indexes.md"},
+        ),  # the copy's frontmatter too
+        ("postgres path:meetings/** after:2025-02", {"meetings/2025-03-02-planning.md"}),
+        ("postgres path:projects/**", {"projects/db/indexes.md", "projects/db/archive/old-schema.md"}),
+        ("gin btree path:{projects,copies}/** -tag:archive", {"projects/db/indexes.md", "copies/indexes.md"}),
+    ]:
         response = run(query, mode=Mode.VECTOR)
         assert paths(response) == expected, query
         assert all(r.date for r in response.results)
     three = run("postgres tag:db", mode=Mode.VECTOR, limit=3)
     assert len(three.results) == 3 and paths(three) <= TAGGED_DB
-    exact = {q: [r.uri for r in run(q, mode=Mode.VECTOR, limit=5).results]
-             for q in ["postgres -tag:meeting", "postgres tag:db", "postgres path:projects/**"]}
+    exact = {
+        q: [r.uri for r in run(q, mode=Mode.VECTOR, limit=5).results]
+        for q in ["postgres -tag:meeting", "postgres tag:db", "postgres path:projects/**"]
+    }
     # a filter matching more documents than EXACT_FILTER_DOCUMENTS goes through the HNSW index,
     # filtered inside the scan (pgvector's iterative scan): the same answers
     monkeypatch.setattr(vector, "EXACT_FILTER_DOCUMENTS", 1)
@@ -529,8 +677,9 @@ def test_hybrid_search_with_filters_in_every_sub_search(embedded_vault, ollama, 
     settings.PMD_RERANK_MODEL = ""
     settings.PMD_QUERY_TIMEOUT = 20.0
     # expansion adds a keyword and a vector search of words the fillers hold: they must be filtered too
-    ollama.generate_handler = lambda body: json.dumps({"variants": [
-        {"type": "lex", "text": "postgres postgres"}, {"type": "vec", "text": "postgres database"}]})
+    ollama.generate_handler = lambda body: json.dumps(
+        {"variants": [{"type": "lex", "text": "postgres postgres"}, {"type": "vec", "text": "postgres database"}]}
+    )
     response = run("postgres tag:db", mode=Mode.HYBRID, rerank=False)
     assert paths(response) == TAGGED_DB, response.warnings
     assert ollama.requests_to("/api/generate"), "expansion ran"
@@ -546,17 +695,28 @@ def test_hybrid_search_with_filters_in_every_sub_search(embedded_vault, ollama, 
 
 
 @TRANSACTIONAL
-@pytest.mark.parametrize("query, structured, cli_options", [
-    ("postgres tag:db -status:done", None, []),
-    ("postgres", {"tags": ["db"], "exclude_fields": {"status": "done"}}, ["--tag", "db", "--where", "status!=done"]),
-    ("postgres path:meetings/** after:2025-01-01", None, []),
-    ("postgres", {"path": "meetings/**", "after": "2025-01-01"}, ["--path", "meetings/**", "--after", "2025-01-01"]),
-    ("tag:db", None, []),
-    ("postgres", {"fields": {"authors": "bo"}}, ["--where", "authors=bo"]),
-])
-def test_cli_api_and_mcp_give_the_same_filtered_results(request, tmp_path, run_cli, django_user_model, query,
-                                                        structured, cli_options):
-
+@pytest.mark.parametrize(
+    "query, structured, cli_options",
+    [
+        ("postgres tag:db -status:done", None, []),
+        (
+            "postgres",
+            {"tags": ["db"], "exclude_fields": {"status": "done"}},
+            ["--tag", "db", "--where", "status!=done"],
+        ),
+        ("postgres path:meetings/** after:2025-01-01", None, []),
+        (
+            "postgres",
+            {"path": "meetings/**", "after": "2025-01-01"},
+            ["--path", "meetings/**", "--after", "2025-01-01"],
+        ),
+        ("tag:db", None, []),
+        ("postgres", {"fields": {"authors": "bo"}}, ["--where", "authors=bo"]),
+    ],
+)
+def test_cli_api_and_mcp_give_the_same_filtered_results(
+    request, tmp_path, run_cli, django_user_model, query, structured, cli_options
+):
 
     request.addfinalizer(close_other_connections)  # the MCP tools ran in worker threads
     _make_vault(tmp_path / "vault", {**VAULT, **FILLERS}, "vault")
@@ -588,8 +748,12 @@ def test_cli_api_and_mcp_give_the_same_filtered_results(request, tmp_path, run_c
 def test_cli_options_sort_and_dates_in_text_output(vault, run_cli):
     code, out, err = run_cli("search", "postgres", "--tag", "db", "--sort", "date")
     assert code == 0, err
-    assert (out.index("journal/2025-06-15.md") < out.index("meetings/2025-01-10-standup.md")
-            < out.index("projects/db/indexes.md") < out.index("projects/db/archive/old-schema.md"))
+    assert (
+        out.index("journal/2025-06-15.md")
+        < out.index("meetings/2025-01-10-standup.md")
+        < out.index("projects/db/indexes.md")
+        < out.index("projects/db/archive/old-schema.md")
+    )
     assert "date: 2025-06-15 (filename)" in out and "date: 2024-11-20 (frontmatter:created)" in out
     # --sort date orders the best matches (the same ones -n 2 shows by relevance), newest first
     code, out, err = run_cli("search", "postgres", "--tag", "db", "-n", "2", "--files")
@@ -601,8 +765,10 @@ def test_cli_options_sort_and_dates_in_text_output(vault, run_cli):
     code, out, err = run_cli("search", "--tag", "meeting", "--json")
     assert code == 0, err
     listed = json.loads(out)
-    assert [r["path"] for r in listed["results"]] == ["meetings/2025-03-02-planning.md",
-                                                      "meetings/2025-01-10-standup.md"]
+    assert [r["path"] for r in listed["results"]] == [
+        "meetings/2025-03-02-planning.md",
+        "meetings/2025-01-10-standup.md",
+    ]
     assert "newest first" in err
     code, out, err = run_cli("search", "postgres", "--after", "someday")
     assert code == 1 and "cannot read the date 'someday'" in err
@@ -612,17 +778,23 @@ def test_cli_options_sort_and_dates_in_text_output(vault, run_cli):
 
 def test_api_rejects_bad_filters_with_422(vault, django_user_model):
 
-
     user = make_user("reader")
     api = api_client(user, write=False)
-    for body in [{"query": "x", "filters": {"after": "someday"}}, {"query": "x after:someday"},
-                 {"query": "x", "sort": "alphabetical"}, {"filters": {}}, {"query": "", "filters": {"tags": "x"}}]:
+    for body in [
+        {"query": "x", "filters": {"after": "someday"}},
+        {"query": "x after:someday"},
+        {"query": "x", "sort": "alphabetical"},
+        {"filters": {}},
+        {"query": "", "filters": {"tags": "x"}},
+    ]:
         response = api.post("/api/search", body, content_type="application/json")
         assert response.status_code == 422, (body, response.content)
     listed = api.post("/api/search", {"filters": {"tags": "meeting"}}, content_type="application/json")
     assert listed.status_code == 200 and len(listed.json()["results"]) == 2
     got = api.get("/api/search", {"tag": "meeting", "sort": "date"})
     assert got.status_code == 200, got.content
-    assert [r["path"] for r in got.json()["results"]] == ["meetings/2025-03-02-planning.md",
-                                                          "meetings/2025-01-10-standup.md"]
+    assert [r["path"] for r in got.json()["results"]] == [
+        "meetings/2025-03-02-planning.md",
+        "meetings/2025-01-10-standup.md",
+    ]
     assert api.get("/api/search", {"after": "someday"}).status_code == 422

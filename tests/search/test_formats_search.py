@@ -19,8 +19,14 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def mixed(tmp_path, monkeypatch):
-    return formats_collection(tmp_path / "mixed", "mixed", GOOD, ["pdf", "pptx", "xlsx", "docx", "html", "epub"],
-                              monkeypatch, extra={"fog.md": "# Fog\n\nThe fog horn sounds every thirty seconds.\n"})
+    return formats_collection(
+        tmp_path / "mixed",
+        "mixed",
+        GOOD,
+        ["pdf", "pptx", "xlsx", "docx", "html", "epub"],
+        monkeypatch,
+        extra={"fog.md": "# Fog\n\nThe fog horn sounds every thirty seconds.\n"},
+    )
 
 
 def _search(query: str):

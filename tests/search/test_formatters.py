@@ -12,13 +12,33 @@ from search.results import SearchResponse, SearchResult
 
 @pytest.fixture
 def response():
-    return SearchResponse(query="vector index", mode="search", results=[
-        SearchResult(docid="abc123", collection="notes", path="meetings/standup.md", title="Standup",
-                     score=0.82, line=3, snippet="the vector index rollout\nnext line",
-                     highlights=[(4, 10), (11, 16)], context=["Team notes", "Meetings"]),
-        SearchResult(docid="def456", collection="notes", path="a, b.md", title='Quote "x" <y>',
-                     score=0.31, line=1, snippet="<vector> & co", highlights=[(1, 7)]),
-    ])
+    return SearchResponse(
+        query="vector index",
+        mode="search",
+        results=[
+            SearchResult(
+                docid="abc123",
+                collection="notes",
+                path="meetings/standup.md",
+                title="Standup",
+                score=0.82,
+                line=3,
+                snippet="the vector index rollout\nnext line",
+                highlights=[(4, 10), (11, 16)],
+                context=["Team notes", "Meetings"],
+            ),
+            SearchResult(
+                docid="def456",
+                collection="notes",
+                path="a, b.md",
+                title='Quote "x" <y>',
+                score=0.31,
+                line=1,
+                snippet="<vector> & co",
+                highlights=[(1, 7)],
+            ),
+        ],
+    )
 
 
 def test_json_is_the_response_dict(response):

@@ -24,8 +24,9 @@ from search.pipeline.fusion import (
 
 
 def kw(keys, values, shown=None, name="original/keyword", weight=ORIGINAL_WEIGHT):
-    return RankedList(name, list(keys), scores=list(shown or [0.5] * len(keys)), weight=weight,
-                      kind=KEYWORD, values=list(values))
+    return RankedList(
+        name, list(keys), scores=list(shown or [0.5] * len(keys)), weight=weight, kind=KEYWORD, values=list(values)
+    )
 
 
 def vec(keys, values, name="original/vector", weight=ORIGINAL_WEIGHT):
@@ -103,8 +104,9 @@ def test_fused_score_is_the_weighted_sum_of_z_scores():
 
 def test_a_far_ahead_keyword_hit_keeps_its_lead():
     # RRF would tie "x" (keyword #1 only) with "y" (vector #1 only); scores do not.
-    fusion = fuse([kw(["x", "p", "q", "r"], [30.0, 3.0, 2.9, 2.8]),
-                   vec(["y", "p", "q", "r"], [0.62, 0.61, 0.60, 0.59])])
+    fusion = fuse(
+        [kw(["x", "p", "q", "r"], [30.0, 3.0, 2.9, 2.8]), vec(["y", "p", "q", "r"], [0.62, 0.61, 0.60, 0.59])]
+    )
     assert fusion.candidates[0].key == "x"
 
 

@@ -31,8 +31,9 @@ def masked(tmp_path):
     commit(repo, "Rotate the token", date="2025-01-11T10:00:00+00:00")  # changes only a hidden file
     (repo / "private" / "draft.md").rename(repo / "notes" / "draft.md")
     commit(repo, "Move a note out of private", date="2025-01-12T10:00:00+00:00")
-    added = collection_add(path=repo, name="masked", mask="**/*.md", ignore_patterns=["private/**"],
-                           access=Access.local_user())
+    added = collection_add(
+        path=repo, name="masked", mask="**/*.md", ignore_patterns=["private/**"], access=Access.local_user()
+    )
     return added.collection
 
 
@@ -80,4 +81,8 @@ def test_another_mask_reads_the_history_again(masked):
     report = history_index(masked)
     assert not report.unchanged and report.total == 2  # .env is hidden: never indexed, whatever the mask
     assert sorted(f.path for h in _search("credsecretword") for f in h.files) == [
-        "creds.txt", "notes/ok.md", "private/draft.md", "private/secret.md"]
+        "creds.txt",
+        "notes/ok.md",
+        "private/draft.md",
+        "private/secret.md",
+    ]

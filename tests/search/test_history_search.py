@@ -14,14 +14,24 @@ import pytest
 from django.test import Client
 
 from indexing.access import Access
-from tests.support.mcp_client import close_other_connections, serve_asgi
-from tests.support.history_repo import build_notes_repo, commit, git
 from tests.support.factories import api_client, make_user
+from tests.support.history_repo import build_notes_repo, commit, git
+from tests.support.mcp_client import close_other_connections, serve_asgi
 
-TRANSACTIONAL = pytest.mark.django_db(transaction=True, available_apps=[
-    "django.contrib.admin", "django.contrib.auth", "django.contrib.contenttypes", "django.contrib.sessions",
-    "django.contrib.messages", "django.contrib.staticfiles", "django_htmx", "indexing", "search",
-])
+TRANSACTIONAL = pytest.mark.django_db(
+    transaction=True,
+    available_apps=[
+        "django.contrib.admin",
+        "django.contrib.auth",
+        "django.contrib.contenttypes",
+        "django.contrib.sessions",
+        "django.contrib.messages",
+        "django.contrib.staticfiles",
+        "django_htmx",
+        "indexing",
+        "search",
+    ],
+)
 SECRET_WORD = "zanzibarquux"
 
 
@@ -40,8 +50,9 @@ def _world(tmp_path, django_user_model):
     owner = make_user("owner")
     member = make_user("member")
     collection_add(path=tmp_path / "handbook", name="handbook", access=Access.local_user())
-    added = collection_add(path=secret, name="hr-secret", access=Access.local_user(),
-                           visibility=Collection.Visibility.PRIVATE)
+    added = collection_add(
+        path=secret, name="hr-secret", access=Access.local_user(), visibility=Collection.Visibility.PRIVATE
+    )
     Collection.objects.filter(pk=added.collection.pk).update(owner=owner)
     return shas, member, owner
 
@@ -61,6 +72,7 @@ def _search(**fields):
 @pytest.mark.django_db
 def test_author_matches_whole_names_not_pieces_of_them(world):
     """`author=Ana` matched "Sadika Sumanapala"."""
+
     def authors(author):
         return {h.author for h in _search(query="", author=author, limit=50).results}
 
@@ -76,7 +88,11 @@ def test_keyword_search_and_filters(world):
     assert found.results[0].sha == shas["change"]
     assert found.results[0].files[0].docid  # oncall.md still exists: linked as it is now
     assert [h.sha for h in _search(query="", author="bob", collections=["handbook"], limit=50).results] == [
-        shas["delete"], shas["merge"], shas["topic"], shas["change"]]
+        shas["delete"],
+        shas["merge"],
+        shas["topic"],
+        shas["change"],
+    ]
     renamed = _search(query="", paths=["deploy.md"], limit=50).results  # the old name of a rename counts
     assert {h.sha for h in renamed} == {shas["add"], shas["rename"]}
     assert {h.sha for h in _search(query="", paths=["guides/**"]).results} == {shas["rename"]}
@@ -159,7 +175,8 @@ def test_api_and_web_for_a_member(world):
     assert got.json()["results"][0]["sha"] == shas["change"] and "+Bob" in got.json()["results"][0]["diff"]
     secret = api.get("/api/history", {"q": SECRET_WORD})
     assert secret.status_code == 200 and SECRET_WORD not in secret.content.decode().replace(
-        f'"query": "{SECRET_WORD}"', "").replace(f'"query":"{SECRET_WORD}"', "")
+        f'"query": "{SECRET_WORD}"', ""
+    ).replace(f'"query":"{SECRET_WORD}"', "")
     assert secret.json()["results"] == []
     hidden = api.get("/api/history", {"q": "rota", "collection": "hr-secret"})
     never = api.get("/api/history", {"q": "rota", "collection": "hr-secrex"})
@@ -209,13 +226,25 @@ def test_mcp_over_http_with_tokens(request, tmp_path, django_user_model):
     request.addfinalizer(close_other_connections)
     shas, member, owner = _world(tmp_path, django_user_model)
     with serve_asgi() as base_url:
+
         def call(user, **arguments):
             token = token_create(user=user, access=Access.local_user()).raw
-            response = httpx.post(f"{base_url}/mcp", timeout=30, headers={
-                "Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream",
-                "Content-Type": "application/json", "MCP-Protocol-Version": "2025-06-18"},
-                json={"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                      "params": {"name": "pmd_search_history", "arguments": arguments}})
+            response = httpx.post(
+                f"{base_url}/mcp",
+                timeout=30,
+                headers={
+                    "Authorization": f"Bearer {token}",
+                    "Accept": "application/json, text/event-stream",
+                    "Content-Type": "application/json",
+                    "MCP-Protocol-Version": "2025-06-18",
+                },
+                json={
+                    "jsonrpc": "2.0",
+                    "id": 1,
+                    "method": "tools/call",
+                    "params": {"name": "pmd_search_history", "arguments": arguments},
+                },
+            )
             assert response.status_code == 200, response.text
             return response.json()["result"], response.text
 
@@ -236,7 +265,7 @@ def test_mcp_over_http_with_tokens(request, tmp_path, django_user_model):
 @pytest.mark.django_db
 def test_vector_and_hybrid_search_embed_commits_like_notes(world, ollama, settings):
     from indexing.models import Commit, ContentEmbedding
-    from indexing.services.embedding import embed_pending, pending_contents, fingerprint_configured
+    from indexing.services.embedding import embed_pending, fingerprint_configured, pending_contents
 
     settings.PMD_CHUNK_TOKENS = 60
     shas, member, _ = world
@@ -250,8 +279,10 @@ def test_vector_and_hybrid_search_embed_commits_like_notes(world, ollama, settin
     vector = _search(query="Bob takes weekends on the on-call rota", mode="vector", collections=["handbook"])
     assert vector.results and all(0 <= h.score <= 1 for h in vector.results)
     assert shas["change"] in [h.sha for h in vector.results[:3]]
-    assert not any(h.collection == "hr-secret" for h in _search(query=f"{SECRET_WORD} salary", mode="vector",
-                                                                 access=Access.for_user(member)).results)
+    assert not any(
+        h.collection == "hr-secret"
+        for h in _search(query=f"{SECRET_WORD} salary", mode="vector", access=Access.for_user(member)).results
+    )
     hybrid = _search(query="weekends rota")
     assert hybrid.warnings == [] and hybrid.results[0].sha == shas["change"]
     assert "cosine" in hybrid.results[0].scores

@@ -9,11 +9,11 @@ import time
 
 import pytest
 
+from indexing.access import Access
 from search.pipeline.deadline import wait_for_stragglers
 from search.pipeline.hybrid import hybrid_search, strong_signal
 from search.request import Mode, SearchRequest
 from search.results import SearchResult
-from indexing.access import Access
 from tests.support.factories import api_client, make_user
 
 pytest_plugins = ["tests.support.ollama_fixtures"]
@@ -25,17 +25,17 @@ RERANKER = "test-reranker"
 
 DOCS = {
     "postgres-vacuum.md": "# Tuning PostgreSQL autovacuum\n\nLower autovacuum_vacuum_scale_factor so vacuum runs "
-                          "after fewer dead tuples. Dead rows bloat tables and slow every query.\n",
+    "after fewer dead tuples. Dead rows bloat tables and slow every query.\n",
     "postgres-indexes.md": "# PostgreSQL index types\n\nB-tree, GIN and BRIN indexes serve different queries; "
-                           "GIN suits full text search over tsvector columns.\n",
+    "GIN suits full text search over tsvector columns.\n",
     "bread.md": "# Baking sourdough bread\n\nFeed the starter flour and water, let the dough rise overnight, "
-                "bake in a hot oven until the crust is dark.\n",
+    "bake in a hot oven until the crust is dark.\n",
     "garden.md": "# Growing tomatoes\n\nTomatoes want sun, deep watering and support stakes; prune the suckers "
-                 "for larger fruit.\n",
+    "for larger fruit.\n",
     "docker.md": "# Docker volumes\n\nNamed volumes keep database data when a container is recreated; bind mounts "
-                 "map a host folder into the container.\n",
+    "map a host folder into the container.\n",
     "rust.md": "# The Rust borrow checker\n\nA reference must not outlive the value it borrows; the borrow checker "
-               "rejects programs that would leave dangling references.\n",
+    "rejects programs that would leave dangling references.\n",
 }
 
 
@@ -82,17 +82,26 @@ def yes_no(probability: float) -> dict:
     token = "yes" if probability >= 0.5 else "no"
     return {
         "message": {"role": "assistant", "content": token},
-        "logprobs": [{"token": token, "logprob": math.log(max(probability, 1 - probability)),
-                      "top_logprobs": [{"token": "yes", "logprob": math.log(probability)},
-                                       {"token": "no", "logprob": math.log(1 - probability)}]}],
+        "logprobs": [
+            {
+                "token": token,
+                "logprob": math.log(max(probability, 1 - probability)),
+                "top_logprobs": [
+                    {"token": "yes", "logprob": math.log(probability)},
+                    {"token": "no", "logprob": math.log(1 - probability)},
+                ],
+            }
+        ],
     }
 
 
 def judge_by_word(word: str):
     """A re-ranker that says yes (0.95) to documents containing `word`, no (0.05) to the rest."""
+
     def handler(body):
         document = body["messages"][-1]["content"].split("<Document>:", 1)[-1]
         return yes_no(0.95 if word in document.lower() else 0.05)
+
     return handler
 
 
@@ -109,7 +118,8 @@ def test_fuses_keyword_and_vector_lists(kb):
     assert fusion["w_keyword"] + fusion["w_vector"] == pytest.approx(1.0, abs=1e-3)
     assert 0 < fusion["w_keyword"] < 1 and set(top.explain["z"]) == {"keyword", "vector"}
     assert top.explain["fused"] == pytest.approx(
-        fusion["w_keyword"] * top.explain["z"]["keyword"] + fusion["w_vector"] * top.explain["z"]["vector"], abs=1e-3)
+        fusion["w_keyword"] * top.explain["z"]["keyword"] + fusion["w_vector"] * top.explain["z"]["vector"], abs=1e-3
+    )
     # shown: the #1's own evidence, w_k·keyword share + w_v·cosine, not a rescaled 1.0
     evidence = top.explain["evidence"]
     expected = fusion["w_keyword"] * evidence.get("keyword", 0) + fusion["w_vector"] * evidence.get("vector", 0)
@@ -133,8 +143,7 @@ def test_strong_signal_rule():
 
 def test_candidate_limit_bounds_reranking_and_the_rest_follows(kb):
     kb.chat_handler = judge_by_word("tomatoes")
-    response = hybrid_search(req("postgres bread tomatoes docker rust", expand=False, candidate_limit=2,
-                                 explain=True))
+    response = hybrid_search(req("postgres bread tomatoes docker rust", expand=False, candidate_limit=2, explain=True))
     assert len(kb.requests_to("/api/chat")) == 2
     judged = [r for r in response.results if not r.explain["beyond_candidate_limit"]]
     rest = [r for r in response.results if r.explain["beyond_candidate_limit"]]
@@ -147,8 +156,10 @@ def test_candidate_limit_bounds_reranking_and_the_rest_follows(kb):
 
 def test_expansion_variants_go_to_their_retrievers_and_are_cached(kb):
     kb.generate_handler = lambda body: expansion_answer(
-        ("lex", "sourdough starter"), ("vec", "how to bake bread at home"),
-        ("hyde", "Feed the starter flour and water and bake the dough in a hot oven."))
+        ("lex", "sourdough starter"),
+        ("vec", "how to bake bread at home"),
+        ("hyde", "Feed the starter flour and water and bake the dough in a hot oven."),
+    )
     response = hybrid_search(req("loaf", rerank=False, explain=True))
     (call,) = kb.requests_to("/api/generate")
     assert call.body["model"] == "qwen3:0.6b" and call.body["format"]["required"] == ["variants"]
@@ -356,7 +367,6 @@ def test_unreachable_vector_stage_within_the_overall_deadline(kb, settings):
 
 def test_cli_json_api_and_service_agree(kb, run_cli, django_user_model):
 
-
     kb.chat_handler = judge_by_word("postgres")
     kb.generate_handler = lambda body: expansion_answer(("lex", "postgres"), ("vec", "database maintenance"))
     service = hybrid_search(req("slow queries", limit=5))
@@ -377,8 +387,9 @@ def test_cli_json_api_and_service_agree(kb, run_cli, django_user_model):
 
 def test_cli_explain_and_options(kb, run_cli):
     kb.chat_handler = judge_by_word("rust")
-    code, out, err = run_cli("query", "borrow", "checker", "--no-expand", "-C", "3", "--explain",
-                             "--intent", "programming")
+    code, out, err = run_cli(
+        "query", "borrow", "checker", "--no-expand", "-C", "3", "--explain", "--intent", "programming"
+    )
     assert code == 0, err
     assert "explain:" in out and "original/keyword" in out and "timings:" in out
     assert "blend 0.75 × retrieval" in out and "w_keyword" in out and "z_vector" in out

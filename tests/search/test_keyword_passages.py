@@ -5,12 +5,12 @@ import importlib
 import pytest
 from django.db import connection
 
+from indexing.access import Access
+from indexing.keyword.keyword_index import PASSAGE_WORDS, split_passages
 from indexing.services.collections import collection_create
 from indexing.services.scanning import collection_index
-from indexing.keyword.keyword_index import PASSAGE_WORDS, split_passages
 from search.request import SearchRequest
 from search.retrieval.keyword import keyword_search
-from indexing.access import Access
 
 
 def search(query, **kw):
@@ -29,9 +29,12 @@ def index(tmp_path, name, files, **kw):
 
 # --- splitting -----------------------------------------------------------------------------
 
+
 def test_sections_at_headings_outside_fences():
-    body = ("---\ntitle: Notes\n---\n\n# Notes\n\n## Alpha\n\nalpha text\n\n"
-            "## Beta\n\n```sh\n# a comment, not a heading\n```\nbeta text\n")
+    body = (
+        "---\ntitle: Notes\n---\n\n# Notes\n\n## Alpha\n\nalpha text\n\n"
+        "## Beta\n\n```sh\n# a comment, not a heading\n```\nbeta text\n"
+    )
     passages = split_passages("Notes", body)
     # The frontmatter is no passage of its own (its snippet would be raw YAML): it joins the first
     # section; "# Notes" has no text of its own either: it joins "## Alpha".
@@ -41,7 +44,7 @@ def test_sections_at_headings_outside_fences():
     assert "# a comment" in passages[1].body
     lines = body.splitlines(keepends=True)
     for p in passages:  # ranges cover the body, in order, and agree with each other
-        assert body[p.start_char:p.end_char] == "".join(lines[p.start_line - 1:p.end_line])
+        assert body[p.start_char : p.end_char] == "".join(lines[p.start_line - 1 : p.end_line])
     assert passages[0].start_char == 0 and passages[-1].end_char == len(body)
     assert [p.ordinal for p in passages] == [0, 1]
     assert passages[0].start_line == 1 and passages[1].start_line == 11
@@ -68,8 +71,20 @@ def test_a_long_section_is_cut_at_paragraph_breaks():
 
 # --- scoring -------------------------------------------------------------------------------
 
-FILLER = ["orchard apples", "violin lessons", "tax return", "garden fence", "chess opening", "bread recipe",
-          "cycling route", "piano tuning", "roof repair", "bird watching", "jazz records", "tea ceremony"]
+FILLER = [
+    "orchard apples",
+    "violin lessons",
+    "tax return",
+    "garden fence",
+    "chess opening",
+    "bread recipe",
+    "cycling route",
+    "piano tuning",
+    "roof repair",
+    "bird watching",
+    "jazz records",
+    "tea ceremony",
+]
 
 
 def notebook(topic_section: str | None, n: int = 12) -> str:
@@ -84,12 +99,17 @@ def notebook(topic_section: str | None, n: int = 12) -> str:
 
 @pytest.fixture
 def notebooks(db, tmp_path):
-    return index(tmp_path, "nb", {
-        "long.md": notebook("## Zeppelin hangar\n\nThe zeppelin hangar roof leaks near the mooring mast.\n"),
-        "weak.md": "# Weak\n\nOnce we mentioned a zeppelin, and a hangar, among "
-                   + "many other unrelated words in a long rambling note about everything " * 25 + "\n",
-        "other.md": notebook(None),
-    })
+    return index(
+        tmp_path,
+        "nb",
+        {
+            "long.md": notebook("## Zeppelin hangar\n\nThe zeppelin hangar roof leaks near the mooring mast.\n"),
+            "weak.md": "# Weak\n\nOnce we mentioned a zeppelin, and a hangar, among "
+            + "many other unrelated words in a long rambling note about everything " * 25
+            + "\n",
+            "other.md": notebook(None),
+        },
+    )
 
 
 def test_the_relevant_section_of_a_long_note_is_found_and_shown(notebooks):
@@ -124,27 +144,38 @@ def test_prefix_expansion(notebooks):
 
 # --- collection-scoped statistics ----------------------------------------------------------
 
+
 def ranking(query, collection):
-    return [(r.path, r.scores["bm25"], r.score, r.line) for r in search(query, collections=[collection], all=True).results]
+    return [
+        (r.path, r.scores["bm25"], r.score, r.line) for r in search(query, collections=[collection], all=True).results
+    ]
 
 
 def test_a_collection_scores_the_same_whatever_else_is_indexed(db, tmp_path):
-    files = {f"n{i}.md": f"# Note {i}\n\nThe release plan {i} mentions rollback and deploy steps.\n"
-             + ("The rollback drill is rare.\n" if i % 3 == 0 else "") for i in range(9)}
+    files = {
+        f"n{i}.md": f"# Note {i}\n\nThe release plan {i} mentions rollback and deploy steps.\n"
+        + ("The rollback drill is rare.\n" if i % 3 == 0 else "")
+        for i in range(9)
+    }
     index(tmp_path, "small", files)
     queries = ["release rollback", "deploy drill", "plan"]
     alone = {q: ranking(q, "small") for q in queries}
     assert all(alone.values())
     # a large unrelated collection that uses the same words with other frequencies
-    index(tmp_path, "big", {f"b{i}.md": "# Big\n\n" + "release deploy plan notes " * (i % 5 + 1) + "\n"
-                            for i in range(60)})
+    index(
+        tmp_path,
+        "big",
+        {f"b{i}.md": "# Big\n\n" + "release deploy plan notes " * (i % 5 + 1) + "\n" for i in range(60)},
+    )
     assert {q: ranking(q, "small") for q in queries} == alone
     # searching both uses the statistics of both (so the scores differ from either alone)
     both = search("release rollback", collections=["small", "big"], all=True).results
     assert {r.collection for r in both} == {"small", "big"}
     with connection.cursor() as cursor:
-        cursor.execute("SELECT c.name, s.n_documents, s.n_passages FROM search_keyword_stats s"
-                       " JOIN indexing_collection c ON c.id = s.collection_id ORDER BY 1")
+        cursor.execute(
+            "SELECT c.name, s.n_documents, s.n_passages FROM search_keyword_stats s"
+            " JOIN indexing_collection c ON c.id = s.collection_id ORDER BY 1"
+        )
         assert cursor.fetchall() == [("big", 60, 60), ("small", 9, 9)]
 
 
@@ -160,9 +191,14 @@ def test_the_migration_rebuilds_the_index(notebooks):
 
 # --- shown score across text search configurations ---------------------------------------
 
+
 def test_the_shown_score_does_not_depend_on_other_configurations(db, tmp_path):
-    index(tmp_path, "en", {"deploy.md": "# Deploy\n\nrunning deployments of postgres servers\n"},
-          text_search_config="english")
+    index(
+        tmp_path,
+        "en",
+        {"deploy.md": "# Deploy\n\nrunning deployments of postgres servers\n"},
+        text_search_config="english",
+    )
     query = "running deployments postgres"
     before = search(query, collections=["en"]).results[0].score
     assert before > 0.9
@@ -173,16 +209,22 @@ def test_the_shown_score_does_not_depend_on_other_configurations(db, tmp_path):
 
 
 def test_a_phrase_of_stop_words_does_not_wipe_out_the_results(db, tmp_path):
-    index(tmp_path, "notes", {"alpha.md": "# Alpha\n\nalpha release notes\n", "beta.md": "# Beta\n\nbeta notes\n"},
-          text_search_config="english")
+    index(
+        tmp_path,
+        "notes",
+        {"alpha.md": "# Alpha\n\nalpha release notes\n", "beta.md": "# Beta\n\nbeta notes\n"},
+        text_search_config="english",
+    )
     assert [r.path for r in search('"the" alpha').results] == ["alpha.md"]
     only = search('"the"')
     assert not only.results and only.warnings
 
 
 def test_fences_close_only_on_a_matching_fence():
-    body = ("# Doc\n\nintro\n\n````md\n```\n# not a heading (inside a four-backtick fence)\n```\n````\n\n"
-            "## After\n\n~~~\n```\n# still code\n```\n~~~\n\n## Last\n\n```\n``` not a close\n# code too\n```\n")
+    body = (
+        "# Doc\n\nintro\n\n````md\n```\n# not a heading (inside a four-backtick fence)\n```\n````\n\n"
+        "## After\n\n~~~\n```\n# still code\n```\n~~~\n\n## Last\n\n```\n``` not a close\n# code too\n```\n"
+    )
     passages = split_passages("Doc", body)
     assert [p.head for p in passages] == ["Doc", "Doc\nAfter", "Doc\nLast"]
     assert "# not a heading" in passages[0].body

@@ -2,10 +2,10 @@
 
 import pytest
 
-from indexing.errors import CollectionNotFound
-from search.retrieval.keyword import keyword_search
-from search.request import SearchRequest
 from indexing.access import Access
+from indexing.errors import CollectionNotFound
+from search.request import SearchRequest
+from search.retrieval.keyword import keyword_search
 
 
 def search(query, **kw):
@@ -70,14 +70,21 @@ def test_prefix(ranked_collection):
     assert "rare.md" in paths(search("zeppe*", limit=10))
 
 
-@pytest.mark.parametrize("query,expected", [
-    ("parseHttpRequest", "code.md"), ("snake_case_helper", "code.md"), ("C++", "code.md"),
-])
+@pytest.mark.parametrize(
+    "query,expected",
+    [
+        ("parseHttpRequest", "code.md"),
+        ("snake_case_helper", "code.md"),
+        ("C++", "code.md"),
+    ],
+)
 def test_identifiers_are_findable(ranked_collection, query, expected):
     assert paths(search(query))[0] == expected
 
 
-@pytest.mark.parametrize("query", ['"unclosed', "foo & | !(bar", "*", "-", ":*", "'\\", "the of and", "((()))", "a" * 3000])
+@pytest.mark.parametrize(
+    "query", ['"unclosed', "foo & | !(bar", "*", "-", ":*", "'\\", "the of and", "((()))", "a" * 3000]
+)
 def test_malformed_queries_never_error(ranked_collection, query):
     response = search(query)
     assert isinstance(response.results, list)
@@ -181,9 +188,11 @@ def _index_snapshot():
     with connection.cursor() as cursor:
         cursor.execute("SELECT lexeme, df FROM search_keyword_term ORDER BY lexeme")
         terms = cursor.fetchall()
-        cursor.execute("SELECT p.document_id, s.ordinal, p.lexeme, p.tf_title, p.tf_body, p.length"
-                       " FROM search_keyword_posting p JOIN search_keyword_passage s ON s.id = p.passage_id"
-                       " ORDER BY 1, 2, 3")
+        cursor.execute(
+            "SELECT p.document_id, s.ordinal, p.lexeme, p.tf_title, p.tf_body, p.length"
+            " FROM search_keyword_posting p JOIN search_keyword_passage s ON s.id = p.passage_id"
+            " ORDER BY 1, 2, 3"
+        )
         postings = cursor.fetchall()
         cursor.execute("SELECT indexname FROM pg_indexes WHERE tablename = 'search_keyword_posting' ORDER BY 1")
         indexes = [r[0] for r in cursor.fetchall()]

@@ -19,42 +19,83 @@ CSI_C1 = "\x9b2J"  # clear screen, as one C1 character
 HOSTILE = f"Title{OSC52}{CLEAR}{CSI_C1}"
 
 
-@pytest.mark.parametrize("cell, shown", [
-    ("=HYPERLINK(\"http://x\")", "'=HYPERLINK(\"http://x\")"), ("+1", "'+1"), ("-2+3", "'-2+3"), ("@SUM(A1)", "'@SUM(A1)"),
-    ("\t=1", "'\t=1"), ("\r=1", "'\r=1"), ("plain", "plain"), ("a=b", "a=b"), (3, "3"), (None, ""),
-])
+@pytest.mark.parametrize(
+    "cell, shown",
+    [
+        ('=HYPERLINK("http://x")', '\'=HYPERLINK("http://x")'),
+        ("+1", "'+1"),
+        ("-2+3", "'-2+3"),
+        ("@SUM(A1)", "'@SUM(A1)"),
+        ("\t=1", "'\t=1"),
+        ("\r=1", "'\r=1"),
+        ("plain", "plain"),
+        ("a=b", "a=b"),
+        (3, "3"),
+        (None, ""),
+    ],
+)
 def test_csv_cells_that_start_like_a_formula_get_a_quote(cell, shown):
     assert csv_cell(cell) == shown
 
 
 def test_search_csv_and_files_neutralise_formulas():
-    response = SearchResponse(query="x", mode="search", results=[SearchResult(
-        docid="abc123", collection="notes", path="=cmd.md", title="=HYPERLINK(\"http://evil\",\"click\")",
-        score=0.5, line=1, snippet="-2+3", context=["@SUM(A1)"])])
+    response = SearchResponse(
+        query="x",
+        mode="search",
+        results=[
+            SearchResult(
+                docid="abc123",
+                collection="notes",
+                path="=cmd.md",
+                title='=HYPERLINK("http://evil","click")',
+                score=0.5,
+                line=1,
+                snippet="-2+3",
+                context=["@SUM(A1)"],
+            )
+        ],
+    )
     rows = list(csv.reader(io.StringIO(format_response(response, "csv"))))
-    assert rows[1][4] == "'=HYPERLINK(\"http://evil\",\"click\")"
+    assert rows[1][4] == '\'=HYPERLINK("http://evil","click")'
     assert rows[1][5] == "'@SUM(A1)" and rows[1][6] == "'-2+3"
     assert rows[1][2] == "pmd://notes/=cmd.md"  # starts with pmd://: as it is
     files = list(csv.reader(io.StringIO(format_response(response, "files"))))
     assert files[0][3] == "'@SUM(A1)"
 
 
-@pytest.mark.parametrize("text, shown", [
-    (OSC52, "\\x1b]52;c;cm0gLXJmIH4=\\x07"),
-    (CLEAR, "\\x1b[2J\\x1b[H"),
-    (CSI_C1, "\\x9b2J"),
-    ("line\r\nnext\ttab", "line\r\nnext\ttab"),  # line ends and tabs stay
-    ("over\rwrite", "over\\x0dwrite"),  # a lone CR would overwrite the line
-    ("é › 日本", "é › 日本"),
-])
+@pytest.mark.parametrize(
+    "text, shown",
+    [
+        (OSC52, "\\x1b]52;c;cm0gLXJmIH4=\\x07"),
+        (CLEAR, "\\x1b[2J\\x1b[H"),
+        (CSI_C1, "\\x9b2J"),
+        ("line\r\nnext\ttab", "line\r\nnext\ttab"),  # line ends and tabs stay
+        ("over\rwrite", "over\\x0dwrite"),  # a lone CR would overwrite the line
+        ("é › 日本", "é › 日本"),
+    ],
+)
 def test_terminal_text_shows_control_characters_instead_of_sending_them(text, shown):
     assert terminal_text(text) == shown
 
 
 def test_the_cli_format_keeps_its_colours_and_shows_the_notes_controls():
-    response = SearchResponse(query="x", mode="search", results=[SearchResult(
-        docid="abc123", collection="notes", path=f"a{CLEAR}.md", title=HOSTILE, score=0.9, line=1,
-        snippet=f"see {OSC8} now", highlights=[(0, 3)], context=[f"ctx{CSI_C1}"])])
+    response = SearchResponse(
+        query="x",
+        mode="search",
+        results=[
+            SearchResult(
+                docid="abc123",
+                collection="notes",
+                path=f"a{CLEAR}.md",
+                title=HOSTILE,
+                score=0.9,
+                line=1,
+                snippet=f"see {OSC8} now",
+                highlights=[(0, 3)],
+                context=[f"ctx{CSI_C1}"],
+            )
+        ],
+    )
     for color in (False, True):
         text = format_response(response, "cli", color=color)
         assert OSC52 not in text and CLEAR not in text and "\x9b" not in text and "\x1b]8" not in text
@@ -63,8 +104,13 @@ def test_the_cli_format_keeps_its_colours_and_shows_the_notes_controls():
 
 
 def test_json_escapes_c1_controls_and_reads_back_the_same():
-    response = SearchResponse(query="x", mode="search", results=[SearchResult(
-        docid="abc123", collection="notes", path="a.md", title=HOSTILE, score=0.9, line=1, snippet="s")])
+    response = SearchResponse(
+        query="x",
+        mode="search",
+        results=[
+            SearchResult(docid="abc123", collection="notes", path="a.md", title=HOSTILE, score=0.9, line=1, snippet="s")
+        ],
+    )
     text = format_response(response, "json")
     assert "\x9b" not in text and "\x1b" not in text
     assert json.loads(text)["results"][0]["title"] == HOSTILE
@@ -80,7 +126,9 @@ def hostile_collection(db, corpus_dir):
 
     (corpus_dir / "evil.md").write_text(
         f"---\ntags: [evil]\n---\n# =cmd|' /C calc'!A0 {OSC52}{CLEAR}\n\n"
-        f"zebrafish text {OSC8} and {CSI_C1} more zebrafish\n\n@SUM(1) see [[README]].\n", encoding="utf-8")
+        f"zebrafish text {OSC8} and {CSI_C1} more zebrafish\n\n@SUM(1) see [[README]].\n",
+        encoding="utf-8",
+    )
     collection = collection_create(path=corpus_dir, name="notes")
     collection_index(collection)
     return collection
@@ -92,20 +140,24 @@ def _assert_no_controls(text: str, *, colours: bool = False):
         assert sequence not in text, repr(text[:500])
 
 
-@pytest.mark.parametrize("args", [
-    ("search", "zebrafish"),
-    ("search", "zebrafish", "--md"),
-    ("search", "zebrafish", "--csv"),
-    ("search", "zebrafish", "--xml"),
-    ("search", "zebrafish", "--json"),
-    ("ls", "notes"),
-    ("links", "notes/evil.md"),
-    ("get", "notes/evil.md"),
-    ("multi-get", "notes/evil*"),
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("search", "zebrafish"),
+        ("search", "zebrafish", "--md"),
+        ("search", "zebrafish", "--csv"),
+        ("search", "zebrafish", "--xml"),
+        ("search", "zebrafish", "--json"),
+        ("ls", "notes"),
+        ("links", "notes/evil.md"),
+        ("get", "notes/evil.md"),
+        ("multi-get", "notes/evil*"),
+    ],
+)
 @pytest.mark.parametrize("colours", [False, True])
-def test_no_cli_output_on_a_terminal_sends_a_notes_control_characters(run_cli, hostile_collection, monkeypatch,
-                                                                        args, colours):
+def test_no_cli_output_on_a_terminal_sends_a_notes_control_characters(
+    run_cli, hostile_collection, monkeypatch, args, colours
+):
     monkeypatch.setattr("sys.stdout.isatty", lambda: True, raising=False)
     monkeypatch.setenv("FORCE_COLOR" if colours else "NO_COLOR", "1")
     code, out, err = run_cli(*args)
@@ -136,9 +188,11 @@ def test_a_client_terminal_gets_the_same_clean_output(hostile_collection):
     install_client_streams()
     for command in (["get", "notes/evil.md"], ["search", "zebrafish"], ["ls", "notes"]):
         chunks: list = []
-        terminal = ClientTerminal(stdout=CapturedStream(b"o", chunks, encoding="utf-8", errors="strict", tty=True),
-                                  stderr=CapturedStream(b"e", chunks, encoding="utf-8", errors="strict", tty=True),
-                                  environ={"TERM": "xterm", "NO_COLOR": "1"})
+        terminal = ClientTerminal(
+            stdout=CapturedStream(b"o", chunks, encoding="utf-8", errors="strict", tty=True),
+            stderr=CapturedStream(b"e", chunks, encoding="utf-8", errors="strict", tty=True),
+            environ={"TERM": "xterm", "NO_COLOR": "1"},
+        )
         with printing_for(terminal):
             assert run_command(build_parser(command[0]).parse_args(command), prepare=False) == 0
         printed = b"".join(data for _, data in chunks).decode()
@@ -151,7 +205,16 @@ def test_history_csv_neutralises_formulas():
 
     from pmd_site.cli.history import _csv
 
-    hit = SimpleNamespace(collection="notes", sha="a" * 40, date="2025-01-01", author="=evil", email="@x",
-                          score=0.5, title="-rm", files=[SimpleNamespace(path="+a.md")], diff="=1")
+    hit = SimpleNamespace(
+        collection="notes",
+        sha="a" * 40,
+        date="2025-01-01",
+        author="=evil",
+        email="@x",
+        score=0.5,
+        title="-rm",
+        files=[SimpleNamespace(path="+a.md")],
+        diff="=1",
+    )
     row = list(csv.reader(io.StringIO(_csv(SimpleNamespace(results=[hit]), diff=True))))[1]
     assert row[3:5] == ["'=evil", "'@x"] and row[6:] == ["'-rm", "'+a.md", "'=1"]

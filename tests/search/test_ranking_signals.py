@@ -20,17 +20,18 @@ RECENT = (timezone.now() - timedelta(days=2)).date().isoformat()
 VAULT = {
     # the runbook answers the query; it points to the rollback checklist, which says less about it
     "runbook.md": "# Deploy runbook\n\nKubernetes rollout of the api: kubectl rollout, canary rollout, "
-                  "rollout status, then [[rollback]] if the rollout fails.\n",
+    "rollout status, then [[rollback]] if the rollout fails.\n",
     "rollback.md": "# Rollback checklist\n\nUndo a bad rollout: pin the previous image and page the owner.\n",
     # says the words as often as the checklist, and a bit more, but is about something else
     "garden.md": "# Garden\n\nThe rollout of spring bulbs, a rollout of new beds; tulips first.\n",
     # the same minutes twice: an old copy with one more mention, and this week's
     "old-minutes.md": "---\ndate: 2021-03-01\n---\n# Standup minutes\n\nBudget review, budget numbers, "
-                      "budget owners, budget.\n",
-    "new-minutes.md": f"---\ndate: {RECENT}\n---\n# Standup minutes\n\nBudget review, budget numbers, "
-                      "budget owners.\n",
-    **{f"misc-{n}.md": f"# Misc {n}\n\nOne line on the budget among notes on lunch, travel, desks and chairs {n}.\n"
-       for n in range(1, 7)},
+    "budget owners, budget.\n",
+    "new-minutes.md": f"---\ndate: {RECENT}\n---\n# Standup minutes\n\nBudget review, budget numbers, budget owners.\n",
+    **{
+        f"misc-{n}.md": f"# Misc {n}\n\nOne line on the budget among notes on lunch, travel, desks and chairs {n}.\n"
+        for n in range(1, 7)
+    },
 }
 
 
@@ -51,8 +52,15 @@ def vault(tmp_path, ollama, settings):
 def _order(query: str, access=None, **options) -> list[str]:
     from search.pipeline.dispatch import search_run
 
-    request = SearchRequest(query=query, mode=Mode.HYBRID, access=access or Access.local_user(), limit=10,
-                            expand=False, rerank=False, **options)
+    request = SearchRequest(
+        query=query,
+        mode=Mode.HYBRID,
+        access=access or Access.local_user(),
+        limit=10,
+        expand=False,
+        rerank=False,
+        **options,
+    )
     return [r.path for r in search_run(request).results]
 
 
@@ -93,13 +101,14 @@ def test_a_boost_never_shows_a_note_the_member_cannot_see(vault, tmp_path, djang
     member = make_user("member")
     secret = tmp_path / "secret"
     secret.mkdir()
-    (secret / "rollout-secrets.md").write_text(f"---\ndate: {RECENT}\n---\n# Rollout secrets\n\n"
-                                               "Kubernetes rollout keys, see [[plans]].\n")
+    (secret / "rollout-secrets.md").write_text(
+        f"---\ndate: {RECENT}\n---\n# Rollout secrets\n\nKubernetes rollout keys, see [[plans]].\n"
+    )
     (secret / "plans.md").write_text("# Plans\n\nRollout plans, back to [[rollout-secrets]].\n")
-    collection_index(collection_create(path=secret, name="secret", owner=owner,
-                                       visibility=Collection.Visibility.PRIVATE))
+    collection_index(
+        collection_create(path=secret, name="secret", owner=owner, visibility=Collection.Visibility.PRIVATE)
+    )
     embed_pending()
     assert "rollout-secrets.md" in _order("kubernetes rollout", link_boost=0.5, recency_boost=0.2)  # can fail
     seen = _order("kubernetes rollout", access=Access.for_user(member), link_boost=0.5, recency_boost=0.2)
     assert seen and not {"rollout-secrets.md", "plans.md"} & set(seen)
-

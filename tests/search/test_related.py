@@ -14,32 +14,48 @@ import json
 import pytest
 
 from indexing.access import Access
-from tests.support.mcp_client import call_tool, close_other_connections
 from search.retrieval.related import LINK_BONUS, related_notes
 from tests.support.factories import api_client, make_user, make_vault
+from tests.support.mcp_client import call_tool, close_other_connections
 
 pytestmark = pytest.mark.django_db
 
-A_TEXT = ("---\ntags: [bread, kitchen]\n---\n# Sourdough starter\n\n"
-          "Sourdough bread baking with a wild yeast starter: hydration levels, long cold fermentation, "
-          "stretch and fold, crumb and crust. See [[b]] for the oven.\n")
+A_TEXT = (
+    "---\ntags: [bread, kitchen]\n---\n# Sourdough starter\n\n"
+    "Sourdough bread baking with a wild yeast starter: hydration levels, long cold fermentation, "
+    "stretch and fold, crumb and crust. See [[b]] for the oven.\n"
+)
 VAULT = {
     "a.md": A_TEXT,
     "b.md": "# Oven\n\nThe oven thermostat was replaced in March; the warranty covers parts for two years.\n",
     "c.md": "# Weekend plans\n\nHiking on Saturday, then [[a]] on Sunday morning if the weather turns.\n",
     "d.md": "---\ntags: [bread]\n---\n# Shopping list\n\nFlour, salt, olives, coffee beans and dish soap.\n",
-    "e.md": ("# Rye loaf\n\nSourdough bread baking with a rye starter: hydration levels, cold fermentation "
-             "and a dense crumb.\n"),
+    "e.md": (
+        "# Rye loaf\n\nSourdough bread baking with a rye starter: hydration levels, cold fermentation "
+        "and a dense crumb.\n"
+    ),
     "g.md": A_TEXT,
     "h.md": "# Tax return\n\nReceipts for the accountant: invoices, pension statements, insurance letters.\n",
 }
-F_TEXT = ("# Secret sourdough\n\nSourdough bread baking with a wild yeast starter: hydration levels, long cold "
-          "fermentation, stretch and fold, crumb and crust. See the oven.\n")
+F_TEXT = (
+    "# Secret sourdough\n\nSourdough bread baking with a wild yeast starter: hydration levels, long cold "
+    "fermentation, stretch and fold, crumb and crust. See the oven.\n"
+)
 
-TRANSACTIONAL = pytest.mark.django_db(transaction=True, available_apps=[
-    "django.contrib.admin", "django.contrib.auth", "django.contrib.contenttypes", "django.contrib.sessions",
-    "django.contrib.messages", "django.contrib.staticfiles", "django_htmx", "indexing", "search",
-])
+TRANSACTIONAL = pytest.mark.django_db(
+    transaction=True,
+    available_apps=[
+        "django.contrib.admin",
+        "django.contrib.auth",
+        "django.contrib.contenttypes",
+        "django.contrib.sessions",
+        "django.contrib.messages",
+        "django.contrib.staticfiles",
+        "django_htmx",
+        "indexing",
+        "search",
+    ],
+)
 
 
 def _build(tmp_path, django_user_model, *, embed=True):
@@ -49,8 +65,9 @@ def _build(tmp_path, django_user_model, *, embed=True):
     make_vault(tmp_path / "vault", VAULT, name="vault")
     owner = make_user("owner")
     member = make_user("member")
-    make_vault(tmp_path / "secret", {"f.md": F_TEXT}, name="secret", owner=owner,
-               visibility=Collection.Visibility.PRIVATE)
+    make_vault(
+        tmp_path / "secret", {"f.md": F_TEXT}, name="secret", owner=owner, visibility=Collection.Visibility.PRIVATE
+    )
     if embed:
         embed_pending()
     return member
@@ -90,8 +107,9 @@ def test_ordering_is_by_score(vault):
     scores = [r.score for r in found.results]
     assert scores == sorted(scores, reverse=True)
     for r in found.results:  # the score is the documented sum
-        assert r.score == pytest.approx((r.similarity or 0) + LINK_BONUS * (r.links_to_it + r.linked_from_it)
-                                        + min(0.3, 0.1 * len(r.shared_tags)))
+        assert r.score == pytest.approx(
+            (r.similarity or 0) + LINK_BONUS * (r.links_to_it + r.linked_from_it) + min(0.3, 0.1 * len(r.shared_tags))
+        )
     paths = [r.document.path for r in found.results]
     assert paths.index("b.md") < paths.index("d.md") and paths.index("c.md") < paths.index("d.md")
     assert paths.index("e.md") < paths.index("h.md")
@@ -150,7 +168,6 @@ def test_unknown_note_is_not_found(vault):
 
 @TRANSACTIONAL
 def test_cli_api_and_mcp_give_the_same_list(request, tmp_path, ollama, settings, django_user_model, run_cli):
-
 
     request.addfinalizer(close_other_connections)  # the MCP tools ran in worker threads
     settings.PMD_CHUNK_TOKENS = 40

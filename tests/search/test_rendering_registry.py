@@ -35,39 +35,83 @@ def _doc(n: int):
 def _links():
     row = SimpleNamespace(kind="wikilink", written="[[N2]]", line=3, context="see [[N2]]", other=_doc(2))
     gone = SimpleNamespace(kind="wikilink", written="[[Gone]]", line=4, context="", other=None)
-    return SimpleNamespace(document=_doc(1), links=[row, gone], backlinks=[row], links_total=3, backlinks_total=1,
-                           as_dict=lambda: {"docid": "abc1"})
+    return SimpleNamespace(
+        document=_doc(1),
+        links=[row, gone],
+        backlinks=[row],
+        links_total=3,
+        backlinks_total=1,
+        as_dict=lambda: {"docid": "abc1"},
+    )
 
 
 def _related():
     note = SimpleNamespace(document=_doc(2), score=0.81, reasons=["links to it", "similar text (0.81)"])
-    return SimpleNamespace(document=_doc(1), results=[note], warnings=["not embedded"],
-                           as_dict=lambda: {"docid": "abc1"})
+    return SimpleNamespace(
+        document=_doc(1), results=[note], warnings=["not embedded"], as_dict=lambda: {"docid": "abc1"}
+    )
 
 
 def _search():
-    hit = SearchResult(docid="abc123", collection="notes", path="a.md", title="Alpha", score=0.8, line=2,
-                       snippet="alpha beta", highlights=[(0, 5)], context=["Team"],
-                       explain={"rank": 1, "final": 0.8, "lists": {"keyword": {"rank": 1, "score": 2.0, "z": 1.0}},
-                                "fusion": {"w_keyword": 0.5, "w_vector": 0.5}, "z": {"keyword": 1.0},
-                                "fused": 0.5, "fusion_rank": 1, "retrieval": 0.8, "rerank": None,
-                                "plan": {"source": "model", "variants": []}})
+    hit = SearchResult(
+        docid="abc123",
+        collection="notes",
+        path="a.md",
+        title="Alpha",
+        score=0.8,
+        line=2,
+        snippet="alpha beta",
+        highlights=[(0, 5)],
+        context=["Team"],
+        explain={
+            "rank": 1,
+            "final": 0.8,
+            "lists": {"keyword": {"rank": 1, "score": 2.0, "z": 1.0}},
+            "fusion": {"w_keyword": 0.5, "w_vector": 0.5},
+            "z": {"keyword": 1.0},
+            "fused": 0.5,
+            "fusion_rank": 1,
+            "retrieval": 0.8,
+            "rerank": None,
+            "plan": {"source": "model", "variants": []},
+        },
+    )
     return SearchResponse(query="alpha", mode="keyword", results=[hit], timings={"keyword": 1.5})
 
 
 def _history():
-    hit = CommitHit(collection="notes", sha="a" * 40, title="Fix <it>", message="Fix <it>\n\nbody", author="Ana",
-                    email="ana@x", date="2025-01-02T03:04:05+00:00", score=0.5, snippet="fix it",
-                    files=[ChangedFile("M", "a.md", docid="abc123"), ChangedFile("R", "b.md", old_path="c.md")],
-                    diff="+x\n-y", diff_truncated=False)
+    hit = CommitHit(
+        collection="notes",
+        sha="a" * 40,
+        title="Fix <it>",
+        message="Fix <it>\n\nbody",
+        author="Ana",
+        email="ana@x",
+        date="2025-01-02T03:04:05+00:00",
+        score=0.5,
+        snippet="fix it",
+        files=[ChangedFile("M", "a.md", docid="abc123"), ChangedFile("R", "b.md", old_path="c.md")],
+        diff="+x\n-y",
+        diff_truncated=False,
+    )
     return HistoryResponse(query="fix", mode="keyword", results=[hit])
 
 
 def _answer():
     passage = SimpleNamespace(number=1, source="pmd://notes/a.md:2", title="Alpha")
-    return SimpleNamespace(text="Alpha says beta [1].", nearest=[], passages=[passage], cited={1}, flags=[],
-                           timings={"first_token": 120.0, "total": 900.0}, model="qwen3:1.7b", tokens_in=300,
-                           tokens_out=20, state="answered", as_dict=lambda: {"text": "Alpha says beta [1]."})
+    return SimpleNamespace(
+        text="Alpha says beta [1].",
+        nearest=[],
+        passages=[passage],
+        cited={1},
+        flags=[],
+        timings={"first_token": 120.0, "total": 900.0},
+        model="qwen3:1.7b",
+        tokens_in=300,
+        tokens_out=20,
+        state="answered",
+        as_dict=lambda: {"text": "Alpha says beta [1]."},
+    )
 
 
 def _fields():
@@ -76,26 +120,75 @@ def _fields():
 
 
 SAMPLES = {
-    "search": _search, "explain": _search, "history": _history, "links": _links, "backlinks": _links,
-    "related": _related, "ask": _answer,
+    "search": _search,
+    "explain": _search,
+    "history": _history,
+    "links": _links,
+    "backlinks": _links,
+    "related": _related,
+    "ask": _answer,
 }
 MCP_SAMPLES = {
-    "search": lambda: SearchBrief(query="alpha", mode="search", results=[ResultBrief(
-        docid="abc123", uri="pmd://notes/a.md", line=2, score=0.8, title="Alpha", snippet="alpha beta")]),
-    "history": lambda: HistoryBrief(query="fix", mode="keyword", results=[CommitBrief(
-        collection="notes", sha="a" * 40, title="Fix", message="Fix", author="Ana", email="ana@x",
-        date="2025-01-02", score=0.5, files=[ChangedFileBrief(status="M", path="a.md", docid="abc123")])]),
-    "links": lambda: LinksBrief(docid="abc1", uri="pmd://notes/n1.md", title="N1", links_total=1, links=[LinkBrief(
-        kind="wikilink", link="[[N2]]", line=3, context="see", resolved=True, docid="abc2", uri="pmd://notes/n2.md")]),
-    "related": lambda: RelatedBrief(docid="abc1", uri="pmd://notes/n1.md", title="N1", results=[RelatedNoteBrief(
-        docid="abc2", uri="pmd://notes/n2.md", title="N2", score=0.8, reasons=["links to it"])]),
+    "search": lambda: SearchBrief(
+        query="alpha",
+        mode="search",
+        results=[
+            ResultBrief(docid="abc123", uri="pmd://notes/a.md", line=2, score=0.8, title="Alpha", snippet="alpha beta")
+        ],
+    ),
+    "history": lambda: HistoryBrief(
+        query="fix",
+        mode="keyword",
+        results=[
+            CommitBrief(
+                collection="notes",
+                sha="a" * 40,
+                title="Fix",
+                message="Fix",
+                author="Ana",
+                email="ana@x",
+                date="2025-01-02",
+                score=0.5,
+                files=[ChangedFileBrief(status="M", path="a.md", docid="abc123")],
+            )
+        ],
+    ),
+    "links": lambda: LinksBrief(
+        docid="abc1",
+        uri="pmd://notes/n1.md",
+        title="N1",
+        links_total=1,
+        links=[
+            LinkBrief(
+                kind="wikilink",
+                link="[[N2]]",
+                line=3,
+                context="see",
+                resolved=True,
+                docid="abc2",
+                uri="pmd://notes/n2.md",
+            )
+        ],
+    ),
+    "related": lambda: RelatedBrief(
+        docid="abc1",
+        uri="pmd://notes/n1.md",
+        title="N1",
+        results=[
+            RelatedNoteBrief(docid="abc2", uri="pmd://notes/n2.md", title="N2", score=0.8, reasons=["links to it"])
+        ],
+    ),
     "documents": lambda: MultiGetBrief(documents=[], missing=["x.md"]),
-    "document": lambda: SimpleNamespace(docid="abc1", uri="pmd://notes/n1.md", from_line=1, to_line=1, total_lines=2,
-                                        truncated=True, text="hello"),
+    "document": lambda: SimpleNamespace(
+        docid="abc1", uri="pmd://notes/n1.md", from_line=1, to_line=1, total_lines=2, truncated=True, text="hello"
+    ),
     "ask": _answer,
     "fields": _fields,
-    "status": lambda: SimpleNamespace(documents=1, collections=[SimpleNamespace(uri="pmd://notes/", documents=1)],
-                                      embeddings=SimpleNamespace(model="m", embedded=1, pending=0, hint=None)),
+    "status": lambda: SimpleNamespace(
+        documents=1,
+        collections=[SimpleNamespace(uri="pmd://notes/", documents=1)],
+        embeddings=SimpleNamespace(model="m", embedded=1, pending=0, hint=None),
+    ),
 }
 
 

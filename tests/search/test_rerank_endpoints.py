@@ -92,7 +92,9 @@ def test_auto_detects_tei_and_remembers_it(server):
 
 
 def test_auto_falls_back_to_chat_when_the_server_has_no_rerank_endpoint(server):
-    server.chat_handler = lambda body: "yes" if "vacuum" in body["messages"][-1]["content"].split("<Document>")[-1] else "no"
+    server.chat_handler = lambda body: (
+        "yes" if "vacuum" in body["messages"][-1]["content"].split("<Document>")[-1] else "no"
+    )
     outcome = rerank(backend=get_backend(), model=MODEL, query=QUERY, items=items(), api="auto")
     assert outcome.method == "logprobs" and not outcome.error
     assert len(server.requests_to("/v1/chat/completions")) == 5

@@ -41,8 +41,12 @@ def test_only_one_word_among_alternatives():
 
 
 def test_leading_whitespace_and_empty_thinking_tokens_are_skipped():
-    entries = [lp("\n", -0.01), lp("<think>", -0.01), lp("</think>", -0.01),
-               lp("yes", math.log(0.5), ("no", math.log(0.5)))]
+    entries = [
+        lp("\n", -0.01),
+        lp("<think>", -0.01),
+        lp("</think>", -0.01),
+        lp("yes", math.log(0.5), ("no", math.log(0.5))),
+    ]
     assert confidence_from_logprobs(entries) == pytest.approx(0.5)
 
 
@@ -59,17 +63,20 @@ def test_bare_text_answers():
     assert confidence_from_text("") is None
 
 
-@pytest.mark.parametrize("answer, expected", [
-    ('{"score": 7}', 0.7),
-    ('```json\n{"rating": 10}\n```', 1.0),
-    ("Relevance: 3/10", 0.3),
-    ("**8**", 0.8),
-    ("I'd say 6.5 out of 10", 0.65),
-    ("<think>between 2 and 9</think>score 0", 0.0),
-    ('{"score": "4"}', 0.4),
-    ("85/100", 0.85),
-    ("5", 0.5),
-])
+@pytest.mark.parametrize(
+    "answer, expected",
+    [
+        ('{"score": 7}', 0.7),
+        ('```json\n{"rating": 10}\n```', 1.0),
+        ("Relevance: 3/10", 0.3),
+        ("**8**", 0.8),
+        ("I'd say 6.5 out of 10", 0.65),
+        ("<think>between 2 and 9</think>score 0", 0.0),
+        ('{"score": "4"}', 0.4),
+        ("85/100", 0.85),
+        ("5", 0.5),
+    ],
+)
 def test_rating_parsing(answer, expected):
     assert parse_rating(answer) == pytest.approx(expected)
 
@@ -94,6 +101,11 @@ def test_cache_key_is_per_query_chunk_model_and_method():
     assert item.chunk_hash == RerankItem("other key", "chunk text").chunk_hash
     args = dict(query="q", intent=None, chunk_hash=item.chunk_hash, model="m", method="logprobs")
     base = rerank_cache_key(**args)
-    variants = [dict(args, query="q2"), dict(args, chunk_hash="0" * 64), dict(args, model="m2"),
-                dict(args, method="rating"), dict(args, intent="i")]
+    variants = [
+        dict(args, query="q2"),
+        dict(args, chunk_hash="0" * 64),
+        dict(args, model="m2"),
+        dict(args, method="rating"),
+        dict(args, intent="i"),
+    ]
     assert len({base, *(rerank_cache_key(**v) for v in variants)}) == 6

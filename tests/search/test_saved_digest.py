@@ -45,8 +45,9 @@ def test_new_matches_go_to_the_webhook_and_by_email_when_configured(db, tmp_path
     folder = tmp_path / "v"
     collection = make_vault(folder, {"a.md": "# Alpha\n\npostgres vacuum\n"}, name="dig")
     ana = make_user("ana", email="ana@example.org")
-    saved_search_add(access=Access.for_user(ana), name="vacuum", query="vacuum", webhook_url=receiver,
-                     email_digest=True)
+    saved_search_add(
+        access=Access.for_user(ana), name="vacuum", query="vacuum", webhook_url=receiver, email_digest=True
+    )
     _Receiver.received.clear()
     assert saved_digest() == {"vacuum": {"new": 0}}  # the first digest starts from what exists
     (folder / "b.md").write_text("# Beta\n\nvacuum freeze\n")
@@ -55,7 +56,8 @@ def test_new_matches_go_to_the_webhook_and_by_email_when_configured(db, tmp_path
     collection_index(collection)
     assert saved_digest() == {"vacuum": {"new": 1, "webhook": None}}  # no email server: no email
     assert [(d["saved_search"], [n["uri"] for n in d["new"]]) for d in _Receiver.received] == [
-        ("vacuum", ["pmd://dig/b.md"])]
+        ("vacuum", ["pmd://dig/b.md"])
+    ]
     assert not mailoutbox
     assert saved_digest() == {"vacuum": {"new": 0}}  # nothing new since
 
@@ -116,7 +118,9 @@ def test_a_webhook_whose_name_does_not_resolve_is_refused_when_saved_and_skipped
     for private_allowed in (False, True):
         settings.PMD_DIGEST_PRIVATE_WEBHOOKS = private_allowed
         with pytest.raises(InvalidSearchInput, match="does not resolve"):
-            saved_search_add(access=Access.for_user(ana), name="x", query="x", webhook_url="https://nowhere.invalid/hook")
+            saved_search_add(
+                access=Access.for_user(ana), name="x", query="x", webhook_url="https://nowhere.invalid/hook"
+            )
     outcome = webhook_post("https://nowhere.invalid/hook", {"new": []})
     assert outcome == "the webhook's host nowhere.invalid does not resolve to an address"
     assert any(r.levelname == "WARNING" and "nowhere.invalid" in r.getMessage() for r in caplog.records)
@@ -197,22 +201,30 @@ def _certificate(tmp_path, name: str):
     key = ec.generate_private_key(ec.SECP256R1())
     subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
     now = datetime.datetime.now(datetime.timezone.utc)
-    certificate = (x509.CertificateBuilder().subject_name(subject).issuer_name(subject).public_key(key.public_key())
-                   .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(hours=1))
-                   .not_valid_after(now + datetime.timedelta(hours=1))
-                   .add_extension(x509.SubjectAlternativeName([x509.DNSName(name)]), critical=False)
-                   .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-                   .sign(key, hashes.SHA256()))
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(hours=1))
+        .not_valid_after(now + datetime.timedelta(hours=1))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName(name)]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
     cert_file, key_file = tmp_path / f"{name}.pem", tmp_path / f"{name}.key"
     cert_file.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
-    key_file.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                           serialization.NoEncryption()))
+    key_file.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
     return cert_file, key_file
 
 
 @pytest.mark.parametrize(("served_as", "delivered"), [("hooks.example.org", True), ("other.example.org", False)])
 def test_an_https_webhook_verifies_the_certificate_for_its_name_not_the_address(
-        settings, monkeypatch, tmp_path, served_as, delivered):
+    settings, monkeypatch, tmp_path, served_as, delivered
+):
     """Connecting to the checked address keeps https honest: the server is asked for, and its
     certificate verified against, the webhook's name; a certificate for another name is refused."""
     import ssl
@@ -239,7 +251,9 @@ def test_an_https_webhook_verifies_the_certificate_for_its_name_not_the_address(
         server.server_close()
     assert asked_for == ["hooks.example.org"]
     if delivered:
-        assert outcome is None and [host for _, host, _ in _Named.received] == [f"hooks.example.org:{server.server_port}"]
+        assert outcome is None and [host for _, host, _ in _Named.received] == [
+            f"hooks.example.org:{server.server_port}"
+        ]
     else:
         assert "certificate" in outcome.lower() and _Named.received == []
 
@@ -256,11 +270,15 @@ def test_a_search_saved_through_a_limited_token_keeps_its_limit_in_digests_and_r
     settings.PMD_DIGEST_PRIVATE_WEBHOOKS = True  # the receiver is on loopback
     alice = make_user("alice")
     pub = make_vault(tmp_path / "pub", {"a.md": "# A\n\nnothing yet\n"}, name="pub")
-    secret = make_vault(tmp_path / "secret", {"s.md": "# S\n\nnothing here\n"}, name="secret", owner=alice,
-                        visibility="private")
+    secret = make_vault(
+        tmp_path / "secret", {"s.md": "# S\n\nnothing here\n"}, name="secret", owner=alice, visibility="private"
+    )
     limited = api_client(alice, collections=["pub"])
-    made = limited.post("/api/saved", {"name": "exfil", "query": "violetmongoose", "webhook_url": receiver},
-                        content_type="application/json")
+    made = limited.post(
+        "/api/saved",
+        {"name": "exfil", "query": "violetmongoose", "webhook_url": receiver},
+        content_type="application/json",
+    )
     assert made.status_code == 201, made.content
     _Receiver.received.clear()
     assert saved_digest() == {"exfil": {"new": 0}}
@@ -275,14 +293,16 @@ def test_a_search_saved_through_a_limited_token_keeps_its_limit_in_digests_and_r
     assert "new.md" in ran and "newest2.md" not in ran
 
     unlimited = api_client(alice)
-    assert unlimited.patch("/api/saved/exfil", {"email_digest": False},
-                           content_type="application/json").status_code == 200
+    assert (
+        unlimited.patch("/api/saved/exfil", {"email_digest": False}, content_type="application/json").status_code == 200
+    )
     ran = unlimited.post("/api/saved/exfil/run").json()
     assert [r["uri"] for r in ran["results"]] == ["pmd://pub/new.md"]
 
     other = api_client(alice, collections=["secret"])
-    assert other.patch("/api/saved/exfil", {"webhook_url": receiver},
-                       content_type="application/json").status_code == 200
+    assert (
+        other.patch("/api/saved/exfil", {"webhook_url": receiver}, content_type="application/json").status_code == 200
+    )
     assert unlimited.post("/api/saved/exfil/run").json()["results"] == []  # pub ∩ secret: nothing
     (tmp_path / "secret" / "newer.md").write_text("# Newer\n\nvioletmongoose again\n")
     collection_index(secret)

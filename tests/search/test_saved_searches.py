@@ -44,11 +44,16 @@ def test_api_private_and_shared_saved_searches(vault):
     as_ana, as_bo, as_cy = api_client(ana), api_client(bo), api_client(cy)
     mine = as_ana.post("/api/saved", {"name": "mine", "query": "postgres"}, content_type="application/json")
     assert mine.status_code == 201, mine.content
-    shared = as_ana.post("/api/saved", {"name": "ours", "query": "vacuum", "group": "team"},
-                         content_type="application/json")
+    shared = as_ana.post(
+        "/api/saved", {"name": "ours", "query": "vacuum", "group": "team"}, content_type="application/json"
+    )
     assert shared.status_code == 201 and shared.json()["shared_with"] == "team"
-    assert as_cy.post("/api/saved", {"name": "x", "query": "q", "group": "team"},
-                      content_type="application/json").status_code == 404  # not cy's group
+    assert (
+        as_cy.post(
+            "/api/saved", {"name": "x", "query": "q", "group": "team"}, content_type="application/json"
+        ).status_code
+        == 404
+    )  # not cy's group
     assert [s["name"] for s in as_ana.get("/api/saved").json()["saved"]] == ["mine", "ours"]
     assert [s["name"] for s in as_bo.get("/api/saved").json()["saved"]] == ["ours"]  # never ana's private one
     assert as_cy.get("/api/saved").json()["saved"] == []
@@ -67,7 +72,9 @@ def test_web_save_list_run_and_remove(vault):
     client = web_client(ana)
     results = client.get("/", {"q": "postgres tag:db"}).content.decode()
     assert "Save this search" in results
-    assert client.post("/saved/add/", {"name": "db notes", "q": "postgres tag:db", "mode": "keyword"}).status_code == 302
+    assert (
+        client.post("/saved/add/", {"name": "db notes", "q": "postgres tag:db", "mode": "keyword"}).status_code == 302
+    )
     listing = client.get("/saved/").content.decode()
     assert "db notes" in listing and "Remove" in listing
     ran = client.get("/saved/db notes/").content.decode()
@@ -103,17 +110,28 @@ def test_the_digest_is_changed_by_its_owner_from_every_face(vault, run_cli, sett
 
     as_ana, as_bo = api_client(ana), api_client(bo)
     as_ana.post("/api/saved", {"name": "ours", "query": "vacuum", "group": "team"}, content_type="application/json")
-    assert as_bo.patch("/api/saved/ours", {"webhook_url": "https://evil.example.org/"},
-                       content_type="application/json").status_code == 404  # shared with bo, still ana's
+    assert (
+        as_bo.patch(
+            "/api/saved/ours", {"webhook_url": "https://evil.example.org/"}, content_type="application/json"
+        ).status_code
+        == 404
+    )  # shared with bo, still ana's
     changed = as_ana.patch("/api/saved/ours", {"email_digest": True}, content_type="application/json")
     assert changed.status_code == 200 and changed.json()["email_digest"] is True and changed.json()["webhook_url"] == ""
-    assert as_ana.patch("/api/saved/ours", {"webhook_url": "http://10.0.0.5/"},
-                        content_type="application/json").status_code == 422
-    as_ana.patch("/api/saved/ours", {"webhook_url": "https://hooks.example.org/secret-token"},
-                 content_type="application/json")
+    assert (
+        as_ana.patch(
+            "/api/saved/ours", {"webhook_url": "http://10.0.0.5/"}, content_type="application/json"
+        ).status_code
+        == 422
+    )
+    as_ana.patch(
+        "/api/saved/ours", {"webhook_url": "https://hooks.example.org/secret-token"}, content_type="application/json"
+    )
     theirs = {s["name"]: s for s in as_bo.get("/api/saved").json()["saved"]}
     assert theirs["ours"]["webhook_url"] == "" and theirs["ours"]["mine"] is False  # a webhook often holds a secret
-    assert {s["name"]: s for s in as_ana.get("/api/saved").json()["saved"]}["ours"]["webhook_url"].endswith("secret-token")
+    assert {s["name"]: s for s in as_ana.get("/api/saved").json()["saved"]}["ours"]["webhook_url"].endswith(
+        "secret-token"
+    )
     assert "secret-token" not in web_client(bo).get("/saved/").content.decode()
 
     assert run_cli("saved", "add", "mine", "postgres")[0] == 0
@@ -129,8 +147,9 @@ def test_a_name_with_a_slash_or_a_control_character_is_refused_in_clear_words(va
     """A name is part of its pages' and the API's addresses: one that cannot be in them is refused."""
     from indexing.models import SavedSearch
 
-    refused = api_client(make_user("ana")).post("/api/saved", {"name": name, "query": "postgres"},
-                                                content_type="application/json")
+    refused = api_client(make_user("ana")).post(
+        "/api/saved", {"name": name, "query": "postgres"}, content_type="application/json"
+    )
     assert refused.status_code == 422, refused.content
     assert "without '/' or control characters" in refused.json()["message"]
     assert not SavedSearch.objects.exists()
@@ -140,8 +159,9 @@ def test_web_refuses_a_name_with_a_slash_and_the_page_still_works(vault):
     ana = make_user("ana")
     make_group("team", ana)
     client = web_client(ana)
-    answer = client.post("/saved/add/", {"name": "break/page", "q": "postgres", "mode": "keyword", "group": "team"},
-                         follow=True)
+    answer = client.post(
+        "/saved/add/", {"name": "break/page", "q": "postgres", "mode": "keyword", "group": "team"}, follow=True
+    )
     assert answer.status_code == 200 and "without &#x27;/&#x27; or control characters" in answer.content.decode()
     assert "No saved searches yet" in answer.content.decode()
 
@@ -163,8 +183,10 @@ def test_a_name_saved_with_a_slash_before_names_were_checked_can_be_listed_run_a
     as_ana = api_client(ana)
     ran = as_ana.post("/api/saved/break%2Fpage/run")
     assert ran.status_code == 200 and [r["uri"] for r in ran.json()["results"]] == ["pmd://saved/a.md"]
-    assert as_ana.patch("/api/saved/break/page", {"email_digest": True},
-                        content_type="application/json").status_code == 200
+    assert (
+        as_ana.patch("/api/saved/break/page", {"email_digest": True}, content_type="application/json").status_code
+        == 200
+    )
     assert as_ana.delete("/api/saved/break%2Fpage").status_code == 204
     web_client(ana).post("/saved/also/bad/remove/")
     assert not SavedSearch.objects.exists()
@@ -173,11 +195,12 @@ def test_a_name_saved_with_a_slash_before_names_were_checked_can_be_listed_run_a
 def test_a_shared_saved_search_shows_members_only_the_collections_they_see(vault, tmp_path, run_cli):
     ana, bo = make_user("ana"), make_user("bo")
     make_group("team", ana, bo)
-    make_vault(tmp_path / "h", {"h.md": "# H\n\npostgres hidden\n"}, name="hidden-one", owner=ana,
-               visibility="private")
-    made = api_client(ana).post("/api/saved", {"name": "ours", "query": "postgres", "group": "team",
-                                               "collections": ["saved", "hidden-one"]},
-                                content_type="application/json")
+    make_vault(tmp_path / "h", {"h.md": "# H\n\npostgres hidden\n"}, name="hidden-one", owner=ana, visibility="private")
+    made = api_client(ana).post(
+        "/api/saved",
+        {"name": "ours", "query": "postgres", "group": "team", "collections": ["saved", "hidden-one"]},
+        content_type="application/json",
+    )
     assert made.json()["collections"] == ["saved", "hidden-one"]
     assert api_client(ana).get("/api/saved").json()["saved"][0]["collections"] == ["saved", "hidden-one"]
     theirs = api_client(bo).get("/api/saved")

@@ -33,19 +33,25 @@ def test_thumbs_on_a_result_are_kept_with_the_search_and_only_by_the_searcher(va
     # another member can neither rate ana's search nor see it
     assert web_client(bo).post("/feedback/", vote, HTTP_HX_REQUEST="true").status_code == 404
     api = api_client(bo)  # a rating is a change: a write token
-    assert api.post(f"/api/searches/{sid}/feedback", {"uri": "pmd://fb/a.md", "helpful": False},
-                    content_type="application/json").json() == {"recorded": False}
+    assert api.post(
+        f"/api/searches/{sid}/feedback", {"uri": "pmd://fb/a.md", "helpful": False}, content_type="application/json"
+    ).json() == {"recorded": False}
     assert SearchFeedback.objects.get().helpful is True
     assert search_log_report(access=Access.for_user(bo), days=7)["feedback"] == []
 
     # the API, on one's own search
     answer = api.post("/api/search", {"query": "tomatoes"}, content_type="application/json").json()
-    assert api.post(f"/api/searches/{answer['search_id']}/feedback", {"uri": "pmd://fb/b.md", "helpful": False},
-                    content_type="application/json").json() == {"recorded": True}
+    assert api.post(
+        f"/api/searches/{answer['search_id']}/feedback",
+        {"uri": "pmd://fb/b.md", "helpful": False},
+        content_type="application/json",
+    ).json() == {"recorded": True}
 
     rows = search_log_report(access=Access.for_user(boss), days=7)["feedback"]
     assert [(r["query"], r["uri"], r["up"], r["down"]) for r in rows] == [
-        ("tomatoes", "pmd://fb/b.md", 0, 1), ("vacuum", "pmd://fb/a.md", 1, 0)]
+        ("tomatoes", "pmd://fb/b.md", 0, 1),
+        ("vacuum", "pmd://fb/a.md", 1, 0),
+    ]
     staff_page = web_client(boss).get("/status/searches/").content.decode()
     assert "Result feedback" in staff_page and "pmd://fb/b.md" in staff_page
     assert "pmd://fb/a.md" not in web_client(bo).get("/status/searches/").content.decode()

@@ -33,15 +33,19 @@ def test_every_face_is_logged_and_members_see_only_their_own(vault, run_cli, set
     assert page.status_code == 200
     entries = {e.query: e for e in SearchLogEntry.objects.all()}
     assert {q: (e.face, e.user.username if e.user else None, e.results) for q, e in entries.items()} == {
-        "postgres": ("cli", None, 1), "quantum": ("api", "ana", 0), "tomatoes": ("web", "bo", 1)}
+        "postgres": ("cli", None, 1),
+        "quantum": ("api", "ana", 0),
+        "tomatoes": ("web", "bo", 1),
+    }
 
     # the result opened, from the web results (sid) and through the API
     sid = entries["tomatoes"].pk
     assert f"sid={sid}" in page.content.decode()
     web_client(bo).get("/doc/log/b.md", {"sid": sid})
     assert SearchLogEntry.objects.get(pk=sid).opened_uri == "pmd://log/b.md"
-    assert api.post(f"/api/searches/{sid}/opened", {"uri": "pmd://log/a.md"},
-                    content_type="application/json").json() == {"recorded": False}  # not ana's search
+    assert api.post(
+        f"/api/searches/{sid}/opened", {"uri": "pmd://log/a.md"}, content_type="application/json"
+    ).json() == {"recorded": False}  # not ana's search
 
     staff = search_log_report(access=Access.for_user(boss), days=7)
     assert staff["searches"] == 3 and staff["everyone"]
@@ -84,4 +88,7 @@ def test_typing_in_the_web_box_is_one_search_in_the_log(vault):
     web.get("/", {"q": "postgres vacuum tuning"})  # after opening a result: a search of its own
     web.get("/", {"q": "tomatoes"})  # another query
     assert list(SearchLogEntry.objects.filter(user=bo).order_by("id").values_list("query", flat=True)) == [
-        "postgres vacuum", "postgres vacuum tuning", "tomatoes"]
+        "postgres vacuum",
+        "postgres vacuum tuning",
+        "tomatoes",
+    ]

@@ -2,18 +2,18 @@
 
 import pytest
 
+from indexing.access import Access
 from search.pipeline.hybrid import hybrid_search
 from search.request import Mode, SearchRequest
 from search.retrieval.keyword import keyword_search
-from indexing.access import Access
 
 pytest_plugins = ["tests.support.ollama_fixtures"]
 
 DOCS = {
     "contributing.md": "# Contributing guide\n\nHow do I make a pull request? Make a branch, install the tools, "
-                       "make your change and install the hooks. We make releases often.\n",
+    "make your change and install the hooks. We make releases often.\n",
     "ci.md": "# Reproducible CI builds\n\nPin every dependency with a lockfile so CI installs are reproducible: "
-             "the same versions on every run.\n",
+    "the same versions on every run.\n",
     "bread.md": "# Baking bread\n\nFlour, water, salt and time make a loaf.\n",
     "garden.md": "# Tomatoes\n\nWater deeply, stake the plants and make room for the roots.\n",
 }
@@ -77,15 +77,35 @@ def embedded_notes(notes, ollama, settings):
 
 @pytest.mark.django_db(transaction=True)
 def test_hybrid_top_score_is_its_evidence_not_one(embedded_notes):
-    weak = hybrid_search(SearchRequest(query="how do I make installs deterministic", mode=Mode.HYBRID,
-                                       expand=False, rerank=False, explain=True, limit=5, access=Access.local_user()))
+    weak = hybrid_search(
+        SearchRequest(
+            query="how do I make installs deterministic",
+            mode=Mode.HYBRID,
+            expand=False,
+            rerank=False,
+            explain=True,
+            limit=5,
+            access=Access.local_user(),
+        )
+    )
     top = weak.results[0]
     assert top.score < 0.5 and top.score < 1.0
     f = top.explain["fusion"]
-    assert top.score == pytest.approx(f["w_keyword"] * top.explain["evidence"].get("keyword", 0)
-                                      + f["w_vector"] * top.explain["evidence"].get("vector", 0), abs=1e-3)
-    strong = hybrid_search(SearchRequest(query="reproducible CI lockfile", mode=Mode.HYBRID,
-                                         expand=False, rerank=False, limit=5, access=Access.local_user()))
+    assert top.score == pytest.approx(
+        f["w_keyword"] * top.explain["evidence"].get("keyword", 0)
+        + f["w_vector"] * top.explain["evidence"].get("vector", 0),
+        abs=1e-3,
+    )
+    strong = hybrid_search(
+        SearchRequest(
+            query="reproducible CI lockfile",
+            mode=Mode.HYBRID,
+            expand=False,
+            rerank=False,
+            limit=5,
+            access=Access.local_user(),
+        )
+    )
     assert strong.results[0].path == "ci.md" and strong.results[0].score > top.score
 
 
@@ -93,8 +113,9 @@ def test_hybrid_top_score_is_its_evidence_not_one(embedded_notes):
 @pytest.mark.parametrize("query", ["make", "reproducible CI lockfile", "how do I make installs deterministic"])
 def test_hybrid_and_vector_scores_fall_with_the_order(embedded_notes, query):
     for mode in (Mode.HYBRID, Mode.VECTOR):
-        request = SearchRequest(query=query, mode=mode, expand=False, rerank=False, limit=10,
-                                access=Access.local_user())
+        request = SearchRequest(
+            query=query, mode=mode, expand=False, rerank=False, limit=10, access=Access.local_user()
+        )
         response = hybrid_search(request) if mode == Mode.HYBRID else _vector(request)
         scores = [r.score for r in response.results]
         assert len(scores) >= 2 and scores == sorted(scores, reverse=True), (mode, query, scores)

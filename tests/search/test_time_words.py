@@ -21,7 +21,10 @@ def test_time_words_read_as_dates():
     assert read.text == "meeting notes" and read.filters.after == datetime(2025, 6, 11, tzinfo=UTC)
     read = time_words("what did we decide yesterday", now=NOW)
     assert read.text == "what did we decide"
-    assert (read.filters.after, read.filters.before) == (datetime(2025, 6, 17, tzinfo=UTC), datetime(2025, 6, 18, tzinfo=UTC))
+    assert (read.filters.after, read.filters.before) == (
+        datetime(2025, 6, 17, tzinfo=UTC),
+        datetime(2025, 6, 18, tzinfo=UTC),
+    )
     assert time_words("recent incidents", now=NOW).filters.after == datetime(2025, 5, 19, tzinfo=UTC)
     assert time_words("in the past month outages", now=NOW).filters.after == datetime(2025, 5, 18, tzinfo=UTC)
     assert time_words("postgres vacuum", now=NOW) is None
@@ -30,8 +33,16 @@ def test_time_words_read_as_dates():
 
 
 # A dated vault: each note is an incident or a meeting on a day relative to today.
-DAYS = {"meeting-today.md": 0, "meeting-yesterday.md": 1, "meeting-5d.md": 5, "meeting-20d.md": 20,
-        "meeting-60d.md": 60, "incident-2d.md": 2, "incident-25d.md": 25, "incident-90d.md": 90}
+DAYS = {
+    "meeting-today.md": 0,
+    "meeting-yesterday.md": 1,
+    "meeting-5d.md": 5,
+    "meeting-20d.md": 20,
+    "meeting-60d.md": 60,
+    "incident-2d.md": 2,
+    "incident-25d.md": 25,
+    "incident-90d.md": 90,
+}
 # (query, the notes it should find)
 CASES = [
     ("meeting notes last week", {"meeting-today.md", "meeting-yesterday.md", "meeting-5d.md"}),
@@ -49,7 +60,8 @@ def dated(db, tmp_path):
     today = datetime.now(UTC).replace(hour=12, minute=0, second=0, microsecond=0)
     for name, days in DAYS.items():
         Document.objects.filter(collection=collection, path=name).update(
-            note_date=today - timedelta(days=days), date_source="frontmatter:date")
+            note_date=today - timedelta(days=days), date_source="frontmatter:date"
+        )
     return collection
 
 

@@ -75,10 +75,20 @@ def test_correction_can_be_turned_off(vault, settings):
 
 # --- every face says "showing results for … / search instead for …" -------------------------------
 
-TRANSACTIONAL = pytest.mark.django_db(transaction=True, available_apps=[
-    "django.contrib.admin", "django.contrib.auth", "django.contrib.contenttypes", "django.contrib.sessions",
-    "django.contrib.messages", "django.contrib.staticfiles", "django_htmx", "indexing", "search",
-])
+TRANSACTIONAL = pytest.mark.django_db(
+    transaction=True,
+    available_apps=[
+        "django.contrib.admin",
+        "django.contrib.auth",
+        "django.contrib.contenttypes",
+        "django.contrib.sessions",
+        "django.contrib.messages",
+        "django.contrib.staticfiles",
+        "django_htmx",
+        "indexing",
+        "search",
+    ],
+)
 
 
 @TRANSACTIONAL

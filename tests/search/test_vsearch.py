@@ -7,15 +7,14 @@ import shutil
 
 import pytest
 
+from indexing.access import Access
+from indexing.errors import CollectionNotFound, InvalidSearchInput, LLMBackendUnavailable, NotEmbedded
+from indexing.llm import get_backend
 from indexing.models import EmbeddingFingerprint
 from indexing.services.embedding import embed_pending
 from indexing.services.scanning import collection_index
-from indexing.errors import LLMBackendUnavailable
-from indexing.llm import get_backend
-from indexing.errors import CollectionNotFound, InvalidSearchInput, NotEmbedded
 from search.request import Mode, SearchRequest
 from search.retrieval.vector import explain_nearest, vector_search
-from indexing.access import Access
 
 pytestmark = pytest.mark.django_db
 
@@ -35,13 +34,17 @@ def vsearch(query: str, **kwargs):
 def test_nearest_document_comes_first_with_its_best_passage(embedded, corpus_dir):
     response = vsearch("pgvector HNSW graphs nearest neighbour ef_search")
     top = response.results[0]
-    assert (top.collection, top.path, top.title) == ("notes", "guides/postgres-tuning.md", "Tuning PostgreSQL for search")
+    assert (top.collection, top.path, top.title) == (
+        "notes",
+        "guides/postgres-tuning.md",
+        "Tuning PostgreSQL for search",
+    )
     assert 0 < top.score <= 1 and top.scores["cosine"] == pytest.approx(top.score, abs=1e-6)
     assert [r.score for r in response.results] == sorted((r.score for r in response.results), reverse=True)
     body_lines = (corpus_dir / "guides" / "postgres-tuning.md").read_text().split("\n")
     # the snippet is whole lines of the document starting at `line`, around the HNSW passage
     snippet_lines = top.snippet.split("\n")
-    assert body_lines[top.line - 1:top.line - 1 + len(snippet_lines)] == snippet_lines
+    assert body_lines[top.line - 1 : top.line - 1 + len(snippet_lines)] == snippet_lines
     assert "HNSW" in top.snippet
     marked = {top.snippet[s:e].lower() for s, e in top.highlights}
     assert {"pgvector", "hnsw"} <= marked
@@ -128,15 +131,24 @@ def test_a_halfvec_index_answers_vector_search(embedded, settings):
     settings.PMD_VECTOR_STORAGE = "halfvec"
     for query in ("deploy blue green", "vector index rollout", "pgvector HNSW graphs nearest neighbour"):
         approximate = [r.uri for r in vsearch(query, limit=5).results]
-        exact = [r.uri for r in vector_search(SearchRequest(query=query, mode=Mode.VECTOR, limit=5,
-                                                            access=Access.local_user()), exact=True).results]
+        exact = [
+            r.uri
+            for r in vector_search(
+                SearchRequest(query=query, mode=Mode.VECTOR, limit=5, access=Access.local_user()), exact=True
+            ).results
+        ]
         assert approximate == exact and approximate
 
 
 def test_index_and_exact_search_agree_on_a_small_corpus(embedded):
     for query in ("deploy blue green", "vector index rollout", "ts_rank BM25"):
         approximate = [r.uri for r in vsearch(query, limit=5).results]
-        exact = [r.uri for r in vector_search(SearchRequest(query=query, mode=Mode.VECTOR, limit=5, access=Access.local_user()), exact=True).results]
+        exact = [
+            r.uri
+            for r in vector_search(
+                SearchRequest(query=query, mode=Mode.VECTOR, limit=5, access=Access.local_user()), exact=True
+            ).results
+        ]
         assert approximate == exact
 
 
@@ -164,7 +176,9 @@ def test_while_a_worker_embeds_no_advice_to_run_pmd_embed(embedded, corpus_dir, 
 def test_another_model_is_never_mixed_in(embedded, ollama, settings):
     ollama.add_model("tiny-embed", dims=64)
     settings.PMD_EMBED_MODEL = "tiny-embed"
-    with pytest.raises(NotEmbedded, match=r"holds embeddings from embeddinggemma \(768d, 40 tokens/chunk\), not from tiny-embed"):
+    with pytest.raises(
+        NotEmbedded, match=r"holds embeddings from embeddinggemma \(768d, 40 tokens/chunk\), not from tiny-embed"
+    ):
         vsearch("kubernetes")
 
 
@@ -207,8 +221,13 @@ def test_bench_vsearch_modes_on_a_tiny_dataset(ollama, settings, tmp_path, monke
     settings.PMD_CHUNK_TOKENS = 40
     docs = tmp_path / "tiny" / "docs"
     docs.mkdir(parents=True)
-    topics = {"d1": "tomato garden sun water", "d2": "postgres vacuum index tuning", "d3": "rust borrow checker lifetimes",
-              "d4": "sourdough bread starter flour", "d5": "kubernetes pods deployment rollout"}
+    topics = {
+        "d1": "tomato garden sun water",
+        "d2": "postgres vacuum index tuning",
+        "d3": "rust borrow checker lifetimes",
+        "d4": "sourdough bread starter flour",
+        "d5": "kubernetes pods deployment rollout",
+    }
     for doc_id, words in topics.items():
         (docs / f"{doc_id}.md").write_text(f"# {words.split()[0].title()}\n\n{words} " * 3 + "\n")
     (tmp_path / "tiny" / "queries.tsv").write_text("q1\tgarden tomato sun\nq2\tvacuum postgres\nq3\tbread flour\n")
@@ -242,27 +261,36 @@ def test_snippet_of_a_chunk_inside_one_long_paragraph():
 
 def _chunks(fingerprint, vectors):
     from indexing.models import Chunk, Content
+
     for i, vector in enumerate(vectors):
         content, _ = Content.objects.get_or_create(hash=f"{i:064x}", defaults={"body": f"note {i}"})
-        Chunk.objects.create(fingerprint=fingerprint, content=content, seq=0, char_start=0, char_end=6,
-                             embedding=vector)
+        Chunk.objects.create(
+            fingerprint=fingerprint, content=content, seq=0, char_start=0, char_end=6, embedding=vector
+        )
 
 
 def test_chance_cosine_is_the_median_cosine_of_unrelated_chunks(monkeypatch):
     """Fusion reads a vector list's commitment above this (search.pipeline.fusion, 3.)."""
     from search.retrieval import vector as vector_module
+
     monkeypatch.setattr(vector_module, "_chance", {})
     small = EmbeddingFingerprint.objects.create(key="chance-small", model="m", dims=3)
     _chunks(small, [[1.0, 0.0, 0.0]] * 10)
     assert vector_module.chance_cosine(small) is None  # too few chunks to say
     band = EmbeddingFingerprint.objects.create(key="chance-band", model="m", dims=3)
     # three directions 60° apart (cosine 0.5); the sample's halves pair chunks of different ones
-    _chunks(band, [[1.0, 0.0, 0.0] if i % 3 == 0 else [0.5, 0.8660254, 0.0] if i % 3 == 1
-                   else [0.5, 0.2886751, 0.8164966] for i in range(80)])
+    _chunks(
+        band,
+        [
+            [1.0, 0.0, 0.0] if i % 3 == 0 else [0.5, 0.8660254, 0.0] if i % 3 == 1 else [0.5, 0.2886751, 0.8164966]
+            for i in range(80)
+        ],
+    )
     value = vector_module.chance_cosine(band)
     assert value == pytest.approx(0.5, abs=1e-4)
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
+
     with CaptureQueriesContext(connection) as queries:
         assert vector_module.chance_cosine(band) == value
     assert not queries.captured_queries  # kept per process

@@ -23,8 +23,15 @@ def convert_once(monkeypatch) -> None:
     monkeypatch.setattr(Converter, "convert", once)
 
 
-def formats_collection(folder: Path, name: str, files: tuple[str, ...], formats: list[str], monkeypatch, *,
-                       extra: dict[str, str] | None = None):
+def formats_collection(
+    folder: Path,
+    name: str,
+    files: tuple[str, ...],
+    formats: list[str],
+    monkeypatch,
+    *,
+    extra: dict[str, str] | None = None,
+):
     """A collection `name` in `folder` holding these fixture files (and `extra` notes), indexed."""
     import shutil
 

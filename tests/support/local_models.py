@@ -16,7 +16,9 @@ from search.pipeline import rerank as rerank_module
 def package_dir(name: str) -> Path:
     """Where an installed package's files are, without importing it."""
     spec = importlib.util.find_spec(name)
-    assert spec is not None and spec.submodule_search_locations, f"{name} is missing: ./scripts/bootstrap local,dev installs it"
+    assert spec is not None and spec.submodule_search_locations, (
+        f"{name} is missing: ./scripts/bootstrap local,dev installs it"
+    )
     return Path(list(spec.submodule_search_locations)[0])
 
 
@@ -47,18 +49,21 @@ def tiny_cross_encoder(tmp_path_factory) -> Path:
     tokenizer = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
     tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
     tokenizer.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        single="[CLS] $A [SEP]",
+        pair="[CLS] $A [SEP] $B:1 [SEP]:1",
         special_tokens=[("[CLS]", vocab["[CLS]"]), ("[SEP]", vocab["[SEP]"])],
     )
     tokenizer.save(str(folder / "tokenizer.json"))
-    (folder / "config.json").write_text(json.dumps({"model_type": "tiny", "max_position_embeddings": 64, "pad_token_id": 0}))
+    (folder / "config.json").write_text(
+        json.dumps({"model_type": "tiny", "max_position_embeddings": 64, "pad_token_id": 0})
+    )
 
     weights = np.zeros((len(words), 1), dtype=np.float32)
     weights[vocab["postgres"]] = weights[vocab["vacuum"]] = 2.0
     weights[vocab["dead"]] = weights[vocab["rows"]] = 0.5
     graph = helper.make_graph(
         [
-            helper.make_node("Gather", ["weights", "input_ids"], ["per_token"]),            # [b, s, 1]
+            helper.make_node("Gather", ["weights", "input_ids"], ["per_token"]),  # [b, s, 1]
             helper.make_node("Cast", ["token_type_ids"], ["in_document"], to=TensorProto.FLOAT),
             helper.make_node("Unsqueeze", ["in_document", "last_axis"], ["document_mask"]),
             helper.make_node("Mul", ["per_token", "document_mask"], ["counted"]),
@@ -66,13 +71,17 @@ def tiny_cross_encoder(tmp_path_factory) -> Path:
             helper.make_node("Sub", ["summed", "bias"], ["logits"]),
         ],
         "tiny-cross-encoder",
-        [helper.make_tensor_value_info(name, TensorProto.INT64, ["batch", "sequence"])
-         for name in ("input_ids", "attention_mask", "token_type_ids")],
+        [
+            helper.make_tensor_value_info(name, TensorProto.INT64, ["batch", "sequence"])
+            for name in ("input_ids", "attention_mask", "token_type_ids")
+        ],
         [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", 1])],
-        initializer=[numpy_helper.from_array(weights, "weights"),
-                     numpy_helper.from_array(np.array([2], dtype=np.int64), "last_axis"),
-                     numpy_helper.from_array(np.array([1], dtype=np.int64), "sequence_axis"),
-                     numpy_helper.from_array(np.array([1.0], dtype=np.float32), "bias")],
+        initializer=[
+            numpy_helper.from_array(weights, "weights"),
+            numpy_helper.from_array(np.array([2], dtype=np.int64), "last_axis"),
+            numpy_helper.from_array(np.array([1], dtype=np.int64), "sequence_axis"),
+            numpy_helper.from_array(np.array([1.0], dtype=np.float32), "bias"),
+        ],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8

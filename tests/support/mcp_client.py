@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
+
 from tests.support.servers import free_port
 
 
@@ -19,8 +20,10 @@ def close_other_connections() -> None:
     from django.db import connection
 
     with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                       "WHERE datname = current_database() AND pid <> pg_backend_pid()")
+        cursor.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
 
 
 def call_tool(tool: str, arguments: dict) -> dict:
@@ -50,8 +53,7 @@ def serve_asgi(**options):
 
     port = free_port()
     options = {"lifespan": "on", "proxy_headers": False, **options}  # never forwarded headers, as `pmd serve`
-    server = uvicorn.Server(uvicorn.Config(application, host="127.0.0.1", port=port, log_level="warning",
-                                           **options))
+    server = uvicorn.Server(uvicorn.Config(application, host="127.0.0.1", port=port, log_level="warning", **options))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 20

@@ -77,10 +77,10 @@ def unused_url() -> str:
 class FakeModel:
     name: str
     dims: int = 768
-    kind: str = "embedding"          # "embedding" or "completion"
+    kind: str = "embedding"  # "embedding" or "completion"
     family: str = "gemma3"
-    embed_dims: int | None = None    # vectors of another length than /api/show says
-    show_dims: bool = True           # False: /api/show lacks embedding_length
+    embed_dims: int | None = None  # vectors of another length than /api/show says
+    show_dims: bool = True  # False: /api/show lacks embedding_length
 
     @property
     def vector_dims(self) -> int:
@@ -241,8 +241,11 @@ class OllamaTestServer:
         if body.get("logprobs") and "logprobs" not in answer:
             content = answer["message"]["content"]
             answer["logprobs"] = [
-                {"token": content, "logprob": -0.05,
-                 "top_logprobs": [{"token": content, "logprob": -0.05}, {"token": "no", "logprob": -3.0}]}
+                {
+                    "token": content,
+                    "logprob": -0.05,
+                    "top_logprobs": [{"token": content, "logprob": -0.05}, {"token": "no", "logprob": -3.0}],
+                }
             ]
         return answer
 
@@ -283,7 +286,7 @@ def answer_from_passages(how: str = "cite") -> ChatHandler:
 
 def _pieces(text: str, size: int = 3) -> list[str]:
     words = re.findall(r"\S+\s*", text)
-    return ["".join(words[i:i + size]) for i in range(0, len(words), size)] or [""]
+    return ["".join(words[i : i + size]) for i in range(0, len(words), size)] or [""]
 
 
 def _make_handler(server: OllamaTestServer):
@@ -354,18 +357,34 @@ def _make_handler(server: OllamaTestServer):
             if self.path == "/api/version":
                 return self._send(200, {"version": "0.12.0-test"})
             if self.path == "/api/tags":
-                return self._send(200, {"models": [
-                    {"name": m.name, "model": m.name, "size": 1000 + m.dims, "modified_at": "2025-01-01T00:00:00Z",
-                     "digest": hashlib.sha256(m.name.encode()).hexdigest(),
-                     "details": {"family": m.family, "parameter_size": "300M", "quantization_level": "Q8_0"}}
-                    for m in server.models.values()
-                ]})
+                return self._send(
+                    200,
+                    {
+                        "models": [
+                            {
+                                "name": m.name,
+                                "model": m.name,
+                                "size": 1000 + m.dims,
+                                "modified_at": "2025-01-01T00:00:00Z",
+                                "digest": hashlib.sha256(m.name.encode()).hexdigest(),
+                                "details": {"family": m.family, "parameter_size": "300M", "quantization_level": "Q8_0"},
+                            }
+                            for m in server.models.values()
+                        ]
+                    },
+                )
             if self.path == "/v1/models":
                 if not self._authorized():
                     return
-                return self._send(200, {"object": "list", "data": [
-                    {"id": m.name.removesuffix(":latest"), "object": "model"} for m in server.models.values()
-                ]})
+                return self._send(
+                    200,
+                    {
+                        "object": "list",
+                        "data": [
+                            {"id": m.name.removesuffix(":latest"), "object": "model"} for m in server.models.values()
+                        ],
+                    },
+                )
             self._error(404, "not found")
 
         def do_POST(self):
@@ -405,7 +424,9 @@ def _make_handler(server: OllamaTestServer):
             if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
                 return self._error(400, "invalid input type")
             vectors = server._embed(model, texts)
-            self._send(200, {"model": name, "embeddings": vectors, "prompt_eval_count": sum(len(t.split()) for t in texts)})
+            self._send(
+                200, {"model": name, "embeddings": vectors, "prompt_eval_count": sum(len(t.split()) for t in texts)}
+            )
 
         def _api_show(self, body: dict) -> None:
             name = body.get("model") or body.get("name") or ""
@@ -415,11 +436,14 @@ def _make_handler(server: OllamaTestServer):
             info = {"general.architecture": model.family}
             if model.show_dims:
                 info[f"{model.family}.embedding_length"] = model.dims
-            self._send(200, {
-                "details": {"family": model.family, "parameter_size": "300M", "quantization_level": "Q8_0"},
-                "model_info": info,
-                "capabilities": ["embedding"] if model.kind == "embedding" else ["completion"],
-            })
+            self._send(
+                200,
+                {
+                    "details": {"family": model.family, "parameter_size": "300M", "quantization_level": "Q8_0"},
+                    "model_info": info,
+                    "capabilities": ["embedding"] if model.kind == "embedding" else ["completion"],
+                },
+            )
 
         def _api_pull(self, body: dict) -> None:
             name = _tagged(body.get("model") or body.get("name") or "")
@@ -465,10 +489,19 @@ def _make_handler(server: OllamaTestServer):
             if not body.get("stream"):
                 return self._send(200, answer)
             pieces = _pieces(answer["message"]["content"])
-            lines = [{"model": answer["model"], "message": {"role": "assistant", "content": piece}, "done": False}
-                     for piece in pieces]
-            lines.append({"model": answer["model"], "message": {"role": "assistant", "content": ""}, "done": True,
-                          "prompt_eval_count": _count(body), "eval_count": len(pieces)})
+            lines = [
+                {"model": answer["model"], "message": {"role": "assistant", "content": piece}, "done": False}
+                for piece in pieces
+            ]
+            lines.append(
+                {
+                    "model": answer["model"],
+                    "message": {"role": "assistant", "content": ""},
+                    "done": True,
+                    "prompt_eval_count": _count(body),
+                    "eval_count": len(pieces),
+                }
+            )
             self._stream(lines, "application/x-ndjson", lambda obj: json.dumps(obj).encode() + b"\n")
 
         def _stream(self, objects: list, content_type: str, encode) -> None:
@@ -497,8 +530,16 @@ def _make_handler(server: OllamaTestServer):
             name = body.get("model") or ""
             model = server.model(name)
             if model is None:
-                self._send(404, {"error": {"message": f"The model `{name}` does not exist.", "type": "invalid_request_error",
-                                           "code": "model_not_found"}})
+                self._send(
+                    404,
+                    {
+                        "error": {
+                            "message": f"The model `{name}` does not exist.",
+                            "type": "invalid_request_error",
+                            "code": "model_not_found",
+                        }
+                    },
+                )
             return model
 
         def _v1_embeddings(self, body: dict) -> None:
@@ -510,8 +551,15 @@ def _make_handler(server: OllamaTestServer):
             vectors = server._embed(model, texts)
             # Answer in reverse order: clients must use `index`, as the spec allows.
             data = [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)][::-1]
-            self._send(200, {"object": "list", "data": data, "model": body.get("model"),
-                             "usage": {"prompt_tokens": 0, "total_tokens": 0}})
+            self._send(
+                200,
+                {
+                    "object": "list",
+                    "data": data,
+                    "model": body.get("model"),
+                    "usage": {"prompt_tokens": 0, "total_tokens": 0},
+                },
+            )
 
         def _v1_rerank(self, body: dict) -> None:
             if "rerank" not in server.rerank_apis:
@@ -521,11 +569,19 @@ def _make_handler(server: OllamaTestServer):
             documents = body.get("documents")
             if not isinstance(body.get("query"), str) or not isinstance(documents, list):
                 return self._error(400, "query and documents are required")
-            scored = [{"index": i, "relevance_score": server.rerank_score(body["query"], str(d))}
-                      for i, d in enumerate(documents)]
+            scored = [
+                {"index": i, "relevance_score": server.rerank_score(body["query"], str(d))}
+                for i, d in enumerate(documents)
+            ]
             scored.sort(key=lambda r: -r["relevance_score"])
-            self._send(200, {"model": body.get("model"), "results": scored[: int(body.get("top_n") or len(scored))],
-                             "usage": {"total_tokens": 0}})
+            self._send(
+                200,
+                {
+                    "model": body.get("model"),
+                    "results": scored[: int(body.get("top_n") or len(scored))],
+                    "usage": {"total_tokens": 0},
+                },
+            )
 
         def _tei_rerank(self, body: dict) -> None:
             if "tei" not in server.rerank_apis:
@@ -542,20 +598,39 @@ def _make_handler(server: OllamaTestServer):
             answer = server._chat(body)
             if body.get("stream"):
                 pieces = _pieces(answer["message"]["content"])
-                events = [{"id": "chatcmpl-test", "object": "chat.completion.chunk", "model": body.get("model"),
-                           "choices": [{"index": 0, "delta": {"content": piece}}]} for piece in pieces]
-                events.append({"id": "chatcmpl-test", "object": "chat.completion.chunk", "model": body.get("model"),
-                               "choices": [], "usage": {"prompt_tokens": _count(body),
-                                                        "completion_tokens": len(pieces)}})
+                events = [
+                    {
+                        "id": "chatcmpl-test",
+                        "object": "chat.completion.chunk",
+                        "model": body.get("model"),
+                        "choices": [{"index": 0, "delta": {"content": piece}}],
+                    }
+                    for piece in pieces
+                ]
+                events.append(
+                    {
+                        "id": "chatcmpl-test",
+                        "object": "chat.completion.chunk",
+                        "model": body.get("model"),
+                        "choices": [],
+                        "usage": {"prompt_tokens": _count(body), "completion_tokens": len(pieces)},
+                    }
+                )
                 events.append("[DONE]")
-                return self._stream(events, "text/event-stream",
-                                    lambda obj: b"data: " + (obj.encode() if isinstance(obj, str)
-                                                             else json.dumps(obj).encode()) + b"\n\n")
+                return self._stream(
+                    events,
+                    "text/event-stream",
+                    lambda obj: (
+                        b"data: " + (obj.encode() if isinstance(obj, str) else json.dumps(obj).encode()) + b"\n\n"
+                    ),
+                )
             choice = {"index": 0, "message": answer["message"], "finish_reason": "stop"}
             if body.get("logprobs"):
                 choice["logprobs"] = {"content": answer.get("logprobs") or []}
-            self._send(200, {"id": "chatcmpl-test", "object": "chat.completion", "model": body.get("model"),
-                             "choices": [choice]})
+            self._send(
+                200,
+                {"id": "chatcmpl-test", "object": "chat.completion", "model": body.get("model"), "choices": [choice]},
+            )
 
     return Handler
 

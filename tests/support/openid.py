@@ -38,9 +38,16 @@ class Provider:
 
     def settings(self, **overrides) -> dict:
         """pmd's PMD_OIDC_PROVIDERS entry for this provider."""
-        return {"id": "test", "name": "Test IdP", "issuer": self.issuer, "client_id": CLIENT_ID,
-                "client_secret": CLIENT_SECRET, "scopes": "openid email profile groups",
-                "username_claim": "preferred_username", **overrides}
+        return {
+            "id": "test",
+            "name": "Test IdP",
+            "issuer": self.issuer,
+            "client_id": CLIENT_ID,
+            "client_secret": CLIENT_SECRET,
+            "scopes": "openid email profile groups",
+            "username_claim": "preferred_username",
+            **overrides,
+        }
 
     def person(self, name: str, *, groups: list[str], email: str = "") -> None:
         """Add or change someone at the provider (read at each sign-in)."""
@@ -85,16 +92,34 @@ def start_provider(tmp_dir: Path, *, redirect_uris: list[str], post_logout_redir
     accounts = tmp_dir / "accounts.json"
     accounts.write_text("{}")
     config = tmp_dir / "provider.json"
-    config.write_text(json.dumps({
-        "port": port, "issuer": issuer, "accounts": str(accounts),
-        "jwks": {"keys": [key.as_dict(private=True)]},
-        "clients": [{"client_id": CLIENT_ID, "client_secret": CLIENT_SECRET, "redirect_uris": redirect_uris,
-                     "post_logout_redirect_uris": post_logout_redirect_uris,
-                     "grant_types": ["authorization_code"], "response_types": ["code"],
-                     "token_endpoint_auth_method": "client_secret_basic"}],
-    }))
-    process = subprocess.Popen([node, str(OIDC_DIR / "server.mjs"), str(config)], cwd=OIDC_DIR,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    config.write_text(
+        json.dumps(
+            {
+                "port": port,
+                "issuer": issuer,
+                "accounts": str(accounts),
+                "jwks": {"keys": [key.as_dict(private=True)]},
+                "clients": [
+                    {
+                        "client_id": CLIENT_ID,
+                        "client_secret": CLIENT_SECRET,
+                        "redirect_uris": redirect_uris,
+                        "post_logout_redirect_uris": post_logout_redirect_uris,
+                        "grant_types": ["authorization_code"],
+                        "response_types": ["code"],
+                        "token_endpoint_auth_method": "client_secret_basic",
+                    }
+                ],
+            }
+        )
+    )
+    process = subprocess.Popen(
+        [node, str(OIDC_DIR / "server.mjs"), str(config)],
+        cwd=OIDC_DIR,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
         try:

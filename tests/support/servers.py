@@ -25,8 +25,10 @@ def child_database_url(name: str | None = None) -> str:
 
     db_ = connection.settings_dict
     password = f":{quote(db_['PASSWORD'], safe='')}" if db_["PASSWORD"] else ""
-    return (f"postgresql://{quote(db_['USER'], safe='')}{password}@/{name or db_['NAME']}"
-            f"?host={quote(db_['HOST'], safe='/')}&port={db_['PORT'] or 5432}")
+    return (
+        f"postgresql://{quote(db_['USER'], safe='')}{password}@/{name or db_['NAME']}"
+        f"?host={quote(db_['HOST'], safe='/')}&port={db_['PORT'] or 5432}"
+    )
 
 
 def free_port() -> int:
@@ -66,8 +68,13 @@ def pmd_serve(*, env: dict, log: Path, timeout: float, cwd: Path = ROOT):
     """`pmd serve` on a free port, healthy: yields (process, port), stopped afterwards."""
     port = free_port()
     with open(log, "w") as output:
-        proc = subprocess.Popen([sys.executable, "-m", "pmd_site.cli", "serve", "--port", str(port)],
-                                env=env, cwd=cwd, stdout=output, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "pmd_site.cli", "serve", "--port", str(port)],
+            env=env,
+            cwd=cwd,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+        )
     try:
         wait_healthy(port, proc, log, timeout)
         yield proc, port

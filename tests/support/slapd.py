@@ -42,9 +42,19 @@ class Directory:
         conn = self.connect()
         dn = f"uid={uid},ou=people,{BASE}"
         try:
-            conn.add_s(dn, ldap.modlist.addModlist({
-                "objectClass": [b"inetOrgPerson"], "uid": [uid.encode()], "cn": [uid.encode()], "sn": [uid.encode()],
-                "mail": [f"{uid}@example.org".encode()], "userPassword": [password.encode()]}))
+            conn.add_s(
+                dn,
+                ldap.modlist.addModlist(
+                    {
+                        "objectClass": [b"inetOrgPerson"],
+                        "uid": [uid.encode()],
+                        "cn": [uid.encode()],
+                        "sn": [uid.encode()],
+                        "mail": [f"{uid}@example.org".encode()],
+                        "userPassword": [password.encode()],
+                    }
+                ),
+            )
         except ldap.ALREADY_EXISTS:
             pass
         for group_dn, attrs in conn.search_s(f"ou=groups,{BASE}", ldap.SCOPE_ONELEVEL, "(objectClass=groupOfNames)"):
@@ -54,11 +64,20 @@ class Directory:
                 conn.modify_s(group_dn, [(ldap.MOD_ADD, "member", [dn.encode()])])
             elif name not in groups and dn.encode() in members:
                 conn.modify_s(group_dn, [(ldap.MOD_DELETE, "member", [dn.encode()])])
-        for name in set(groups) - {a["cn"][0].decode() for _, a in conn.search_s(
-                f"ou=groups,{BASE}", ldap.SCOPE_ONELEVEL, "(objectClass=groupOfNames)")}:
-            conn.add_s(f"cn={name},ou=groups,{BASE}", ldap.modlist.addModlist(
-                {"objectClass": [b"groupOfNames"], "cn": [name.encode()],
-                 "member": [SERVICE_DN.encode(), dn.encode()]}))  # never empty: groupOfNames needs a member
+        for name in set(groups) - {
+            a["cn"][0].decode()
+            for _, a in conn.search_s(f"ou=groups,{BASE}", ldap.SCOPE_ONELEVEL, "(objectClass=groupOfNames)")
+        }:
+            conn.add_s(
+                f"cn={name},ou=groups,{BASE}",
+                ldap.modlist.addModlist(
+                    {
+                        "objectClass": [b"groupOfNames"],
+                        "cn": [name.encode()],
+                        "member": [SERVICE_DN.encode(), dn.encode()],
+                    }
+                ),
+            )  # never empty: groupOfNames needs a member
         conn.unbind_s()
 
     def settings(self) -> dict:
@@ -66,12 +85,14 @@ class Directory:
         import ldap
         from django_auth_ldap.config import GroupOfNamesType, LDAPSearch
 
-        return {"AUTH_LDAP_SERVER_URI": self.url, "AUTH_LDAP_BIND_DN": SERVICE_DN,
-                "AUTH_LDAP_BIND_PASSWORD": SERVICE_PASSWORD,
-                "AUTH_LDAP_USER_SEARCH": LDAPSearch(f"ou=people,{BASE}", ldap.SCOPE_SUBTREE, "(uid=%(user)s)"),
-                "AUTH_LDAP_GROUP_SEARCH": LDAPSearch(f"ou=groups,{BASE}", ldap.SCOPE_SUBTREE,
-                                                     "(objectClass=groupOfNames)"),
-                "AUTH_LDAP_GROUP_TYPE": GroupOfNamesType(name_attr="cn")}
+        return {
+            "AUTH_LDAP_SERVER_URI": self.url,
+            "AUTH_LDAP_BIND_DN": SERVICE_DN,
+            "AUTH_LDAP_BIND_PASSWORD": SERVICE_PASSWORD,
+            "AUTH_LDAP_USER_SEARCH": LDAPSearch(f"ou=people,{BASE}", ldap.SCOPE_SUBTREE, "(uid=%(user)s)"),
+            "AUTH_LDAP_GROUP_SEARCH": LDAPSearch(f"ou=groups,{BASE}", ldap.SCOPE_SUBTREE, "(objectClass=groupOfNames)"),
+            "AUTH_LDAP_GROUP_TYPE": GroupOfNamesType(name_attr="cn"),
+        }
 
 
 def start_directory(folder: Path) -> Directory:
@@ -84,7 +105,9 @@ def start_directory(folder: Path) -> Directory:
         pytest.skip("Debian's slapd is not installed (apt-get install slapd ldap-utils)")
     (folder / "db").mkdir()
     port = free_port()
-    root_hash = subprocess.run(["slappasswd", "-s", ROOT_PASSWORD], capture_output=True, text=True, check=True).stdout.strip()
+    root_hash = subprocess.run(
+        ["slappasswd", "-s", ROOT_PASSWORD], capture_output=True, text=True, check=True
+    ).stdout.strip()
     (folder / "slapd.conf").write_text(f"""
 include /etc/ldap/schema/core.schema
 include /etc/ldap/schema/cosine.schema
@@ -102,8 +125,12 @@ access to attrs=userPassword by self write by anonymous auth by * none
 access to * by * read
 """)
     url = f"ldap://127.0.0.1:{port}"
-    process = subprocess.Popen([SLAPD, "-d", "0", "-h", url + "/", "-f", str(folder / "slapd.conf")],
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    process = subprocess.Popen(
+        [SLAPD, "-d", "0", "-h", url + "/", "-f", str(folder / "slapd.conf")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     directory = Directory(url=url, process=process)
     import ldap
     import ldap.modlist
@@ -118,14 +145,21 @@ access to * by * read
                 process.kill()
                 raise RuntimeError(f"slapd did not start: {process.stdout.read()}") from None
             time.sleep(0.1)
-    service_hash = subprocess.run(["slappasswd", "-s", SERVICE_PASSWORD], capture_output=True, text=True,
-                                  check=True).stdout.strip()
+    service_hash = subprocess.run(
+        ["slappasswd", "-s", SERVICE_PASSWORD], capture_output=True, text=True, check=True
+    ).stdout.strip()
     for dn, attrs in [
         (BASE, {"objectClass": [b"dcObject", b"organization"], "dc": [b"example"], "o": [b"Example"]}),
         (f"ou=people,{BASE}", {"objectClass": [b"organizationalUnit"], "ou": [b"people"]}),
         (f"ou=groups,{BASE}", {"objectClass": [b"organizationalUnit"], "ou": [b"groups"]}),
-        (SERVICE_DN, {"objectClass": [b"organizationalRole", b"simpleSecurityObject"], "cn": [b"pmd"],
-                      "userPassword": [service_hash.encode()]}),
+        (
+            SERVICE_DN,
+            {
+                "objectClass": [b"organizationalRole", b"simpleSecurityObject"],
+                "cn": [b"pmd"],
+                "userPassword": [service_hash.encode()],
+            },
+        ),
     ]:
         conn.add_s(dn, ldap.modlist.addModlist(attrs))
     conn.unbind_s()

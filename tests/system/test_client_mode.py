@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from pmd_site.cli.client import ClientModeError, answer_from_server, peer_uid, read_command, socket_path
-
 from tests.support.paths import FIXTURE_CORPUS, ROOT
 from tests.support.servers import free_port, pmd_serve
+
 INDEX = "clientmode"
 
 pytestmark = pytest.mark.skipif(bool(os.environ.get("DATABASE_URL")), reason="the embedded server's PMD_HOME")
@@ -30,17 +30,20 @@ CLOSED_PORT = free_port()  # no model server: one address, as the server's setti
 
 
 def _env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if k not in {"PMD_CLIENT", "NO_COLOR", "FORCE_COLOR", "COLUMNS", "LINES", "PMD_DEBUG",
-                        "DJANGO_SETTINGS_MODULE"}}  # as a user runs pmd: read commands pick the lean settings
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in {"PMD_CLIENT", "NO_COLOR", "FORCE_COLOR", "COLUMNS", "LINES", "PMD_DEBUG", "DJANGO_SETTINGS_MODULE"}
+    }  # as a user runs pmd: read commands pick the lean settings
     env.update(PMD_INDEX=INDEX, PYTHONUNBUFFERED="1", OLLAMA_URL=f"http://127.0.0.1:{CLOSED_PORT}")
     env.update(extra)
     return env
 
 
 def _pmd(*args: str, cwd: Path = ROOT, **extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pmd_site.cli", *args], env=_env(**extra), cwd=cwd,
-                          capture_output=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "pmd_site.cli", *args], env=_env(**extra), cwd=cwd, capture_output=True, timeout=120
+    )
 
 
 @pytest.fixture(scope="module")
@@ -84,16 +87,23 @@ def test_search_prints_the_same_in_every_format(served, fmt):
 @pytest.mark.parametrize("command", ["vsearch", "query"])
 def test_vector_and_hybrid_search_warn_and_fail_alike(served, command):
     """No embeddings and no model server: the same warnings or errors, the same status."""
-    _both_ways(command, "postgresql", "--no-expand", "--no-rerank") if command == "query" \
-        else _both_ways(command, "postgresql")
+    _both_ways(command, "postgresql", "--no-expand", "--no-rerank") if command == "query" else _both_ways(
+        command, "postgresql"
+    )
     _both_ways(command, "postgresql", "--json")
 
 
-@pytest.mark.parametrize("args", [["links", "notes/guides/postgres-tuning.md"],
-                                  ["backlinks", "notes/guides/postgres-tuning.md"],
-                                  ["related", "notes/guides/postgres-tuning.md"],
-                                  ["history", "postgresql"], ["links", "notes/nosuch.md"]],
-                         ids=lambda a: " ".join(a))
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["links", "notes/guides/postgres-tuning.md"],
+        ["backlinks", "notes/guides/postgres-tuning.md"],
+        ["related", "notes/guides/postgres-tuning.md"],
+        ["history", "postgresql"],
+        ["links", "notes/nosuch.md"],
+    ],
+    ids=lambda a: " ".join(a),
+)
 @pytest.mark.parametrize("fmt", [[], ["--json"]], ids=["cli", "json"])
 def test_structure_and_history_reads_print_the_same(served, args, fmt):
     _both_ways(*args, *fmt)
@@ -111,14 +121,24 @@ def test_errors_and_usage_errors_are_the_same(served):
 
 
 def test_documents_listings_contexts_and_collections(served):
-    for args in (["get", "pmd://notes/guides/postgres-tuning.md"], ["get", "guides/postgres-tuning.md:3", "-l", "4",
-                 "--line-numbers"], ["get", "pmd://notes/README.md", "--json"],
-                 ["multi-get", "guides/*.md"], ["multi-get", "guides/*.md", "--json"],
-                 ["multi-get", "guides/postgres-tuning.md,missing.md"],
-                 ["ls"], ["ls", "--json"], ["ls", "notes"], ["ls", "notes/guides", "--json"],
-                 ["context", "list"], ["context", "list", "--json"],
-                 ["collection", "list"], ["collection", "list", "--json"],
-                 ["collection", "show", "notes"], ["collection", "show", "notes", "--json"]):
+    for args in (
+        ["get", "pmd://notes/guides/postgres-tuning.md"],
+        ["get", "guides/postgres-tuning.md:3", "-l", "4", "--line-numbers"],
+        ["get", "pmd://notes/README.md", "--json"],
+        ["multi-get", "guides/*.md"],
+        ["multi-get", "guides/*.md", "--json"],
+        ["multi-get", "guides/postgres-tuning.md,missing.md"],
+        ["ls"],
+        ["ls", "--json"],
+        ["ls", "notes"],
+        ["ls", "notes/guides", "--json"],
+        ["context", "list"],
+        ["context", "list", "--json"],
+        ["collection", "list"],
+        ["collection", "list", "--json"],
+        ["collection", "show", "notes"],
+        ["collection", "show", "notes", "--json"],
+    ):
         out = _both_ways(*args)
         assert out.stdout, args
 
@@ -135,8 +155,11 @@ def test_status_is_the_same(served):
     _both_ways("status")
 
 
-@pytest.mark.parametrize("colour", [{"FORCE_COLOR": "1"}, {"FORCE_COLOR": "1", "NO_COLOR": "1"},
-                                    {"FORCE_COLOR": "1", "TERM": "xterm-256color"}], ids=["force", "no-color", "256"])
+@pytest.mark.parametrize(
+    "colour",
+    [{"FORCE_COLOR": "1"}, {"FORCE_COLOR": "1", "NO_COLOR": "1"}, {"FORCE_COLOR": "1", "TERM": "xterm-256color"}],
+    ids=["force", "no-color", "256"],
+)
 def test_colours_follow_the_clients_environment(served, colour):
     out = _both_ways("search", "postgresql", "-n", "2", **colour)
     assert (b"\x1b[" in out.stdout) == ("NO_COLOR" not in colour)
@@ -152,8 +175,15 @@ def _on_a_terminal(*args: str, columns: int, **extra: str) -> tuple[int, bytes]:
 
     leader, follower = pty.openpty()
     fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 30, columns, 0, 0))
-    proc = subprocess.Popen([sys.executable, "-m", "pmd_site.cli", *args], env=_env(TERM="xterm", **extra),
-                            cwd=ROOT, stdin=follower, stdout=follower, stderr=follower, close_fds=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pmd_site.cli", *args],
+        env=_env(TERM="xterm", **extra),
+        cwd=ROOT,
+        stdin=follower,
+        stdout=follower,
+        stderr=follower,
+        close_fds=True,
+    )
     os.close(follower)
     shown = b""
     while True:
@@ -168,8 +198,11 @@ def _on_a_terminal(*args: str, columns: int, **extra: str) -> tuple[int, bytes]:
     return proc.wait(30), shown
 
 
-@pytest.mark.parametrize("args", [["search", "postgresql", "-n", "2"], ["collection", "list"], ["ls", "notes"],
-                                  ["status"], ["search", "--bogus"]], ids=lambda a: " ".join(a))
+@pytest.mark.parametrize(
+    "args",
+    [["search", "postgresql", "-n", "2"], ["collection", "list"], ["ls", "notes"], ["status"], ["search", "--bogus"]],
+    ids=lambda a: " ".join(a),
+)
 def test_a_terminal_gets_the_same_colours_and_width(served, args):
     local = _on_a_terminal(*args, columns=70, PMD_CLIENT="never")
     remote = _on_a_terminal(*args, columns=70, PMD_CLIENT="always")
@@ -179,38 +212,71 @@ def test_a_terminal_gets_the_same_colours_and_width(served, args):
 
 
 def test_the_client_does_not_import_django_psycopg_or_rich(served):
-    run = subprocess.run([sys.executable, "-X", "importtime", "-m", "pmd_site.cli", "search", "postgresql", "--json"],
-                         env=_env(PMD_CLIENT="always"), cwd=ROOT, capture_output=True, timeout=60)
+    run = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "pmd_site.cli", "search", "postgresql", "--json"],
+        env=_env(PMD_CLIENT="always"),
+        cwd=ROOT,
+        capture_output=True,
+        timeout=60,
+    )
     assert run.returncode == 0 and b'"results"' in run.stdout
-    imported = {line.rsplit(b"|", 1)[-1].strip().split(b".")[0] for line in run.stderr.splitlines()
-                if line.startswith(b"import time:")}
+    imported = {
+        line.rsplit(b"|", 1)[-1].strip().split(b".")[0]
+        for line in run.stderr.splitlines()
+        if line.startswith(b"import time:")
+    }
     assert b"pmd_site" in imported  # the check can see what was imported
     assert not imported & {b"django", b"psycopg", b"rich", b"celery", b"httpx"}
 
 
 def _top_level_imports(run: subprocess.CompletedProcess) -> set[str]:
-    return {line.rsplit(b"|", 1)[-1].strip().decode() for line in run.stderr.splitlines()
-            if line.startswith(b"import time:")}
+    return {
+        line.rsplit(b"|", 1)[-1].strip().decode()
+        for line in run.stderr.splitlines()
+        if line.startswith(b"import time:")
+    }
 
 
 @pytest.mark.parametrize("pool", ["", "true"])
 def test_in_process_reads_load_neither_the_web_apps_nor_celery_nor_rich(served, pool):
     """Without a server, a search imports what it needs: no admin, no django-ninja, no celery, no HTTP
     client; and no connection pool when the environment asks the web server for one (PMD_DB_POOL)."""
-    run = subprocess.run([sys.executable, "-X", "importtime", "-m", "pmd_site.cli", "search", "postgresql"],
-                         env=_env(PMD_CLIENT="never", PMD_DB_POOL=pool), cwd=ROOT, capture_output=True, timeout=120)
+    run = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "pmd_site.cli", "search", "postgresql"],
+        env=_env(PMD_CLIENT="never", PMD_DB_POOL=pool),
+        cwd=ROOT,
+        capture_output=True,
+        timeout=120,
+    )
     assert run.returncode == 0 and run.stdout
     imported = _top_level_imports(run)
     assert "django.db.models" in imported and "psycopg" in imported  # the check sees the imports
-    unwanted = {"django.contrib.admin", "ninja", "pydantic", "axes", "celery", "httpx", "rich", "django.db.migrations.executor",
-                "psutil",  # only when the embedded server must be started or stopped
-                "psycopg_pool",
-                "search.pipeline.hybrid", "search.retrieval.vector", "indexing.llm",  # a keyword search
-                "markdown_it", "yaml", "tomllib",  # rendering a note, reading its frontmatter
-                "indexing.structure", "indexing.language",  # a note's links and tags, a collection's language
-                "django.views.debug", "django.template.defaulttags",  # the error reporter (DEFAULT_EXCEPTION_REPORTER)
-                "pmd_site.cli.bench", "pmd_site.cli.up", "pmd_site.cli.services",
-                "pmd_site.cli.collections"}  # other commands' modules
+    unwanted = {
+        "django.contrib.admin",
+        "ninja",
+        "pydantic",
+        "axes",
+        "celery",
+        "httpx",
+        "rich",
+        "django.db.migrations.executor",
+        "psutil",  # only when the embedded server must be started or stopped
+        "psycopg_pool",
+        "search.pipeline.hybrid",
+        "search.retrieval.vector",
+        "indexing.llm",  # a keyword search
+        "markdown_it",
+        "yaml",
+        "tomllib",  # rendering a note, reading its frontmatter
+        "indexing.structure",
+        "indexing.language",  # a note's links and tags, a collection's language
+        "django.views.debug",
+        "django.template.defaulttags",  # the error reporter (DEFAULT_EXCEPTION_REPORTER)
+        "pmd_site.cli.bench",
+        "pmd_site.cli.up",
+        "pmd_site.cli.services",
+        "pmd_site.cli.collections",
+    }  # other commands' modules
     assert not imported & unwanted, sorted(imported & unwanted)
 
 
@@ -245,12 +311,22 @@ def test_each_command_is_registered_by_the_module_that_says_so():
 
 
 def test_help_and_unknown_commands_still_list_every_command():
-    usage = subprocess.run([sys.executable, "-m", "pmd_site.cli", "serach", "x"], env=_env(PMD_CLIENT="never"),
-                           cwd=ROOT, capture_output=True, timeout=60)
+    usage = subprocess.run(
+        [sys.executable, "-m", "pmd_site.cli", "serach", "x"],
+        env=_env(PMD_CLIENT="never"),
+        cwd=ROOT,
+        capture_output=True,
+        timeout=60,
+    )
     assert usage.returncode == 2
     assert b"invalid choice: 'serach'" in usage.stderr and b"'search'" in usage.stderr and b"'bench'" in usage.stderr
-    helped = subprocess.run([sys.executable, "-m", "pmd_site.cli", "--index", "x", "--help"], env=_env(PMD_CLIENT="never"),
-                            cwd=ROOT, capture_output=True, timeout=60)
+    helped = subprocess.run(
+        [sys.executable, "-m", "pmd_site.cli", "--index", "x", "--help"],
+        env=_env(PMD_CLIENT="never"),
+        cwd=ROOT,
+        capture_output=True,
+        timeout=60,
+    )
     assert helped.returncode == 0
     assert all(word in helped.stdout for word in (b"search", b"history", b"bench", b"collection", b"up"))
 
@@ -346,28 +422,35 @@ def test_a_stale_socket_falls_back_in_process(tmp_path, monkeypatch):
 
 
 def test_always_without_a_server_is_a_clear_error(tmp_path):
-    run = subprocess.run([sys.executable, "-m", "pmd_site.cli", "search", "x"],
-                         env=_env(PMD_CLIENT="always", PMD_HOME=str(tmp_path)), cwd=ROOT, capture_output=True,
-                         timeout=60)
+    run = subprocess.run(
+        [sys.executable, "-m", "pmd_site.cli", "search", "x"],
+        env=_env(PMD_CLIENT="always", PMD_HOME=str(tmp_path)),
+        cwd=ROOT,
+        capture_output=True,
+        timeout=60,
+    )
     assert run.returncode == 1
     assert run.stderr.startswith(b"error: PMD_CLIENT=always, but no pmd server answers")
 
 
-@pytest.mark.parametrize("argv,expected", [
-    (["search", "x"], (True, None)),
-    (["--index", "b", "query", "x", "--json"], (True, "b")),
-    (["--index=b", "ls"], (True, "b")),
-    (["collection", "list"], (True, None)),
-    (["collection", "show", "n"], (True, None)),
-    (["collection", "add", "."], (False, None)),
-    (["context", "list"], (True, None)),
-    (["context", "add", "x"], (False, None)),
-    (["update"], (False, None)),
-    (["search", "x", "--help"], (False, None)),
-    (["-h"], (False, None)),
-    (["--index"], (False, None)),
-    ([], (False, None)),
-])
+@pytest.mark.parametrize(
+    "argv,expected",
+    [
+        (["search", "x"], (True, None)),
+        (["--index", "b", "query", "x", "--json"], (True, "b")),
+        (["--index=b", "ls"], (True, "b")),
+        (["collection", "list"], (True, None)),
+        (["collection", "show", "n"], (True, None)),
+        (["collection", "add", "."], (False, None)),
+        (["context", "list"], (True, None)),
+        (["context", "add", "x"], (False, None)),
+        (["update"], (False, None)),
+        (["search", "x", "--help"], (False, None)),
+        (["-h"], (False, None)),
+        (["--index"], (False, None)),
+        ([], (False, None)),
+    ],
+)
 def test_read_commands_are_recognised_from_argv(argv, expected):
     assert read_command(argv) == expected
 
@@ -376,23 +459,35 @@ def test_concurrent_clients_each_get_their_own_output(served):
     """Requests run side by side in the server: each one's stdout and stderr stay its own."""
     from concurrent.futures import ThreadPoolExecutor
 
-    cases = [("search", "postgresql", "--json"), ("search", "zzzznothingmatches"), ("ls", "notes"),
-             ("collection", "show", "nope"), ("get", "pmd://notes/README.md"), ("search", "postgresql", "--md")] * 2
+    cases = [
+        ("search", "postgresql", "--json"),
+        ("search", "zzzznothingmatches"),
+        ("ls", "notes"),
+        ("collection", "show", "nope"),
+        ("get", "pmd://notes/README.md"),
+        ("search", "postgresql", "--md"),
+    ] * 2
     expected = {case: _pmd(*case, PMD_CLIENT="never") for case in set(cases)}
     with ThreadPoolExecutor(len(cases)) as pool:
         answers = list(pool.map(lambda case: (case, _pmd(*case, PMD_CLIENT="always")), cases))
     for case, answer in answers:
         want = expected[case]
-        assert (answer.returncode, _normalised(answer.stdout), answer.stderr) == \
-            (want.returncode, _normalised(want.stdout), want.stderr), case
+        assert (answer.returncode, _normalised(answer.stdout), answer.stderr) == (
+            want.returncode,
+            _normalised(want.stdout),
+            want.stderr,
+        ), case
 
 
 def test_the_command_line_keeps_start_up_frozen_and_the_collector_on(served):
     """`pmd …` as a process (main() without argv): what start-up made stays frozen, out of every
     later collection, and the collector runs again: a long-lived command (serve, worker, watch)
     must not run with it off."""
-    script = ("import gc, sys; sys.argv = ['pmd', 'ls']; from pmd_site.cli import main; code = main(); "
-              "print(code, gc.isenabled(), gc.get_freeze_count() > 0, file=sys.stderr)")
-    run = subprocess.run([sys.executable, "-c", script], env=_env(PMD_CLIENT="never"), cwd=ROOT,
-                         capture_output=True, timeout=120)
+    script = (
+        "import gc, sys; sys.argv = ['pmd', 'ls']; from pmd_site.cli import main; code = main(); "
+        "print(code, gc.isenabled(), gc.get_freeze_count() > 0, file=sys.stderr)"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", script], env=_env(PMD_CLIENT="never"), cwd=ROOT, capture_output=True, timeout=120
+    )
     assert run.stderr.decode().split()[-3:] == ["0", "True", "True"], run.stderr.decode()

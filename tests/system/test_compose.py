@@ -40,10 +40,11 @@ from pathlib import Path
 import psutil
 import pytest
 import yaml
-from tests.support.ollama_server import OllamaTestServer
 
+from tests.support.ollama_server import OllamaTestServer
 from tests.support.paths import ROOT
 from tests.support.servers import free_port
+
 COMPOSE = ROOT / "compose.yaml"
 DOCKERFILE = ROOT / "Dockerfile"
 BIN = Path(sys.executable).parent  # the venv's bin: `pmd` is on the container's PATH
@@ -56,7 +57,9 @@ STOP_GRACE = 30.0  # docker stop waits 10 s; a service that ignores SIGTERM woul
 
 # --- compose semantics ---------------------------------------------------------------------
 
-_VAR = re.compile(r"\$(?:\$|\{(?P<braced>[A-Za-z_][A-Za-z0-9_]*)(?:(?P<op>:?[-?+])(?P<arg>[^}]*))?\}|(?P<plain>[A-Za-z_][A-Za-z0-9_]*))")
+_VAR = re.compile(
+    r"\$(?:\$|\{(?P<braced>[A-Za-z_][A-Za-z0-9_]*)(?:(?P<op>:?[-?+])(?P<arg>[^}]*))?\}|(?P<plain>[A-Za-z_][A-Za-z0-9_]*))"
+)
 
 
 def interpolate(value, variables: dict[str, str]):
@@ -157,16 +160,32 @@ class Rehearsal:
         self.handles.append(handle)
         handle.write(f"$ {shlex.join(argv)}\n".encode())
         handle.flush()
-        proc = subprocess.Popen(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=handle,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            argv,
+            env=env,
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         self.processes[name] = proc
         return proc
 
-    def run(self, name: str, argv: list[str], env: dict[str, str], *, input: str | None = None,
-            timeout: float = DEADLINE, cwd=ROOT) -> subprocess.CompletedProcess:
+    def run(
+        self,
+        name: str,
+        argv: list[str],
+        env: dict[str, str],
+        *,
+        input: str | None = None,
+        timeout: float = DEADLINE,
+        cwd=ROOT,
+    ) -> subprocess.CompletedProcess:
         """A one-shot command; its output goes to the log too (a `docker compose exec`, a health check)."""
-        result = subprocess.run(argv, env=env, cwd=cwd, input=input, capture_output=True, text=True,
-                                timeout=timeout, check=False)
+        result = subprocess.run(
+            argv, env=env, cwd=cwd, input=input, capture_output=True, text=True, timeout=timeout, check=False
+        )
         with open(self.log_path(name), "a") as log:
             log.write(f"$ {shlex.join(argv)}\n-> exit {result.returncode}\n{result.stdout}{result.stderr}")
         return result
@@ -224,6 +243,7 @@ class Rehearsal:
 
 # --- the stateful services ------------------------------------------------------------------
 
+
 def start_db(stack: Rehearsal, compose: dict, dotenv: dict[str, str]) -> int:
     """`db`: what the pgvector image's entrypoint does for POSTGRES_USER/PASSWORD/DB, over TCP."""
     from pmd_site.runtime.postgres_server import EmbeddedPostgres
@@ -243,9 +263,22 @@ def start_db(stack: Rehearsal, compose: dict, dotenv: dict[str, str]) -> int:
         os.chown(pwfile, *pg._server_ids())
     try:
         initdb = subprocess.run(
-            [pg._pg("initdb"), "-D", str(pg.data_dir), "-U", user, f"--pwfile={pwfile}",
-             "--auth=scram-sha-256", "--encoding=UTF8", "--locale=C.UTF-8"],
-            capture_output=True, text=True, timeout=DEADLINE, check=False, **pg._run_kwargs(),
+            [
+                pg._pg("initdb"),
+                "-D",
+                str(pg.data_dir),
+                "-U",
+                user,
+                f"--pwfile={pwfile}",
+                "--auth=scram-sha-256",
+                "--encoding=UTF8",
+                "--locale=C.UTF-8",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=DEADLINE,
+            check=False,
+            **pg._run_kwargs(),
         )
     finally:
         pwfile.unlink()
@@ -256,22 +289,36 @@ def start_db(stack: Rehearsal, compose: dict, dotenv: dict[str, str]) -> int:
     options = f"-c listen_addresses=127.0.0.1 -p {port} -c unix_socket_directories=''"
     started = subprocess.run(
         [pg._pg("pg_ctl"), "-D", str(pg.data_dir), "-l", str(pg.log_file), "-o", options, "-w", "-t", "60", "start"],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-        start_new_session=True, timeout=DEADLINE, check=False, **pg._run_kwargs(),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        timeout=DEADLINE,
+        check=False,
+        **pg._run_kwargs(),
     )
     if started.returncode != 0:
         stack.fail(f"PostgreSQL did not start: {started.stderr}")
     import psycopg
 
-    with psycopg.connect(host="127.0.0.1", port=port, user=user, password=password, dbname="postgres",
-                         autocommit=True, connect_timeout=10) as conn:
+    with psycopg.connect(
+        host="127.0.0.1",
+        port=port,
+        user=user,
+        password=password,
+        dbname="postgres",
+        autocommit=True,
+        connect_timeout=10,
+    ) as conn:
         conn.execute(f'CREATE DATABASE "{dbname}"')
     # The service's health check (pg_isready), aimed at the TCP address.
     check = shlex.split(compose["services"]["db"]["healthcheck"]["test"][1])
     assert check[0] == "pg_isready"
     argv = [pg._pg("pg_isready"), *check[1:], "-h", "127.0.0.1", "-p", str(port)]
-    stack.wait_for(lambda: stack.run("db-healthcheck", argv, dict(os.environ), timeout=30).returncode == 0,
-                   "db to be healthy")
+    stack.wait_for(
+        lambda: stack.run("db-healthcheck", argv, dict(os.environ), timeout=30).returncode == 0, "db to be healthy"
+    )
     return port
 
 
@@ -286,23 +333,39 @@ def start_redis(stack: Rehearsal, compose: dict) -> int:
     folder = stack.base / "redis-data"
     folder.mkdir()
     server = _executable()
-    stack.spawn("redis", [server, *command[1:], "--port", str(port), "--bind", "127.0.0.1", "--dir", str(folder),
-                          "--daemonize", "no"], dict(os.environ))
+    stack.spawn(
+        "redis",
+        [server, *command[1:], "--port", str(port), "--bind", "127.0.0.1", "--dir", str(folder), "--daemonize", "no"],
+        dict(os.environ),
+    )
     test = service["healthcheck"]["test"]
     assert test[:2] == ["CMD", "redis-cli"]
     argv = [str(Path(server).with_name("redis-cli")), "-h", "127.0.0.1", "-p", str(port), *test[2:]]
-    stack.wait_for(lambda: "PONG" in stack.run("redis-healthcheck", argv, dict(os.environ), timeout=30).stdout,
-                   "redis to be healthy", watch=("redis",))
+    stack.wait_for(
+        lambda: "PONG" in stack.run("redis-healthcheck", argv, dict(os.environ), timeout=30).stdout,
+        "redis to be healthy",
+        watch=("redis",),
+    )
     return port
 
 
 # --- the app services -------------------------------------------------------------------------
 
+
 class App:
     """What a container of one app service gets: argv, environment, user, path mapping."""
 
-    def __init__(self, compose: dict, dotenv: dict[str, str], *, addresses: dict[str, str], volumes: dict[str, Path],
-                 image_paths: dict[str, Path], web_port: int, stage: Path):
+    def __init__(
+        self,
+        compose: dict,
+        dotenv: dict[str, str],
+        *,
+        addresses: dict[str, str],
+        volumes: dict[str, Path],
+        image_paths: dict[str, Path],
+        web_port: int,
+        stage: Path,
+    ):
         self.compose = compose
         self.stage = stage  # bind-mount staging points, one folder per service
         self.dotenv = dotenv
@@ -334,8 +397,12 @@ class App:
         # Our Python may live in a folder closed to that user (a pyenv under /root, 0700): the
         # image has its Python in /usr/local. Lay a tmpfs over the closed folder and bind back
         # only what the interpreter and the code need, so they are reachable and nothing else is.
-        needed = {Path(os.path.realpath(sys.executable)).parent.parent, Path(os.path.realpath(sys.base_prefix)),
-                  Path(sys.prefix), ROOT}
+        needed = {
+            Path(os.path.realpath(sys.executable)).parent.parent,
+            Path(os.path.realpath(sys.base_prefix)),
+            Path(sys.prefix),
+            ROOT,
+        }
         # The checkout itself may sit in a closed folder too (a clone in `mktemp -d`, mode 0700).
         closed_folders = set()
         for path in needed:
@@ -367,8 +434,12 @@ class App:
         tools = {name: shutil.which(name) for name in ("unshare", "setpriv", "mount")}
         missing = [name for name, path in tools.items() if not path]
         assert not missing, f"{missing} not found: the rehearsal needs util-linux to run the app as the compose user"
-        script = " && ".join([*self._mount_script(service),
-                              f'exec {tools["setpriv"]} --reuid={self.ids[0]} --regid={self.ids[1]} --clear-groups -- "$@"'])
+        script = " && ".join(
+            [
+                *self._mount_script(service),
+                f'exec {tools["setpriv"]} --reuid={self.ids[0]} --regid={self.ids[1]} --clear-groups -- "$@"',
+            ]
+        )
         return [tools["unshare"], "--mount", "--propagation", "private", "--", "/bin/sh", "-c", script, service, *argv]
 
     def mounts(self, service: str) -> dict[str, Path]:
@@ -394,8 +465,12 @@ class App:
             return f"{match.group('scheme')}{match.group('userinfo') or ''}{self.addresses[service]}"
 
         services = "|".join(map(re.escape, CONTAINER_PORTS))
-        return re.sub(rf"(?P<scheme>[a-z][a-z0-9+.-]*://)(?P<userinfo>[^@\s]*@)?(?P<host>{services})(?::(?P<port>\d+))?"
-                      r"(?=[/?#,\s]|$)", address, value)
+        return re.sub(
+            rf"(?P<scheme>[a-z][a-z0-9+.-]*://)(?P<userinfo>[^@\s]*@)?(?P<host>{services})(?::(?P<port>\d+))?"
+            r"(?=[/?#,\s]|$)",
+            address,
+            value,
+        )
 
     def env(self, service: str) -> dict[str, str]:
         definition = self.compose["services"][service]
@@ -406,7 +481,9 @@ class App:
         env = {key: self.map_value(str(value), mapping) for key, value in raw.items()}
         for key, value in env.items():
             for name in self.compose["services"]:
-                assert f"://{name}:" not in value and f"@{name}:" not in value, f"{service} {key}={value}: unmapped host"
+                assert f"://{name}:" not in value and f"@{name}:" not in value, (
+                    f"{service} {key}={value}: unmapped host"
+                )
         home = env.get("PMD_HOME", "")
         env.update(PATH=f"{BIN}:/usr/local/bin:/usr/bin:/bin", HOME=home or "/", LANG="C.UTF-8")
         return env
@@ -493,15 +570,24 @@ def build_image_and_volume(stack: Rehearsal, compose: dict, dotenv: dict[str, st
     data = stack.base / "volume-pmd-data"
     data.mkdir(mode=0o755)
     build_env, build_argv = image_build_collectstatic()
-    build = stack.run("image-build", build_argv,
-                      {**os.environ, **image_env(), **build_env, "PMD_STATIC_ROOT": str(static), "PMD_HOME": str(data)})
+    build = stack.run(
+        "image-build",
+        build_argv,
+        {**os.environ, **image_env(), **build_env, "PMD_STATIC_ROOT": str(static), "PMD_HOME": str(data)},
+    )
     assert build.returncode == 0, build.stderr
     static.chmod(0o755)
     if os.geteuid() == 0:
         os.chown(data, *image_user_ids())
-    app = App(compose, dotenv, addresses=addresses, volumes={"pmd-data": data},
-              image_paths={"/app/staticfiles": static, "/app": ROOT}, web_port=free_port(),
-              stage=stack.base / "mount-stage")
+    app = App(
+        compose,
+        dotenv,
+        addresses=addresses,
+        volumes={"pmd-data": data},
+        image_paths={"/app/staticfiles": static, "/app": ROOT},
+        web_port=free_port(),
+        stage=stack.base / "mount-stage",
+    )
     for service in APP_SERVICES:
         env = app.env(service)
         assert env["PMD_HOME"] == str(data), env
@@ -527,8 +613,11 @@ def test_compose_stack_migrates_serves_watches_indexes_and_embeds(stack):
     pg_port = start_db(stack, compose, dotenv)
     redis_port = start_redis(stack, compose)
     stack.ollama = OllamaTestServer().start()
-    addresses = {"db": f"127.0.0.1:{pg_port}", "redis": f"127.0.0.1:{redis_port}",
-                 "ollama": f"127.0.0.1:{stack.ollama.port}"}
+    addresses = {
+        "db": f"127.0.0.1:{pg_port}",
+        "redis": f"127.0.0.1:{redis_port}",
+        "ollama": f"127.0.0.1:{stack.ollama.port}",
+    }
     app = build_image_and_volume(stack, compose, dotenv, addresses)
     data = app.volumes["pmd-data"]
     env = {service: app.env(service) for service in APP_SERVICES}
@@ -543,14 +632,20 @@ def test_compose_stack_migrates_serves_watches_indexes_and_embeds(stack):
         stack.fail(f"migrate exited with status {code}")
 
     stack.spawn("web", app.command("web"), env["web"])
-    stack.wait_for(lambda: stack.run("web-healthcheck", app.healthcheck("web"), env["web"], timeout=30).returncode == 0,
-                   "web's health check", watch=("web",))
+    stack.wait_for(
+        lambda: stack.run("web-healthcheck", app.healthcheck("web"), env["web"], timeout=30).returncode == 0,
+        "web's health check",
+        watch=("web",),
+    )
     for service in ("worker", "embedder", "beat", "watcher"):
         stack.spawn(service, app.command(service), env[service])
     running = ("web", "worker", "embedder", "beat", "watcher")
     for service in ("worker", "embedder", "watcher"):
-        stack.wait_for(lambda s=service: stack.run(f"{s}-healthcheck", app.healthcheck(s), env[s], timeout=30).returncode == 0,
-                       f"{service}'s health check", watch=running)
+        stack.wait_for(
+            lambda s=service: stack.run(f"{s}-healthcheck", app.healthcheck(s), env[s], timeout=30).returncode == 0,
+            f"{service}'s health check",
+            watch=running,
+        )
 
     if os.geteuid() == 0:  # each service runs as the compose user (the image's), not as root
         assert app.ids == image_user_ids()
@@ -576,9 +671,14 @@ def test_compose_stack_migrates_serves_watches_indexes_and_embeds(stack):
     assert _api(base, "/api/search?q=tomatoes", "not-a-token")[0] == 401
 
     # --- a new file in the mounted folder: the watcher indexes it, the worker embeds it ---------
-    stack.wait_for(lambda: any(c["path"] == str(notes) for c in _api(base, "/api/status?section=watcher", token)[1]
-                               ["watcher"].get("collections", [])),
-                   "the watcher to watch the new collection", watch=running)
+    stack.wait_for(
+        lambda: any(
+            c["path"] == str(notes)
+            for c in _api(base, "/api/status?section=watcher", token)[1]["watcher"].get("collections", [])
+        ),
+        "the watcher to watch the new collection",
+        watch=running,
+    )
     fresh = notes / "cucumbers.md"
     text = "# Cucumber trellis\n\nTrellised cucumbers need daily watering in July.\n"
     fresh.write_text(text)
@@ -631,12 +731,14 @@ def test_beat_schedules_when_pmd_uid_is_not_the_image_user(stack):
         pytest.skip("running a service as another user than the test's needs root")
     compose = yaml.safe_load(COMPOSE.read_text())
     image_uid, image_gid = image_user_ids()
-    dotenv = dotenv_for(host_notes(stack), PMD_UID=str(image_uid + 1), PMD_GID=str(image_gid + 1),
-                      PMD_RECONCILE_INTERVAL="1")
+    dotenv = dotenv_for(
+        host_notes(stack), PMD_UID=str(image_uid + 1), PMD_GID=str(image_gid + 1), PMD_RECONCILE_INTERVAL="1"
+    )
     redis_port = start_redis(stack, compose)
     nowhere = f"127.0.0.1:{free_port()}"  # beat only talks to the broker
-    app = build_image_and_volume(stack, compose, dotenv,
-                                 {"db": nowhere, "redis": f"127.0.0.1:{redis_port}", "ollama": nowhere})
+    app = build_image_and_volume(
+        stack, compose, dotenv, {"db": nowhere, "redis": f"127.0.0.1:{redis_port}", "ollama": nowhere}
+    )
     beat = stack.spawn("beat", app.command("beat"), app.env("beat"))
 
     import redis

@@ -113,8 +113,12 @@ def test_every_pmd_command_of_the_override_exists(merged):
     parser = build_parser()
     for name in APP:
         service = merged["services"][name]
-        for argv in (service["command"], service["healthcheck"]["test"][2:] if "healthcheck" in service
-                     and service["healthcheck"].get("test", [None, None])[:2] == ["CMD", "pmd"] else None):
+        for argv in (
+            service["command"],
+            service["healthcheck"]["test"][2:]
+            if "healthcheck" in service and service["healthcheck"].get("test", [None, None])[:2] == ["CMD", "pmd"]
+            else None,
+        ):
             if argv:
                 assert callable(parser.parse_args(argv).func), argv
 

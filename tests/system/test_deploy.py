@@ -17,15 +17,22 @@ import pytest
 import yaml
 
 from tests.support.paths import ROOT
+
 COMPOSE = ROOT / "compose.yaml"
 DOCKERFILE = ROOT / "Dockerfile"
 ENV_EXAMPLE = ROOT / ".env.example"
 APP_SERVICES = {"web", "worker", "beat", "watcher"}
 STATEFUL_SERVICES = {"db", "redis", "ollama"}
 # Conventions from outside pmd, not pmd settings.
-NOT_PMD_SETTINGS = {"DJANGO_SETTINGS_MODULE", "NO_COLOR", "FORCE_COLOR", "XDG_DATA_HOME",
-                    "HF_ENDPOINT", "HF_HUB_OFFLINE",  # the Hugging Face hub client's (local backend downloads)
-                    "PMD_SUPERVISOR_PID"}  # set by `pmd up` for its own children, not by users
+NOT_PMD_SETTINGS = {
+    "DJANGO_SETTINGS_MODULE",
+    "NO_COLOR",
+    "FORCE_COLOR",
+    "XDG_DATA_HOME",
+    "HF_ENDPOINT",
+    "HF_HUB_OFFLINE",  # the Hugging Face hub client's (local backend downloads)
+    "PMD_SUPERVISOR_PID",
+}  # set by `pmd up` for its own children, not by users
 
 
 def _check_jsonschema() -> str:
@@ -37,7 +44,9 @@ def _check_jsonschema() -> str:
 def _validate(path: Path) -> subprocess.CompletedProcess:
     return subprocess.run(
         [_check_jsonschema(), "--builtin-schema", "vendor.compose-spec", str(path)],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
 
@@ -71,7 +80,9 @@ def test_every_depends_on_target_exists_and_can_satisfy_its_condition(compose):
             condition = rule.get("condition")
             if condition == "service_healthy":
                 check = services[target].get("healthcheck") or {}
-                assert check.get("test") and not check.get("disable"), f"{name} waits for {target}'s health, which it never reports"
+                assert check.get("test") and not check.get("disable"), (
+                    f"{name} waits for {target}'s health, which it never reports"
+                )
             if condition == "service_completed_successfully":
                 assert services[target].get("restart") == "no", f"{target} is one-shot but restarts"
 
@@ -162,8 +173,13 @@ def test_every_pmd_command_in_the_dockerfile_and_compose_exists(compose):
     for argv in commands:
         args = parser.parse_args(argv)  # SystemExit (a test error) on an unknown command or option
         assert callable(getattr(args, "func", None)), argv
-        help_run = subprocess.run([sys.executable, "-m", "pmd_site.cli", argv[0], "--help"],
-                                  capture_output=True, text=True, timeout=60, cwd=ROOT)
+        help_run = subprocess.run(
+            [sys.executable, "-m", "pmd_site.cli", argv[0], "--help"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=ROOT,
+        )
         assert help_run.returncode == 0, help_run.stderr
 
 

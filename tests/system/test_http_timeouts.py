@@ -17,14 +17,15 @@ from pathlib import Path
 import psutil
 import pytest
 
-from indexing.services.tokens import token_create
 from indexing.access import Access
+from indexing.services.tokens import token_create
 
 # The server is another process: what the test creates must be committed.
 pytestmark = pytest.mark.django_db(transaction=True)
 
 from tests.support.factories import make_user
 from tests.support.servers import child_database_url, pmd_serve
+
 TIMEOUT = 1  # every PMD_HTTP_*_TIMEOUT of the server under test
 CLOSE_DEADLINE = 60.0  # generous: the server closes about TIMEOUT after its buffers fill, and filling them
 # once took more than 20 s with the whole suite and a benchmark sharing 2 cores
@@ -45,8 +46,10 @@ class Server:
     def holds(self, client: socket.socket) -> bool:
         """Has the server still got this client's connection open?"""
         port = client.getsockname()[1]
-        return any(c.raddr and c.raddr.port == port and c.status != psutil.CONN_CLOSE_WAIT
-                   for c in psutil.Process(self.proc.pid).net_connections(kind="tcp"))
+        return any(
+            c.raddr and c.raddr.port == port and c.status != psutil.CONN_CLOSE_WAIT
+            for c in psutil.Process(self.proc.pid).net_connections(kind="tcp")
+        )
 
 
 @pytest.fixture(scope="module")
@@ -60,9 +63,16 @@ def server(django_db_setup, django_db_blocker, tmp_path_factory):
     static.mkdir()
     with open(static / "big.bin", "wb") as handle:
         handle.truncate(BIG_FILE_BYTES)
-    env = dict(os.environ, DATABASE_URL=database_url, PYTHONUNBUFFERED="1", PMD_STATIC_ROOT=str(static),
-               PMD_HTTP_HEADER_TIMEOUT=str(TIMEOUT), PMD_HTTP_IDLE_TIMEOUT=str(TIMEOUT),
-               PMD_HTTP_KEEPALIVE_TIMEOUT=str(TIMEOUT), PMD_LOG_LEVEL="INFO")
+    env = dict(
+        os.environ,
+        DATABASE_URL=database_url,
+        PYTHONUNBUFFERED="1",
+        PMD_STATIC_ROOT=str(static),
+        PMD_HTTP_HEADER_TIMEOUT=str(TIMEOUT),
+        PMD_HTTP_IDLE_TIMEOUT=str(TIMEOUT),
+        PMD_HTTP_KEEPALIVE_TIMEOUT=str(TIMEOUT),
+        PMD_LOG_LEVEL="INFO",
+    )
     log = tmp_path / "serve.log"
     with pmd_serve(env=env, log=log, timeout=60) as (proc, port):
         yield Server(proc, port, log)
@@ -75,8 +85,10 @@ def _read_until_closed(sock: socket.socket, server: Server) -> bytes:
     while True:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            pytest.fail(f"the server still holds the connection after {CLOSE_DEADLINE:.0f}s; it sent {received[:200]!r}"
-                        f"\n{server.log.read_text()[-3000:]}")
+            pytest.fail(
+                f"the server still holds the connection after {CLOSE_DEADLINE:.0f}s; it sent {received[:200]!r}"
+                f"\n{server.log.read_text()[-3000:]}"
+            )
         sock.settimeout(remaining)
         try:
             chunk = sock.recv(65536)
@@ -105,7 +117,7 @@ def test_a_header_trickling_in_is_cut_off_before_it_completes(server):
             readable, _, _ = select.select([slow], [], [], 0.25)  # a byte every quarter second
             if readable:
                 break  # the server answered or closed before the header was complete
-            slow.sendall(request[sent:sent + 1])
+            slow.sendall(request[sent : sent + 1])
             sent += 1
         answer = _read_until_closed(slow, server)
         assert sent < len(request), "the whole header went through"
@@ -114,8 +126,10 @@ def test_a_header_trickling_in_is_cut_off_before_it_completes(server):
 
 def test_a_stalled_request_body_gets_408_and_is_closed(server):
     with server.connect() as stalled:
-        stalled.sendall(b"POST /api/search HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                        b"Content-Length: 100\r\n\r\n" + b'{"query": "to')  # 87 bytes short, for ever
+        stalled.sendall(
+            b"POST /api/search HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 100\r\n\r\n" + b'{"query": "to'
+        )  # 87 bytes short, for ever
         answer = _read_until_closed(stalled, server)
         assert answer.startswith(b"HTTP/1.1 408 "), answer
 
@@ -124,8 +138,10 @@ def test_get_mcp_opens_no_event_stream_and_idle_keep_alive_ends(server, django_u
     user = make_user("agent")
     token = token_create(user=user, access=Access.local_user(), can_write=True).raw
     with server.connect() as client:
-        client.sendall(f"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n"
-                       "Accept: text/event-stream\r\n\r\n".encode())
+        client.sendall(
+            f"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n"
+            "Accept: text/event-stream\r\n\r\n".encode()
+        )
         answer = _read_until_closed(client, server)  # the answer, then the keep-alive timeout
     head, _, body = answer.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 405 "), answer

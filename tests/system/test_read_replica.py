@@ -17,7 +17,6 @@ import pytest
 
 from pmd_site.runtime.postgres_server import HBA_PASSWORD, PG_USER, EmbeddedPostgres
 from pmd_site.runtime.server_files import PG_PORT
-
 from tests.support.servers import free_port
 
 pytestmark = pytest.mark.skipif(bool(os.environ.get("DATABASE_URL")), reason="the embedded server's own replica")
@@ -32,16 +31,35 @@ class Pair:
         self.dbname, self.password = dbname, password
 
     def replica_conn(self, dbname: str | None = None):
-        return psycopg.connect(host="127.0.0.1", port=self.port, user=PG_USER, password=self.password,
-                               dbname=dbname or self.dbname, autocommit=True, connect_timeout=5)
+        return psycopg.connect(
+            host="127.0.0.1",
+            port=self.port,
+            user=PG_USER,
+            password=self.password,
+            dbname=dbname or self.dbname,
+            autocommit=True,
+            connect_timeout=5,
+        )
 
     def primary_conn(self, dbname: str | None = None):
-        return psycopg.connect(host=str(self.primary.socket_dir), port=PG_PORT, user=PG_USER,
-                               password=self.password, dbname=dbname or self.dbname, autocommit=True)
+        return psycopg.connect(
+            host=str(self.primary.socket_dir),
+            port=PG_PORT,
+            user=PG_USER,
+            password=self.password,
+            dbname=dbname or self.dbname,
+            autocommit=True,
+        )
 
     def pg_ctl(self, *args: str) -> None:
-        done = subprocess.run([self.primary._pg("pg_ctl"), "-D", str(self.data), *args], capture_output=True, text=True,
-                              stdin=subprocess.DEVNULL, start_new_session=True, **self.primary._run_kwargs())
+        done = subprocess.run(
+            [self.primary._pg("pg_ctl"), "-D", str(self.data), *args],
+            capture_output=True,
+            text=True,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            **self.primary._run_kwargs(),
+        )
         log = self.data / "server.log"
         assert done.returncode == 0, done.stderr + (log.read_text()[-2000:] if log.exists() else "")
 
@@ -82,17 +100,49 @@ def pair(django_db_setup, django_db_blocker, tmp_path_factory):
         if ids is not None:
             os.chown(folder, *ids)
     port = free_port()
-    subprocess.run([primary._pg("pg_basebackup"), "-D", str(data), "-R", "-X", "stream", "-c", "fast", "--no-sync",
-                    "-h", str(primary.socket_dir), "-p", str(PG_PORT), "-U", PG_USER, "-w"],
-                   check=True, capture_output=True, env={**os.environ, "PGPASSWORD": password},
-                   **primary._run_kwargs())
+    subprocess.run(
+        [
+            primary._pg("pg_basebackup"),
+            "-D",
+            str(data),
+            "-R",
+            "-X",
+            "stream",
+            "-c",
+            "fast",
+            "--no-sync",
+            "-h",
+            str(primary.socket_dir),
+            "-p",
+            str(PG_PORT),
+            "-U",
+            PG_USER,
+            "-w",
+        ],
+        check=True,
+        capture_output=True,
+        env={**os.environ, "PGPASSWORD": password},
+        **primary._run_kwargs(),
+    )
     (data / "pg_hba.conf").write_text(HBA_PASSWORD + "host all all 127.0.0.1/32 scram-sha-256\n")
     state = Pair(primary, data, sockets, port, default["NAME"], password)
-    state.pg_ctl("-l", str(data / "server.log"), "-w", "-t", "60", "-o",
-                 f"-c listen_addresses=127.0.0.1 -p {port} -k {sockets} -c unix_socket_permissions=0700 -c max_connections=200 -c fsync=off", "start")
-    connections.settings[ALIAS] = {**copy.deepcopy(default), "HOST": "127.0.0.1", "PORT": str(port),
-                                   "OPTIONS": {**default["OPTIONS"], "connect_timeout": "2"},
-                                   "TEST": {**default["TEST"], "MIRROR": "default"}}
+    state.pg_ctl(
+        "-l",
+        str(data / "server.log"),
+        "-w",
+        "-t",
+        "60",
+        "-o",
+        f"-c listen_addresses=127.0.0.1 -p {port} -k {sockets} -c unix_socket_permissions=0700 -c max_connections=200 -c fsync=off",
+        "start",
+    )
+    connections.settings[ALIAS] = {
+        **copy.deepcopy(default),
+        "HOST": "127.0.0.1",
+        "PORT": str(port),
+        "OPTIONS": {**default["OPTIONS"], "connect_timeout": "2"},
+        "TEST": {**default["TEST"], "MIRROR": "default"},
+    }
     overridden = override_settings(DATABASE_REPLICAS=[ALIAS])
     overridden.enable()
     try:
@@ -107,8 +157,12 @@ def pair(django_db_setup, django_db_blocker, tmp_path_factory):
             delattr(connections._connections, ALIAS)
         del connections.settings[ALIAS]
         replicas._state.down_until.clear()
-        subprocess.run([primary._pg("pg_ctl"), "-D", str(data), "-m", "immediate", "stop"], capture_output=True,
-                       stdin=subprocess.DEVNULL, **primary._run_kwargs())
+        subprocess.run(
+            [primary._pg("pg_ctl"), "-D", str(data), "-m", "immediate", "stop"],
+            capture_output=True,
+            stdin=subprocess.DEVNULL,
+            **primary._run_kwargs(),
+        )
         shutil.rmtree(data, ignore_errors=True)
         shutil.rmtree(sockets, ignore_errors=True)
         primary._write_hba(HBA_PASSWORD)
@@ -133,8 +187,10 @@ def _flush_stats() -> None:
                 cursor.execute("SELECT pg_stat_force_next_flush()")
 
 
-KEYWORD_SCANS = ("SELECT coalesce(sum(coalesce(seq_scan, 0) + coalesce(idx_scan, 0)), 0) FROM pg_stat_user_tables "
-                 "WHERE relname LIKE 'search_keyword_%%'")
+KEYWORD_SCANS = (
+    "SELECT coalesce(sum(coalesce(seq_scan, 0) + coalesce(idx_scan, 0)), 0) FROM pg_stat_user_tables "
+    "WHERE relname LIKE 'search_keyword_%%'"
+)
 
 
 def _scans(pair: Pair) -> tuple[int, int]:
@@ -171,8 +227,9 @@ def test_search_get_and_listings_read_from_the_replica_and_writes_go_to_the_prim
 
     _indexed(corpus_dir, pair)
     with pair.replica_conn() as replica:
-        returned_before = replica.execute("SELECT tup_returned + tup_fetched FROM pg_stat_database "
-                                          "WHERE datname = current_database()").fetchone()[0]
+        returned_before = replica.execute(
+            "SELECT tup_returned + tup_fetched FROM pg_stat_database WHERE datname = current_database()"
+        ).fetchone()[0]
     primary_before, replica_before = _scans(pair)
     response = _search("postgres")
     assert response.results, "the replica has the notes"
@@ -187,8 +244,9 @@ def test_search_get_and_listings_read_from_the_replica_and_writes_go_to_the_prim
     assert [c.name for c in collections_overview(access=access)] == ["notes"]
     _flush_stats()
     with pair.replica_conn() as replica:
-        returned_after = replica.execute("SELECT tup_returned + tup_fetched FROM pg_stat_database "
-                                         "WHERE datname = current_database()").fetchone()[0]
+        returned_after = replica.execute(
+            "SELECT tup_returned + tup_fetched FROM pg_stat_database WHERE datname = current_database()"
+        ).fetchone()[0]
     assert returned_after > returned_before
     # The search's own write (the search log) went to the primary: a standby takes no writes.
     assert SearchLogEntry.objects.using("default").filter(query="postgres").exists()
@@ -264,10 +322,20 @@ def test_a_replica_stopped_mid_test_leaves_reads_on_the_primary_without_an_error
 
         database = status_report(["database"], internals=True, access=Access.local_user())["database"]
         assert database["ok"] and database["replicas"][0]["answers"] is False
-        assert status_headlines("database", database)[0].startswith(f"read replica {ALIAS} (127.0.0.1:{pair.port}) does not answer")
+        assert status_headlines("database", database)[0].startswith(
+            f"read replica {ALIAS} (127.0.0.1:{pair.port}) does not answer"
+        )
     finally:
         logging.getLogger("pmd.database").removeHandler(handler)
-        pair.pg_ctl("-l", str(pair.data / "server.log"), "-w", "-t", "60", "-o",
-                    f"-c listen_addresses=127.0.0.1 -p {pair.port} -k {pair.sockets} "
-                    "-c unix_socket_permissions=0700 -c max_connections=200 -c fsync=off", "start")
+        pair.pg_ctl(
+            "-l",
+            str(pair.data / "server.log"),
+            "-w",
+            "-t",
+            "60",
+            "-o",
+            f"-c listen_addresses=127.0.0.1 -p {pair.port} -k {pair.sockets} "
+            "-c unix_socket_permissions=0700 -c max_connections=200 -c fsync=off",
+            "start",
+        )
         replicas._state.down_until.clear()

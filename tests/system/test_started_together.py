@@ -101,9 +101,18 @@ def database_missing_a_migration(session_server, django_db_blocker):
 @pytest.mark.django_db(transaction=True)  # no transaction held open: the test database is the template
 def test_commands_started_together_migrate_a_database_once(database_missing_a_migration, tmp_path):
     env = {**os.environ, "DATABASE_URL": child_database_url(database_missing_a_migration), "PMD_HOME": str(tmp_path)}
-    children = [subprocess.Popen([sys.executable, "-c", _MIGRATE_ON_GO], cwd=ROOT, env=env, text=True,
-                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-                for _ in range(2)]
+    children = [
+        subprocess.Popen(
+            [sys.executable, "-c", _MIGRATE_ON_GO],
+            cwd=ROOT,
+            env=env,
+            text=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for _ in range(2)
+    ]
     try:
         for child in children:
             assert child.stdout.readline().strip() == "ready", child.communicate()[1]

@@ -24,6 +24,7 @@ import pytest
 
 from tests.support.paths import ROOT
 from tests.support.servers import free_port
+
 START_TIMEOUT = 120.0
 CHANGE_TIMEOUT = 30.0
 
@@ -33,16 +34,30 @@ def _closed_port_url() -> str:
 
 
 def _env(home: Path) -> dict[str, str]:
-    env = dict(os.environ, PMD_HOME=str(home), PYTHONUNBUFFERED="1", NO_COLOR="1",
-               OLLAMA_URL=_closed_port_url(), PMD_LLM_BACKEND="ollama", PMD_WATCH_DEBOUNCE_MS="100", PMD_LOG_LEVEL="INFO")
+    env = dict(
+        os.environ,
+        PMD_HOME=str(home),
+        PYTHONUNBUFFERED="1",
+        NO_COLOR="1",
+        OLLAMA_URL=_closed_port_url(),
+        PMD_LLM_BACKEND="ollama",
+        PMD_WATCH_DEBOUNCE_MS="100",
+        PMD_LOG_LEVEL="INFO",
+    )
     for name in ("DATABASE_URL", "CELERY_BROKER_URL", "CELERY_RESULT_BACKEND", "PMD_INDEX"):
         env.pop(name, None)
     return env
 
 
 def _pmd(home: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pmd_site.cli", *args], env=_env(home), cwd=ROOT,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "pmd_site.cli", *args],
+        env=_env(home),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def _get(url: str) -> tuple[int, bytes]:
@@ -57,7 +72,9 @@ def _wait_for(condition, timeout: float, what: str, proc: subprocess.Popen | Non
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
-            pytest.fail(f"pmd up exited ({proc.returncode}) while waiting for {what}:\n{log.read_text() if log else ''}")
+            pytest.fail(
+                f"pmd up exited ({proc.returncode}) while waiting for {what}:\n{log.read_text() if log else ''}"
+            )
         try:
             value = condition()
         except (OSError, ValueError):
@@ -80,7 +97,10 @@ class Up:
         self.handle = open(self.log, "w")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "pmd_site.cli", "up", *map(str, dirs), "--port", str(self.port)],
-            env=_env(home), cwd=ROOT, stdout=self.handle, stderr=subprocess.STDOUT,
+            env=_env(home),
+            cwd=ROOT,
+            stdout=self.handle,
+            stderr=subprocess.STDOUT,
         )
 
     def output(self) -> str:
@@ -119,7 +139,9 @@ class Up:
 def _redis_pid(home: Path) -> int | None:
     for proc in psutil.process_iter(["name", "cmdline", "cwd"]):
         try:
-            if "redis-server" in (proc.info["name"] or "") and str(home) in " ".join(proc.info["cmdline"] or []) + (proc.info["cwd"] or ""):
+            if "redis-server" in (proc.info["name"] or "") and str(home) in " ".join(proc.info["cmdline"] or []) + (
+                proc.info["cwd"] or ""
+            ):
                 return proc.pid
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             continue
@@ -183,13 +205,19 @@ def test_up_serves_the_ui_follows_the_folder_and_stops_without_orphans(tmp_path,
     # A new file is indexed by the watcher, and embedding of it is queued.
     (notes / "fresh.md").write_text("# Fresh arrival\n\nCucumbers and watchfiles.\n")
     _wait_for(lambda: "fresh.md" in _documents(up.home), CHANGE_TIMEOUT, "fresh.md in the index", up.proc, up.log)
-    _wait_for(lambda: re.search(r"embedding task [0-9a-f-]{36}", up.output()), CHANGE_TIMEOUT,
-              "the embedding task", up.proc, up.log)
+    _wait_for(
+        lambda: re.search(r"embedding task [0-9a-f-]{36}", up.output()),
+        CHANGE_TIMEOUT,
+        "the embedding task",
+        up.proc,
+        up.log,
+    )
 
     # Deletion and rename go through the same incremental scan.
     (notes / "first.md").rename(notes / "renamed.md")
-    _wait_for(lambda: set(_documents(up.home)) == {"fresh.md", "renamed.md"}, CHANGE_TIMEOUT,
-              "the rename", up.proc, up.log)
+    _wait_for(
+        lambda: set(_documents(up.home)) == {"fresh.md", "renamed.md"}, CHANGE_TIMEOUT, "the rename", up.proc, up.log
+    )
 
     # One pmd up per home and index (each runs the scheduler): a second one is refused and names the first.
     second = _pmd(up.home, "up", "--port", str(free_port()), timeout=60)
@@ -230,12 +258,16 @@ def test_second_run_reuses_the_data_and_catches_up_on_offline_changes(tmp_path, 
     second = stack()  # no DIR: the collection is already known
     second.wait_ready()
     assert "with password" not in second.output()  # the admin account was kept
-    _wait_for(lambda: _documents(second.home) == {"keep.md": "Keep", "edit.md": "After", "added.md": "Added offline"},
-              CHANGE_TIMEOUT, "the catch-up scan", second.proc, second.log)
+    _wait_for(
+        lambda: _documents(second.home) == {"keep.md": "Keep", "edit.md": "After", "added.md": "Added offline"},
+        CHANGE_TIMEOUT,
+        "the catch-up scan",
+        second.proc,
+        second.log,
+    )
     summary = re.search(r"catch-up scan: (\d+) changed, (\d+) removed", second.output())
     assert summary and summary.groups() == ("2", "1"), second.output()  # the touched file is not "changed"
     assert second.stop() == 0
-
 
 
 def _api(up: Up, token: str, path: str = "/api/collections") -> tuple[int, dict, bytes]:
@@ -269,16 +301,22 @@ def test_killed_postgres_and_redis_are_restarted_and_the_api_says_503_meanwhile(
     _wait_for(lambda: _api(up, token)[0] == 200, CHANGE_TIMEOUT, "the API to answer again", up.proc, up.log)
     assert up.pids()["postgres"] != postgres
     # The supervisor says so on its next look at the server, which can trail the API's first answer.
-    _wait_for(lambda: "postgres is running again" in up.output(), CHANGE_TIMEOUT, "the restart to be reported",
-              up.proc, up.log)
+    _wait_for(
+        lambda: "postgres is running again" in up.output(),
+        CHANGE_TIMEOUT,
+        "the restart to be reported",
+        up.proc,
+        up.log,
+    )
 
     redis = _redis_pid(up.home)
     assert redis
     os.kill(redis, signal.SIGKILL)
     _wait_for(lambda: _redis_pid(up.home) not in {None, redis}, CHANGE_TIMEOUT, "a new Redis", up.proc, up.log)
     # The supervisor says so once the new server answers, which can trail its pid on a busy machine.
-    _wait_for(lambda: "redis is running again" in up.output(), CHANGE_TIMEOUT, "the restart to be reported",
-              up.proc, up.log)
+    _wait_for(
+        lambda: "redis is running again" in up.output(), CHANGE_TIMEOUT, "the restart to be reported", up.proc, up.log
+    )
 
     # Still whole: no child gave up meanwhile, and a stop leaves nothing behind.
     assert _get(up.base + "/healthz")[0] == 200
@@ -314,12 +352,20 @@ def test_relative_paths_in_the_settings_keep_their_meaning_in_the_children(tmp_p
     from pmd_site.cli.up import absolute_paths_env
 
     monkeypatch.chdir(tmp_path)
-    env = absolute_paths_env({"PMD_STATIC_ROOT": "static", "PMD_COLLECTION_ROOTS": "notes, /srv/notes",
-                              "PMD_EMBED_MODEL": "./models/e5", "PMD_RERANK_MODEL": "cross-encoder/ms-marco"})
-    assert env == {"PMD_STATIC_ROOT": str(tmp_path / "static"),
-                   "PMD_COLLECTION_ROOTS": f"{tmp_path / 'notes'},/srv/notes",
-                   "PMD_EMBED_MODEL": str(tmp_path / "models" / "e5"),
-                   "PMD_RERANK_MODEL": "cross-encoder/ms-marco"}
+    env = absolute_paths_env(
+        {
+            "PMD_STATIC_ROOT": "static",
+            "PMD_COLLECTION_ROOTS": "notes, /srv/notes",
+            "PMD_EMBED_MODEL": "./models/e5",
+            "PMD_RERANK_MODEL": "cross-encoder/ms-marco",
+        }
+    )
+    assert env == {
+        "PMD_STATIC_ROOT": str(tmp_path / "static"),
+        "PMD_COLLECTION_ROOTS": f"{tmp_path / 'notes'},/srv/notes",
+        "PMD_EMBED_MODEL": str(tmp_path / "models" / "e5"),
+        "PMD_RERANK_MODEL": "cross-encoder/ms-marco",
+    }
 
 
 def test_servers_running_before_pmd_up_are_restarted_too_and_left_running(tmp_path, stack):
@@ -340,16 +386,27 @@ def test_servers_running_before_pmd_up_are_restarted_too_and_left_running(tmp_pa
 
         postgres = up.pids()["postgres"]
         os.kill(postgres, signal.SIGKILL)
-        _wait_for(lambda: "postgres is running again" in up.output(), CHANGE_TIMEOUT, "postgres to be restarted",
-                  up.proc, up.log)
-        _wait_for(lambda: json.loads(_get(up.base + "/healthz")[1]).get("database") is True, CHANGE_TIMEOUT,
-                  "the database to answer again", up.proc, up.log)
+        _wait_for(
+            lambda: "postgres is running again" in up.output(),
+            CHANGE_TIMEOUT,
+            "postgres to be restarted",
+            up.proc,
+            up.log,
+        )
+        _wait_for(
+            lambda: json.loads(_get(up.base + "/healthz")[1]).get("database") is True,
+            CHANGE_TIMEOUT,
+            "the database to answer again",
+            up.proc,
+            up.log,
+        )
         assert up.pids()["postgres"] != postgres
 
         old_redis = redis.status().pid
         os.kill(old_redis, signal.SIGKILL)
-        _wait_for(lambda: "redis is running again" in up.output(), CHANGE_TIMEOUT, "redis to be restarted",
-                  up.proc, up.log)
+        _wait_for(
+            lambda: "redis is running again" in up.output(), CHANGE_TIMEOUT, "redis to be restarted", up.proc, up.log
+        )
         assert redis.status().running and redis.status().pid != old_redis
 
         # They were running before pmd up: they are running after it too.

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from django.conf import settings
 
 from indexing.chunking import ChunkParams
-from indexing.models import EmbeddingFingerprint
 from indexing.errors import EmbeddingError
 from indexing.llm import EmbedPrompts, LLMBackend, embedding_prompts, get_backend
+from indexing.models import EmbeddingFingerprint
 
 
 @dataclass(frozen=True)
@@ -24,8 +24,12 @@ class EmbeddingConfig:
 
     def key(self, dims: int) -> str:
         described = json.dumps(
-            {"model": self.model, "dims": dims, "chunking": self.chunk_params.describe(),
-             "document_prompt": self.prompts.document},
+            {
+                "model": self.model,
+                "dims": dims,
+                "chunking": self.chunk_params.describe(),
+                "document_prompt": self.prompts.document,
+            },
             sort_keys=True,
         )
         return hashlib.sha256(described.encode()).hexdigest()[:32]
@@ -74,27 +78,38 @@ def embedding_config() -> EmbeddingConfig:
     )
 
 
-def fingerprint_ensure(*, config: EmbeddingConfig | None = None, backend: LLMBackend | None = None) -> EmbeddingFingerprint:
+def fingerprint_ensure(
+    *, config: EmbeddingConfig | None = None, backend: LLMBackend | None = None
+) -> EmbeddingFingerprint:
     """The fingerprint for the configured setup, asking the backend for the dimension."""
     config = config or embedding_config()
     backend = backend or get_backend()
     dims = backend.embedding_dims(config.model)
     fingerprint, _ = EmbeddingFingerprint.objects.get_or_create(
         key=config.key(dims),
-        defaults=dict(model=config.model, dims=dims, backend=config.backend,
-                      chunk_params=config.chunk_params.describe(), document_prompt=config.prompts.document),
+        defaults=dict(
+            model=config.model,
+            dims=dims,
+            backend=config.backend,
+            chunk_params=config.chunk_params.describe(),
+            document_prompt=config.prompts.document,
+        ),
     )
     return fingerprint
 
 
-def fingerprint_configured(config: EmbeddingConfig | None = None, *, dims: int | None = None) -> EmbeddingFingerprint | None:
+def fingerprint_configured(
+    config: EmbeddingConfig | None = None, *, dims: int | None = None
+) -> EmbeddingFingerprint | None:
     """The stored fingerprint matching the settings, without asking the backend."""
     config = config or embedding_config()
     if dims is not None:
         return EmbeddingFingerprint.objects.filter(key=config.key(dims)).first()
     return (
         EmbeddingFingerprint.objects.filter(
-            model=config.model, chunk_params=config.chunk_params.describe(), document_prompt=config.prompts.document,
+            model=config.model,
+            chunk_params=config.chunk_params.describe(),
+            document_prompt=config.prompts.document,
         )
         .order_by("-last_used_at")
         .first()

@@ -76,6 +76,8 @@ def hnsw_index_ensure(fingerprint: EmbeddingFingerprint) -> bool:
 def hnsw_index_exists(fingerprint: EmbeddingFingerprint) -> bool:
     """Whether the index vector search uses (that of the configured storage) exists."""
     with connection.cursor() as cursor:
-        cursor.execute("SELECT 1 FROM pg_indexes WHERE tablename = 'indexing_chunk' AND indexname = %s",
-                       [hnsw_index_name(fingerprint)])
+        cursor.execute(
+            "SELECT 1 FROM pg_indexes WHERE tablename = 'indexing_chunk' AND indexname = %s",
+            [hnsw_index_name(fingerprint)],
+        )
         return cursor.fetchone() is not None

@@ -23,8 +23,7 @@ def _commits(collections: list[str] | None):
     return commits
 
 
-def pending_contents(fingerprint: EmbeddingFingerprint, *, collections: list[str] | None = None,
-                     history: bool = True):
+def pending_contents(fingerprint: EmbeddingFingerprint, *, collections: list[str] | None = None, history: bool = True):
     """Hashes of the content active documents (and, with `history`, indexed commits) use that is
     not fully embedded for `fingerprint` (a queryset of strings). Asked from the documents' side
     so that counting never reads the content bodies."""

@@ -7,11 +7,13 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from indexing.chunking import Chunk as TextChunk
 from indexing.chunking import chunk_markdown
+from indexing.errors import EmbeddingError, LLMBackendError
+from indexing.llm import LLMBackend, get_backend
 from indexing.markdown import searchable_text
 from indexing.models import (
     Chunk,
@@ -27,7 +29,6 @@ from indexing.services.embedding.config import (
     embedding_config,
     fingerprint_ensure,
 )
-from indexing.errors import EmbeddingError
 from indexing.services.embedding.hnsw import hnsw_index_drop, hnsw_index_ensure, hnsw_index_exists
 from indexing.services.embedding.lock import (
     run_lock_release,
@@ -47,8 +48,6 @@ from indexing.services.jobs import (
     job_wait,
     jobs_recover,
 )
-from indexing.errors import LLMBackendError
-from indexing.llm import LLMBackend, get_backend
 
 ProgressCallback = Callable[[int, int, str], None]
 CONTENTS_PER_ROUND = 64  # contents loaded and chunked at a time
@@ -60,9 +59,9 @@ class EmbedReport:
     model: str = ""
     dims: int = 0
     fingerprint: str = ""
-    contents: int = 0          # contents completed in this run
-    chunks: int = 0            # chunks embedded in this run
-    reused_chunks: int = 0     # chunks found already stored (resumed content)
+    contents: int = 0  # contents completed in this run
+    chunks: int = 0  # chunks embedded in this run
+    reused_chunks: int = 0  # chunks found already stored (resumed content)
     pending_before: int = 0
     batches: int = 0
     elapsed: float = 0.0
@@ -110,8 +109,12 @@ def embed_pending(
         if job is not None:
             job_fail(job, message=str(exc))
         raise
-    report = EmbedReport(model=fingerprint.model, dims=fingerprint.dims, fingerprint=fingerprint.key,
-                         batch_texts=[] if record_batches else None)
+    report = EmbedReport(
+        model=fingerprint.model,
+        dims=fingerprint.dims,
+        fingerprint=fingerprint.key,
+        batch_texts=[] if record_batches else None,
+    )
     if not run_lock_try():
         # Another process embeds: this request waits its turn (queued, saying so), then embeds what
         # that run left: pending is derived once the lock is ours, so notes changed after the
@@ -175,13 +178,19 @@ def _finished_meanwhile(job: Job) -> bool:
     return job.state == Job.State.DONE
 
 
-def _run(config: EmbeddingConfig, fingerprint: EmbeddingFingerprint, backend: LLMBackend, pending: list[str],
-         report: EmbedReport, tell: Callable[[int, str], None]) -> None:
+def _run(
+    config: EmbeddingConfig,
+    fingerprint: EmbeddingFingerprint,
+    backend: LLMBackend,
+    pending: list[str],
+    report: EmbedReport,
+    tell: Callable[[int, str], None],
+) -> None:
     """Chunk pending contents round by round; embed in batches with one request in flight
     while the previous batch is written."""
     queue: list[_Pending] = []
-    remaining: dict[str, int] = {}   # content -> chunks still to store
-    stored: dict[str, int] = {}      # content -> chunk count (for its marker)
+    remaining: dict[str, int] = {}  # content -> chunks still to store
+    stored: dict[str, int] = {}  # content -> chunk count (for its marker)
     completed = 0
     in_flight: tuple[list[_Pending], Future] | None = None
 
@@ -214,7 +223,7 @@ def _run(config: EmbeddingConfig, fingerprint: EmbeddingFingerprint, backend: LL
             tell(completed, batch[-1].content_id[:12])
 
         for start in range(0, len(pending), CONTENTS_PER_ROUND):
-            hashes = pending[start:start + CONTENTS_PER_ROUND]
+            hashes = pending[start : start + CONTENTS_PER_ROUND]
             empty = []
             for content_id, items, reused in _prepare(config, fingerprint, hashes):
                 report.reused_chunks += reused
@@ -230,7 +239,7 @@ def _run(config: EmbeddingConfig, fingerprint: EmbeddingFingerprint, backend: LL
                 completed += len(empty)
                 tell(completed, "")
             while len(queue) >= config.batch_size:
-                batch, queue = queue[:config.batch_size], queue[config.batch_size:]
+                batch, queue = queue[: config.batch_size], queue[config.batch_size :]
                 flight = submit(batch)
                 if in_flight is not None:
                     settle(in_flight)
@@ -258,7 +267,8 @@ def _prepare(config: EmbeddingConfig, fingerprint: EmbeddingFingerprint, hashes:
     bodies = dict(Content.objects.filter(pk__in=hashes).values_list("pk", "body"))
     titles: dict[str, str] = {}
     for content_id, title in (
-        Document.objects.filter(content_id__in=hashes, active=True).order_by("content_id", "id")
+        Document.objects.filter(content_id__in=hashes, active=True)
+        .order_by("content_id", "id")
         .values_list("content_id", "title")
     ):
         titles.setdefault(content_id, title)
@@ -266,7 +276,9 @@ def _prepare(config: EmbeddingConfig, fingerprint: EmbeddingFingerprint, hashes:
         for content_id, title in Commit.objects.filter(content_id__in=hashes).values_list("content_id", "title"):
             titles.setdefault(content_id, title)
     have: dict[str, set[int]] = {}
-    for content_id, seq in Chunk.objects.filter(fingerprint=fingerprint, content_id__in=hashes).values_list("content_id", "seq"):
+    for content_id, seq in Chunk.objects.filter(fingerprint=fingerprint, content_id__in=hashes).values_list(
+        "content_id", "seq"
+    ):
         have.setdefault(content_id, set()).add(seq)
     for content_id in hashes:
         body = bodies.get(content_id)
@@ -277,13 +289,19 @@ def _prepare(config: EmbeddingConfig, fingerprint: EmbeddingFingerprint, hashes:
         title = titles.get(content_id, "")
         items = [
             _Pending(content_id, c, config.prompts.format_document(c.text.strip(), title=title))
-            for c in chunks if c.seq not in done
+            for c in chunks
+            if c.seq not in done
         ]
         yield content_id, items, len(chunks) - len(items)
 
 
-def _store(fingerprint: EmbeddingFingerprint, batch: list[_Pending], vectors: list[list[float]],
-           remaining: dict[str, int], stored: dict[str, int]) -> list[str]:
+def _store(
+    fingerprint: EmbeddingFingerprint,
+    batch: list[_Pending],
+    vectors: list[list[float]],
+    remaining: dict[str, int],
+    stored: dict[str, int],
+) -> list[str]:
     """Write one batch; contents whose last chunk is in it get their marker in the same transaction."""
     finished = []
     for item in batch:
@@ -291,9 +309,16 @@ def _store(fingerprint: EmbeddingFingerprint, batch: list[_Pending], vectors: li
         if remaining[item.content_id] == 0:
             finished.append(item.content_id)
     rows = [
-        Chunk(fingerprint=fingerprint, content_id=item.content_id, seq=item.chunk.seq,
-              char_start=item.chunk.char_start, char_end=item.chunk.char_end,
-              start_line=item.chunk.start_line, tokens=item.chunk.tokens, embedding=vector)
+        Chunk(
+            fingerprint=fingerprint,
+            content_id=item.content_id,
+            seq=item.chunk.seq,
+            char_start=item.chunk.char_start,
+            char_end=item.chunk.char_end,
+            start_line=item.chunk.start_line,
+            tokens=item.chunk.tokens,
+            embedding=vector,
+        )
         for item, vector in zip(batch, vectors)
     ]
     with transaction.atomic():

@@ -31,8 +31,13 @@ def embedding_status(*, collections: list[str] | None = None) -> dict:
         "chunks": 0,
         "hnsw_index": False,
         "stale_fingerprints": [
-            {"model": o.model, "dims": o.dims, "chunking": o.chunk_params,
-             "contents": o.contents.count(), "chunks": o.chunks.count()}
+            {
+                "model": o.model,
+                "dims": o.dims,
+                "chunking": o.chunk_params,
+                "contents": o.contents.count(),
+                "chunks": o.chunks.count(),
+            }
             for o in others
         ],
         "job": None,
@@ -40,14 +45,21 @@ def embedding_status(*, collections: list[str] | None = None) -> dict:
     if fingerprint is not None:
         pending = pending_contents(fingerprint, collections=collections).count()
         status.update(
-            fingerprint={"key": fingerprint.key, "model": fingerprint.model, "dims": fingerprint.dims,
-                         "chunking": fingerprint.chunk_params, "created_at": fingerprint.created_at.isoformat()},
+            fingerprint={
+                "key": fingerprint.key,
+                "model": fingerprint.model,
+                "dims": fingerprint.dims,
+                "chunking": fingerprint.chunk_params,
+                "created_at": fingerprint.created_at.isoformat(),
+            },
             embedded=wanted - pending,
             pending=pending,
             # Of the named collections only, when some are named (a member's status: the index's
             # total would count notes they cannot see).
-            chunks=Chunk.objects.filter(fingerprint=fingerprint, **(
-                {"content_id__in": wanted_contents(collections=collections)} if collections else {})).count(),
+            chunks=Chunk.objects.filter(
+                fingerprint=fingerprint,
+                **({"content_id__in": wanted_contents(collections=collections)} if collections else {}),
+            ).count(),
             hnsw_index=hnsw_index_exists(fingerprint),
         )
     status["mismatch"] = bool(status["stale_fingerprints"]) and (fingerprint is None or status["pending"] > 0)
@@ -56,12 +68,18 @@ def embedding_status(*, collections: list[str] | None = None) -> dict:
         held = ", ".join(sorted({o["model"] for o in status["stale_fingerprints"]}))
         from indexing.services.index_config import index_config_effective
 
-        overridden = [f"{r['name']}={r['value']} (the index says {r['index']})"
-                      for r in index_config_effective() if r["mismatch"]]
-        status["hint"] = (f"the index holds vectors of {held}; this process asks for {config.model}"
-                          + (f" because its environment sets {', '.join(overridden)}" if overridden else "")
-                          + (": unset it to use the index's" if overridden else
-                             ": embedding with the new setup replaces them (`pmd embed --yes`)"))
+        overridden = [
+            f"{r['name']}={r['value']} (the index says {r['index']})" for r in index_config_effective() if r["mismatch"]
+        ]
+        status["hint"] = (
+            f"the index holds vectors of {held}; this process asks for {config.model}"
+            + (f" because its environment sets {', '.join(overridden)}" if overridden else "")
+            + (
+                ": unset it to use the index's"
+                if overridden
+                else ": embedding with the new setup replaces them (`pmd embed --yes`)"
+            )
+        )
     elif status["pending"]:
         status["hint"] = f"{status['pending']} note(s) or commit(s) without embeddings: run `pmd embed`"
     job = Job.objects.filter(kind=Job.Kind.EMBED).order_by("-created_at").first()
@@ -69,9 +87,15 @@ def embedding_status(*, collections: list[str] | None = None) -> dict:
         state = job.state
         if state == Job.State.RUNNING and not embedding_running():
             state = "interrupted"  # its process died; the next `pmd embed` resumes
-        status["job"] = {"id": str(job.id), "state": state, "done": job.done, "total": job.total,
-                         "percent": job.percent, "message": job.message,
-                         "created_at": job.created_at.isoformat()}
+        status["job"] = {
+            "id": str(job.id),
+            "state": state,
+            "done": job.done,
+            "total": job.total,
+            "percent": job.percent,
+            "message": job.message,
+            "created_at": job.created_at.isoformat(),
+        }
     status.update(_state(status["pending"]))
     status["progress"] = embedding_progress(fingerprint=fingerprint, collections=collections)
     if status["state"] == "waiting":
@@ -106,8 +130,13 @@ def _state(pending: int) -> dict:
     if checker is not None:
         marker = checker.result["waiting"]
         reason = checker.message.removeprefix("waiting for the LLM backend: ")
-        return {"state": "waiting", "reason": reason, "waiting_since": marker.get("since"),
-                "next_check_at": marker.get("next_check_at"), "checks": marker.get("checks")}
+        return {
+            "state": "waiting",
+            "reason": reason,
+            "waiting_since": marker.get("since"),
+            "next_check_at": marker.get("next_check_at"),
+            "checks": marker.get("checks"),
+        }
     if embedding_running():
         return {"state": "running"}
     if not pending:
@@ -120,8 +149,11 @@ def _state(pending: int) -> dict:
 def embedding_progress(*, fingerprint: EmbeddingFingerprint | None, collections: list[str] | None = None) -> list[dict]:
     """Per collection, how many notes and commits there are and how many have vectors (counted by
     content, as embedding works: two notes with the same text are one)."""
-    done = (Exists(ContentEmbedding.objects.filter(content=OuterRef("content"), fingerprint=fingerprint))
-            if fingerprint is not None else None)
+    done = (
+        Exists(ContentEmbedding.objects.filter(content=OuterRef("content"), fingerprint=fingerprint))
+        if fingerprint is not None
+        else None
+    )
     rows: dict[str, dict] = {}
     for kind, model, extra in (("notes", Document, {"active": True}), ("commits", Commit, {})):
         items = model.objects.filter(**extra)
@@ -130,12 +162,14 @@ def embedding_progress(*, fingerprint: EmbeddingFingerprint | None, collections:
         embedded = Count("content", distinct=True, filter=Q(has_vectors=True)) if done is not None else None
         if done is not None:
             items = items.annotate(has_vectors=done)
-        counted = items.values("collection__name").annotate(total=Count("content", distinct=True),
-                                                            **({"embedded": embedded} if embedded else {}))
+        counted = items.values("collection__name").annotate(
+            total=Count("content", distinct=True), **({"embedded": embedded} if embedded else {})
+        )
         for row in counted.order_by():
             name = row["collection__name"]
-            entry = rows.setdefault(name, {"name": name, "notes": 0, "notes_embedded": 0,
-                                           "commits": 0, "commits_embedded": 0})
+            entry = rows.setdefault(
+                name, {"name": name, "notes": 0, "notes_embedded": 0, "commits": 0, "commits_embedded": 0}
+            )
             entry[kind] = row["total"]
             entry[f"{kind}_embedded"] = row.get("embedded", 0)
     return [rows[name] for name in sorted(rows)]

@@ -8,7 +8,7 @@ from pydantic import Field
 
 from pmd_site.mcp.errors import mcp_access, tool_call
 from pmd_site.mcp.tools.shared import tool_result
-from search import ask_run, AskBrief, AskRequest, FiltersIn, render, SearchFilters
+from search import AskBrief, AskRequest, FiltersIn, SearchFilters, ask_run, render
 
 ASKS = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
 
@@ -29,8 +29,15 @@ def register(server: MCPServer) -> None:
         claim ends in [n], a passage listed in `passages` (pmd://collection/path:line; read it with
         pmd_get). state `refused`: the notes do not cover the question; `nearest` lists the closest notes."""
         given = filters.model_dump(exclude_none=True) if filters is not None else None
-        answer = ask_run(AskRequest(question=question, access=mcp_access(ctx), collections=collections,
-                                    filters=SearchFilters.from_dict(given), conversation=conversation))
+        answer = ask_run(
+            AskRequest(
+                question=question,
+                access=mcp_access(ctx),
+                collections=collections,
+                filters=SearchFilters.from_dict(given),
+                conversation=conversation,
+            )
+        )
         data = answer.as_dict()
         for passage in data["passages"]:
             passage.pop("text", None)

@@ -9,7 +9,7 @@ from pydantic import Field
 
 from pmd_site.mcp.errors import mcp_access, tool_call
 from pmd_site.mcp.tools.shared import READ_ONLY, tool_result
-from search import ChangedFileBrief, CommitBrief, history_search, HistoryBrief, HistoryRequest, render
+from search import ChangedFileBrief, CommitBrief, HistoryBrief, HistoryRequest, history_search, render
 
 
 def register(server: MCPServer) -> None:
@@ -32,13 +32,41 @@ def register(server: MCPServer) -> None:
         """Commits of the collections that are git repositories (when and why something changed): title,
         message, author, date, changed files (with the #docid of the note as it is now) and, with diff,
         the diff excerpt. Read a changed note with pmd_get."""
-        response = history_search(HistoryRequest(
-            query=query, access=mcp_access(ctx), mode=mode, collections=collections, paths=[path] if path else [],
-            author=author or "", after=after, before=before, limit=limit, diff=diff))
-        result = HistoryBrief(query=response.query, mode=response.mode, warnings=response.warnings, results=[
-            CommitBrief(collection=h.collection, sha=h.sha, title=h.title, message=h.message, author=h.author,
-                      email=h.email, date=h.date, score=round(h.score, 4), diff=h.diff,
-                      files=[ChangedFileBrief(status=f.status, path=f.path, old_path=f.old_path, docid=f.docid)
-                             for f in h.files])
-            for h in response.results])
+        response = history_search(
+            HistoryRequest(
+                query=query,
+                access=mcp_access(ctx),
+                mode=mode,
+                collections=collections,
+                paths=[path] if path else [],
+                author=author or "",
+                after=after,
+                before=before,
+                limit=limit,
+                diff=diff,
+            )
+        )
+        result = HistoryBrief(
+            query=response.query,
+            mode=response.mode,
+            warnings=response.warnings,
+            results=[
+                CommitBrief(
+                    collection=h.collection,
+                    sha=h.sha,
+                    title=h.title,
+                    message=h.message,
+                    author=h.author,
+                    email=h.email,
+                    date=h.date,
+                    score=round(h.score, 4),
+                    diff=h.diff,
+                    files=[
+                        ChangedFileBrief(status=f.status, path=f.path, old_path=f.old_path, docid=f.docid)
+                        for f in h.files
+                    ],
+                )
+                for h in response.results
+            ],
+        )
         return tool_result(result, render("history", "mcp", result))

@@ -18,10 +18,12 @@ def register(server: MCPServer) -> None:
     @server.tool(name="pmd_links", title="Links and backlinks of a note", annotations=READ_ONLY)
     @tool_call
     def pmd_links(
-        ref: str = Field(min_length=1, max_length=4096,
-                         description="#docid, pmd://collection/path, collection/path or path"),
+        ref: str = Field(
+            min_length=1, max_length=4096, description="#docid, pmd://collection/path, collection/path or path"
+        ),
         direction: Literal["both", "out", "in"] = Field(
-            "both", description="out: the links the note writes; in: the notes linking to it (backlinks)"),
+            "both", description="out: the links the note writes; in: the notes linking to it (backlinks)"
+        ),
         limit: int = Field(50, ge=1, le=1000, description="at most this many links, and as many backlinks"),
         collections: list[str] = Field(default_factory=list),
         ctx: Context = None,
@@ -32,14 +34,25 @@ def register(server: MCPServer) -> None:
         data = found.as_dict()
 
         def info(row: dict) -> LinkBrief:
-            return LinkBrief(kind=row["kind"], link=row["link"], line=row["line"], context=row["context"],
-                            heading=row["heading"], resolved=row["resolved"], docid=row["docid"], uri=row["uri"],
-                            title=row["title"])
+            return LinkBrief(
+                kind=row["kind"],
+                link=row["link"],
+                line=row["line"],
+                context=row["context"],
+                heading=row["heading"],
+                resolved=row["resolved"],
+                docid=row["docid"],
+                uri=row["uri"],
+                title=row["title"],
+            )
 
         result = LinksBrief(
-            docid=data["docid"], uri=data["uri"], title=data["title"],
+            docid=data["docid"],
+            uri=data["uri"],
+            title=data["title"],
             links=[info(r) for r in data["links"]] if direction in ("both", "out") else [],
             backlinks=[info(r) for r in data["backlinks"]] if direction in ("both", "in") else [],
-            links_total=data["links_total"], backlinks_total=data["backlinks_total"],
+            links_total=data["links_total"],
+            backlinks_total=data["backlinks_total"],
         )
         return tool_result(result, render("links", "mcp", result, direction=direction))

@@ -12,18 +12,20 @@ from pmd_site.mcp.tools.shared import READ_ONLY, tool_result
 from search import (
     FiltersIn,
     Mode,
-    mode_verb,
-    render,
     ResultBrief,
-    search_run,
     SearchBrief,
     SearchFilters,
     SearchRequest,
     SubSearch,
+    mode_verb,
+    render,
+    search_run,
 )
 
-FILTERS_HELP = ("tags, exclude_tags, path, after, before, fields: {key: value}; the query may also hold them: "
-                "tag:db after:2025-01-01 status:draft")
+FILTERS_HELP = (
+    "tags, exclude_tags, path, after, before, fields: {key: value}; the query may also hold them: "
+    "tag:db after:2025-01-01 status:draft"
+)
 
 
 def _search(ctx: Context, *, filters: FiltersIn | None = None, **fields) -> SearchBrief:
@@ -32,11 +34,26 @@ def _search(ctx: Context, *, filters: FiltersIn | None = None, **fields) -> Sear
     response = search_run(request)  # errors: PmdError, mapped by tool_call
     applied = response.filters.as_dict() if response.filters is not None and not response.filters.empty else None
     return SearchBrief(
-        query=response.query.split("\n", 1)[0], mode=mode_verb(response.mode), warnings=response.warnings,
-        results=[ResultBrief(docid=r.docid, uri=r.uri, line=r.line, score=round(r.score, 4), title=r.title,
-                     snippet=r.snippet, context=r.context, date=r.date, date_source=r.date_source)
-                 for r in response.results],
-        filters=applied, corrected_query=response.corrected_query, time_words=response.time_words,
+        query=response.query.split("\n", 1)[0],
+        mode=mode_verb(response.mode),
+        warnings=response.warnings,
+        results=[
+            ResultBrief(
+                docid=r.docid,
+                uri=r.uri,
+                line=r.line,
+                score=round(r.score, 4),
+                title=r.title,
+                snippet=r.snippet,
+                context=r.context,
+                date=r.date,
+                date_source=r.date_source,
+            )
+            for r in response.results
+        ],
+        filters=applied,
+        corrected_query=response.corrected_query,
+        time_words=response.time_words,
     )
 
 
@@ -57,8 +74,17 @@ def register(server: MCPServer) -> None:
     ) -> SearchBrief:
         """Fast BM25 keyword search. Use first, and for exact terms, names, identifiers and error messages.
         Filters (tag:db, path:meetings/**, after:"last week", status:draft) narrow it; filters alone list notes."""
-        result = _search(ctx, query=query, mode=Mode.KEYWORD, collections=collections, limit=limit, min_score=min_score,
-                         filters=filters, sort=sort, correct=not exact)
+        result = _search(
+            ctx,
+            query=query,
+            mode=Mode.KEYWORD,
+            collections=collections,
+            limit=limit,
+            min_score=min_score,
+            filters=filters,
+            sort=sort,
+            correct=not exact,
+        )
         return tool_result(result, render("search", "mcp", result))
 
     @server.tool(name="pmd_vector_search", title="Semantic search", annotations=READ_ONLY)
@@ -74,8 +100,17 @@ def register(server: MCPServer) -> None:
         ctx: Context = None,
     ) -> SearchBrief:
         """Semantic (embedding) search: finds passages by meaning when the wording differs from the query."""
-        result = _search(ctx, query=query, mode=Mode.VECTOR, collections=collections, limit=limit, min_score=min_score,
-                         filters=filters, sort=sort, correct=not exact)
+        result = _search(
+            ctx,
+            query=query,
+            mode=Mode.VECTOR,
+            collections=collections,
+            limit=limit,
+            min_score=min_score,
+            filters=filters,
+            sort=sort,
+            correct=not exact,
+        )
         return tool_result(result, render("search", "mcp", result))
 
     @server.tool(name="pmd_deep_search", title="Deep hybrid search", annotations=READ_ONLY)
@@ -83,9 +118,11 @@ def register(server: MCPServer) -> None:
     def pmd_deep_search(
         query: str = Field(min_length=1, max_length=2000, description="the question"),
         searches: list[SubSearch] | None = Field(
-            None, description="optional typed searches (lex/vec/hyde) to run instead of automatic expansion"),
-        intent: str | None = Field(None, max_length=2000,
-                                   description="what you are trying to find out; steers expansion and re-ranking"),
+            None, description="optional typed searches (lex/vec/hyde) to run instead of automatic expansion"
+        ),
+        intent: str | None = Field(
+            None, max_length=2000, description="what you are trying to find out; steers expansion and re-ranking"
+        ),
         rerank: bool = Field(True, description="re-rank candidates with the LLM (better, slower)"),
         candidate_limit: int = Field(40, ge=1, le=200, description="candidates passed to re-ranking"),
         collections: list[str] = Field(default_factory=list),
@@ -94,18 +131,33 @@ def register(server: MCPServer) -> None:
         filters: FiltersIn | None = Field(None, description=FILTERS_HELP),
         sort: Literal["relevance", "date"] = Field("relevance", description="date: newest first"),
         exact: bool = Field(False, description="search the words as written: no typo correction"),
-        link_boost: float | None = Field(None, ge=0.0, le=5.0,
-                                         description="raise notes linked to or from better hits (0 off)"),
-        recency_boost: float | None = Field(None, ge=0.0, le=5.0,
-                                            description="raise notes dated this week / month (0 off)"),
+        link_boost: float | None = Field(
+            None, ge=0.0, le=5.0, description="raise notes linked to or from better hits (0 off)"
+        ),
+        recency_boost: float | None = Field(
+            None, ge=0.0, le=5.0, description="raise notes dated this week / month (0 off)"
+        ),
         ctx: Context = None,
     ) -> SearchBrief:
         """Best-quality search for hard questions: query expansion, keyword + vector retrieval, fusion, LLM re-ranking. Slower."""
         if searches:
             query = " ".join(query.split())
         typed = [(s.type, " ".join(s.query.split())) for s in searches or []]
-        result = _search(ctx, query=query, mode=Mode.HYBRID, searches=typed, intent=intent, rerank=rerank,
-                         candidate_limit=candidate_limit, collections=collections, limit=limit, min_score=min_score,
-                         filters=filters, sort=sort, link_boost=link_boost, recency_boost=recency_boost,
-                         correct=not exact)
+        result = _search(
+            ctx,
+            query=query,
+            mode=Mode.HYBRID,
+            searches=typed,
+            intent=intent,
+            rerank=rerank,
+            candidate_limit=candidate_limit,
+            collections=collections,
+            limit=limit,
+            min_score=min_score,
+            filters=filters,
+            sort=sort,
+            link_boost=link_boost,
+            recency_boost=recency_boost,
+            correct=not exact,
+        )
         return tool_result(result, render("search", "mcp", result))

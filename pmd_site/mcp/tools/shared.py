@@ -9,5 +9,6 @@ READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempot
 
 def tool_result(model: BaseModel, text: str) -> CallToolResult:
     """Structured content for programs, compact text for the model."""
-    return CallToolResult(content=[TextContent(type="text", text=text)],
-                          structured_content=model.model_dump(mode="json"))
+    return CallToolResult(
+        content=[TextContent(type="text", text=text)], structured_content=model.model_dump(mode="json")
+    )

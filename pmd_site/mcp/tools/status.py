@@ -20,16 +20,28 @@ def register(server: MCPServer) -> None:
         """What is indexed: collections, document counts, contexts, and how much is embedded for semantic search."""
         access = mcp_access(ctx)
         internals = access.is_staff  # staff over HTTP, or the local OS user on stdio
-        report = status_report(["database", "index", "embeddings"] + (["broker"] if internals else []),
-                               internals=internals, access=access)
+        report = status_report(
+            ["database", "index", "embeddings"] + (["broker"] if internals else []), internals=internals, access=access
+        )
         index, embedded = report.get("index", {}), report.get("embeddings", {})
         result = StatusResult(
-            documents=index.get("documents", 0), contexts=index.get("contexts", 0), problems=index.get("problems", 0),
-            collections=[CollectionInfo(name=c["name"], uri=f"pmd://{c['name']}/", documents=c["documents"],
-                                        last_indexed_at=c["last_indexed_at"]) for c in index.get("by_collection", [])],
+            documents=index.get("documents", 0),
+            contexts=index.get("contexts", 0),
+            problems=index.get("problems", 0),
+            collections=[
+                CollectionInfo(
+                    name=c["name"],
+                    uri=f"pmd://{c['name']}/",
+                    documents=c["documents"],
+                    last_indexed_at=c["last_indexed_at"],
+                )
+                for c in index.get("by_collection", [])
+            ],
             embeddings=EmbeddingsInfo(
-                model=embedded.get("model", ""), embedded=embedded.get("embedded", 0),
-                pending=embedded.get("pending", 0), hint=embedded.get("hint") or embedded.get("error"),
+                model=embedded.get("model", ""),
+                embedded=embedded.get("embedded", 0),
+                pending=embedded.get("pending", 0),
+                hint=embedded.get("hint") or embedded.get("error"),
             ),
             database_ok=bool(report.get("database", {}).get("ok")),
             server={"database": report.get("database", {}), "broker": report.get("broker", {})} if internals else None,

@@ -15,20 +15,48 @@ from pmd_site.web.views.collections import (
     embed_all,
     job_progress,
 )
-from pmd_site.web.views.documents import (docid_redirect, document_file, document_original, document_page, document_raw,
-                                           document_related)
+from pmd_site.web.views.documents import (
+    docid_redirect,
+    document_file,
+    document_original,
+    document_page,
+    document_raw,
+    document_related,
+)
 from pmd_site.web.views.history import history_page
-from pmd_site.web.views.search import result_feedback, search_page, search_suggestions
 from pmd_site.web.views.saved import saved_add, saved_digest, saved_page, saved_remove, saved_run
+from pmd_site.web.views.search import result_feedback, search_page, search_suggestions
 from pmd_site.web.views.status import index_config_change, searches_page, status_page
 from pmd_site.web.views.tokens import token_add, token_remove, tokens_page
 
 __all__ = [
-    "ask_forget", "ask_stream",
-    "collection_action", "collection_add", "collection_share", "collections_page", "docid_redirect", "document_page",
-    "document_file", "document_original", "document_raw", "document_related", "embed_all", "history_page",
-    "index_config_change", "job_progress", "result_feedback", "saved_add", "saved_digest", "saved_page", "saved_remove", "saved_run",
-    "search_page", "search_suggestions", "searches_page", "status_page",
+    "ask_forget",
+    "ask_stream",
+    "collection_action",
+    "collection_add",
+    "collection_share",
+    "collections_page",
+    "docid_redirect",
+    "document_page",
+    "document_file",
+    "document_original",
+    "document_raw",
+    "document_related",
+    "embed_all",
+    "history_page",
+    "index_config_change",
+    "job_progress",
+    "result_feedback",
+    "saved_add",
+    "saved_digest",
+    "saved_page",
+    "saved_remove",
+    "saved_run",
+    "search_page",
+    "search_suggestions",
+    "searches_page",
+    "status_page",
     "token_add",
-    "token_remove", "tokens_page",
+    "token_remove",
+    "tokens_page",
 ]

@@ -31,16 +31,19 @@ def answer_html(answer, *, request) -> str:
         if passage is None:
             return match.group(0)
         url = document_url(passage.collection, passage.path, line=passage.line)
-        return (f'<a class="cite" href="{escape(url)}" title="{escape(passage.source)}">'
-                f'[{passage.number}]</a>')
+        return f'<a class="cite" href="{escape(url)}" title="{escape(passage.source)}">[{passage.number}]</a>'
 
     text = _CITE.sub(link, str(escape(answer.text)))
-    sources = [{"passage": p, "url": document_url(p.collection, p.path, line=p.line), "cited": p.number in answer.cited}
-               for p in answer.passages]
+    sources = [
+        {"passage": p, "url": document_url(p.collection, p.path, line=p.line), "cited": p.number in answer.cited}
+        for p in answer.passages
+    ]
     nearest = [{**n, "url": document_url(n["collection"], n["path"], line=n["line"])} for n in answer.nearest]
-    return render_to_string("web/_answer.html", {
-        "answer": answer, "text": mark_safe(text.replace("\n", "<br>")), "sources": sources,
-        "nearest": nearest}, request=request)
+    return render_to_string(
+        "web/_answer.html",
+        {"answer": answer, "text": mark_safe(text.replace("\n", "<br>")), "sources": sources, "nearest": nearest},
+        request=request,
+    )
 
 
 @login_required
@@ -51,12 +54,17 @@ def ask_stream(request):
     access = access_of(request)
     names = request.GET.getlist("collection")
     ask = AskRequest(
-        question=request.GET.get("q", "")[:2000], access=access, collections=[n for n in names if n],
+        question=request.GET.get("q", "")[:2000],
+        access=access,
+        collections=[n for n in names if n],
         filters=filters_from_options(after=request.GET.get("after") or None, before=request.GET.get("before") or None),
-        conversation=request.GET.get("conversation") or None)
+        conversation=request.GET.get("conversation") or None,
+    )
     try:
-        events = ask_sse(ask_open(ask), done=lambda answer: {"html": answer_html(answer, request=request),
-                                                             "conversation": answer.conversation})
+        events = ask_sse(
+            ask_open(ask),
+            done=lambda answer: {"html": answer_html(answer, request=request), "conversation": answer.conversation},
+        )
     except PmdError as exc:
         problem = problem_for(exc, search=True)
         html = render_to_string("web/_results.html", {"problem": problem}, request=request)

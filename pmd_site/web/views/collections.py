@@ -50,8 +50,9 @@ def _collection_rows(access) -> list[dict]:
     shown = [row["collection"].id for row in rows if row["problems"] and row["job"] and row["job"].finished]
     problems: dict[int, list[FileProblem]] = {}
     first = Window(RowNumber(), partition_by=[F("collection_id")], order_by=[F("path").asc()])
-    for problem in (FileProblem.objects.filter(collection_id__in=shown).annotate(n=first)
-                    .filter(n__lte=50)):  # one query for every row: the first 50 of each
+    for problem in (
+        FileProblem.objects.filter(collection_id__in=shown).annotate(n=first).filter(n__lte=50)
+    ):  # one query for every row: the first 50 of each
         problems.setdefault(problem.collection_id, []).append(problem)
     for row in rows:
         row["file_problems"] = problems.get(row["collection"].id, [])
@@ -70,8 +71,11 @@ def _people_and_groups() -> dict:
     User = get_user_model()
     return {
         "groups": list(Group.objects.order_by("name").values_list("name", flat=True)),
-        "users": list(User.objects.filter(is_active=True).order_by(User.USERNAME_FIELD)
-                      .values_list(User.USERNAME_FIELD, flat=True)),
+        "users": list(
+            User.objects.filter(is_active=True)
+            .order_by(User.USERNAME_FIELD)
+            .values_list(User.USERNAME_FIELD, flat=True)
+        ),
     }
 
 
@@ -81,7 +85,9 @@ def _share_form(row: dict, choices: dict) -> CollectionShareForm:
     return CollectionShareForm(initial=initial, auto_id=f"share-{row['collection'].id}-%s", **choices)
 
 
-def _collections_context(request, form: CollectionAddForm, shared: tuple[str, CollectionShareForm] | None = None) -> dict:
+def _collections_context(
+    request, form: CollectionAddForm, shared: tuple[str, CollectionShareForm] | None = None
+) -> dict:
     """`shared`: (name, form) of a sharing change that failed, shown again on its row."""
     # Jobs for several collections at once (e.g. "embed everything") are shown above the table.
     access = access_of(request)
@@ -114,8 +120,11 @@ def embed_all(request):
     blocked = model_server_problem()
     job = embedding_request(created_by=request.user)
     if blocked is not None:
-        messages.warning(request, f"Embedding is queued but cannot run now: {blocked.message}. "
-                                  "It starts by itself once the model server answers.")
+        messages.warning(
+            request,
+            f"Embedding is queued but cannot run now: {blocked.message}. "
+            "It starts by itself once the model server answers.",
+        )
     return redirect(reverse("search:collections") + f"?job={job.pk}")
 
 
@@ -126,18 +135,23 @@ def collection_add(request):
     if form.is_valid():
         with form_problems(form):
             collection = add_collection(
-                path=form.cleaned_data["path"], name=form.cleaned_data["name"] or None,
-                mask=form.cleaned_data["mask"] or None, formats=form.cleaned_data["formats"] or None,
+                path=form.cleaned_data["path"],
+                name=form.cleaned_data["name"] or None,
+                mask=form.cleaned_data["mask"] or None,
+                formats=form.cleaned_data["formats"] or None,
                 language=form.cleaned_data["language"] or None,
                 allowed_roots=settings.PMD_COLLECTION_ROOTS,
-                index="job", access=access_of(request), visibility=form.cleaned_data["visibility"],
+                index="job",
+                access=access_of(request),
+                visibility=form.cleaned_data["visibility"],
                 title_from=form.cleaned_data["title_from"] or None,
                 transclude=form.cleaned_data["transclude"],
             ).collection
     if form.errors:
         return page(request, "web/collections.html", _collections_context(request, form), status=400)
-    messages.success(request, f"Added collection {collection.name} (language: {collection.language_choice.label}); "
-                              "indexing started.")
+    messages.success(
+        request, f"Added collection {collection.name} (language: {collection.language_choice.label}); indexing started."
+    )
     return redirect("search:collections")
 
 
@@ -154,8 +168,13 @@ def collection_share(request, name: str):
     form = CollectionShareForm(request.POST, auto_id=f"share-{collection.id}-%s", **choices)
     if form.is_valid():
         with form_problems(form):
-            share_collection(name=collection.name, access=access, visibility=form.cleaned_data["visibility"],
-                             users=form.cleaned_data["users"], groups=form.cleaned_data["groups"])
+            share_collection(
+                name=collection.name,
+                access=access,
+                visibility=form.cleaned_data["visibility"],
+                users=form.cleaned_data["users"],
+                groups=form.cleaned_data["groups"],
+            )
     try:  # asked afresh: the change may have taken the collection out of what this member sees
         row = _row(collection_detail(name=collection.name, access=access_of(request)))
     except CollectionNotFound:  # made private to someone else: gone from this member's page
@@ -163,11 +182,16 @@ def collection_share(request, name: str):
         return _back_to_collections(request)
     if wants_fragment(request):
         row["share_form"] = form if form.errors else _share_form(row, choices)
-        return page(request, "web/_sharing.html", {"row": row, "saved": not form.errors},
-                    status=422 if form.errors else 200)
+        return page(
+            request, "web/_sharing.html", {"row": row, "saved": not form.errors}, status=422 if form.errors else 200
+        )
     if form.errors:
-        return page(request, "web/collections.html",
-                    _collections_context(request, CollectionAddForm(), shared=(collection.name, form)), status=400)
+        return page(
+            request,
+            "web/collections.html",
+            _collections_context(request, CollectionAddForm(), shared=(collection.name, form)),
+            status=400,
+        )
     messages.success(request, f"Sharing of {collection.name} saved.")
     return _back_to_collections(request)
 

@@ -8,20 +8,20 @@ from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
 from django.http import HttpResponse
-from django.utils.http import content_disposition_header
 from django.shortcuts import redirect
 from django.urls import reverse
+from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_GET
 
-from indexing.convert import is_converted
 from indexing.attachments import attachment_find, attachment_read, original_read
+from indexing.convert import is_converted
 from indexing.links import document_links
 from indexing.markdown import LinkTargets
 from indexing.selectors import contexts_for, document_resolve
-from search import related_notes
 from pmd_site.web.pages import access_of, page, wants_fragment
 from pmd_site.web.rendering import note_part, render_markdown, unit_markers
 from pmd_site.web.views.search import TagLink, document_url, tag_search_url
+from search import related_notes
 
 LINKS_SHOWN = 200  # of each kind; the totals say when there are more
 RELATED_SHOWN = 10
@@ -37,14 +37,21 @@ def _resolve(request, collection: str, path: str):
 def _link_items(document, access) -> dict:
     """The note's outgoing links (resolved ones to the target's page) and backlinks (to the linking
     line of the source note), among the notes `access` sees."""
-    links = document_links(f"pmd://{document.collection.name}/{document.path}", access=access,
-                           limit=LINKS_SHOWN)
-    outgoing = [{"row": row, "url": document_url(row.other.collection.name, row.other.path) if row.other else ""}
-                for row in links.links]
-    backlinks = [{"row": row, "url": document_url(row.other.collection.name, row.other.path, line=row.line)}
-                 for row in links.backlinks]
-    return {"outgoing": outgoing, "backlinks": backlinks, "links_total": links.links_total,
-            "backlinks_total": links.backlinks_total}
+    links = document_links(f"pmd://{document.collection.name}/{document.path}", access=access, limit=LINKS_SHOWN)
+    outgoing = [
+        {"row": row, "url": document_url(row.other.collection.name, row.other.path) if row.other else ""}
+        for row in links.links
+    ]
+    backlinks = [
+        {"row": row, "url": document_url(row.other.collection.name, row.other.path, line=row.line)}
+        for row in links.backlinks
+    ]
+    return {
+        "outgoing": outgoing,
+        "backlinks": backlinks,
+        "links_total": links.links_total,
+        "backlinks_total": links.backlinks_total,
+    }
 
 
 def _link_targets(document, outgoing: list[dict]) -> LinkTargets:
@@ -104,8 +111,11 @@ def document_page(request, collection: str, path: str):
     if request.GET.get("sid", "").isdigit():  # opened from a search's results: the search log notes it
         from indexing.services.search_log import search_log_opened
 
-        search_log_opened(access=access_of(request), entry_id=int(request.GET["sid"]),
-                          uri=f"pmd://{document.collection.name}/{document.path}")
+        search_log_opened(
+            access=access_of(request),
+            entry_id=int(request.GET["sid"]),
+            uri=f"pmd://{document.collection.name}/{document.path}",
+        )
     body = document.content.body
     view = "source" if request.GET.get("view") == "source" else "rendered"
     try:
@@ -131,18 +141,24 @@ def document_page(request, collection: str, path: str):
         "tags_more": max(0, len(tags) - TAGS_SHOWN),
         "related_url": reverse("search:related", args=[document.collection.name, document.path]),
         "file_type": document.file_type,
-        "original_url": (reverse("search:original", args=[document.collection.name, document.path])
-                         if is_converted(document.path) else ""),
+        "original_url": (
+            reverse("search:original", args=[document.collection.name, document.path])
+            if is_converted(document.path)
+            else ""
+        ),
     }
     context.update(_link_items(document, access_of(request)))
     if view == "source":
-        lines = (part.text.splitlines() if part.whole
-                 else part.text.split("\n")[: part.last_line - part.first_line + 1])  # blank lines count
+        lines = (
+            part.text.splitlines() if part.whole else part.text.split("\n")[: part.last_line - part.first_line + 1]
+        )  # blank lines count
         context["numbered_lines"] = list(enumerate(lines, start=part.first_line))
     else:
         context["html"], context["frontmatter_lines"] = render_markdown(
-            part.text, offset=None if part.number == 1 else part.first_line - 1,
-            links=_link_targets(document, context["outgoing"]))
+            part.text,
+            offset=None if part.number == 1 else part.first_line - 1,
+            links=_link_targets(document, context["outgoing"]),
+        )
         if is_converted(document.path):
             context["html"] = unit_markers(context["html"])
         context["frontmatter_lines"] = part.frontmatter_lines
@@ -158,11 +174,20 @@ def document_related(request, collection: str, path: str):
     access = access_of(request)
     related = related_notes(f"pmd://{collection}/{path}", access=access, limit=RELATED_SHOWN)
     document = related.document
-    items = [{"note": note, "url": document_url(note.document.collection.name, note.document.path),
-              "elsewhere": note.document.collection_id != document.collection_id}
-             for note in related.results]
-    context = {"document": document, "related": related, "related_items": items,
-               "document_url": document_url(document.collection.name, document.path)}
+    items = [
+        {
+            "note": note,
+            "url": document_url(note.document.collection.name, note.document.path),
+            "elsewhere": note.document.collection_id != document.collection_id,
+        }
+        for note in related.results
+    ]
+    context = {
+        "document": document,
+        "related": related,
+        "related_items": items,
+        "document_url": document_url(document.collection.name, document.path),
+    }
     if wants_fragment(request, "related-notes"):
         return page(request, "web/_related.html", context)
     return page(request, "web/related.html", context)

@@ -11,10 +11,10 @@ from django.views.decorators.http import require_GET
 
 from indexing.access import visible_collection_names
 from indexing.errors import PmdError
-from search import HistoryRequest, history_search
 from pmd_site.web.errors import problem_for
 from pmd_site.web.pages import access_of, page
 from pmd_site.web.views.search import document_url
+from search import HistoryRequest, history_search
 
 FIELDS = ("q", "collection", "path", "author", "after", "before")
 
@@ -28,19 +28,41 @@ def history_page(request):
     if values["q"] or values["path"] or values["author"] or values["after"] or values["before"]:
         context["searched"] = True
         try:
-            response = history_search(HistoryRequest(
-                query=values["q"], access=access, collections=[values["collection"]] if values["collection"] else [],
-                paths=[values["path"]] if values["path"] else [], author=values["author"],
-                after=values["after"] or None, before=values["before"] or None, limit=20, diff=True))
+            response = history_search(
+                HistoryRequest(
+                    query=values["q"],
+                    access=access,
+                    collections=[values["collection"]] if values["collection"] else [],
+                    paths=[values["path"]] if values["path"] else [],
+                    author=values["author"],
+                    after=values["after"] or None,
+                    before=values["before"] or None,
+                    limit=20,
+                    diff=True,
+                )
+            )
         except PmdError as exc:
             context["problem"] = problem_for(exc, search=True)
         else:
             context["warnings"] = response.warnings
             context["results"] = [
-                {"hit": hit, "files": [{"file": f, "url": document_url(hit.collection, f.path) if f.docid else ""}
-                                       for f in hit.files],
-                 "diff": [{"text": line, "kind": "add" if line.startswith("+") and not line.startswith("+++")
-                           else "del" if line.startswith("-") and not line.startswith("---") else ""}
-                          for line in (hit.diff or "").splitlines()]}
-                for hit in response.results]
+                {
+                    "hit": hit,
+                    "files": [
+                        {"file": f, "url": document_url(hit.collection, f.path) if f.docid else ""} for f in hit.files
+                    ],
+                    "diff": [
+                        {
+                            "text": line,
+                            "kind": "add"
+                            if line.startswith("+") and not line.startswith("+++")
+                            else "del"
+                            if line.startswith("-") and not line.startswith("---")
+                            else "",
+                        }
+                        for line in (hit.diff or "").splitlines()
+                    ],
+                }
+                for hit in response.results
+            ]
     return page(request, "web/history.html", context)

@@ -25,20 +25,32 @@ def saved_page(request):
     from indexing.services.notify import email_configured
 
     seconds = settings.PMD_DIGEST_INTERVAL
-    interval = ("" if not seconds else "day" if seconds == 86400
-                else f"{seconds / 3600:g} hours" if seconds >= 3600 else f"{seconds} seconds")
-    return page(request, "web/saved.html", {"saved": rows, "groups": groups, "email": email_configured(),
-                                               "interval": interval})
+    interval = (
+        ""
+        if not seconds
+        else "day"
+        if seconds == 86400
+        else f"{seconds / 3600:g} hours"
+        if seconds >= 3600
+        else f"{seconds} seconds"
+    )
+    return page(
+        request, "web/saved.html", {"saved": rows, "groups": groups, "email": email_configured(), "interval": interval}
+    )
 
 
 @login_required
 @require_POST
 def saved_add(request):
     try:
-        saved = saved_search_add(access=access_of(request), name=request.POST.get("name", ""),
-                                 query=request.POST.get("q", ""), mode=mode_normalize(request.POST.get("mode") or "keyword"),
-                                 collections=[request.POST["collection"]] if request.POST.get("collection") else [],
-                                 group=request.POST.get("group") or None)
+        saved = saved_search_add(
+            access=access_of(request),
+            name=request.POST.get("name", ""),
+            query=request.POST.get("q", ""),
+            mode=mode_normalize(request.POST.get("mode") or "keyword"),
+            collections=[request.POST["collection"]] if request.POST.get("collection") else [],
+            group=request.POST.get("group") or None,
+        )
         messages.success(request, f"Saved “{saved.name}”.")
     except (PmdError, ValueError) as exc:
         messages.error(request, str(exc))
@@ -62,8 +74,12 @@ def saved_run(request, name: str):
 @require_POST
 def saved_digest(request, name: str):
     try:
-        saved_search_digest_set(access=access_of(request), name=name, webhook_url=request.POST.get("webhook_url", ""),
-                                email_digest=request.POST.get("email_digest") == "on")
+        saved_search_digest_set(
+            access=access_of(request),
+            name=name,
+            webhook_url=request.POST.get("webhook_url", ""),
+            email_digest=request.POST.get("email_digest") == "on",
+        )
         messages.success(request, f"“{name}” sends its digest as you chose.")
     except PmdError as exc:
         messages.error(request, str(exc))

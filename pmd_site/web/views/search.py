@@ -3,25 +3,28 @@
 from __future__ import annotations
 
 import logging
-import time
 import re
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from urllib.parse import urlencode
 
 from django.contrib.auth.decorators import login_required
+from django.db.models import Q
 from django.http import HttpResponseNotFound, HttpResponseRedirect, JsonResponse
-from django.utils.http import url_has_allowed_host_and_scheme
 from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.safestring import SafeString
 from django.views.decorators.http import require_GET, require_POST
-
-from django.db.models import Q
 
 from indexing.access import visible_collection_names
 from indexing.errors import EmptyQuery, InvalidSearchInput, PmdError
 from indexing.selectors import _visible_documents
 from indexing.services.search_log import search_feedback_record
+from pmd_site.web.errors import problem_for
+from pmd_site.web.forms import ASK, MODE_LABELS, SORT_LABELS, WEB_LIMIT, SearchForm
+from pmd_site.web.pages import access_of, page, wants_fragment
+from pmd_site.web.rendering import highlight_snippet
 from search import (
     TYPE_NAMES,
     SearchRequest,
@@ -32,10 +35,6 @@ from search import (
     search_run,
     shows_dates,
 )
-from pmd_site.web.errors import problem_for
-from pmd_site.web.forms import ASK, MODE_LABELS, SORT_LABELS, WEB_LIMIT, SearchForm
-from pmd_site.web.pages import access_of, page, wants_fragment
-from pmd_site.web.rendering import highlight_snippet
 
 log = logging.getLogger(__name__)
 
@@ -69,8 +68,11 @@ def _query_tags(query: str) -> set[str]:
 
 def search_url(params: dict) -> str:
     """The search page for these parameters (only those set)."""
-    shown = {k: v for k, v in params.items() if v and not (k == "mode" and v == "keyword")
-             and not (k == "sort" and v == "relevance")}
+    shown = {
+        k: v
+        for k, v in params.items()
+        if v and not (k == "mode" and v == "keyword") and not (k == "sort" and v == "relevance")
+    }
     return reverse("search:search") + ("?" + urlencode(shown) if shown else "")
 
 
@@ -134,10 +136,14 @@ def tag_facets(tags_of: list[list[str]], params: dict) -> TagFacets:
     if len(ranked) > FACETS_SHOWN:
         wanted = _query_tags(query)
         active = [kv for kv in ranked[FACETS_SHOWN:] if kv[0].lower() in wanted][:FACETS_SHOWN]
-        shown = sorted(ranked[:FACETS_SHOWN - len(active)] + active, key=lambda kv: (-kv[1], kv[0]))
-    return TagFacets(shown=[TagLink(name=name, url=tag_search_url(name, params), count=n,
-                                    active=_has_tag(query, name)) for name, n in shown],
-                     more=len(ranked) - len(shown))
+        shown = sorted(ranked[: FACETS_SHOWN - len(active)] + active, key=lambda kv: (-kv[1], kv[0]))
+    return TagFacets(
+        shown=[
+            TagLink(name=name, url=tag_search_url(name, params), count=n, active=_has_tag(query, name))
+            for name, n in shown
+        ],
+        more=len(ranked) - len(shown),
+    )
 
 
 def card_tags(tags: list[str], params: dict) -> tuple[list[TagLink], int]:
@@ -150,8 +156,10 @@ def card_tags(tags: list[str], params: dict) -> tuple[list[TagLink], int]:
         first = set(active)
         tags = active + [t for t in tags if t not in first]
     shown = tags[:CARD_TAGS_SHOWN]
-    return ([TagLink(name=t, url=tag_search_url(t, params), active=_has_tag(query, t)) for t in shown],
-            len(tags) - len(shown))
+    return (
+        [TagLink(name=t, url=tag_search_url(t, params), active=_has_tag(query, t)) for t in shown],
+        len(tags) - len(shown),
+    )
 
 
 _TYPE_TOKEN = re.compile(r'(?<!\S)type:"?([\w,]+)"?(?=\s|$)', re.IGNORECASE)
@@ -201,8 +209,9 @@ class ResultCard:
         return " › ".join(self.result.context[-2:])
 
 
-def document_url(collection: str, path: str, *, line: int | None = None, query: str = "",
-                 search_id: int | None = None) -> str:
+def document_url(
+    collection: str, path: str, *, line: int | None = None, query: str = "", search_id: int | None = None
+) -> str:
     url = reverse("search:document", args=[collection, path])
     params = {}
     if line:
@@ -216,8 +225,7 @@ def document_url(collection: str, path: str, *, line: int | None = None, query: 
     return url + (f"#L{line}" if line else "")
 
 
-def ask_context(*, query: str, collection: str, after: str, before: str, conversation: str,
-                started: bool) -> dict:
+def ask_context(*, query: str, collection: str, after: str, before: str, conversation: str, started: bool) -> dict:
     """What the search page shows in Ask mode: how to set a model up, a hint, or the stream to open."""
     try:
         answer_model()  # no model: say how to set one
@@ -225,14 +233,33 @@ def ask_context(*, query: str, collection: str, after: str, before: str, convers
         return {"problem": problem_for(exc, search=True), "ask": True}
     if not (query and started):
         return {"ask": True, "ask_hint": True}
-    params = {k: v for k, v in {"q": query, "collection": collection, "after": after, "before": before,
-                                "conversation": conversation}.items() if v}
+    params = {
+        k: v
+        for k, v in {
+            "q": query,
+            "collection": collection,
+            "after": after,
+            "before": before,
+            "conversation": conversation,
+        }.items()
+        if v
+    }
     return {"ask": True, "ask_stream": reverse("search:ask_stream") + "?" + urlencode(params)}
 
 
-def _run_search(*, query: str, mode: str, collection: str, access, sort: str = "relevance",
-                after: str = "", before: str = "", exact: bool = False, words: bool = False,
-                typing: bool = False) -> dict:
+def _run_search(
+    *,
+    query: str,
+    mode: str,
+    collection: str,
+    access,
+    sort: str = "relevance",
+    after: str = "",
+    before: str = "",
+    exact: bool = False,
+    words: bool = False,
+    typing: bool = False,
+) -> dict:
     # The query text may hold filters (tag:db, after:"last week", status:draft): search_run reads them;
     # the date range inputs are structured filters, merged with them.
     started = time.perf_counter()
@@ -240,9 +267,17 @@ def _run_search(*, query: str, mode: str, collection: str, access, sort: str = "
     try:
         filters = filters_from_options(after=after or None, before=before or None) if (after or before) else None
         search_request = SearchRequest(
-            query=query, mode=mode, limit=WEB_LIMIT,  # search_run maps the web name to its Mode
-            collections=[collection] if collection else [], access=access, sort=sort, filters=filters,
-            correct=not exact, time_words=not words, face="web", typing=typing,
+            query=query,
+            mode=mode,
+            limit=WEB_LIMIT,  # search_run maps the web name to its Mode
+            collections=[collection] if collection else [],
+            access=access,
+            sort=sort,
+            filters=filters,
+            correct=not exact,
+            time_words=not words,
+            face="web",
+            typing=typing,
         )
         response = search_run(search_request)
     except EmptyQuery:  # nothing asked yet (or the query was cleared): the page's empty state
@@ -262,24 +297,42 @@ def _run_search(*, query: str, mode: str, collection: str, access, sort: str = "
     cards = []
     for i, r in enumerate(response.results, start=1):
         shown, more = card_tags(tags.get((r.collection, r.path), []), params)
-        cards.append(ResultCard(
-            result=r, rank=i,
-            snippet_html=highlight_snippet(r.snippet, r.highlights),
-            url=document_url(r.collection, r.path, line=r.line, query=query, search_id=response.search_id),
-            tags=shown, tags_more=more,
-        ))
+        cards.append(
+            ResultCard(
+                result=r,
+                rank=i,
+                snippet_html=highlight_snippet(r.snippet, r.highlights),
+                url=document_url(r.collection, r.path, line=r.line, query=query, search_id=response.search_id),
+                tags=shown,
+                tags_more=more,
+            )
+        )
     notes = {(r.collection, r.path): r.type for r in response.results}
-    return {"cards": cards, "tag_facets": tag_facets([tags.get(key, []) for key in notes], params),
-            "type_facets": type_facets(list(notes.values()), params), "warnings": response.warnings, "elapsed_ms": elapsed, "timings": response.timings,
-            "dated": shows_dates(response),
-            "corrected": ({"query": response.corrected_query,
-                           "url": search_url({**params, "q": response.corrected_query}),
-                           "instead_url": search_url({**params, "exact": "1"})}
-                          if response.corrected_query else None),
-            "time_words": ({"phrase": response.time_words, "remove_url": search_url({**params, "words": "1"})}
-                           if response.time_words else None),
-            "filtered": response.filters.describe() if response.filters is not None else "",
-            "search_id": response.search_id}
+    return {
+        "cards": cards,
+        "tag_facets": tag_facets([tags.get(key, []) for key in notes], params),
+        "type_facets": type_facets(list(notes.values()), params),
+        "warnings": response.warnings,
+        "elapsed_ms": elapsed,
+        "timings": response.timings,
+        "dated": shows_dates(response),
+        "corrected": (
+            {
+                "query": response.corrected_query,
+                "url": search_url({**params, "q": response.corrected_query}),
+                "instead_url": search_url({**params, "exact": "1"}),
+            }
+            if response.corrected_query
+            else None
+        ),
+        "time_words": (
+            {"phrase": response.time_words, "remove_url": search_url({**params, "words": "1"})}
+            if response.time_words
+            else None
+        ),
+        "filtered": response.filters.describe() if response.filters is not None else "",
+        "search_id": response.search_id,
+    }
 
 
 @login_required
@@ -287,34 +340,65 @@ def _run_search(*, query: str, mode: str, collection: str, access, sort: str = "
 def search_page(request):
     names = visible_collection_names(access_of(request))
     form = SearchForm(request.GET, collection_names=names)
-    context = {"form": form, "collections": names, "modes": MODE_LABELS, "sorts": SORT_LABELS, "query": "",
-               "mode": "keyword", "collection": "", "sort": "relevance", "after": "", "before": "",
-               "searched": False}
+    context = {
+        "form": form,
+        "collections": names,
+        "modes": MODE_LABELS,
+        "sorts": SORT_LABELS,
+        "query": "",
+        "mode": "keyword",
+        "collection": "",
+        "sort": "relevance",
+        "after": "",
+        "before": "",
+        "searched": False,
+    }
     if form.is_valid():
-        context.update(query=form.cleaned_data["q"], mode=form.cleaned_data["mode"],
-                       collection=form.cleaned_data["collection"], sort=form.cleaned_data["sort"],
-                       after=form.cleaned_data["after"], before=form.cleaned_data["before"])
+        context.update(
+            query=form.cleaned_data["q"],
+            mode=form.cleaned_data["mode"],
+            collection=form.cleaned_data["collection"],
+            sort=form.cleaned_data["sort"],
+            after=form.cleaned_data["after"],
+            before=form.cleaned_data["before"],
+        )
         context["searched"] = True
         if context["mode"] == ASK:
             # Typing does not ask (each question costs a model's answer): Enter, a link or a reload does.
             typing = request.headers.get("HX-Trigger") == "q"
             conversation = form.cleaned_data.get("conversation")
-            context.update(ask_context(query=context["query"], collection=context["collection"],
-                                       after=context["after"], before=context["before"],
-                                       conversation=str(conversation) if conversation else "",
-                                       started=not typing))
+            context.update(
+                ask_context(
+                    query=context["query"],
+                    collection=context["collection"],
+                    after=context["after"],
+                    before=context["before"],
+                    conversation=str(conversation) if conversation else "",
+                    started=not typing,
+                )
+            )
             template = "web/_ask.html" if wants_fragment(request, "results") else "web/search.html"
             return page(request, template, context)
-        context.update(_run_search(query=context["query"], mode=context["mode"],
-                                   collection=context["collection"], access=access_of(request),
-                                   sort=context["sort"], after=context["after"], before=context["before"],
-                                   exact=form.cleaned_data["exact"], words=form.cleaned_data["words"],
-                                   typing=request.headers.get("HX-Trigger") == "q"))
+        context.update(
+            _run_search(
+                query=context["query"],
+                mode=context["mode"],
+                collection=context["collection"],
+                access=access_of(request),
+                sort=context["sort"],
+                after=context["after"],
+                before=context["before"],
+                exact=form.cleaned_data["exact"],
+                words=form.cleaned_data["words"],
+                typing=request.headers.get("HX-Trigger") == "q",
+            )
+        )
     else:
         context["mode"] = request.GET.get("mode") if request.GET.get("mode") in MODE_LABELS else "keyword"
         context["query"] = request.GET.get("q", "")[:1000]
         context["problem"] = problem_for(
-            InvalidSearchInput("; ".join(e for errs in form.errors.values() for e in errs)), search=True)
+            InvalidSearchInput("; ".join(e for errs in form.errors.values() for e in errs)), search=True
+        )
     template = "web/_results.html" if wants_fragment(request, "results") else "web/search.html"
     response = page(request, template, context)
     if "elapsed_ms" in context:
@@ -328,8 +412,11 @@ def search_suggestions(request):
     """The search box's completions of the filter being typed (keys, tags, values), as JSON for pmd.js."""
     collection = request.GET.get("collection", "")[:200]
     try:
-        found = query_suggestions(access=access_of(request), text=request.GET.get("q", "")[:1000],
-                                  collections=[collection] if collection else None)
+        found = query_suggestions(
+            access=access_of(request),
+            text=request.GET.get("q", "")[:1000],
+            collections=[collection] if collection else None,
+        )
     except PmdError:  # a collection this user does not see: nothing to offer
         found = []
     return JsonResponse({"suggestions": [{"text": s.text, "label": s.label, "hint": s.hint} for s in found]})
@@ -340,11 +427,19 @@ def search_suggestions(request):
 def result_feedback(request):
     """A thumbs up or down on a result (the search log keeps it with the search; only the searcher's own)."""
     sid, uri, vote = request.POST.get("sid", ""), request.POST.get("uri", "")[:4200], request.POST.get("helpful", "")
-    recorded = sid.isdigit() and uri.startswith("pmd://") and vote in ("1", "0") and search_feedback_record(
-        access=access_of(request), entry_id=int(sid), uri=uri, helpful=vote == "1")
+    recorded = (
+        sid.isdigit()
+        and uri.startswith("pmd://")
+        and vote in ("1", "0")
+        and search_feedback_record(access=access_of(request), entry_id=int(sid), uri=uri, helpful=vote == "1")
+    )
     if wants_fragment(request):
-        return page(request, "web/_feedback.html", {"sid": sid, "uri": uri, "voted": vote if recorded else "",
-                                                       "recorded": recorded}, status=200 if recorded else 404)
+        return page(
+            request,
+            "web/_feedback.html",
+            {"sid": sid, "uri": uri, "voted": vote if recorded else "", "recorded": recorded},
+            status=200 if recorded else 404,
+        )
     back = request.headers.get("Referer", "")
     if not url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()}, require_https=request.is_secure()):
         back = reverse("search:search")

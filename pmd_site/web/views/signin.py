@@ -12,8 +12,8 @@ from django.views.decorators.http import require_POST
 from indexing import errors
 from indexing.services.accounts import ProviderSignIn, provider_sign_in
 from pmd_site.signin import oidc
-from pmd_site.web.forward_auth import SESSION_KEY as FORWARD_SESSION_KEY
 from pmd_site.web.errors import problem_response
+from pmd_site.web.forward_auth import SESSION_KEY as FORWARD_SESSION_KEY
 
 BACKEND = "pmd_site.signin.backends.ProviderBackend"
 PENDING_KEY = "pmd_oidc_pending"  # state -> what the callback checks; each used once
@@ -27,8 +27,9 @@ def _callback_uri(request, provider: oidc.Provider) -> str:
 
 
 def _safe_next(request, target: str) -> str:
-    if target and url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()},
-                                                  require_https=request.is_secure()):
+    if target and url_has_allowed_host_and_scheme(
+        target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
         return target
     return settings.LOGIN_REDIRECT_URL
 
@@ -42,7 +43,7 @@ def oidc_login(request, provider_id: str):
         return problem_response(request, exc)
     pending["next"] = _safe_next(request, request.GET.get("next", ""))
     kept = request.session.get(PENDING_KEY, {})
-    kept = dict(sorted(kept.items(), key=lambda item: item[1]["at"])[-(PENDING_MAX - 1):])
+    kept = dict(sorted(kept.items(), key=lambda item: item[1]["at"])[-(PENDING_MAX - 1) :])
     kept[pending["state"]] = pending
     request.session[PENDING_KEY] = kept
     return redirect(url)
@@ -59,16 +60,21 @@ def oidc_callback(request, provider_id: str):
         if oidc.time.time() - pending["at"] > PENDING_SECONDS:
             raise errors.SignInFailed("this sign-in took too long: sign in again")
         provider = oidc.provider_named(provider_id)
-        claims, id_token = oidc.authorization_finish(provider, pending, request.GET.dict(),
-                                                     redirect_uri=_callback_uri(request, provider))
+        claims, id_token = oidc.authorization_finish(
+            provider, pending, request.GET.dict(), redirect_uri=_callback_uri(request, provider)
+        )
         groups = claims.get(settings.PMD_GROUPS_CLAIM)
         if isinstance(groups, str):
             groups = groups.split()
-        user = provider_sign_in(signin=ProviderSignIn(
-            provider=f"openid:{provider.id}", subject=str(claims["sub"]),
-            username=str(claims.get(provider.username_claim) or claims["sub"]),
-            email=str(claims.get("email") or ""),
-            groups=[str(g) for g in groups] if isinstance(groups, list) else None))
+        user = provider_sign_in(
+            signin=ProviderSignIn(
+                provider=f"openid:{provider.id}",
+                subject=str(claims["sub"]),
+                username=str(claims.get(provider.username_claim) or claims["sub"]),
+                email=str(claims.get("email") or ""),
+                groups=[str(g) for g in groups] if isinstance(groups, list) else None,
+            )
+        )
     except errors.PmdError as exc:
         return problem_response(request, exc)
     login(request, user, backend=BACKEND)
@@ -85,7 +91,9 @@ def sign_out(request):
     after = request.build_absolute_uri(settings.LOGOUT_REDIRECT_URL)
     if signed_in:
         try:
-            url = oidc.logout_url(oidc.provider_named(signed_in["provider"]), id_token=signed_in["id_token"], after=after)
+            url = oidc.logout_url(
+                oidc.provider_named(signed_in["provider"]), id_token=signed_in["id_token"], after=after
+            )
         except errors.SignInFailed:
             url = None
         if url:

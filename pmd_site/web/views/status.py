@@ -20,17 +20,43 @@ from pmd_site.web.pages import access_of, page, staff_required
 
 # Labels for the keys a person reads; any other key is shown as its words ("last_seen" → "Last seen").
 LABELS = {
-    "pmd_home": "PMD_HOME folder", "pgvector": "pgvector", "server": "Server", "embedded": "Embedded",
-    "inactive_documents": "Removed notes kept", "contents": "Distinct texts", "contexts": "Contexts",
-    "by_collection": "Collections", "last_indexed_at": "Last indexed", "uri": "Note", "url": "Address",
-    "hnsw_index": "Vector index built", "stale_fingerprints": "Vectors of other models",
-    "fingerprint": "Vectors", "chunks": "Chunks", "pending": "Without vectors", "mismatch": "Model changed",
-    "job": "Last embedding request", "state": "State", "next_check_at": "Next check",
-    "waiting_since": "Waiting since", "checks": "Checks so far", "progress": "Progress",
-    "notes_embedded": "Notes with vectors", "commits_embedded": "Commits with vectors",
-    "last_seen_seconds_ago": "Last seen", "last_change_at": "Last change", "alive": "Workers answering",
-    "names": "Names", "mode": "Mode", "reachable": "Reachable", "models": "Models", "backend": "Backend",
-    "created_at": "Created", "percent": "Done", "warnings": "Warnings", "recent": "Recent",
+    "pmd_home": "PMD_HOME folder",
+    "pgvector": "pgvector",
+    "server": "Server",
+    "embedded": "Embedded",
+    "inactive_documents": "Removed notes kept",
+    "contents": "Distinct texts",
+    "contexts": "Contexts",
+    "by_collection": "Collections",
+    "last_indexed_at": "Last indexed",
+    "uri": "Note",
+    "url": "Address",
+    "hnsw_index": "Vector index built",
+    "stale_fingerprints": "Vectors of other models",
+    "fingerprint": "Vectors",
+    "chunks": "Chunks",
+    "pending": "Without vectors",
+    "mismatch": "Model changed",
+    "job": "Last embedding request",
+    "state": "State",
+    "next_check_at": "Next check",
+    "waiting_since": "Waiting since",
+    "checks": "Checks so far",
+    "progress": "Progress",
+    "notes_embedded": "Notes with vectors",
+    "commits_embedded": "Commits with vectors",
+    "last_seen_seconds_ago": "Last seen",
+    "last_change_at": "Last change",
+    "alive": "Workers answering",
+    "names": "Names",
+    "mode": "Mode",
+    "reachable": "Reachable",
+    "models": "Models",
+    "backend": "Backend",
+    "created_at": "Created",
+    "percent": "Done",
+    "warnings": "Warnings",
+    "recent": "Recent",
 }
 SHOWN_ABOVE = {"ok", "error", "advice", "hybrid", "hint", "reason"}  # in the section's sentences already
 
@@ -52,8 +78,10 @@ def _value(key: str, value):
     if key == "percent":
         return f"{value:.0f} %" if isinstance(value, (int, float)) else value
     if key == "models" and isinstance(value, dict):
-        return "; ".join(f"{role}: {m.get('model')}" + ("" if m.get("present") in (True, None) else " (missing)")
-                         for role, m in value.items())
+        return "; ".join(
+            f"{role}: {m.get('model')}" + ("" if m.get("present") in (True, None) else " (missing)")
+            for role, m in value.items()
+        )
     if key == "fingerprint" and isinstance(value, dict):
         return f"{value.get('model')}, {value.get('dims')} dimensions, {value.get('chunking')}"
     if isinstance(value, dict):
@@ -65,9 +93,18 @@ def _value(key: str, value):
 
 def _progress_rows(rows: list[dict]) -> dict:
     """Embedding per collection and kind, as "12 of 20" cells."""
-    return {"name": "Progress per collection", "columns": ["Collection", "Notes with vectors", "Commits with vectors"],
-            "rows": [[r["name"], f"{r['notes_embedded']} of {r['notes']}",
-                      f"{r['commits_embedded']} of {r['commits']}" if r["commits"] else "—"] for r in rows]}
+    return {
+        "name": "Progress per collection",
+        "columns": ["Collection", "Notes with vectors", "Commits with vectors"],
+        "rows": [
+            [
+                r["name"],
+                f"{r['notes_embedded']} of {r['notes']}",
+                f"{r['commits_embedded']} of {r['commits']}" if r["commits"] else "—",
+            ]
+            for r in rows
+        ],
+    }
 
 
 def _section(name: str, data: dict) -> dict:
@@ -84,17 +121,30 @@ def _section(name: str, data: dict) -> dict:
                 tables.append(_progress_rows(value))
         elif isinstance(value, list) and value and isinstance(value[0], dict):
             columns = list(value[0].keys())
-            tables.append({"name": _label(key), "columns": [_label(c) for c in columns],
-                           "rows": [[_value(c, row.get(c)) for c in columns] for row in value]})
+            tables.append(
+                {
+                    "name": _label(key),
+                    "columns": [_label(c) for c in columns],
+                    "rows": [[_value(c, row.get(c)) for c in columns] for row in value],
+                }
+            )
         elif isinstance(value, list) and not value:
             continue
         else:
             scalars.append((_label(key), _value(key, value)))
     for table in tables:  # each cell with its column's name: on a phone a row is a card of labelled values
         table["cells"] = [list(zip(table["columns"], row)) for row in table["rows"]]
-    return {"name": name, "title": TITLES.get(name, name.capitalize()), "ok": ok, "state": state,
-            "lines": status_headlines(name, data), "wide": any(len(t["columns"]) > 3 for t in tables),
-            "scalars": scalars, "tables": tables, "raw": json.dumps(data, indent=2, default=str)}
+    return {
+        "name": name,
+        "title": TITLES.get(name, name.capitalize()),
+        "ok": ok,
+        "state": state,
+        "lines": status_headlines(name, data),
+        "wide": any(len(t["columns"]) > 3 for t in tables),
+        "scalars": scalars,
+        "tables": tables,
+        "raw": json.dumps(data, indent=2, default=str),
+    }
 
 
 def _status(request, *, confirm: dict | None = None, status: int = 200):
@@ -125,8 +175,11 @@ def index_config_change(request):
         messages.error(request, str(exc))
         return redirect("search:status")
     if change.changed:
-        messages.success(request, f"{name} is now {value.strip() or '(empty)'} for every process of this index"
-                                  + (": embedding everything again" if change.replaces_vectors else ""))
+        messages.success(
+            request,
+            f"{name} is now {value.strip() or '(empty)'} for every process of this index"
+            + (": embedding everything again" if change.replaces_vectors else ""),
+        )
     else:
         messages.info(request, f"{name} was already {value.strip() or '(empty)'}")
     return redirect("search:status")
@@ -143,7 +196,12 @@ def searches_page(request):
     except ValueError:
         days = 30
     report = search_log_report(access=access_of(request), days=days, limit=20)
-    lists = [("Top queries", report["top"]), ("No results: what the notes do not answer", report["zero_results"]),
-             ("Weak results", report["weak"]), ("Slow", report["slow"])]
-    return page(request, "web/searches.html", {"report": report, "lists": lists, "days": days,
-                                                  "periods": (1, 7, 30, 90)})
+    lists = [
+        ("Top queries", report["top"]),
+        ("No results: what the notes do not answer", report["zero_results"]),
+        ("Weak results", report["weak"]),
+        ("Slow", report["slow"]),
+    ]
+    return page(
+        request, "web/searches.html", {"report": report, "lists": lists, "days": days, "periods": (1, 7, 30, 90)}
+    )

@@ -15,8 +15,8 @@ from django.shortcuts import redirect
 from django.views.decorators.http import require_GET, require_POST
 
 from indexing.access import visible_collection_names
-from indexing.services.tokens import token_create, token_list, token_revoke, token_scope
 from indexing.models import ApiToken
+from indexing.services.tokens import token_create, token_list, token_revoke, token_scope
 from pmd_site.web.errors import form_problems
 from pmd_site.web.forms import TokenCreateForm
 from pmd_site.web.pages import access_of, page
@@ -68,13 +68,19 @@ def token_add(request):
     if form.is_valid():
         with form_problems(form):
             created = token_create(
-                user=request.user, name=form.cleaned_data["name"], access=access_of(request),
-                can_write=form.cleaned_data["can_write"], collections=form.cleaned_data["collections"],
+                user=request.user,
+                name=form.cleaned_data["name"],
+                access=access_of(request),
+                can_write=form.cleaned_data["can_write"],
+                collections=form.cleaned_data["collections"],
                 expires_in=form.cleaned_data["expires"],
             )
-    response = page(request, "web/tokens.html",
-                    _tokens_context(request, _token_form(request) if created else form, created),
-                    status=200 if created else 400)
+    response = page(
+        request,
+        "web/tokens.html",
+        _tokens_context(request, _token_form(request) if created else form, created),
+        status=200 if created else 400,
+    )
     response.headers["Cache-Control"] = "no-store"
     return response
 

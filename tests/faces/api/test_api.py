@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from indexing.services.tokens import token_create, token_revoke
 from indexing.access import Access
+from indexing.services.tokens import token_create, token_revoke
 from tests.support.factories import api_client, make_user
 
 
@@ -41,8 +41,13 @@ def api(reader):
 
 def test_anonymous_and_bad_tokens_get_401(db, reader):
     anon = Client()
-    for method, url in [("get", "/api/status"), ("get", "/api/collections"), ("post", "/api/search"),
-                        ("get", "/api/get?ref=x"), ("delete", "/api/collections/x")]:
+    for method, url in [
+        ("get", "/api/status"),
+        ("get", "/api/collections"),
+        ("post", "/api/search"),
+        ("get", "/api/get?ref=x"),
+        ("delete", "/api/collections/x"),
+    ]:
         response = getattr(anon, method)(url)
         assert response.status_code == 401, url
         assert "Bearer" in response.json()["message"]
@@ -166,8 +171,9 @@ def test_non_staff_cannot_manage_collections_or_contexts(api, indexed_collection
 
 def test_staff_collection_lifecycle_and_job(admin_api, corpus_dir, db, settings):
     settings.PMD_COLLECTION_ROOTS = [corpus_dir.parent]  # the API adds collections only under these
-    created = admin_api.post("/api/collections", {"path": str(corpus_dir), "name": "kb"},
-                             content_type="application/json")
+    created = admin_api.post(
+        "/api/collections", {"path": str(corpus_dir), "name": "kb"}, content_type="application/json"
+    )
     assert created.status_code == 201, created.content
     body = created.json()
     assert body["collection"]["documents"] > 0 and body["job"]["state"] == "done"
@@ -176,11 +182,13 @@ def test_staff_collection_lifecycle_and_job(admin_api, corpus_dir, db, settings)
     jobs = admin_api.get("/api/jobs", {"state": "done"}).json()
     assert body["job"]["id"] in {j["id"] for j in jobs["items"]} and jobs["count"] == len(jobs["items"])
     assert admin_api.get("/api/jobs/00000000-0000-0000-0000-000000000000").status_code == 404
-    duplicate = admin_api.post("/api/collections", {"path": str(corpus_dir), "name": "kb"},
-                               content_type="application/json")
+    duplicate = admin_api.post(
+        "/api/collections", {"path": str(corpus_dir), "name": "kb"}, content_type="application/json"
+    )
     assert duplicate.status_code == 409
-    missing_folder = admin_api.post("/api/collections", {"path": str(corpus_dir / "nope")},
-                                    content_type="application/json")
+    missing_folder = admin_api.post(
+        "/api/collections", {"path": str(corpus_dir / "nope")}, content_type="application/json"
+    )
     # The answer of every folder staff may not use: it tells no one which folders exist.
     assert missing_folder.status_code == 400 and "choose an existing folder" in missing_folder.json()["message"]
 
@@ -197,8 +205,9 @@ def test_staff_collection_lifecycle_and_job(admin_api, corpus_dir, db, settings)
 
 
 def test_contexts_crud(admin_api, indexed_collection):
-    put = admin_api.put("/api/contexts", {"target": "pmd://notes/", "text": "Team notes"},
-                        content_type="application/json")
+    put = admin_api.put(
+        "/api/contexts", {"target": "pmd://notes/", "text": "Team notes"}, content_type="application/json"
+    )
     assert put.status_code == 200 and put.json() == {"target": "pmd://notes/", "text": "Team notes"}
     admin_api.put("/api/contexts", {"target": "/", "text": "Everything"}, content_type="application/json")
     listed = admin_api.get("/api/contexts").json()
@@ -213,14 +222,33 @@ def test_contexts_crud(admin_api, indexed_collection):
 
 def test_openapi_schema_and_docs(api, db):
     schema = api.get("/api/openapi.json").json()
-    for route in ["/api/search", "/api/get", "/api/multi-get", "/api/collections", "/api/collections/{name}/embed",
-                  "/api/jobs/{job_id}", "/api/contexts", "/api/status"]:
+    for route in [
+        "/api/search",
+        "/api/get",
+        "/api/multi-get",
+        "/api/collections",
+        "/api/collections/{name}/embed",
+        "/api/jobs/{job_id}",
+        "/api/contexts",
+        "/api/status",
+    ]:
         assert route in schema["paths"], route
     assert api.get("/api/docs").status_code == 200
 
 
-RESULT_KEYS = {"docid", "uri", "collection", "path", "title", "score", "line", "snippet", "highlights", "context",
-               "scores"}
+RESULT_KEYS = {
+    "docid",
+    "uri",
+    "collection",
+    "path",
+    "title",
+    "score",
+    "line",
+    "snippet",
+    "highlights",
+    "context",
+    "scores",
+}
 
 
 def test_keyword_search_get_and_post_match_the_cli_json(api, indexed_collection, run_cli):
@@ -255,8 +283,11 @@ def test_embed_job_then_semantic_and_hybrid_search(admin_api, indexed_collection
     semantic = admin_api.post("/api/vsearch", {"query": "tuning the database"}, content_type="application/json")
     assert semantic.status_code == 200, semantic.content
     assert semantic.json()["mode"] == "vsearch" and semantic.json()["results"]
-    hybrid = admin_api.post("/api/query", {"query": "tuning the database", "rerank": False, "expand": False},
-                            content_type="application/json")
+    hybrid = admin_api.post(
+        "/api/query",
+        {"query": "tuning the database", "rerank": False, "expand": False},
+        content_type="application/json",
+    )
     assert hybrid.status_code == 200, hybrid.content
     assert hybrid.json()["mode"] == "query" and hybrid.json()["results"]
 

@@ -7,8 +7,8 @@ import hashlib
 
 import pytest
 
-from pmd_site.bench.filtered import SHAPES, bench_filtered, corpus_write
 from indexing.errors import BenchmarkError
+from pmd_site.bench.filtered import SHAPES, bench_filtered, corpus_write
 from pmd_site.bench.quality import BenchOptions
 
 pytestmark = pytest.mark.django_db

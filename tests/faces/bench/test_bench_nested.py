@@ -15,8 +15,13 @@ TOPICS = {  # doc id: (folder, words)
     "w": ("a", "kubernetes rollout deployment pods"),
     "v": ("c", "violin bow rosin strings"),
 }
-QUERIES = [("q1", "tomato greenhouse", "x"), ("q2", "autovacuum bloat", "y"), ("q3", "sourdough hydration", "z"),
-           ("q4", "kubernetes rollout", "w"), ("q5", "violin rosin", "v")]
+QUERIES = [
+    ("q1", "tomato greenhouse", "x"),
+    ("q2", "autovacuum bloat", "y"),
+    ("q3", "sourdough hydration", "z"),
+    ("q4", "kubernetes rollout", "w"),
+    ("q5", "violin rosin", "v"),
+]
 
 
 @pytest.fixture
@@ -25,7 +30,8 @@ def nested_dataset(tmp_path):
     for doc_id, (folder, words) in TOPICS.items():
         (root / "docs" / folder).mkdir(parents=True, exist_ok=True)
         (root / "docs" / folder / f"{doc_id}.md").write_text(
-            f"---\ntitle: {doc_id}\n---\n\n## {words.split()[0]}\n\n{words}. {words}.\n")
+            f"---\ntitle: {doc_id}\n---\n\n## {words.split()[0]}\n\n{words}. {words}.\n"
+        )
     (root / "queries.tsv").write_text("".join(f"{q}\t{text}\n" for q, text, _ in QUERIES))
     (root / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{d}\t1\n" for q, _, d in QUERIES))
     return root
@@ -57,8 +63,12 @@ def test_bench_split_odd_and_even_partition_the_queries(nested_dataset, tmp_path
         report = MODES["search"](str(nested_dataset), BenchOptions(run_file=str(run_file), split=split))
         halves[split] = {line.split("\t")[0] for line in run_file.read_text().splitlines()}
         assert report.data["metrics"]["nDCG@10"] == pytest.approx(1.0)
-        assert report.data["split"] == {"name": split, "queries": len(halves[split]), "of": 5,
-                                        "rule": report.data["split"]["rule"]}
+        assert report.data["split"] == {
+            "name": split,
+            "queries": len(halves[split]),
+            "of": 5,
+            "rule": report.data["split"]["rule"],
+        }
         assert split in report.title and split in dict(report.lines)["split"]
     assert halves == {"odd": {"q1", "q3", "q5"}, "even": {"q2", "q4"}}
 
@@ -90,6 +100,7 @@ def test_hybrid_bench_times_a_second_pass_with_cached_query_vectors(nested_datas
         def hook(number):
             calls_per_pass.append(ollama.embed_calls)
             on_pass(number)
+
         return original(*args, on_pass=hook, **kwargs)
 
     monkeypatch.setattr(quality, "bench_retrieval", counting)

@@ -18,8 +18,13 @@ def test_vector_scale_runs_at_a_tiny_size_and_prints_its_table(run_cli):
     assert code == 0
     assert "vector-scale, 1,000 synthetic 384d vectors" in out
     assert "recall@10" in out and "p50" in out and "p95" in out
-    for label in ("vector, ef 40", "halfvec, ef 100", "bit, ef 40, re-rank top 40", "filter, iterative scan",
-                  "filter, partial index"):
+    for label in (
+        "vector, ef 40",
+        "halfvec, ef 100",
+        "bit, ef 40, re-rank top 40",
+        "filter, iterative scan",
+        "filter, partial index",
+    ):
         assert label in out
 
     # a second run keeps the table and its indexes, and measures the same shapes
@@ -42,8 +47,9 @@ def test_vector_scale_wants_a_thousand_vectors(run_cli):
 
 
 def test_keyword_scale_indexes_its_passages_and_times_keyword_search(run_cli, tmp_path):
-    code, out, _ = run_cli("bench", str(tmp_path / "kw"), "--mode", "keyword-scale", "--size", "1000",
-                           "--queries", "10")
+    code, out, _ = run_cli(
+        "bench", str(tmp_path / "kw"), "--mode", "keyword-scale", "--size", "1000", "--queries", "10"
+    )
     assert code == 0
     assert "keyword-scale, 1,000 passages" in out and "p50" in out and "p95" in out
     assert len(list((tmp_path / "kw" / "docs").rglob("*.md"))) == 100  # ten passages a note

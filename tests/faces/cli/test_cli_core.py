@@ -20,7 +20,9 @@ def test_collection_add_list_show_rename_remove(run_cli, corpus_dir):
     assert code == 0
     code, out, _ = run_cli("ls", "handbook/guides", "--json")
     assert {d["uri"] for d in json.loads(out)} == {
-        "pmd://handbook/guides/identifiers.md", "pmd://handbook/guides/postgres-tuning.md"}
+        "pmd://handbook/guides/identifiers.md",
+        "pmd://handbook/guides/postgres-tuning.md",
+    }
     code, _, err = run_cli("collection", "add", str(corpus_dir), "--name", "handbook")
     assert code == 1 and "already exists" in err
     code, out, _ = run_cli("collection", "remove", "handbook")
@@ -170,13 +172,12 @@ def test_server_log_lines_never_reach_a_client_s_stderr(monkeypatch):
     """`INFO httpx: HTTP Request …` of the server reached `pmd` clients through the socket."""
     import logging
     import logging.config
+    import sys
 
     from django.conf import settings
 
     from pmd_site.cli.local_server import _stream
     from pmd_site.cli.output import ClientTerminal, install_client_streams, printing_for
-
-    import sys
 
     monkeypatch.setattr(sys, "stdout", sys.stdout)  # put back afterwards
     monkeypatch.setattr(sys, "stderr", sys.stderr)
@@ -184,8 +185,9 @@ def test_server_log_lines_never_reach_a_client_s_stderr(monkeypatch):
     logging.config.dictConfig(settings.LOGGING)
     chunks: list = []
     info = {"encoding": "utf-8", "errors": "strict", "tty": False}
-    terminal = ClientTerminal(stdout=_stream(b"1", chunks, info), stderr=_stream(b"2", chunks, info),
-                              environ={}, size=None, help_width=None)
+    terminal = ClientTerminal(
+        stdout=_stream(b"1", chunks, info), stderr=_stream(b"2", chunks, info), environ={}, size=None, help_width=None
+    )
     with printing_for(terminal):
         logging.getLogger("pmd.test").warning("a line for the server's log")
         print("the command's own output")

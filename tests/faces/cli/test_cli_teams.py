@@ -10,8 +10,7 @@ import pytest
 from django.contrib.auth.models import Group
 from django.utils import timezone
 
-from indexing.models import AuditEvent, Collection
-from indexing.models import ApiToken
+from indexing.models import ApiToken, AuditEvent, Collection
 from tests.support.factories import make_user
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -87,8 +86,9 @@ def test_share_with_a_missing_group_or_user_is_an_error_and_changes_nothing(run_
     assert code == 1 and "no collection named 'nowhere'" in err
 
 
-@pytest.mark.parametrize("flags", [(), ("--everyone", "--private"), ("--private", "--user", "bob"),
-                                   ("--everyone", "--group", "eng")])
+@pytest.mark.parametrize(
+    "flags", [(), ("--everyone", "--private"), ("--private", "--user", "bob"), ("--everyone", "--group", "eng")]
+)
 def test_share_needs_exactly_one_choice(run_cli, indexed_collection, people, flags):
     code, out, err = run_cli("collection", "share", "notes", *flags)
     assert code == 1 and out == ""
@@ -125,8 +125,9 @@ def test_group_create_add_remove_list_delete(run_cli, people):
 
 
 def test_token_create_with_write_collection_and_expiry(run_cli, indexed_collection, people):
-    code, out, err = run_cli("token", "create", "--user", "alice", "--name", "agent", "--write",
-                             "--collection", "notes", "--expires", "7d")
+    code, out, err = run_cli(
+        "token", "create", "--user", "alice", "--name", "agent", "--write", "--collection", "notes", "--expires", "7d"
+    )
     assert code == 0, err
     raw = out.strip()
     assert out.count("\n") == 1 and raw.startswith("pmd_")  # stdout: the token alone

@@ -13,9 +13,7 @@ import pytest
 
 from indexing.models import Chunk, Job
 from pmd_site.runtime.redis_server import EmbeddedRedis
-
 from tests.support.paths import ROOT
-
 
 # --- embedded Redis ---------------------------------------------------------------------------
 
@@ -134,13 +132,28 @@ def test_pmd_embed_hands_the_work_to_a_running_worker(indexed_collection, ollama
     env = dict(
         os.environ,
         DATABASE_URL=database_url,
-        OLLAMA_URL=ollama.url, PMD_LLM_BACKEND="ollama", PMD_EMBED_MODEL="embeddinggemma",
+        OLLAMA_URL=ollama.url,
+        PMD_LLM_BACKEND="ollama",
+        PMD_EMBED_MODEL="embeddinggemma",
     )
     redis_server.start()
     worker = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "pmd_site.celery", "worker", "--pool=solo", "--loglevel=WARNING", "--queues=pmd,pmd-embed",
-         "--hostname=test-worker@%h"],
-        env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "pmd_site.celery",
+            "worker",
+            "--pool=solo",
+            "--loglevel=WARNING",
+            "--queues=pmd,pmd-embed",
+            "--hostname=test-worker@%h",
+        ],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
     )
     try:
         for _ in range(120):

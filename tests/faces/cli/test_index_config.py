@@ -40,7 +40,8 @@ def test_a_process_without_the_variables_uses_the_index_configuration(minilm_ind
 
 @pytest.mark.django_db
 def test_an_environment_that_disagrees_wins_for_its_process_with_a_warning_and_no_advice_to_re_embed(
-        minilm_index, run_cli, monkeypatch):
+    minilm_index, run_cli, monkeypatch
+):
     minilm_index.PMD_EMBED_MODEL = "embeddinggemma"
     monkeypatch.setenv("PMD_EMBED_MODEL", "embeddinggemma")  # this process's environment
     [warning] = index_config_apply()
@@ -76,8 +77,14 @@ def test_a_second_process_with_another_environment_reads_the_index_configuration
     base.update(DATABASE_URL=database_url, PMD_LOG_LEVEL="WARNING")
 
     def show(**env):
-        done = subprocess.run([sys.executable, "-m", "pmd_site.cli", "config", "show", "--json"], cwd=ROOT,
-                              env={**base, **env}, capture_output=True, text=True, timeout=60)
+        done = subprocess.run(
+            [sys.executable, "-m", "pmd_site.cli", "config", "show", "--json"],
+            cwd=ROOT,
+            env={**base, **env},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert done.returncode == 0, done.stderr
         return {row["name"]: row for row in json.loads(done.stdout)}, done.stderr
 

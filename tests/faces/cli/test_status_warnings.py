@@ -37,13 +37,16 @@ def test_safe_settings_give_no_warning(safe_settings, run_cli):
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("change, expected", [
-    (lambda s: setattr(s, "DEBUG", True), "PMD_DEBUG is on"),
-    (lambda s: setattr(s, "SECRET_KEY", "test-only-secret-key-not-for-production"), "placeholder"),
-    (lambda s: setattr(s, "SECRET_KEY", "abc123"), "short"),
-    (lambda s: setattr(s, "ALLOWED_HOSTS", []), "PMD_ALLOWED_HOSTS is empty"),
-    (lambda s: setattr(s, "ALLOWED_HOSTS", ["*"]), "'*'"),
-])
+@pytest.mark.parametrize(
+    "change, expected",
+    [
+        (lambda s: setattr(s, "DEBUG", True), "PMD_DEBUG is on"),
+        (lambda s: setattr(s, "SECRET_KEY", "test-only-secret-key-not-for-production"), "placeholder"),
+        (lambda s: setattr(s, "SECRET_KEY", "abc123"), "short"),
+        (lambda s: setattr(s, "ALLOWED_HOSTS", []), "PMD_ALLOWED_HOSTS is empty"),
+        (lambda s: setattr(s, "ALLOWED_HOSTS", ["*"]), "'*'"),
+    ],
+)
 def test_each_unsafe_setting_is_named(safe_settings, run_cli, change, expected):
     change(safe_settings)
     section = _security(run_cli)

@@ -46,16 +46,16 @@ def test_pmd_worker_hands_the_pool_to_celery(monkeypatch):
 
 
 def test_the_small_profile_runs_web_and_one_worker_with_the_scheduler_and_watcher_inside():
-    children = {name: argv for name, *argv in
-                up.up_children(_up_args(), broker=True, watch=True, profile="small")}
+    children = {name: argv for name, *argv in up.up_children(_up_args(), broker=True, watch=True, profile="small")}
     assert set(children) == {"web", "worker"}
     worker = children["worker"]
     assert worker[worker.index("--queues") + 1] == "all"
     assert worker[worker.index("--pool") + 1] == "threads"
     assert {"--with-beat", "--with-watcher"} <= set(worker)
     assert up.SMALL_PROFILE_BATCH <= 4  # pmd up gives it PMD_LOCAL_BATCH: smaller ONNX buffers
-    quiet = {name: argv for name, *argv in
-             up.up_children(_up_args(no_watch=True), broker=True, watch=True, profile="small")}
+    quiet = {
+        name: argv for name, *argv in up.up_children(_up_args(no_watch=True), broker=True, watch=True, profile="small")
+    }
     assert "--with-watcher" not in quiet["worker"]
 
 

@@ -16,13 +16,34 @@ from tests.support.paths import ROOT
 
 # available_apps makes the flush between tests TRUNCATE … CASCADE, which also empties the
 # keyword index tables that reference documents.
-pytestmark = pytest.mark.django_db(transaction=True, available_apps=[
-    "django.contrib.admin", "django.contrib.auth", "django.contrib.contenttypes", "django.contrib.sessions",
-    "django.contrib.messages", "django.contrib.staticfiles", "django_htmx", "indexing", "search",
-])
+pytestmark = pytest.mark.django_db(
+    transaction=True,
+    available_apps=[
+        "django.contrib.admin",
+        "django.contrib.auth",
+        "django.contrib.contenttypes",
+        "django.contrib.sessions",
+        "django.contrib.messages",
+        "django.contrib.staticfiles",
+        "django_htmx",
+        "indexing",
+        "search",
+    ],
+)
 
-TOOLS = {"pmd_search", "pmd_vector_search", "pmd_deep_search", "pmd_get", "pmd_multi_get", "pmd_status", "pmd_links", "pmd_related",
-         "pmd_fields", "pmd_search_history", "pmd_ask"}
+TOOLS = {
+    "pmd_search",
+    "pmd_vector_search",
+    "pmd_deep_search",
+    "pmd_get",
+    "pmd_multi_get",
+    "pmd_status",
+    "pmd_links",
+    "pmd_related",
+    "pmd_fields",
+    "pmd_search_history",
+    "pmd_ask",
+}
 
 
 async def _exercise(client, doc) -> dict:
@@ -36,8 +57,12 @@ async def _exercise(client, doc) -> dict:
     seen["get_missing"] = await client.call_tool("pmd_get", {"ref": f"pmd://notes/{doc.path[:-3]}x.md"})
     seen["multi"] = await client.call_tool("pmd_multi_get", {"pattern": "notes/**", "max_bytes": 1_000_000})
     for name in ("pmd_search", "pmd_vector_search", "pmd_deep_search"):
-        seen[name] = await client.call_tool(name, {"query": "postgres tuning", "limit": 3, "rerank": False}
-                                            if name == "pmd_deep_search" else {"query": "postgres tuning", "limit": 3})
+        seen[name] = await client.call_tool(
+            name,
+            {"query": "postgres tuning", "limit": 3, "rerank": False}
+            if name == "pmd_deep_search"
+            else {"query": "postgres tuning", "limit": 3},
+        )
     seen["resources"] = await client.list_resources()
     seen["resource"] = await client.read_resource(f"pmd://notes/{doc.path}")
     seen["resource_range"] = await client.read_resource(f"pmd://notes/{doc.path}?start=2&lines=1")
@@ -102,9 +127,12 @@ def test_http_transport_end_to_end(asgi_server, token, indexed_collection):
 
 
 def _initialize_body() -> dict:
-    return {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-            "params": {"protocolVersion": "2025-06-18", "capabilities": {},
-                       "clientInfo": {"name": "test", "version": "0"}}}
+    return {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "0"}},
+    }
 
 
 def test_http_rejects_missing_invalid_revoked_token_and_foreign_origin(asgi_server, token):
@@ -124,8 +152,9 @@ def test_http_rejects_missing_invalid_revoked_token_and_foreign_origin(asgi_serv
         assert ok.status_code == 200 and ok.json()["result"]["serverInfo"]["name"] == "pmd"
         foreign = http.post("/mcp", json=_initialize_body(), headers={**auth, "Origin": "https://evil.example"})
         assert foreign.status_code == 403
-        local_origin = http.post("/mcp", json=_initialize_body(),
-                                 headers={**auth, "Origin": asgi_server.replace("127.0.0.1", "localhost")})
+        local_origin = http.post(
+            "/mcp", json=_initialize_body(), headers={**auth, "Origin": asgi_server.replace("127.0.0.1", "localhost")}
+        )
         assert local_origin.status_code == 200
         rebound = http.post("/mcp", json=_initialize_body(), headers={**auth, "Host": "attacker.example"})
         assert rebound.status_code == 421
@@ -197,8 +226,9 @@ def test_stdio_transport_end_to_end(indexed_collection, database_url, monkeypatc
     monkeypatch.setattr(stdio_client.__wrapped__, "__defaults__", (sys.__stderr__,))
 
     doc = indexed_collection.documents.filter(active=True).order_by("path").first()
-    params = StdioServerParameters(command=sys.executable, args=["-m", "pmd_site.cli", "mcp"],
-                                   env=_child_env(database_url), cwd=str(ROOT))
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "pmd_site.cli", "mcp"], env=_child_env(database_url), cwd=str(ROOT)
+    )
 
     async def run():
         async with Client(params) as client:
@@ -230,8 +260,15 @@ def test_stdio_without_an_index_says_where_it_looked(tmp_path):
 
     env = {k: v for k, v in os.environ.items() if k in {"PATH", "LANG", "PMD_SECRET_KEY"}}
     env.update(HOME=str(tmp_path), XDG_DATA_HOME=str(tmp_path / "data"))
-    done = subprocess.run([sys.executable, "-m", "pmd_site.cli", "mcp"], env=env, cwd=str(ROOT),
-                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "pmd_site.cli", "mcp"],
+        env=env,
+        cwd=str(ROOT),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 1 and done.stdout == ""
     assert str(tmp_path / "data" / "pmd") in done.stderr and "PMD_HOME is not set" in done.stderr
     assert "pmd status" in done.stderr and "DATABASE_URL" in done.stderr

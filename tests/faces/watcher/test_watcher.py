@@ -27,8 +27,12 @@ def test_changes_map_to_the_collections_that_contain_them(tmp_path):
     assert collections_for_changes({(1, str(notes / "sub" / "a.md"))}, targets) == {"notes"}
     # git's churn, files outside the mask and paths outside every collection cost nothing
     (work / "image.png").write_bytes(b"\x89PNG")
-    ignored = {(2, str(work / ".git" / "index")), (2, str(work / "image.png")),
-               (2, str(tmp_path / "elsewhere" / "x.md")), (1, str(notes / "node_modules" / "pkg.md"))}
+    ignored = {
+        (2, str(work / ".git" / "index")),
+        (2, str(work / "image.png")),
+        (2, str(tmp_path / "elsewhere" / "x.md")),
+        (1, str(notes / "node_modules" / "pkg.md")),
+    }
     assert collections_for_changes(ignored, targets) == set()
     # a deleted (or renamed-away) folder may have held documents
     assert collections_for_changes({(3, str(work / "old-folder"))}, targets) == {"work"}

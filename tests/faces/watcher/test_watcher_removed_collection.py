@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from django.db import connection
 
+from indexing.access import Access
 from indexing.models import Document
 from indexing.services.collections import collection_create, collection_remove
-from indexing.access import Access
 from indexing.services.refresh import collections_refresh
 from pmd_site.watcher import run_watcher
 
@@ -20,6 +20,7 @@ from pmd_site.watcher import run_watcher
 def reindex(names):
     """What the watcher asks of the one refresh service for a batch of file events."""
     return collections_refresh(names=names, missing="skip", access=Access.local_user()).logged_summary()
+
 
 SUMMARY_KEYS = {"collections", "changed", "removed", "embedding_task", "seconds", "reports", "skipped", "commits"}
 
@@ -82,8 +83,9 @@ def test_watcher_loop_survives_changes_to_a_collection_removed_meanwhile(tmp_pat
 
         assert wait_for(gone_change_handled, alive=thread, limit=15.0)  # seen while its folder is still watched
         (kept_dir / "later.md").write_text("# Later\n\nIndexed by the watcher.\n")
-        assert wait_for(lambda: Document.objects.filter(collection__name="kept", path="later.md").exists(),
-                        alive=thread), crashed
+        assert wait_for(
+            lambda: Document.objects.filter(collection__name="kept", path="later.md").exists(), alive=thread
+        ), crashed
         assert thread.is_alive() and crashed == []
     finally:
         stop.set()

@@ -36,15 +36,21 @@ def test_the_folders_watched_are_the_collections_own(tmp_path):
     (notes / ".git" / "objects" / "ab").mkdir(parents=True)
     (notes / "node_modules" / "pkg").mkdir(parents=True)
     folders = watch_folders([WatchTarget("notes", notes, "**/*.md")])
-    assert folders == sorted(str(p) for p in (notes, notes / "sub", notes / ".git", notes / ".git" / "refs",
-                                              notes / ".git" / "refs" / "heads"))
+    assert folders == sorted(
+        str(p)
+        for p in (notes, notes / "sub", notes / ".git", notes / ".git" / "refs", notes / ".git" / "refs" / "heads")
+    )
 
 
 def test_events_through_a_link_touch_no_collection(tmp_path):
     notes, outside = _folders(tmp_path)
     targets = [WatchTarget("notes", notes, "**/*.md")]
-    through_link = {(2, str(notes / "link" / "deep" / "secret.md")), (1, str(notes / "link" / "deep" / "deeper")),
-                    (2, str(notes / "link")), (2, str(notes / "sub" / "to-root" / "etc"))}
+    through_link = {
+        (2, str(notes / "link" / "deep" / "secret.md")),
+        (1, str(notes / "link" / "deep" / "deeper")),
+        (2, str(notes / "link")),
+        (2, str(notes / "sub" / "to-root" / "etc")),
+    }
     assert collections_for_changes(through_link, targets) == set()
     assert collections_for_changes({(2, str(notes / "first.md"))}, targets) == {"notes"}
 

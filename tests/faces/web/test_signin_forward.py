@@ -141,7 +141,6 @@ def test_status_warns_about_trusting_every_address_and_about_no_way_in(settings)
     assert any("only the break-glass accounts" in w for w in unsafe_settings(settings))
 
 
-
 def as_sent(name: str) -> str:
     """A header value as the web server hands it to Django: its UTF-8 bytes read as latin-1."""
     return name.encode("utf-8").decode("latin-1")
@@ -202,8 +201,9 @@ def _get_status(url: str, **headers):
 @pytest.mark.django_db(transaction=True)
 def test_a_forged_x_forwarded_for_naming_the_proxy_signs_no_one_in(served, settings):
     settings.PMD_FORWARD_AUTH_PROXIES = [ipaddress.ip_network("10.9.9.9")]
-    response = _get_status(served, **{"X-Forwarded-For": "10.9.9.9", "Remote-User": "mallory",
-                                      "Remote-Groups": "pmd-admins"})
+    response = _get_status(
+        served, **{"X-Forwarded-For": "10.9.9.9", "Remote-User": "mallory", "Remote-Groups": "pmd-admins"}
+    )
     assert response.status_code == 302 and response.headers["location"].startswith("/accounts/login/")
     assert not get_user_model().objects.filter(username="mallory").exists()
 
@@ -218,7 +218,10 @@ def test_a_proxy_on_the_same_host_signs_people_in_and_names_the_client(served, s
     # The address lockouts and throttles count is the client the proxy names, not the proxy.
     import httpx
 
-    refused = httpx.get(f"{served}/api/collections", timeout=30,
-                        headers={"X-Forwarded-For": "203.0.113.9", "Authorization": "Bearer wrong"})
+    refused = httpx.get(
+        f"{served}/api/collections",
+        timeout=30,
+        headers={"X-Forwarded-For": "203.0.113.9", "Authorization": "Bearer wrong"},
+    )
     assert refused.status_code == 401
     assert list(TokenFailure.objects.values_list("address", flat=True)) == ["203.0.113.9"]

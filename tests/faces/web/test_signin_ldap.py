@@ -28,9 +28,12 @@ def ldap_configured(directory, settings):
     for name, value in directory.settings().items():
         setattr(settings, name, value)
     settings.PMD_LDAP_URL = directory.url
-    settings.AUTHENTICATION_BACKENDS = ["pmd_site.security.LoginThrottleBackend", "pmd_site.signin.ldap.LdapBackend",
-                                        "pmd_site.signin.backends.PasswordBackend",
-                                        "pmd_site.signin.backends.ProviderBackend"]
+    settings.AUTHENTICATION_BACKENDS = [
+        "pmd_site.security.LoginThrottleBackend",
+        "pmd_site.signin.ldap.LdapBackend",
+        "pmd_site.signin.backends.PasswordBackend",
+        "pmd_site.signin.backends.ProviderBackend",
+    ]
 
 
 def log_in(name: str, password: str) -> Client:
@@ -56,8 +59,9 @@ def test_a_directory_password_signs_in_with_the_directory_groups(directory, tmp_
     directory.person("lena", "lena directory pw", groups=["staff-all"])  # left research in the directory
     assert log_in("lena", "lena directory pw").status == 302
     assert visible_collection_names(Access.for_user(lena)) == []
-    assert AuditEvent.objects.filter(action="user.groups", target="lena", detail__removed=["research"],
-                                     detail__via="ldap").exists()
+    assert AuditEvent.objects.filter(
+        action="user.groups", target="lena", detail__removed=["research"], detail__via="ldap"
+    ).exists()
 
 
 def test_a_wrong_directory_password_is_refused(directory):

@@ -29,8 +29,11 @@ CALLBACK = "http://testserver/accounts/oidc/test/callback/"
 
 @pytest.fixture(scope="module")
 def provider(tmp_path_factory):
-    started = start_provider(tmp_path_factory.mktemp("openid"), redirect_uris=[CALLBACK],
-                             post_logout_redirect_uris=["http://testserver/accounts/login/"])
+    started = start_provider(
+        tmp_path_factory.mktemp("openid"),
+        redirect_uris=[CALLBACK],
+        post_logout_redirect_uris=["http://testserver/accounts/login/"],
+    )
     yield started
     stop_provider(started)
 
@@ -64,8 +67,11 @@ def lab_and_hr(tmp_path, settings):
     """`lab` shared with group research, `hr` with group people-ops, `wiki` for everyone."""
     settings.PMD_COLLECTION_ROOTS = [tmp_path]
     local = Access.local_user()
-    for name, notes in {"lab": {"a.md": "# Lab\n\nassay\n"}, "hr": {"b.md": "# HR\n\npayroll\n"},
-                        "wiki": {"c.md": "# Wiki\n\nhello\n"}}.items():
+    for name, notes in {
+        "lab": {"a.md": "# Lab\n\nassay\n"},
+        "hr": {"b.md": "# HR\n\npayroll\n"},
+        "wiki": {"c.md": "# Wiki\n\nhello\n"},
+    }.items():
         make_vault(tmp_path / name, notes, name=name)
     make_group("research")
     make_group("people-ops")
@@ -120,20 +126,30 @@ def test_a_wrong_issuer_in_discovery_is_refused(provider, settings, client):
 
 def _token(provider, key=None, alg="RS256", **claims) -> str:
     now = int(time.time())
-    body = {"iss": provider.issuer, "aud": CLIENT_ID, "sub": "someone", "iat": now, "exp": now + 300,
-            "nonce": "n-123", **claims}
+    body = {
+        "iss": provider.issuer,
+        "aud": CLIENT_ID,
+        "sub": "someone",
+        "iat": now,
+        "exp": now + 300,
+        "nonce": "n-123",
+        **claims,
+    }
     body = {k: v for k, v in body.items() if v is not None}
     return jwt.encode({"alg": alg, "kid": "test-signing-key"}, body, key or provider.key)
 
 
-@pytest.mark.parametrize("change, reason", [
-    ({"iss": "http://127.0.0.1:1/evil"}, "iss"),
-    ({"aud": "another-client"}, "aud"),
-    ({"aud": [CLIENT_ID, "another-client"]}, "azp"),
-    ({"exp": int(time.time()) - 3600, "iat": int(time.time()) - 7200}, "exp"),
-    ({"nonce": "n-other"}, "nonce"),
-    ({"nonce": None}, "nonce"),
-])
+@pytest.mark.parametrize(
+    "change, reason",
+    [
+        ({"iss": "http://127.0.0.1:1/evil"}, "iss"),
+        ({"aud": "another-client"}, "aud"),
+        ({"aud": [CLIENT_ID, "another-client"]}, "azp"),
+        ({"exp": int(time.time()) - 3600, "iat": int(time.time()) - 7200}, "exp"),
+        ({"nonce": "n-other"}, "nonce"),
+        ({"nonce": None}, "nonce"),
+    ],
+)
 def test_id_token_claims_are_checked(provider, change, reason):
     metadata = oidc.discovery(oidc.provider_named("test"))
     good = _token(provider)
@@ -152,7 +168,7 @@ def test_unsigned_and_foreign_signed_tokens_are_refused(provider):
         return base64.urlsafe_b64encode(json.dumps(data).encode()).rstrip(b"=").decode()
 
     now = int(time.time())
-    unsigned = f'{b64({"alg": "none"})}.{b64({"iss": provider.issuer, "aud": CLIENT_ID, "sub": "x", "iat": now, "exp": now + 60, "nonce": "n-123"})}.'
+    unsigned = f"{b64({'alg': 'none'})}.{b64({'iss': provider.issuer, 'aud': CLIENT_ID, 'sub': 'x', 'iat': now, 'exp': now + 60, 'nonce': 'n-123'})}."
     stranger = RSAKey.generate_key(2048, parameters={"kid": "test-signing-key"})
     for token in (unsigned, _token(provider, key=stranger)):
         with pytest.raises(errors.SignInFailed, match="signature"):
@@ -246,8 +262,10 @@ def test_password_login_off_leaves_only_the_break_glass_admin(provider, settings
 def test_status_names_the_providers_and_whether_discovery_answers(provider, settings):
     from pmd_site.reports.status import status_report
 
-    settings.PMD_OIDC_PROVIDERS = [provider.settings(), provider.settings(id="gone", name="Gone",
-                                                                          issuer="http://127.0.0.1:9/")]
+    settings.PMD_OIDC_PROVIDERS = [
+        provider.settings(),
+        provider.settings(id="gone", name="Gone", issuer="http://127.0.0.1:9/"),
+    ]
     report = status_report(["sign_in"], internals=True, access=Access.local_user())["sign_in"]
     answers = {p["id"]: p["discovery"] for p in report["openid_providers"]}
     assert answers["test"] == "answering" and answers["gone"].startswith("not answering")
@@ -279,8 +297,10 @@ def test_the_web_server_loads_the_sign_in_libraries_only_when_someone_signs_in()
     import subprocess
     import sys
 
-    probe = ("import django, sys; django.setup(); import pmd_site.urls, pmd_site.asgi; "
-             "print(sorted(m for m in sys.modules if m.split('.')[0] in {'authlib', 'joserfc'}))")
+    probe = (
+        "import django, sys; django.setup(); import pmd_site.urls, pmd_site.asgi; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in {'authlib', 'joserfc'}))"
+    )
     env = {**__import__("os").environ, "DJANGO_SETTINGS_MODULE": "pmd_site.settings"}
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=120)
     assert out.returncode == 0, out.stderr

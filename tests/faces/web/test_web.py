@@ -10,8 +10,8 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from indexing.models import Collection, Document, Job
 from indexing.access import Access
+from indexing.models import Collection, Document, Job
 from tests.support.factories import make_user
 
 pytestmark = pytest.mark.django_db
@@ -46,8 +46,10 @@ def test_login_page_logs_in_and_logout_needs_post(member):
     token = page.cookies["csrftoken"].value
     bad = client.post("/accounts/login/", {"username": "member", "password": "wrong", "csrfmiddlewaretoken": token})
     assert b"didn&#x27;t match" in bad.content or b"didn't match" in bad.content
-    ok = client.post("/accounts/login/", {"username": "member", "password": "correct horse battery",
-                                          "next": "/status/", "csrfmiddlewaretoken": token})
+    ok = client.post(
+        "/accounts/login/",
+        {"username": "member", "password": "correct horse battery", "next": "/status/", "csrfmiddlewaretoken": token},
+    )
     assert ok.status_code == 302 and ok["Location"] == "/status/"
     assert client.get("/status/").status_code == 200
     assert client.get("/accounts/logout/").status_code == 405  # logging out is a POST with a token
@@ -83,8 +85,9 @@ def test_search_page_full_and_htmx_fragment(member_client, indexed_collection):
 
 
 def test_history_restore_gets_the_full_page(member_client, indexed_collection):
-    response = member_client.get("/", {"q": "postgres"}, HTTP_HX_REQUEST="true", HTTP_HX_TARGET="results",
-                                 HTTP_HX_HISTORY_RESTORE_REQUEST="true")
+    response = member_client.get(
+        "/", {"q": "postgres"}, HTTP_HX_REQUEST="true", HTTP_HX_TARGET="results", HTTP_HX_HISTORY_RESTORE_REQUEST="true"
+    )
     assert "<html" in response.content.decode()
 
 
@@ -110,8 +113,9 @@ def test_unknown_collection_filter_is_a_clear_error(member_client, indexed_colle
     assert "no collection named" in html
 
 
-def test_hybrid_without_the_model_server_shows_keyword_results_and_says_so(member_client, indexed_collection,
-                                                                           ollama_down, caplog):
+def test_hybrid_without_the_model_server_shows_keyword_results_and_says_so(
+    member_client, indexed_collection, ollama_down, caplog
+):
     html = member_client.get("/", {"q": "PostgreSQL", "mode": "hybrid"}, **HTMX).content.decode()
     assert 'class="notice warning"' in html and "keyword results only" in html
     assert 'class="result"' in html and "notes/guides/postgres-tuning.md:" in html
@@ -135,7 +139,7 @@ def test_pages_name_their_icon_and_status_colours_are_readable(staff_client):
     light = dict(re.findall(r"--([a-z-]+): (#[0-9a-f]{6})", css.split("@media")[0]))
 
     def luminance(colour):
-        channels = [int(colour[i:i + 2], 16) / 255 for i in (1, 3, 5)]
+        channels = [int(colour[i : i + 2], 16) / 255 for i in (1, 3, 5)]
         r, g, b = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
         return 0.2126 * r + 0.7152 * g + 0.0722 * b
 
@@ -178,10 +182,17 @@ def test_docid_link_redirects_to_the_document(member_client, indexed_collection)
     assert response.status_code == 302 and response["Location"] == "/doc/notes/README.md"
 
 
-@pytest.mark.parametrize("url", [
-    "/doc/notes/../../../../etc/passwd", "/raw/notes/..%2f..%2f..%2fetc/passwd", "/doc/notes/%2Fetc%2Fpasswd",
-    "/raw/notes/notes.txt", "/doc/notes/node_modules/pkg/readme.md", "/doc/other/README.md",
-])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "/doc/notes/../../../../etc/passwd",
+        "/raw/notes/..%2f..%2f..%2fetc/passwd",
+        "/doc/notes/%2Fetc%2Fpasswd",
+        "/raw/notes/notes.txt",
+        "/doc/notes/node_modules/pkg/readme.md",
+        "/doc/other/README.md",
+    ],
+)
 def test_no_page_reads_files_outside_the_index(member_client, indexed_collection, url):
     response = member_client.get(url)
     assert response.status_code == 404
@@ -198,19 +209,19 @@ def test_malicious_markdown_cannot_inject_script(member_client, tmp_path):
         "---\ntitle: <script>alert('title')</script>\nowner: <img src=x onerror=alert(9)>\n---\n"
         "# Hello <script>alert('h1')</script>\n\n"
         "<img src=x onerror=alert(1)> <svg onload=alert(2)></svg>\n\n"
-        "[click](javascript:alert(3)) <a href=\"javascript:alert(4)\">x</a> <a href=\"data:text/html,hi\">d</a>\n\n"
-        "<iframe src=\"https://example.com\"></iframe><div onclick=\"alert(5)\" style=\"position:fixed\">y</div>\n\n"
-        "<form id=\"search-form\" action=\"https://evil.example\"><input name=q></form>\n\n"
+        '[click](javascript:alert(3)) <a href="javascript:alert(4)">x</a> <a href="data:text/html,hi">d</a>\n\n'
+        '<iframe src="https://example.com"></iframe><div onclick="alert(5)" style="position:fixed">y</div>\n\n'
+        '<form id="search-form" action="https://evil.example"><input name=q></form>\n\n'
         "<script>document.cookie</script>\n\nevil payload words\n"
     )
     collection_index(collection_create(path=folder, name="evil"))
     for view in ("rendered", "source"):
         html = member_client.get("/doc/evil/evil.md", {"view": view}).content.decode()
-        body = html.split('<main', 1)[1]
+        body = html.split("<main", 1)[1]
         assert "<script>" not in body and "<script " not in body
         assert not re.search(r"<[^>]+\son\w+\s*=", body), "event handler attribute survived"
-        assert 'href="javascript:' not in body and "href=\"data:" not in body
-        assert "<iframe" not in body and "<form id=\"search-form\"" not in body
+        assert 'href="javascript:' not in body and 'href="data:' not in body
+        assert "<iframe" not in body and '<form id="search-form"' not in body
         assert "evil.example" not in body or view == "source"
     results = member_client.get("/", {"q": "evil payload", "mode": "keyword"}, **HTMX).content.decode()
     assert "<script>" not in results and "&lt;script&gt;" in results or "evil.md" in results
@@ -234,8 +245,7 @@ def test_add_form_errors_are_shown(staff_client, tmp_path, settings):
     assert "choose an existing folder" in response.content.decode()
 
 
-def test_add_form_says_which_folders_may_be_added_and_who_changes_that(staff_client, member_client, tmp_path,
-                                                                       settings):
+def test_add_form_says_which_folders_may_be_added_and_who_changes_that(staff_client, member_client, tmp_path, settings):
     settings.PMD_COLLECTION_ROOTS = [tmp_path / "notes", tmp_path / "team"]
     page = staff_client.get("/collections/").content.decode()
     assert f"<code>{tmp_path / 'notes'}</code>, <code>{tmp_path / 'team'}</code>" in page
@@ -293,8 +303,9 @@ def test_admin_reindex_action_starts_a_job(indexed_collection):
     admin_user = make_user("root", password="correct horse battery", superuser=True)
     client = Client()
     client.force_login(admin_user)
-    response = client.post("/admin/indexing/collection/", {
-        "action": "reindex", "_selected_action": [indexed_collection.pk]})
+    response = client.post(
+        "/admin/indexing/collection/", {"action": "reindex", "_selected_action": [indexed_collection.pk]}
+    )
     assert response.status_code == 302
     job = Job.objects.get(collection=indexed_collection, kind=Job.Kind.INDEX)
     assert _wait_for_job(job.pk).state == Job.State.DONE
@@ -308,10 +319,15 @@ def test_admin_revoke_action_revokes_through_the_token_service(member):
     client.force_login(admin_user)
     tokens = [token_create(user=member, name=n, access=Access.local_user(), can_write=True) for n in ("one", "two")]
     kept = token_create(user=member, name="kept", access=Access.local_user(), can_write=True)
-    response = client.post("/admin/indexing/apitoken/", {
-        "action": "revoke_selected", "_selected_action": [t.token.pk for t in tokens]}, follow=True)
+    response = client.post(
+        "/admin/indexing/apitoken/",
+        {"action": "revoke_selected", "_selected_action": [t.token.pk for t in tokens]},
+        follow=True,
+    )
     assert response.status_code == 200 and b"Revoked 2 token(s)" in response.content  # the admin capitalises
-    assert [token_authenticate(t.raw) for t in tokens] == [None, None] and getattr(token_authenticate(kept.raw), "user", None) == member
+    assert [token_authenticate(t.raw) for t in tokens] == [None, None] and getattr(
+        token_authenticate(kept.raw), "user", None
+    ) == member
 
 
 @pytest.mark.django_db(transaction=True)
@@ -345,7 +361,8 @@ def test_embed_button_and_admin_action_start_embedding_jobs(staff_client, indexe
     assert _wait_for_job(job.pk).state == Job.State.DONE
     page = staff_client.get("/collections/").content.decode()
     documents, embedded, stale = re.search(
-        r'<td class="num">(\d+)</td>\s*<td class="num">(\d+)</td>\s*<td class="num">(\d+)</td>', page).groups()
+        r'<td class="num">(\d+)</td>\s*<td class="num">(\d+)</td>\s*<td class="num">(\d+)</td>', page
+    ).groups()
     assert (documents, stale) == ("6", "0") and int(embedded) > 0
     admin_user = make_user("root", password="correct horse battery", superuser=True)
     client = Client()

@@ -13,10 +13,10 @@ from django.test.utils import CaptureQueriesContext
 from indexing.access import Access
 from indexing.services.collections import collection_create
 from indexing.services.scanning import collection_index
-from search.retrieval.related import MAX_TAG_LOOKUPS, MAX_TAGS_CONSIDERED, related_notes
 from pmd_site.web.rendering import PART_CHARS, PART_LINES
 from pmd_site.web.views.documents import TAGS_SHOWN
 from pmd_site.web.views.search import CARD_TAGS_SHOWN, FACETS_SHOWN
+from search.retrieval.related import MAX_TAG_LOOKUPS, MAX_TAGS_CONSIDERED, related_notes
 
 pytestmark = pytest.mark.django_db
 
@@ -85,7 +85,7 @@ def test_a_note_of_100k_headings_is_shown_in_bounded_parts(member_client, vault)
 def test_a_normal_note_is_shown_whole(member_client, vault):
     page = member_client.get("/doc/big/short.md").content.decode()
     assert "showing part" not in page and 'id="L4"' in page and 'id="L8"' in page
-    assert '#a</a>' in page and "more</span>" not in page
+    assert "#a</a>" in page and "more</span>" not in page
 
 
 def test_a_note_of_thousands_of_tags_shows_a_bounded_list(member_client, vault):

@@ -9,16 +9,17 @@ from pathlib import Path
 import pytest
 
 from indexing.models import Collection
-from tests.support.formats import FORMAT_FIXTURES as FIXTURES, convert_once, formats_collection
-
+from tests.support.formats import FORMAT_FIXTURES as FIXTURES
+from tests.support.formats import convert_once, formats_collection
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
 def reports(tmp_path, monkeypatch):
-    return formats_collection(tmp_path / "reports", "reports", ("report.pdf", "guide.html"), ["pdf", "html"],
-                              monkeypatch)
+    return formats_collection(
+        tmp_path / "reports", "reports", ("report.pdf", "guide.html"), ["pdf", "html"], monkeypatch
+    )
 
 
 def test_results_and_document_view_name_the_page(member_client, reports):
@@ -33,8 +34,14 @@ def test_results_and_document_view_name_the_page(member_client, reports):
 def test_a_type_facet_counts_the_results_of_each_type_and_filters_by_one(member_client, tmp_path, monkeypatch):
     import re
 
-    formats_collection(tmp_path / "mixed", "mixed", ("report.pdf", "guide.html"), ["pdf", "html"], monkeypatch,
-                       extra={"keeper.md": "# Keeper\n\nThe lighthouse keeper logs the fog.\n"})
+    formats_collection(
+        tmp_path / "mixed",
+        "mixed",
+        ("report.pdf", "guide.html"),
+        ["pdf", "html"],
+        monkeypatch,
+        extra={"keeper.md": "# Keeper\n\nThe lighthouse keeper logs the fog.\n"},
+    )
     page = member_client.get("/", {"q": "lighthouse"}).content.decode()
     facets = dict(re.findall(r'data-type="(\w+)">\w+ <span class="count">(\d+)</span>', page))
     assert facets == {"markdown": "1", "pdf": "1"}
@@ -47,6 +54,7 @@ def test_a_type_facet_counts_the_results_of_each_type_and_filters_by_one(member_
     markdown = re.search(r'href="([^"]+)"[^>]*data-type="pdf"', filtered).group(1)
     assert markdown == "/?q=lighthouse+type%3Apdf"
     from pmd_site.web.views.search import type_search_url
+
     assert type_search_url("markdown", {"q": "fog type:pdf kind:note"}) == "/?q=fog+kind%3Anote+type%3Amarkdown"
     assert type_search_url("pdf", {"q": "fog type:meeting"}) == "/?q=fog+type%3Ameeting+type%3Apdf"
 
@@ -72,8 +80,9 @@ def test_the_original_is_not_found_for_those_who_do_not_see_the_collection(membe
     assert member_client.get("/original/reports/report.pdf").status_code == 404
 
 
-def test_staff_add_a_collection_with_formats_in_the_form_and_the_api(staff, staff_client, tmp_path, settings,
-                                                                     eager_tasks, monkeypatch):
+def test_staff_add_a_collection_with_formats_in_the_form_and_the_api(
+    staff, staff_client, tmp_path, settings, eager_tasks, monkeypatch
+):
     from tests.support.factories import api_client
 
     convert_once(monkeypatch)
@@ -81,17 +90,37 @@ def test_staff_add_a_collection_with_formats_in_the_form_and_the_api(staff, staf
     for name in ("web", "api"):
         (tmp_path / name).mkdir()
         shutil.copy(FIXTURES / "report.pdf", tmp_path / name / "report.pdf")
-    form = staff_client.post("/collections/add/", {"path": str(tmp_path / "web"), "name": "web", "formats": ["pdf"],
-                                                   "visibility": "everyone", "language": "auto"})
+    form = staff_client.post(
+        "/collections/add/",
+        {
+            "path": str(tmp_path / "web"),
+            "name": "web",
+            "formats": ["pdf"],
+            "visibility": "everyone",
+            "language": "auto",
+        },
+    )
     assert form.status_code == 302, form.content.decode()[:2000]
     assert Collection.objects.get(name="web").mask == "**/*.{md,pdf}"
     assert member_sees(staff_client, "web")
-    created = api_client(staff).post("/api/collections", {"path": str(tmp_path / "api"), "name": "api",
-                                                          "formats": ["pdf", "docx"]}, content_type="application/json")
+    created = api_client(staff).post(
+        "/api/collections",
+        {"path": str(tmp_path / "api"), "name": "api", "formats": ["pdf", "docx"]},
+        content_type="application/json",
+    )
     assert created.status_code == 201, created.content
     assert created.json()["collection"]["mask"] == "**/*.{md,pdf,docx}"
-    both = staff_client.post("/collections/add/", {"path": str(tmp_path / "web"), "name": "both", "mask": "**/*.md",
-                                                   "formats": ["pdf"], "visibility": "everyone", "language": "auto"})
+    both = staff_client.post(
+        "/collections/add/",
+        {
+            "path": str(tmp_path / "web"),
+            "name": "both",
+            "mask": "**/*.md",
+            "formats": ["pdf"],
+            "visibility": "everyone",
+            "language": "auto",
+        },
+    )
     assert both.status_code == 400 and "as a mask or as formats, not both" in both.content.decode()
 
 

@@ -15,8 +15,9 @@ from indexing.models import Collection
 
 pytestmark = pytest.mark.django_db
 
-from tests.support.paths import FIXTURE_VAULT as VAULT
 from tests.support.factories import make_user
+from tests.support.paths import FIXTURE_VAULT as VAULT
+
 HTMX = {"HTTP_HX_REQUEST": "true", "HTTP_HX_TARGET": "results"}
 
 
@@ -33,8 +34,12 @@ def vault(db, tmp_path):
 def _facets(html: str) -> dict[str, int]:
     nav = re.search(r'<nav class="facets.*?</nav>', html, re.S)
     assert nav, "no facets on the page"
-    return {m[0]: int(m[1]) for m in re.findall(
-        r'class="tag facet[^"]*"[^>]*data-tag="([^"]+)"[^>]*>#[^<]*<span class="count">(\d+)</span>', nav[0])}
+    return {
+        m[0]: int(m[1])
+        for m in re.findall(
+            r'class="tag facet[^"]*"[^>]*data-tag="([^"]+)"[^>]*>#[^<]*<span class="count">(\d+)</span>', nav[0]
+        )
+    }
 
 
 def _result_paths(html: str) -> list[str]:
@@ -119,8 +124,7 @@ def test_a_member_sees_no_facet_or_link_from_a_collection_they_cannot_see(member
     (secret / "alpha.md").write_text("---\ntags: [classified]\n---\n# Secret alpha\n\nAlpha, see [[plans]].\n")
     (secret / "plans.md").write_text("# Plans\n\nAlpha plans #hidden, back to [[alpha]].\n")
     owner = make_user("owner", password="x", staff=True)
-    collection_add(path=secret, name="secret", access=Access.for_user(owner),
-                   visibility=Collection.Visibility.PRIVATE)
+    collection_add(path=secret, name="secret", access=Access.for_user(owner), visibility=Collection.Visibility.PRIVATE)
     owner_client = Client()
     owner_client.force_login(owner)
     assert "classified" in _facets(owner_client.get("/", {"q": "alpha"}).content.decode())  # the test can fail
@@ -143,8 +147,10 @@ RELATED_HTMX = {"HTTP_HX_REQUEST": "true", "HTTP_HX_TARGET": "related-notes"}
 
 def _related(html: str) -> dict[str, list[str]]:
     """{path: reasons} of the related notes in a page or fragment."""
-    return {m[0]: re.findall(r'<span class="badge reason">([^<]+)</span>', m[1]) for m in re.findall(
-        r'<li class="related-note" data-path="([^"]+)">(.*?)</li>', html, re.S)}
+    return {
+        m[0]: re.findall(r'<span class="badge reason">([^<]+)</span>', m[1])
+        for m in re.findall(r'<li class="related-note" data-path="([^"]+)">(.*?)</li>', html, re.S)
+    }
 
 
 def test_the_document_view_loads_its_related_notes_with_reasons(member_client, vault):
@@ -186,11 +192,11 @@ def test_the_related_panel_never_shows_what_the_member_cannot_see(member_client,
 
     secret = tmp_path / "secret"
     secret.mkdir()
-    (secret / "copy.md").write_text("---\ntags: [db, search]\n---\n# Alpha again\n\n"
-                                    "Alpha depends on beta and reports home. The details of alpha.\n")
+    (secret / "copy.md").write_text(
+        "---\ntags: [db, search]\n---\n# Alpha again\n\nAlpha depends on beta and reports home. The details of alpha.\n"
+    )
     owner = make_user("owner", password="x", staff=True)
-    collection_add(path=secret, name="secret", access=Access.for_user(owner),
-                   visibility=Collection.Visibility.PRIVATE)
+    collection_add(path=secret, name="secret", access=Access.for_user(owner), visibility=Collection.Visibility.PRIVATE)
     embed_pending()
     owner_client = Client()
     owner_client.force_login(owner)

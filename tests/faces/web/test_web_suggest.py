@@ -40,13 +40,20 @@ def test_keys_tags_and_values_are_offered_for_the_last_piece(vault):
 
 
 def test_completions_come_only_from_notes_the_user_sees(vault, tmp_path):
-    make_vault(tmp_path / "w", {"x.md": "---\ntags: [secretproject]\n---\n# X\n\nhidden\n"}, name="private",
-               visibility="private")
+    make_vault(
+        tmp_path / "w",
+        {"x.md": "---\ntags: [secretproject]\n---\n# X\n\nhidden\n"},
+        name="private",
+        visibility="private",
+    )
     ana = make_user("ana")
     client = web_client(ana)
     assert [s["label"] for s in client.get("/suggest/", {"q": "tag:s"}).json()["suggestions"]] == []
     assert client.get("/suggest/", {"q": "tag:d"}).json()["suggestions"][0] == {
-        "text": "tag:database", "label": "tag:database", "hint": "2 notes"}
+        "text": "tag:database",
+        "label": "tag:database",
+        "hint": "2 notes",
+    }
     assert client.get("/suggest/", {"q": "tag:d", "collection": "private"}).json() == {"suggestions": []}
 
 
@@ -64,8 +71,9 @@ def test_the_word_being_typed_matches_as_a_prefix(vault):
 
 def test_the_web_box_searches_as_you_type(vault):
     client = web_client(make_user("bo"))
-    typed = client.get("/", {"q": "repl"}, HTTP_HX_REQUEST="true", HTTP_HX_TARGET="results",
-                       HTTP_HX_TRIGGER="q").content.decode()
+    typed = client.get(
+        "/", {"q": "repl"}, HTTP_HX_REQUEST="true", HTTP_HX_TARGET="results", HTTP_HX_TRIGGER="q"
+    ).content.decode()
     assert "Beta" in typed
     page = client.get("/", {"q": "vacuum"}).content.decode()
     assert 'data-suggest="/suggest/"' in page and 'id="suggestions"' in page

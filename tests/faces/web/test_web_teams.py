@@ -17,9 +17,8 @@ from django.test import Client
 from django.utils import timezone
 
 from indexing.access import Access, visible_collection_names
-from indexing.models import AuditEvent, Collection, Document, Job
+from indexing.models import ApiToken, AuditEvent, Collection, Document, Job
 from indexing.services.tokens import token_create
-from indexing.models import ApiToken
 from tests.support.factories import make_group, make_user
 
 pytestmark = pytest.mark.django_db
@@ -38,6 +37,7 @@ def _no_leak(response) -> str:
 
 def _same_as_never_created(client, url_template: str, method: str = "get", data=None):
     """The answer for the hidden name is the answer for a name never created (name swapped, CSRF tokens aside)."""
+
     def normalized(name):
         response = getattr(client, method)(url_template.format(name=name), data or {})
         body = re.sub(r'(csrfmiddlewaretoken" value="|X-CSRFToken": ")[^"]+', r"\1", response.content.decode())
@@ -77,12 +77,15 @@ def collections(people, corpus_dir, tmp_path, settings):
     settings.PMD_COLLECTION_ROOTS = [tmp_path]
     vault = tmp_path / "vault"
     (vault / "pay").mkdir(parents=True)
-    (vault / "pay" / "salaries.md").write_text(f"# Salaries {SECRET_WORD}\n\nQuarterly salaries of the team, {SECRET_WORD}.\n")
+    (vault / "pay" / "salaries.md").write_text(
+        f"# Salaries {SECRET_WORD}\n\nQuarterly salaries of the team, {SECRET_WORD}.\n"
+    )
     (vault / "guides").mkdir()
     shutil.copy(corpus_dir / "guides" / "postgres-tuning.md", vault / "guides" / "postgres-tuning.md")
     handbook = collection_create(path=corpus_dir, name="handbook")
-    secret = collection_create(path=vault, name=SECRET_NAME, owner=people["olga"],
-                               visibility=Collection.Visibility.PRIVATE)
+    secret = collection_create(
+        path=vault, name=SECRET_NAME, owner=people["olga"], visibility=Collection.Visibility.PRIVATE
+    )
     for collection in (handbook, secret):
         collection_index(collection)
     return {"handbook": handbook, "secret": secret}
@@ -144,10 +147,16 @@ def test_its_documents_are_not_found_by_path_docid_or_raw(clients, collections):
 
 
 def test_a_job_on_it_is_no_such_job_even_for_whoever_started_it(clients, collections, people):
-    hidden = Job.objects.create(kind=Job.Kind.INDEX, collection=collections["secret"], created_by=people["mia"],
-                                state=Job.State.DONE, message=f"indexed {SECRET_NAME}")
-    seen = Job.objects.create(kind=Job.Kind.INDEX, collection=collections["handbook"], created_by=people["mia"],
-                              state=Job.State.DONE)
+    hidden = Job.objects.create(
+        kind=Job.Kind.INDEX,
+        collection=collections["secret"],
+        created_by=people["mia"],
+        state=Job.State.DONE,
+        message=f"indexed {SECRET_NAME}",
+    )
+    seen = Job.objects.create(
+        kind=Job.Kind.INDEX, collection=collections["handbook"], created_by=people["mia"], state=Job.State.DONE
+    )
     response = clients["mia"].get(f"/jobs/{hidden.pk}/", **HTMX)
     assert response.status_code == 404
     _no_leak(response)
@@ -157,8 +166,7 @@ def test_a_job_on_it_is_no_such_job_even_for_whoever_started_it(clients, collect
 def test_staff_who_do_not_see_it_cannot_share_or_reindex_it(clients, collections):
     bob = clients["bob"]
     _no_leak(bob.get("/collections/"))
-    assert _same_as_never_created(bob, "/collections/{name}/share/", "post",
-                                  {"visibility": "everyone"}) == 404
+    assert _same_as_never_created(bob, "/collections/{name}/share/", "post", {"visibility": "everyone"}) == 404
     assert _same_as_never_created(bob, "/collections/{name}/reindex/", "post") == 404
     assert Collection.objects.get(name=SECRET_NAME).visibility == Collection.Visibility.PRIVATE
 
@@ -168,7 +176,7 @@ def test_staff_who_do_not_see_it_cannot_share_or_reindex_it(clients, collections
 
 def test_each_row_says_who_sees_it_and_only_staff_get_the_sharing_control(clients, collections, people):
     owner = clients["olga"].get("/collections/").content.decode()
-    secret_row = owner[owner.index(f'id="sharing-{collections["secret"].pk}"'):]
+    secret_row = owner[owner.index(f'id="sharing-{collections["secret"].pk}"') :]
     assert re.search(r'data-visibility="private">\s*<span class="badge error">private</span>', secret_row)
     assert "owner olga" in secret_row.split("</span>\n  </span>")[0]
     assert 'data-visibility="everyone"' in owner
@@ -195,8 +203,9 @@ def test_sharing_with_a_person_through_the_form_lets_them_see_it_everywhere(clie
 
 def test_sharing_with_a_group_by_htmx_answers_the_rows_fragment(clients, collections, people):
     team = make_group("hr-team", people["mia"])
-    response = clients["olga"].post(f"/collections/{SECRET_NAME}/share/",
-                                    {"visibility": "shared", "groups": ["hr-team"]}, **HTMX)
+    response = clients["olga"].post(
+        f"/collections/{SECRET_NAME}/share/", {"visibility": "shared", "groups": ["hr-team"]}, **HTMX
+    )
     body = response.content.decode()
     assert response.status_code == 200 and "<html" not in body
     assert body.lstrip().startswith(f'<div class="sharing small" id="sharing-{collections["secret"].pk}"')
@@ -211,7 +220,7 @@ def test_a_refused_sharing_is_shown_on_its_row_and_changes_nothing(clients, coll
     page = olga.post(f"/collections/{SECRET_NAME}/share/", {"visibility": "shared"})
     body = page.content.decode()
     assert page.status_code == 400 and "needs at least one group or person" in body
-    assert "<details class=\"share\" open>" in body  # that row's control, opened
+    assert '<details class="share" open>' in body  # that row's control, opened
     fragment = olga.post(f"/collections/{SECRET_NAME}/share/", {"visibility": "shared"}, **HTMX)
     assert fragment.status_code == 422 and "needs at least one group or person" in fragment.content.decode()
     assert "<html" not in fragment.content.decode()
@@ -277,8 +286,9 @@ def test_a_token_from_the_form_is_read_only_for_everything_by_default(clients, c
 
 
 def test_a_token_can_be_given_write_scope_some_collections_and_an_expiry(clients, collections, people):
-    response = clients["olga"].post("/tokens/new/", {"name": "agent", "can_write": "on",
-                                                     "collections": [SECRET_NAME], "expires": "30d"})
+    response = clients["olga"].post(
+        "/tokens/new/", {"name": "agent", "can_write": "on", "collections": [SECRET_NAME], "expires": "30d"}
+    )
     assert response.status_code == 200, response.content
     token = ApiToken.objects.get(user=people["olga"])
     assert token.can_write and [c.name for c in token.collections.all()] == [SECRET_NAME]
@@ -300,9 +310,9 @@ def test_the_token_list_marks_expired_tokens_and_hides_collections_no_longer_see
     ApiToken.objects.filter(pk=old.token.pk).update(expires=timezone.now() - timedelta(hours=1))
     token_create(user=olga, name="fresh", access=Access.for_user(olga), expires_in="7d")
     listing = clients["olga"].get("/tokens/").content.decode()
-    old_row = listing[listing.index("<strong>old</strong>"):].split("</tr>")[0]
+    old_row = listing[listing.index("<strong>old</strong>") :].split("</tr>")[0]
     assert old_row.count('<span class="badge error">expired</span>') == 1 and "read-only" in old_row
-    fresh_row = listing[listing.index("<strong>fresh</strong>"):].split("</tr>")[0]
+    fresh_row = listing[listing.index("<strong>fresh</strong>") :].split("</tr>")[0]
     assert "expired" not in fresh_row and ("in 6\xa0days" in fresh_row or "in 1\xa0week" in fresh_row)
     # Once olga no longer sees hrvault (someone made it private to another owner), its name is not shown.
     Collection.objects.filter(name=SECRET_NAME).update(owner=people["bob"])
@@ -314,11 +324,16 @@ def test_the_token_list_marks_expired_tokens_and_hides_collections_no_longer_see
 
 
 def _admin_form(collection: Collection, **changes) -> dict:
-    form = {"name": collection.name, "root_path": collection.root_path, "mask": collection.mask,
-            "ignore_patterns": "[]", "text_search_config": collection.text_search_config,
-            "visibility": collection.visibility,
-            "shared_users": [u.pk for u in collection.shared_users.all()],
-            "shared_groups": [g.pk for g in collection.shared_groups.all()]}
+    form = {
+        "name": collection.name,
+        "root_path": collection.root_path,
+        "mask": collection.mask,
+        "ignore_patterns": "[]",
+        "text_search_config": collection.text_search_config,
+        "visibility": collection.visibility,
+        "shared_users": [u.pk for u in collection.shared_users.all()],
+        "shared_groups": [g.pk for g in collection.shared_groups.all()],
+    }
     form.update(changes)
     return form
 
@@ -335,8 +350,14 @@ def test_staff_without_model_permissions_can_use_the_admin(clients, collections)
 
 def test_the_admin_shows_staff_only_the_collections_they_see(clients, collections, people):
     bob = clients["bob"]
-    for url in ("/admin/indexing/collection/", "/admin/indexing/document/", "/admin/indexing/fileproblem/",
-                "/admin/indexing/pathcontext/add/", "/admin/indexing/job/", "/admin/indexing/apitoken/add/"):
+    for url in (
+        "/admin/indexing/collection/",
+        "/admin/indexing/document/",
+        "/admin/indexing/fileproblem/",
+        "/admin/indexing/pathcontext/add/",
+        "/admin/indexing/job/",
+        "/admin/indexing/apitoken/add/",
+    ):
         response = bob.get(url)
         assert response.status_code == 200, url
         _no_leak(response)
@@ -396,8 +417,14 @@ def test_renaming_and_removing_in_the_admin_are_audited(clients, collections, pe
 def test_adding_a_shared_collection_in_the_admin(clients, collections, people, tmp_path):
     folder = tmp_path / "projects"
     folder.mkdir()
-    form = {"name": "projects", "root_path": str(folder), "mask": "**/*.md", "ignore_patterns": "[]",
-            "text_search_config": "english", "visibility": "shared"}
+    form = {
+        "name": "projects",
+        "root_path": str(folder),
+        "mask": "**/*.md",
+        "ignore_patterns": "[]",
+        "text_search_config": "english",
+        "visibility": "shared",
+    }
     refused = clients["olga"].post("/admin/indexing/collection/add/", form)
     assert refused.status_code == 200 and "needs at least one group or person" in refused.content.decode()
     assert not Collection.objects.filter(name="projects").exists()  # the adding was undone too
@@ -405,8 +432,10 @@ def test_adding_a_shared_collection_in_the_admin(clients, collections, people, t
     assert added.status_code == 302, added.content
     projects = Collection.objects.get(name="projects")
     assert projects.owner == people["olga"] and list(projects.shared_users.all()) == [people["mia"]]
-    assert list(AuditEvent.objects.order_by("id").values_list("action", flat=True)) == ["collection.add",
-                                                                                      "collection.share"]
+    assert list(AuditEvent.objects.order_by("id").values_list("action", flat=True)) == [
+        "collection.add",
+        "collection.share",
+    ]
 
 
 def test_the_audit_trail_in_the_admin_is_read_only_and_filtered(clients, collections, people):
@@ -430,9 +459,14 @@ def test_the_audit_trail_in_the_admin_is_read_only_and_filtered(clients, collect
 def test_a_token_made_in_the_admin_carries_its_scope(clients, collections, people):
     """A superuser makes mia's token (staff make only their own: tests/indexing/test_tokens.py)."""
     soon = timezone.now() + timedelta(days=3)
-    form = {"user": people["mia"].pk, "name": "mia's agent", "can_write": "on",
-            "collections": [collections["handbook"].pk], "expires_0": soon.strftime("%Y-%m-%d"),
-            "expires_1": soon.strftime("%H:%M:%S")}
+    form = {
+        "user": people["mia"].pk,
+        "name": "mia's agent",
+        "can_write": "on",
+        "collections": [collections["handbook"].pk],
+        "expires_0": soon.strftime("%Y-%m-%d"),
+        "expires_1": soon.strftime("%H:%M:%S"),
+    }
     past = clients["root"].post("/admin/indexing/apitoken/add/", {**form, "expires_0": "2001-01-01"})
     assert past.status_code == 200 and "in the future" in past.content.decode()
     refused = clients["root"].post("/admin/indexing/apitoken/add/", {**form, "collections": [collections["secret"].pk]})
@@ -444,6 +478,8 @@ def test_a_token_made_in_the_admin_carries_its_scope(clients, collections, peopl
     assert [c.name for c in token.collections.all()] == ["handbook"]
     assert abs(token.expires - soon) < timedelta(seconds=5)
     event = AuditEvent.objects.get(action="token.create")
-    assert event.actor == people["root"] and event.detail["write"] is True and event.detail["collections"] == ["handbook"]
+    assert (
+        event.actor == people["root"] and event.detail["write"] is True and event.detail["collections"] == ["handbook"]
+    )
     change = clients["root"].get(f"/admin/indexing/apitoken/{token.pk}/change/").content.decode()
     assert "read &amp; write" in change and "handbook" in change
