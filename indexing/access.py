@@ -17,6 +17,7 @@ saved search made through one runs `within` the collections the token was limite
 
 from __future__ import annotations
 
+import difflib
 import getpass
 
 from django.contrib.auth import get_user_model
@@ -24,9 +25,10 @@ from django.db.models import BooleanField, QuerySet
 from django.db.models.expressions import RawSQL
 from django.db.models.signals import pre_delete
 from django.dispatch import receiver
+from django.utils import timezone
 
 from indexing import errors
-from indexing.models import Answer, AuditEvent, Collection
+from indexing.models import Answer, ApiToken, AuditEvent, Collection
 from indexing.replicas import read_connection
 
 
@@ -60,7 +62,7 @@ class Access:
         """The same principal, seeing only those of `collection_ids` it sees now (never more): how
         something made through a collection-limited token keeps that limit when it runs later."""
         limited = type(self)(user=self.user, token=self.token, local=self.local)
-        limited._within = (
+        limited._within = (  # noqa: SLF001 - the same class: a copy of this Access, limited further
             frozenset(collection_ids) if self._within is None else self._within & frozenset(collection_ids)
         )
         return limited
@@ -202,8 +204,6 @@ def answers_visible_to(access: Access):
 
 def collection_suggestions(name: str, access: Access) -> list[str]:
     """pmd:// URIs of the visible collections whose names are close to `name`."""
-    import difflib
-
     names = visible_collection_names(access)
     return [f"pmd://{n}/" for n in difflib.get_close_matches(name, names, n=5, cutoff=0.5)]
 
@@ -243,10 +243,6 @@ def _revoke_tokens_left_without_collections(sender, instance: Collection, origin
     collection removes it from the tokens limited to it: without this, a token limited to the one
     collection that was removed would see everything its user sees on its next request.
     """
-    from django.utils import timezone
-
-    from indexing.models import ApiToken
-
     removed = {instance.pk}
     if isinstance(origin, QuerySet) and origin.model is Collection:  # a bulk delete: all of them go
         removed |= set(origin.values_list("pk", flat=True))

@@ -1,4 +1,7 @@
 from django.apps import AppConfig
+from django.core.signals import request_started
+
+from indexing.replicas import request_started as replica_request_started
 
 
 class IndexingConfig(AppConfig):
@@ -10,9 +13,6 @@ class IndexingConfig(AppConfig):
         # The rule that revokes a token whose only collections are removed is a signal receiver:
         # connected here, so every way of deleting a collection (admin, shell, CLI) runs it.
         # A request starts having changed no notes: its reads may go to a replica (indexing/replicas.py).
-        from django.core.signals import request_started
-
-        from indexing import access  # noqa: F401
-        from indexing.replicas import request_started as replica_request_started
+        from indexing import access  # noqa: F401, PLC0415 - for its signal receiver; it imports the models
 
         request_started.connect(replica_request_started, dispatch_uid="pmd-replica-request-started")

@@ -14,10 +14,13 @@ import os
 import posixpath
 from dataclasses import dataclass
 
+from django.conf import settings
+
 from indexing.access import Access
+from indexing.convert import format_of
 from indexing.errors import DocumentNotFound
 from indexing.markdown import is_image
-from indexing.models import Collection
+from indexing.models import Collection, Document
 from indexing.services.scanning import collection_file_open, collection_root_moved
 
 ATTACHMENT_MAX_BYTES = 20 * 1024 * 1024
@@ -146,11 +149,6 @@ class Original:
 def original_read(collection_name: str, path: str, *, access: Access) -> Original:
     """The file an indexed document was read from, for those who see its collection (else
     DocumentNotFound, like a missing one): only an active document's path, opened as the scan opens it."""
-    from django.conf import settings
-
-    from indexing.convert import format_of
-    from indexing.models import Document
-
     collection = _visible_collection(collection_name, access)
     rel = _clean(path)
     missing = DocumentNotFound(f"no document pmd://{collection_name}/{path}")

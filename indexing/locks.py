@@ -61,7 +61,7 @@ def advisory_lock_release(*, key: tuple[int, int], session: bool = False) -> Non
     try:
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_unlock(%s, %s)", list(key))
-    except Exception:  # noqa: BLE001 - dropping the session releases its locks
+    except Exception:  # dropping the session releases its locks
         logger.warning("could not release advisory lock %s", key, exc_info=True)
         if not connection.in_atomic_block:
             connection.close()  # the next query opens a new session, without the lock

@@ -79,7 +79,7 @@ def comment_spans(text: str) -> list[tuple[int, int]]:
     """[start, end) of each `%%…%%` comment outside code (as indexing.structure.masked finds them)."""
     if "%%" not in text:
         return []
-    from indexing.structure import masked
+    from indexing.structure import masked  # noqa: PLC0415 - start-up time: a search seldom meets a comment
 
     with_comments = masked(text)
     without = masked(text.replace("%%", "\x01\x01"))  # the same mask with no %% comments in it
@@ -107,7 +107,7 @@ def _blanked(text: str, spans: list[tuple[int, int]]) -> str:
     something to blank: a search's snippets seldom have any (start-up of `pmd search`)."""
     if not spans:
         return text
-    from indexing.structure import blank_spans
+    from indexing.structure import blank_spans  # noqa: PLC0415 - start-up time (see above)
 
     return blank_spans(text, spans)
 
@@ -181,7 +181,7 @@ def is_image(target: str) -> bool:
 def _callouts(state: StateCore) -> None:
     """A quote whose first line starts with `[!type]` becomes a callout: a <div> (or a <details>
     when foldable) with a title; runs between block and inline parsing."""
-    from markdown_it.token import Token
+    from markdown_it.token import Token  # noqa: PLC0415 - start-up time: loaded when a note is rendered
 
     tokens = state.tokens
     for i, token in enumerate(tokens):
@@ -330,7 +330,7 @@ def _include(state: StateInline, silent: bool) -> bool:
 
 def _block_ids(state: StateCore) -> None:
     """A block ending in ` ^id` gets an anchor (block_anchor) instead of that text."""
-    from markdown_it.token import Token
+    from markdown_it.token import Token  # noqa: PLC0415 - start-up time: loaded when a note is rendered
 
     for token in state.tokens:
         if token.type != "inline" or "^" not in token.content or not token.children:
@@ -349,7 +349,7 @@ def _block_ids(state: StateCore) -> None:
 
 def _heading_anchors(state: StateCore) -> None:
     """Each heading gets an anchor (heading_anchor) for links to it; of two alike, the first."""
-    from markdown_it.token import Token
+    from markdown_it.token import Token  # noqa: PLC0415 - start-up time: loaded when a note is rendered
 
     seen: set[str] = set()
     tokens = state.tokens
@@ -418,7 +418,7 @@ def _render_heading_anchor(self, tokens, idx, options, env) -> str:
 def markdown_reader() -> MarkdownIt:
     """The markdown-it reader of notes: CommonMark, tables, strikethrough, HTML (sanitised by
     whoever renders), and the dialects above. Parse `without_comments(text)`."""
-    from markdown_it import MarkdownIt
+    from markdown_it import MarkdownIt  # noqa: PLC0415 - start-up time: loaded when a note is rendered
 
     md = MarkdownIt("commonmark", {"html": True}).enable(["table", "strikethrough"])
     md.block.ruler.before(

@@ -25,8 +25,9 @@ import random
 import threading
 import time
 
+import psycopg
 from django.conf import settings
-from django.db import DEFAULT_DB_ALIAS, connections
+from django.db import DEFAULT_DB_ALIAS, InterfaceError, OperationalError, connections
 
 logger = logging.getLogger("pmd.database")
 
@@ -69,9 +70,6 @@ def connection_lost(exc: BaseException | None) -> bool:
     """Is `exc` the server being unreachable (rather than a bad query, a timeout, a bug)?"""
     if exc is None:
         return False
-    import psycopg
-    from django.db import InterfaceError, OperationalError
-
     if isinstance(exc, (InterfaceError, psycopg.InterfaceError)):
         return True  # "connection already closed"
     if not isinstance(exc, (OperationalError, psycopg.OperationalError)):
@@ -212,8 +210,6 @@ class ReplicaRouter:
 
 def replicas_health() -> list[dict]:
     """Each replica: does it answer (a fresh connection, short timeout), and how far behind it is."""
-    import psycopg
-
     rows = []
     for alias in replica_aliases():
         wrapper = connections[alias]

@@ -84,7 +84,7 @@ class FrontmatterRefused(ValueError):
 def _frontmatter_load(source: str):
     """YAML's safe load, after a pass over its events that refuses aliases, deep nesting and overtime.
     PyYAML is imported here, when a note's frontmatter is read: a search never reads it (start-up)."""
-    import yaml
+    import yaml  # noqa: PLC0415 - start-up time: a search never reads frontmatter
 
     # libyaml when installed (PyYAML's wheels include it): the pure-Python parser reads about 30 KB/s.
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -131,7 +131,7 @@ def parse_toml_frontmatter(text: str) -> tuple[dict, list[str]]:
     refusal = _toml_depth_refusal(source)
     if refusal:
         return {}, [f"frontmatter refused, {refusal}: ignored"]
-    import tomllib
+    import tomllib  # noqa: PLC0415 - start-up time: a search never reads frontmatter
 
     try:
         data = tomllib.loads(source)
@@ -154,7 +154,7 @@ def parse_frontmatter(text: str) -> tuple[dict, list[str]]:
     source = match.group(1)
     if len(source) > FRONTMATTER_MAX_CHARS:
         return {}, [f"frontmatter is longer than {FRONTMATTER_MAX_CHARS:,} characters: ignored"]
-    import yaml
+    import yaml  # noqa: PLC0415 - start-up time: a search never reads frontmatter
 
     try:
         data = _frontmatter_load(source)

@@ -13,10 +13,12 @@ reads them back, for results that point into the original and `get report.pdf:p1
 from __future__ import annotations
 
 import importlib
+import json
 import posixpath
 import re
 from dataclasses import dataclass, field
 
+from indexing.errors import InvalidGlob
 from indexing.patterns import LazyPattern
 
 # Bump when a converter's output changes: text stored under an older version is converted again.
@@ -75,20 +77,18 @@ class Converted:
         props = {k: v for k, v in self.properties.items() if v not in (None, "", [], ())}
         if not props:
             return self.text
-        import json
-
         lines = ["---", *(f"{key}: {json.dumps(value, ensure_ascii=False)}" for key, value in props.items()), "---", ""]
         return "\n".join(lines) + self.text
 
 
-_unit_hook = None  # set by the converting child (indexing.convert.child): where page progress goes
+unit_hook = None  # set by the converting child (indexing.convert.child): where page progress goes
 
 
 def unit_read(done: int, total: int) -> None:
     """A converter read `done` of `total` pages (slides, sheets, chapters): the child passes it on
     to the scan, so a long file's progress names its page; in any other process, nothing."""
-    if _unit_hook is not None:
-        _unit_hook(done, total)
+    if unit_hook is not None:
+        unit_hook(done, total)
 
 
 def format_of(path: str) -> str:
@@ -107,8 +107,6 @@ def formats_mask(formats: list[str] | str) -> str:
     names = [f.strip().lower() for f in (formats.split(",") if isinstance(formats, str) else formats) if f.strip()]
     unknown = [n for n in names if n not in FORMAT_EXTENSIONS and n not in _FORMAT_OF_EXTENSION]
     if unknown:
-        from indexing.errors import InvalidGlob
-
         raise InvalidGlob(f"unknown format {', '.join(repr(u) for u in unknown)}: known are {', '.join(FORMATS)}")
     exts: list[str] = ["md"]
     for name in names:

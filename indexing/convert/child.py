@@ -17,6 +17,9 @@ import struct
 import sys
 import time
 
+import indexing.convert
+from indexing.convert import ConversionRefused, Limits, convert_here, preload
+
 _LENGTH = struct.Struct(">Q")
 
 
@@ -41,8 +44,6 @@ _loaded: set[str] = set()
 
 def _load(fmt: str, memory_mb: int) -> None:
     """Import a format's converter and library without the memory limit, then set it again."""
-    from indexing.convert import preload
-
     if fmt in _loaded:
         return
     _loaded.add(fmt)
@@ -58,8 +59,6 @@ def _load(fmt: str, memory_mb: int) -> None:
 
 
 def answer_for(fmt: str, data: bytes, limits, memory_mb: int) -> dict:
-    from indexing.convert import ConversionRefused, convert_here
-
     try:
         converted = convert_here(fmt, data, limits)
     except ConversionRefused as exc:
@@ -68,7 +67,7 @@ def answer_for(fmt: str, data: bytes, limits, memory_mb: int) -> dict:
         return {"refused": f"needed more than {memory_mb} MB of memory to read (PMD_CONVERT_MEMORY_MB)"}
     except RecursionError:
         return {"refused": "nested too deep to read"}
-    except Exception as exc:  # a converter's library failing on a broken file
+    except Exception as exc:  # noqa: BLE001 - a converter's library failing on a broken file refuses that file only
         if isinstance(exc, OSError) and ("map" in str(exc) or "memory" in str(exc).lower()):
             return {"refused": f"needed more than {memory_mb} MB of memory to read (PMD_CONVERT_MEMORY_MB)"}
         return {"refused": f"could not be read ({type(exc).__name__}: {str(exc)[:200]})"}
@@ -107,15 +106,12 @@ def main() -> int:
     memory_mb = int(sys.argv[1])
     limits_json = sys.argv[2] if len(sys.argv) > 2 else "{}"
     progress_seconds = float(sys.argv[3]) if len(sys.argv) > 3 else 1.0
-    import indexing.convert
-    from indexing.convert import Limits
-
     if memory_mb > 0:
         cap = memory_mb * 1024 * 1024
         resource.setrlimit(resource.RLIMIT_AS, (cap, resource.getrlimit(resource.RLIMIT_AS)[1]))
     limits = Limits(**json.loads(limits_json))
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
-    progress = indexing.convert._unit_hook = _UnitProgress(stdout, progress_seconds)
+    progress = indexing.convert.unit_hook = _UnitProgress(stdout, progress_seconds)
     while True:
         header = _read_frame(stdin)
         if header is None:

@@ -23,7 +23,8 @@ def paragraph_markdown(paragraph) -> str:
     match = _HEADING.match(style)
     if match:
         return f"{'#' * min(int(match.group(1)) + (0 if match.group(1) != '0' else 1), 6)} {text}"
-    numbered = paragraph._p.pPr is not None and paragraph._p.pPr.numPr is not None
+    # python-docx has no public word for a list paragraph's numbering: read its XML element.
+    numbered = paragraph._p.pPr is not None and paragraph._p.pPr.numPr is not None  # noqa: SLF001 - see above
     if "list number" in style.lower():
         return f"1. {text}"
     if "list" in style.lower() or numbered:
@@ -36,9 +37,9 @@ def convert(data: bytes, limits: Limits) -> Converted:
     docx = require("docx", "docx")
     try:
         document = docx.Document(io.BytesIO(data))
-    except Exception as exc:  # python-docx raises whatever lxml or zipfile raise
+    except Exception as exc:  # noqa: BLE001 - python-docx raises whatever lxml or zipfile raise
         raise ConversionRefused(f"not a readable DOCX file ({type(exc).__name__}: {str(exc)[:120]})") from None
-    from docx.table import Table
+    from docx.table import Table  # noqa: PLC0415 - python-docx is the optional extra `formats`
 
     blocks: list[str] = []
     for item in document.iter_inner_content():

@@ -64,7 +64,7 @@ class _Reader(HTMLParser):
         self.title = ""
         self.in_title = False
 
-    def _flush(self) -> None:
+    def flush(self) -> None:
         text = "".join(self.line)
         if not self.pre:
             text = " ".join(text.split())
@@ -85,13 +85,13 @@ class _Reader(HTMLParser):
                 self.cell.append(" ")
             return
         if re.fullmatch(r"h[1-6]", tag):
-            self._flush()
+            self.flush()
             self.prefix = "#" * int(tag[1]) + " "
         elif tag in ("ul", "ol"):
-            self._flush()
+            self.flush()
             self.lists.append([tag, 0])
         elif tag == "li":
-            self._flush()
+            self.flush()
             depth = max(len(self.lists) - 1, 0)
             if self.lists and self.lists[-1][0] == "ol":
                 self.lists[-1][1] += 1
@@ -99,11 +99,11 @@ class _Reader(HTMLParser):
             else:
                 self.prefix = "  " * depth + "- "
         elif tag == "pre":
-            self._flush()
+            self.flush()
             self.pre += 1
             self.blocks.append("```")
         elif tag == "table":
-            self._flush()
+            self.flush()
             self.table = []
         elif tag == "tr" and self.table is not None:
             self.table.append([])
@@ -115,9 +115,9 @@ class _Reader(HTMLParser):
             if self.pre:
                 self.line.append("\n")
             else:
-                self._flush()
+                self.flush()
         elif tag in BLOCKS or tag == "hr":
-            self._flush()
+            self.flush()
 
     def handle_endtag(self, tag):
         if tag == "title":
@@ -148,11 +148,11 @@ class _Reader(HTMLParser):
             self.blocks.append("```")
             self.pre = max(self.pre - 1, 0)
         elif tag in ("ul", "ol"):
-            self._flush()
+            self.flush()
             if self.lists:
                 self.lists.pop()
         elif re.fullmatch(r"h[1-6]", tag) or tag in BLOCKS or tag == "li":
-            self._flush()
+            self.flush()
 
     def handle_data(self, data):
         if self.in_title:
@@ -170,7 +170,7 @@ def html_markdown(source: str) -> tuple[str, str]:
     reader = _Reader()
     reader.feed(source)
     reader.close()
-    reader._flush()
+    reader.flush()
     out: list[str] = []
     for block in reader.blocks:  # list items and code lines stay together; other blocks apart
         tight = out and (_is_item(block) and _is_item(out[-1]))

@@ -40,7 +40,7 @@ def convert(data: bytes, limits: Limits) -> Converted:
     pptx = require("pptx", "pptx")
     try:
         presentation = pptx.Presentation(io.BytesIO(data))
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - python-pptx raises whatever lxml or zipfile raise
         raise ConversionRefused(f"not a readable PPTX file ({type(exc).__name__}: {str(exc)[:120]})") from None
     slides = list(presentation.slides)
     out = []

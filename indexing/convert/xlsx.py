@@ -17,7 +17,7 @@ def convert(data: bytes, limits: Limits) -> Converted:
     openpyxl = require("openpyxl", "xlsx")
     try:
         workbook = openpyxl.load_workbook(io.BytesIO(data), read_only=True, data_only=True)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - openpyxl raises whatever lxml or zipfile raise
         raise ConversionRefused(f"not a readable XLSX file ({type(exc).__name__}: {str(exc)[:120]})") from None
     budget = limits.max_cells
     out, warnings = [], []

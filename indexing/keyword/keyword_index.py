@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import bisect
 import math
+from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 from django.db import DatabaseError, connection, transaction
@@ -249,7 +250,10 @@ def _embed_passages(doc_ids: list[int]) -> dict[int, list[tuple[int, str, str]]]
 
 
 # The tsvector of a passage: title/headings weight A, body weight D.
-_TSV = "setweight(to_tsvector(s.config::regconfig, s.head), 'A') || setweight(to_tsvector(s.config::regconfig, s.body), 'D')"
+_TSV = (
+    "setweight(to_tsvector(s.config::regconfig, s.head), 'A') || "
+    "setweight(to_tsvector(s.config::regconfig, s.body), 'D')"
+)
 _COLUMNS = "document_id, collection_id, ordinal, start_line, end_line, start_char, end_char"
 _SRC_TEXT = (
     "SELECT " + ", ".join("s." + c for c in _COLUMNS.split(", ")) + ", " + _TSV + " AS tsv"
@@ -294,7 +298,8 @@ _INSERT_TSV = _INSERT.format(src=_SRC_TSV)
 _POSTING_INDEXES = (
     (
         "ALTER TABLE search_keyword_posting DROP CONSTRAINT search_keyword_posting_pkey",
-        "ALTER TABLE search_keyword_posting ADD CONSTRAINT search_keyword_posting_pkey PRIMARY KEY (passage_id, lexeme)",
+        "ALTER TABLE search_keyword_posting ADD CONSTRAINT search_keyword_posting_pkey "
+        "PRIMARY KEY (passage_id, lexeme)",
     ),
     (
         "DROP INDEX search_keyword_posting_lexeme",
@@ -387,8 +392,6 @@ class _Analyser:
     so it needs no snapshot of the writing transaction."""
 
     def __enter__(self):
-        from concurrent.futures import ThreadPoolExecutor
-
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pmd-tsvector")
         return self
 

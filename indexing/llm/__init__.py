@@ -5,8 +5,8 @@
 
 PMD_LLM_BACKEND=ollama (default; OLLAMA_URL), openai (PMD_OPENAI_BASE_URL,
 PMD_OPENAI_API_KEY) or local (models run in this process, indexing.llm.local). A re-ranker
-served elsewhere (PMD_RERANK_URL) gets its own client: `rerank_backend`. Errors are `LLMBackendError` subclasses whose message tells the
-user what to do.
+served elsewhere (PMD_RERANK_URL) gets its own client: `rerank_backend`. Errors are
+`LLMBackendError` subclasses whose message tells the user what to do.
 """
 
 from __future__ import annotations
@@ -59,8 +59,9 @@ def make_backend(
     if kind == "openai":
         return OpenAIBackend(url, api_key=api_key, timeout=timeout, retries=retries, backoff=backoff)
     if kind == "local":
-        from indexing.llm import shared
-        from indexing.llm.local import LocalBackend  # numpy/onnxruntime load only when a model does
+        # Here: the local backend loads httpx (indexing.llm.base keeps it out of a keyword search's start-up).
+        from indexing.llm import shared  # noqa: PLC0415 - start-up time (see above)
+        from indexing.llm.local import LocalBackend  # noqa: PLC0415 - start-up time; numpy/onnxruntime load with a model
 
         socket_path = str(getattr(settings, "PMD_MODEL_SOCKET", "") or "")
         if socket_path and not shared.serving_here():  # under `pmd up`: one process holds the models

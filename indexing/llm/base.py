@@ -109,7 +109,7 @@ class LLMBackend:
         headers: dict[str, str] | None = None,
         transport: httpx.BaseTransport | None = None,
     ):
-        import httpx  # here, not at the top: a keyword search never loads the HTTP client
+        import httpx  # noqa: PLC0415 - start-up time: a keyword search never loads the HTTP client
 
         self.base_url = base_url.rstrip("/")
         self.timeout = timeout
@@ -237,7 +237,7 @@ class LLMBackend:
 
     def _request(self, method: str, path: str, *, json_body: Any = None, model: str | None = None) -> Any:
         """Send a request and return its JSON, retrying connection errors and 5xx."""
-        import httpx
+        import httpx  # noqa: PLC0415 - start-up time: a keyword search never loads the HTTP client
 
         attempt = 0
         while True:
@@ -279,7 +279,7 @@ class LLMBackend:
         """POST and yield each JSON line of a streamed answer: NDJSON, or server-sent events
         (`data: {...}` lines, ended by `data: [DONE]`) with `sse`. `read_timeout`: the longest
         wait for the next line (None: no limit, a model download's pauses)."""
-        import httpx
+        import httpx  # noqa: PLC0415 - start-up time: a keyword search never loads the HTTP client
 
         attempt = 0
         while True:

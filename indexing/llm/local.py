@@ -15,6 +15,7 @@ oversubscribe the CPU that the worker also embeds on.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import logging
 import math
@@ -26,9 +27,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+from django.conf import settings
 
 from indexing.errors import LLMBackendError, LLMBackendUnavailable, LLMModelMissing
 from indexing.llm.base import ChatResult, LLMBackend, ModelInfo, ProgressCallback, PullProgress
+from indexing.llm.quantize import int8_model
 
 logger = logging.getLogger(__name__)
 
@@ -94,8 +97,6 @@ def _read_json(path: Path) -> dict:
 def model_setting(model: str, unknown: str = "PMD_EMBED_MODEL") -> str:
     """The variable that names `model` (what a message tells the user to change): the re-ranker's
     cross-encoder is PMD_RERANK_MODEL, not the embedding model's variable."""
-    from django.conf import settings
-
     for name in ("PMD_RERANK_MODEL", "PMD_GENERATE_MODEL", "PMD_EMBED_MODEL"):
         if model and getattr(settings, name, None) == model:
             return name
@@ -182,9 +183,9 @@ class _Loaded:
     def __init__(self, folder: Path, threads: int, *, pairs: bool, batch: int = SUB_BATCH, path: Path | None = None):
         self.batch = batch
         try:
-            import numpy as np
-            import onnxruntime as ort
-            from tokenizers import Tokenizer
+            import numpy as np  # noqa: PLC0415 - the optional extra `local` (onnxruntime brings numpy)
+            import onnxruntime as ort  # noqa: PLC0415 - the optional extra `local`
+            from tokenizers import Tokenizer  # noqa: PLC0415 - the optional extra `local`
         except ImportError as exc:
             raise LLMBackendUnavailable(
                 "local",
@@ -284,8 +285,6 @@ def give_back_free_memory() -> None:
     about 115 MB of freed scratch (the graph optimiser's copies of the weights) that glibc would
     otherwise keep for the life of the process, in the web server and the embedder alike."""
     try:
-        import ctypes
-
         ctypes.CDLL("libc.so.6").malloc_trim(0)
     except (OSError, AttributeError):  # not glibc (musl, macOS): nothing to give back this way
         pass
@@ -337,7 +336,8 @@ class LocalBackend(LLMBackend):
             if not folder.is_dir():
                 raise LLMModelMissing(
                     model,
-                    message=f"model folder {folder} does not exist: fix the path in {model_setting(model, 'PMD_EMBED_MODEL / PMD_RERANK_MODEL')}",
+                    message=f"model folder {folder} does not exist: fix the path in "
+                    f"{model_setting(model, 'PMD_EMBED_MODEL / PMD_RERANK_MODEL')}",
                 )
             if onnx_file(folder) is None or not (folder / "tokenizer.json").is_file():
                 raise LLMModelMissing(
@@ -362,7 +362,7 @@ class LocalBackend(LLMBackend):
             f"(model.onnx, tokenizer.json, config.json…) there and set {setting}=/path/to/folder"
         )
         try:
-            from huggingface_hub import HfApi, hf_hub_download
+            from huggingface_hub import HfApi, hf_hub_download  # noqa: PLC0415 - the optional extra `local`
         except ImportError:
             raise LLMBackendUnavailable(
                 "local", message="downloading models needs the local extra: pip install 'pmd[local]'"
@@ -400,7 +400,7 @@ class LocalBackend(LLMBackend):
                     shutil.copyfile(folder / name, folder / name.removeprefix("onnx/"))
         except LLMBackendError:
             raise
-        except Exception as exc:  # the hub client raises many kinds: offline, 404, proxy…
+        except Exception as exc:  # noqa: BLE001 - the hub client raises many kinds: offline, 404, proxy…
             raise LLMBackendUnavailable(
                 "local",
                 message=f"cannot download {repo} into {folder} ({type(exc).__name__}: "
@@ -419,8 +419,6 @@ class LocalBackend(LLMBackend):
             return loaded
         path = None
         if int8:  # made outside the lock: other models (and queries) go on meanwhile
-            from indexing.llm.quantize import int8_model
-
             path = int8_model(onnx_file(folder), self.models_dir)
         with _load_lock:
             loaded = _loaded.get(key)
@@ -429,7 +427,7 @@ class LocalBackend(LLMBackend):
                     loaded = _Loaded(folder, self.threads, pairs=pairs, batch=self.batch, path=path)
                 except LLMBackendError:
                     raise
-                except Exception as exc:  # a broken or foreign ONNX file
+                except Exception as exc:  # noqa: BLE001 - a broken or foreign ONNX file, said as a missing model
                     raise LLMModelMissing(
                         model, message=f"cannot load the model in {folder}: {type(exc).__name__}: {exc}"
                     ) from None
@@ -461,8 +459,6 @@ class LocalBackend(LLMBackend):
         folder = self.folder(model, download=True, progress=progress)
         reranker = model_setting(model, "") == "PMD_RERANK_MODEL" or hub_name(model) == DEFAULT_RERANK_MODEL
         if self.precision == "int8" and not reranker:
-            from indexing.llm.quantize import int8_model
-
             if progress is not None:
                 progress(PullProgress(status="making the int8 copy", completed=0, total=1))
             int8_model(onnx_file(folder), self.models_dir)

@@ -13,10 +13,12 @@ for a few seconds, which a long-lived worker would otherwise keep as heap for th
 
 from __future__ import annotations
 
+import ctypes
 import fcntl
 import hashlib
 import logging
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -139,9 +141,6 @@ def _make(source: Path, target: Path, as_it_is: Path, failed: Path) -> Path:
 def _stop_with(parent: int) -> None:
     """Stop when the process that asked for the copy stops (Linux): a copy nobody waits for would
     hold hundreds of MB until it is done, and the next start makes it again anyway."""
-    import ctypes
-    import signal
-
     try:
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):  # not Linux: the copy runs to its end

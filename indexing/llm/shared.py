@@ -109,7 +109,7 @@ def _answer(conn: socket.socket, backend_for) -> None:
             reply = {"result": result}
         except LLMBackendError as exc:
             reply = {"error": {"class": type(exc).__name__, "message": str(exc)}}
-        except Exception as exc:  # noqa: BLE001 - a bad request must not end the server thread
+        except Exception as exc:  # a bad request must not end the server thread
             logger.exception("model socket request failed")
             reply = {"error": {"class": type(exc).__name__, "message": f"{type(exc).__name__}: {exc}"}}
         try:

@@ -9,8 +9,8 @@ BATCH = 500
 
 
 def backfill(apps, schema_editor):
-    from indexing.services.links import links_resolve_models, links_store
-    from indexing.structure import note_structure
+    from indexing.services.links import links_resolve_models, links_store  # noqa: PLC0415 - a migration is history: today's code loads only when this step runs
+    from indexing.structure import note_structure  # noqa: PLC0415 - a migration is history: today's code loads only when this step runs
 
     Collection = apps.get_model("indexing", "Collection")
     Document = apps.get_model("indexing", "Document")

@@ -72,7 +72,8 @@ def collections_overview(*, access: Access) -> list[CollectionDetail]:
 
 
 def _overview(collections) -> list[CollectionDetail]:
-    from indexing.language import language_label  # its patterns are not a search's to compile (start-up)
+    # its patterns are not a search's to compile (start-up)
+    from indexing.language import language_label  # noqa: PLC0415 - start-up time (see above)
 
     # Ordered here: Meta.ordering does not apply to a query that aggregates.
     rows = (
@@ -126,7 +127,7 @@ def collection_detail(*, name: str, access: Access, problems_limit: int | None =
     /api/collections/NAME, the web UI's row); a collection `access` does not see is the
     CollectionNotFound of a name never created."""
     # Imported here: the history service (git, its subprocesses) is not a search's to load (start-up).
-    from indexing.services.history import history_status
+    from indexing.services.history import history_status  # noqa: PLC0415 - start-up time (see above)
 
     rows = _overview(visible_collections(access).filter(name=name))
     if not rows:

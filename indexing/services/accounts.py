@@ -24,22 +24,22 @@ from indexing.services.throttling import reset_token_failures
 
 
 def _user(username: str):
-    User = get_user_model()
+    user_model = get_user_model()
     try:
-        return User.objects.get(**{User.USERNAME_FIELD: username})
-    except User.DoesNotExist:
+        return user_model.objects.get(**{user_model.USERNAME_FIELD: username})
+    except user_model.DoesNotExist:
         raise errors.UserNotFound(f"no account named '{username}'") from None
 
 
 def _check_username(username: str) -> str:
     """The rules the admin and the sign-in form apply (letters, digits and @ . + - _), not only the
     database's: a name the web cannot take is refused everywhere."""
-    User = get_user_model()
+    user_model = get_user_model()
     username = username.strip()
     if not username:
         raise errors.InvalidAccount("the username is empty")
     try:
-        User._meta.get_field(User.USERNAME_FIELD).run_validators(username)
+        user_model._meta.get_field(user_model.USERNAME_FIELD).run_validators(username)
     except ValidationError as e:
         raise errors.InvalidAccount(f"{username!r} cannot be a username: {' '.join(e.messages)}") from None
     return username
@@ -57,9 +57,9 @@ def _check_password(password: str, user) -> str:
 
 def username_available(*, username: str) -> str:
     """The cleaned name if a new account may take it (a face asks before prompting for a password)."""
-    User = get_user_model()
+    user_model = get_user_model()
     username = _check_username(username)
-    if User.objects.filter(**{User.USERNAME_FIELD: username}).exists():
+    if user_model.objects.filter(**{user_model.USERNAME_FIELD: username}).exists():
         raise errors.AccountExists(name=username)
     return username
 
@@ -68,14 +68,14 @@ def user_create(
     *, username: str, password: str, access: Access, email: str = "", staff: bool = False, superuser: bool = False
 ):
     """A new account (`superuser` implies staff); AccountExists when the name is taken."""
-    User = get_user_model()
+    user_model = get_user_model()
     username = username_available(username=username)
-    _check_password(password, User(**{User.USERNAME_FIELD: username, "email": email}))
+    _check_password(password, user_model(**{user_model.USERNAME_FIELD: username, "email": email}))
     with transaction.atomic():
         if superuser:
-            user = User.objects.create_superuser(username, email=email, password=password)
+            user = user_model.objects.create_superuser(username, email=email, password=password)
         else:
-            user = User.objects.create_user(username, email=email, password=password, is_staff=staff)
+            user = user_model.objects.create_user(username, email=email, password=password, is_staff=staff)
         audit_record(access, "user.create", username, role=user_role(user))
     return user
 
@@ -105,7 +105,7 @@ def user_unlock(*, username: str, access: Access, addresses: tuple[str, ...] = (
 
 
 def _login_failures_clear(username: str, addresses: tuple[str, ...] = ()) -> int:
-    from axes.utils import reset  # django-axes: imported when needed (start-up time of the CLI)
+    from axes.utils import reset  # noqa: PLC0415 - start-up time of the CLI: django-axes loads when needed
 
     cleared = reset(username=username)
     for address in addresses:
@@ -122,21 +122,21 @@ class AdminAccount:
 def admin_ensure(*, username: str, access: Access, reset: bool = False) -> AdminAccount:
     """An admin account to sign in with (`pmd up`): `username`, or an existing superuser; created
     (or, with `reset`, given a new password) with a generated password when needed."""
-    User = get_user_model()
-    user = User.objects.filter(**{User.USERNAME_FIELD: username}).first()
-    if user is None and not reset and User.objects.filter(is_superuser=True).exists():
-        return AdminAccount(User.objects.filter(is_superuser=True).order_by("pk").first().get_username())
+    user_model = get_user_model()
+    user = user_model.objects.filter(**{user_model.USERNAME_FIELD: username}).first()
+    if user is None and not reset and user_model.objects.filter(is_superuser=True).exists():
+        return AdminAccount(user_model.objects.filter(is_superuser=True).order_by("pk").first().get_username())
     if user is not None and not reset:
         return AdminAccount(username)
     password = secrets.token_urlsafe(12)
     if user is None:
         try:
             with transaction.atomic():
-                User.objects.create_superuser(username, email="", password=password)
+                user_model.objects.create_superuser(username, email="", password=password)
                 audit_record(access, "user.create", username, role="superuser", generated_password=True)
         except IntegrityError:
             # Another `pmd up` on the same database created it a moment ago (and showed its password).
-            if not User.objects.filter(**{User.USERNAME_FIELD: username}).exists():
+            if not user_model.objects.filter(**{user_model.USERNAME_FIELD: username}).exists():
                 raise
             return AdminAccount(username)
     else:
@@ -225,7 +225,7 @@ def _account_for(signin: ProviderSignIn):
     that exists already, under the provider's name for the person or the name it cleans to, is
     never taken at first sign-in: a name is no proof of being that account's owner (it is often
     the person's to edit at the provider). An administrator links it (`identity_link`)."""
-    User = get_user_model()
+    user_model = get_user_model()
     if len(signin.subject) > SUBJECT_MAX:
         raise errors.SignInRefused(
             f"the name {signin.provider} gives for this person is longer than {SUBJECT_MAX} characters"
@@ -239,7 +239,7 @@ def _account_for(signin: ProviderSignIn):
     if link is not None:
         return link.user, link
     username = _username_for(signin)
-    if User.objects.filter(**{f"{User.USERNAME_FIELD}__iexact": username}).exists():
+    if user_model.objects.filter(**{f"{user_model.USERNAME_FIELD}__iexact": username}).exists():
         raise errors.SignInRefused(
             f"an account named '{username}' already exists and is not linked to this "
             f"person of {signin.provider}; {_link_hint(username, signin)}"
@@ -249,7 +249,7 @@ def _account_for(signin: ProviderSignIn):
             f"there is no account linked to this person of {signin.provider} and only "
             f"existing accounts may sign in; {_link_hint(username, signin)}"
         )
-    user = User.objects.create_user(username, email=signin.email or "", password=None)
+    user = user_model.objects.create_user(username, email=signin.email or "", password=None)
     audit_record(None, "user.create", username, role=user_role(user), via=signin.provider)
     return user, ExternalIdentity.objects.create(provider=signin.provider, subject=signin.subject, user=user)
 

@@ -37,9 +37,15 @@ NoWorker = Literal["thread", "queue", "caller"]
 
 _TASKS: dict[str, object] = {}
 _load_tasks = None  # set by PmdSiteConfig.ready()
+
+
 # Until the task module registers celery's answers: no broker, no worker (work runs here).
-_broker_reachable = lambda: False  # noqa: E731
-_workers_available = lambda: False  # noqa: E731
+def _broker_reachable() -> bool:
+    return False
+
+
+def _workers_available() -> bool:
+    return False
 
 
 def task_register(task):
@@ -148,7 +154,7 @@ def _in_thread(task, kwargs: dict) -> None:
     def run():
         try:
             task.run(**kwargs)
-        except Exception:  # noqa: BLE001 - the service already marked its job failed
+        except Exception:  # the service already marked its job failed
             log.exception("background %s failed", task.name)
         finally:
             connection.close()

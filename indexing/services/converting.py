@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import hashlib
 import time
+from datetime import timedelta
 
 from django.conf import settings
+from django.db.models import Exists, OuterRef, Q
+from django.utils import timezone
 
 from indexing.convert import CONVERTER_VERSION, ConversionRefused, Limits
 from indexing.convert.sandbox import Converter, Extracted, SandboxLimits
@@ -76,11 +79,6 @@ def extractions_prune(*, keys: set[str] | None = None) -> int:
     how many. `keys`: only these (those a scan stopped using: bounded by what it changed); None: all
     of them (maintenance), refusals only once older than REFUSALS_KEPT_DAYS (no document names a
     refused file, and trying it again may cost the time limit)."""
-    from datetime import timedelta
-
-    from django.db.models import Exists, OuterRef, Q
-    from django.utils import timezone
-
     used = Document.objects.filter(active=True, extraction_key=OuterRef("key"))
     unused = Extraction.objects.filter(~Exists(used))
     if keys is None:

@@ -36,7 +36,14 @@ from indexing.errors import LLMBackendError
 from indexing.llm import get_backend
 from indexing.locks import EMBEDDING_QUEUE, advisory_lock
 from indexing.models import Job
-from indexing.services.embedding import embed_pending, embedding_config, embedding_waiting
+from indexing.services.embedding import (
+    embed_pending,
+    embedding_config,
+    embedding_waiting,
+    fingerprint_configured,
+    pending_contents,
+    wanted_contents,
+)
 from indexing.services.jobs import job_create, job_finish, job_release
 
 logger = logging.getLogger(__name__)
@@ -148,8 +155,6 @@ def embedding_jobs_tidy() -> Job | None:
     """A worker starting: the embedding requests an earlier run left queued (waiting for a backend
     that was away, or queued while no worker ran) are merged into one, and if anything is pending
     and no request covers it, one is made. Returns the request to hand to the worker, or None."""
-    from indexing.services.embedding import fingerprint_configured, pending_contents, wanted_contents
-
     with advisory_lock(key=EMBEDDING_QUEUE):
         left = list(
             Job.objects.filter(kind=Job.Kind.EMBED, state=Job.State.QUEUED, worker_pid__isnull=True).order_by(

@@ -10,9 +10,9 @@ configuration could make git run: signatures, external diff, textconv, hooks, ..
 parses `.git` by hand.
 
 Incremental: the reachable set is compared with the commits stored; only unseen commits are read
-(a streaming `git log --stdin --no-walk` per batch, limited to the batch's files), and stored commits no longer reachable (a rebase, a
-reset, an amended commit) are dropped with their text and vectors. When HEAD is the one indexed
-last, nothing is read at all beyond two `git rev-parse`.
+(a streaming `git log --stdin --no-walk` per batch, limited to the batch's files), and stored commits
+no longer reachable (a rebase, a reset, an amended commit) are dropped with their text and vectors.
+When HEAD is the one indexed last, nothing is read at all beyond two `git rev-parse`.
 
 Bad input: a shallow clone indexes what it has (and says so); a diff is cut at
 PMD_HISTORY_DIFF_LINES lines (each line at LINE_CHARS characters) with a marker, binary files

@@ -183,5 +183,5 @@ def index_config_apply_once(connection) -> None:
     _applied.set()  # before the queries: they open no new connection, but never recurse
     try:
         index_config_apply()
-    except Exception:  # noqa: BLE001
+    except Exception:
         log.warning("could not read the index's configuration: using this process's environment", exc_info=True)

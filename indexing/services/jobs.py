@@ -219,7 +219,7 @@ class _Heartbeat:
                 Job.objects.filter(pk__in=beating).update(heartbeat_at=timezone.now())
                 with cls._lock:
                     cls._jobs -= jobs - beating
-            except Exception:  # noqa: BLE001 - a database hiccup: beat again next time
+            except Exception:  # a database hiccup: beat again next time
                 log.debug("job heartbeat failed", exc_info=True)
             finally:
                 connection.close()

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import os
 
+import httpx
 from django.conf import settings
 
 from indexing.errors import LLMBackendError, LLMBackendUnavailable, LLMModelMissing
+from indexing.llm import backend_url, make_backend
+from indexing.llm.base import normalize_model_name
 
 PROBE_SECONDS = 3.0  # a server that does not answer a model list in this time is as good as down
 _OFF = {"", "none", "off", "false", "0", "no"}
@@ -47,8 +50,6 @@ def _what_to_do(kind: str) -> str:
 
 def _hub_problem(timeout: float) -> str | None:
     """Why the local backend cannot download a model now (None: the hub answers)."""
-    import httpx
-
     endpoint = os.environ.get("HF_ENDPOINT") or "https://huggingface.co"
     if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}:
         return "HF_HUB_OFFLINE is set"
@@ -64,9 +65,6 @@ def model_server_status(*, timeout: float = PROBE_SECONDS) -> dict:
 
     `ok` is false when nothing can be embedded: the server is down or lacks the embedding model.
     A missing expansion or re-rank model leaves `ok` alone and is said once in `hybrid`."""
-    from indexing.llm import backend_url, make_backend
-    from indexing.llm.base import normalize_model_name
-
     kind = settings.PMD_LLM_BACKEND
     url = backend_url()
     models = _configured()

@@ -11,6 +11,7 @@ import socket
 
 import httpx
 from django.conf import settings
+from django.core.mail import send_mail
 
 from indexing.errors import InvalidSearchInput
 
@@ -85,8 +86,6 @@ def email_send(to: str, subject: str, body: str) -> str | None:
     """Send one email; None when sent (or email is not configured: nothing to do), else why not."""
     if not (email_configured() and to):
         return None
-    from django.core.mail import send_mail
-
     try:
         send_mail(subject, body, settings.DEFAULT_FROM_EMAIL, [to])
     except Exception as exc:  # noqa: BLE001 - reported to the caller, never raised

@@ -178,7 +178,7 @@ def _history(collection: Collection, progress: ProgressCallback | None) -> Histo
     """The collection's commits, after its files; a failure here never fails the scan."""
     try:
         return history_index(collection, progress=progress)
-    except Exception:  # noqa: BLE001 - the notes are indexed; the history is retried next time
+    except Exception:  # the notes are indexed; the history is retried next time
         log.exception("reading the git history of %s failed", collection.name)
         return None
 

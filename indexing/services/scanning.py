@@ -358,7 +358,7 @@ class _Scan:
             if known:
                 self.seen.discard(rel)  # it is no longer a markdown document
             return
-        except Exception as exc:  # MemoryError, RecursionError…: this note only, never the collection
+        except Exception as exc:  # noqa: BLE001 - MemoryError, RecursionError…: this note only, never the collection
             self.report.issues.append(_unparsable(rel, exc))
             return
         for warning in parsed.warnings:
@@ -445,7 +445,7 @@ class _Scan:
         """A new or changed note into the batch, with its structure (tags, date, links)."""
         try:
             structure = note_structure(parsed.body, parsed.frontmatter, rel, st.st_mtime)
-        except Exception as exc:  # as for parsing: what was indexed of it stays as it was
+        except Exception as exc:  # noqa: BLE001 - as for parsing: this note only; what was indexed of it stays
             self.report.issues.append(_unparsable(rel, exc))
             return
         self.report.issues += [FileIssue(rel, warning) for warning in structure.warnings]

@@ -20,8 +20,8 @@ Visibility = Collection.Visibility
 
 
 def _users(names: list[str]) -> list:
-    User = get_user_model()
-    found = {u.get_username(): u for u in User.objects.filter(**{f"{User.USERNAME_FIELD}__in": names})}
+    user_model = get_user_model()
+    found = {u.get_username(): u for u in user_model.objects.filter(**{f"{user_model.USERNAME_FIELD}__in": names})}
     missing = [n for n in names if n not in found]
     if missing:
         raise errors.UserNotFound(f"no user named '{missing[0]}'")

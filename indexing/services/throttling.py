@@ -17,8 +17,8 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
-from indexing.errors import TokenThrottled
-from indexing.models import TokenFailure
+from indexing.errors import AskThrottled, TokenThrottled
+from indexing.models import Answer, TokenFailure
 
 
 def _enabled() -> bool:
@@ -93,9 +93,6 @@ def ask_rate_check(*, user) -> None:
     """Raise AskThrottled when `user` asked PMD_ANSWER_RATE questions in the last minute. Counted
     from the recorded answers (indexing.models.Answer), so every web worker sees the same count;
     the local user (the CLI, no account) is not limited."""
-    from indexing.errors import AskThrottled
-    from indexing.models import Answer
-
     limit = settings.PMD_ANSWER_RATE
     if limit <= 0 or user is None:
         return

@@ -39,10 +39,10 @@ def token_digest(raw: str) -> str:
 def _user_for(user) -> object:
     if not isinstance(user, str):
         return user
-    User = get_user_model()
+    user_model = get_user_model()
     try:
-        return User.objects.get(**{User.USERNAME_FIELD: user})
-    except User.DoesNotExist:
+        return user_model.objects.get(**{user_model.USERNAME_FIELD: user})
+    except user_model.DoesNotExist:
         raise UserNotFound(name=user) from None
 
 

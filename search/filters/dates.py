@@ -5,6 +5,8 @@ from __future__ import annotations
 import calendar
 from datetime import UTC, date, datetime, time, timedelta
 
+from django.utils import timezone
+
 from indexing.errors import InvalidSearchInput
 from indexing.patterns import LazyPattern
 
@@ -102,15 +104,11 @@ def date_boundary(text: str, *, now: datetime | None = None, what: str = "date")
 
 
 def _now() -> datetime:
-    from django.utils import timezone
-
     return timezone.now()
 
 
 def _local_date(now: datetime) -> date:
     try:
-        from django.utils import timezone
-
         return timezone.localtime(now).date()
     except Exception:  # noqa: BLE001 - without Django settings: UTC
         return now.astimezone(UTC).date()

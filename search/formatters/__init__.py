@@ -17,7 +17,7 @@ Every renderer is a pure function of the value (no database access), and they sh
 from __future__ import annotations
 
 # Each format module registers its renderers when imported.
-from search.formatters import ask, documents, explain, history, links, related, search  # noqa: F401
+from search.formatters import ask, documents, explain, history, links, related, search  # noqa: F401 - registered on import
 from search.formatters.registry import (
     FORMATS,
     MACHINE_FORMATS,
@@ -37,7 +37,7 @@ from search.formatters.registry import (
     terminal_text,
     xml_text,
 )
-from search.formatters.search import (  # noqa: F401 - the web UI and the CLI use these
+from search.formatters.search import (  # the web UI and the CLI use these
     SCORE_HIGH,
     SCORE_MID,
     date_text,
@@ -49,3 +49,33 @@ from search.formatters.search import (  # noqa: F401 - the web UI and the CLI us
     score_color,
     shows_dates,
 )
+
+__all__ = [
+    "FORMATS",
+    "MACHINE_FORMATS",
+    "MCP",
+    "RENDERERS",
+    "SCORE_HIGH",
+    "SCORE_MID",
+    "XmlWriter",
+    "as_json",
+    "csv_cell",
+    "csv_text",
+    "csv_writer",
+    "date_text",
+    "format_response",
+    "highlight_spans",
+    "json_text",
+    "location",
+    "marked",
+    "markup_line",
+    "markup_text",
+    "numbered_lines",
+    "percent",
+    "render",
+    "renders",
+    "score_color",
+    "shows_dates",
+    "terminal_text",
+    "xml_text",
+]

@@ -7,6 +7,7 @@ nothing here imports them back, so the registry has no import cycle.
 from __future__ import annotations
 
 import csv
+import io
 import json
 import re
 from collections.abc import Callable
@@ -72,7 +73,7 @@ def terminal_text(text: str) -> str:
 def markup_text(value) -> str:
     """`value` (a title, a path, a message: text pmd did not write) as plain text inside console
     markup: `[draft]` or `[/x]` in it prints as written instead of styling or failing."""
-    from rich.markup import escape  # rich loads only for the renderers that draw with it
+    from rich.markup import escape  # noqa: PLC0415 - start-up time: rich loads only for the renderers that draw with it
 
     return escape(str(value))
 
@@ -123,8 +124,6 @@ def csv_writer(buf) -> _CsvWriter:
 
 def csv_text(rows) -> str:
     """`rows` (the header first, if any) as CSV text, through `csv_writer`."""
-    import io
-
     buf = io.StringIO()
     writer = csv_writer(buf)
     for row in rows:
@@ -149,7 +148,7 @@ class XmlWriter:
 
     @staticmethod
     def _tag(tag: str, attrs: dict) -> str:
-        from xml.sax.saxutils import quoteattr  # XML output only: not loaded for the other formats
+        from xml.sax.saxutils import quoteattr  # noqa: PLC0415 - start-up time: XML output only (saxutils loads urllib.request)
 
         return "".join([tag] + [f" {name}={quoteattr(xml_text(str(value)))}" for name, value in attrs.items()])
 
@@ -161,7 +160,7 @@ class XmlWriter:
 
     def element(self, depth: int, tag: str, text: str | None = None, *, markup: str | None = None, **attrs) -> None:
         """`<tag attrs>text</tag>`, or `<tag attrs/>` without text or markup."""
-        from xml.sax.saxutils import escape
+        from xml.sax.saxutils import escape  # noqa: PLC0415 - start-up time: XML output only (saxutils loads urllib.request)
 
         if text is not None:
             markup = escape(xml_text(text))

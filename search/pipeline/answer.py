@@ -27,8 +27,9 @@ from typing import TYPE_CHECKING
 
 from django.conf import settings
 
+from indexing.access import visible_collection_names
 from indexing.chunking import count_tokens
-from indexing.errors import AnswerModelUnset, LLMBackendError, LLMBackendTimeout
+from indexing.errors import AnswerModelUnset, ConversationNotFound, LLMBackendError, LLMBackendTimeout
 from indexing.llm import get_backend
 from indexing.models import Answer
 from indexing.selectors import SectionText, conversation_answers, sections_at
@@ -391,8 +392,6 @@ def _conversation(request: AskRequest, question: str) -> tuple[uuid.UUID, list[A
     try:
         conversation = uuid.UUID(str(request.conversation))
     except ValueError:
-        from indexing.errors import ConversationNotFound
-
         raise ConversationNotFound(f"no conversation {request.conversation} of yours") from None
     return conversation, conversation_answers(access=request.access, conversation=conversation)
 
@@ -411,8 +410,6 @@ def _messages(question: str, passages: list[Passage], history: list[Answer], acc
 
 
 def _visible_names(access: Access) -> set[str]:
-    from indexing.access import visible_collection_names
-
     return set(visible_collection_names(access))
 
 

@@ -22,6 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.db import connections
+
 _stragglers: list[threading.Thread] = []
 _stragglers_lock = threading.Lock()
 
@@ -77,8 +79,6 @@ def run_concurrently(
                     done.put((name, False, exc))
         finally:
             if uses_db:
-                from django.db import connections
-
                 connections.close_all()
 
     count = max(1, min(workers or len(calls), len(calls)))

@@ -42,10 +42,10 @@ def mode_service(mode: Mode):
     if mode == Mode.KEYWORD:
         return keyword_search
     if mode == Mode.VECTOR:
-        from search.retrieval.vector import vector_search
+        from search.retrieval.vector import vector_search  # noqa: PLC0415 - start-up time (see above)
 
         return vector_search
-    from search.pipeline.hybrid import hybrid_search
+    from search.pipeline.hybrid import hybrid_search  # noqa: PLC0415 - start-up time (see above)
 
     return hybrid_search
 

@@ -92,7 +92,8 @@ Write search variants for this query:
 - "vec": 1 to 3 rephrasings of the whole question in natural language, for semantic search.
 - "hyde": at most 1 short passage (2-3 sentences) written as a relevant document would state the answer.
 Stay on the topic of the query; do not repeat the query verbatim; do not invent facts about names you do not know.
-Answer as JSON: {{"variants": [{{"type": "lex", "text": "..."}}, {{"type": "vec", "text": "..."}}, {{"type": "hyde", "text": "..."}}]}}"""
+Answer as JSON: {{"variants": [{{"type": "lex", "text": "..."}}, {{"type": "vec", "text": "..."}}, \
+{{"type": "hyde", "text": "..."}}]}}"""
 
 
 @dataclass(frozen=True)

@@ -3,12 +3,17 @@ what is new since the last run."""
 
 from __future__ import annotations
 
-from indexing.access import refuse_read_only, visible_collection_names
+from django.db.models import Q
+
+from indexing.access import Access, refuse_read_only, visible_collection_names
+from indexing.models import SavedSearch
+from indexing.services.notify import email_configured, email_send, webhook_post
 from indexing.services.saved_searches import (
     saved_search_access,
     saved_search_get,
     saved_search_mark_digest,
     saved_search_mark_run,
+    saved_searches_visible,
 )
 from search.filters import SearchFilters
 from search.pipeline.dispatch import search_run
@@ -50,12 +55,6 @@ def saved_searches_digest() -> dict:
     """Run every saved search that has a webhook or an email digest, as its owner sees the notes (within
     the limit of the token it was saved through), and send what is new since its last digest:
     {name: {"new": n, "webhook": error?, "email": error?}}."""
-    from django.db.models import Q
-
-    from indexing.access import Access
-    from indexing.models import SavedSearch
-    from indexing.services.notify import email_configured, email_send, webhook_post
-
     wanted = Q(webhook_url__gt="") | (Q(email_digest=True) if email_configured() else Q(pk__in=[]))
     report: dict = {}
     for saved in SavedSearch.objects.filter(wanted).select_related("owner"):
@@ -100,8 +99,6 @@ def saved_searches_digest() -> dict:
 def saved_searches_listed(*, access) -> list[dict]:
     """The saved searches `access` may run, as every face lists them. `mine` marks its own; a
     webhook address is shown to its owner only (it often holds a secret token)."""
-    from indexing.services.saved_searches import saved_searches_visible
-
     owner = None if access.local else access.user
     visible = set(visible_collection_names(access))
     rows = []

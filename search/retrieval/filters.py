@@ -375,7 +375,8 @@ def frontmatter_fields(*, access, collections: list[str] | None = None, top: int
     entries = source + condition
     with read_connection().cursor() as cursor:
         cursor.execute(
-            "SELECT e.k, CASE jsonb_typeof(e.v) WHEN 'string' THEN CASE WHEN e.v #>> '{}' ~ %s THEN 'date' ELSE 'text' END"
+            "SELECT e.k, CASE jsonb_typeof(e.v) WHEN 'string' THEN"
+            " CASE WHEN e.v #>> '{}' ~ %s THEN 'date' ELSE 'text' END"
             " WHEN 'array' THEN 'list' ELSE jsonb_typeof(e.v) END AS t, count(*) " + entries + " GROUP BY 1, 2",
             [_ISO_DATE_TEXT, *scope],
         )
@@ -383,13 +384,15 @@ def frontmatter_fields(*, access, collections: list[str] | None = None, top: int
         for key, kind, count in cursor.fetchall():
             types.setdefault(key, {})[kind] = int(count)
         cursor.execute(
-            "SELECT k, val, n FROM (SELECT k, val, count(*) AS n, row_number() OVER (PARTITION BY k ORDER BY count(*) DESC,"
+            "SELECT k, val, n FROM (SELECT k, val, count(*) AS n,"
+            " row_number() OVER (PARTITION BY k ORDER BY count(*) DESC,"
             " val) AS r FROM (SELECT e.k, x.val " + source + " CROSS JOIN LATERAL (SELECT CASE WHEN jsonb_typeof(e.v)"
             " = 'array' THEN a.value #>> '{}' ELSE e.v #>> '{}' END AS val FROM jsonb_array_elements(CASE WHEN"
             " jsonb_typeof(e.v) = 'array' THEN e.v ELSE jsonb_build_array(e.v) END) a) x"
             + condition
             + " AND jsonb_typeof(e.v) <> 'object'"
-            " AND x.val IS NOT NULL AND length(x.val) <= 200) s GROUP BY k, val) t WHERE r <= %s ORDER BY k, n DESC, val",
+            " AND x.val IS NOT NULL AND length(x.val) <= 200) s GROUP BY k, val) t"
+            " WHERE r <= %s ORDER BY k, n DESC, val",
             [*scope, int(top)],
         )
         values: dict[str, list[dict]] = {}

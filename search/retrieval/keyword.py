@@ -290,7 +290,8 @@ def _with_what_results_show(s: _Statement, configs: list[str], full: bool) -> st
         # The ideal per configuration (a hit is measured against its collection's reading of
         # the query): summed over all of them, "running" would count as both `run` (english)
         # and `running` (simple), and a word read by another configuration would be "missing".
-        " (SELECT json_object_agg(h.cfg, h.s) FROM (SELECT g.cfg, sum(g.m) AS s FROM (SELECT w.cfg, w.grp, max(q.idf * w.qtf) AS m"
+        " (SELECT json_object_agg(h.cfg, h.s) FROM (SELECT g.cfg, sum(g.m) AS s"
+        " FROM (SELECT w.cfg, w.grp, max(q.idf * w.qtf) AS m"
         " FROM (SELECT c.cfg, x.lexeme, min(x.grp) AS grp, max(x.qtf) AS qtf FROM unnest(%s::text[]) c(cfg)"
         " JOIN qs x ON x.cfg IS NULL OR x.cfg = c.cfg GROUP BY c.cfg, x.lexeme) w"
         " JOIN q ON q.lexeme = w.lexeme GROUP BY w.cfg, w.grp) g GROUP BY g.cfg) h) AS ideal,"

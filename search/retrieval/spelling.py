@@ -211,7 +211,8 @@ def _nearest_by_one_edit(
         " SELECT u.lexeme FROM unnest(%s::text[]) c(cfg), unnest(to_tsvector(c.cfg::regconfig, %s)) u)"
         + posting_scope
         + ")"
-        " SELECT cand.lexeme, cand.df, cand.prior, (SELECT count(*) FROM search_keyword_posting p WHERE p.lexeme = cand.lexeme"
+        " SELECT cand.lexeme, cand.df, cand.prior,"
+        " (SELECT count(*) FROM search_keyword_posting p WHERE p.lexeme = cand.lexeme"
         + posting_scope
         + " AND p.passage_id IN (SELECT passage_id FROM ctx))::float8 FROM cand",
         [

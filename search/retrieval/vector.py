@@ -47,6 +47,7 @@ from indexing.services.embedding import (
     fingerprint_configured,
     pending_count,
 )
+from indexing.services.index_config import index_config_effective
 from search.request import Mode, SearchRequest
 from search.results import SearchResponse, SearchResult
 from search.retrieval.common import (
@@ -211,8 +212,6 @@ def _not_embedded(model: str, *, dims: int | None = None) -> errors.NotEmbedded:
     """Nothing to search for this model: say whether other vectors are in the way."""
     held = [str(f) for f in EmbeddingFingerprint.objects.all()]
     if held:
-        from indexing.services.index_config import index_config_effective
-
         overridden = [
             f"{r['name']}={r['value']} (the index is configured with {r['index']})"
             for r in index_config_effective()

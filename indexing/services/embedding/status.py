@@ -9,6 +9,7 @@ from indexing.services.embedding.config import embedding_config, fingerprint_con
 from indexing.services.embedding.hnsw import hnsw_index_exists
 from indexing.services.embedding.lock import embedding_running
 from indexing.services.embedding.pending import pending_contents, wanted_contents
+from indexing.services.index_config import index_config_effective
 
 
 def embedding_status(*, collections: list[str] | None = None) -> dict:
@@ -66,8 +67,6 @@ def embedding_status(*, collections: list[str] | None = None) -> dict:
     status["ok"] = not status["mismatch"]
     if status["mismatch"]:
         held = ", ".join(sorted({o["model"] for o in status["stale_fingerprints"]}))
-        from indexing.services.index_config import index_config_effective
-
         overridden = [
             f"{r['name']}={r['value']} (the index says {r['index']})" for r in index_config_effective() if r["mismatch"]
         ]
