@@ -361,8 +361,6 @@ class JobAdmin(StaffAdmin):
     @admin.display(description="message")
     def message_text(self, obj):
         """Readable in the list: a column wide enough to read, long messages shortened (whole in the title)."""
-        from django.utils.html import format_html
-
         text = obj.message if len(obj.message) <= 240 else obj.message[:239] + "…"
         return format_html('<span class="job-message" title="{}">{}</span>', obj.message, text)
 
