@@ -106,6 +106,7 @@ def database_lease():
 def _one_migration_at_a_time():
     """Two processes migrating one database together (commands started at once on a fresh index,
     `pmd up` beside a CLI command) both created the same tables, and one failed: they take turns."""
+
     def waiting() -> None:  # a first start can migrate for a minute: say why nothing happens
         logging.getLogger(__name__).warning("waiting for another process to finish migrating this index's database")
 

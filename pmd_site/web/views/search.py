@@ -282,7 +282,7 @@ def _run_search(
         response = search_run(search_request)
     except EmptyQuery:  # nothing asked yet (or the query was cleared): the page's empty state
         return {"searched": False}
-    except Exception as exc:  # noqa: BLE001 - every failure becomes a state the page explains
+    except Exception as exc:  # every failure becomes a state the page explains
         log.info("web search failed (%s): %s", mode, exc, exc_info=not isinstance(exc, ValueError))
         problem = problem_for(exc, search=True)
         found = {"problem": problem, "elapsed_ms": (time.perf_counter() - started) * 1000}
