@@ -68,13 +68,13 @@ def _collection_rows(access) -> list[dict]:
 
 def _people_and_groups() -> dict:
     """What a collection can be shared with: the groups and the active accounts, by name."""
-    User = get_user_model()
+    user_model = get_user_model()
     return {
         "groups": list(Group.objects.order_by("name").values_list("name", flat=True)),
         "users": list(
-            User.objects.filter(is_active=True)
-            .order_by(User.USERNAME_FIELD)
-            .values_list(User.USERNAME_FIELD, flat=True)
+            user_model.objects.filter(is_active=True)
+            .order_by(user_model.USERNAME_FIELD)
+            .values_list(user_model.USERNAME_FIELD, flat=True)
         ),
     }
 
