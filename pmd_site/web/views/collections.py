@@ -24,6 +24,7 @@ from indexing.selectors import collection_detail, collections_overview, jobs_vis
 from indexing.services.background import embedding_request
 from indexing.services.embedding import embedding_status
 from indexing.services.jobs import jobs_recover
+from indexing.services.model_server import model_server_problem
 from indexing.services.refresh import collection_add as add_collection
 from indexing.services.refresh import collection_embed_job, collections_refresh
 from indexing.services.sharing import collection_share as share_collection
@@ -115,8 +116,6 @@ def collections_page(request):
 @require_POST
 def embed_all(request):
     """The "run embedding" button of the search page's no-embeddings state."""
-    from indexing.services.model_server import model_server_problem
-
     blocked = model_server_problem()
     job = embedding_request(created_by=request.user)
     if blocked is not None:
