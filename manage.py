@@ -4,14 +4,14 @@
 import os
 import sys
 
+from django.core.management import execute_from_command_line
+
+from pmd_site.runtime.process import database_lease, setup_django
+
 
 def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "pmd_site.settings")
-    from pmd_site.runtime.process import database_lease, setup_django
-
     setup_django()
-    from django.core.management import execute_from_command_line
-
     with database_lease():
         execute_from_command_line(sys.argv)
 

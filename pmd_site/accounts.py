@@ -11,6 +11,8 @@ from django.conf import settings
 from django.contrib.auth import views as auth_views
 from django.shortcuts import render
 
+from pmd_site.signin.oidc import providers
+
 
 def password_reset_enabled() -> bool:
     """Email can be sent (PMD_EMAIL_HOST); read per request, not frozen into the URL list."""
@@ -22,8 +24,6 @@ class LoginView(auth_views.LoginView):
     providers to offer and whether to show the password form."""
 
     def get_context_data(self, **kwargs):
-        from pmd_site.signin.oidc import providers
-
         return {
             **super().get_context_data(**kwargs),
             "password_reset_enabled": password_reset_enabled(),

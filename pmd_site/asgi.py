@@ -17,29 +17,31 @@ from __future__ import annotations
 import json
 import os
 
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.db import close_old_connections
+from mcp.server.transport_security import TransportSecuritySettings
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "pmd_site.settings")
 os.environ.setdefault("PMD_DB_POOL", "true")  # one pooled connection set per web worker (see settings)
 
-from django.core.asgi import get_asgi_application  # noqa: E402
+from django.core.asgi import get_asgi_application
 
 django_application = get_asgi_application()
 
 # pmd's modules come after get_asgi_application(): they need Django set up.
-from indexing.errors import TokenThrottled
-from indexing.services.tokens import bearer_token, token_access
-from pmd_site.mcp.instructions import current_access, refresh_instructions
-from pmd_site.mcp.server import get_server
-from pmd_site.runtime.database_health import RETRY_AFTER_SECONDS, DatabaseUnavailable, database_guard
-from pmd_site.security import forwarded_client
+from indexing.errors import TokenThrottled  # noqa: E402 - needs Django set up (above)
+from indexing.services.tokens import bearer_token, token_access  # noqa: E402 - needs Django set up (above)
+from pmd_site.mcp.instructions import current_access, refresh_instructions  # noqa: E402 - needs Django set up (above)
+from pmd_site.mcp.server import get_server  # noqa: E402 - needs Django set up (above)
+from pmd_site.runtime.database_health import RETRY_AFTER_SECONDS, DatabaseUnavailable, database_guard  # noqa: E402 - needs Django set up (above)
+from pmd_site.security import forwarded_client  # noqa: E402 - needs Django set up (above)
 
 MCP_PATH = "/mcp"
 
 
 def transport_security():
     """DNS-rebinding protection settings for /mcp, from the environment (see .env.example)."""
-    from django.conf import settings
-    from mcp.server.transport_security import TransportSecuritySettings
-
     hosts = list(settings.PMD_MCP_ALLOWED_HOSTS) or list(settings.ALLOWED_HOSTS)
     if "*" in hosts:
         return TransportSecuritySettings(enable_dns_rebinding_protection=False)
@@ -69,8 +71,6 @@ def _authenticate(header: str | None, client: str | None = None, forwarded_for: 
 
     The collections it sees are looked up here, once per request, and the server instructions
     for them refreshed (cached), so the MCP server itself never waits on the database for them."""
-    from django.db import close_old_connections
-
     close_old_connections()
     try:
         with database_guard():
@@ -153,8 +153,6 @@ class Router:
             return
         path = scope.get("path", "")
         if kind == "http" and (path == MCP_PATH or path == MCP_PATH + "/"):
-            from asgiref.sync import sync_to_async
-
             headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
             try:
                 access = await sync_to_async(_authenticate, thread_sensitive=False)(

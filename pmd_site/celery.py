@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import os
 
+import redis
 from celery import Celery
+from django.conf import settings
 
 from pmd_site.runtime.redis_server import EmbeddedRedis, redis_client
 
@@ -24,8 +26,6 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 
 
 def _configure() -> None:
-    from django.conf import settings
-
     broker = settings.CELERY_BROKER_URL or EmbeddedRedis(settings.PMD_HOME).url()
     schedule = {}
     if settings.PMD_RECONCILE_INTERVAL:
@@ -67,8 +67,6 @@ app.autodiscover_tasks(["pmd_site"])
 
 def workers_available(timeout: float = 1.0) -> bool:
     """Is a worker listening? False without a reachable broker (checked quickly first)."""
-    from django.conf import settings
-
     if settings.CELERY_TASK_ALWAYS_EAGER:
         return True
     if not broker_reachable(timeout=timeout):
@@ -86,8 +84,6 @@ def broker_url() -> str:
 
 
 def broker_reachable(timeout: float = 1.0) -> bool:
-    import redis
-
     client = redis_client(broker_url(), timeout=timeout)
     if client is None:
         return True  # another transport: let kombu find out

@@ -8,6 +8,7 @@ reads the environment with it before (or without) loading the settings (client m
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from pathlib import Path
 
@@ -63,8 +64,6 @@ def get_list(name: str, default: list[str] | None = None, *, sep: str = ",") -> 
 
 def get_networks(name: str) -> list:
     """Addresses or networks ("10.0.0.5, 172.18.0.0/16, ::1"), as ip_network objects."""
-    import ipaddress
-
     networks = []
     for item in get_list(name):
         try:

@@ -21,6 +21,7 @@ from indexing.services.embedding_queue import embedding_check_due, embedding_job
 from indexing.services.jobs import job_create, jobs_recover
 from indexing.services.refresh import collections_refresh
 from pmd_site.celery import EMBED_QUEUE, broker_reachable, workers_available
+from search import saved_searches_digest
 
 log = logging.getLogger(__name__)
 workers_register(broker_reachable=broker_reachable, workers_available=workers_available)
@@ -92,8 +93,6 @@ def recover_jobs() -> dict:
 @shared_task(name="pmd_site.tasks.saved_digest")
 def saved_digest() -> dict:
     """Periodic (PMD_DIGEST_INTERVAL): new matches of saved searches, to their webhooks and owners' email."""
-    from search import saved_searches_digest
-
     return saved_searches_digest()
 
 
@@ -102,7 +101,7 @@ def _recover_jobs_at_start(**_) -> None:
     """A worker starting after a crash finds the jobs the dead one left `running`."""
     try:
         jobs_recover()
-    except Exception:  # noqa: BLE001 - the periodic task tries again; the worker must start
+    except Exception:  # the periodic task tries again; the worker must start
         log.warning("could not recover the jobs of stopped workers", exc_info=True)
 
 
@@ -135,7 +134,7 @@ def _embedding_at_start(sender=None, **_) -> None:
         job = embedding_jobs_tidy()
         if job is not None:
             embed_pending.apply_async(kwargs={"job_id": str(job.pk)}, retry=False)
-    except Exception:  # noqa: BLE001 - the periodic reconcile queues it later; the worker must start
+    except Exception:  # the periodic reconcile queues it later; the worker must start
         log.warning("could not queue the pending embedding at start", exc_info=True)
 
 

@@ -346,7 +346,7 @@ class JobAdmin(StaffAdmin):
     class Media:
         css = {"all": ("pmd/admin.css",)}  # the Message column keeps a readable width
 
-    readonly_fields = [f.name for f in Job._meta.fields]
+    readonly_fields = [f.name for f in Job._meta.fields]  # noqa: SLF001 - Django's documented model API
 
     def visible_rows(self, rows, collections, request):
         return rows.filter(pk__in=jobs_visible_to(admin_access(request)).values("pk"))
@@ -361,8 +361,6 @@ class JobAdmin(StaffAdmin):
     @admin.display(description="message")
     def message_text(self, obj):
         """Readable in the list: a column wide enough to read, long messages shortened (whole in the title)."""
-        from django.utils.html import format_html
-
         text = obj.message if len(obj.message) <= 240 else obj.message[:239] + "…"
         return format_html('<span class="job-message" title="{}">{}</span>', obj.message, text)
 

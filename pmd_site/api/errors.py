@@ -1,8 +1,9 @@
 """Every error the API answers with: `{"message": ..., "suggestions": [...], "code": ...}`.
 
 Mapped here once, for the whole API: a service's PmdError (indexing.errors) brings its own
-status, code and headers (TokenThrottled: Retry-After) and the API's hint from API_HINTS; ninja's HttpError (the API's own 401 and 403,
-a failed CSRF check) and its validation errors (422) get a stable code from their status.
+status, code and headers (TokenThrottled: Retry-After) and the API's hint from API_HINTS;
+ninja's HttpError (the API's own 401 and 403, a failed CSRF check) and its validation errors
+(422) get a stable code from their status.
 Input is checked once here too: text the database cannot store (a NUL byte) in any validated
 parameter is a 422 `invalid_text` before an endpoint runs, and a DataError the database still
 raises is a 400 `input_refused`, never a 500. What no endpoint answers is in the same shape: a

@@ -31,8 +31,22 @@ from pathlib import Path
 
 from django.db import connection
 
+from indexing.access import Access
 from indexing.errors import BenchmarkError
-from pmd_site.bench.quality import BenchOptions, BenchReport, made_up_words, percentile, zipf_cumulative
+from indexing.models import Chunk, EmbeddingFingerprint
+from indexing.services.embedding import hnsw_index_drop, hnsw_index_ensure
+from pmd_site.bench.quality import (
+    BenchOptions,
+    BenchReport,
+    generated_corpus,
+    made_up_words,
+    percentile,
+    zipf_cumulative,
+)
+from search import Mode, SearchRequest, search_run
+from search.retrieval.common import collection_ids_for
+from search.retrieval.filters import matching_count
+from search.retrieval.vector import EXACT_FILTER_DOCUMENTS, nearest_chunks, search_by_vector
 
 SEED = 15
 DIMS = 384
@@ -134,9 +148,6 @@ def _query_vectors(points: list[list[float]], count: int) -> list[list[float]]:
 
 def vectors_ensure(collection, *, fresh: bool):
     """The scratch fingerprint holding one synthetic vector per note of the collection, indexed."""
-    from indexing.models import Chunk, EmbeddingFingerprint
-    from indexing.services.embedding import hnsw_index_drop, hnsw_index_ensure
-
     key = f"bench-filtered-{collection.pk}"[:32]
     fingerprint = EmbeddingFingerprint.objects.filter(key=key).first()
     active = collection.documents.filter(active=True).values("content_id").distinct().count()
@@ -183,13 +194,6 @@ def vectors_ensure(collection, *, fresh: bool):
 
 
 def bench_filtered(dataset_dir: str, options: BenchOptions) -> BenchReport:
-    from indexing.access import Access
-    from pmd_site.bench.quality import generated_corpus
-    from search import Mode, SearchRequest, search_run
-    from search.retrieval.common import collection_ids_for
-    from search.retrieval.filters import matching_count
-    from search.retrieval.vector import EXACT_FILTER_DOCUMENTS, nearest_chunks, search_by_vector
-
     docs = int(options.docs or 100_000)
     if docs < 1000:
         raise BenchmarkError("--docs: at least 1000 notes")

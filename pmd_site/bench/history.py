@@ -15,8 +15,15 @@ import statistics
 import time
 from pathlib import Path
 
+from indexing.access import Access
 from indexing.errors import BenchmarkError
+from indexing.git import git_run
+from indexing.models import Collection, Commit
+from indexing.services.collections import collection_create
+from indexing.services.history import history_index
 from pmd_site.bench.quality import BenchOptions, BenchReport
+from search import HistoryRequest, history_search
+from search.retrieval.history import history_embedded_fingerprint
 
 QUERY_EVERY = 50
 _WORD = re.compile(r"[A-Za-z]{4,}")
@@ -29,13 +36,6 @@ def _percentile(values: list[float], q: float) -> float:
 
 def bench_history(repo_dir: str, options: BenchOptions) -> BenchReport:
     """(The CLI builds its parser from this module before Django is set up: models are imported here.)"""
-    from indexing.access import Access
-    from indexing.git import git_run
-    from indexing.models import Collection, Commit
-    from indexing.services.collections import collection_create
-    from indexing.services.history import history_index
-    from search import HistoryRequest, history_search
-
     commits = options.commits
     root = Path(repo_dir).expanduser().resolve()
     if not root.is_dir():
@@ -121,7 +121,6 @@ def bench_history(repo_dir: str, options: BenchOptions) -> BenchReport:
         ("keyword + path", {"path": True}),
         ("keyword + dates (middle third)", span),
     ]
-    from search.retrieval.history import history_embedded_fingerprint
 
     if history_embedded_fingerprint() is not None:
         cases.append(("hybrid", {}))

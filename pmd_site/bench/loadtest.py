@@ -25,6 +25,10 @@ import tempfile
 import time
 from pathlib import Path
 
+import httpx
+from django.contrib.auth import get_user_model
+from django.db import connections
+
 from pmd_site.bench.quality import percentile
 from pmd_site.runtime.postgres_server import EmbeddedPostgres
 from pmd_site.runtime.process import ensure_database, migrate, setup_django
@@ -35,8 +39,6 @@ FALLBACK_QUERIES = ["vector index", "postgres tuning", "meeting notes", "search"
 
 
 async def _drive(url: str, token: str, target: str, concurrency: int, duration: float, queries: list[str]) -> dict:
-    import httpx
-
     headers = {"Authorization": f"Bearer {token}"}
     latencies: list[float] = []
     errors: list[str] = []
@@ -119,12 +121,12 @@ def _prepare(home: Path, corpus: Path | None) -> tuple[str, list[str], int]:
     setup_django()
     ensure_database()
     migrate()
-    from django.contrib.auth import get_user_model
 
     # These need Django, which this script sets up just above (after choosing PMD_HOME).
-    from indexing.services.collections import collection_create
-    from indexing.services.scanning import collection_index
-    from indexing.services.tokens import token_create
+    from indexing.access import Access  # noqa: PLC0415 - needs Django, set up just above
+    from indexing.services.collections import collection_create  # noqa: PLC0415 - needs Django, set up just above
+    from indexing.services.scanning import collection_index  # noqa: PLC0415 - needs Django, set up just above
+    from indexing.services.tokens import token_create  # noqa: PLC0415 - needs Django, set up just above
 
     if corpus is not None and (corpus / "docs").is_dir():
         collection = collection_create(path=corpus / "docs", name="bench")
@@ -137,11 +139,8 @@ def _prepare(home: Path, corpus: Path | None) -> tuple[str, list[str], int]:
         queries = FALLBACK_QUERIES
     report = collection_index(collection)
     user = get_user_model().objects.create_user("loadtest", password=None)
-    from django.db import connections
 
     connections.close_all()
-    from indexing.access import Access
-
     return token_create(user=user, name="loadtest", access=Access.local_user()).raw, queries, report.files_seen
 
 
@@ -231,8 +230,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _wait_for(url: str, server: subprocess.Popen, timeout: float = 60) -> None:
-    import httpx
-
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if server.poll() is not None:

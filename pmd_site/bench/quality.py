@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from django.contrib.auth import get_user_model
+
 from indexing.errors import BenchmarkError
 from search import Mode, SearchRequest, mode_verb
 
@@ -71,14 +73,12 @@ class BenchReport:
 def _access_factory(options: BenchOptions, collection) -> Callable:
     """Who the benchmark searches as: the local user, or (`--as USER`) a member, with a fresh
     Access per query, so the visibility lookup every real request makes is in the latency."""
-    from django.contrib.auth import get_user_model
-
     from indexing.access import Access, visible_collections
 
     if options.as_user is None:
         return Access.local_user
-    User = get_user_model()
-    user = User.objects.filter(**{User.USERNAME_FIELD: options.as_user}).first()
+    user_model = get_user_model()
+    user = user_model.objects.filter(**{user_model.USERNAME_FIELD: options.as_user}).first()
     if user is None:
         raise BenchmarkError(f"no user named '{options.as_user}'")
     if not visible_collections(Access.for_user(user)).filter(pk=collection.pk).exists():

@@ -36,13 +36,24 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import struct
 import time
+from pathlib import Path
 
 from django.db import connection
 
+from indexing.access import Access
 from indexing.errors import BenchmarkError
-from pmd_site.bench.quality import BenchOptions, BenchReport, percentile
+from pmd_site.bench.quality import (
+    BenchOptions,
+    BenchReport,
+    generated_corpus,
+    made_up_words,
+    percentile,
+    zipf_cumulative,
+)
+from search import Mode, SearchRequest, search_run
 
 SEED = 32
 DIMS = 384
@@ -75,7 +86,7 @@ STORAGES = {
 
 def _numpy():
     try:
-        import numpy
+        import numpy  # noqa: PLC0415 - not a dependency: the local extra brings it
     except ImportError:  # pragma: no cover - the local extra brings it
         raise BenchmarkError("--mode vector-scale needs numpy (install pmd with the local extra)") from None
     return numpy
@@ -447,11 +458,6 @@ KEYWORD_TABLES = ("search_keyword_passage", "search_keyword_posting", "search_ke
 def keyword_corpus_write(folder, passages: int, *, fresh: bool = False) -> bool:
     """FOLDER/docs: notes of SECTIONS sections (one passage each) of Zipf-drawn made-up words,
     `passages` in all, the same for the same count. True when written now."""
-    import random
-    from pathlib import Path
-
-    from pmd_site.bench.quality import made_up_words, zipf_cumulative
-
     folder = Path(folder)
     marker = folder / "corpus.json"
     spec = {"passages": passages, "seed": SEED, "sections": SECTIONS, "version": GENERATOR_VERSION}
@@ -480,12 +486,6 @@ def keyword_corpus_write(folder, passages: int, *, fresh: bool = False) -> bool:
 def bench_keyword_scale(dataset_dir: str, options: BenchOptions) -> BenchReport:
     """`pmd bench FOLDER --mode keyword-scale --size N`: N passages indexed by pmd's own indexing
     (collection_index: the real BM25 tables), then keyword search n=10 through search_run, warm."""
-    import random
-
-    from indexing.access import Access
-    from pmd_site.bench.quality import generated_corpus, made_up_words
-    from search import Mode, SearchRequest, search_run
-
     passages = int(options.size or 1_000_000)
     if passages < 1000:
         raise BenchmarkError("--size: at least 1000 passages")

@@ -14,8 +14,11 @@ import random
 import re
 import string
 
+from django.db import connection
+
+from indexing.errors import BenchmarkError
 from pmd_site.bench.quality import BenchOptions, BenchReport, bench_retrieval
-from search import Mode
+from search import Mode, search_run
 
 SEED = 31
 KINDS = ("deletion", "transposition", "substitution")
@@ -50,8 +53,6 @@ def misspelt(word: str, rng: random.Random) -> tuple[str, str]:
 
 def typo_queries(queries: list[tuple[str, str]], collection, seed: int = SEED) -> list[tuple[str, str]]:
     """The queries with one typo in their rarest word (by the collection's document frequencies)."""
-    from django.db import connection
-
     words = sorted({w.lower() for _, text in queries for w in _WORD.findall(text) if len(w) >= MIN_LETTERS})
     with connection.cursor() as cursor:
         cursor.execute(
@@ -76,11 +77,7 @@ def typo_queries(queries: list[tuple[str, str]], collection, seed: int = SEED) -
 
 
 def bench_typos(dataset_dir: str, options: BenchOptions, *, mode_name: str) -> BenchReport:
-    from search import search_run
-
     if mode_name not in TYPO_MODES:
-        from indexing.errors import BenchmarkError
-
         raise BenchmarkError(f"--typos measures the retrieval modes: {', '.join(TYPO_MODES)}")
     mode, request_options = TYPO_MODES[mode_name]
     runs = {}

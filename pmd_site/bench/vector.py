@@ -22,8 +22,19 @@ import time
 from django.conf import settings
 from django.db import connection, transaction
 
+from indexing.access import Access
 from indexing.errors import BenchmarkError, LLMBackendError
 from indexing.llm import embedding_prompts, get_backend
+from indexing.models import Chunk, EmbeddingFingerprint
+from indexing.services.embedding import (
+    HNSW_EF_CONSTRUCTION,
+    HNSW_M,
+    embed_pending,
+    embedding_config,
+    fingerprint_configured,
+    hnsw_index_drop,
+    hnsw_index_ensure,
+)
 from pmd_site.bench.quality import (
     BenchOptions,
     BenchReport,
@@ -34,6 +45,8 @@ from pmd_site.bench.quality import (
     percentile,
 )
 from search import Mode
+from search.retrieval.common import collection_ids_for
+from search.retrieval.vector import nearest_chunks, vector_search
 
 # Models, services and retrieval are imported inside the functions: `pmd` imports this module
 # (through pmd_site/bench/modes.py) while it builds its parser, before Django is set up.
@@ -45,8 +58,6 @@ EF_SWEEP = (40, 100, 200, 400)
 
 
 def _query_vectors(queries: list[tuple[str, str]]) -> list[list[float]]:
-    from indexing.services.embedding import embedding_config
-
     config = embedding_config()
     prompts = embedding_prompts(config.model)
     backend = get_backend()
@@ -67,8 +78,6 @@ def _recall(
     truths: list[set] | None = None,
 ) -> dict:
     """Chunk-level recall@k of the HNSW scan against exact search, and both latencies."""
-    from search.retrieval.vector import nearest_chunks
-
     recalls, index_ms, exact_ms = [], [], []
     for n, vector in enumerate(vectors):
         t0 = time.perf_counter()
@@ -95,11 +104,6 @@ def _recall(
 
 
 def bench_vsearch(dataset_dir: str, options: BenchOptions) -> BenchReport:
-    from indexing.access import Access
-    from indexing.services.embedding import embed_pending, fingerprint_configured
-    from search.retrieval.common import collection_ids_for
-    from search.retrieval.vector import vector_search
-
     root = _dataset(dataset_dir)
     collection, _ = _bench_collection(root, options, fresh=options.fresh)
     try:
@@ -154,7 +158,6 @@ def bench_vsearch(dataset_dir: str, options: BenchOptions) -> BenchReport:
     fingerprint = fingerprint_configured()
     vectors = _query_vectors(queries)
     recall = _recall(fingerprint, vectors, collection_ids=collection_ids_for([collection.name], Access.local_user()))
-    from indexing.models import Chunk
 
     chunks = Chunk.objects.filter(fingerprint=fingerprint).count()
     report.lines += [
@@ -192,15 +195,6 @@ def bench_vsearch(dataset_dir: str, options: BenchOptions) -> BenchReport:
 
 
 def bench_vsearch_scale(dataset_dir: str, options: BenchOptions) -> BenchReport:
-    from indexing.models import Chunk, EmbeddingFingerprint
-    from indexing.services.embedding import (
-        HNSW_EF_CONSTRUCTION,
-        HNSW_M,
-        fingerprint_configured,
-        hnsw_index_drop,
-        hnsw_index_ensure,
-    )
-
     root = _dataset(dataset_dir)
     source = fingerprint_configured()
     if source is None or not Chunk.objects.filter(fingerprint=source).exists():

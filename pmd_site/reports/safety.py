@@ -26,7 +26,10 @@ MIN_SECRET_KEY_CHARACTERS = 5
 
 def _secret_key_problem(key: str) -> str | None:
     if key in KNOWN_SECRET_KEYS or key.startswith("django-insecure") or "change" in key.lower():
-        return "PMD_SECRET_KEY is a well-known placeholder: set a long random value (or leave it empty for a generated one)"
+        return (
+            "PMD_SECRET_KEY is a well-known placeholder: set a long random value "
+            "(or leave it empty for a generated one)"
+        )
     if len(key) < MIN_SECRET_KEY_LENGTH or len(set(key)) < MIN_SECRET_KEY_CHARACTERS:
         return (
             f"PMD_SECRET_KEY is short or repetitive (under {MIN_SECRET_KEY_LENGTH} characters): "

@@ -9,24 +9,31 @@ from __future__ import annotations
 import os
 import re
 import threading
+from datetime import datetime
 from pathlib import Path
 from typing import Callable
 
+import redis
 from django.conf import settings
+from django.db import connection
+from django.utils import timezone
 
+from indexing.access import visible_collection_names
+from indexing.models import FileProblem
+from indexing.replicas import replicas_health
+from indexing.selectors import answer_costs, collections_overview, index_counts, index_jobs_running
+from indexing.services.embedding import embedding_status
+from indexing.services.links import LINK_PROBLEM_PREFIX
+from indexing.services.model_server import hybrid_without, model_server_status
 from pmd_site.celery import app, broker_reachable, broker_url
 from pmd_site.reports.safety import unsafe_settings
 from pmd_site.runtime.redis_server import redis_py_url
-
-# The indexing providers import inside their functions: an import that fails then fails only its
-# section (status_report catches it), so one broken part cannot break the report.
+from pmd_site.signin.oidc import discovery_status, providers
+from pmd_site.watcher.heartbeat import watcher_health
+from search import absent_models
 
 
 def _database(access) -> dict:
-    from django.db import connection
-
-    from indexing.replicas import replicas_health
-
     with connection.cursor() as cursor:
         cursor.execute("SELECT version(), (SELECT extversion FROM pg_extension WHERE extname = 'vector')")
         version, vector = cursor.fetchone()
@@ -44,8 +51,6 @@ def _database(access) -> dict:
 
 
 def _index(access) -> dict:
-    from indexing.selectors import collections_overview, index_counts, index_jobs_running
-
     counts = index_counts(access=access)
     counts["by_collection"] = [
         {
@@ -62,8 +67,6 @@ def _index(access) -> dict:
 
 
 def _problems(access) -> dict:
-    from indexing.models import FileProblem
-
     problems = FileProblem.objects.select_related("collection")
     if access.collection_ids() is not None:
         problems = problems.filter(collection_id__in=access.collection_ids())
@@ -82,7 +85,6 @@ def _broker(access) -> dict:
         return {"ok": True, "mode": "eager (PMD_TASKS_EAGER: tasks run in-process)"}
     if not url:
         return {"ok": False, "error": "no broker configured (set CELERY_BROKER_URL, or run `pmd up`)"}
-    import redis
 
     shown = url.split("@")[-1]  # never print a password
     client = redis.Redis.from_url(redis_py_url(url), socket_timeout=1, socket_connect_timeout=1)
@@ -109,9 +111,6 @@ def _workers(access) -> dict:
 def _watcher(access) -> dict:
     """The watcher's heartbeat, naming only the collections `access` sees: the watcher watches them
     all, and a hidden one's name and folder are left out as if it did not exist."""
-    from indexing.access import visible_collection_names
-    from pmd_site.watcher.heartbeat import watcher_health
-
     health = watcher_health()
     if access.collection_ids() is None:
         return health
@@ -130,9 +129,6 @@ _probe = threading.local()  # one question to the model server per report, share
 def _model_server() -> dict:
     cached = getattr(_probe, "models", None)
     if cached is None:
-        from indexing.services.model_server import hybrid_without, model_server_status
-        from search import absent_models
-
         cached = model_server_status()
         # What this process's queries found missing (a server that lists a model it cannot run).
         absent = {stage: reason for stage, (model, reason) in absent_models().items()}
@@ -147,9 +143,6 @@ def _models(access) -> dict:
 
 
 def _embeddings(access) -> dict:
-    from indexing.access import visible_collection_names
-    from indexing.services.embedding import embedding_status
-
     if access.collection_ids() is None:
         status = embedding_status()
     else:
@@ -178,8 +171,6 @@ def _embeddings(access) -> dict:
 def _answers(access) -> dict:
     """Ask's cost per model (answers, tokens in/out, median latency): staff only, the totals span
     every user's questions (a member sees just `ok`, the section being on no allow-list)."""
-    from indexing.selectors import answer_costs
-
     return {"ok": True, "model": (settings.PMD_ANSWER_MODEL or "").strip() or None, "by_model": answer_costs()}
 
 
@@ -191,8 +182,6 @@ def _security(access) -> dict:
 def _sign_in(access) -> dict:
     """How people sign in: the OpenID providers (and whether their discovery answers now), forward
     auth and its proxies, whether the password form is on."""
-    from pmd_site.signin.oidc import discovery_status, providers
-
     found = [{"id": p.id, "name": p.name, "issuer": p.issuer, "discovery": discovery_status(p)} for p in providers()]
     return {
         "ok": all(p["discovery"] == "answering" for p in found),
@@ -281,8 +270,6 @@ _SERVER_PATH = re.compile(r"""(?<![^\s=('"`\[<])/[^\s,;'"`()\[\]<>]*[^\s,;:.'"`(
 def _redact_paths(value):
     """A member's copy of a message: server paths replaced; an unresolved link's message is the
     note's own text (`(/docs/x.md)` is a link in the note, not a folder of this server)."""
-    from indexing.services.links import LINK_PROBLEM_PREFIX
-
     if not isinstance(value, str) or value.startswith(LINK_PROBLEM_PREFIX):
         return value
     return _SERVER_PATH.sub(_server_path, value)
@@ -380,10 +367,6 @@ def duration(seconds: float) -> str:
 
 def relative_time(value, *, now=None) -> str:
     """An ISO time (or datetime) as `3 min ago` or `in 40 s`; anything else as given."""
-    from datetime import datetime
-
-    from django.utils import timezone
-
     if isinstance(value, str):
         try:
             value = datetime.fromisoformat(value)

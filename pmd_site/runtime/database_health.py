@@ -30,7 +30,14 @@ import sys
 import threading
 import time
 
+import psycopg
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
+from django.db import DEFAULT_DB_ALIAS, connections
+from django.http import HttpResponse, JsonResponse
+from django.template.loader import render_to_string
+from django.views import defaults
+
+from indexing.replicas import connection_lost
 
 logger = logging.getLogger("pmd.database")
 
@@ -46,8 +53,6 @@ class DatabaseUnavailable(Exception):
 
 def is_unavailable(exc: BaseException | None) -> bool:
     """Is `exc` the database being unreachable (rather than a bad query, a timeout, a bug)?"""
-    from indexing.replicas import connection_lost
-
     return isinstance(exc, DatabaseUnavailable) or connection_lost(exc)
 
 
@@ -63,15 +68,11 @@ _state = _State()
 
 
 def _default_connection():
-    from django.db import DEFAULT_DB_ALIAS, connections
-
     return connections[DEFAULT_DB_ALIAS]
 
 
 def _probe() -> bool:
     """Can a fresh connection (not one from the pool) run a query?"""
-    import psycopg
-
     params = _default_connection().get_connection_params()
     params["connect_timeout"] = PROBE_CONNECT_TIMEOUT
     try:
@@ -163,9 +164,6 @@ def _wants_json(request) -> bool:
 
 def unavailable_response(request):
     """503 for the API face (JSON, like its other errors) or the web face (a page that needs no database)."""
-    from django.http import HttpResponse, JsonResponse
-    from django.template.loader import render_to_string
-
     if _wants_json(request):
         response = JsonResponse({"message": MESSAGE, "suggestions": []}, status=503)
     else:
@@ -218,8 +216,6 @@ class DatabaseUnavailableMiddleware:
 
 def server_error(request, *args, **kwargs):
     """handler500: an unreachable database outside a view (a middleware, a session save) is a 503 too."""
-    from django.views import defaults
-
     exc = sys.exc_info()[1]
     if is_unavailable(exc):
         note_failure(exc)

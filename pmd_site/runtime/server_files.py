@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import os
 import stat
+import tempfile
 from pathlib import Path
 
 from indexing.errors import ServerSetupError
@@ -115,8 +117,6 @@ RUN_DIR_POINTER = "run-dir"  # in a long $PMD_HOME: the path of its run folder u
 
 
 def _legacy_short_run_dir(home: Path) -> Path:
-    import hashlib
-
     return Path("/tmp") / f"pmd-{hashlib.sha256(str(home).encode()).hexdigest()[:12]}"
 
 
@@ -161,8 +161,6 @@ def _short_run_dir(home: Path) -> Path:
         with exclusive_lock(home / f".{RUN_DIR_POINTER}.lock"):
             found = _ours(_read_pointer(pointer))
             if found is None:
-                import tempfile
-
                 found = _ours(legacy) or Path(tempfile.mkdtemp(prefix="pmd-", dir="/tmp"))
                 scratch = home / f".{RUN_DIR_POINTER}.{os.getpid()}"
                 fd = os.open(scratch, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o600)

@@ -72,7 +72,7 @@ def die_with_supervisor() -> None:
     if not parent:
         return
     try:
-        import ctypes
+        import ctypes  # noqa: PLC0415 - start-up: `pmd --help` imports this module
 
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
@@ -116,7 +116,7 @@ class Supervisor:
                 return
             prefix = f"{name:<{self.width}} |"
             if self.color:
-                from rich.markup import escape
+                from rich.markup import escape  # noqa: PLC0415 - start-up: `pmd --help` imports this module
 
                 self.console.print(f"[{color}]{prefix}[/] {escape(line)}", highlight=False)
             else:
@@ -257,17 +257,17 @@ def supervise(spec: dict) -> int:
         signal.signal(signum, lambda *_: stop.set())
     console = None
     if spec["color"]:
-        from rich.console import Console
+        from rich.console import Console  # noqa: PLC0415 - start-up: `pmd --help` imports this module
 
         console = Console()
     supervisor = Supervisor(spec["env"], json_logs=spec["json_logs"], console=console, color=spec["color"])
     servers = {}
     if "postgres" in spec["keep"] or "postgres" in spec["stop"]:
-        from pmd_site.runtime.postgres_server import EmbeddedPostgres
+        from pmd_site.runtime.postgres_server import EmbeddedPostgres  # noqa: PLC0415 - start-up: `pmd --help` imports this module
 
         servers["postgres"] = EmbeddedPostgres(Path(spec["home"]))
     if "redis" in spec["keep"] or "redis" in spec["stop"]:
-        from pmd_site.runtime.redis_server import EmbeddedRedis
+        from pmd_site.runtime.redis_server import EmbeddedRedis  # noqa: PLC0415 - start-up: `pmd --help` imports this module
 
         servers["redis"] = EmbeddedRedis(Path(spec["home"]))
     for name in spec["keep"]:

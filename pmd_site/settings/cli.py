@@ -11,6 +11,7 @@ any write).
 """
 
 from pmd_site.settings import *  # noqa: F403 - the same settings…
+from pmd_site.settings import DATABASES as _ALL_DATABASES
 from pmd_site.settings import INSTALLED_APPS as _ALL_APPS
 
 WEB_ONLY_APPS = frozenset(
@@ -37,8 +38,8 @@ DATABASES = {
         "CONN_HEALTH_CHECKS": False,
         "OPTIONS": {k: v for k, v in database["OPTIONS"].items() if k != "pool"},
     }
-    for alias, database in DATABASES.items()
-}  # noqa: F405
+    for alias, database in _ALL_DATABASES.items()
+}
 
 # Django's logging set-up makes its admins' mail handler, which imports the exception reporter named
 # here at once, and with it django.views.debug's template engine and tag libraries (a tenth of a
@@ -51,6 +52,6 @@ class ExceptionReporter:
     """django.views.debug.ExceptionReporter, imported when a report is made."""
 
     def __new__(cls, *args, **kwargs):
-        from django.views.debug import ExceptionReporter
+        from django.views.debug import ExceptionReporter  # noqa: PLC0415 - start-up: only when a report is made
 
         return ExceptionReporter(*args, **kwargs)

@@ -164,7 +164,7 @@ def collections_for_changes(changes, targets: list[WatchTarget]) -> set[str]:
 def _refresh(names: list[str], state: dict) -> None:
     try:
         summary = collections_refresh(names=names, missing="skip", access=Access.local_user()).logged_summary()
-    except Exception:  # noqa: BLE001 - keep watching; the next event or reconcile retries
+    except Exception:  # keep watching; the next event or reconcile retries
         log.exception("re-indexing %s failed", ", ".join(names))
     else:
         state["last_reindex"] = {k: v for k, v in summary.items() if k != "reports"}

@@ -139,7 +139,7 @@ def register(server: MCPServer) -> None:
         ),
         ctx: Context = None,
     ) -> SearchBrief:
-        """Best-quality search for hard questions: query expansion, keyword + vector retrieval, fusion, LLM re-ranking. Slower."""
+        """Best-quality search for hard questions: query expansion, keyword + vector retrieval, fusion, LLM re-ranking. Slower."""  # noqa: E501 - the tool's description, as clients get it
         if searches:
             query = " ".join(query.split())
         typed = [(s.type, " ".join(s.query.split())) for s in searches or []]

@@ -24,6 +24,7 @@ from indexing.selectors import collection_detail, collections_overview, jobs_vis
 from indexing.services.background import embedding_request
 from indexing.services.embedding import embedding_status
 from indexing.services.jobs import jobs_recover
+from indexing.services.model_server import model_server_problem
 from indexing.services.refresh import collection_add as add_collection
 from indexing.services.refresh import collection_embed_job, collections_refresh
 from indexing.services.sharing import collection_share as share_collection
@@ -68,13 +69,13 @@ def _collection_rows(access) -> list[dict]:
 
 def _people_and_groups() -> dict:
     """What a collection can be shared with: the groups and the active accounts, by name."""
-    User = get_user_model()
+    user_model = get_user_model()
     return {
         "groups": list(Group.objects.order_by("name").values_list("name", flat=True)),
         "users": list(
-            User.objects.filter(is_active=True)
-            .order_by(User.USERNAME_FIELD)
-            .values_list(User.USERNAME_FIELD, flat=True)
+            user_model.objects.filter(is_active=True)
+            .order_by(user_model.USERNAME_FIELD)
+            .values_list(user_model.USERNAME_FIELD, flat=True)
         ),
     }
 
@@ -115,8 +116,6 @@ def collections_page(request):
 @require_POST
 def embed_all(request):
     """The "run embedding" button of the search page's no-embeddings state."""
-    from indexing.services.model_server import model_server_problem
-
     blocked = model_server_problem()
     job = embedding_request(created_by=request.user)
     if blocked is not None:

@@ -18,6 +18,7 @@ from indexing.convert import is_converted
 from indexing.links import document_links
 from indexing.markdown import LinkTargets
 from indexing.selectors import contexts_for, document_resolve
+from indexing.services.search_log import search_log_opened
 from pmd_site.web.pages import access_of, page, wants_fragment
 from pmd_site.web.rendering import note_part, render_markdown, unit_markers
 from pmd_site.web.views.search import TagLink, document_url, tag_search_url
@@ -109,8 +110,6 @@ def _part_number(request) -> int | None:
 def document_page(request, collection: str, path: str):
     document = _resolve(request, collection, path)
     if request.GET.get("sid", "").isdigit():  # opened from a search's results: the search log notes it
-        from indexing.services.search_log import search_log_opened
-
         search_log_opened(
             access=access_of(request),
             entry_id=int(request.GET["sid"]),

@@ -3,12 +3,14 @@ remove one of yours. The same services as `pmd saved` and /api/saved."""
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import redirect
 from django.views.decorators.http import require_GET, require_POST
 
 from indexing.errors import PmdError
+from indexing.services.notify import email_configured
 from indexing.services.saved_searches import saved_search_add, saved_search_digest_set, saved_search_remove
 from pmd_site.web.pages import access_of, page
 from search import mode_normalize, saved_search_run, saved_searches_listed
@@ -20,9 +22,6 @@ def saved_page(request):
     access = access_of(request)
     rows = saved_searches_listed(access=access)
     groups = list(request.user.groups.values_list("name", flat=True))
-    from django.conf import settings
-
-    from indexing.services.notify import email_configured
 
     seconds = settings.PMD_DIGEST_INTERVAL
     interval = (

@@ -20,6 +20,7 @@ from django.views.decorators.http import require_GET, require_POST
 from indexing.access import visible_collection_names
 from indexing.errors import EmptyQuery, InvalidSearchInput, PmdError
 from indexing.selectors import _visible_documents
+from indexing.services.model_server import model_server_problem
 from indexing.services.search_log import search_feedback_record
 from pmd_site.web.errors import problem_for
 from pmd_site.web.forms import ASK, MODE_LABELS, SORT_LABELS, WEB_LIMIT, SearchForm
@@ -282,13 +283,11 @@ def _run_search(
         response = search_run(search_request)
     except EmptyQuery:  # nothing asked yet (or the query was cleared): the page's empty state
         return {"searched": False}
-    except Exception as exc:  # noqa: BLE001 - every failure becomes a state the page explains
+    except Exception as exc:  # every failure becomes a state the page explains
         log.info("web search failed (%s): %s", mode, exc, exc_info=not isinstance(exc, ValueError))
         problem = problem_for(exc, search=True)
         found = {"problem": problem, "elapsed_ms": (time.perf_counter() - started) * 1000}
         if problem.kind == "no-embeddings":  # say before "Run embedding" is pressed whether it can run
-            from indexing.services.model_server import model_server_problem
-
             blocked = model_server_problem()
             found["embedding_blocked"] = blocked.message if blocked is not None else ""
         return found

@@ -14,6 +14,7 @@ from django.shortcuts import redirect
 from django.views.decorators.http import require_GET, require_POST
 
 from indexing.errors import InvalidSetting, ReplacesVectors
+from indexing.selectors import search_log_report
 from indexing.services.index_config import index_config_effective, index_config_set
 from pmd_site.reports.status import TITLES, duration, relative_time, status_headlines, status_report
 from pmd_site.web.pages import access_of, page, staff_required
@@ -189,8 +190,6 @@ def index_config_change(request):
 @require_GET
 def searches_page(request):
     """Status → Searches: the search log over a chosen period (staff: everyone's; a member: their own)."""
-    from indexing.selectors import search_log_report
-
     try:
         days = max(1, min(3650, int(request.GET.get("days") or 30)))
     except ValueError:

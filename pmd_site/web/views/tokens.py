@@ -1,4 +1,5 @@
-"""The API tokens page. Everyone manages only their own tokens here (staff too; superusers see everybody's in the admin).
+"""The API tokens page. Everyone manages only their own tokens here (staff too; superusers see
+everybody's in the admin).
 
 A token is read-only unless "allow changes" is ticked, may be limited to some of the collections
 its owner sees, and may expire; the service (indexing.services.tokens) checks and records all of it.
