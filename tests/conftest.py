@@ -1,4 +1,5 @@
-"""Shared fixtures. The embedded PostgreSQL for the session comes from `tests.plugin` (loaded with `-p tests.plugin`, see pyproject.toml)."""
+"""Shared fixtures. The embedded PostgreSQL for the session comes from `tests.plugin` (loaded with
+`-p tests.plugin`, see pyproject.toml)."""
 
 from __future__ import annotations
 

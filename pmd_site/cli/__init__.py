@@ -177,7 +177,7 @@ def run_command(args, *, prepare: bool = True) -> int:
     except KeyboardInterrupt:
         error("interrupted")
         return 130
-    except Exception as exc:  # noqa: BLE001 - the last line of defence for users
+    except Exception as exc:  # the last line of defence for users
         from django.db import DataError
         from django.db import OperationalError as DjangoOperationalError
         from psycopg import OperationalError

@@ -170,7 +170,7 @@ class _Handler(socketserver.BaseRequestHandler):
             send_frame(sock, b"x", json.dumps(end).encode())
         except (OSError, ValueError, TypeError, LookupError) as exc:  # a client that went away or sent nonsense
             log.info("client mode: dropped a request: %s", exc)
-        except Exception:  # noqa: BLE001 - one bad request must not stop the listener
+        except Exception:  # one bad request must not stop the listener (logged with its traceback)
             log.exception("client mode: a request failed")
 
 
@@ -206,7 +206,7 @@ class LocalServer:
         from pmd_site.runtime.server_files import private_dir
 
         private_dir(self.path.parent)  # 0700: only this user reaches the socket
-        lock = open(self.path.with_suffix(".lock"), "w")
+        lock = open(self.path.with_suffix(".lock"), "w")  # noqa: SIM115 - held (and flocked) while the server runs
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -130,7 +130,8 @@ def _console(**options):
     # for rich markup where they are printed, with rich.markup.escape).
     console = _terminal_console_class()(_environ=environ(), emoji=False, **options)
     terminal = _client_terminal.get()
-    if terminal is not None and (console._width is None or console._height is None):
+    # rich keeps whether a size was given (width=, COLUMNS) only in its private _width and _height.
+    if terminal is not None and (console._width is None or console._height is None):  # noqa: SLF001 - see above
         console.size = _client_size(console, terminal)
     return console
 

@@ -152,6 +152,7 @@ def cmd_list(args) -> int:
     for r in rows:
         role = "superuser" if r["superuser"] else "staff" if r["staff"] else "member"
         console.print(
-            f"{escape(r['username']):<24} {role:<10} {'active' if r['active'] else 'disabled':<9} last login {r['last_login'] or 'never'}"
+            f"{escape(r['username']):<24} {role:<10} {'active' if r['active'] else 'disabled':<9} "
+            f"last login {r['last_login'] or 'never'}"
         )
     return 0

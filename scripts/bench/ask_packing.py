@@ -24,11 +24,13 @@ D = Path("/work/shared/datasets")
 titles = {}
 for p in (D / "scifact/docs").glob("*.md"):
     titles[p.stem] = p.read_text().splitlines()[0].lstrip("# ").strip()
-queries = dict(line.rstrip("\n").split("\t", 1) for line in open(D / "scifact/queries.tsv"))
+with open(D / "scifact/queries.tsv") as f:
+    queries = dict(line.rstrip("\n").split("\t", 1) for line in f)
 rel = {}
-for q, d, g in csv.reader(open(D / "scifact/qrels.tsv"), delimiter="\t"):
-    if int(g) > 0:
-        rel.setdefault(q, []).append(titles[d])
+with open(D / "scifact/qrels.tsv") as f:
+    for q, d, g in csv.reader(f, delimiter="\t"):
+        if int(g) > 0:
+            rel.setdefault(q, []).append(titles[d])
 ids = [q for q in rel if int(q) % 2 == 1]
 mode = sys.argv[1] if len(sys.argv) > 1 else Mode.HYBRID
 budgets = (2000, 4000, 8000)

@@ -25,6 +25,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from indexing.llm import local  # noqa: E402 - once the repository is on sys.path
+
 TORCH_CHILD = r"""
 import json, sys, time
 import torch
@@ -97,8 +99,6 @@ def main() -> int:
     )
     args = parser.parse_args()
 
-    from indexing.llm import local
-
     folder = Path(args.model).resolve()
     texts = passages(Path(args.dataset), args.passages, args.chars)
     runners = {}
@@ -161,7 +161,8 @@ def main() -> int:
         f"{args.threads} threads, {args.rounds} interleaved rounds; load average {os.getloadavg()[0]:.1f}"
     )
     print(
-        "| runner | passages/s per round | median | per CPU second, median | cosine of the first vector with this version's |"
+        "| runner | passages/s per round | median | per CPU second, median "
+        "| cosine of the first vector with this version's |"
     )
     print("|---|---|---|---|---|")
     for name, values in rates.items():

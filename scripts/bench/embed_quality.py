@@ -16,8 +16,12 @@ import sys
 import tempfile
 from pathlib import Path
 
+import numpy as np
+
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+
+from indexing.llm.local import LocalBackend  # noqa: E402 - once the repository is on sys.path
 
 
 def ndcg10(ranked: list[str], relevant: set[str]) -> float:
@@ -32,9 +36,6 @@ def main() -> int:
     parser.add_argument("--dataset", default=str(ROOT.parent / "shared/datasets/scifact"))
     parser.add_argument("--distractors", type=int, default=700)
     args = parser.parse_args()
-    import numpy as np
-
-    from indexing.llm.local import LocalBackend
 
     dataset = Path(args.dataset)
     qrels: dict[str, set[str]] = {}

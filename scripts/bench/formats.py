@@ -17,8 +17,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from indexing.convert import ConversionRefused, Limits, convert_here, format_of, is_converted  # noqa: E402
-from indexing.convert.sandbox import Converter, SandboxLimits  # noqa: E402
+from indexing.convert import ConversionRefused, Limits, convert_here, format_of, is_converted
+from indexing.convert.sandbox import Converter, SandboxLimits
 
 
 def main() -> int:

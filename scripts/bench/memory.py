@@ -164,7 +164,7 @@ def main() -> int:
         env["PMD_PROFILE"] = args.profile
     if args.checkout:
         env["PYTHONPATH"] = str(Path(args.checkout).resolve())
-    log = open(scratch / "up.log", "w")
+    log = open(scratch / "up.log", "w")  # noqa: SIM115 - pmd up writes to it until the finally below
     up = subprocess.Popen(
         [args.pmd, "up", str(notes), "--port", str(args.port)],
         env=env,

@@ -22,6 +22,12 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, ROOT)
+
+from indexing.chunking import chunk_markdown  # noqa: E402 - once the repository is on sys.path
+from indexing.structure import note_structure  # noqa: E402 - once the repository is on sys.path
+from indexing.text import parse_markdown  # noqa: E402 - once the repository is on sys.path
+
 MEMORY_LIMIT = 2 * 1024**3
 
 PROSE = "The quick brown fox jumps over the lazy dog. It was not amused. "
@@ -98,11 +104,6 @@ SHAPES = {
 
 
 def run_one(shape: str, n: int) -> dict:
-    sys.path.insert(0, ROOT)
-    from indexing.chunking import chunk_markdown
-    from indexing.structure import note_structure
-    from indexing.text import parse_markdown
-
     text = SHAPES[shape][0](n)
     raw = text.encode()
     started = time.perf_counter()

@@ -16,7 +16,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from indexing.convert.pdf import Vocabulary, page_text  # noqa: E402
+import pypdfium2 as pdfium
+
+from indexing.convert.pdf import Vocabulary, page_text
 
 _SENTENCE_END = re.compile(r"(?<=[.?!])\s+(?=[A-Z])")
 
@@ -26,8 +28,6 @@ def _flat(text: str) -> str:
 
 
 def main() -> int:
-    import pypdfium2 as pdfium
-
     total_sentences = total_intact = 0
     for name in sys.argv[1:]:
         doc = pdfium.PdfDocument(name)

@@ -4,6 +4,7 @@ markers and downloads the original; a member who does not see the collection get
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -51,7 +52,7 @@ def test_a_member_finds_the_page_and_downloads_the_pdf_another_gets_404(live_ser
     with mia.expect_download() as download:
         mia.locator("a", has_text="Original PDF").click()
     assert download.value.suggested_filename == "report.pdf"
-    assert open(download.value.path(), "rb").read() == (FORMAT_FIXTURES / "report.pdf").read_bytes()
+    assert Path(download.value.path()).read_bytes() == (FORMAT_FIXTURES / "report.pdf").read_bytes()
 
     bo = login("bo")
     response = bo.request.get(f"{live_server.url}/original/reports/report.pdf")

@@ -55,12 +55,14 @@ HIDDEN_FIELD = "pay_grade"  # a frontmatter field only hidden notes have
 NEVER_FIELD = "pay_grado"
 
 HANDBOOK_FILES = {
-    "welcome.md": "# Welcome to the handbook\n\nStart here: onboarding checklist, office hours and the team calendar.\n",
+    "welcome.md": "# Welcome to the handbook\n\nStart here: onboarding checklist, office hours and the team "
+    "calendar.\n",
     "policies/expenses.md": "# Expense reports\n\nSubmit receipts within a month; travel needs approval "
     "from your lead.\n",
 }
 HIDDEN_FILES = {
-    "salaries.md": f"---\n{HIDDEN_FIELD}: L5\n---\n# Salary bands\n\nThe {SECRET_WORD} salary bands for engineers, reviewed every spring by the "
+    "salaries.md": f"---\n{HIDDEN_FIELD}: L5\n---\n# Salary bands\n\nThe {SECRET_WORD} salary bands for engineers, "
+    "reviewed every spring by the "
     "compensation panel.\n",
     "reviews/2025.md": f"# Performance reviews 2025\n\n{SECRET_WORD} calibration notes: promotions, salary bands "
     "and compensation ratings.\n",
@@ -1231,7 +1233,8 @@ def test_audit_trail_records_sharing_and_tokens(world):
 
 @pytest.fixture(scope="module")
 def mcp_url(world, django_db_blocker):
-    """pmd_site.asgi.application under uvicorn on loopback, in a thread of this process (tests/support/mcp_client.py)."""
+    """pmd_site.asgi.application under uvicorn on loopback, in a thread of this process
+    (tests/support/mcp_client.py)."""
     server = serve_asgi()
     base_url = server.__enter__()
     yield f"{base_url}/mcp"

@@ -13,7 +13,7 @@ import pytest
 from django.test import RequestFactory
 
 from indexing import errors
-from tests.support.paths import ROOT  # noqa: E402 - the repository, wherever this file sits
+from tests.support.paths import ROOT  # the repository, wherever this file sits
 
 PACKAGES = ("indexing", "search", "pmd_site")
 # A face's syntax: a pmd command, a command-line flag, manage.py.

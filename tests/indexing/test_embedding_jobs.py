@@ -21,11 +21,10 @@ from indexing.services.embedding import chunk_params_from_settings, embed_pendin
 from indexing.services.embedding_queue import embedding_job_run
 from indexing.services.jobs import job_create, job_start, jobs_recover
 from indexing.services.scanning import collection_index
-
-pytestmark = pytest.mark.django_db(transaction=True)
-
 from tests.support.factories import make_user
 from tests.support.paths import ROOT
+
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def expected_chunks() -> int:

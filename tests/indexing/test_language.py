@@ -10,9 +10,15 @@ GERMAN = (
     "# Archive\n\nErstelle ein Archiv von Dateien und entpacke es in das Verzeichnis, wenn die "
     "Dateien nicht mehr gebraucht werden. Das ist mit dem Befehl `tar xf datei.tar` möglich.\n"
 )
-JAPANESE = "# tar\n\nアーカイブを作成し、それをファイルに書き込む。gzip や bzip2 などの圧縮方法と組み合わせることが多いです。\n"
+JAPANESE = (
+    "# tar\n\nアーカイブを作成し、それをファイルに書き込む。"
+    "gzip や bzip2 などの圧縮方法と組み合わせることが多いです。\n"
+)
 CHINESE = "# tar\n\n归档实用工具。通常与压缩方法结合使用，例如 gzip 或 bzip2。创建一个归档并写入文件。\n"
-ENGLISH = "# tar\n\nArchiving utility. Often combined with a compression method, such as gzip or bzip2, for the files you have.\n"
+ENGLISH = (
+    "# tar\n\nArchiving utility. Often combined with a compression method, such as gzip or bzip2, "
+    "for the files you have.\n"
+)
 
 
 @pytest.mark.parametrize(

@@ -36,6 +36,8 @@ from indexing.structure import (
     parse_date,
 )
 from indexing.text import FRONTMATTER_MAX_CHARS, FRONTMATTER_MAX_DEPTH, extract_title, parse_frontmatter
+from tests.support.factories import api_client, make_user
+from tests.support.paths import FIXTURE_VAULT
 
 
 def utc(*args) -> datetime:
@@ -227,9 +229,6 @@ def test_frontmatter_names_and_link_candidates():
 
 
 # --- indexing the fixture vault ------------------------------------------------------------------
-
-from tests.support.factories import api_client, make_user
-from tests.support.paths import FIXTURE_VAULT
 
 NESTED_MTIME = utc(2024, 6, 1, 12).timestamp()
 

@@ -14,7 +14,8 @@ from search.retrieval.keyword import keyword_search
 from tests.support.factories import api_client, make_user, write_notes
 
 NOTES = {
-    "Setup guide.md": "# Setup guide\n\n## Install\n\nRun the zanzibar installer.\n\n## Other\n\nA quokka lives here.\n",
+    "Setup guide.md": "# Setup guide\n\n## Install\n\nRun the zanzibar installer.\n\n"
+    "## Other\n\nA quokka lives here.\n",
     "Whole.md": "# Whole\n\nThe narwhal note, embedded whole.\n",
     "Blocks.md": "# Blocks\n\nFirst paragraph with a tapir. ^tap\n\nSecond paragraph with an okapi.\n",
     "Hub.md": "# Hub\n\nSee below.\n\n![[Setup guide#Install]]\n\n![[Whole]]\n\n![[Blocks#^tap]]\n",

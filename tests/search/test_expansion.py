@@ -134,7 +134,10 @@ def test_unknown_types_empty_texts_and_non_strings_are_dropped():
 
 
 def test_line_format_without_json():
-    text = "Here you go:\n1. lex: docker compose volumes\n- **vec**: how to persist data in compose\nhyde: Named volumes keep data."
+    text = (
+        "Here you go:\n1. lex: docker compose volumes\n- **vec**: how to persist data in compose\n"
+        "hyde: Named volumes keep data."
+    )
     assert kinds(parse_expansion(text)) == [
         ("lex", "docker compose volumes"),
         ("vec", "how to persist data in compose"),

@@ -82,7 +82,8 @@ def test_structured_form_is_the_same_model():
 
 
 NOTES = {
-    "a.md": "---\npriority: 3\nstatus: draft\nreviewed: 2025-01-10\ndue: 2025-07-01\ntags: [db]\n---\n# A\n\npostgres\n",
+    "a.md": "---\npriority: 3\nstatus: draft\nreviewed: 2025-01-10\ndue: 2025-07-01\ntags: [db]\n---\n"
+    "# A\n\npostgres\n",
     "b.md": "---\npriority: 1\nstatus: done\nreviewed: 2025-06-01\n---\n# B\n\npostgres\n",
     "c.md": "---\npriority: '2'\nstatus: In Review\n---\n# C\n\npostgres\n",
     "d.md": "---\ndate: 2025-02-14\n---\n# D\n\npostgres\n",

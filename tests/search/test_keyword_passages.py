@@ -1,6 +1,7 @@
 """The keyword index scores passages (markdown sections) with per-collection statistics."""
 
 import importlib
+from pathlib import Path
 
 import pytest
 from django.db import connection
@@ -115,7 +116,7 @@ def notebooks(db, tmp_path):
 def test_the_relevant_section_of_a_long_note_is_found_and_shown(notebooks):
     hit = search("zeppelin hangar mooring").results[0]
     assert hit.path == "long.md"
-    body = open(f"{notebooks.root_path}/long.md").read().splitlines()
+    body = Path(f"{notebooks.root_path}/long.md").read_text().splitlines()
     assert "mooring mast" in body[hit.line - 1] and "mooring" in hit.snippet
     marked = {hit.snippet[s:e].lower() for s, e in hit.highlights}
     assert {"zeppelin", "hangar", "mooring"} <= marked

@@ -200,7 +200,8 @@ def _index_snapshot():
 
 
 def test_bulk_load_into_empty_index_matches_incremental(ranked_collection, monkeypatch):
-    """The first-index fast paths (btrees rebuilt after the load, analysis on a second connection) give the same index."""
+    """The first-index fast paths (btrees rebuilt after the load, analysis on a second connection) give
+    the same index."""
     from indexing.keyword import keyword_index
 
     incremental = _index_snapshot()

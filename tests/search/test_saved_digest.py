@@ -18,7 +18,7 @@ from tests.support.factories import make_user, make_vault
 class _Receiver(BaseHTTPRequestHandler):
     received: list = []
 
-    def do_POST(self):  # noqa: N802 - http.server's name
+    def do_POST(self):  # http.server's name
         body = self.rfile.read(int(self.headers["Content-Length"]))
         _Receiver.received.append(json.loads(body))
         self.send_response(204)
@@ -80,7 +80,7 @@ def test_a_webhook_must_be_http_and_public_unless_allowed(db, settings):
 class _Redirector(BaseHTTPRequestHandler):
     followed: list = []
 
-    def do_POST(self):  # noqa: N802 - http.server's name
+    def do_POST(self):  # http.server's name
         if self.path == "/hook":
             self.send_response(307)
             self.send_header("Location", "/inside")
@@ -150,7 +150,7 @@ def test_a_webhook_connects_to_the_public_address_that_was_checked_not_a_later_a
 class _Named(BaseHTTPRequestHandler):
     received: list = []
 
-    def do_POST(self):  # noqa: N802 - http.server's name
+    def do_POST(self):  # http.server's name
         self.rfile.read(int(self.headers["Content-Length"]))
         _Named.received.append((self.server.server_address[0], self.headers["Host"], self.path))
         self.send_response(204)

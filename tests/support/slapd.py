@@ -97,8 +97,8 @@ class Directory:
 
 def start_directory(folder: Path) -> Directory:
     try:
-        import ldap  # noqa: F401
-        import ldap.modlist  # noqa: F401
+        import ldap
+        import ldap.modlist
     except ImportError:
         pytest.skip("python-ldap is not installed (the ldap extra: ./scripts/bootstrap local,dev,ldap)")
     if not Path(SLAPD).exists() or shutil.which("slappasswd") is None:

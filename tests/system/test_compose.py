@@ -744,7 +744,10 @@ def test_beat_schedules_when_pmd_uid_is_not_the_image_user(stack):
     import redis
 
     client = redis.Redis(host="127.0.0.1", port=redis_port, socket_timeout=5)
-    queued = lambda: any(b"pmd_site.tasks.reconcile" in m for m in client.lrange("pmd", 0, -1))
+
+    def queued():
+        return any(b"pmd_site.tasks.reconcile" in m for m in client.lrange("pmd", 0, -1))
+
     stack.wait_for(queued, "beat to queue the periodic re-index", watch=("beat",))
     client.close()
     assert psutil.Process(beat.pid).uids().real == image_uid + 1

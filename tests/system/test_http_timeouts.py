@@ -19,12 +19,11 @@ import pytest
 
 from indexing.access import Access
 from indexing.services.tokens import token_create
+from tests.support.factories import make_user
+from tests.support.servers import child_database_url, pmd_serve
 
 # The server is another process: what the test creates must be committed.
 pytestmark = pytest.mark.django_db(transaction=True)
-
-from tests.support.factories import make_user
-from tests.support.servers import child_database_url, pmd_serve
 
 TIMEOUT = 1  # every PMD_HTTP_*_TIMEOUT of the server under test
 CLOSE_DEADLINE = 60.0  # generous: the server closes about TIMEOUT after its buffers fill, and filling them

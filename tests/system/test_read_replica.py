@@ -133,7 +133,8 @@ def pair(django_db_setup, django_db_blocker, tmp_path_factory):
         "-t",
         "60",
         "-o",
-        f"-c listen_addresses=127.0.0.1 -p {port} -k {sockets} -c unix_socket_permissions=0700 -c max_connections=200 -c fsync=off",
+        f"-c listen_addresses=127.0.0.1 -p {port} -k {sockets} -c unix_socket_permissions=0700 "
+        "-c max_connections=200 -c fsync=off",
         "start",
     )
     connections.settings[ALIAS] = {

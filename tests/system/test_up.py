@@ -94,7 +94,7 @@ class Up:
         self.base = f"http://127.0.0.1:{self.port}"
         self.log = home.parent / f"up-{self.port}.log"
         home.mkdir(parents=True, exist_ok=True)
-        self.handle = open(self.log, "w")
+        self.handle = open(self.log, "w")  # noqa: SIM115 - pmd up writes to it while it runs
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "pmd_site.cli", "up", *map(str, dirs), "--port", str(self.port)],
             env=_env(home),

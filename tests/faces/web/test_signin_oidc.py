@@ -168,7 +168,8 @@ def test_unsigned_and_foreign_signed_tokens_are_refused(provider):
         return base64.urlsafe_b64encode(json.dumps(data).encode()).rstrip(b"=").decode()
 
     now = int(time.time())
-    unsigned = f"{b64({'alg': 'none'})}.{b64({'iss': provider.issuer, 'aud': CLIENT_ID, 'sub': 'x', 'iat': now, 'exp': now + 60, 'nonce': 'n-123'})}."
+    claims = {"iss": provider.issuer, "aud": CLIENT_ID, "sub": "x", "iat": now, "exp": now + 60, "nonce": "n-123"}
+    unsigned = f"{b64({'alg': 'none'})}.{b64(claims)}."
     stranger = RSAKey.generate_key(2048, parameters={"kid": "test-signing-key"})
     for token in (unsigned, _token(provider, key=stranger)):
         with pytest.raises(errors.SignInFailed, match="signature"):

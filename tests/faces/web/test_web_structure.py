@@ -12,11 +12,10 @@ from django.test import Client
 
 from indexing.access import Access
 from indexing.models import Collection
-
-pytestmark = pytest.mark.django_db
-
 from tests.support.factories import make_user
 from tests.support.paths import FIXTURE_VAULT as VAULT
+
+pytestmark = pytest.mark.django_db
 
 HTMX = {"HTTP_HX_REQUEST": "true", "HTTP_HX_TARGET": "results"}
 
