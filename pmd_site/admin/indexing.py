@@ -346,7 +346,7 @@ class JobAdmin(StaffAdmin):
     class Media:
         css = {"all": ("pmd/admin.css",)}  # the Message column keeps a readable width
 
-    readonly_fields = [f.name for f in Job._meta.fields]  # noqa: SLF001 - Django's documented model API
+    readonly_fields = [f.name for f in Job._meta.fields]
 
     def visible_rows(self, rows, collections, request):
         return rows.filter(pk__in=jobs_visible_to(admin_access(request)).values("pk"))
