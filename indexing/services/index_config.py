@@ -1,4 +1,4 @@
-"""The index's own configuration: backend, URLs, models, chunking (issue 33).
+"""The index's own configuration: backend, URLs, models, chunking.
 
 Each process used to take these from the environment that started it, so a shell without
 `pmd up`'s variables searched with another model and advised re-embedding everything. Now the

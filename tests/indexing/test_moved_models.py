@@ -1,4 +1,4 @@
-"""The API token and keyword index models moved from the search app to indexing (issue 26):
+"""The API token and keyword index models moved from the search app to indexing:
 an install migrated before the move keeps its tokens, their collections and its keyword index."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""One configuration per index (issue 33): every process uses the index's backend, models and
+"""One configuration per index: every process uses the index's backend, models and
 chunking whatever environment started it; an environment variable wins for its own process with a
 warning naming both values; replacing the vectors is an explicit, confirmed command."""
 

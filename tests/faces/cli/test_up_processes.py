@@ -1,4 +1,4 @@
-"""The processes `pmd up` runs, and how many each costs (issue 32: memory on small boxes)."""
+"""The processes `pmd up` runs, and how many each costs (memory on small boxes)."""
 
 from __future__ import annotations
 
