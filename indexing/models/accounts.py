@@ -74,6 +74,9 @@ class ExternalIdentity(models.Model):
 
     provider = models.CharField(max_length=100)  # "openid:<id>", "forward-auth", "ldap"
     subject = models.CharField(max_length=255)
+    # The OpenID issuer that vouched for `subject` (a `sub` is unique only within its issuer); empty
+    # for the other providers, and for a link an admin made until its first sign-in fills it.
+    issuer = models.CharField(max_length=500, blank=True, default="")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="external_identities")
     created = models.DateTimeField(auto_now_add=True)
     last_sign_in = models.DateTimeField(null=True, blank=True)

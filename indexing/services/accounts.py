@@ -159,6 +159,7 @@ class ProviderSignIn:
     username: str
     email: str = ""
     groups: list[str] | None = None
+    issuer: str = ""  # OpenID Connect's `iss`: the subject is the person only within it
 
 
 def _group_managed(name: str) -> bool:
@@ -237,6 +238,7 @@ def _account_for(signin: ProviderSignIn):
         .first()
     )
     if link is not None:
+        _issuer_check(link, signin)
         return link.user, link
     username = _username_for(signin)
     if user_model.objects.filter(**{f"{user_model.USERNAME_FIELD}__iexact": username}).exists():
@@ -251,7 +253,24 @@ def _account_for(signin: ProviderSignIn):
         )
     user = user_model.objects.create_user(username, email=signin.email or "", password=None)
     audit_record(None, "user.create", username, role=user_role(user), via=signin.provider)
-    return user, ExternalIdentity.objects.create(provider=signin.provider, subject=signin.subject, user=user)
+    return user, ExternalIdentity.objects.create(
+        provider=signin.provider, subject=signin.subject, issuer=signin.issuer, user=user
+    )
+
+
+def _issuer_check(link: ExternalIdentity, signin: ProviderSignIn) -> None:
+    """A `sub` names a person only within its issuer: a provider reconfigured to another issuer
+    does not inherit the accounts linked through the first. A link without an issuer yet (made by
+    an admin) takes the issuer of its first sign-in."""
+    if not signin.issuer or link.issuer == signin.issuer:
+        return
+    if link.issuer:
+        raise errors.SignInRefused(
+            f"this person of {signin.provider} was linked through the issuer {link.issuer}, not "
+            f"{signin.issuer}; an administrator links the account again (`pmd user link`)"
+        )
+    link.issuer = signin.issuer
+    link.save(update_fields=["issuer"])
 
 
 def identity_link(*, username: str, provider: str, subject: str, access: Access) -> ExternalIdentity:
@@ -273,6 +292,10 @@ def identity_link(*, username: str, provider: str, subject: str, access: Access)
         )
         if existing is not None:
             if existing.user_id == user.pk:
+                if existing.issuer:  # linked again: the next sign-in's issuer is the one vouching
+                    existing.issuer = ""
+                    existing.save(update_fields=["issuer"])
+                    audit_record(access, "user.link", user.get_username(), via=provider, subject=subject)
                 return existing
             raise errors.InvalidAccount(
                 f"{provider} {subject!r} already signs in as '{existing.user.get_username()}'; delete that link first"

@@ -71,6 +71,27 @@ def test_the_subject_not_the_name_decides_the_account():
         signin("jo", subject="456")  # someone else now calling themself jo
 
 
+def test_a_subject_is_the_person_only_within_the_issuer_that_vouched_for_it(settings):
+    """The same `sub` from another issuer (a provider id pointed at another server) is not the
+    person the account was linked to; an admin's link again lets the next issuer vouch."""
+    settings.PMD_OIDC_PROVIDERS = [{"id": "test"}]
+
+    def from_issuer(issuer: str):
+        return provider_sign_in(
+            signin=ProviderSignIn(provider="openid:test", subject="42", username="mo", issuer=issuer)
+        )
+
+    mo = from_issuer("https://id.example.org")
+    assert from_issuer("https://id.example.org").pk == mo.pk
+    with pytest.raises(errors.SignInRefused, match="linked through the issuer https://id.example.org"):
+        from_issuer("https://evil.example.net")
+    identity_link(username="mo", provider="openid:test", subject="42", access=Access.local_user())
+    assert from_issuer("https://new.example.org").pk == mo.pk  # the admin's word: the new issuer vouches
+    assert ExternalIdentity.objects.get(subject="42").issuer == "https://new.example.org"
+    with pytest.raises(errors.SignInRefused):
+        from_issuer("https://id.example.org")
+
+
 def test_a_name_pmd_cannot_hold_is_cleaned():
     assert signin("K. O'Brien (ops)").get_username() == "K.OBrienops"
 

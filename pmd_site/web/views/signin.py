@@ -73,6 +73,7 @@ def oidc_callback(request, provider_id: str):
                 username=str(claims.get(provider.username_claim) or claims["sub"]),
                 email=str(claims.get("email") or ""),
                 groups=[str(g) for g in groups] if isinstance(groups, list) else None,
+                issuer=str(claims["iss"]),
             )
         )
     except errors.PmdError as exc:
