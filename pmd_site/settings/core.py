@@ -92,7 +92,7 @@ USE_TZ = True
 
 STATIC_URL = "/static/"
 STATIC_ROOT = read("PMD_STATIC_ROOT", PMD_HOME / "static")
-STATICFILES_DIRS = [BASE_DIR / "pmd_site" / "static"]
+STATICFILES_DIRS = [BASE_DIR / "pmd_site" / "web" / "static"]
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},

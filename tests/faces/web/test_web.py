@@ -134,8 +134,8 @@ def test_pages_name_their_icon_and_status_colours_are_readable(staff_client):
     from tests.support.paths import ROOT
 
     assert 'rel="icon"' in staff_client.get("/").content.decode()
-    assert (ROOT / "pmd_site/static/pmd/favicon.svg").is_file()
-    css = (ROOT / "pmd_site/static/pmd/pmd.css").read_text()
+    assert (ROOT / "pmd_site/web/static/pmd/favicon.svg").is_file()
+    css = (ROOT / "pmd_site/web/static/pmd/pmd.css").read_text()
     light = dict(re.findall(r"--([a-z-]+): (#[0-9a-f]{6})", css.split("@media")[0]))
 
     def luminance(colour):
