@@ -267,7 +267,7 @@ def _issuer_check(link: ExternalIdentity, signin: ProviderSignIn) -> None:
     if link.issuer:
         raise errors.SignInRefused(
             f"this person of {signin.provider} was linked through the issuer {link.issuer}, not "
-            f"{signin.issuer}; an administrator links the account again (`pmd user link`)"
+            f"{signin.issuer}; {_link_hint(link.user.get_username(), signin)}"
         )
     link.issuer = signin.issuer
     link.save(update_fields=["issuer"])
