@@ -437,13 +437,7 @@ def _history_index(
         return _stop(
             status, report, CollectionHistory.State.EMPTY, "the repository has no commits yet", started, repo=repo
         )
-    if (
-        status.state == CollectionHistory.State.INDEXED
-        and status.head == repo.head
-        and status.settings_key == key
-        and status.repository == repo.top
-        and status.shallow == repo.shallow
-    ):
+    if _up_to_date(status, repo, key):
         report.state, report.unchanged, report.total = status.state, True, status.commits
         report.message = status.message
         report.elapsed = time.perf_counter() - started
@@ -451,42 +445,7 @@ def _history_index(
     if status.settings_key != key or status.repository != repo.top:
         report.removed += _drop(collection, None)  # other settings or another repository: read it all again
     try:
-        selection = Selection.of(collection)
-        selected = list(selected_commits(root, repo, selection, limit))
-        reachable = [c.sha for c in selected]
-        known = set(Commit.objects.filter(collection=collection).values_list("sha", flat=True))
-        wanted = set(reachable)
-        gone = known - wanted
-        if gone:
-            report.removed += _drop(collection, gone)
-        new = [c for c in selected if c.sha not in known]
-        if progress:
-            progress(0, len(new), "reading commits")
-        done = 0
-        # a batch of commits a `git log`, limited to the files they change that the collection
-        # indexes: few paths per git, whatever the history's size
-        for start in range(0, len(new), BATCH):
-            part = new[start : start + BATCH]
-            batch = list(
-                read_commits(
-                    root,
-                    repo,
-                    [c.sha for c in part],
-                    diff_lines=settings.PMD_HISTORY_DIFF_LINES,
-                    paths=[p for c in part for p in c.paths],
-                )
-            )
-            if batch:
-                report.content_hashes += _store(collection, batch)
-            done += len(batch)
-            if progress:
-                progress(done, len(new), f"commits {part[-1].sha[:10]}")
-        if progress:
-            progress(done, len(new), "commits")
-        report.added = done
-        if done >= 1000 and not connection.in_atomic_block:
-            with connection.cursor() as cursor:  # fresh statistics for the planner after a bulk load
-                cursor.execute("ANALYZE indexing_commit")
+        reachable = _new_commits_stored(collection, repo, limit, report, progress)
     except (GitFailed, OSError, subprocess.SubprocessError) as exc:
         return _stop(
             status,
@@ -498,10 +457,85 @@ def _history_index(
             keep=True,
         )
     report.total = Commit.objects.filter(collection=collection).count()
+    _mark_indexed(status, report, repo, key, limit=limit, capped=reachable >= limit)
+    report.elapsed = time.perf_counter() - started
+    return report
+
+
+def _up_to_date(status: CollectionHistory, repo: Repository, key: str) -> bool:
+    """Indexed already, at this head, with these settings, from this repository, as shallow as now."""
+    return (
+        status.state == CollectionHistory.State.INDEXED
+        and status.head == repo.head
+        and status.settings_key == key
+        and status.repository == repo.top
+        and status.shallow == repo.shallow
+    )
+
+
+def _new_commits_stored(
+    collection: Collection, repo: Repository, limit: int, report: HistoryReport, progress: ProgressCallback | None
+) -> int:
+    """The selected commits made the indexed ones: those no longer selected dropped, the new ones
+    read and stored. Returns how many commits are selected."""
+    root = collection.root_path
+    selection = Selection.of(collection)
+    selected = list(selected_commits(root, repo, selection, limit))
+    known = set(Commit.objects.filter(collection=collection).values_list("sha", flat=True))
+    gone = known - {c.sha for c in selected}
+    if gone:
+        report.removed += _drop(collection, gone)
+    new = [c for c in selected if c.sha not in known]
+    report.added = _commits_read(collection, repo, new, report, progress)
+    if report.added >= 1000 and not connection.in_atomic_block:
+        with connection.cursor() as cursor:  # fresh statistics for the planner after a bulk load
+            cursor.execute("ANALYZE indexing_commit")
+    return len(selected)
+
+
+def _commits_read(
+    collection: Collection,
+    repo: Repository,
+    new: list[Selected],
+    report: HistoryReport,
+    progress: ProgressCallback | None,
+) -> int:
+    """Read and store the new commits, BATCH at a time; returns how many were read."""
+    root = collection.root_path
+    if progress:
+        progress(0, len(new), "reading commits")
+    done = 0
+    # a batch of commits a `git log`, limited to the files they change that the collection
+    # indexes: few paths per git, whatever the history's size
+    for start in range(0, len(new), BATCH):
+        part = new[start : start + BATCH]
+        batch = list(
+            read_commits(
+                root,
+                repo,
+                [c.sha for c in part],
+                diff_lines=settings.PMD_HISTORY_DIFF_LINES,
+                paths=[p for c in part for p in c.paths],
+            )
+        )
+        if batch:
+            report.content_hashes += _store(collection, batch)
+        done += len(batch)
+        if progress:
+            progress(done, len(new), f"commits {part[-1].sha[:10]}")
+    if progress:
+        progress(done, len(new), "commits")
+    return done
+
+
+def _mark_indexed(
+    status: CollectionHistory, report: HistoryReport, repo: Repository, key: str, *, limit: int, capped: bool
+) -> None:
+    """The history is indexed: the report's state and notes (a shallow clone, a cap on the
+    commits), saved with what the next run compares."""
     notes = []
     if repo.shallow:
         notes.append("shallow clone: only the commits it holds are indexed (`git fetch --unshallow` for all)")
-    capped = len(reachable) >= limit
     if capped:
         notes.append(f"only the newest {limit:,} commits are indexed (PMD_HISTORY_MAX_COMMITS)")
     report.state, report.message = CollectionHistory.State.INDEXED, "; ".join(notes)
@@ -517,8 +551,6 @@ def _history_index(
         commits=report.total,
         indexed_at=timezone.now(),
     )
-    report.elapsed = time.perf_counter() - started
-    return report
 
 
 def _stop(

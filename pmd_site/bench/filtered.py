@@ -198,114 +198,192 @@ def bench_filtered(dataset_dir: str, options: BenchOptions) -> BenchReport:
     if docs < 1000:
         raise BenchmarkError("--docs: at least 1000 notes")
     corpus = generated_corpus(dataset_dir, lambda folder, fresh: corpus_write(folder, docs, fresh=fresh), options)
-    folder, collection, written = corpus.folder, corpus.collection, corpus.written
-    write_s, index_s = corpus.write_seconds, corpus.index_seconds
     started = time.perf_counter()
-    fingerprint = vectors_ensure(collection, fresh=options.fresh or written)
+    fingerprint = vectors_ensure(corpus.collection, fresh=options.fresh or corpus.written)
     vectors_s = time.perf_counter() - started
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE indexing_document")
 
-    access = Access.local_user()
-    collection_ids = collection_ids_for([collection.name], access)
-    texts = _text_queries(docs)
-    vectors = _query_vectors(_topic_points(), QUERIES)
-    total = collection.documents.filter(active=True).count()
-
-    report = BenchReport(f"filtered search, {total:,} synthetic notes")
-    report.lines.append(
-        (
-            "corpus",
-            f"{folder / 'docs'}: "
-            + (f"written in {write_s:.0f} s, " if written else "kept, ")
-            + (f"indexed in {index_s:.0f} s" if corpus.indexed_now else "index kept")
-            + f"; {DIMS}d synthetic vectors ready in {vectors_s:.0f} s",
-        )
-    )
+    bench = _FilteredSearches(corpus.collection, fingerprint, docs)
+    report = BenchReport(f"filtered search, {bench.total:,} synthetic notes")
+    report.lines.append(("corpus", _corpus_line(corpus, vectors_s)))
     keyword_ms: list[float] = []
     vector_ms: list[float] = []
     recalls_hnsw: list[float] = []
     recalls_service: list[float] = []
     shapes: dict = {}
     for label, written_filter in SHAPES:
-        # the filters as the search reads them from the query text (frontmatter keys looked up)
-        filters = search_run(
+        shape = bench.shape(written_filter)
+        if shape.filters is not None:
+            keyword_ms += shape.keyword_ms
+            vector_ms += shape.vector_ms
+            recalls_hnsw += shape.recalls_hnsw
+            recalls_service += shape.recalls_service
+        shapes[label] = shape.data(written_filter)
+        report.lines.append((f"  {label}", shape.line(written_filter, bench.total)))
+    hnsw_recall = sum(recalls_hnsw) / len(recalls_hnsw) if recalls_hnsw else 1.0
+    service_recall = sum(recalls_service) / len(recalls_service) if recalls_service else 1.0
+    report.lines += _summary_lines(keyword_ms, vector_ms, hnsw_recall, service_recall)
+    report.data = {
+        "documents": bench.total,
+        "dims": DIMS,
+        "queries_per_shape": QUERIES,
+        "shapes": shapes,
+        "keyword_p50_ms": percentile(keyword_ms, 50),
+        "keyword_p95_ms": percentile(keyword_ms, 95),
+        "vector_p50_ms": percentile(vector_ms, 50),
+        "vector_p95_ms": percentile(vector_ms, 95),
+        "hnsw_recall": hnsw_recall,
+        "service_recall": service_recall,
+    }
+    return report
+
+
+def _corpus_line(corpus, vectors_s: float) -> str:
+    """Where the corpus is, and whether it was written and indexed now or kept."""
+    return (
+        f"{corpus.folder / 'docs'}: "
+        + (f"written in {corpus.write_seconds:.0f} s, " if corpus.written else "kept, ")
+        + (f"indexed in {corpus.index_seconds:.0f} s" if corpus.indexed_now else "index kept")
+        + f"; {DIMS}d synthetic vectors ready in {vectors_s:.0f} s"
+    )
+
+
+class _FilteredSearches:
+    """The bench's queries (texts and vectors) run on the synthetic collection, one filter shape at a time."""
+
+    def __init__(self, collection, fingerprint, docs: int):
+        self.collection = collection
+        self.fingerprint = fingerprint
+        self.access = Access.local_user()
+        self.collection_ids = collection_ids_for([collection.name], self.access)
+        self.texts = _text_queries(docs)
+        self.vectors = _query_vectors(_topic_points(), QUERIES)
+        self.total = collection.documents.filter(active=True).count()
+
+    def shape(self, written_filter: str) -> _Shape:
+        """Every query with this filter: keyword and vector latencies, and the recalls."""
+        filters = self._filters(written_filter)
+        matching = matching_count(filters, self.collection_ids, cap=10**9) if filters is not None else self.total
+        shape = _Shape(filters, matching)
+        for text, vector in zip(self.texts, self.vectors):
+            shape.keyword_ms.append(self._keyword_ms(text, filters))
+            ms, response = self._vector_search(text, vector, filters)
+            shape.vector_ms.append(ms)
+            self._recalls(shape, vector, filters, response)
+        return shape
+
+    def _filters(self, written_filter: str):
+        """The filters as the search reads them from the query text (frontmatter keys looked up)."""
+        return search_run(
             SearchRequest(
-                query=f"{texts[0]} {written_filter}",
+                query=f"{self.texts[0]} {written_filter}",
                 mode=Mode.KEYWORD,
-                access=access,
-                collections=[collection.name],
+                access=self.access,
+                collections=[self.collection.name],
                 limit=1,
             )
         ).filters
-        matching = matching_count(filters, collection_ids, cap=10**9) if filters is not None else total
-        k_ms, v_ms, r_hnsw, r_service = [], [], [], []
-        for text, vector in zip(texts, vectors):
-            request = SearchRequest(
-                query=text, mode=Mode.KEYWORD, access=access, collections=[collection.name], limit=10, filters=filters
-            )
-            search_run(request)  # warm
-            t0 = time.perf_counter()
-            search_run(request)
-            k_ms.append((time.perf_counter() - t0) * 1000)
 
-            request = SearchRequest(
-                query=text, mode=Mode.VECTOR, access=access, collections=[collection.name], limit=10, filters=filters
-            )
-            search_by_vector(request, vector, fingerprint, collection_ids=collection_ids)  # warm
-            t0 = time.perf_counter()
-            response = search_by_vector(request, vector, fingerprint, collection_ids=collection_ids)
-            v_ms.append((time.perf_counter() - t0) * 1000)
-
-            truth = nearest_chunks(
-                fingerprint, vector, k=RECALL_K, collection_ids=collection_ids, exact=True, filters=filters
-            )
-            exact = {r[7] for r in truth}
-            shown = {r[7] for r in truth if r[5] <= 1}  # vector search shows no negative similarity
-            hnsw = [
-                r[7]
-                for r in nearest_chunks(
-                    fingerprint, vector, k=40, collection_ids=collection_ids, exact=False, filters=filters
-                )
-            ][:RECALL_K]
-            if exact:
-                r_hnsw.append(len(exact & set(hnsw)) / len(exact))
-            if shown:
-                r_service.append(len(shown & {r.docid for r in response.results[:RECALL_K]}) / len(shown))
-        if filters is not None:
-            keyword_ms += k_ms
-            vector_ms += v_ms
-            recalls_hnsw += r_hnsw
-            recalls_service += r_service
-        share = matching / total if total else 0
-        how = (
-            "HNSW"
-            if filters is None
-            else "exact scan"
-            if matching <= EXACT_FILTER_DOCUMENTS
-            else "HNSW, filter in the iterative scan"
+    def _keyword_ms(self, text: str, filters) -> float:
+        """The warm latency of a filtered keyword search (the first run warms)."""
+        request = SearchRequest(
+            query=text,
+            mode=Mode.KEYWORD,
+            access=self.access,
+            collections=[self.collection.name],
+            limit=10,
+            filters=filters,
         )
-        hnsw_recall = sum(r_hnsw) / len(r_hnsw) if r_hnsw else 1.0
-        shapes[label] = {
+        search_run(request)  # warm
+        t0 = time.perf_counter()
+        search_run(request)
+        return (time.perf_counter() - t0) * 1000
+
+    def _vector_search(self, text: str, vector: list[float], filters):
+        """The warm latency of a filtered vector search from the query vector on, and its response."""
+        request = SearchRequest(
+            query=text,
+            mode=Mode.VECTOR,
+            access=self.access,
+            collections=[self.collection.name],
+            limit=10,
+            filters=filters,
+        )
+        search_by_vector(request, vector, self.fingerprint, collection_ids=self.collection_ids)  # warm
+        t0 = time.perf_counter()
+        response = search_by_vector(request, vector, self.fingerprint, collection_ids=self.collection_ids)
+        return (time.perf_counter() - t0) * 1000, response
+
+    def _recalls(self, shape: _Shape, vector: list[float], filters, response) -> None:
+        """Recall@RECALL_K against the exact filtered search: of the HNSW scan (forced) and of what
+        the service returned."""
+        truth = nearest_chunks(
+            self.fingerprint, vector, k=RECALL_K, collection_ids=self.collection_ids, exact=True, filters=filters
+        )
+        exact = {r[7] for r in truth}
+        shown = {r[7] for r in truth if r[5] <= 1}  # vector search shows no negative similarity
+        hnsw = [
+            r[7]
+            for r in nearest_chunks(
+                self.fingerprint, vector, k=40, collection_ids=self.collection_ids, exact=False, filters=filters
+            )
+        ][:RECALL_K]
+        if exact:
+            shape.recalls_hnsw.append(len(exact & set(hnsw)) / len(exact))
+        if shown:
+            shape.recalls_service.append(len(shown & {r.docid for r in response.results[:RECALL_K]}) / len(shown))
+
+
+class _Shape:
+    """What one filter shape measured."""
+
+    def __init__(self, filters, matching: int):
+        self.filters = filters
+        self.matching = matching
+        self.keyword_ms: list[float] = []
+        self.vector_ms: list[float] = []
+        self.recalls_hnsw: list[float] = []
+        self.recalls_service: list[float] = []
+
+    @property
+    def plan(self) -> str:
+        """How vector search runs with this filter."""
+        if self.filters is None:
+            return "HNSW"
+        if self.matching <= EXACT_FILTER_DOCUMENTS:
+            return "exact scan"
+        return "HNSW, filter in the iterative scan"
+
+    @property
+    def hnsw_recall(self) -> float:
+        return sum(self.recalls_hnsw) / len(self.recalls_hnsw) if self.recalls_hnsw else 1.0
+
+    def data(self, written_filter: str) -> dict:
+        return {
             "filter": written_filter,
-            "matching": matching,
-            "keyword_p50_ms": percentile(k_ms, 50),
-            "vector_p50_ms": percentile(v_ms, 50),
-            "hnsw_recall": hnsw_recall,
-            "vector_plan": how,
+            "matching": self.matching,
+            "keyword_p50_ms": percentile(self.keyword_ms, 50),
+            "vector_p50_ms": percentile(self.vector_ms, 50),
+            "hnsw_recall": self.hnsw_recall,
+            "vector_plan": self.plan,
         }
-        report.lines.append(
-            (
-                f"  {label}",
-                f"{written_filter!r}: {matching:,} notes ({share:.1%}); keyword p50 "
-                f"{percentile(k_ms, 50):.1f} ms; vector p50 {percentile(v_ms, 50):.1f} ms ({how}); "
-                f"HNSW recall@{RECALL_K} {hnsw_recall:.3f}",
-            )
+
+    def line(self, written_filter: str, total: int) -> str:
+        share = self.matching / total if total else 0
+        return (
+            f"{written_filter!r}: {self.matching:,} notes ({share:.1%}); keyword p50 "
+            f"{percentile(self.keyword_ms, 50):.1f} ms; vector p50 {percentile(self.vector_ms, 50):.1f} ms "
+            f"({self.plan}); HNSW recall@{RECALL_K} {self.hnsw_recall:.3f}"
         )
-    hnsw_recall = sum(recalls_hnsw) / len(recalls_hnsw) if recalls_hnsw else 1.0
-    service_recall = sum(recalls_service) / len(recalls_service) if recalls_service else 1.0
-    count = len(keyword_ms)  # the filtered queries (not the reference)
-    report.lines += [
+
+
+def _summary_lines(
+    keyword_ms: list[float], vector_ms: list[float], hnsw_recall: float, service_recall: float
+) -> list[tuple[str, str]]:
+    """The filtered queries over every shape (not the reference), against the goals."""
+    count = len(keyword_ms)
+    return [
         (
             "keyword, filtered",
             f"p50 {percentile(keyword_ms, 50):.1f} ms, p95 {percentile(keyword_ms, 95):.1f} ms "
@@ -323,16 +401,3 @@ def bench_filtered(dataset_dir: str, options: BenchOptions) -> BenchReport:
             f"{EXACT_FILTER_DOCUMENTS:,} match) {service_recall:.4f}",
         ),
     ]
-    report.data = {
-        "documents": total,
-        "dims": DIMS,
-        "queries_per_shape": QUERIES,
-        "shapes": shapes,
-        "keyword_p50_ms": percentile(keyword_ms, 50),
-        "keyword_p95_ms": percentile(keyword_ms, 95),
-        "vector_p50_ms": percentile(vector_ms, 50),
-        "vector_p95_ms": percentile(vector_ms, 95),
-        "hnsw_recall": hnsw_recall,
-        "service_recall": service_recall,
-    }
-    return report

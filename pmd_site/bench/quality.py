@@ -393,121 +393,39 @@ def bench_retrieval(
     at n=10 and at n=DEPTH, timed: the latencies reported. `on_pass(1 | 2)` is called before each
     pass so a mode can keep per-stage timings of the warm pass only. `rewrite(queries, collection)`
     changes the queries' texts once the collection is indexed (`--typos`); `timed=False` skips pass 2."""
-    root = _dataset(dataset_dir)
-    for needed in ("queries.tsv", "qrels.tsv"):
-        if not (root / needed).is_file():
-            raise BenchmarkError(f"{root} has no {needed}")
-    total_queries = len(read_queries(root / "queries.tsv"))
-    queries = bench_queries(root, options)
-    qrels = read_qrels(root / "qrels.tsv")
-    per_page = any("#" in doc_id for grades in qrels.values() for doc_id in grades)
-    if not queries:
-        raise BenchmarkError(f"{root / 'queries.tsv'} has no queries (split {options.split})")
+    root, total_queries, queries, qrels, per_page = _judged_queries(dataset_dir, options)
     index_started = time.perf_counter()
     collection, scan = _bench_collection(root, options, fresh=options.fresh)
     index_s = time.perf_counter() - index_started
 
-    access_for = _access_factory(options, collection)
+    searcher = _QuerySearcher(service_fn, mode, collection, _access_factory(options, collection), request_options)
     if rewrite is not None:
         queries = rewrite(queries, collection)
 
-    def call(text: str, limit: int):
-        request = SearchRequest(
-            query=text, mode=mode, limit=limit, collections=[collection.name], access=access_for(), **request_options
-        )
-        t0 = time.perf_counter()
-        response = service_fn(request)
-        return response, (time.perf_counter() - t0) * 1000
-
-    run: dict[str, list[str]] = {}
-    first_ms, deep_ms, top_ms = [], [], []
     started = time.perf_counter()
     if on_pass:
         on_pass(1)
-    for n, (qid, text) in enumerate(queries, start=1):
-        response, ms = call(text, DEPTH)
-        first_ms.append(ms)
-        if per_page:  # the page of each match, as search_run adds it (outside the timed call)
-            from search.pipeline.dispatch import where_found
-
-            where_found(response.results)
-        run[qid] = list(dict.fromkeys(result_doc_id(result, per_page=per_page) for result in response.results))
-        if options.progress:
-            options.progress(n, 2 * len(queries), qid)
+    run, first_ms = searcher.scored_pass(queries, per_page, options.progress)
     if on_pass:
         on_pass(2)
-    for n, (qid, text) in enumerate(queries if timed else [], start=1):
-        top_ms.append(call(text, 10)[1])
-        deep_ms.append(call(text, DEPTH)[1])
-        if options.progress:
-            options.progress(len(queries) + n, 2 * len(queries), qid)
+    top_ms, deep_ms = searcher.timed_pass(queries if timed else [], options.progress, done=len(queries))
     total_s = time.perf_counter() - started
     if options.run_file:
-        with open(options.run_file, "w", encoding="utf-8") as handle:
-            for qid, _ in queries:
-                for rank, doc_id in enumerate(run.get(qid, []), start=1):
-                    handle.write(f"{qid}\t{rank}\t{doc_id}\n")
+        _write_run_file(options.run_file, queries, run)
     judged = {q: qrels[q] for q, _ in queries if q in qrels}
     metrics = evaluate(run, judged)
     title = f"{mode_verb(mode)} {root.name}" + ("" if options.split == "all" else f", {options.split} queries")
     report = BenchReport(title)
     docs = scan.files_seen if scan else 0
-    report.lines.append(
-        (
-            "documents",
-            f"{docs:,} (collection {collection.name}, index/refresh {index_s:.1f} s, "
-            f"text search configuration {collection.text_search_config})",
-        )
-    )
+    report.lines.append(("documents", _documents_line(docs, collection, index_s)))
     report.lines.append(("split", split_label(options.split, len(queries), total_queries)))
     report.lines.append(("queries", f"{len(queries)} ({len(judged)} judged)"))
-    for key, value in metrics.items():
-        report.lines.append((key, f"{value:.4f}"))
-    latency = {
-        "n10_p50": percentile(top_ms, 50),
-        "n10_p95": percentile(top_ms, 95),
-        f"n{DEPTH}_p50": percentile(deep_ms, 50),
-        f"n{DEPTH}_p95": percentile(deep_ms, 95),
-        f"first_pass_n{DEPTH}_p50": percentile(first_ms, 50),
-        f"first_pass_n{DEPTH}_p95": percentile(first_ms, 95),
-    }
+    report.lines += [(key, f"{value:.4f}") for key, value in metrics.items()]
+    latency = _latencies(first_ms, top_ms, deep_ms)
     groups = evaluate_groups(run, judged, read_groups(root / "query_groups.tsv"))
-    for group, values in groups.items():
-        median = "—" if values["median_rank"] is None else f"{values['median_rank']:g}"
-        report.lines.append(
-            (
-                f"group {group}",
-                f"nDCG@10 {values['nDCG@10']:.4f}  MRR@10 {values['MRR@10']:.4f}  "
-                f"known item: #1 {values['top1']}/{values['queries']}, "
-                f"top 10 {values['top10']}/{values['queries']}, median rank {median}, "
-                f"not found {values['missing']}",
-            )
-        )
-    report.lines.append(("latency n=10", f"p50 {latency['n10_p50']:.1f} ms  p95 {latency['n10_p95']:.1f} ms  (warm)"))
-    report.lines.append(
-        (f"latency n={DEPTH}", f"p50 {latency[f'n{DEPTH}_p50']:.1f} ms  p95 {latency[f'n{DEPTH}_p95']:.1f} ms  (warm)")
-    )
-    report.lines.append(
-        (
-            f"first pass n={DEPTH}",
-            f"p50 {latency[f'first_pass_n{DEPTH}_p50']:.1f} ms  "
-            f"p95 {latency[f'first_pass_n{DEPTH}_p95']:.1f} ms  (cold query vectors)",
-        )
-    )
-    report.lines.append(
-        (
-            "latency method",
-            f"warm = timed on a second pass, after a first pass at n={DEPTH} "
-            "(the scored run) cached the query vectors and warmed the buffers",
-        )
-    )
-    report.lines.append(
-        (
-            "total",
-            f"{total_s:.1f} s for {3 * len(queries)} service calls"
-            f" (mean {statistics.fmean(first_ms + top_ms + deep_ms):.1f} ms)",
-        )
-    )
+    report.lines += _group_lines(groups)
+    report.lines += _latency_lines(latency)
+    report.lines.append(("total", _total_line(total_s, len(queries), first_ms + top_ms + deep_ms)))
     if options.run_file:
         report.lines.append(("run written", options.run_file))
     report.data = {
@@ -521,6 +439,147 @@ def bench_retrieval(
         "groups": groups,
     }
     return report
+
+
+def _documents_line(docs: int, collection, index_s: float) -> str:
+    return (
+        f"{docs:,} (collection {collection.name}, index/refresh {index_s:.1f} s, "
+        f"text search configuration {collection.text_search_config})"
+    )
+
+
+def _total_line(total_s: float, queries: int, all_ms: list[float]) -> str:
+    """The wall time of both passes: three service calls per query."""
+    return f"{total_s:.1f} s for {3 * queries} service calls (mean {statistics.fmean(all_ms):.1f} ms)"
+
+
+def _judged_queries(
+    dataset_dir: str, options: BenchOptions
+) -> tuple[Path, int, list[tuple[str, str]], dict[str, dict[str, int]], bool]:
+    """The dataset folder, its number of queries, the queries of the split, the judgements, and
+    whether they judge pages (`paper.pdf#page=3`) rather than files."""
+    root = _dataset(dataset_dir)
+    for needed in ("queries.tsv", "qrels.tsv"):
+        if not (root / needed).is_file():
+            raise BenchmarkError(f"{root} has no {needed}")
+    total_queries = len(read_queries(root / "queries.tsv"))
+    queries = bench_queries(root, options)
+    qrels = read_qrels(root / "qrels.tsv")
+    per_page = any("#" in doc_id for grades in qrels.values() for doc_id in grades)
+    if not queries:
+        raise BenchmarkError(f"{root / 'queries.tsv'} has no queries (split {options.split})")
+    return root, total_queries, queries, qrels, per_page
+
+
+class _QuerySearcher:
+    """Runs the bench's queries through the service, on the bench collection, as the bench's user."""
+
+    def __init__(self, service_fn: Callable, mode: str, collection, access_for: Callable, request_options: dict):
+        self.service_fn = service_fn
+        self.mode = mode
+        self.collection = collection
+        self.access_for = access_for
+        self.request_options = request_options
+
+    def call(self, text: str, limit: int):
+        """The response to one query, and how long the service took (ms)."""
+        request = SearchRequest(
+            query=text,
+            mode=self.mode,
+            limit=limit,
+            collections=[self.collection.name],
+            access=self.access_for(),
+            **self.request_options,
+        )
+        t0 = time.perf_counter()
+        response = self.service_fn(request)
+        return response, (time.perf_counter() - t0) * 1000
+
+    def scored_pass(
+        self, queries: list[tuple[str, str]], per_page: bool, progress: Callable | None
+    ) -> tuple[dict[str, list[str]], list[float]]:
+        """Pass 1: each query at n=DEPTH; the ranked doc ids per query (the run that is scored)
+        and the latencies."""
+        run: dict[str, list[str]] = {}
+        first_ms = []
+        for n, (qid, text) in enumerate(queries, start=1):
+            response, ms = self.call(text, DEPTH)
+            first_ms.append(ms)
+            if per_page:  # the page of each match, as search_run adds it (outside the timed call)
+                from search.pipeline.dispatch import where_found
+
+                where_found(response.results)
+            run[qid] = list(dict.fromkeys(result_doc_id(result, per_page=per_page) for result in response.results))
+            if progress:
+                progress(n, 2 * len(queries), qid)
+        return run, first_ms
+
+    def timed_pass(
+        self, queries: list[tuple[str, str]], progress: Callable | None, *, done: int
+    ) -> tuple[list[float], list[float]]:
+        """Pass 2, warm: the latencies of each query at n=10 and at n=DEPTH. `done`: the queries
+        of pass 1, counted in the progress."""
+        top_ms, deep_ms = [], []
+        for n, (qid, text) in enumerate(queries, start=1):
+            top_ms.append(self.call(text, 10)[1])
+            deep_ms.append(self.call(text, DEPTH)[1])
+            if progress:
+                progress(done + n, 2 * done, qid)
+        return top_ms, deep_ms
+
+
+def _write_run_file(path: str, queries: list[tuple[str, str]], run: dict[str, list[str]]) -> None:
+    """The run in TREC-like form: query id, rank, doc id per line."""
+    with open(path, "w", encoding="utf-8") as handle:
+        for qid, _ in queries:
+            for rank, doc_id in enumerate(run.get(qid, []), start=1):
+                handle.write(f"{qid}\t{rank}\t{doc_id}\n")
+
+
+def _latencies(first_ms: list[float], top_ms: list[float], deep_ms: list[float]) -> dict[str, float]:
+    return {
+        "n10_p50": percentile(top_ms, 50),
+        "n10_p95": percentile(top_ms, 95),
+        f"n{DEPTH}_p50": percentile(deep_ms, 50),
+        f"n{DEPTH}_p95": percentile(deep_ms, 95),
+        f"first_pass_n{DEPTH}_p50": percentile(first_ms, 50),
+        f"first_pass_n{DEPTH}_p95": percentile(first_ms, 95),
+    }
+
+
+def _group_lines(groups: dict[str, dict]) -> list[tuple[str, str]]:
+    """One report line per query group: its metrics and where its known items ranked."""
+    lines = []
+    for group, values in groups.items():
+        median = "—" if values["median_rank"] is None else f"{values['median_rank']:g}"
+        lines.append(
+            (
+                f"group {group}",
+                f"nDCG@10 {values['nDCG@10']:.4f}  MRR@10 {values['MRR@10']:.4f}  "
+                f"known item: #1 {values['top1']}/{values['queries']}, "
+                f"top 10 {values['top10']}/{values['queries']}, median rank {median}, "
+                f"not found {values['missing']}",
+            )
+        )
+    return lines
+
+
+def _latency_lines(latency: dict[str, float]) -> list[tuple[str, str]]:
+    """The report's latency lines, warm and cold, and how they were measured."""
+    return [
+        ("latency n=10", f"p50 {latency['n10_p50']:.1f} ms  p95 {latency['n10_p95']:.1f} ms  (warm)"),
+        (f"latency n={DEPTH}", f"p50 {latency[f'n{DEPTH}_p50']:.1f} ms  p95 {latency[f'n{DEPTH}_p95']:.1f} ms  (warm)"),
+        (
+            f"first pass n={DEPTH}",
+            f"p50 {latency[f'first_pass_n{DEPTH}_p50']:.1f} ms  "
+            f"p95 {latency[f'first_pass_n{DEPTH}_p95']:.1f} ms  (cold query vectors)",
+        ),
+        (
+            "latency method",
+            f"warm = timed on a second pass, after a first pass at n={DEPTH} "
+            "(the scored run) cached the query vectors and warmed the buffers",
+        ),
+    ]
 
 
 def _keyword_service(request):

@@ -297,32 +297,12 @@ def bench_vector_scale(dataset_dir: str | None, options: BenchOptions) -> BenchR
         raise BenchmarkError("--size: at least 1000 vectors")
     queries = _Generator(np).draw(np.random.default_rng(SEED + 2), int(options.limit or QUERIES))
     literals = [_literal(q) for q in queries]
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'")
-        pgvector = cursor.fetchone()[0]
-        cursor.execute("SHOW shared_buffers")
-        shared_buffers = cursor.fetchone()[0]
+    pgvector, shared_buffers = _server_settings()
     spec = _spec(size)
-    kept = not options.fresh and _table_spec() == spec
-    with connection.cursor() as cursor:
-        if not kept:
-            cursor.execute(f"DROP TABLE IF EXISTS {TABLE}, {TABLE}_truth")
-            cursor.execute(
-                f"CREATE TABLE {TABLE} (id bigint NOT NULL, collection int NOT NULL, embedding vector({DIMS}) NOT NULL)"
-            )
-    cached = _truth_cached(len(queries)) if kept else None
-    if cached:
-        load_s, (truth, truth_f) = None, cached
-    else:
-        load_s, truth, truth_f = _load(size, queries, np, write=not kept, progress=options.progress)
-        load_s = None if kept else load_s
-        _truth_keep(len(queries), truth, truth_f)
-    with connection.cursor() as cursor:
-        if not kept:
-            cursor.execute(f"COMMENT ON TABLE {TABLE} IS %s", [json.dumps(spec)])
-            cursor.execute(
-                f"{'ANALYZE' if connection.in_atomic_block else 'VACUUM ANALYZE'} {TABLE}"
-            )  # VACUUM: the visibility map, index-only reads
+    kept = _table_kept(spec, fresh=options.fresh)
+    load_s, truth, truth_f = _exact_answers(size, queries, np, kept=kept, progress=options.progress)
+    if not kept:
+        _table_described(spec)
     report = BenchReport(f"vector-scale, {size:,} synthetic {DIMS}d vectors")
     data: dict = {
         "size": size,
@@ -343,23 +323,7 @@ def bench_vector_scale(dataset_dir: str | None, options: BenchOptions) -> BenchR
             f"shared_buffers {shared_buffers}",
         )
     )
-
-    # exact search in PostgreSQL (a sequential scan) on a few queries: the numpy truth agrees?
-    exact_sql = f"SELECT id FROM {TABLE} ORDER BY embedding <=> %(q)s::vector({DIMS}) LIMIT {K}"
-    exact = _measure(
-        exact_sql,
-        literals[:EXACT_CHECKS],
-        truth[:EXACT_CHECKS],
-        {"enable_indexscan": "off", "enable_bitmapscan": "off", "max_parallel_workers_per_gather": "0"},
-    )
-    data["exact"] = exact
-    report.lines.append(
-        (
-            "exact (sequential scan)",
-            f"p50 {exact['p50_ms']:.0f} ms; agrees with the numpy ground truth "
-            f"on {exact['recall']:.3f} of the top {K} ({EXACT_CHECKS} queries)",
-        )
-    )
+    data["exact"] = _exact_check(report, literals, truth)
     report.lines.append(("storage, ef_search", f"{'build':>8} {'index':>9} {'recall@10':>9} {'p50':>8} {'p95':>8}"))
     hnsw = {"enable_seqscan": "off", "hnsw.iterative_scan": "off"}
     storages = options.storages or list(STORAGES)
@@ -367,30 +331,8 @@ def bench_vector_scale(dataset_dir: str | None, options: BenchOptions) -> BenchR
     if unknown:
         raise BenchmarkError(f"--storage: {', '.join(sorted(unknown))}? (of {', '.join(STORAGES)}, filtered, partial)")
     for storage, (definition, distance) in STORAGES.items():
-        if storage not in storages:
-            continue
-        name = f"{TABLE}_{storage}"
-        built = _index_build(name, definition)
-        size_mb = _relation_mb(name)
-        entry: dict = {"build_seconds": built, "index_mb": size_mb, "runs": {}}
-        distance = distance.format(d=DIMS)
-        if storage == "bit":  # ef_search = the candidates taken, re-ranked by the full vectors
-            for factor in RESCORE:
-                sql = (
-                    f"SELECT id FROM (SELECT id, embedding FROM {TABLE} ORDER BY {distance} "
-                    f"LIMIT {K * factor}) candidates ORDER BY embedding <=> %(q)s::vector({DIMS}) LIMIT {K}"
-                )
-                label = f"ef {K * factor}, re-rank top {K * factor}"
-                result = _measure(sql, literals, truth, {**hnsw, "hnsw.ef_search": str(K * factor)})
-                entry["runs"][label] = result
-                report.lines.append(_row(storage, label, built, size_mb, result))
-        else:
-            for ef in EF_SEARCH:
-                sql = f"SELECT id FROM {TABLE} ORDER BY {distance} LIMIT {K}"
-                result = _measure(sql, literals, truth, {**hnsw, "hnsw.ef_search": str(ef)})
-                entry["runs"][f"ef {ef}"] = result
-                report.lines.append(_row(storage, f"ef {ef}", built, size_mb, result))
-        data["storages"][storage] = entry
+        if storage in storages:
+            data["storages"][storage] = _storage_runs(report, storage, definition, distance, literals, truth, hnsw)
 
     report.data = data
     if {"filtered", "partial"} & set(storages) or not options.storages:
@@ -403,6 +345,104 @@ def bench_vector_scale(dataset_dir: str | None, options: BenchOptions) -> BenchR
         )
     )
     return report
+
+
+def _server_settings() -> tuple[str, str]:
+    """The pgvector version and shared_buffers, which the report shows."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'")
+        pgvector = cursor.fetchone()[0]
+        cursor.execute("SHOW shared_buffers")
+        shared_buffers = cursor.fetchone()[0]
+    return pgvector, shared_buffers
+
+
+def _table_kept(spec: dict, *, fresh: bool) -> bool:
+    """Whether the table of an earlier run holds the same vectors (and is kept); if not, it is
+    created again, empty."""
+    kept = not fresh and _table_spec() == spec
+    with connection.cursor() as cursor:
+        if not kept:
+            cursor.execute(f"DROP TABLE IF EXISTS {TABLE}, {TABLE}_truth")
+            cursor.execute(
+                f"CREATE TABLE {TABLE} (id bigint NOT NULL, collection int NOT NULL, embedding vector({DIMS}) NOT NULL)"
+            )
+    return kept
+
+
+def _exact_answers(size: int, queries, np, *, kept: bool, progress) -> tuple[float | None, list[set], list[set]]:
+    """The seconds the vectors took to write (None when the table was kept) and the exact answers
+    to the queries, without and with the filter: stored by an earlier run, or computed as the
+    vectors are drawn (and written when the table is new), then stored."""
+    cached = _truth_cached(len(queries)) if kept else None
+    if cached:
+        return None, *cached
+    load_s, truth, truth_f = _load(size, queries, np, write=not kept, progress=progress)
+    _truth_keep(len(queries), truth, truth_f)
+    return (None if kept else load_s), truth, truth_f
+
+
+def _table_described(spec: dict) -> None:
+    """A new table: its spec in its comment (what the next run checks) and fresh statistics."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"COMMENT ON TABLE {TABLE} IS %s", [json.dumps(spec)])
+        cursor.execute(
+            f"{'ANALYZE' if connection.in_atomic_block else 'VACUUM ANALYZE'} {TABLE}"
+        )  # VACUUM: the visibility map, index-only reads
+
+
+def _exact_check(report: BenchReport, literals: list[str], truth: list[set]) -> dict:
+    """Exact search in PostgreSQL (a sequential scan) on a few queries: does the numpy truth agree?"""
+    exact_sql = f"SELECT id FROM {TABLE} ORDER BY embedding <=> %(q)s::vector({DIMS}) LIMIT {K}"
+    exact = _measure(
+        exact_sql,
+        literals[:EXACT_CHECKS],
+        truth[:EXACT_CHECKS],
+        {"enable_indexscan": "off", "enable_bitmapscan": "off", "max_parallel_workers_per_gather": "0"},
+    )
+    report.lines.append(
+        (
+            "exact (sequential scan)",
+            f"p50 {exact['p50_ms']:.0f} ms; agrees with the numpy ground truth "
+            f"on {exact['recall']:.3f} of the top {K} ({EXACT_CHECKS} queries)",
+        )
+    )
+    return exact
+
+
+def _storage_runs(
+    report: BenchReport,
+    storage: str,
+    definition: str,
+    distance: str,
+    literals: list[str],
+    truth: list[set],
+    hnsw: dict,
+) -> dict:
+    """One storage's HNSW index (built unless kept) measured at each ef_search; for `bit`, at each
+    re-rank depth, the candidates re-ranked by the full vectors."""
+    name = f"{TABLE}_{storage}"
+    built = _index_build(name, definition)
+    size_mb = _relation_mb(name)
+    entry: dict = {"build_seconds": built, "index_mb": size_mb, "runs": {}}
+    distance = distance.format(d=DIMS)
+    if storage == "bit":  # ef_search = the candidates taken, re-ranked by the full vectors
+        for factor in RESCORE:
+            sql = (
+                f"SELECT id FROM (SELECT id, embedding FROM {TABLE} ORDER BY {distance} "
+                f"LIMIT {K * factor}) candidates ORDER BY embedding <=> %(q)s::vector({DIMS}) LIMIT {K}"
+            )
+            label = f"ef {K * factor}, re-rank top {K * factor}"
+            result = _measure(sql, literals, truth, {**hnsw, "hnsw.ef_search": str(K * factor)})
+            entry["runs"][label] = result
+            report.lines.append(_row(storage, label, built, size_mb, result))
+    else:
+        for ef in EF_SEARCH:
+            sql = f"SELECT id FROM {TABLE} ORDER BY {distance} LIMIT {K}"
+            result = _measure(sql, literals, truth, {**hnsw, "hnsw.ef_search": str(ef)})
+            entry["runs"][f"ef {ef}"] = result
+            report.lines.append(_row(storage, f"ef {ef}", built, size_mb, result))
+    return entry
 
 
 def _filtered(report: BenchReport, literals: list[str], truth_f: list[set], hnsw: dict, *, partial: bool) -> None:

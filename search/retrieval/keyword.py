@@ -338,12 +338,7 @@ def keyword_search(request: SearchRequest, *, snippets: bool = True) -> SearchRe
     parsed = parse_query(request.query)
     if parsed.empty:
         return response
-    collection_ids = collection_ids_for(request.collections, request_access(request))
-    collections_qs = Collection.objects.all()
-    if collection_ids is not None:
-        collections_qs = collections_qs.filter(id__in=collection_ids)
-    collections = {c.id: c for c in collections_qs}
-    configs = sorted({c.text_search_config for c in collections.values()}) or [settings.PMD_TEXT_SEARCH_CONFIG]
+    collection_ids, collections, configs = _searched_collections(request)
     if parsed.phrases:
         # A phrase of stop words only is an empty tsquery, which no passage matches: being
         # required, it would wipe out every result. Dropped, like plain stop words.
@@ -351,8 +346,44 @@ def keyword_search(request: SearchRequest, *, snippets: bool = True) -> SearchRe
         if parsed.empty:
             response.warnings.append("the query has only stop words or no searchable words")
             return response
-    limit = request.effective_limit()
     per_document = max(1, request.hits_per_document)
+    rows = _best_passages(request, parsed, configs, collection_ids, per_document)
+    response.timings["bm25"] = (time.perf_counter() - started) * 1000
+    if not rows:
+        if not parsed.phrases and not parsed.prefixes and parsed.terms and not _has_lexemes(parsed, configs):
+            response.warnings.append("the query has only stop words or no searchable words")
+        return response
+    ideals, weights = _query_ideals_and_weights(rows[0])
+    hits = [hit for hit in _shown_scores(_hits(rows, collections, ideals)) if hit[1] >= request.min_score]
+    all_contexts = list(PathContext.objects.all())
+    if not snippets and per_document == 1 and not request.full:
+        _add_results_with_deferred_snippets(response, hits, _snippet_filler(weights, parsed), all_contexts)
+    else:
+        _add_results_with_snippets(response, hits, _Matcher(weights, parsed), request, all_contexts)
+    response.timings["total"] = (time.perf_counter() - started) * 1000
+    return response
+
+
+def _searched_collections(request: SearchRequest) -> tuple[list[int] | None, dict[int, Collection], list[str]]:
+    """The ids of the collections the request may search (None: all), those collections by id,
+    and their text search configurations."""
+    collection_ids = collection_ids_for(request.collections, request_access(request))
+    collections_qs = Collection.objects.all()
+    if collection_ids is not None:
+        collections_qs = collections_qs.filter(id__in=collection_ids)
+    collections = {c.id: c for c in collections_qs}
+    configs = sorted({c.text_search_config for c in collections.values()}) or [settings.PMD_TEXT_SEARCH_CONFIG]
+    return collection_ids, collections, configs
+
+
+def _best_passages(
+    request: SearchRequest,
+    parsed: ParsedQuery,
+    configs: list[str],
+    collection_ids: list[int] | None,
+    per_document: int,
+) -> list[tuple]:
+    """The rows of the scoring statement: the top documents with their shown passages, best first."""
     filters = request.filters if request.filters is not None and not request.filters.empty else None
     # A filter an index answers for at most LISTED_DOCUMENTS notes: those notes are listed first and
     # only they are scored; a broader one (or one no index answers) is tested on the scored notes.
@@ -362,25 +393,39 @@ def keyword_search(request: SearchRequest, *, snippets: bool = True) -> SearchRe
         and matching_count(filters, collection_ids, cap=LISTED_DOCUMENTS + 1) <= LISTED_DOCUMENTS
     )
     sql, params = _score_sql(
-        parsed, configs, collection_ids, limit, per_document, request.full, filters, list_matching=list_matching
+        parsed,
+        configs,
+        collection_ids,
+        request.effective_limit(),
+        per_document,
+        request.full,
+        filters,
+        list_matching=list_matching,
     )
     with read_connection().cursor() as cursor:
         cursor.execute(sql, params)
-        rows = cursor.fetchall()
-    response.timings["bm25"] = (time.perf_counter() - started) * 1000
-    if not rows:
-        if not parsed.phrases and not parsed.prefixes and parsed.terms and not _has_lexemes(parsed, configs):
-            response.warnings.append("the query has only stop words or no searchable words")
-        return response
-    ideals = rows[0][2] or {}
+        return cursor.fetchall()
+
+
+def _query_ideals_and_weights(row: tuple) -> tuple[dict[str, float], dict]:
+    """The query's ideal per configuration and its lexemes' weights, which every row carries
+    (as JSON text when the driver does not decode it)."""
+    ideals = row[2] or {}
     if isinstance(ideals, str):
         ideals = json.loads(ideals)
     ideals = {cfg: float(v or 0) for cfg, v in ideals.items()}
-    fallback = max(ideals.values(), default=0.0)
-    weights = rows[0][3] or {}
+    weights = row[3] or {}
     if isinstance(weights, str):
         weights = json.loads(weights)
-    hits: list[list] = []  # [raw, score, collection, docid, path, title, body, [(start line, passage text)], date]
+    return ideals, weights
+
+
+def _hits(rows: list[tuple], collections: dict[int, Collection], ideals: dict[str, float]) -> list[list]:
+    """One hit per document, in the rows' order, with its shown passages gathered from the
+    document's rows: [raw, score, collection, docid, path, title, body,
+    [(start line, passage text)], (date, date source), share]."""
+    fallback = max(ideals.values(), default=0.0)
+    hits: list[list] = []
     segments: dict[int, list[tuple[int, str]]] = {}  # document -> its shown passages, best first
     for (
         doc_id,
@@ -420,28 +465,39 @@ def keyword_search(request: SearchRequest, *, snippets: bool = True) -> SearchRe
                 share,
             ]
         )
-    hits = [hit for hit in _shown_scores(hits) if hit[1] >= request.min_score]
-    all_contexts = list(PathContext.objects.all())
-    if not snippets and per_document == 1 and not request.full:
-        fill = _snippet_filler(weights, parsed)
-        for raw, score, collection, docid, path, title, _, segments, (day, source), share in hits:
-            response.results.append(
-                SearchResult(
-                    docid=docid,
-                    collection=collection.name,
-                    path=path,
-                    title=title,
-                    score=round(score, 4),
-                    context=contexts_for(collection, path, all_contexts=all_contexts),
-                    scores={"bm25": round(raw, 4), "share": round(share, 4)},
-                    date=day,
-                    date_source=source,
-                )
+    return hits
+
+
+def _add_results_with_deferred_snippets(
+    response: SearchResponse, hits: list[list], fill, all_contexts: list[PathContext]
+) -> None:
+    """One result per hit, its snippet left to `fill` (run only for the hits that are shown)."""
+    for raw, score, collection, docid, path, title, _, segments, (day, source), share in hits:
+        response.results.append(
+            SearchResult(
+                docid=docid,
+                collection=collection.name,
+                path=path,
+                title=title,
+                score=round(score, 4),
+                context=contexts_for(collection, path, all_contexts=all_contexts),
+                scores={"bm25": round(raw, 4), "share": round(share, 4)},
+                date=day,
+                date_source=source,
             )
-            defer_snippet(response.results[-1], fill, (collection.text_search_config, segments))
-        response.timings["total"] = (time.perf_counter() - started) * 1000
-        return response
-    matcher = _Matcher(weights, parsed)
+        )
+        defer_snippet(response.results[-1], fill, (collection.text_search_config, segments))
+
+
+def _add_results_with_snippets(
+    response: SearchResponse,
+    hits: list[list],
+    matcher: _Matcher,
+    request: SearchRequest,
+    all_contexts: list[PathContext],
+) -> None:
+    """Up to `hits_per_document` results per hit, each with its passage's snippet; a passage
+    below the best scores the hit's score scaled by its passage score relative to the best's."""
     matcher.load((hit[2].text_search_config, text) for hit in hits for _, text in hit[7])
     for raw, score, collection, docid, path, title, body, segments, (day, source), share in hits:
         context = contexts_for(collection, path, all_contexts=all_contexts)
@@ -466,8 +522,6 @@ def keyword_search(request: SearchRequest, *, snippets: bool = True) -> SearchRe
                     date_source=source,
                 )
             )
-    response.timings["total"] = (time.perf_counter() - started) * 1000
-    return response
 
 
 def _snippet_filler(weights: dict, parsed: ParsedQuery):
