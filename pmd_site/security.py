@@ -20,15 +20,20 @@ from django.utils.deprecation import MiddlewareMixin
 from pmd_site.addresses import normalized_ip
 
 
-def trusted_proxy(address: str | None) -> bool:
-    """Whether `address` is one of the declared reverse proxies (PMD_TRUSTED_PROXIES, and the
-    forward-auth proxies PMD_FORWARD_AUTH_PROXIES): only they may say who the client is."""
+def address_in(address: str | None, networks) -> bool:
+    """Whether `address` (a connection's, as the server gives it) lies in one of `networks`."""
     address = normalized_ip(address)
     if address is None:
         return False
     ip = ipaddress.ip_address(address)
-    networks = [*getattr(settings, "PMD_TRUSTED_PROXIES", []), *getattr(settings, "PMD_FORWARD_AUTH_PROXIES", [])]
     return any(ip.version == net.version and ip in net for net in networks)
+
+
+def trusted_proxy(address: str | None) -> bool:
+    """Whether `address` is one of the declared reverse proxies (PMD_TRUSTED_PROXIES, and the
+    forward-auth proxies PMD_FORWARD_AUTH_PROXIES): only they may say who the client is."""
+    networks = [*getattr(settings, "PMD_TRUSTED_PROXIES", []), *getattr(settings, "PMD_FORWARD_AUTH_PROXIES", [])]
+    return address_in(address, networks)
 
 
 def forwarded_client(remote: str | None, forwarded_for: str | None) -> str | None:

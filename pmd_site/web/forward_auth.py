@@ -9,7 +9,6 @@ address is checked, never X-Forwarded-For (which the client writes).
 from __future__ import annotations
 
 import hashlib
-import ipaddress
 import logging
 
 from django.conf import settings
@@ -18,6 +17,7 @@ from django.utils.deprecation import MiddlewareMixin
 
 from indexing import errors
 from indexing.services.accounts import ProviderSignIn, provider_sign_in
+from pmd_site.security import address_in
 from pmd_site.web.errors import problem_response
 
 log = logging.getLogger(__name__)
@@ -32,11 +32,8 @@ def _meta_key(header: str) -> str:
 
 
 def from_trusted_proxy(remote_addr: str | None) -> bool:
-    try:
-        address = ipaddress.ip_address((remote_addr or "").strip())
-    except ValueError:
-        return False
-    return any(address.version == net.version and address in net for net in settings.PMD_FORWARD_AUTH_PROXIES)
+    """Whether the connection itself comes from a forward-auth proxy (never X-Forwarded-For)."""
+    return address_in(remote_addr, settings.PMD_FORWARD_AUTH_PROXIES)
 
 
 def header_text(request, header: str) -> str | None:
