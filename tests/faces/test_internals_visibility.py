@@ -19,6 +19,7 @@ from indexing.models import Job
 from indexing.services.jobs import job_create
 from indexing.services.tokens import token_create
 from tests.support.factories import api_client, make_user
+from tests.support.mcp_client import SERVED_DB
 from tests.support.mcp_client import http_client as _http_client
 
 
@@ -178,23 +179,8 @@ def test_web_records_who_started_a_job(staff, indexed_collection, eager_tasks):
 
 # --- MCP over HTTP -----------------------------------------------------------------------------
 
-mcp_db = pytest.mark.django_db(
-    transaction=True,
-    available_apps=[
-        "django.contrib.admin",
-        "django.contrib.auth",
-        "django.contrib.contenttypes",
-        "django.contrib.sessions",
-        "django.contrib.messages",
-        "django.contrib.staticfiles",
-        "django_htmx",
-        "indexing",
-        "search",
-    ],
-)
 
-
-@mcp_db
+@SERVED_DB
 def test_mcp_status_tool_internals_only_for_staff_tokens(asgi_server, indexed_collection):
     member_token = token_create(user=make_user("agent"), access=Access.local_user(), can_write=True).raw
     staff_token = token_create(user=make_user("ops", staff=True), access=Access.local_user(), can_write=True).raw

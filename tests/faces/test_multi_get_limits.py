@@ -9,6 +9,7 @@ import anyio
 import pytest
 
 from tests.support.factories import api_client, make_user
+from tests.support.mcp_client import SERVED_DB
 from tests.support.mcp_client import http_client as _http_client
 
 HUGE = 1_000_000_000_000  # the request that returned the whole index
@@ -97,23 +98,8 @@ def test_cli_text_and_json_show_what_the_limit_left_out(run_cli, indexed_collect
 
 # --- MCP over HTTP (a member's token), through the live ASGI application ------------------------
 
-mcp_db = pytest.mark.django_db(
-    transaction=True,
-    available_apps=[
-        "django.contrib.admin",
-        "django.contrib.auth",
-        "django.contrib.contenttypes",
-        "django.contrib.sessions",
-        "django.contrib.messages",
-        "django.contrib.staticfiles",
-        "django_htmx",
-        "indexing",
-        "search",
-    ],
-)
 
-
-@mcp_db
+@SERVED_DB
 def test_mcp_tool_refuses_huge_max_bytes_and_bounds_the_answer(asgi_server, token, indexed_collection, settings):
     async def run():
         async with _http_client(asgi_server, token) as client:

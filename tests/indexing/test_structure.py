@@ -37,6 +37,7 @@ from indexing.structure import (
 )
 from indexing.text import FRONTMATTER_MAX_CHARS, FRONTMATTER_MAX_DEPTH, extract_title, parse_frontmatter
 from tests.support.factories import api_client, make_user
+from tests.support.mcp_client import SERVED_DB
 from tests.support.paths import FIXTURE_VAULT
 
 
@@ -531,20 +532,7 @@ def test_api_links(vault, django_user_model):
     assert hidden.status_code == 404 and "vault" not in hidden.json()["message"]
 
 
-@pytest.mark.django_db(
-    transaction=True,
-    available_apps=[
-        "django.contrib.admin",
-        "django.contrib.auth",
-        "django.contrib.contenttypes",
-        "django.contrib.sessions",
-        "django.contrib.messages",
-        "django.contrib.staticfiles",
-        "django_htmx",
-        "indexing",
-        "search",
-    ],
-)
+@SERVED_DB
 def test_mcp_pmd_links_over_http(vault, django_user_model):
     import anyio
 

@@ -11,6 +11,7 @@ from indexing.access import Access
 from search.filters import SearchFilters, parse_filters, range_bounds
 from search.request import SearchRequest
 from tests.support.factories import make_vault
+from tests.support.mcp_client import SERVED_DB
 
 NOW = datetime(2025, 6, 18, 15, 30, tzinfo=UTC)
 
@@ -121,23 +122,8 @@ def test_the_language_in_sql(vault):
 
 # --- field discovery, and the language through every face -------------------------------------------
 
-TRANSACTIONAL = pytest.mark.django_db(
-    transaction=True,
-    available_apps=[
-        "django.contrib.admin",
-        "django.contrib.auth",
-        "django.contrib.contenttypes",
-        "django.contrib.sessions",
-        "django.contrib.messages",
-        "django.contrib.staticfiles",
-        "django_htmx",
-        "indexing",
-        "search",
-    ],
-)
 
-
-@TRANSACTIONAL
+@SERVED_DB
 def test_fields_and_the_language_in_every_face(request, tmp_path, run_cli):
     import json
 

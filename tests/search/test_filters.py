@@ -21,7 +21,7 @@ from search.filters import (
 )
 from search.request import Mode, SearchRequest
 from tests.support.factories import api_client, make_user
-from tests.support.mcp_client import call_tool, close_other_connections
+from tests.support.mcp_client import SERVED_DB, call_tool, close_other_connections
 
 NOW = datetime(2025, 6, 18, 15, 30, tzinfo=UTC)  # a Wednesday
 
@@ -595,21 +595,6 @@ def test_web_search_box_reads_filters(vault, django_user_model):
 
 # --- vector and hybrid search with filters --------------------------------------------------------
 
-TRANSACTIONAL = pytest.mark.django_db(
-    transaction=True,
-    available_apps=[
-        "django.contrib.admin",
-        "django.contrib.auth",
-        "django.contrib.contenttypes",
-        "django.contrib.sessions",
-        "django.contrib.messages",
-        "django.contrib.staticfiles",
-        "django_htmx",
-        "indexing",
-        "search",
-    ],
-)
-
 
 # More chunks nearer to "postgres" than any tagged note's than one HNSW pass reads (vector search asks
 # for at least 40): a filter applied after the index scan would find none of the tagged notes. And a
@@ -630,7 +615,7 @@ def embedded_vault(tmp_path, ollama, settings):
     return collection
 
 
-@TRANSACTIONAL
+@SERVED_DB
 def test_vector_search_with_filters(embedded_vault, monkeypatch):
     from search.retrieval import vector
 
@@ -666,7 +651,7 @@ def test_vector_search_with_filters(embedded_vault, monkeypatch):
     assert run("postgres tag:none-has-it", mode=Mode.VECTOR).results == []
 
 
-@TRANSACTIONAL
+@SERVED_DB
 def test_hybrid_search_with_filters_in_every_sub_search(embedded_vault, ollama, settings, monkeypatch):
     from search.pipeline import hybrid
 
@@ -694,7 +679,7 @@ def test_hybrid_search_with_filters_in_every_sub_search(embedded_vault, ollama, 
 # --- the same answers through every face -----------------------------------------------------------
 
 
-@TRANSACTIONAL
+@SERVED_DB
 @pytest.mark.parametrize(
     "query, structured, cli_options",
     [

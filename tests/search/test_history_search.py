@@ -16,22 +16,8 @@ from django.test import Client
 from indexing.access import Access
 from tests.support.factories import api_client, make_user
 from tests.support.history_repo import build_notes_repo, commit, git
-from tests.support.mcp_client import close_other_connections, serve_asgi
+from tests.support.mcp_client import SERVED_DB, close_other_connections, serve_asgi
 
-TRANSACTIONAL = pytest.mark.django_db(
-    transaction=True,
-    available_apps=[
-        "django.contrib.admin",
-        "django.contrib.auth",
-        "django.contrib.contenttypes",
-        "django.contrib.sessions",
-        "django.contrib.messages",
-        "django.contrib.staticfiles",
-        "django_htmx",
-        "indexing",
-        "search",
-    ],
-)
 SECRET_WORD = "zanzibarquux"
 
 
@@ -218,7 +204,7 @@ def test_web_history_page_searches_as_you_type_says_what_to_do_and_scores_only_w
     assert "No commits match. Try fewer or other words" in nothing
 
 
-@TRANSACTIONAL
+@SERVED_DB
 def test_mcp_over_http_with_tokens(request, tmp_path, django_user_model):
     """MCP as a member's token and as the owner's: the hidden commit only for the owner."""
     from indexing.services.tokens import token_create

@@ -16,7 +16,7 @@ import pytest
 from indexing.access import Access
 from search.retrieval.related import LINK_BONUS, related_notes
 from tests.support.factories import api_client, make_user, make_vault
-from tests.support.mcp_client import call_tool, close_other_connections
+from tests.support.mcp_client import SERVED_DB, call_tool, close_other_connections
 
 pytestmark = pytest.mark.django_db
 
@@ -40,21 +40,6 @@ VAULT = {
 F_TEXT = (
     "# Secret sourdough\n\nSourdough bread baking with a wild yeast starter: hydration levels, long cold "
     "fermentation, stretch and fold, crumb and crust. See the oven.\n"
-)
-
-TRANSACTIONAL = pytest.mark.django_db(
-    transaction=True,
-    available_apps=[
-        "django.contrib.admin",
-        "django.contrib.auth",
-        "django.contrib.contenttypes",
-        "django.contrib.sessions",
-        "django.contrib.messages",
-        "django.contrib.staticfiles",
-        "django_htmx",
-        "indexing",
-        "search",
-    ],
 )
 
 
@@ -166,7 +151,7 @@ def test_unknown_note_is_not_found(vault):
         related_notes("secret/f.md", access=Access.for_user(vault))
 
 
-@TRANSACTIONAL
+@SERVED_DB
 def test_cli_api_and_mcp_give_the_same_list(request, tmp_path, ollama, settings, django_user_model, run_cli):
 
     request.addfinalizer(close_other_connections)  # the MCP tools ran in worker threads

@@ -9,6 +9,7 @@ from indexing.access import Access
 from search.request import Mode, SearchRequest
 from search.retrieval.spelling import query_correction
 from tests.support.factories import make_vault
+from tests.support.mcp_client import SERVED_DB
 
 NOTES = {
     "diabetes.md": "# Diabetes care\n\nInsulin resistance and diabetes in older patients.\n",
@@ -75,23 +76,8 @@ def test_correction_can_be_turned_off(vault, settings):
 
 # --- every face says "showing results for … / search instead for …" -------------------------------
 
-TRANSACTIONAL = pytest.mark.django_db(
-    transaction=True,
-    available_apps=[
-        "django.contrib.admin",
-        "django.contrib.auth",
-        "django.contrib.contenttypes",
-        "django.contrib.sessions",
-        "django.contrib.messages",
-        "django.contrib.staticfiles",
-        "django_htmx",
-        "indexing",
-        "search",
-    ],
-)
 
-
-@TRANSACTIONAL
+@SERVED_DB
 def test_every_face_shows_the_correction_and_searches_as_written_on_request(request, tmp_path, run_cli):
     import json
 

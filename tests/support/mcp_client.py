@@ -12,7 +12,27 @@ import contextlib
 import threading
 import time
 
+import pytest
+
 from tests.support.servers import free_port
+
+# A server thread answers from its own database connection, so the tests that serve (or share
+# their data with other threads) commit for real; available_apps makes the flush between tests a
+# TRUNCATE … CASCADE, which also empties the keyword index tables that reference documents.
+SERVED_DB = pytest.mark.django_db(
+    transaction=True,
+    available_apps=[
+        "django.contrib.admin",
+        "django.contrib.auth",
+        "django.contrib.contenttypes",
+        "django.contrib.sessions",
+        "django.contrib.messages",
+        "django.contrib.staticfiles",
+        "django_htmx",
+        "indexing",
+        "search",
+    ],
+)
 
 
 def close_other_connections() -> None:

@@ -11,25 +11,11 @@ import httpx
 import pytest
 
 from indexing.access import Access
+from tests.support.mcp_client import SERVED_DB
 from tests.support.mcp_client import http_client as _http_client
 from tests.support.paths import ROOT
 
-# available_apps makes the flush between tests TRUNCATE … CASCADE, which also empties the
-# keyword index tables that reference documents.
-pytestmark = pytest.mark.django_db(
-    transaction=True,
-    available_apps=[
-        "django.contrib.admin",
-        "django.contrib.auth",
-        "django.contrib.contenttypes",
-        "django.contrib.sessions",
-        "django.contrib.messages",
-        "django.contrib.staticfiles",
-        "django_htmx",
-        "indexing",
-        "search",
-    ],
-)
+pytestmark = SERVED_DB
 
 TOOLS = {
     "pmd_search",
