@@ -1,0 +1,374 @@
+"""OAuth 2.1 for remote agents, end to end: the MCP Python SDK's own OAuth client against pmd's
+real endpoints served by uvicorn on loopback, a member's browser simulated with httpx (sign in,
+consent form, redirect to the client's callback); then the protocol's refusals one by one."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+import time
+from urllib.parse import parse_qs, urlsplit
+
+import anyio
+import httpx
+import pytest
+
+from indexing.models import ApiToken, AuditEvent, OAuthGrant
+from tests.support.factories import make_token, make_user
+from tests.support.mcp_client import SERVED_DB, serve_asgi
+
+pytestmark = SERVED_DB
+
+CALLBACK = "http://127.0.0.1:1/callback"  # never reached: the simulated browser stops at the redirect
+MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "0"}},
+}
+
+
+@pytest.fixture
+def served(indexed_collection):
+    with serve_asgi() as url:
+        yield url
+
+
+@pytest.fixture
+def ann(db):
+    return make_user("ann")
+
+
+class Browser:
+    """A member's browser: signs in with a password and answers the consent page."""
+
+    def __init__(self, base: str, *, user: str = "ann", allow: bool = True, write: bool = False, collections=()):
+        self.http = httpx.Client(base_url=base, timeout=30)
+        self.user, self.allow, self.write, self.collections = user, allow, write, list(collections)
+        self.consent_page = ""
+        self.consent_policy = ""
+
+    def _csrf(self, html: str) -> str:
+        return re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', html).group(1)
+
+    def sign_in(self, next_url: str = "/") -> httpx.Response:
+        login = self.http.get("/accounts/login/")
+        signed_in = self.http.post(
+            "/accounts/login/",
+            data={
+                "username": self.user,
+                "password": f"pw-{self.user}-123",
+                "next": next_url,
+                "csrfmiddlewaretoken": self._csrf(login.text),
+            },
+        )
+        assert signed_in.status_code == 302, signed_in.text
+        return signed_in
+
+    def authorize(self, url: str) -> str:
+        """Open the authorization URL, sign in when asked, answer; the client's callback URL."""
+        response = self.http.get(url)
+        if response.status_code == 302 and "/accounts/login/" in response.headers["location"]:
+            next_url = parse_qs(urlsplit(response.headers["location"]).query)["next"][0]
+            signed_in = self.sign_in(next_url)
+            response = self.http.get(signed_in.headers["location"])
+        assert response.status_code == 200, response.text
+        self.consent_page = response.text
+        self.consent_policy = response.headers["content-security-policy"]
+        form = {"csrfmiddlewaretoken": self._csrf(response.text), "decision": "allow" if self.allow else "deny"}
+        if self.write:
+            form["allow_write"] = "1"
+        answered = self.http.post(url, data={**form, "collections": self.collections})
+        assert answered.status_code == 302, answered.text
+        return answered.headers["location"]
+
+
+class Memory:
+    """The SDK's TokenStorage, in memory."""
+
+    def __init__(self):
+        self.tokens = None
+        self.client_info = None
+
+    async def get_tokens(self):
+        return self.tokens
+
+    async def set_tokens(self, tokens):
+        self.tokens = tokens
+
+    async def get_client_info(self):
+        return self.client_info
+
+    async def set_client_info(self, client_info):
+        self.client_info = client_info
+
+
+def sdk_provider(base: str, browser: Browser, storage: Memory):
+    from mcp.client.auth import OAuthClientProvider
+    from mcp.shared.auth import AuthorizationCodeResult, OAuthClientMetadata
+
+    callbacks = []
+
+    async def redirect_handler(url: str) -> None:
+        callbacks.append(await anyio.to_thread.run_sync(browser.authorize, url))
+
+    async def callback_handler() -> AuthorizationCodeResult:
+        query = parse_qs(urlsplit(callbacks[-1]).query)
+        return AuthorizationCodeResult(code=query["code"][0], state=query["state"][0])
+
+    return OAuthClientProvider(
+        server_url=f"{base}/mcp",
+        client_metadata=OAuthClientMetadata(
+            client_name="Test agent",
+            redirect_uris=[CALLBACK],
+            grant_types=["authorization_code", "refresh_token"],
+            response_types=["code"],
+            token_endpoint_auth_method="none",
+        ),
+        storage=storage,
+        redirect_handler=redirect_handler,
+        callback_handler=callback_handler,
+    )
+
+
+def mcp_status(base: str, access_token: str | None) -> httpx.Response:
+    headers = dict(MCP_HEADERS)
+    if access_token:
+        headers["Authorization"] = f"Bearer {access_token}"
+    return httpx.post(f"{base}/mcp", json=INITIALIZE, headers=headers, timeout=10)
+
+
+def test_sdk_client_signs_in_with_oauth_searches_refreshes_and_is_revoked(served, ann, indexed_collection):
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    browser = Browser(served, collections=["notes"])
+    storage = Memory()
+    provider = sdk_provider(served, browser, storage)
+    doc = indexed_collection.documents.filter(active=True).order_by("path").first()
+
+    async def session(work):
+        async with httpx2.AsyncClient(auth=provider, timeout=30) as http:
+            async with Client(streamable_http_client(f"{served}/mcp", http_client=http)) as client:
+                return await work(client)
+
+    async def first(client):
+        tools = await client.list_tools()
+        found = await client.call_tool("search", {"query": "postgres tuning"})
+        fetched = await client.call_tool("fetch", {"id": doc.docid})
+        return tools, found, fetched
+
+    tools, found, fetched = anyio.run(session, first)
+    # discovery → registration → consent → token: the SDK did it all from the 401's challenge.
+    assert {"search", "fetch"} <= {t.name for t in tools.tools}
+    assert "Test agent" in browser.consent_page and "write" in browser.consent_page
+    assert browser.consent_policy.endswith("http://127.0.0.1:1")  # the consent form may redirect there
+    assert not found.is_error and found.structured_content["results"], found.content
+    first_result = found.structured_content["results"][0]
+    assert set(first_result) == {"id", "title", "url", "text"}
+    assert first_result["url"].startswith(f"{served}/doc/notes/")
+    assert fetched.structured_content["text"] == doc.content.body
+    assert fetched.structured_content["url"] == f"{served}/doc/notes/{doc.path}"
+
+    # The access token is an ordinary read-only API token of ann's, limited to what she ticked.
+    grant = OAuthGrant.objects.select_related("token", "client").get()
+    assert grant.user == ann and grant.client.name == "Test agent"
+    assert grant.token.can_write is False
+    assert [c.name for c in grant.token.collections.all()] == ["notes"]
+    first_tokens = storage.tokens
+    assert first_tokens.scope == "read" and first_tokens.refresh_token.startswith("pmdr_")
+    api = httpx.get(f"{served}/api/status", headers={"Authorization": f"Bearer {first_tokens.access_token}"})
+    assert api.status_code == 200
+
+    # Refresh: the SDK sees its token expired and refreshes it; the old values stop working.
+    provider.context.token_expiry_time = time.time() - 1
+
+    async def again(client):
+        return await client.call_tool("search", {"query": "postgres tuning"})
+
+    assert not anyio.run(session, again).is_error
+    refreshed = storage.tokens
+    assert refreshed.access_token != first_tokens.access_token
+    assert refreshed.refresh_token != first_tokens.refresh_token
+    assert mcp_status(served, first_tokens.access_token).status_code == 401
+    assert mcp_status(served, refreshed.access_token).status_code == 200
+    replay = httpx.post(
+        f"{served}/oauth/token",
+        data={
+            "grant_type": "refresh_token",
+            "refresh_token": first_tokens.refresh_token,
+            "client_id": storage.client_info.client_id,
+        },
+    )
+    assert replay.status_code == 400 and replay.json()["error"] == "invalid_grant"
+
+    # Revocation (RFC 7009) by the refresh token ends the whole grant: then a 401 with the challenge.
+    revoked = httpx.post(
+        f"{served}/oauth/revoke",
+        data={"token": refreshed.refresh_token, "client_id": storage.client_info.client_id},
+    )
+    assert revoked.status_code == 200
+    refused = mcp_status(served, refreshed.access_token)
+    assert refused.status_code == 401
+    assert 'resource_metadata="' in refused.headers["www-authenticate"]
+    assert AuditEvent.objects.filter(action="oauth.grant").exists()
+    assert AuditEvent.objects.filter(action="oauth.revoke").exists()
+
+
+def test_discovery_documents_name_pmd_as_its_own_authorization_server(served):
+    with httpx.Client(base_url=served, timeout=10) as http:
+        challenge = mcp_status(served, None)
+        assert challenge.status_code == 401
+        metadata_url = re.search(r'resource_metadata="([^"]+)"', challenge.headers["www-authenticate"]).group(1)
+        assert metadata_url == f"{served}/.well-known/oauth-protected-resource/mcp"
+        assert challenge.json()["id"] == 1 and "pmd token create" in challenge.json()["error"]["message"]
+        resource = http.get(metadata_url).json()
+        assert resource["resource"] == f"{served}/mcp" and resource["authorization_servers"] == [served]
+        assert http.get("/.well-known/oauth-protected-resource").json()["resource"] == served
+        assert http.get("/.well-known/oauth-protected-resource/api").json()["resource"] == f"{served}/api"
+        server = http.get("/.well-known/oauth-authorization-server").json()
+        assert server["issuer"] == served
+        assert server["code_challenge_methods_supported"] == ["S256"]
+        assert server["registration_endpoint"] == f"{served}/oauth/register"
+        assert server["revocation_endpoint"] == f"{served}/oauth/revoke"
+        api = http.get("/api/status")
+        assert api.status_code == 401
+        assert (
+            f'resource_metadata="{served}/.well-known/oauth-protected-resource/api"' in api.headers["www-authenticate"]
+        )
+
+
+def _register(http) -> str:
+    registered = http.post(
+        "/oauth/register",
+        json={"client_name": "Probe", "redirect_uris": [CALLBACK], "token_endpoint_auth_method": "none"},
+    )
+    assert registered.status_code == 201, registered.text
+    assert "client_secret" not in registered.json() or not registered.json()["client_secret"]
+    return registered.json()["client_id"]
+
+
+def _challenge(verifier: str) -> str:
+    return base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).decode().rstrip("=")
+
+
+def _authorize_url(client_id: str, **extra) -> str:
+    params = {
+        "response_type": "code",
+        "client_id": client_id,
+        "redirect_uri": CALLBACK,
+        "state": "s1",
+        "scope": "read write",
+        **extra,
+    }
+    return "/oauth/authorize?" + httpx.QueryParams(params).__str__()
+
+
+def test_pkce_s256_is_required_and_a_code_is_good_once_for_its_verifier(served, ann):
+    verifier = "v" * 50
+    with httpx.Client(base_url=served, timeout=10) as http:
+        client_id = _register(http)
+        browser = Browser(served, write=True)
+        browser.sign_in()
+        # No challenge, or a plain one: refused back to the client, before anything is granted.
+        for extra in ({}, {"code_challenge": verifier, "code_challenge_method": "plain"}):
+            refused = browser.http.get(_authorize_url(client_id, **extra))
+            assert refused.status_code == 302 and "error=invalid_request" in refused.headers["location"], extra
+        callback = browser.authorize(
+            _authorize_url(client_id, code_challenge=_challenge(verifier), code_challenge_method="S256")
+        )
+        code = parse_qs(urlsplit(callback).query)["code"][0]
+        exchange = {"grant_type": "authorization_code", "code": code, "redirect_uri": CALLBACK, "client_id": client_id}
+        wrong = http.post("/oauth/token", data={**exchange, "code_verifier": "x" * 50})
+        assert wrong.status_code == 400 and wrong.json()["error"] == "invalid_grant"
+        good = http.post("/oauth/token", data={**exchange, "code_verifier": verifier})
+        assert good.status_code == 200, good.text
+        assert good.json()["scope"] == "read write"
+        again = http.post("/oauth/token", data={**exchange, "code_verifier": verifier})
+        assert again.status_code == 400 and again.json()["error"] == "invalid_grant"
+    token = ApiToken.objects.get(oauth_grant__isnull=False, revoked__isnull=True, digest__isnull=False)
+    assert token.can_write is True and token.user == ann
+
+
+def test_a_denied_consent_redirects_with_access_denied_and_grants_nothing(served, ann):
+    with httpx.Client(base_url=served, timeout=10) as http:
+        client_id = _register(http)
+    callback = Browser(served, allow=False).authorize(
+        _authorize_url(client_id, code_challenge=_challenge("v" * 50), code_challenge_method="S256")
+    )
+    assert callback.startswith(CALLBACK) and "error=access_denied" in callback and "state=s1" in callback
+    assert not OAuthGrant.objects.exists()
+
+
+def test_an_unregistered_redirect_uri_is_refused_on_pmds_page_not_redirected(served, ann):
+    with httpx.Client(base_url=served, timeout=10) as http:
+        client_id = _register(http)
+    browser = Browser(served)
+    url = _authorize_url(client_id, code_challenge=_challenge("v" * 50), code_challenge_method="S256")
+    browser.sign_in()
+    evil = url.replace("127.0.0.1%3A1", "evil.example")
+    response = browser.http.get(evil)
+    assert response.status_code == 400 and "cannot be used" in response.text
+
+
+def test_consent_cannot_grant_a_collection_the_member_does_not_see(served, ann, indexed_collection):
+    from indexing.models import Collection
+
+    Collection.objects.filter(pk=indexed_collection.pk).update(visibility=Collection.Visibility.PRIVATE)
+    with httpx.Client(base_url=served, timeout=10) as http:
+        client_id = _register(http)
+    browser = Browser(served, collections=["notes"])
+    url = _authorize_url(client_id, code_challenge=_challenge("v" * 50), code_challenge_method="S256")
+    with pytest.raises(AssertionError):
+        browser.authorize(url)
+    assert "notes" not in browser.consent_page.split("Which collections")[1]
+    assert not OAuthGrant.objects.exists()
+
+
+def test_oauth_clients_are_listed_on_the_tokens_page_and_revoked_there(served, ann):
+    from django.test import Client
+
+    with httpx.Client(base_url=served, timeout=10) as http:
+        client_id = _register(http)
+        verifier = "v" * 50
+        callback = Browser(served).authorize(
+            _authorize_url(client_id, code_challenge=_challenge(verifier), code_challenge_method="S256")
+        )
+        code = parse_qs(urlsplit(callback).query)["code"][0]
+        tokens = http.post(
+            "/oauth/token",
+            data={
+                "grant_type": "authorization_code",
+                "code": code,
+                "redirect_uri": CALLBACK,
+                "client_id": client_id,
+                "code_verifier": verifier,
+            },
+        ).json()
+    pasted = make_token(ann)
+    web = Client()
+    web.force_login(ann)
+    page = web.get("/tokens/").content.decode()
+    grant = OAuthGrant.objects.get()
+    assert "Probe" in page and f"/tokens/oauth/{grant.pk}/revoke/" in page
+    assert f"{grant.token.prefix}…" not in page  # not among the pasted tokens
+    other = Client()
+    other.force_login(make_user("bob"))
+    assert other.post(f"/tokens/oauth/{grant.pk}/revoke/").status_code == 404
+    assert web.post(f"/tokens/oauth/{grant.pk}/revoke/").status_code == 302
+    assert mcp_status(served, tokens["access_token"]).status_code == 401
+    assert mcp_status(served, pasted).status_code == 200  # pasted tokens keep working
+
+
+def test_with_oauth_off_there_is_no_discovery_and_mcp_answers_403(served, settings):
+    settings.PMD_OAUTH = False
+    with httpx.Client(base_url=served, timeout=10) as http:
+        assert http.get("/.well-known/oauth-authorization-server").status_code == 404
+        assert http.get("/.well-known/oauth-protected-resource/mcp").status_code == 404
+        assert http.post("/oauth/register", json={"redirect_uris": [CALLBACK]}).status_code == 404
+        missing = mcp_status(served, None)
+        assert missing.status_code == 403 and "www-authenticate" not in missing.headers
+        assert http.get("/api/status").headers["www-authenticate"] == 'Bearer realm="pmd"'
