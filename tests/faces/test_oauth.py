@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import re
 import time
 from urllib.parse import parse_qs, urlsplit
@@ -69,6 +70,12 @@ class Browser:
 
     def authorize(self, url: str) -> str:
         """Open the authorization URL, sign in when asked, answer; the client's callback URL."""
+        answered = self.answer(url)
+        assert answered.status_code == 302, answered.text
+        return answered.headers["location"]
+
+    def answer(self, url: str) -> httpx.Response:
+        """Open the authorization URL, sign in when asked, answer the consent page: the answer."""
         response = self.http.get(url)
         if response.status_code == 302 and "/accounts/login/" in response.headers["location"]:
             next_url = parse_qs(urlsplit(response.headers["location"]).query)["next"][0]
@@ -80,9 +87,7 @@ class Browser:
         form = {"csrfmiddlewaretoken": self._csrf(response.text), "decision": "allow" if self.allow else "deny"}
         if self.write:
             form["allow_write"] = "1"
-        answered = self.http.post(url, data={**form, "collections": self.collections})
-        assert answered.status_code == 302, answered.text
-        return answered.headers["location"]
+        return self.http.post(url, data={**form, "collections": self.collections})
 
 
 class Memory:
@@ -167,6 +172,10 @@ def test_sdk_client_signs_in_with_oauth_searches_refreshes_and_is_revoked(served
     assert "Test agent" in browser.consent_page and "write" in browser.consent_page
     assert browser.consent_policy.endswith("http://127.0.0.1:1")  # the consent form may redirect there
     assert not found.is_error and found.structured_content["results"], found.content
+    # ChatGPT reads the one text item as JSON: the same object as the structured content.
+    assert json.loads(found.content[0].text) == found.structured_content
+    assert json.loads(fetched.content[0].text) == fetched.structured_content
+    assert set(fetched.structured_content) == {"id", "title", "text", "url", "metadata"}
     first_result = found.structured_content["results"][0]
     assert set(first_result) == {"id", "title", "url", "text"}
     assert first_result["url"].startswith(f"{served}/doc/notes/")
@@ -204,6 +213,13 @@ def test_sdk_client_signs_in_with_oauth_searches_refreshes_and_is_revoked(served
         },
     )
     assert replay.status_code == 400 and replay.json()["error"] == "invalid_grant"
+    with httpx.Client(base_url=served, timeout=10) as http:
+        stranger = _register(http)
+    stolen = httpx.post(
+        f"{served}/oauth/token",
+        data={"grant_type": "refresh_token", "refresh_token": refreshed.refresh_token, "client_id": stranger},
+    )
+    assert stolen.status_code == 400 and stolen.json()["error"] == "invalid_grant"  # another client's token
 
     # Revocation (RFC 7009) by the refresh token ends the whole grant: then a 401 with the challenge.
     revoked = httpx.post(
@@ -322,8 +338,8 @@ def test_consent_cannot_grant_a_collection_the_member_does_not_see(served, ann, 
         client_id = _register(http)
     browser = Browser(served, collections=["notes"])
     url = _authorize_url(client_id, code_challenge=_challenge("v" * 50), code_challenge_method="S256")
-    with pytest.raises(AssertionError):
-        browser.authorize(url)
+    answered = browser.answer(url)  # a hand-made form naming the collection she does not see
+    assert answered.status_code == 400 and "ann sees no collection named" in answered.text
     assert "notes" not in browser.consent_page.split("Which collections")[1]
     assert not OAuthGrant.objects.exists()
 
