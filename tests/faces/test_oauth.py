@@ -388,3 +388,34 @@ def test_with_oauth_off_there_is_no_discovery_and_mcp_answers_403(served, settin
         missing = mcp_status(served, None)
         assert missing.status_code == 403 and "www-authenticate" not in missing.headers
         assert http.get("/api/status").headers["www-authenticate"] == 'Bearer realm="pmd"'
+
+
+def test_a_client_with_a_secret_must_send_it_to_exchange_its_code(served, ann):
+    verifier = "v" * 50
+    with httpx.Client(base_url=served, timeout=10) as http:
+        registered = http.post(
+            "/oauth/register",
+            json={
+                "client_name": "Server app",
+                "redirect_uris": [CALLBACK],
+                "token_endpoint_auth_method": "client_secret_basic",
+            },
+        ).json()
+        assert registered["client_secret"]
+        callback = Browser(served).authorize(
+            _authorize_url(registered["client_id"], code_challenge=_challenge(verifier), code_challenge_method="S256")
+        )
+        exchange = {
+            "grant_type": "authorization_code",
+            "code": parse_qs(urlsplit(callback).query)["code"][0],
+            "redirect_uri": CALLBACK,
+            "client_id": registered["client_id"],
+            "code_verifier": verifier,
+        }
+        anonymous = http.post("/oauth/token", data=exchange)
+        assert anonymous.status_code == 401 and anonymous.json()["error"] == "invalid_client"
+        wrong = http.post("/oauth/token", data=exchange, auth=(registered["client_id"], "not-the-secret"))
+        assert wrong.status_code == 401
+        good = http.post("/oauth/token", data=exchange, auth=(registered["client_id"], registered["client_secret"]))
+        assert good.status_code == 200, good.text
+        assert good.json()["scope"] == "read"
