@@ -60,6 +60,9 @@ class OAuthGrant(models.Model):
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="oauth_grants")
     token = models.OneToOneField(ApiToken, on_delete=models.CASCADE, related_name="oauth_grant")
     refresh_digest = models.CharField(max_length=64, unique=True)
+    replaced_digest = models.CharField(
+        max_length=64, blank=True, default="", db_index=True, help_text="the refresh token this one replaced"
+    )
     created = models.DateTimeField(auto_now_add=True)
     refreshed = models.DateTimeField(null=True, blank=True)
     revoked = models.DateTimeField(null=True, blank=True)

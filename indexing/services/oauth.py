@@ -159,14 +159,21 @@ def oauth_grant_create(*, code: OAuthCode, access_raw: str, refresh_raw: str) ->
 
 
 def oauth_grant_find(refresh_raw: str | None) -> OAuthGrant | None:
-    """The live grant a refresh token belongs to (an old, replaced refresh token finds nothing)."""
+    """The live grant a refresh token belongs to.
+
+    A refresh token that was already replaced finds nothing, and ends its grant: either the client
+    or someone who copied the token is replaying it, and pmd cannot tell which (OAuth 2.1's advice
+    for public clients). The member allows the client again to continue.
+    """
     if not refresh_raw or not refresh_raw.startswith(REFRESH_PREFIX) or len(refresh_raw) > 200:
         return None
-    return (
-        OAuthGrant.objects.select_related("client", "user", "token")
-        .filter(refresh_digest=token_digest(refresh_raw), revoked__isnull=True, user__is_active=True)
-        .first()
-    )
+    digest = token_digest(refresh_raw)
+    grants = OAuthGrant.objects.select_related("client", "user", "token").filter(revoked__isnull=True)
+    found = grants.filter(refresh_digest=digest, user__is_active=True).first()
+    if found is None:
+        for replayed in grants.filter(replaced_digest=digest):
+            _revoke(replayed, None, reason="a replaced refresh token was used again")
+    return found
 
 
 def oauth_grant_refresh(grant: OAuthGrant, *, access_raw: str, refresh_raw: str) -> OAuthGrant:
@@ -181,9 +188,10 @@ def oauth_grant_refresh(grant: OAuthGrant, *, access_raw: str, refresh_raw: str)
             prefix=access_raw[: len(TOKEN_PREFIX) + 6],
             expires=timezone.now() + ACCESS_LIFETIME,
         )
+        grant.replaced_digest = grant.refresh_digest
         grant.refresh_digest = token_digest(refresh_raw)
         grant.refreshed = timezone.now()
-        grant.save(update_fields=["refresh_digest", "refreshed"])
+        grant.save(update_fields=["replaced_digest", "refresh_digest", "refreshed"])
     return grant
 
 
@@ -200,12 +208,13 @@ def oauth_token_find(raw: str | None) -> OAuthGrant | None:
     )
 
 
-def _revoke(grant: OAuthGrant, access: Access) -> None:
+def _revoke(grant: OAuthGrant, access: Access | None, **detail) -> None:
+    """End a grant: its access token and refresh token at once. `access` None: pmd itself."""
     now = timezone.now()
     with transaction.atomic():
         OAuthGrant.objects.filter(pk=grant.pk, revoked__isnull=True).update(revoked=now)
         ApiToken.objects.filter(pk=grant.token_id, revoked__isnull=True).update(revoked=now)
-        audit_record(access, "oauth.revoke", f"{grant.client} for {grant.user.get_username()}")
+        audit_record(access, "oauth.revoke", f"{grant.client} for {grant.user.get_username()}", **detail)
 
 
 def oauth_token_revoke(grant: OAuthGrant) -> None:

@@ -208,6 +208,10 @@ class AuthorizationServer(DjangoAuthorizationServer):
         self.register_endpoint(Revocation)
         self.register_endpoint(Registration)
 
+    def validate_requested_scope(self, scope):
+        """Scopes pmd does not know (offline_access, openid, a client's own) are dropped, not refused:
+        the token response says what was granted (`Client.get_allowed_scope`)."""
+
     def query_client(self, client_id):
         found = oauth.oauth_client_find(client_id)
         return Client(found) if found is not None else None

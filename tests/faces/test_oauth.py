@@ -204,15 +204,6 @@ def test_sdk_client_signs_in_with_oauth_searches_refreshes_and_is_revoked(served
     assert refreshed.refresh_token != first_tokens.refresh_token
     assert mcp_status(served, first_tokens.access_token).status_code == 401
     assert mcp_status(served, refreshed.access_token).status_code == 200
-    replay = httpx.post(
-        f"{served}/oauth/token",
-        data={
-            "grant_type": "refresh_token",
-            "refresh_token": first_tokens.refresh_token,
-            "client_id": storage.client_info.client_id,
-        },
-    )
-    assert replay.status_code == 400 and replay.json()["error"] == "invalid_grant"
     with httpx.Client(base_url=served, timeout=10) as http:
         stranger = _register(http)
     stolen = httpx.post(
@@ -220,6 +211,7 @@ def test_sdk_client_signs_in_with_oauth_searches_refreshes_and_is_revoked(served
         data={"grant_type": "refresh_token", "refresh_token": refreshed.refresh_token, "client_id": stranger},
     )
     assert stolen.status_code == 400 and stolen.json()["error"] == "invalid_grant"  # another client's token
+    assert mcp_status(served, refreshed.access_token).status_code == 200
 
     # Revocation (RFC 7009) by the refresh token ends the whole grant: then a 401 with the challenge.
     revoked = httpx.post(
@@ -419,3 +411,57 @@ def test_a_client_with_a_secret_must_send_it_to_exchange_its_code(served, ann):
         good = http.post("/oauth/token", data=exchange, auth=(registered["client_id"], registered["client_secret"]))
         assert good.status_code == 200, good.text
         assert good.json()["scope"] == "read"
+
+
+def _exchange(http, client_id: str, verifier: str, callback: str) -> dict:
+    tokens = http.post(
+        "/oauth/token",
+        data={
+            "grant_type": "authorization_code",
+            "code": parse_qs(urlsplit(callback).query)["code"][0],
+            "redirect_uri": CALLBACK,
+            "client_id": client_id,
+            "code_verifier": verifier,
+        },
+    )
+    assert tokens.status_code == 200, tokens.text
+    return tokens.json()
+
+
+def test_a_replaced_refresh_token_used_again_ends_the_grant(served, ann):
+    verifier = "v" * 50
+    with httpx.Client(base_url=served, timeout=10) as http:
+        client_id = _register(http)
+        callback = Browser(served).authorize(
+            _authorize_url(client_id, code_challenge=_challenge(verifier), code_challenge_method="S256")
+        )
+        first = _exchange(http, client_id, verifier, callback)
+
+        def refresh(token: str) -> httpx.Response:
+            return http.post(
+                "/oauth/token", data={"grant_type": "refresh_token", "refresh_token": token, "client_id": client_id}
+            )
+
+        second = refresh(first["refresh_token"])
+        assert second.status_code == 200 and second.json()["scope"] == "read"
+        replayed = refresh(first["refresh_token"])
+        assert replayed.status_code == 400 and replayed.json()["error"] == "invalid_grant"
+        # Whoever replayed it, the grant is over: the newest tokens stop working too.
+        assert refresh(second.json()["refresh_token"]).json()["error"] == "invalid_grant"
+    assert mcp_status(served, second.json()["access_token"]).status_code == 401
+    revoked = AuditEvent.objects.get(action="oauth.revoke")
+    assert revoked.detail["reason"] == "a replaced refresh token was used again" and revoked.actor_label == "pmd"
+
+
+def test_scopes_pmd_does_not_know_are_dropped_not_refused(served, ann):
+    verifier = "v" * 50
+    with httpx.Client(base_url=served, timeout=10) as http:
+        client_id = _register(http)
+        url = _authorize_url(
+            client_id,
+            scope="openid offline_access read",
+            code_challenge=_challenge(verifier),
+            code_challenge_method="S256",
+        )
+        tokens = _exchange(http, client_id, verifier, Browser(served).authorize(url))
+    assert tokens["scope"] == "read" and tokens["refresh_token"]
