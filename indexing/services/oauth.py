@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import secrets
 from datetime import timedelta
+from urllib.parse import urlsplit
 
 from django.db import transaction
 from django.utils import timezone
@@ -46,8 +47,9 @@ def oauth_client_register(
     *, client_id: str, secret: str | None, name: str, redirect_uris: list[str], auth_method: str, metadata: dict
 ) -> OAuthClient:
     """Keep a client that registered itself (RFC 7591); its secret only as a digest."""
-    if not redirect_uris:
-        raise InvalidToken("a client needs at least one redirect URI")
+    redirect_uris = _redirect_uris(redirect_uris)
+    if not isinstance(name, str) or len(name) > 200:
+        raise InvalidToken("client_name must be a text of at most 200 characters")
     return OAuthClient.objects.create(
         client_id=client_id,
         secret_digest=token_digest(secret) if secret and auth_method != "none" else "",
@@ -56,6 +58,28 @@ def oauth_client_register(
         auth_method=auth_method,
         metadata=metadata,
     )
+
+
+REFUSED_SCHEMES = {"javascript", "data", "vbscript", "file", "about", "blob"}
+MAX_REDIRECT_URIS = 10
+
+
+def _redirect_uris(uris) -> list[str]:
+    """A client's redirect URIs: absolute, without fragments, none a script or a local file (native
+    clients' own schemes, such as cursor://, are fine: the member's browser hands them the code)."""
+    if not isinstance(uris, list) or not uris:
+        raise InvalidToken("a client needs redirect_uris: a list of at least one URI")
+    if len(uris) > MAX_REDIRECT_URIS:
+        raise InvalidToken(f"a client has at most {MAX_REDIRECT_URIS} redirect URIs")
+    for uri in uris:
+        if not isinstance(uri, str) or not uri or len(uri) > 2000 or any(c in uri for c in "\x00\r\n\t "):
+            raise InvalidToken("each redirect URI is a URI of at most 2000 characters, without spaces")
+        parts = urlsplit(uri)
+        if not parts.scheme or parts.scheme.lower() in REFUSED_SCHEMES or parts.fragment:
+            raise InvalidToken(f"'{uri[:200]}' cannot be a redirect URI: it must be absolute, without a #fragment")
+        if parts.scheme.lower() in {"http", "https"} and not parts.hostname:
+            raise InvalidToken(f"'{uri[:200]}' names no host")
+    return list(uris)
 
 
 def oauth_client_find(client_id: str | None) -> OAuthClient | None:

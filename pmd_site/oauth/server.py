@@ -17,9 +17,10 @@ from authlib.oauth2.rfc6749 import ClientMixin, grants
 from authlib.oauth2.rfc6749.errors import InvalidRequestError
 from authlib.oauth2.rfc6750 import BearerTokenGenerator
 from authlib.oauth2.rfc7009 import RevocationEndpoint
-from authlib.oauth2.rfc7591 import ClientRegistrationEndpoint
+from authlib.oauth2.rfc7591 import ClientRegistrationEndpoint, InvalidClientMetadataError
 from authlib.oauth2.rfc7636 import CodeChallenge
 
+from indexing.errors import PmdError
 from indexing.models import OAuthClient, OAuthCode, OAuthGrant
 from indexing.services import oauth
 from indexing.services.tokens import token_digest
@@ -52,9 +53,7 @@ class Client(ClientMixin):
         return bool(digest) and secrets.compare_digest(digest, token_digest(client_secret or ""))
 
     def check_endpoint_auth_method(self, method, endpoint):
-        if endpoint == "token" or endpoint == "revoke":
-            return method == self.model.auth_method
-        return True
+        return method == self.model.auth_method  # token and revocation alike: a secret, once issued, is required
 
     def check_response_type(self, response_type):
         return response_type == "code"
@@ -178,7 +177,14 @@ class Registration(ClientRegistrationEndpoint):
         return None if method == "none" else secrets.token_urlsafe(32)
 
     def save_client(self, client_info, client_metadata, request):
-        model = oauth.oauth_client_register(
+        try:
+            model = self._register(client_info, client_metadata)
+        except PmdError as exc:
+            raise InvalidClientMetadataError(exc.message) from None
+        return Client(model)
+
+    def _register(self, client_info, client_metadata):
+        return oauth.oauth_client_register(
             client_id=client_info["client_id"],
             secret=client_info.get("client_secret"),
             name=client_metadata.get("client_name", ""),
@@ -186,7 +192,6 @@ class Registration(ClientRegistrationEndpoint):
             auth_method=client_metadata.get("token_endpoint_auth_method", "client_secret_basic"),
             metadata=client_metadata,
         )
-        return Client(model)
 
 
 class AuthorizationServer(DjangoAuthorizationServer):

@@ -11,9 +11,11 @@ With PMD_OAUTH off every one of these is a 404.
 from __future__ import annotations
 
 import functools
+import json
 from urllib.parse import urlsplit
 
 from authlib.oauth2 import OAuth2Error
+from authlib.oauth2.rfc6749.errors import InsecureTransportError
 from django.conf import settings
 from django.contrib.auth.views import redirect_to_login
 from django.http import Http404, JsonResponse
@@ -38,6 +40,29 @@ def oauth_on(view):
         if not settings.PMD_OAUTH:
             raise Http404("OAuth is off on this server (PMD_OAUTH)")
         return view(request, *args, **kwargs)
+
+    return wrapper
+
+
+HTTPS_NEEDED = (
+    "OAuth needs HTTPS (plain HTTP only on loopback): serve pmd behind an HTTPS proxy "
+    "and set PMD_BEHIND_HTTPS_PROXY=true"
+)
+
+
+def protocol_endpoint(view):
+    """A client-facing endpoint: no CSRF (clients, not browsers, call it), only with OAuth on, and
+    Authlib's refusal of plain HTTP as OAuth's own JSON error rather than a crash."""
+
+    @csrf_exempt
+    @oauth_on
+    @require_POST
+    @functools.wraps(view)
+    def wrapper(request, *args, **kwargs):
+        try:
+            return view(request, *args, **kwargs)
+        except InsecureTransportError:
+            return JsonResponse({"error": "invalid_request", "error_description": HTTPS_NEEDED}, status=400)
 
     return wrapper
 
@@ -97,23 +122,26 @@ def authorization_server_metadata(request):
     )
 
 
-@csrf_exempt
-@oauth_on
-@require_POST
+@protocol_endpoint
 def token(request):
     return authorization_server().create_token_response(request)
 
 
-@csrf_exempt
-@oauth_on
-@require_POST
+@protocol_endpoint
 def register(request):
+    try:
+        metadata = json.loads(request.body or b"null")
+    except ValueError:
+        metadata = None
+    if not isinstance(metadata, dict) or not metadata:
+        return JsonResponse(
+            {"error": "invalid_client_metadata", "error_description": "send the client's metadata as a JSON object"},
+            status=400,
+        )
     return authorization_server().create_endpoint_response(Registration.ENDPOINT_NAME, request)
 
 
-@csrf_exempt
-@oauth_on
-@require_POST
+@protocol_endpoint
 def revoke(request):
     return authorization_server().create_endpoint_response(Revocation.ENDPOINT_NAME, request)
 
@@ -136,6 +164,8 @@ def authorize(request):
         request.GET = query
     try:
         grant = server.get_consent_grant(request, end_user=request.user)
+    except InsecureTransportError:
+        return _consent_problem(request, HTTPS_NEEDED)
     except OAuth2Error as error:
         if getattr(error, "redirect_uri", None):
             return server.handle_error_response(server.create_oauth2_request(request), error)

@@ -465,3 +465,40 @@ def test_scopes_pmd_does_not_know_are_dropped_not_refused(served, ann):
         )
         tokens = _exchange(http, client_id, verifier, Browser(served).authorize(url))
     assert tokens["scope"] == "read" and tokens["refresh_token"]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "",
+        "not json",
+        "[]",
+        "{}",
+        '{"redirect_uris": "https://agent.example/cb"}',
+        '{"redirect_uris": []}',
+        '{"redirect_uris": ["javascript:alert(1)"]}',
+        '{"redirect_uris": ["https://agent.example/cb#frag"]}',
+        '{"redirect_uris": ["https://agent.example/cb\\u0000"]}',
+        '{"redirect_uris": ["https://agent.example/cb"], "client_name": 5}',
+        '{"redirect_uris": ["https://agent.example/cb"], "client_name": "' + "n" * 201 + '"}',
+        '{"redirect_uris": ["https://agent.example/cb"], "token_endpoint_auth_method": "private_key_jwt"}',
+        '{"redirect_uris": ["https://agent.example/cb"], "grant_types": ["client_credentials"]}',
+    ],
+)
+def test_bad_client_metadata_is_refused_with_oauths_error_and_nothing_is_kept(db, body, settings):
+    from django.test import Client
+
+    from indexing.models import OAuthClient
+
+    settings.ALLOWED_HOSTS = ["localhost"]
+    response = Client().post("/oauth/register", data=body, content_type="application/json", HTTP_HOST="localhost")
+    assert response.status_code == 400 and response.json()["error"] == "invalid_client_metadata", response.content
+    assert not OAuthClient.objects.exists()
+
+
+def test_oauth_over_plain_http_is_refused_except_on_loopback(db, settings):
+    from django.test import Client
+
+    settings.ALLOWED_HOSTS = ["pmd.lan"]
+    response = Client().post("/oauth/token", {"grant_type": "authorization_code"}, HTTP_HOST="pmd.lan")
+    assert response.status_code == 400 and "PMD_BEHIND_HTTPS_PROXY" in response.json()["error_description"]
