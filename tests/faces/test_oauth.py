@@ -502,3 +502,39 @@ def test_oauth_over_plain_http_is_refused_except_on_loopback(db, settings):
     settings.ALLOWED_HOSTS = ["pmd.lan"]
     response = Client().post("/oauth/token", {"grant_type": "authorization_code"}, HTTP_HOST="pmd.lan")
     assert response.status_code == 400 and "PMD_BEHIND_HTTPS_PROXY" in response.json()["error_description"]
+
+
+def _grant(served: str, *, write: bool = False, collections=()) -> dict:
+    """A member's consent through the simulated browser, exchanged for tokens: the token response."""
+    verifier = "v" * 50
+    with httpx.Client(base_url=served, timeout=10) as http:
+        client_id = _register(http)
+        callback = Browser(served, write=write, collections=collections).authorize(
+            _authorize_url(client_id, code_challenge=_challenge(verifier), code_challenge_method="S256")
+        )
+        return _exchange(http, client_id, verifier, callback)
+
+
+def test_an_oauth_token_sees_what_a_pasted_token_with_the_same_scope_sees(served, ann, indexed_collection, tmp_path):
+    from tests.support.factories import make_vault
+
+    make_vault(tmp_path / "other", {"zebra.md": "# Zebra\n\nquagga stripes\n"}, name="other")
+    limited = _grant(served, collections=["notes"])["access_token"]
+    whole = _grant(served)["access_token"]
+    pasted = make_token(ann, collections=["notes"])
+
+    def found(token: str) -> list[str]:
+        response = httpx.get(
+            f"{served}/api/search", params={"q": "quagga", "json": "1"}, headers={"Authorization": f"Bearer {token}"}
+        )
+        assert response.status_code == 200, response.text
+        return [r["uri"] for r in response.json()["results"]]
+
+    assert found(limited) == found(pasted) == []
+    assert found(whole) == ["pmd://other/zebra.md"]
+    save = {"name": "zebras", "query": "quagga"}
+    refused = httpx.post(f"{served}/api/saved", json=save, headers={"Authorization": f"Bearer {whole}"})
+    assert refused.status_code == 403 and "read-only" in refused.json()["message"]  # no write scope granted
+    writer = _grant(served, write=True)["access_token"]
+    saved = httpx.post(f"{served}/api/saved", json=save, headers={"Authorization": f"Bearer {writer}"})
+    assert saved.status_code in (200, 201), saved.text
