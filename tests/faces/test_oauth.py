@@ -15,7 +15,7 @@ import anyio
 import httpx
 import pytest
 
-from indexing.models import ApiToken, AuditEvent, OAuthGrant
+from indexing.models import ApiToken, AuditEvent, OAuthClient, OAuthCode, OAuthGrant
 from tests.support.factories import make_token, make_user
 from tests.support.mcp_client import SERVED_DB, serve_asgi
 
@@ -488,8 +488,6 @@ def test_scopes_pmd_does_not_know_are_dropped_not_refused(served, ann):
 def test_bad_client_metadata_is_refused_with_oauths_error_and_nothing_is_kept(db, body, settings):
     from django.test import Client
 
-    from indexing.models import OAuthClient
-
     settings.ALLOWED_HOSTS = ["localhost"]
     response = Client().post("/oauth/register", data=body, content_type="application/json", HTTP_HOST="localhost")
     assert response.status_code == 400 and response.json()["error"] == "invalid_client_metadata", response.content
@@ -538,3 +536,40 @@ def test_an_oauth_token_sees_what_a_pasted_token_with_the_same_scope_sees(served
     writer = _grant(served, write=True)["access_token"]
     saved = httpx.post(f"{served}/api/saved", json=save, headers={"Authorization": f"Bearer {writer}"})
     assert saved.status_code in (200, 201), saved.text
+
+
+def test_a_member_signed_in_by_the_forward_auth_proxy_consents_as_themselves(db, settings):
+    """Any sign-in works: the consent page is an ordinary page of the member's web session."""
+    import ipaddress
+
+    from django.test import Client
+
+    settings.ALLOWED_HOSTS = ["localhost"]
+    settings.PMD_FORWARD_AUTH = True
+    settings.PMD_FORWARD_AUTH_PROXIES = [ipaddress.ip_network("10.9.0.0/24")]
+    browser = Client(REMOTE_ADDR="10.9.0.3", HTTP_REMOTE_USER="carol", HTTP_HOST="localhost")
+    registered = Client(HTTP_HOST="localhost").post(
+        "/oauth/register",
+        data={"client_name": "Proxy agent", "redirect_uris": [CALLBACK], "token_endpoint_auth_method": "none"},
+        content_type="application/json",
+    )
+    client_id = registered.json()["client_id"]
+    url = _authorize_url(client_id, code_challenge=_challenge("v" * 50), code_challenge_method="S256")
+    consent = browser.get(url)
+    assert consent.status_code == 200 and "Proxy agent" in consent.content.decode()
+    csrf = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', consent.content.decode()).group(1)
+    answered = browser.post(url, {"csrfmiddlewaretoken": csrf, "decision": "allow"})
+    assert answered.status_code == 302 and answered["Location"].startswith(f"{CALLBACK}?code=")
+    assert OAuthCode.objects.get().user.get_username() == "carol"
+
+
+def test_the_consent_form_needs_the_pages_csrf_token(served, ann):
+    with httpx.Client(base_url=served, timeout=10) as http:
+        client_id = _register(http)
+    browser = Browser(served)
+    browser.sign_in()
+    url = _authorize_url(client_id, code_challenge=_challenge("v" * 50), code_challenge_method="S256")
+    forged = browser.http.post(url, data={"decision": "allow"})  # another site's form, without the token
+    assert forged.status_code == 403
+    assert not OAuthGrant.objects.exists()
+    assert not OAuthCode.objects.exists()
