@@ -18,9 +18,9 @@ from authlib.oauth2 import OAuth2Error
 from authlib.oauth2.rfc6749.errors import InsecureTransportError
 from django.conf import settings
 from django.contrib.auth.views import redirect_to_login
-from django.http import Http404, JsonResponse
+from django.http import Http404, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
-from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django.views.decorators.http import require_GET, require_http_methods
 
 from indexing.access import visible_collection_names
 from indexing.errors import PmdError
@@ -50,19 +50,32 @@ HTTPS_NEEDED = (
 )
 
 
+def _cors(response):
+    """Any origin may call the client-facing endpoints (browser-based MCP clients do); no cookies
+    count there, so this opens nothing a client could not do from a server."""
+    response["Access-Control-Allow-Origin"] = "*"
+    return response
+
+
 def protocol_endpoint(view):
-    """A client-facing endpoint: no CSRF (clients, not browsers, call it), only with OAuth on, and
-    Authlib's refusal of plain HTTP as OAuth's own JSON error rather than a crash."""
+    """A client-facing endpoint: POST (and a CORS preflight), no CSRF (clients call it with no
+    session), only with OAuth on, and Authlib's refusal of plain HTTP as OAuth's own JSON error."""
 
     @csrf_exempt
     @oauth_on
-    @require_POST
+    @require_http_methods(["POST", "OPTIONS"])
     @functools.wraps(view)
     def wrapper(request, *args, **kwargs):
+        if request.method == "OPTIONS":
+            preflight = _cors(HttpResponse(status=204))
+            preflight["Access-Control-Allow-Methods"] = "POST"
+            preflight["Access-Control-Allow-Headers"] = "Authorization, Content-Type"
+            preflight["Access-Control-Max-Age"] = "3600"
+            return preflight
         try:
-            return view(request, *args, **kwargs)
+            return _cors(view(request, *args, **kwargs))
         except InsecureTransportError:
-            return JsonResponse({"error": "invalid_request", "error_description": HTTPS_NEEDED}, status=400)
+            return _cors(JsonResponse({"error": "invalid_request", "error_description": HTTPS_NEEDED}, status=400))
 
     return wrapper
 
@@ -73,8 +86,7 @@ def issuer(request) -> str:
 
 
 def _json(data: dict) -> JsonResponse:
-    response = JsonResponse(data)
-    response["Access-Control-Allow-Origin"] = "*"  # browser-based clients read discovery documents too
+    response = _cors(JsonResponse(data))  # browser-based clients read discovery documents too
     response["Cache-Control"] = "max-age=3600"
     return response
 

@@ -573,3 +573,20 @@ def test_the_consent_form_needs_the_pages_csrf_token(served, ann):
     assert forged.status_code == 403
     assert not OAuthGrant.objects.exists()
     assert not OAuthCode.objects.exists()
+
+
+def test_browser_based_clients_may_call_the_protocol_endpoints_from_any_origin(served):
+    preflight = httpx.options(
+        f"{served}/oauth/register",
+        headers={"Origin": "https://inspector.example", "Access-Control-Request-Method": "POST"},
+    )
+    assert preflight.status_code == 204 and preflight.headers["access-control-allow-origin"] == "*"
+    assert "Content-Type" in preflight.headers["access-control-allow-headers"]
+    registered = httpx.post(
+        f"{served}/oauth/register",
+        json={"redirect_uris": [CALLBACK], "token_endpoint_auth_method": "none"},
+        headers={"Origin": "https://inspector.example"},
+    )
+    assert registered.status_code == 201 and registered.headers["access-control-allow-origin"] == "*"
+    metadata = httpx.get(f"{served}/.well-known/oauth-authorization-server")
+    assert metadata.headers["access-control-allow-origin"] == "*"
