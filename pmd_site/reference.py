@@ -1,6 +1,7 @@
 """The generated reference pages of the documentation, and the one command that writes them:
 `python -m pmd_site.reference --write` renders `.env.example`, docs/reference/settings.md (from the
-one table of settings) and docs/reference/cli.md (from pmd's argument parser).
+one table of settings), docs/reference/cli.md (from pmd's argument parser) and
+docs/reference/errors.md (from the typed errors).
 
 Written from the code, never by hand, so that the docs cannot drift from what pmd reads and
 accepts; tests/faces/test_docs_reference.py fails when a committed page is stale.
@@ -13,6 +14,7 @@ import os
 import sys
 from pathlib import Path
 
+from indexing.errors import PmdError
 from pmd_site.cli import build_parser
 from pmd_site.settings.core import BASE_DIR
 from pmd_site.settings.table import HEADER, TABLE, Setting, render_env_example
@@ -116,12 +118,45 @@ def render_cli_page() -> str:
     return "\n".join(lines) + "\n"
 
 
+def _error_classes(base: type[PmdError] = PmdError) -> list[type[PmdError]]:
+    found = []
+    for cls in base.__subclasses__():
+        found += [cls, *_error_classes(cls)]
+    return found
+
+
+def render_errors_page() -> str:
+    """Every error a service raises: its stable code, the HTTP status the API and MCP give it, and
+    what it means (the class's own docstring)."""
+    rows = {}
+    for cls in _error_classes():
+        doc = (cls.__dict__.get("__doc__") or "").strip()
+        meaning = " ".join(doc.split("\n\n")[0].split()).replace("|", "\\|")
+        rows.setdefault(cls.code, (cls.http_status, meaning))
+    lines = [
+        "# Error codes",
+        "",
+        GENERATED,
+        "",
+        "Every error pmd's services raise, as the JSON API answers it",
+        '(`{"message", "suggestions", "code"}` with this HTTP status) and MCP tools report it;',
+        "the command line prints the message and exits 1. The [API page](../api.md) lists the codes",
+        "the HTTP layer adds (no token, an unknown path, a body too large).",
+        "",
+        "| code | HTTP status | meaning |",
+        "|---|---|---|",
+        *(f"| `{code}` | {status} | {meaning} |" for code, (status, meaning) in sorted(rows.items())),
+    ]
+    return "\n".join(lines) + "\n"
+
+
 def generated_files() -> dict[Path, str]:
     """Each generated file and the text it must hold."""
     return {
         BASE_DIR / ".env.example": render_env_example(),
         BASE_DIR / "docs" / "reference" / "settings.md": render_settings_page(),
         BASE_DIR / "docs" / "reference" / "cli.md": render_cli_page(),
+        BASE_DIR / "docs" / "reference" / "errors.md": render_errors_page(),
     }
 
 
