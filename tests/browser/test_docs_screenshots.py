@@ -126,3 +126,36 @@ def test_the_pages_the_docs_show_render_in_both_themes_and_widths(live_server, m
             context.close()
     too_big = {name: size for name, size in sizes.items() if size > MAX_BYTES}
     assert too_big == {}, f"screenshots over {MAX_BYTES} bytes: {too_big}"
+
+
+def test_the_help_link_opens_the_docs_served_by_pmd_with_their_scripts_running(
+    live_server, make_user, chromium, tmp_path, settings
+):
+    """The built docs under /help/: no script refused by the page policy, the theme's search works."""
+    import subprocess
+    import sys
+
+    site = tmp_path / "site"
+    subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--site-dir", str(site), "--config-file", str(ROOT / "mkdocs.yml")],
+        check=True,
+        capture_output=True,
+        env={"PATH": "/usr/bin:/bin", "NO_MKDOCS_2_WARNING": "1"},
+    )
+    settings.PMD_HELP_DIR = str(site)
+    make_user("ana")
+    context, page = _signed_in(chromium, live_server, "light", 1280)
+    refused = []
+    page.on("console", lambda message: refused.append(message.text) if message.type == "error" else None)
+    try:
+        page.click("a:has-text('Help')")
+        page.wait_for_url(f"{live_server.url}/help/")
+        page.locator("h1").first.wait_for()
+        assert page.locator("h1").first.inner_text().startswith("pmd")
+        page.fill("input[data-md-component='search-query']", "Claude Desktop")
+        page.locator(".md-search-result__item").first.wait_for()
+        assert "MCP" in page.locator(".md-search-result").inner_text()
+        _save(page, "help-search")
+    finally:
+        context.close()
+    assert refused == []
