@@ -10,7 +10,7 @@ accepts; tests/faces/test_docs_reference.py fails when a committed page is stale
 from __future__ import annotations
 
 import argparse
-import os
+import functools
 import sys
 from pathlib import Path
 
@@ -78,15 +78,9 @@ def render_settings_page() -> str:
 
 
 def _help(parser: argparse.ArgumentParser) -> str:
-    previous = os.environ.get("COLUMNS")
-    os.environ["COLUMNS"] = str(HELP_WIDTH)
-    try:
-        return parser.format_help().rstrip()
-    finally:
-        if previous is None:
-            os.environ.pop("COLUMNS", None)
-        else:
-            os.environ["COLUMNS"] = previous
+    """The parser's help laid out for HELP_WIDTH columns, not for the terminal running this."""
+    parser._get_formatter = functools.partial(parser.formatter_class, prog=parser.prog, width=HELP_WIDTH)  # noqa: SLF001 - argparse's one hook for the width
+    return parser.format_help().rstrip()
 
 
 def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
