@@ -159,8 +159,16 @@ def _access_token(*, client: OAuthClient, user, raw: str, can_write: bool, colle
 
 
 def oauth_grant_create(*, code: OAuthCode, access_raw: str, refresh_raw: str) -> OAuthGrant:
-    """The tokens for an exchanged code: an access token with the consented scope and collections."""
+    """The tokens for an exchanged code: an access token with the consented scope and collections.
+    A member's earlier grants to the same client end: the newest consent is the one that holds."""
+    earlier = list(
+        OAuthGrant.objects.select_related("client", "user").filter(
+            client=code.client, user=code.user, revoked__isnull=True
+        )
+    )
     with transaction.atomic():
+        for grant in earlier:
+            _revoke(grant, Access.for_user(code.user), reason="allowed again")
         token = _access_token(
             client=code.client,
             user=code.user,

@@ -590,3 +590,16 @@ def test_browser_based_clients_may_call_the_protocol_endpoints_from_any_origin(s
     assert registered.status_code == 201 and registered.headers["access-control-allow-origin"] == "*"
     metadata = httpx.get(f"{served}/.well-known/oauth-authorization-server")
     assert metadata.headers["access-control-allow-origin"] == "*"
+
+
+def test_allowing_a_client_again_ends_its_earlier_grant(served, ann):
+    verifier = "v" * 50
+    with httpx.Client(base_url=served, timeout=10) as http:
+        client_id = _register(http)
+        url = _authorize_url(client_id, code_challenge=_challenge(verifier), code_challenge_method="S256")
+        first = _exchange(http, client_id, verifier, Browser(served).authorize(url))
+        second = _exchange(http, client_id, verifier, Browser(served, write=True).authorize(url))
+    assert mcp_status(served, first["access_token"]).status_code == 401
+    assert mcp_status(served, second["access_token"]).status_code == 200
+    live = OAuthGrant.objects.get(revoked__isnull=True)
+    assert live.token.can_write is True and OAuthGrant.objects.count() == 2
