@@ -603,3 +603,42 @@ def test_allowing_a_client_again_ends_its_earlier_grant(served, ann):
     assert mcp_status(served, second["access_token"]).status_code == 200
     live = OAuthGrant.objects.get(revoked__isnull=True)
     assert live.token.can_write is True and OAuthGrant.objects.count() == 2
+
+
+@pytest.mark.django_db  # the admin needs every app, not only those the served tests keep
+def test_the_admin_lists_clients_and_grants_and_revokes_grants(ann):
+    from django.test import Client
+
+    from indexing.services import oauth
+
+    client = oauth.oauth_client_register(
+        client_id="c1", secret=None, name="Probe", redirect_uris=[CALLBACK], auth_method="none", metadata={}
+    )
+    code = oauth.oauth_code_save(
+        raw="code-1",
+        client=client,
+        user=ann,
+        redirect_uri=CALLBACK,
+        scope="read",
+        collections=[],
+        code_challenge=_challenge("v" * 50),
+        code_challenge_method="S256",
+    )
+    grant = oauth.oauth_grant_create(
+        code=code, access_raw=oauth.new_access_value(), refresh_raw=oauth.new_refresh_value()
+    )
+    root = Client()
+    root.force_login(make_user("root", superuser=True))
+    assert "Probe" in root.get("/admin/indexing/oauthclient/").content.decode()
+    assert "ann" in root.get("/admin/indexing/oauthgrant/").content.decode()
+    staff = Client()
+    staff.force_login(make_user("stan", staff=True))
+    assert staff.get("/admin/indexing/oauthclient/").status_code == 403  # clients: superusers only
+    assert "ann" not in staff.get("/admin/indexing/oauthgrant/").content.decode()  # only their own grants
+    done = root.post(
+        "/admin/indexing/oauthgrant/",
+        {"action": "revoke_selected", "_selected_action": [grant.pk], "index": 0},
+        follow=True,
+    )
+    assert "Revoked 1 grant(s)" in done.content.decode()
+    assert ApiToken.objects.get(pk=grant.token_id).revoked is not None
