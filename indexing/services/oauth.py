@@ -2,8 +2,8 @@
 
 A consent becomes an OAuthGrant whose access token is an ApiToken with the granted scope
 (`write` or not, the chosen collections) and a one-hour life; a refresh gives that token a new
-value and another hour, and replaces the refresh token itself. So an OAuth access token is checked by the same
-`token_access` and limited by the same access rule as a token pasted from the web page.
+value and another hour, and replaces the refresh token itself. So an OAuth access token is
+checked by the same `token_access` and limited by the same access rule as a pasted token.
 Only digests are stored: of client secrets, codes, access and refresh tokens.
 """
 

@@ -162,6 +162,15 @@ def _consent_problem(request, message: str, status: int = 400):
     return page(request, "web/oauth_consent.html", {"problem": message}, status=status)
 
 
+def _redirect_source(redirect_uri: str | None) -> str:
+    """Where the consent form's answer goes, as a CSP source: the origin of a web client, the
+    scheme of a native one (cursor:)."""
+    target = urlsplit(redirect_uri or "")
+    if target.scheme in ("http", "https"):
+        return f"{target.scheme}://{target.netloc}" if target.netloc else ""
+    return f"{target.scheme}:" if target.scheme else ""
+
+
 @oauth_on
 @require_http_methods(["GET", "POST"])
 def authorize(request):
@@ -192,20 +201,20 @@ def authorize(request):
         except PmdError as exc:
             return _consent_problem(request, exc.message)
     asked = set((grant.request.payload.scope or "").split())
+    target = _redirect_source(grant.redirect_uri)
     response = page(
         request,
         "web/oauth_consent.html",
         {
             "client": client,
-            "redirect_host": urlsplit(grant.redirect_uri or "").netloc,
+            "redirect_host": target,
             "asks_write": "write" in asked,
             "scope_words": SCOPE_WORDS,
             "collections": visible_collection_names(access_of(request)),
         },
     )
     # The answer to the form redirects to the client: browsers hold that redirect to form-action.
-    target = urlsplit(grant.redirect_uri or "")
-    if target.scheme and target.netloc:
-        response["Content-Security-Policy"] = f"{content_security_policy()} {target.scheme}://{target.netloc}"
+    if target:
+        response["Content-Security-Policy"] = f"{content_security_policy()} {target}"
     response["Cache-Control"] = "no-store"
     return response

@@ -642,3 +642,22 @@ def test_the_admin_lists_clients_and_grants_and_revokes_grants(ann):
     )
     assert "Revoked 1 grant(s)" in done.content.decode()
     assert ApiToken.objects.get(pk=grant.token_id).revoked is not None
+
+
+def test_a_native_clients_own_scheme_is_where_the_consent_form_may_send_the_browser(served, ann):
+    native = "cursor://anysphere.cursor-retrieval/oauth/callback"
+    with httpx.Client(base_url=served, timeout=10) as http:
+        registered = http.post(
+            "/oauth/register",
+            json={"client_name": "Editor", "redirect_uris": [native], "token_endpoint_auth_method": "none"},
+        )
+    assert registered.status_code == 201, registered.text
+    browser = Browser(served)
+    url = _authorize_url(
+        registered.json()["client_id"],
+        redirect_uri=native,
+        code_challenge=_challenge("v" * 50),
+        code_challenge_method="S256",
+    )
+    assert browser.authorize(url).startswith(f"{native}?code=")
+    assert browser.consent_policy.endswith(" cursor:") and "<code>cursor:</code>" in browser.consent_page
