@@ -166,7 +166,12 @@ def oauth_grant_create(*, code: OAuthCode, access_raw: str, refresh_raw: str) ->
             client=code.client, user=code.user, revoked__isnull=True
         )
     )
+    collections = list(code.collections.all())
     with transaction.atomic():
+        # Taken here, once: of two exchanges of one code at the same moment, one finds it gone.
+        taken, _ = OAuthCode.objects.filter(pk=code.pk).delete()
+        if not taken:
+            raise TokenNotFound("this authorization code was already used")
         for grant in earlier:
             _revoke(grant, Access.for_user(code.user), reason="allowed again")
         token = _access_token(
@@ -174,7 +179,7 @@ def oauth_grant_create(*, code: OAuthCode, access_raw: str, refresh_raw: str) ->
             user=code.user,
             raw=access_raw,
             can_write="write" in code.scope.split(),
-            collections=list(code.collections.all()),
+            collections=collections,
         )
         grant = OAuthGrant.objects.create(
             client=code.client, user=code.user, token=token, refresh_digest=token_digest(refresh_raw)
@@ -185,7 +190,7 @@ def oauth_grant_create(*, code: OAuthCode, access_raw: str, refresh_raw: str) ->
             f"{code.client} for {code.user.get_username()}",
             client_id=code.client.client_id,
             scope=code.scope,
-            collections=sorted(c.name for c in code.collections.all()),
+            collections=sorted(c.name for c in collections),
         )
     return grant
 
@@ -208,13 +213,16 @@ def oauth_grant_find(refresh_raw: str | None) -> OAuthGrant | None:
     return found
 
 
-def oauth_grant_refresh(grant: OAuthGrant, *, access_raw: str, refresh_raw: str) -> OAuthGrant:
+def oauth_grant_refresh(grant: OAuthGrant, *, presented: str, access_raw: str, refresh_raw: str) -> OAuthGrant:
     """A new access token value (same token row: same scope and collections, a fresh hour) and a new
-    refresh token; the old values stop working at once."""
+    refresh token for the `presented` one; the old values stop working at once. Of two refreshes
+    with one refresh token at the same moment, the second finds it replaced."""
     with transaction.atomic():
         grant = OAuthGrant.objects.select_for_update().select_related("token", "client", "user").get(pk=grant.pk)
         if grant.revoked is not None:
             raise TokenNotFound("this grant was revoked")
+        if grant.refresh_digest != token_digest(presented):
+            raise TokenNotFound("this refresh token was already used")
         ApiToken.objects.filter(pk=grant.token_id).update(
             digest=token_digest(access_raw),
             prefix=access_raw[: len(TOKEN_PREFIX) + 6],

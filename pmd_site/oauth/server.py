@@ -14,7 +14,7 @@ import secrets
 
 from authlib.integrations.django_oauth2 import AuthorizationServer as DjangoAuthorizationServer
 from authlib.oauth2.rfc6749 import ClientMixin, grants
-from authlib.oauth2.rfc6749.errors import InvalidRequestError
+from authlib.oauth2.rfc6749.errors import InvalidGrantError, InvalidRequestError
 from authlib.oauth2.rfc6750 import BearerTokenGenerator
 from authlib.oauth2.rfc7009 import RevocationEndpoint
 from authlib.oauth2.rfc7591 import ClientRegistrationEndpoint, InvalidClientMetadataError
@@ -78,10 +78,11 @@ class Code:
 
 
 class Grant:
-    """An OAuthGrant as a refresh (or revocable) token."""
+    """An OAuthGrant as a refresh (or revocable) token, with the value the client presented."""
 
-    def __init__(self, model: OAuthGrant):
+    def __init__(self, model: OAuthGrant, presented: str = ""):
         self.model = model
+        self.presented = presented
 
     def check_client(self, client: Client) -> bool:
         return self.model.client_id == client.model.pk
@@ -137,7 +138,7 @@ class RefreshTokenGrant(grants.RefreshTokenGrant):
 
     def authenticate_refresh_token(self, refresh_token):
         found = oauth.oauth_grant_find(refresh_token)
-        return Grant(found) if found is not None else None
+        return Grant(found, refresh_token) if found is not None else None
 
     def authenticate_user(self, refresh_token):
         return refresh_token.model.user
@@ -223,16 +224,22 @@ class AuthorizationServer(DjangoAuthorizationServer):
 
     def save_token(self, token, request):
         refreshed = getattr(request, "refresh_token", None)
-        if isinstance(refreshed, Grant):
-            oauth.oauth_grant_refresh(
-                refreshed.model, access_raw=token["access_token"], refresh_raw=token["refresh_token"]
-            )
-        else:
-            oauth.oauth_grant_create(
-                code=request.authorization_code.model,
-                access_raw=token["access_token"],
-                refresh_raw=token["refresh_token"],
-            )
+        try:
+            if isinstance(refreshed, Grant):
+                oauth.oauth_grant_refresh(
+                    refreshed.model,
+                    presented=refreshed.presented,
+                    access_raw=token["access_token"],
+                    refresh_raw=token["refresh_token"],
+                )
+            else:
+                oauth.oauth_grant_create(
+                    code=request.authorization_code.model,
+                    access_raw=token["access_token"],
+                    refresh_raw=token["refresh_token"],
+                )
+        except PmdError as exc:  # a code or refresh token used twice at once: the second loses
+            raise InvalidGrantError(exc.message) from None
 
 
 _server: AuthorizationServer | None = None

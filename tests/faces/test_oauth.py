@@ -605,27 +605,53 @@ def test_allowing_a_client_again_ends_its_earlier_grant(served, ann):
     assert live.token.can_write is True and OAuthGrant.objects.count() == 2
 
 
-@pytest.mark.django_db  # the admin needs every app, not only those the served tests keep
-def test_the_admin_lists_clients_and_grants_and_revokes_grants(ann):
-    from django.test import Client
-
+def _consented(user, name: str = "Probe"):
+    """A code as the consent page leaves it, made through the service (no server needed)."""
     from indexing.services import oauth
 
     client = oauth.oauth_client_register(
-        client_id="c1", secret=None, name="Probe", redirect_uris=[CALLBACK], auth_method="none", metadata={}
+        client_id=f"c-{name}", secret=None, name=name, redirect_uris=[CALLBACK], auth_method="none", metadata={}
     )
-    code = oauth.oauth_code_save(
-        raw="code-1",
+    return oauth.oauth_code_save(
+        raw=f"code-{name}",
         client=client,
-        user=ann,
+        user=user,
         redirect_uri=CALLBACK,
         scope="read",
         collections=[],
         code_challenge=_challenge("v" * 50),
         code_challenge_method="S256",
     )
+
+
+@pytest.mark.django_db
+def test_a_code_exchanged_twice_at_once_grants_once_and_a_refresh_token_refreshes_once(ann):
+    """Two token requests racing with one code (or one refresh token): both passed Authlib's checks,
+    the second to store its tokens loses."""
+    from indexing.errors import TokenNotFound
+    from indexing.services import oauth
+
+    code = _consented(ann)
+    grant = oauth.oauth_grant_create(code=code, access_raw=oauth.new_access_value(), refresh_raw="pmdr_first")
+    with pytest.raises(TokenNotFound):
+        oauth.oauth_grant_create(code=code, access_raw=oauth.new_access_value(), refresh_raw="pmdr_second")
+    assert OAuthGrant.objects.count() == 1
+    oauth.oauth_grant_refresh(grant, presented="pmdr_first", access_raw=oauth.new_access_value(), refresh_raw="pmdr_a")
+    with pytest.raises(TokenNotFound):
+        oauth.oauth_grant_refresh(
+            grant, presented="pmdr_first", access_raw=oauth.new_access_value(), refresh_raw="pmdr_b"
+        )
+    assert oauth.oauth_grant_find("pmdr_a") is not None
+
+
+@pytest.mark.django_db  # the admin needs every app, not only those the served tests keep
+def test_the_admin_lists_clients_and_grants_and_revokes_grants(ann):
+    from django.test import Client
+
+    from indexing.services import oauth
+
     grant = oauth.oauth_grant_create(
-        code=code, access_raw=oauth.new_access_value(), refresh_raw=oauth.new_refresh_value()
+        code=_consented(ann), access_raw=oauth.new_access_value(), refresh_raw=oauth.new_refresh_value()
     )
     root = Client()
     root.force_login(make_user("root", superuser=True))
