@@ -206,7 +206,9 @@ def oauth_grant_find(refresh_raw: str | None) -> OAuthGrant | None:
         return None
     digest = token_digest(refresh_raw)
     grants = OAuthGrant.objects.select_related("client", "user", "token").filter(revoked__isnull=True)
-    found = grants.filter(refresh_digest=digest, user__is_active=True).first()
+    # A grant whose access token was revoked elsewhere (the admin, `pmd token revoke`, its only
+    # collection removed) is over too: refreshing it would hand out a dead token.
+    found = grants.filter(refresh_digest=digest, user__is_active=True, token__revoked__isnull=True).first()
     if found is None:
         for replayed in grants.filter(replaced_digest=digest):
             _revoke(replayed, None, reason="a replaced refresh token was used again")
@@ -267,7 +269,7 @@ def oauth_grants(*, user) -> list[OAuthGrant]:
     return list(
         OAuthGrant.objects.select_related("client", "token")
         .prefetch_related("token__collections")
-        .filter(user=user, revoked__isnull=True)
+        .filter(user=user, revoked__isnull=True, token__revoked__isnull=True)
     )
 
 

@@ -15,6 +15,7 @@ import anyio
 import httpx
 import pytest
 
+from indexing.access import Access
 from indexing.models import ApiToken, AuditEvent, OAuthClient, OAuthCode, OAuthGrant
 from tests.support.factories import make_token, make_user
 from tests.support.mcp_client import SERVED_DB, serve_asgi
@@ -687,3 +688,21 @@ def test_a_native_clients_own_scheme_is_where_the_consent_form_may_send_the_brow
     )
     assert browser.authorize(url).startswith(f"{native}?code=")
     assert browser.consent_policy.endswith(" cursor:") and "<code>cursor:</code>" in browser.consent_page
+
+
+def test_a_grant_whose_token_was_revoked_elsewhere_cannot_be_refreshed(served, ann, indexed_collection):
+    """Removing the one collection a grant was limited to revokes its token (as for a pasted one):
+    the grant neither refreshes into a token that sees more, nor stays listed."""
+    from indexing.services.collections import collection_remove
+    from indexing.services.oauth import oauth_grants
+
+    tokens = _grant(served, collections=["notes"])
+    client_id = OAuthGrant.objects.get().client.client_id
+    collection_remove(name="notes", access=Access.local_user())
+    refreshed = httpx.post(
+        f"{served}/oauth/token",
+        data={"grant_type": "refresh_token", "refresh_token": tokens["refresh_token"], "client_id": client_id},
+    )
+    assert refreshed.status_code == 400 and refreshed.json()["error"] == "invalid_grant"
+    assert mcp_status(served, tokens["access_token"]).status_code == 401
+    assert oauth_grants(user=ann) == []
