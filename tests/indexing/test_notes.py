@@ -1,0 +1,258 @@
+"""Writing notes through pmd (indexing.services.notes): allowed only where a person allowed it, safe on
+disk against a hostile caller, no lost update, attributed, reversible and searchable at once."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from indexing import errors
+from indexing.access import Access
+from indexing.models import AuditEvent, Document
+from indexing.noteedits import NoteEdit
+from indexing.services.notes import note_delete, note_edit, note_move_to, note_restore, note_write
+from search import HistoryRequest, SearchRequest, history_search, search_run
+from tests.support.factories import make_group, make_user, make_vault
+from tests.support.history_repo import git
+
+pytestmark = pytest.mark.django_db
+
+NOTES = {
+    "welcome.md": "# Welcome\n\nStart here.\n",
+    "meetings/standup.md": "---\ntags: [meeting]\nstatus: draft\n---\n# Standup\n\n## Decisions\n\nNone yet.\n\n"
+    "## Actions\n\n- review the budget\n",
+}
+LOCAL = Access.local_user()
+
+
+@pytest.fixture
+def vault(tmp_path):
+    collection = make_vault(tmp_path / "team", NOTES, name="team")
+    collection.writable = True
+    collection.save()
+    return collection
+
+
+def _found(word: str, access: Access = LOCAL) -> list[str]:
+    return [r.uri for r in search_run(SearchRequest(query=word, access=access)).results]
+
+
+def test_a_written_note_is_in_the_keyword_index_when_the_call_returns(vault):
+    change = note_write(
+        access=LOCAL, collection="team", path="decisions/quokka.md", content="# Quokka\n\nWe chose quokkas.\n"
+    )
+    assert change.indexed and change.action == "note.create"
+    assert _found("quokkas") == ["pmd://team/decisions/quokka.md"]
+    assert (vault.root_path + "/decisions/quokka.md") and Path(
+        vault.root_path + "/decisions/quokka.md"
+    ).read_text().startswith("# Quokka")
+
+
+def test_writing_over_an_existing_note_is_refused_unless_replace_is_asked(vault):
+    with pytest.raises(errors.NoteExists):
+        note_write(access=LOCAL, collection="team", path="welcome.md", content="gone")
+    assert Path(os.path.join(vault.root_path, "welcome.md")).read_text() == NOTES["welcome.md"]
+    change = note_write(
+        access=LOCAL, collection="team", path="welcome.md", content="# Welcome\n\nnew text\n", replace=True
+    )
+    assert change.action == "note.replace" and change.old_hash and change.new_hash != change.old_hash
+
+
+def test_replace_keeps_the_files_mode(vault):
+    path = os.path.join(vault.root_path, "welcome.md")
+    os.chmod(path, 0o640)
+    note_write(access=LOCAL, collection="team", path="welcome.md", content="x\n", replace=True)
+    assert os.stat(path).st_mode & 0o777 == 0o640
+    assert not [n for n in os.listdir(vault.root_path) if n.endswith(".pmd-tmp")]
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "../outside.md",
+        "/etc/passwd.md",
+        "meetings/../../outside.md",
+        "..%2foutside.md",
+        ".git/config",
+        ".obsidian/app.md",
+        "meetings/.hidden.md",
+        "notes\\..\\x.md",
+        "",
+        "a//b.md",
+        "script.sh",  # outside the mask (**/*.md)
+        "report.pdf",
+    ],
+)
+def test_paths_that_could_leave_the_collection_or_its_mask_are_refused(vault, path, tmp_path):
+    before = sorted(p for p in (tmp_path).rglob("*"))
+    with pytest.raises(errors.NotePathRefused):
+        note_write(access=LOCAL, collection="team", path=path, content="# pwned\n")
+    assert sorted(p for p in (tmp_path).rglob("*")) == before
+
+
+def test_a_symbolic_link_on_the_way_is_never_followed(vault, tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "target.md").write_text("theirs\n")
+    os.symlink(outside, os.path.join(vault.root_path, "linked"))
+    os.symlink(outside / "target.md", os.path.join(vault.root_path, "link.md"))
+    for path in ("linked/new.md", "linked/target.md", "link.md"):
+        with pytest.raises(errors.NotePathRefused):
+            note_write(access=LOCAL, collection="team", path=path, content="# pwned\n", replace=True)
+    assert sorted(os.listdir(outside)) == ["target.md"] and (outside / "target.md").read_text() == "theirs\n"
+
+
+def test_a_note_over_the_size_cap_is_refused(vault, settings):
+    settings.PMD_NOTE_MAX_BYTES = 100
+    with pytest.raises(errors.NoteTooLarge):
+        note_write(access=LOCAL, collection="team", path="big.md", content="x" * 101)
+    assert not os.path.exists(os.path.join(vault.root_path, "big.md"))
+
+
+def _hash(path: str) -> str:
+    return Document.objects.get(collection__name="team", path=path).content_id
+
+
+def test_a_persons_edit_on_disk_between_read_and_write_is_a_conflict_with_the_current_hash(vault):
+    read = _hash("meetings/standup.md")  # what the agent read
+    path = os.path.join(vault.root_path, "meetings/standup.md")
+    with open(path, "a") as handle:  # a person, in their editor
+        handle.write("\nAdded in Obsidian.\n")
+    edit = NoteEdit("append", content="- agent's line")
+    with pytest.raises(errors.NoteChanged) as refused:
+        note_edit(access=LOCAL, note="pmd://team/meetings/standup.md", base_hash=read, edit=edit)
+    assert refused.value.http_status == 409
+    current = refused.value.current_hash
+    assert (
+        current != read
+        and "Added in Obsidian." in Path(path).read_text()
+        and "agent's line" not in Path(path).read_text()
+    )
+    note_edit(access=LOCAL, note="pmd://team/meetings/standup.md", base_hash=current[:6], edit=edit)
+    text = Path(path).read_text()
+    assert "Added in Obsidian." in text and text.rstrip().endswith("- agent's line")
+
+
+def test_edit_operations(vault):
+    note = "pmd://team/meetings/standup.md"
+    path = os.path.join(vault.root_path, "meetings/standup.md")
+
+    def edit(**fields):
+        return note_edit(access=LOCAL, note=note, base_hash=_hash("meetings/standup.md"), edit=NoteEdit(**fields))
+
+    edit(operation="replace_section", heading="Decisions", content="We ship on Friday.")
+    edit(operation="append", heading="Decisions", content="And celebrate.")
+    edit(operation="prepend", heading="Actions", content="- first action")
+    edit(operation="set_field", field="status", value="final")
+    edit(operation="remove_field", field="tags")
+    edit(operation="replace_text", old_text="review the budget", new_text="approve the budget")
+    text = Path(path).read_text()
+    assert text == (
+        "---\nstatus: final\n---\n# Standup\n\n## Decisions\n\nWe ship on Friday.\nAnd celebrate.\n\n"
+        "## Actions\n- first action\n\n- approve the budget\n"
+    )
+    with pytest.raises(errors.NoteEditRefused, match="found 0 times"):
+        edit(operation="replace_text", old_text="nowhere", new_text="x")
+    with pytest.raises(errors.NoteEditRefused, match="no heading"):
+        edit(operation="replace_section", heading="Missing", content="x")
+    assert Path(path).read_text() == text
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_writers_of_one_note_at_once_exactly_one_wins_and_nothing_is_lost(vault):
+    """Run in threads with their own connections: the lock on the note lets one through; the
+    other, based on the same version, gets a conflict."""
+    from tests.indexing.test_concurrent_indexing import run_together
+
+    read = _hash("welcome.md")
+    won: list[int] = []
+
+    def work(i: int) -> None:
+        note_edit(
+            access=LOCAL, note="pmd://team/welcome.md", base_hash=read, edit=NoteEdit("append", content=f"writer {i}")
+        )
+        won.append(i)
+
+    failures = run_together(2, work)
+    assert len(won) == 1 and len(failures) == 1 and isinstance(failures[0], errors.NoteChanged), failures
+    text = Path(os.path.join(vault.root_path, "welcome.md")).read_text()
+    assert f"writer {won[0]}" in text and f"writer {1 - won[0]}" not in text
+
+
+def test_delete_moves_to_the_trash_which_no_search_reads_and_restore_brings_it_back(vault):
+    change = note_delete(access=LOCAL, collection="team", path="welcome.md")
+    assert change.trash_path == ".trash/welcome.md"
+    assert os.path.exists(os.path.join(vault.root_path, ".trash/welcome.md"))
+    assert not os.path.exists(os.path.join(vault.root_path, "welcome.md"))
+    assert _found("Start here") == []
+    note_write(access=LOCAL, collection="team", path="welcome.md", content="# Welcome again\n")
+    again = note_delete(access=LOCAL, collection="team", path="welcome.md")
+    assert again.trash_path == ".trash/welcome (2).md"
+    restored = note_restore(access=LOCAL, collection="team", trash_path=".trash/welcome.md")
+    assert restored.path == "welcome.md" and _found("Start here") == ["pmd://team/welcome.md"]
+
+
+def test_move_never_overwrites(vault):
+    with pytest.raises(errors.NoteExists):
+        note_move_to(access=LOCAL, collection="team", path="welcome.md", new_path="meetings/standup.md")
+    change = note_move_to(access=LOCAL, collection="team", path="welcome.md", new_path="archive/welcome.md")
+    assert change.old_path == "welcome.md" and _found("Start here") == ["pmd://team/archive/welcome.md"]
+
+
+def test_every_write_is_in_the_audit_trail_with_user_token_path_and_hashes(vault):
+    from indexing.services.tokens import token_create
+
+    member = make_user("writer")
+    vault.writer_users.add(member)
+    token = token_create(user="writer", name="agent", access=LOCAL, can_write=True).token
+    change = note_write(access=Access.for_token(token), collection="team", path="log.md", content="# Log\n")
+    event = AuditEvent.objects.get(action="note.create")
+    assert event.actor == member and event.target == "team/log.md"
+    assert event.detail["token"] == token.prefix and event.detail["new_hash"] == change.new_hash
+    assert event.detail["old_hash"] == ""
+
+
+def test_a_collection_is_read_only_unless_made_writable_and_then_only_for_its_writers(vault, tmp_path):
+    make_vault(tmp_path / "ro", {"a.md": "# A\n"}, name="readonly")
+    member, writer, grouped = make_user("member"), make_user("writer"), make_user("grouped")
+    vault.writer_users.add(writer)
+    vault.writer_groups.add(make_group("editors", grouped))
+    with pytest.raises(errors.AccessDenied, match="read-only"):
+        note_write(access=LOCAL, collection="readonly", path="b.md", content="x")
+    with pytest.raises(errors.AccessDenied, match="not write"):
+        note_write(access=Access.for_user(member), collection="team", path="b.md", content="x")
+    note_write(access=Access.for_user(writer), collection="team", path="b.md", content="x")
+    note_write(access=Access.for_user(grouped), collection="team", path="c.md", content="x")
+
+
+def test_in_a_git_work_tree_each_write_is_a_commit_by_the_account_found_by_history_search(tmp_path):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    (repo / "first.md").write_text("# First\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "start")
+    collection = make_vault(repo, {}, name="repo")
+    collection.writable = True
+    collection.save()
+    member = make_user("ada", email="ada@example.org", first_name="Ada", last_name="Lovelace")
+    collection.writer_users.add(member)
+    change = note_write(
+        access=Access.for_user(member),
+        collection="repo",
+        path="decisions/otters.md",
+        content="# Otters\n",
+        message="Record the otter decision",
+    )
+    assert change.commit
+    log = git(repo, "log", "-1", "--format=%an <%ae>|%s")
+    assert log == "Ada Lovelace <ada@example.org>|Record the otter decision"
+    assert git(repo, "status", "--porcelain") == ""
+    assert subprocess.run(["git", "-C", str(repo), "remote"], capture_output=True, text=True).stdout == ""
+    deleted = note_delete(access=Access.for_user(member), collection="repo", path="decisions/otters.md")
+    assert deleted.commit and "decisions/otters.md" not in git(repo, "ls-files")
+    found = history_search(HistoryRequest(query="otter decision", access=LOCAL, mode="keyword"))
+    assert [r.sha for r in found.results][:1] == [change.commit]
