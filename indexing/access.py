@@ -195,13 +195,14 @@ def writable_collections(access: Access) -> QuerySet[Collection]:
 
 def collection_writable(name: str, access: Access) -> Collection:
     """The named collection if `access` may write notes in it. One it does not see is not found
-    (as everywhere); one it sees but may not write in is refused, saying what is missing."""
+    (as everywhere); one it sees but may not write in is refused, saying what is missing. A read-only
+    token is refused first, with the same answer whichever collection it names."""
+    refuse_read_only(access, "writing notes")
     collection = collection_visible(name, access)
     if writable_collections(access).filter(pk=collection.pk).exists():
         return collection
     if not collection.writable:
         raise errors.AccessDenied(f"collection '{name}' is read-only: staff can make it writable")
-    refuse_read_only(access, "writing notes")
     raise errors.AccessDenied(f"you may read collection '{name}' but not write in it")
 
 

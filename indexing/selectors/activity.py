@@ -5,8 +5,9 @@ commit (from the history). Only in the collections the caller sees."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
+from indexing import errors
 from indexing.access import Access, visible_collections
 from indexing.models import AuditEvent, Commit, Document
 
@@ -36,6 +37,21 @@ class Activity:
             "old_path": self.old_path,
             "detail": self.detail,
         }
+
+
+_UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+
+def activity_since(text: str) -> datetime:
+    """`2026-01-05T09:00Z` or a span back from now (`30m`, `6h`, `2d`, `1w`)."""
+    text = text.strip()
+    if text[:-1].isdigit() and text[-1:] in _UNITS:
+        return datetime.now(timezone.utc) - timedelta(**{_UNITS[text[-1]]: int(text[:-1])})
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise errors.InvalidRequest(f"'{text}' is not a time: give an ISO time or a span like 30m, 6h, 2d") from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
 
 
 _ACTIONS = {
