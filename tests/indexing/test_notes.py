@@ -256,3 +256,77 @@ def test_in_a_git_work_tree_each_write_is_a_commit_by_the_account_found_by_histo
     assert deleted.commit and "decisions/otters.md" not in git(repo, "ls-files")
     found = history_search(HistoryRequest(query="otter decision", access=LOCAL, mode="keyword"))
     assert [r.sha for r in found.results][:1] == [change.commit]
+
+
+def test_a_write_asks_for_the_embedding_of_its_collection(vault, monkeypatch):
+    """Asked for this collection alone, so its job is not behind a whole index's."""
+    from indexing.services import notes
+
+    asked = []
+    monkeypatch.setattr(notes, "embedding_request", lambda **kw: asked.append(kw))
+    note_write(access=LOCAL, collection="team", path="embed-me.md", content="# Embed me\n")
+    assert [a["collection"] for a in asked] == [vault]
+
+
+def test_recent_activity_tells_pmd_disk_and_commits_apart(vault):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from indexing.selectors import activity_since, notes_activity
+    from indexing.services.scanning import collection_index
+
+    since = timezone.now() - timedelta(minutes=1)
+    ada = make_user("ada")
+    vault.writer_users.add(ada)
+    note_write(access=Access.for_user(ada), collection="team", path="by-agent.md", content="# Agent\n")
+    Path(vault.root_path, "by-hand.md").write_text("# By hand\n")
+    collection_index(vault)
+    seen = {(a.path, a.via, a.action, a.by) for a in notes_activity(access=LOCAL, since=since)}
+    assert ("by-agent.md", "pmd", "created", "ada") in seen and ("by-hand.md", "disk", "changed", "") in seen
+    assert notes_activity(access=Access.for_user(make_user("nobody")), since=activity_since("1h"))[0].path
+    with pytest.raises(errors.InvalidRequest):
+        activity_since("yesterday-ish")
+
+
+def test_a_member_who_does_not_see_a_collection_sees_none_of_its_activity(vault, tmp_path):
+    from indexing.models import Collection
+    from indexing.selectors import activity_since, notes_activity
+
+    Collection.objects.filter(pk=vault.pk).update(visibility=Collection.Visibility.PRIVATE)
+    note_write(access=LOCAL, collection="team", path="secret.md", content="# Secret\n")
+    assert notes_activity(access=Access.for_user(make_user("nobody")), since=activity_since("1h")) == []
+
+
+def test_huge_content_through_the_api_is_refused_before_anything_is_written(vault, settings):
+    from tests.support.factories import api_client
+
+    root = make_user("root", superuser=True)
+    client = api_client(root)
+    settings.PMD_NOTE_MAX_BYTES = 1000
+    over_cap = client.post(
+        "/api/notes", {"collection": "team", "path": "big.md", "content": "x" * 1001}, content_type="application/json"
+    )
+    assert over_cap.status_code == 413 and over_cap.json()["code"] == "note_too_large"
+    over_body = client.post(
+        "/api/notes",
+        {"collection": "team", "path": "big.md", "content": "x" * (settings.DATA_UPLOAD_MAX_MEMORY_SIZE + 1)},
+        content_type="application/json",
+    )
+    assert over_body.status_code == 413
+    assert not Path(vault.root_path, "big.md").exists()
+
+
+def test_a_stale_edit_through_the_api_is_a_409_with_the_current_hash(vault):
+    from tests.support.factories import api_client
+
+    client = api_client(make_user("root", superuser=True))
+    read = _hash("welcome.md")
+    Path(vault.root_path, "welcome.md").write_text("# Welcome\n\nChanged by a person.\n")
+    response = client.post(
+        "/api/notes/edit",
+        {"note": "pmd://team/welcome.md", "base_hash": read, "operation": "append", "content": "x"},
+        content_type="application/json",
+    )
+    assert response.status_code == 409 and response.json()["code"] == "note_changed"
+    assert response.json()["current_hash"] != read and len(response.json()["current_hash"]) == 64
