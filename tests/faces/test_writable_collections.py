@@ -80,3 +80,21 @@ def test_admin_sets_writers_through_the_service(team):
     team.refresh_from_db()
     assert team.writable and list(team.writer_users.all()) == [ada]
     assert AuditEvent.objects.filter(action="collection.writers", target="team").exists()
+
+
+def test_web_collections_page_shows_and_sets_writers_for_staff(team):
+    staff = make_user("boss", staff=True)
+    ada = make_user("ada")
+    client = web_client(staff)
+    page = client.get("/collections/").content.decode()
+    assert "read-only" in page and "Save writers" in page
+    response = client.post("/collections/team/writers/", {"writable": "on", "users": ["ada"]})
+    assert response.status_code == 302
+    team.refresh_from_db()
+    assert team.writable and list(team.writer_users.all()) == [ada]
+    assert "writable" in client.get("/collections/").content.decode()
+    member = web_client(make_user("member"))
+    assert "Save writers" not in member.get("/collections/").content.decode()
+    assert member.post("/collections/team/writers/", {"writable": ""}).status_code in (302, 403)
+    team.refresh_from_db()
+    assert team.writable
