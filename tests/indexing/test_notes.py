@@ -330,3 +330,15 @@ def test_a_stale_edit_through_the_api_is_a_409_with_the_current_hash(vault):
     )
     assert response.status_code == 409 and response.json()["code"] == "note_changed"
     assert response.json()["current_hash"] != read and len(response.json()["current_hash"]) == 64
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root can give files away")
+def test_as_root_new_notes_and_folders_are_owned_like_their_folder_and_replaced_ones_keep_their_owner(vault):
+    root = Path(vault.root_path)
+    os.chown(root, 1234, 1235)
+    os.chown(root / "welcome.md", 4321, 4322)
+    note_write(access=LOCAL, collection="team", path="new/deeper.md", content="# Deeper\n")
+    for made in (root / "new", root / "new/deeper.md"):
+        assert (made.stat().st_uid, made.stat().st_gid) == (1234, 1235), made
+    note_write(access=LOCAL, collection="team", path="welcome.md", content="# Replaced\n", replace=True)
+    assert ((root / "welcome.md").stat().st_uid, (root / "welcome.md").stat().st_gid) == (4321, 4322)
