@@ -121,9 +121,11 @@ def note_read(folder: int, name: str, path: str) -> NoteFile | None:
     return NoteFile(text=text, hash=content_hash(text), mode=stat_module.S_IMODE(st.st_mode))
 
 
-def note_replace(folder: int, name: str, text: str, *, mode: int | None) -> str:
+def note_replace(folder: int, name: str, text: str, *, mode: int | None, expected: str | None) -> str:
     """Write `text` as the note `name` in `folder` atomically; returns its hash. `mode` is the mode of
-    the file it replaces (kept), None for a new note (the umask's)."""
+    the file it replaces (kept), None for a new note (the umask's). `expected` is the hash of the
+    version read (None: there was none): checked again just before the rename, so an edit made
+    meanwhile in an editor (which takes no lock of pmd's) is refused, not overwritten."""
     data = text.encode("utf-8", "surrogatepass")
     temporary = f".{name[:200]}.{uuid.uuid4().hex}.pmd-tmp"
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
@@ -144,6 +146,16 @@ def note_replace(folder: int, name: str, text: str, *, mode: int | None) -> str:
         _own_like(fd, old if old is not None else os.fstat(folder))
         os.close(fd)
         fd = -1
+        now = note_read(folder, name, name)
+        if (now.hash if now else None) != expected:
+            if now is None:
+                raise errors.NoteNotFound(f"'{name}' was removed while it was written")
+            if expected is None:
+                raise errors.NoteExists(f"'{name}' was created meanwhile (its hash is {now.hash})")
+            raise errors.NoteChanged(
+                f"'{name}' changed while it was written (its hash is now {now.hash}): read it again",
+                current_hash=now.hash,
+            )
         os.rename(temporary, name, src_dir_fd=folder, dst_dir_fd=folder)
     except BaseException:
         if fd >= 0:

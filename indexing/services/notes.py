@@ -117,7 +117,13 @@ def note_write(
                 )
             if current is not None and base_hash:
                 _refuse_stale(current, base_hash, target)
-            new_hash = note_replace(folder, target.name, content, mode=current.mode if current else None)
+            new_hash = note_replace(
+                folder,
+                target.name,
+                content,
+                mode=current.mode if current else None,
+                expected=current.hash if current else None,
+            )
         change = NoteChange(
             "note.replace" if current else "note.create",
             target.collection.name,
@@ -142,7 +148,7 @@ def note_edit(*, access: Access, note: str, base_hash: str, edit: NoteEdit, mess
             _refuse_too_large(text)
             if text == current.text:
                 return NoteChange("note.edit", collection, target.path, current.hash, current.hash)
-            new_hash = note_replace(folder, target.name, text, mode=current.mode)
+            new_hash = note_replace(folder, target.name, text, mode=current.mode, expected=current.hash)
         change = NoteChange("note.edit", target.collection.name, target.path, current.hash, new_hash)
         return _after(access, target, change, message or f"Edit {target.path} ({edit.operation})")
 

@@ -342,3 +342,29 @@ def test_as_root_new_notes_and_folders_are_owned_like_their_folder_and_replaced_
         assert (made.stat().st_uid, made.stat().st_gid) == (1234, 1235), made
     note_write(access=LOCAL, collection="team", path="welcome.md", content="# Replaced\n", replace=True)
     assert ((root / "welcome.md").stat().st_uid, (root / "welcome.md").stat().st_gid) == (4321, 4322)
+
+
+def test_an_edit_made_in_an_editor_while_pmd_writes_is_not_overwritten(vault, monkeypatch):
+    """An editor takes no lock of pmd's: the version is checked again just before the rename."""
+    from indexing import notefiles
+
+    path = Path(vault.root_path, "welcome.md")
+    real_fsync = os.fsync
+    typed = []
+
+    def person_types_while_pmd_writes(fd):
+        real_fsync(fd)
+        if not typed:
+            typed.append(True)
+            path.write_text("# Welcome\n\nTyped in Obsidian just now.\n")
+
+    monkeypatch.setattr(notefiles.os, "fsync", person_types_while_pmd_writes)
+    with pytest.raises(errors.NoteChanged):
+        note_edit(
+            access=LOCAL,
+            note="pmd://team/welcome.md",
+            base_hash=_hash("welcome.md"),
+            edit=NoteEdit("append", content="x"),
+        )
+    assert path.read_text() == "# Welcome\n\nTyped in Obsidian just now.\n"
+    assert not [n for n in os.listdir(vault.root_path) if n.endswith(".pmd-tmp")]
