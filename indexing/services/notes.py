@@ -41,8 +41,8 @@ from indexing.notefiles import (
 from indexing.paths import Selection
 from indexing.services.audit import audit_record
 from indexing.services.background import embedding_request
-from indexing.services.history import GitFailed, repository_of
-from indexing.services.scanning import collection_root_moved, nested_collections
+from indexing.services.history import GitFailed, history_index, repository_of
+from indexing.services.scanning import collection_index, collection_root_moved, nested_collections
 
 log = logging.getLogger("pmd.notes")
 
@@ -408,9 +408,6 @@ def _commit(access: Access, collection: Collection, change: NoteChange, message:
 def _index(collection: Collection, change: NoteChange) -> None:
     """Scan the collection now (the note is in the keyword index when the call returns), read the
     new commit, and ask for the embedding of what changed."""
-    from indexing.services.history import history_index  # noqa: PLC0415 - the scan's sibling
-    from indexing.services.scanning import collection_index  # noqa: PLC0415
-
     report = collection_index(collection)
     change.warnings += [str(i) for i in report.issues if i.path in (change.path, change.old_path)]
     change.indexed = (

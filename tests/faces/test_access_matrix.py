@@ -1756,3 +1756,20 @@ def test_mcp_a_writer_writes_and_the_note_is_found_at_once(world, mcp_url):
     assert deleted["structuredContent"]["trash_path"] == ".trash/minutes.md"
     (world.root / "src-a/.trash/minutes.md").unlink()
     _unchanged_on_disk(world)
+
+
+@pytest.mark.parametrize(
+    "path", ["../escape.md", "/etc/passwd", "..%2fescape.md", ".git/config", ".obsidian/workspace.md", "run.sh"]
+)
+def test_mcp_a_hostile_writer_stays_inside_the_collection(world, mcp_url, path):
+    """A writer's token, in a collection it may write in: every way out is a tool error and nothing is written."""
+    mcp = Mcp(mcp_url, world.tokens["writer_write"])
+    result, _ = mcp.call("pmd_write_note", collection="handbook", path=path, content="# pwned\n")
+    assert (
+        "not written there" in _error_text(result)
+        or "not a note" in _error_text(result)
+        or ("not a path inside" in _error_text(result))
+    ), result
+    moved, _ = mcp.call("pmd_move_note", collection="handbook", path="welcome.md", new_path=path)
+    assert moved.get("isError"), moved
+    _unchanged_on_disk(world)

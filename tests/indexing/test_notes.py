@@ -3,6 +3,7 @@ disk against a hostile caller, no lost update, attributed, reversible and search
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -368,3 +369,30 @@ def test_an_edit_made_in_an_editor_while_pmd_writes_is_not_overwritten(vault, mo
         )
     assert path.read_text() == "# Welcome\n\nTyped in Obsidian just now.\n"
     assert not [n for n in os.listdir(vault.root_path) if n.endswith(".pmd-tmp")]
+
+
+def test_pmd_audit_lists_note_writes(vault, run_cli):
+    change = note_write(access=LOCAL, collection="team", path="audited.md", content="# Audited\n")
+    code, out, err = run_cli("audit", "--action", "note", "--json")
+    assert code == 0, err
+    [event] = json.loads(out)
+    assert event["action"] == "note.create" and event["target"] == "team/audited.md"
+    assert event["detail"]["new_hash"] == change.new_hash
+
+
+def test_recent_activity_shows_a_commit_made_outside_pmd(tmp_path):
+    from django.utils import timezone
+
+    from indexing.selectors import activity_since, notes_activity
+    from indexing.services.history import history_index
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    (repo / "plan.md").write_text("# Plan\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "Plan the quarter", date=timezone.now().isoformat())
+    collection = make_vault(repo, {}, name="repo")
+    history_index(collection)
+    found = [(a.via, a.path, a.by) for a in notes_activity(access=LOCAL, since=activity_since("1h"))]
+    assert ("commit", "plan.md", "Alice Martin <alice@example.org>") in found
