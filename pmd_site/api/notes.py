@@ -3,7 +3,7 @@ of indexing.services.notes (the same as MCP's write tools), which decides who ma
 
 from typing import Any, Literal
 
-from ninja import Field, Router, Schema, Status
+from ninja import Field, Query, Router, Schema, Status
 
 from indexing.noteedits import NoteEdit
 from indexing.selectors import activity_since, notes_activity
@@ -160,7 +160,12 @@ class ActivityListOut(Schema):
 @router.get(
     "/activity", response={200: ActivityListOut, 400: ErrorOut}, summary="What changed in the notes since a time"
 )
-def notes_recent_activity(request, since: str = "1d", collection: list[str] | None = None, limit: int = 50):
+def notes_recent_activity(
+    request,
+    since: str = "1d",
+    collection: list[str] = Query(default_factory=list),
+    limit: int = Query(50, ge=1, le=200),
+):
     start = activity_since(since)
     found = notes_activity(access=request.auth, since=start, limit=limit, collections=collection or None)
     return {"since": start.isoformat(), "changes": [a.as_dict() for a in found]}

@@ -396,3 +396,17 @@ def test_recent_activity_shows_a_commit_made_outside_pmd(tmp_path):
     history_index(collection)
     found = [(a.via, a.path, a.by) for a in notes_activity(access=LOCAL, since=activity_since("1h"))]
     assert ("commit", "plan.md", "Alice Martin <alice@example.org>") in found
+
+
+def test_api_recent_activity_lists_what_changed_in_the_collections_named(vault, tmp_path):
+    from tests.support.factories import api_client
+
+    make_vault(tmp_path / "other", {"o.md": "# O\n"}, name="other")
+    note_write(access=LOCAL, collection="team", path="fresh.md", content="# Fresh\n")
+    client = api_client(make_user("member"), write=False)
+    response = client.get("/api/notes/activity", {"since": "1h", "collection": ["team"]})
+    assert response.status_code == 200, response.content
+    changes = response.json()["changes"]
+    assert changes[0]["uri"] == "pmd://team/fresh.md" and changes[0]["via"] == "pmd"
+    assert {c["collection"] for c in changes} == {"team"}
+    assert client.get("/api/notes/activity", {"since": "soon"}).status_code == 400
