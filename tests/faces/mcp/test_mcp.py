@@ -29,7 +29,14 @@ TOOLS = {
     "pmd_fields",
     "pmd_search_history",
     "pmd_ask",
+    "pmd_write_note",
+    "pmd_edit_note",
+    "pmd_move_note",
+    "pmd_delete_note",
+    "pmd_restore_note",
+    "pmd_recent_activity",
 }
+WRITE_TOOLS = {"pmd_write_note", "pmd_edit_note", "pmd_move_note", "pmd_delete_note", "pmd_restore_note"}
 
 
 async def _exercise(client, doc) -> dict:
@@ -61,7 +68,8 @@ def _check(seen: dict, collection) -> None:
     doc = collection.documents.filter(active=True).order_by("path").first()
     assert set(seen["tools"]) == TOOLS
     for tool in seen["tools"].values():
-        assert tool.annotations.read_only_hint is True, tool.name
+        assert tool.annotations.read_only_hint is (tool.name not in WRITE_TOOLS), tool.name
+        assert tool.annotations.open_world_hint is False and tool.annotations.idempotent_hint is not None, tool.name
         assert tool.output_schema, tool.name
     assert "pmd://notes/" in seen["instructions"]
 
