@@ -18,6 +18,7 @@ import os
 import sys
 
 from indexing.errors import PmdError
+from pmd_site.version import VERSION
 
 # The modules that contribute commands, in help order, and the commands each one adds: a run
 # imports only its command's module (start-up time); help and unknown commands import them all.
@@ -99,6 +100,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         description="Hybrid search for markdown knowledge bases (BM25 + vectors + LLM re-ranking).",
     )
     parser.add_argument("--index", metavar="NAME", help="use a separate named index (its own database)")
+    parser.add_argument("--version", action="version", version=f"pmd {VERSION}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     module = MODULE_OF_COMMAND.get(command)
     for name in [module] if module else COMMANDS_BY_MODULE:

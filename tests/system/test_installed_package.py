@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pytest
 
+from pmd_site.version import VERSION
 from tests.support.paths import ROOT
 from tests.support.servers import free_port
 
@@ -165,6 +166,14 @@ def test_the_installed_wheel_serves_its_sign_in_search_and_api_pages(workdir):
     )
     assert where.returncode == 0, where.stderr
     assert Path(where.stdout.strip()).is_relative_to(venv), where.stdout
+    version = subprocess.run(
+        [str(venv / "bin" / "pmd"), "--version"],
+        cwd=outside,
+        env=_env(workdir / "home"),
+        capture_output=True,
+        text=True,
+    )
+    assert version.stdout == f"pmd {VERSION}\n", version.stdout + version.stderr  # from the wheel's metadata
 
     notes = workdir / "notes"
     notes.mkdir()
@@ -188,7 +197,7 @@ def test_the_installed_wheel_serves_its_sign_in_search_and_api_pages(workdir):
         _wait_for(lambda: browser.get("/healthz")[0] == 200, "/healthz", up, log)
 
         status, page = browser.get("/accounts/login/")
-        assert status == 200 and 'name="password"' in page, page
+        assert status == 200 and 'name="password"' in page and f"pmd {VERSION}</footer>" in page, page
         assert browser.get("/static/pmd/pmd.css")[0] == 200
         assert browser.sign_in("admin", password) == 200
         _wait_for(lambda: "Growing tomatoes" in browser.get("/?q=tomatoes")[1], "the note in the results", up, log)
