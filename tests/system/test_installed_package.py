@@ -9,7 +9,6 @@ wheel). Every command runs outside the checkout, so nothing finds pmd through th
 
 from __future__ import annotations
 
-import http.cookiejar
 import os
 import re
 import shutil
@@ -19,9 +18,6 @@ import sys
 import sysconfig
 import tempfile
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
 import zipfile
 from pathlib import Path
 
@@ -30,6 +26,7 @@ import pytest
 from pmd_site.version import VERSION
 from tests.support.paths import ROOT
 from tests.support.servers import free_port
+from tests.support.signed_in import PageClient
 
 START_TIMEOUT = 180.0
 # What a copy of the checkout leaves out before building: environments, caches, earlier builds,
@@ -109,32 +106,6 @@ def _wait_for(condition, what: str, proc: subprocess.Popen, log: Path):
     pytest.fail(f"gave up waiting for {what}:\n{log.read_text()}")
 
 
-class Browser:
-    """A cookie-keeping client for pmd's pages (the sign-in form's CSRF cookie and the session)."""
-
-    def __init__(self, base: str):
-        self.base = base
-        self.cookies = http.cookiejar.CookieJar()
-        self.opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(self.cookies))
-
-    def get(self, path: str) -> tuple[int, str]:
-        try:
-            with self.opener.open(self.base + path, timeout=10) as response:
-                return response.status, response.read().decode()
-        except urllib.error.HTTPError as exc:
-            return exc.code, exc.read().decode(errors="replace")
-
-    def sign_in(self, username: str, password: str) -> int:
-        self.get("/accounts/login/")
-        csrf = next(cookie.value for cookie in self.cookies if cookie.name == "csrftoken")
-        form = urllib.parse.urlencode({"username": username, "password": password, "csrfmiddlewaretoken": csrf})
-        request = urllib.request.Request(
-            self.base + "/accounts/login/", data=form.encode(), headers={"Referer": self.base + "/accounts/login/"}
-        )
-        with self.opener.open(request, timeout=10) as response:
-            return response.status
-
-
 @pytest.fixture
 def workdir():
     # Not under tmp_path: pytest resets /tmp/pytest-of-<user> to 0700 at each session, which locks
@@ -190,7 +161,7 @@ def test_the_installed_wheel_serves_its_sign_in_search_and_api_pages(workdir):
             stderr=subprocess.STDOUT,
         )
     try:
-        browser = Browser(f"http://127.0.0.1:{port}")
+        browser = PageClient(f"http://127.0.0.1:{port}")
         password = _wait_for(
             lambda: re.search(r"log in as admin with password (\S{8,})", log.read_text()), "the admin password", up, log
         ).group(1)
@@ -199,7 +170,7 @@ def test_the_installed_wheel_serves_its_sign_in_search_and_api_pages(workdir):
         status, page = browser.get("/accounts/login/")
         assert status == 200 and 'name="password"' in page and f"pmd {VERSION}</footer>" in page, page
         assert browser.get("/static/pmd/pmd.css")[0] == 200
-        assert browser.sign_in("admin", password) == 200
+        assert browser.sign_in("admin", password)
         _wait_for(lambda: "Growing tomatoes" in browser.get("/?q=tomatoes")[1], "the note in the results", up, log)
         status, page = browser.get("/?q=tomatoes")
         assert status == 200 and "tomatoes.md" in page
