@@ -39,6 +39,7 @@ COMMANDS_BY_MODULE = {
     "pmd_site.cli.config": ("config",),
     "pmd_site.cli.users": ("user",),
     "pmd_site.cli.db": ("db",),
+    "pmd_site.cli.backup": ("backup", "restore"),
     "pmd_site.cli.bench": ("bench",),
     "pmd_site.cli.up": ("up",),
     "pmd_site.cli.services": ("serve", "worker", "beat", "watch", "healthcheck", "migrate"),
@@ -65,6 +66,7 @@ CLI_HINTS = {
     "saved_search_not_found": "see `pmd saved list`",
     "account_exists": "`pmd user password {name}` sets a new password",
     "answer_model_unset": "e.g. `ollama pull qwen3:1.7b`, then PMD_ANSWER_MODEL=qwen3:1.7b in .env",
+    "restore_refused": "then run the restore again (with compose: `docker compose stop web worker beat watcher`)",
     "replaces_vectors": lambda exc: None if "--yes" in exc.message else "confirm with --yes",
 }
 

@@ -13,7 +13,6 @@ import json
 import os
 import subprocess
 import sys
-import uuid
 from pathlib import Path
 
 import httpx
@@ -22,7 +21,7 @@ import pytest
 
 from tests.support.ollama_server import OllamaTestServer
 from tests.support.paths import FIXTURES, ROOT
-from tests.support.servers import child_database_url, pmd_serve
+from tests.support.servers import pmd_serve, scratch_database
 from tests.support.signed_in import PageClient
 
 FIXTURE = FIXTURES / "upgrade"
@@ -53,13 +52,7 @@ def _facts(url: str) -> dict:
 @pytest.fixture
 def previous_release(django_db_setup, django_db_blocker):
     """A database on the test server loaded from the previous release's dump: its URL."""
-    name = f"upgrade_{uuid.uuid4().hex[:10]}"
-    with django_db_blocker.unblock():
-        server = child_database_url("postgres")
-        url = child_database_url(name)
-    with psycopg.connect(server, autocommit=True) as connection:
-        connection.execute(f'CREATE DATABASE "{name}"')
-    try:
+    with django_db_blocker.unblock(), scratch_database("upgrade") as url:
         loaded = subprocess.run(
             [_psql(), "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", url, "-f", str(FIXTURE / "previous-release.sql")],
             capture_output=True,
@@ -68,9 +61,6 @@ def previous_release(django_db_setup, django_db_blocker):
         )
         assert loaded.returncode == 0, loaded.stderr
         yield url
-    finally:
-        with psycopg.connect(server, autocommit=True) as connection:
-            connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 @pytest.fixture
