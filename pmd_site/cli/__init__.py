@@ -66,7 +66,7 @@ CLI_HINTS = {
     "saved_search_not_found": "see `pmd saved list`",
     "account_exists": "`pmd user password {name}` sets a new password",
     "answer_model_unset": "e.g. `ollama pull qwen3:1.7b`, then PMD_ANSWER_MODEL=qwen3:1.7b in .env",
-    "restore_refused": "then run the restore again (with compose: `docker compose stop web worker beat watcher`)",
+    "restore_refused": "stop it, then restore again (with compose: `docker compose stop web worker beat watcher`)",
     "replaces_vectors": lambda exc: None if "--yes" in exc.message else "confirm with --yes",
 }
 

