@@ -24,7 +24,7 @@ def register(sub) -> None:
 
 
 def _print_counts(console, counts: dict[str, int]) -> None:
-    console.print("  " + ", ".join(f"{count} {label}" for label, count in counts.items()), highlight=False)
+    console.print("  " + ", ".join(f"{label}: {count}" for label, count in counts.items()), highlight=False)
 
 
 def _print_not_included(console, not_included) -> None:

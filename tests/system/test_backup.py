@@ -123,7 +123,7 @@ def test_a_backup_restored_over_a_destroyed_database_brings_back_notes_accounts_
         connection.execute("CREATE SCHEMA public")
     restored = _pmd(env, "restore", str(file))
     assert restored.returncode == 0, restored.stdout + restored.stderr
-    assert "3 documents" in restored.stdout and "1 API tokens" in restored.stdout
+    assert "documents: 3" in restored.stdout and "API tokens: 1" in restored.stdout
     assert "not in the backup:" in restored.stdout and "the notes and files themselves" in restored.stdout
     assert _kept(database) == before
 
@@ -159,5 +159,5 @@ def test_the_embedded_database_is_backed_up_and_not_restored_under_a_running_pmd
         lock.close()
     assert refused.returncode == 1 and "pmd up is running" in refused.stderr and "pid 4242" in refused.stderr
 
-    assert "3 documents" in _ok(env, "restore", str(file))
+    assert "documents: 3" in _ok(env, "restore", str(file))
     assert "pmd://notes/compost.md" in _ok(env, "search", "compost", "--files")
