@@ -199,7 +199,6 @@ def _sign_in(access) -> dict:
 
 
 SECTIONS: dict[str, Callable[..., dict]] = {
-    "pmd": _pmd,
     "database": _database,
     "index": _index,
     "problems": _problems,
@@ -211,6 +210,7 @@ SECTIONS: dict[str, Callable[..., dict]] = {
     "answers": _answers,
     "security": _security,
     "sign_in": _sign_in,
+    "pmd": _pmd,  # the version: last, after what a person checks first
 }
 
 
