@@ -117,6 +117,24 @@ def test_a_backup_restored_over_a_destroyed_database_brings_back_notes_accounts_
     not_a_backup = _pmd(env, "restore", str(tmp_path / "notes.md"))
     assert not_a_backup.returncode == 1 and "not a PostgreSQL backup" in not_a_backup.stderr
     assert _kept(database) == before
+    # A restore that fails late (here at its indexes, after the old schema was dropped and the
+    # rows loaded) is rolled back whole.
+    with psycopg.connect(database, autocommit=True) as connection:
+        connection.execute("CREATE SCHEMA guard")
+        connection.execute(
+            "CREATE FUNCTION guard.no_indexes() RETURNS event_trigger LANGUAGE plpgsql "
+            "AS $$ BEGIN RAISE EXCEPTION 'no new indexes here'; END $$"
+        )
+        connection.execute(
+            "CREATE EVENT TRIGGER no_indexes ON ddl_command_end WHEN TAG IN ('CREATE INDEX') "
+            "EXECUTE FUNCTION guard.no_indexes()"
+        )
+    failed = _pmd(env, "restore", str(file))
+    assert failed.returncode == 1 and "rolled back" in failed.stderr and "no new indexes here" in failed.stderr
+    assert _kept(database) == before
+    with psycopg.connect(database, autocommit=True) as connection:
+        connection.execute("DROP EVENT TRIGGER no_indexes")
+        connection.execute("DROP SCHEMA guard CASCADE")
 
     with psycopg.connect(database, autocommit=True) as connection:
         connection.execute("DROP SCHEMA public CASCADE")
