@@ -179,3 +179,27 @@ def test_the_embedded_database_is_backed_up_and_not_restored_under_a_running_pmd
 
     assert "documents: 3" in _ok(env, "restore", str(file))
     assert "pmd://notes/compost.md" in _ok(env, "search", "compost", "--files")
+
+
+def test_postgresql_programs_come_from_path_when_they_match_the_server_and_are_refused_by_name_otherwise(
+    db, monkeypatch, tmp_path
+):
+    from django.db import connection
+
+    from indexing.errors import BackupFailed
+    from pmd_site.runtime import backup
+
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW server_version_num")
+        major = int(cursor.fetchone()[0]) // 10000
+    monkeypatch.setattr(backup, "installed_bin_dir", lambda: None)  # installed without the embedded extra
+    monkeypatch.setenv("PATH", str(tmp_path))
+    on_path = tmp_path / "pg_dump"
+    on_path.write_text(f"#!/bin/sh\necho 'pg_dump (PostgreSQL) {major - 3}.4'\n")
+    on_path.chmod(0o755)
+    with pytest.raises(BackupFailed) as refused:
+        backup._tool("pg_dump")
+    assert f"{on_path} is PostgreSQL {major - 3}" in refused.value.message
+    assert f"postgresql-client-{major}" in refused.value.message
+    on_path.write_text(f"#!/bin/sh\necho 'pg_dump (PostgreSQL) {major}.1'\n")
+    assert backup._tool("pg_dump") == str(on_path)
