@@ -36,5 +36,7 @@ urlpatterns = [
     path("tokens/new/", views.token_add, name="token_add"),
     path("tokens/<int:token_id>/revoke/", views.token_remove, name="token_revoke"),
     path("history/", views.history_page, name="history"),
+    path("help/", views.help_page, name="help"),
+    path("help/<path:path>", views.help_page, name="help_file"),
     path("related/<str:collection>/<path:path>", views.document_related, name="related"),
 ]
