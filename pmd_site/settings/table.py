@@ -511,6 +511,13 @@ TABLE: tuple[Setting, ...] = (
         ),
         Setting("PMD_DEFAULT_MASK", "str", "**/*.md"),
         Setting(
+            "PMD_NOTE_MAX_BYTES",
+            "int",
+            1048576,
+            minimum=1,
+            doc="The largest note an agent or a member may write through pmd (write, edit), in bytes.",
+        ),
+        Setting(
             "PMD_CONVERT_MAX_FILE_BYTES",
             "int",
             104857600,

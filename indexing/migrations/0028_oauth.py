@@ -7,7 +7,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("indexing", "0026_external_identity_issuer"),
+        ("indexing", "0027_collection_writers"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
