@@ -3,8 +3,10 @@
 A small router in front of two applications in one process:
 
 - `/mcp` → the MCP Streamable HTTP app (stateless, JSON responses, so any number of web
-  workers can answer any request). A bearer API token is required (without one: a 403 whose
-  JSON-RPC error MCP clients show, not a 401 that sends them into OAuth); Host/Origin checks
+  workers can answer any request). A bearer token is required, pasted or from OAuth. Without
+  one: with PMD_OAUTH on, a 401 whose WWW-Authenticate challenge names the protected resource
+  metadata (MCP clients then sign in with OAuth); with it off, a 403 whose JSON-RPC error MCP
+  clients show (a 401 would send them into an OAuth flow pmd would not offer). Host/Origin checks
   (DNS-rebinding protection) use PMD_MCP_ALLOWED_HOSTS / PMD_MCP_ALLOWED_ORIGINS, which
   default from PMD_ALLOWED_HOSTS.
 - everything else → Django (web UI, /api/, admin).
@@ -35,7 +37,7 @@ from indexing.services.tokens import bearer_token, token_access  # noqa: E402 - 
 from pmd_site.mcp.instructions import current_access, refresh_instructions  # noqa: E402 - needs Django set up (above)
 from pmd_site.mcp.server import get_server  # noqa: E402 - needs Django set up (above)
 from pmd_site.runtime.database_health import RETRY_AFTER_SECONDS, DatabaseUnavailable, database_guard  # noqa: E402 - needs Django set up (above)
-from pmd_site.security import forwarded_client  # noqa: E402 - needs Django set up (above)
+from pmd_site.security import forwarded_client, trusted_proxy  # noqa: E402 - needs Django set up (above)
 
 MCP_PATH = "/mcp"
 
@@ -136,6 +138,26 @@ async def _error(send, status: int, code: str, message: str, headers: list | Non
     )
 
 
+def public_base_url(scope, headers: dict) -> str:
+    """The address the client called pmd at (scheme://host), for links and OAuth metadata in /mcp's
+    answers: X-Forwarded-Proto counts only from a trusted proxy, as for Django."""
+    scheme = scope.get("scheme", "http")
+    proto = headers.get("x-forwarded-proto")
+    if proto and trusted_proxy((scope.get("client") or ("",))[0]):
+        scheme = proto.split(",")[0].strip().lower() or scheme
+    host = headers.get("host")
+    if not host:
+        server = scope.get("server") or ("localhost", None)
+        host = server[0] if not server[1] else f"{server[0]}:{server[1]}"
+    return f"{scheme}://{host}"
+
+
+def oauth_challenge(base_url: str) -> list:
+    """RFC 9728's challenge: where an MCP client finds how to get a token for /mcp."""
+    metadata = f"{base_url}/.well-known/oauth-protected-resource{MCP_PATH}"
+    return [(b"www-authenticate", f'Bearer resource_metadata="{metadata}"'.encode("latin-1", "replace"))]
+
+
 class Router:
     """/mcp to the MCP app (after bearer authentication), the rest to Django."""
 
@@ -166,6 +188,18 @@ class Router:
             except TokenThrottled as exc:
                 await _error(
                     send, exc.http_status, exc.code, exc.message, [(b"retry-after", str(exc.retry_after).encode())]
+                )
+                return
+            base_url = public_base_url(scope, headers)
+            if access is None and settings.PMD_OAUTH:
+                await _error(
+                    send,
+                    401,
+                    "unauthorized",
+                    "sign in with OAuth, or send a pasted API token: Authorization: Bearer <token> "
+                    "(create one with: pmd token create --user NAME)",
+                    oauth_challenge(base_url),
+                    request_id=await _request_id(receive) if scope.get("method") == "POST" else None,
                 )
                 return
             if access is None:
@@ -200,7 +234,13 @@ class Router:
                     "MCP needs an ASGI server with lifespan events (uvicorn --lifespan on)",
                 )
                 return
-            scope = {**scope, "path": MCP_PATH, "raw_path": MCP_PATH.encode(), "pmd_access": access}
+            scope = {
+                **scope,
+                "path": MCP_PATH,
+                "raw_path": MCP_PATH.encode(),
+                "pmd_access": access,
+                "pmd_base_url": base_url,
+            }
             current_access.set(access)  # the server instructions answered to this request
             await self.mcp_app(scope, receive, send)
             return

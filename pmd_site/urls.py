@@ -26,6 +26,7 @@ urlpatterns = [
     path("accounts/reset/<uidb64>/<token>/", accounts.password_reset_confirm, name="password_reset_confirm"),
     path("accounts/reset/done/", accounts.password_reset_complete, name="password_reset_complete"),
     path("accounts/", include("django.contrib.auth.urls")),
+    path("", include("pmd_site.oauth.urls")),  # OAuth for remote agents (PMD_OAUTH)
     path("", include("pmd_site.web.urls")),
 ]
 

@@ -11,6 +11,7 @@ from indexing.models.embeddings import Chunk, ContentEmbedding, EmbeddingFingerp
 from indexing.models.history import CollectionHistory, Commit
 from indexing.models.jobs import FileProblem, IndexSetting, Job, LLMCache
 from indexing.models.keyword_index import KeywordPassage, KeywordPosting, KeywordStats, KeywordTerm
+from indexing.models.oauth import OAuthClient, OAuthCode, OAuthGrant
 from indexing.models.searches import Answer, AnswerQuerySet, SavedSearch, SearchFeedback, SearchLogEntry
 
 __all__ = [
@@ -37,6 +38,9 @@ __all__ = [
     "KeywordStats",
     "KeywordTerm",
     "LLMCache",
+    "OAuthClient",
+    "OAuthCode",
+    "OAuthGrant",
     "PathContext",
     "SavedSearch",
     "SearchFeedback",

@@ -140,7 +140,8 @@ def token_scope(token: ApiToken) -> dict:
 
 
 def token_list(*, user=None, include_revoked: bool = False) -> list[ApiToken]:
-    qs = ApiToken.objects.select_related("user").prefetch_related("collections")
+    """Pasted tokens; those OAuth clients hold are listed with their grants (indexing.services.oauth)."""
+    qs = ApiToken.objects.select_related("user").prefetch_related("collections").filter(oauth_grant__isnull=True)
     if user is not None:
         qs = qs.filter(user=_user_for(user))
     if not include_revoked:

@@ -1,3 +1,4 @@
-"""The Django admin: collections, documents and jobs (indexing.py), API tokens (tokens.py)."""
+"""The Django admin: collections, documents and jobs (indexing.py), API tokens (tokens.py), OAuth
+clients and grants (oauth.py)."""
 
-from pmd_site.admin import indexing, tokens  # noqa: F401 - importing registers the model admins
+from pmd_site.admin import indexing, oauth, tokens  # noqa: F401 - importing registers the model admins

@@ -45,6 +45,14 @@ API_HINTS = {
 AUTHENTICATION_REQUIRED = "authentication required: send `Authorization: Bearer <token>` (pmd token create --user NAME)"
 
 
+def api_challenge(request) -> str:
+    """The 401's challenge; with OAuth on it names the API's protected resource metadata (RFC 9728)."""
+    if not settings.PMD_OAUTH:
+        return 'Bearer realm="pmd"'
+    metadata = request.build_absolute_uri("/.well-known/oauth-protected-resource/api")
+    return f'Bearer realm="pmd", resource_metadata="{metadata}"'
+
+
 def refuse_unstorable_input(view):
     """Every endpoint's parsed parameters (path, query, JSON body) pass `refuse_unstorable` first."""
 
@@ -67,7 +75,7 @@ def install_error_handlers(api: NinjaAPI) -> None:
             request, {"message": message, "suggestions": suggestions or [], "code": code, **extra}, status=status
         )
         if status == 401:
-            response["WWW-Authenticate"] = 'Bearer realm="pmd"'
+            response["WWW-Authenticate"] = api_challenge(request)
         return response
 
     def on_pmd_error(request, exc: PmdError):

@@ -26,6 +26,7 @@ CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
 # Host / Origin headers accepted at /mcp (DNS-rebinding protection); empty = from ALLOWED_HOSTS.
 PMD_MCP_ALLOWED_HOSTS = read("PMD_MCP_ALLOWED_HOSTS")
 PMD_MCP_ALLOWED_ORIGINS = read("PMD_MCP_ALLOWED_ORIGINS")
+PMD_OAUTH = read("PMD_OAUTH")
 # Web server timeouts in seconds (pmd serve; see pmd_site.runtime.http_protocol): a request header must be
 # complete this long after its first byte; an idle keep-alive connection is closed; a request
 # body (or a response the client stopped reading) may stall this long.

@@ -259,6 +259,17 @@ TABLE: tuple[Setting, ...] = (
         ),
         Setting("PMD_MCP_ALLOWED_ORIGINS", "list", []),
         Setting(
+            "PMD_OAUTH",
+            "bool",
+            True,
+            doc=(
+                "OAuth 2.1 sign-in for remote agents (Claude's and ChatGPT's connectors) on /mcp and /api:\n"
+                "discovery documents, client registration, a consent page for the signed-in member, tokens\n"
+                "bound to what that member may see. Pasted API tokens work either way. false: no OAuth, and\n"
+                "/mcp answers a missing token with a 403 that says how to make one."
+            ),
+        ),
+        Setting(
             "PMD_HTTP_HEADER_TIMEOUT",
             "float",
             10.0,

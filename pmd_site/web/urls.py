@@ -36,6 +36,7 @@ urlpatterns = [
     path("tokens/", views.tokens_page, name="tokens"),
     path("tokens/new/", views.token_add, name="token_add"),
     path("tokens/<int:token_id>/revoke/", views.token_remove, name="token_revoke"),
+    path("tokens/oauth/<int:grant_id>/revoke/", views.oauth_grant_remove, name="oauth_grant_revoke"),
     path("history/", views.history_page, name="history"),
     path("help/", views.help_page, name="help"),
     path("help/<path:path>", views.help_page, name="help_file"),

@@ -1457,6 +1457,31 @@ def mcp_get_shared_content_by_docid(mcp, p, w):
 
 
 @mcp_op
+def connector_search_hidden_words(mcp, p, w):
+    """ChatGPT's `search`: the same service, the same caller, the same collections."""
+    result, text = mcp.call("search", query=HIDDEN_QUERY)
+    assert not result.get("isError"), result
+    urls = [r["url"] for r in result["structuredContent"]["results"]]
+    assert urls and any(f"/doc/{HIDDEN}/" in url for url in urls) is p.sees_hidden, urls
+    return text
+
+
+@mcp_op
+def connector_fetch_hidden_by_id(mcp, p, w):
+    """ChatGPT's `fetch` of a hidden note's id: as for an id that never existed."""
+    hidden, hidden_text = mcp.call("fetch", id=w.docids["salaries"])
+    if p.sees_hidden:
+        assert not hidden.get("isError") and hidden["structuredContent"]["metadata"]["collection"] == HIDDEN
+        return
+    never_id = NEVER_DOCID.lstrip("#")
+    never, _ = mcp.call("fetch", id=never_id)
+    same_as_never(
+        _error_text(hidden).replace(w.docids["salaries"], "REF"), _error_text(never).replace(never_id, "REF"), "fetch"
+    )
+    assert SECRET_WORD not in hidden_text
+
+
+@mcp_op
 def multi_get_glob(mcp, p, w):
     result, text = mcp.call("pmd_multi_get", pattern="**")
     assert not result.get("isError"), result
@@ -1543,7 +1568,8 @@ def test_mcp_instructions_follow_each_callers_access_in_turn(world, mcp_url):
 def test_mcp_refuses_expired_and_unknown_tokens(world, mcp_url):
     for raw in (world.expired, "pmd_" + "y" * 40):
         response = Mcp(mcp_url, raw).raw("tools/call", {"name": "pmd_search", "arguments": {"query": SECRET_WORD}})
-        assert response.status_code == 403 and response.json()["code"] == "unauthorized"
+        assert response.status_code == 401 and response.json()["code"] == "unauthorized"
+        assert "resource_metadata=" in response.headers["www-authenticate"]  # OAuth's challenge (PMD_OAUTH)
         assert_no_leak(response.text)
 
 

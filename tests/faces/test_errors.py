@@ -125,7 +125,10 @@ def test_web_maps_errors_to_the_page_and_status(db, staff, indexed_collection, c
 
 def test_api_answers_401_403_422_with_a_stable_code(db, staff, django_user_model, indexed_collection):
     anonymous = Client().get("/api/status")
-    assert anonymous.status_code == 401 and anonymous["WWW-Authenticate"] == 'Bearer realm="pmd"'
+    assert anonymous.status_code == 401
+    assert anonymous["WWW-Authenticate"] == (
+        'Bearer realm="pmd", resource_metadata="http://testserver/.well-known/oauth-protected-resource/api"'
+    )
     assert anonymous.json() == {
         "message": "authentication required: send `Authorization: Bearer <token>` (pmd token create --user NAME)",
         "suggestions": [],

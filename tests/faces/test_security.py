@@ -244,7 +244,7 @@ def test_mcp_blocks_an_address_after_bad_tokens_with_json_429(alice, low_limits)
         status, _, body = _asgi_post(
             "/mcp", {"Authorization": "Bearer pmd_wrong", "Host": "localhost"}, ("198.51.100.30", 5000)
         )
-        assert status == 403 and json.loads(body)["code"] == "unauthorized"
+        assert status == 401 and json.loads(body)["code"] == "unauthorized"  # OAuth's challenge
     status, headers, body = _asgi_post(
         "/mcp", {"Authorization": f"Bearer {good}", "Host": "localhost"}, ("198.51.100.30", 5001)
     )

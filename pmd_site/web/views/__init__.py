@@ -29,9 +29,10 @@ from pmd_site.web.views.history import history_page
 from pmd_site.web.views.saved import saved_add, saved_digest, saved_page, saved_remove, saved_run
 from pmd_site.web.views.search import result_feedback, search_page, search_suggestions
 from pmd_site.web.views.status import index_config_change, searches_page, status_page
-from pmd_site.web.views.tokens import token_add, token_remove, tokens_page
+from pmd_site.web.views.tokens import oauth_grant_remove, token_add, token_remove, tokens_page
 
 __all__ = [
+    "oauth_grant_remove",
     "ask_forget",
     "ask_stream",
     "collection_action",

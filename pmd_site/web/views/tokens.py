@@ -3,6 +3,7 @@ everybody's in the admin).
 
 A token is read-only unless "allow changes" is ticked, may be limited to some of the collections
 its owner sees, and may expire; the service (indexing.services.tokens) checks and records all of it.
+The OAuth clients the member allowed (indexing.services.oauth) are listed here too, each revocable.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from indexing.access import visible_collection_names
 from indexing.models import ApiToken
+from indexing.services.oauth import oauth_grant_revoke, oauth_grants
 from indexing.services.tokens import token_create, token_list, token_revoke, token_scope
 from pmd_site.web.errors import form_problems
 from pmd_site.web.forms import TokenCreateForm
@@ -47,6 +49,7 @@ def _token_form(request, data=None) -> TokenCreateForm:
 def _tokens_context(request, form: TokenCreateForm, created=None) -> dict:
     return {
         "rows": _token_rows(request),
+        "grants": oauth_grants(user=request.user),
         "form": form,
         "created": created,
         "api_url": request.build_absolute_uri("/api/status"),
@@ -94,4 +97,13 @@ def token_remove(request, token_id: int):
         raise Http404("no such token")
     token = token_revoke(token=token_id, user=request.user, access=access_of(request))
     messages.success(request, f"Revoked token {token.prefix}… {token.name}".rstrip() + ".")
+    return redirect("search:tokens")
+
+
+@login_required
+@require_POST
+def oauth_grant_remove(request, grant_id: int):
+    """Revoke an OAuth client's access: its access and refresh tokens stop working at once."""
+    grant = oauth_grant_revoke(grant_id=grant_id, access=access_of(request))
+    messages.success(request, f"Revoked the access of {grant.client}.")
     return redirect("search:tokens")

@@ -36,6 +36,8 @@ TOOLS = {
     "pmd_delete_note",
     "pmd_restore_note",
     "pmd_recent_activity",
+    "search",
+    "fetch",
 }
 WRITE_TOOLS = {"pmd_write_note", "pmd_edit_note", "pmd_move_note", "pmd_delete_note", "pmd_restore_note"}
 
@@ -130,8 +132,10 @@ def _initialize_body() -> dict:
     }
 
 
-def test_http_rejects_missing_invalid_revoked_token_and_foreign_origin(asgi_server, token):
+def test_http_rejects_missing_invalid_revoked_token_and_foreign_origin(asgi_server, token, settings):
     from indexing.services.tokens import token_revoke
+
+    settings.PMD_OAUTH = False  # with OAuth on, a missing token is a 401 challenge (tests/faces/test_oauth.py)
 
     headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
     with httpx.Client(base_url=asgi_server, timeout=10) as http:
@@ -160,9 +164,11 @@ def test_http_rejects_missing_invalid_revoked_token_and_foreign_origin(asgi_serv
         assert http.get("/api/status", headers={"Authorization": "Bearer pmd_nope"}).status_code == 401
 
 
-def test_sdk_client_without_token_shows_how_to_get_one(asgi_server):
-    """What a real client shows its user: pmd's message, not an OAuth attempt."""
+def test_sdk_client_without_token_shows_how_to_get_one(asgi_server, settings):
+    """With OAuth off, what a real client shows its user: pmd's message, not an OAuth attempt."""
     from mcp.shared.exceptions import MCPError
+
+    settings.PMD_OAUTH = False
 
     async def run():
         async with _http_client(asgi_server, None) as client:
