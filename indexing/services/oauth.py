@@ -23,6 +23,7 @@ from indexing.services.audit import audit_record
 from indexing.services.tokens import TOKEN_PREFIX, token_digest
 
 SCOPES = ("read", "write")
+AUTH_METHODS = ["none", "client_secret_post", "client_secret_basic"]
 REFRESH_PREFIX = "pmdr_"
 CODE_LIFETIME = timedelta(minutes=5)
 ACCESS_LIFETIME = timedelta(hours=1)

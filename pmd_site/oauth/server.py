@@ -26,7 +26,7 @@ from indexing.services import oauth
 from indexing.services.tokens import token_digest
 
 SCOPES = oauth.SCOPES
-AUTH_METHODS = ["none", "client_secret_post", "client_secret_basic"]
+AUTH_METHODS = oauth.AUTH_METHODS
 
 
 class Client(ClientMixin):

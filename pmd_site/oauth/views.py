@@ -5,7 +5,8 @@ and authorization server metadata (RFC 8414). The protocol endpoints (token, reg
 revocation) are Authlib's (pmd_site.oauth.server), without CSRF: clients, not browsers, call
 them. The consent page is an ordinary page of the signed-in member, whichever way they signed in
 (password, OpenID Connect, forward auth): what they grant is bound to their own access.
-With PMD_OAUTH off every one of these is a 404.
+With PMD_OAUTH off every one of these is a 404. Authlib is imported by the views that use it, not
+with the URLs: it costs every web process memory, and most never see an OAuth request.
 """
 
 from __future__ import annotations
@@ -14,8 +15,6 @@ import functools
 import json
 from urllib.parse import urlsplit
 
-from authlib.oauth2 import OAuth2Error
-from authlib.oauth2.rfc6749.errors import InsecureTransportError
 from django.conf import settings
 from django.contrib.auth.views import redirect_to_login
 from django.http import Http404, HttpResponse, JsonResponse
@@ -24,7 +23,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 
 from indexing.access import visible_collection_names
 from indexing.errors import PmdError
-from pmd_site.oauth.server import AUTH_METHODS, SCOPES, Registration, Revocation, authorization_server
+from indexing.services.oauth import AUTH_METHODS, SCOPES
 from pmd_site.security import content_security_policy
 from pmd_site.web.pages import access_of, page
 
@@ -72,6 +71,8 @@ def protocol_endpoint(view):
             preflight["Access-Control-Allow-Headers"] = "Authorization, Content-Type"
             preflight["Access-Control-Max-Age"] = "3600"
             return preflight
+        from authlib.oauth2.rfc6749.errors import InsecureTransportError  # noqa: PLC0415 - memory
+
         try:
             return _cors(view(request, *args, **kwargs))
         except InsecureTransportError:
@@ -134,9 +135,15 @@ def authorization_server_metadata(request):
     )
 
 
+def _server():
+    from pmd_site.oauth.server import authorization_server  # noqa: PLC0415 - memory (Authlib)
+
+    return authorization_server()
+
+
 @protocol_endpoint
 def token(request):
-    return authorization_server().create_token_response(request)
+    return _server().create_token_response(request)
 
 
 @protocol_endpoint
@@ -150,12 +157,16 @@ def register(request):
             {"error": "invalid_client_metadata", "error_description": "send the client's metadata as a JSON object"},
             status=400,
         )
-    return authorization_server().create_endpoint_response(Registration.ENDPOINT_NAME, request)
+    from pmd_site.oauth.server import Registration  # noqa: PLC0415 - memory (Authlib)
+
+    return _server().create_endpoint_response(Registration.ENDPOINT_NAME, request)
 
 
 @protocol_endpoint
 def revoke(request):
-    return authorization_server().create_endpoint_response(Revocation.ENDPOINT_NAME, request)
+    from pmd_site.oauth.server import Revocation  # noqa: PLC0415 - memory (Authlib)
+
+    return _server().create_endpoint_response(Revocation.ENDPOINT_NAME, request)
 
 
 def _consent_problem(request, message: str, status: int = 400):
@@ -177,7 +188,10 @@ def authorize(request):
     """The consent page: who asks, for what; the member allows (choosing write and collections) or denies."""
     if not request.user.is_authenticated:
         return redirect_to_login(request.get_full_path())
-    server = authorization_server()
+    from authlib.oauth2 import OAuth2Error  # noqa: PLC0415 - memory
+    from authlib.oauth2.rfc6749.errors import InsecureTransportError  # noqa: PLC0415 - memory
+
+    server = _server()
     if request.method == "POST":
         # The member's choice decides the scope, whatever the client asked for.
         query = request.GET.copy()

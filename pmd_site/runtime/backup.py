@@ -198,7 +198,8 @@ def _refuse_while_in_use() -> None:
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT coalesce(nullif(application_name, ''), 'a client') || ' (pid ' || pid || ')' FROM pg_stat_activity "
-            "WHERE datname = current_database() AND pid <> pg_backend_pid() ORDER BY pid"
+            "WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend' "
+            "ORDER BY pid"
         )
         others = [row[0] for row in cursor.fetchall()]
     if others:

@@ -41,7 +41,7 @@ def _env(**extra: str) -> dict[str, str]:
     env = {
         name: value
         for name, value in os.environ.items()
-        if name not in {"DATABASE_URL", "PMD_INDEX", "CELERY_BROKER_URL", "DJANGO_SETTINGS_MODULE"}
+        if name not in {"DATABASE_URL", "PMD_INDEX", "CELERY_BROKER_URL", "DJANGO_SETTINGS_MODULE", "PMD_DB_POOL"}
     }
     env.update(PMD_CLIENT="never", NO_COLOR="1", PYTHONUNBUFFERED="1", COLUMNS="200", **extra)
     return env
