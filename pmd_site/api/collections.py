@@ -12,7 +12,7 @@ from indexing.services.refresh import collection_add as add_collection
 from indexing.services.refresh import collection_embed_job, collections_refresh
 from indexing.services.sharing import collection_share
 from pmd_site.api.auth import is_staff
-from pmd_site.api.schemas import ErrorOut, JobOut, job_row
+from pmd_site.api.schemas import BodyIn, ErrorOut, JobOut, job_row
 
 router = Router(tags=["collections"])
 
@@ -73,7 +73,7 @@ def collections_list(request):
     return [_collection_row(r, staff=staff) for r in collections_overview(access=request.auth)]  # by name
 
 
-class CollectionIn(Schema):
+class CollectionIn(BodyIn):
     path: str = Field(..., min_length=1, max_length=4096, description="folder on the server")
     name: str | None = Field(None, max_length=200)
     mask: str | None = Field(None, max_length=500)
@@ -142,7 +142,7 @@ def collection_detail(request, name: str):
     return _collection_overview(request, name)
 
 
-class CollectionPatch(Schema):
+class CollectionPatch(BodyIn):
     name: str | None = Field(None, min_length=1, max_length=200, description="the new name")
     transclude: bool | None = Field(None, description="find a note by the words of what it embeds")
     title_from: str | None = Field(None, description="heading or filename (read again at the next re-index)")
@@ -163,7 +163,7 @@ def collection_rename(request, name: str, body: CollectionPatch):
     return _collection_overview(request, name)
 
 
-class ShareIn(Schema):
+class ShareIn(BodyIn):
     visibility: str = Field(..., description="everyone, shared (with the groups and users below) or private")
     users: list[str] = Field(default_factory=list)
     groups: list[str] = Field(default_factory=list)
