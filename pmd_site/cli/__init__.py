@@ -1,8 +1,8 @@
 """The `pmd` command line: a thin adapter over the indexing and search services.
 
 Each area lives in its own module with a `register(subparsers)` function that adds
-commands and sets `func` (and `needs_db`, default True; `existing_index_only`: never create an index)
-on its parsers.
+commands and sets `func` (and `needs_db`, default True) on its parsers. Only the commands meant to
+create an index (`pmd up`, `pmd collection add`, …) create one: those in `only_reads` never do.
 
 The command modules import pmd's services inside their command functions, not at module
 top: that is deliberate (start-up cost: `pmd --help` and commands without a database
@@ -48,6 +48,11 @@ COMMANDS_BY_MODULE = {
     "pmd_site.cli.history": ("history",),
 }
 MODULE_OF_COMMAND = {command: module for module, commands in COMMANDS_BY_MODULE.items() for command in commands}
+
+# Commands that use an index but never create one, besides the read commands client mode answers
+# (pmd_site.cli.client.READ_COMMANDS): without an index they say where they looked and fail.
+USES_AN_INDEX = frozenset({"fields", "searches", "saved", "ask", "update", "embed", "cleanup", "audit", "mcp"})
+CREATES_IN = {"collection": frozenset({"add"}), "context": frozenset()}  # the actions that may create one
 
 
 # What the command line adds to a service error, in its own syntax (flags, commands), by code
@@ -126,6 +131,16 @@ def main(argv: list[str] | None = None) -> int:
         return _parse_and_run(argv)
 
 
+def only_reads(argv: list[str]) -> bool:
+    """Whether `argv` runs a command that must find an index rather than create an empty one."""
+    from pmd_site.cli.client import read_command, split_command
+
+    command, _, rest = split_command(argv)
+    if command in CREATES_IN:
+        return not (rest and rest[0] in CREATES_IN[command])
+    return command in USES_AN_INDEX or read_command(argv)[0]
+
+
 def _parse_and_run(argv: list[str]) -> int:
     from pmd_site.cli.client import read_command, split_command
 
@@ -134,6 +149,7 @@ def _parse_and_run(argv: list[str]) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    args.existing_index_only = only_reads(argv)
     if read_command(argv)[0]:
         os.environ.setdefault("DJANGO_SETTINGS_MODULE", "pmd_site.settings.cli")  # without the web's apps
     if args.index:
@@ -160,7 +176,7 @@ def run_command(args, *, prepare: bool = True) -> int:
             if getattr(args, "existing_index_only", False):
                 from pmd_site.runtime.process import require_existing_index
 
-                require_existing_index()
+                require_existing_index(for_agents=args.command == "mcp")
             setup_django()
             if getattr(args, "needs_db", True):
                 from pmd_site.runtime.process import database_lease, migrate_if_needed
