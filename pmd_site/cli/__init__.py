@@ -68,7 +68,8 @@ CLI_HINTS = {
     "token_not_found": "see `pmd token list`",
     "saved_search_not_found": "see `pmd saved list`",
     "account_exists": "`pmd user password {name}` sets a new password",
-    "answer_model_unset": "e.g. `ollama pull qwen3:1.7b`, then PMD_ANSWER_MODEL=qwen3:1.7b in .env",
+    # The index's configuration, which `pmd up` and every other process read: not a .env `pmd up` never reads.
+    "answer_model_unset": "e.g. `ollama pull qwen3:1.7b`, then `pmd config set PMD_ANSWER_MODEL=qwen3:1.7b`",
     "replaces_vectors": lambda exc: None if "--yes" in exc.message else "confirm with --yes",
 }
 

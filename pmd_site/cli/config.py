@@ -34,8 +34,7 @@ def cmd_config_show(args) -> int:
         return 0
     console = stdout_console()
     for row in rows:
-        where = {"index": "the index", "environment": "this process's environment", "default": "default"}[row["source"]]
-        line = f"{row['name']}={row['value']}  ({where})"
+        line = f"{row['name']}={row['value']}  ({row['source_words']})"
         if row["mismatch"]:
             line += f"  the index says {row['index']}"
         console.print(line, markup=False, highlight=False)

@@ -413,6 +413,8 @@ _STATE_WORDS = {
 
 def _models_lines(data: dict) -> list[str]:
     where = f"{data.get('backend', '?')}" + (f" at {data['url']}" if data.get("url") else "")
+    if data.get("backend_from"):
+        where += f"; backend: {data['backend_from']}"
     if not data.get("reachable", True):
         lines = [f"down: {data.get('error') or 'not reachable'}"] if "url" in data else ["down"]
     elif not data.get("ok", True):
