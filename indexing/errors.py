@@ -364,6 +364,16 @@ class CollectionExists(Conflict):
         self.name = name
 
 
+class FolderTaken(Conflict):
+    """The folder is a collection already: a second one over it would show every hit twice."""
+
+    code = "collection_folder_taken"
+
+    def __init__(self, *, folder: str, name: str):
+        super().__init__(f"folder {folder} is already collection '{name}'")
+        self.name = name
+
+
 class AccountExists(Conflict):
     code = "account_exists"
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from django.conf import settings
 
 from indexing.errors import InvalidSetting, ReplacesVectors
+from indexing.llm import chunk_tokens
 from indexing.models import Chunk, EmbeddingFingerprint, IndexSetting
 
 log = logging.getLogger(__name__)
@@ -82,8 +83,6 @@ def index_config_effective() -> list[dict]:
     """Every index setting: the value this process uses, the index's, and where the used one comes
     from (`source`, in words `source_words`). The chunk size is the one the model really uses: for
     the local backend without PMD_CHUNK_TOKENS, the model's window."""
-    from indexing.services.embedding.config import chunk_tokens  # noqa: PLC0415 - loads the local backend's module
-
     stored = index_config_get()
     automatic = _automatic_names()
     rows = []

@@ -6,10 +6,10 @@ from ninja.pagination import LimitOffsetPagination, paginate
 
 from indexing.selectors import collection_detail as detail_of
 from indexing.selectors import collections_overview
-from indexing.services.collections import collection_configure, collection_remove
+from indexing.services.collections import collection_remove
 from indexing.services.collections import collection_rename as rename
 from indexing.services.refresh import collection_add as add_collection
-from indexing.services.refresh import collection_embed_job, collections_refresh
+from indexing.services.refresh import collection_embed_job, collection_set, collections_refresh
 from indexing.services.sharing import collection_share
 from pmd_site.api.auth import is_staff
 from pmd_site.api.schemas import BodyIn, ErrorOut, JobOut, job_row
@@ -145,19 +145,33 @@ def collection_detail(request, name: str):
 class CollectionPatch(BodyIn):
     name: str | None = Field(None, min_length=1, max_length=200, description="the new name")
     transclude: bool | None = Field(None, description="find a note by the words of what it embeds")
-    title_from: str | None = Field(None, description="heading or filename (read again at the next re-index)")
+    title_from: str | None = Field(None, description="heading or filename (the notes are read again, in a job)")
+    formats: list[str] | None = Field(
+        None,
+        description="the formats to read besides markdown, instead of the mask: pdf, docx, pptx, xlsx, html, "
+        "epub, text (re-indexed in a job)",
+    )
+    mask: str | None = Field(
+        None, max_length=500, description="the glob of files to read instead (re-indexed in a job)"
+    )
 
 
 @router.patch(
     "/{name}",
     response={200: CollectionOut, 400: ErrorOut, 403: ErrorOut, 404: ErrorOut, 409: ErrorOut},
-    summary="Rename a collection or change how its notes are read (staff)",
+    summary="Rename a collection or change what it reads and how (staff); a change of files re-indexes it",
 )
 def collection_rename(request, name: str, body: CollectionPatch):
-    if body.transclude is not None or body.title_from is not None:
-        name = collection_configure(
-            name=name, access=request.auth, transclude=body.transclude, title_from=body.title_from
-        ).name
+    if any(v is not None for v in (body.transclude, body.title_from, body.formats, body.mask)):
+        name = collection_set(
+            name=name,
+            access=request.auth,
+            transclude=body.transclude,
+            title_from=body.title_from,
+            formats=body.formats,
+            mask=body.mask,
+            in_job=True,
+        ).collection.name
     if body.name is not None:
         name = rename(name=name, new_name=body.name, access=request.auth).name
     return _collection_overview(request, name)

@@ -60,6 +60,7 @@ CREATES_IN = {"collection": frozenset({"add"}), "context": frozenset()}  # the a
 CLI_HINTS = {
     "collection_exists": "choose another with --name, or `pmd collection remove {name}`",
     "collection_not_found": "see `pmd collection list`",
+    "collection_folder_taken": "`pmd update -c {name}` re-indexes it, `pmd collection set {name}` changes its files",
     "not_embedded": lambda exc: (
         None if getattr(exc, "held", None) or getattr(exc, "underway", False) else "run `pmd embed`"
     ),
