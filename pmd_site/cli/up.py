@@ -369,6 +369,7 @@ def cmd_up(args) -> int:
     from pmd_site.runtime.server_files import run_dir_for
 
     console = stdout_console()
+    _folders_exist(args.dirs)  # before the database starts: a typo is said at once, not after 30 s
     url = _free_url(args)
     running = _one_pmd_up(url)
 
@@ -390,6 +391,15 @@ def cmd_up(args) -> int:
     # The loop runs without Django: this process becomes pmd_site.runtime.supervisor (same pid, the lock kept).
     connections.close_all()
     return hand_over(spec, str(run_dir_for(settings.PMD_HOME) / f"up-{settings.PMD_INDEX}.json"), running.fileno())
+
+
+def _folders_exist(dirs: list[str]) -> None:
+    """Refuse a folder to index that is not one, before anything starts."""
+    from pathlib import Path
+
+    for raw in dirs:
+        if not Path(raw).expanduser().is_dir():
+            raise CommandError(f"{raw}: not a folder" if Path(raw).expanduser().exists() else f"{raw}: no such folder")
 
 
 def _free_url(args) -> str:
