@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
+
+import pytest
 
 from pmd_site.runtime.postgres_server import data_dir_of
 from tests.support.paths import ROOT
@@ -26,3 +31,24 @@ def test_pmd_up_with_a_folder_that_does_not_exist_says_so_before_the_database_st
     assert done.returncode == 1
     assert f"{tmp_path / 'notse'}: no such folder" in done.stderr
     assert not (data_dir_of(home) / "PG_VERSION").exists() and "database:" not in done.stdout
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="as root only: the embedded PostgreSQL then runs as its own user")
+def test_following_the_advice_to_close_pmd_home_keeps_the_embedded_postgresql_able_to_enter_it(settings):
+    from pmd_site.reports.safety import unsafe_settings
+    from pmd_site.runtime.postgres_server import EmbeddedPostgres
+
+    home = Path(tempfile.mkdtemp(prefix="pmd-home-", dir="/tmp"))  # a folder the user made, open to others
+    try:
+        home.chmod(0o755)
+        settings.PMD_HOME = home
+        settings.EMBEDDED_DATABASE = True
+        [advice] = [w for w in unsafe_settings(settings) if w.startswith(f"PMD_HOME ({home}) is open")]
+        command = advice.split(": ", 1)[1].split(" (")[0]
+        assert command.startswith("chgrp ") and "chmod o-rwx" not in command
+        subprocess.run(command, shell=True, check=True)
+        assert not [w for w in unsafe_settings(settings) if w.startswith("PMD_HOME")]  # closed to others now
+        server = EmbeddedPostgres(home)
+        assert server._server_can(("-x", home))  # and the server's user still enters it
+    finally:
+        shutil.rmtree(home)
