@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -52,3 +53,11 @@ def test_following_the_advice_to_close_pmd_home_keeps_the_embedded_postgresql_ab
         assert server._server_can(("-x", home))  # and the server's user still enters it
     finally:
         shutil.rmtree(home)
+
+
+def test_history_of_a_folder_without_git_says_there_is_no_git_history(run_cli, indexed_collection):
+    code, out, err = run_cli("history", "tuning", "-c", "notes")
+    assert "no commits to search: history reads the git log of collections in a git work tree" in out + err
+    assert "not embedded" not in out + err
+    code, out, err = run_cli("history", "tuning", "--mode", "vector", "--json")
+    assert code == 0 and json.loads(out)["results"] == []
