@@ -188,7 +188,8 @@ def choose_llm_backend() -> tuple[str | None, str]:
     source = setting_source("PMD_LLM_BACKEND")
     backend = settings.PMD_LLM_BACKEND
     if source in {"environment", "index"}:
-        return None, f"models: {backend} backend (PMD_LLM_BACKEND from {SOURCE_WORDS[source]})"
+        line = f"models: {backend} backend (PMD_LLM_BACKEND from {SOURCE_WORDS[source]})"
+        return None, line + (f": {_models_line(backend, automatic=False)}" if backend == "local" else "")
     earlier = backend if source == "automatic" else None
     if earlier and not environment_names_a_model_server():
         return earlier, _models_line(earlier, automatic=True)

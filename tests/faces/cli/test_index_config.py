@@ -181,13 +181,16 @@ def test_the_readme_recipe_after_a_first_run_without_a_model_server_uses_ollama(
 
 
 @pytest.mark.django_db
-def test_a_backend_a_person_chose_is_never_chosen_again(ollama_server, monkeypatch, settings):
+def test_a_backend_a_person_chose_is_never_chosen_again(ollama_server, monkeypatch, settings, tmp_path):
     from indexing.services.index_config import index_config_get
 
     ollama_server.reset()
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    settings.PMD_HOME = tmp_path
     index_config_set(values={"PMD_LLM_BACKEND": "local"})
     backend, why, _ = _start_pmd_up(monkeypatch, settings, OLLAMA_URL=ollama_server.url)
-    assert backend is None and why == "models: local backend (PMD_LLM_BACKEND from the index's configuration)"
+    assert backend is None and why.startswith("models: local backend (PMD_LLM_BACKEND from the index's configuration)")
+    assert "cannot be downloaded: HF_HUB_OFFLINE is set" in why  # offline: said at start, not when embedding
     assert index_config_get()["PMD_LLM_BACKEND"] == "local"
 
 
