@@ -74,7 +74,9 @@ def cmd_config_set(args) -> int:
     if not change.changed:
         console.print("nothing changed")
     for name, (before, after) in change.changed.items():
-        console.print(f"{name}: {before if before is not None else '(not set)'} → {after}", markup=False)
+        was = "(not set)" if before is None else (before or '""')  # "": set empty (no model)
+        now = after or '""'
+        console.print(f"{name}: {was} → {now}", markup=False)
     if change.replaces_vectors:
         from indexing.services.background import embedding_request
 

@@ -269,7 +269,9 @@ def _index_config_from_up(env: dict, chosen_backend: str | None, console) -> Non
             env.pop(name, None)
     if not first_run:
         for name, (before, after) in done.change.changed.items():
-            console.print(f"configuration: {name}: {escape(before or '(not set)')} → {escape(after)}", highlight=False)
+            was = "(not set)" if before is None else (before or '""')  # "": chosen empty (no model)
+            now = after or '""'
+            console.print(f"configuration: {name}: {escape(was)} → {escape(now)}", highlight=False)
     if done.change.replaces_vectors and not first_run:
         job = embedding_request(no_worker="queue")
         console.print(f"embedding again with the new configuration{f' (job {job.pk})' if job else ''}")

@@ -171,6 +171,8 @@ def test_the_readme_recipe_after_a_first_run_without_a_model_server_uses_ollama(
     assert stored["PMD_CHUNK_TOKENS"] == "250" and stored["OLLAMA_URL"] == ollama_server.url
     assert stored["PMD_ANSWER_MODEL"] == settings.PMD_MODEL_DEFAULTS["ollama"]["PMD_ANSWER_MODEL"] != ""
     assert "configuration: PMD_LLM_BACKEND: local → ollama" in printed
+    answer_model = settings.PMD_MODEL_DEFAULTS["ollama"]["PMD_ANSWER_MODEL"]
+    assert f'configuration: PMD_ANSWER_MODEL: "" → {answer_model}' in printed  # the empty choice, re-made
     assert "configuration: PMD_EMBED_MODEL: intfloat/multilingual-e5-small → all-minilm" in printed
     rows = {row["name"]: row for row in index_config_effective()}
     assert rows["PMD_EMBED_MODEL"]["source"] == "environment"
@@ -215,7 +217,7 @@ def test_config_set_reports_every_change_and_config_show_says_where_each_value_c
     for change in (
         "PMD_LLM_BACKEND: local → ollama",
         "OLLAMA_URL: (not set) → http://127.0.0.1:9",
-        "PMD_ANSWER_MODEL:  → qwen3:1.7b",
+        'PMD_ANSWER_MODEL: "" → qwen3:1.7b',
         "PMD_CHUNK_TOKENS: (not set) → 250",
     ):
         assert change in out
