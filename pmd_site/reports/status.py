@@ -421,6 +421,8 @@ def _models_lines(data: dict) -> list[str]:
         lines = [data.get("error") or "cannot embed"]
     else:
         lines = [f"answers ({where})"]
+    if data.get("backend_from") and not (data.get("reachable", True) and data.get("ok", True)):
+        lines.append(f"backend: {data.get('backend', '?')} ({data['backend_from']})")  # where it comes from
     if data.get("advice"):
         lines.append(f"what to do: {data['advice']}")
     if data.get("hybrid"):

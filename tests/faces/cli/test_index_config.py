@@ -227,3 +227,23 @@ def test_config_set_reports_every_change_and_config_show_says_where_each_value_c
     assert lines["PMD_LLM_BACKEND"].endswith("(the index's configuration)")
     assert lines["PMD_RERANK_MODEL"].endswith("(this process's environment)")
     assert lines["PMD_CHUNK_OVERLAP"].endswith("(default)")
+
+
+@pytest.mark.django_db
+def test_the_status_models_line_says_where_the_backend_comes_from(run_cli, ollama, monkeypatch, settings, tmp_path):
+    for name in INDEX_SETTINGS:
+        monkeypatch.delenv(name, raising=False)
+    index_config_set(
+        values={"PMD_LLM_BACKEND": "ollama", "OLLAMA_URL": ollama.url, "PMD_EMBED_MODEL": "embeddinggemma"}
+    )
+    code, out, err = run_cli("status")
+    assert f"answers (ollama at {ollama.url}; backend: the index's configuration)" in out
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    settings.PMD_HOME = tmp_path
+    index_config_set(
+        values={"PMD_LLM_BACKEND": "local", "PMD_EMBED_MODEL": "intfloat/multilingual-e5-small"},
+        automatic=True,
+        replace_vectors=True,
+    )
+    code, out, err = run_cli("status")
+    assert "backend: local (chosen automatically)" in out and "backend_from" not in out
