@@ -53,6 +53,8 @@ MODULE_OF_COMMAND = {command: module for module, commands in COMMANDS_BY_MODULE.
 # (pmd_site.cli.client.READ_COMMANDS): without an index they say where they looked and fail.
 USES_AN_INDEX = frozenset({"fields", "searches", "saved", "ask", "update", "embed", "cleanup", "audit", "mcp"})
 CREATES_IN = {"collection": frozenset({"add"}), "context": frozenset()}  # the actions that may create one
+# Actions that show what an index holds, of any command that has actions (`pmd config show`, `pmd user list`).
+SHOWING = frozenset({"list", "show"})
 
 
 # What the command line adds to a service error, in its own syntax (flags, commands), by code
@@ -140,6 +142,8 @@ def only_reads(argv: list[str]) -> bool:
     command, _, rest = split_command(argv)
     if command in CREATES_IN:
         return not (rest and rest[0] in CREATES_IN[command])
+    if command != "models" and rest and rest[0] in SHOWING:
+        return True
     return command in USES_AN_INDEX or read_command(argv)[0]
 
 
