@@ -128,10 +128,14 @@ def index_config_set(
     """Write settings into the index (and apply them here). A change of what an embedding is
     (model, backend, chunking, document prompt) while vectors exist raises ReplacesVectors saying
     what would be replaced, unless `replace_vectors`. `only_new`: keep what the index already has.
-    `automatic`: pmd chose these values, no person did (see the module docstring)."""
+    `automatic`: pmd chose these values, no person did (see the module docstring). Another backend
+    brings its own models where pmd chose the old backend's (an empty answer model among them):
+    those changes are made and reported too."""
     for name, value in values.items():
         _parse(name, value)
     stored = index_config_get()
+    follow = {} if automatic else _models_following_the_backend(values, stored)
+    values = {**follow, **values}
     change = ConfigChange()
     for name, value in values.items():
         value = value.strip()
@@ -160,11 +164,23 @@ def index_config_set(
         if not replace_vectors:
             raise ReplacesVectors(change.replaces_vectors)  # each face says how to confirm
     for name, (_, value) in change.changed.items():
-        IndexSetting.objects.update_or_create(name=name, defaults={"value": value, "automatic": automatic})
+        chosen_by_pmd = automatic or name in follow
+        IndexSetting.objects.update_or_create(name=name, defaults={"value": value, "automatic": chosen_by_pmd})
         _use(name, value)
     if not automatic:  # a person chose the value the index had already: it is theirs now
-        IndexSetting.objects.filter(name__in=list(values), automatic=True).update(automatic=False)
+        mine = [name for name in values if name not in follow]
+        IndexSetting.objects.filter(name__in=mine, automatic=True).update(automatic=False)
     return change
+
+
+def _models_following_the_backend(values: dict[str, str], stored: dict[str, str]) -> dict[str, str]:
+    """The new backend's default models, for the models pmd chose for the old one (not given now)."""
+    backend = values.get("PMD_LLM_BACKEND", "").strip()
+    if not backend or backend == stored.get("PMD_LLM_BACKEND"):
+        return {}
+    defaults = getattr(settings, "PMD_MODEL_DEFAULTS", {}).get("local" if backend == "local" else "ollama", {})
+    automatic = _automatic_names()
+    return {name: value for name, value in defaults.items() if name not in values and name in automatic}
 
 
 # What names a model server for the local backend chosen automatically to give way to.

@@ -203,7 +203,9 @@ def test_config_set_reports_every_change_and_config_show_says_where_each_value_c
     settings.PMD_LLM_BACKEND = "ollama"  # what the index's configuration sets below is undone after the test
     for name in INDEX_SETTINGS:
         monkeypatch.delenv(name, raising=False)
-    index_config_set(values={"PMD_LLM_BACKEND": "local", "PMD_ANSWER_MODEL": ""}, automatic=True)
+    index_config_set(
+        values={"PMD_LLM_BACKEND": "local", "PMD_ANSWER_MODEL": "", "PMD_GENERATE_MODEL": ""}, automatic=True
+    )
     code, out, err = run_cli(
         "config",
         "set",
@@ -214,6 +216,8 @@ def test_config_set_reports_every_change_and_config_show_says_where_each_value_c
         "--yes",
     )
     assert code == 0, err
+    generate = settings.PMD_MODEL_DEFAULTS["ollama"]["PMD_GENERATE_MODEL"]
+    assert f'PMD_GENERATE_MODEL: "" → {generate}' in out  # pmd's choice for the old backend follows the new one
     for change in (
         "PMD_LLM_BACKEND: local → ollama",
         "OLLAMA_URL: (not set) → http://127.0.0.1:9",
