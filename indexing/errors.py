@@ -417,6 +417,16 @@ class NoteChanged(Conflict):
         return {"current_hash": self.current_hash}
 
 
+class FolderTaken(Conflict):
+    """The folder is a collection already: a second one over it would show every hit twice."""
+
+    code = "collection_folder_taken"
+
+    def __init__(self, *, folder: str, name: str):
+        super().__init__(f"folder {folder} is already collection '{name}'")
+        self.name = name
+
+
 class AccountExists(Conflict):
     code = "account_exists"
 
@@ -544,17 +554,18 @@ class BackupFailed(SetupError):
 
 
 class IndexMissing(SetupError):
-    """A command that only reads an index (`pmd mcp`) found none where it looked; it creates none."""
+    """A command that only reads an index (`pmd search`, `pmd mcp`) found none where it looked; it
+    creates none: an empty index answering "no results" would hide that it looked in the wrong place."""
 
     code = "index_missing"
 
-    def __init__(self, *, home: str, home_from: str):
+    def __init__(self, *, home: str, home_from: str, for_agents: bool = False):
         self.home = home
+        where = ', e.g. "env": {"PMD_HOME": "…"} in the MCP client\'s configuration' if for_agents else ""
         super().__init__(
             f"no pmd index in {home} ({home_from}): set PMD_HOME to the folder `pmd up` uses (the "
-            '"pmd_home" that `pmd status --json` shows where pmd runs), e.g. "env": {"PMD_HOME": "…"} '
-            "in the MCP client's configuration, or DATABASE_URL for a PostgreSQL server; "
-            "or create an index here with: pmd up FOLDER"
+            f'"pmd_home" that `pmd status --json` shows where pmd runs){where}, or DATABASE_URL for a '
+            "PostgreSQL server; or create an index here with: pmd up FOLDER"
         )
 
 

@@ -71,7 +71,11 @@ _SCRIPTS = [
 _LATIN = re.compile(r"[A-Za-z\u00c0-\u024f]")
 _WORD = re.compile(r"[a-z\u00e0-\u024f]{2,}")  # one-letter words (a, e, o, y) say little
 # Code, commands and addresses are no one's language: not counted.
-_NOT_PROSE = re.compile(r"```.*?(?:```|\Z)|`[^`\n]*`|\{\{.*?\}\}|<[^>\n]*>|https?://\S+|\[[^\]\n]*\]\([^)\n]*\)", re.S)
+_NOT_PROSE = re.compile(
+    r"\A---\n.*?\n---\n|```.*?(?:```|\Z)|`[^`\n]*`|\{\{.*?\}\}|<[^>\n]*>|https?://\S+|\[[^\]\n]*\]\([^)\n]*\)"
+    r"|!?\[\[[^\]\n]*\]\]",  # frontmatter, code, templates, tags, addresses, links and wiki links: names, not prose
+    re.S,
+)
 
 # A few dozen of the commonest short words of each Latin-script language (function words only).
 _STOP = {
@@ -164,7 +168,7 @@ def query_language(text: str) -> str | None:
 
 
 def detect_language(text: str) -> str | None:
-    """The language most of `text` is in, or None when there are too few letters to say."""
+    """The language most of `text` is in, or None when there are too few letters or common words to say."""
     text = _NOT_PROSE.sub(" ", text)
     scripts = Counter()
     for code, pattern in _SCRIPTS:
@@ -183,7 +187,9 @@ def detect_language(text: str) -> str | None:
     words = Counter(_WORD.findall(text.lower()))
     hits = {lang: sum(n for w, n in words.items() if w in stop) for lang, stop in _STOP_SETS.items()}
     best = max(hits, key=hits.get)
-    return best if hits[best] >= 3 else "en"
+    # Too few common words to tell (a daily note of tasks and names): no vote. Counting it as English
+    # made a vault of four languages and many such notes English.
+    return best if hits[best] >= 3 else None
 
 
 def detect_notes_language(texts: list[str]) -> str | None:

@@ -199,6 +199,9 @@ _H1_ATX_RE = LazyPattern(r" {0,3}#(?:[ \t]+(.*))?$")  # with .match on one line:
 _SETEXT_H1_RE = LazyPattern(r" {0,3}=+[ \t]*$")
 _FENCE_LINE_RE = LazyPattern(r" {0,3}(`{3,}|~{3,})")
 _HTML_H1_OPEN_RE = LazyPattern(r"<h1(?:\s[^<>]*)?>", re.I)
+# An HTML heading is one when its line starts with it (an HTML block); `<h1>` in a sentence or in
+# inline code is an example of one (a note about HTML), not the note's title.
+_HTML_H1_LINE_RE = LazyPattern(r" {0,3}<h1(?:[\s>]|$)", re.I)
 _HTML_H1_CLOSE = "</h1>"
 _PARAGRAPH_BREAK_RE = LazyPattern(r" {0,3}(?:[-*+>|]|#{1,6}(?:[ \t]|$)|\d{1,9}[.)]|<)")  # a line no setext text can be
 
@@ -247,7 +250,7 @@ def level1_headings(body: str) -> Iterator[str]:
         atx = _H1_ATX_RE.match(line)
         if atx:
             yield _atx_text(atx.group(1) or "")
-        elif "<h1" in line[:_HTML_H1_MAX_CHARS].lower():
+        elif _HTML_H1_LINE_RE.match(line):
             inner = _html_h1(lines, i)
             if inner is not None:
                 yield inner

@@ -66,6 +66,7 @@ _DOOR = {
     "CommitBrief": "search.schemas",
     "FieldsOut": "search.schemas",
     "FiltersIn": "search.schemas",
+    "StrictIn": "search.schemas",
     "HistoryBrief": "search.schemas",
     "HistoryOut": "search.schemas",
     "LinkBrief": "search.schemas",

@@ -9,9 +9,11 @@ search.retrieval.related, indexing.selectors) give these shapes with their `as_d
 from __future__ import annotations
 
 import copy
+import difflib
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, create_model
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, create_model, model_validator
+from pydantic_core import PydanticCustomError
 
 
 def brief(
@@ -40,11 +42,49 @@ def brief(
 
 # --- inputs ---------------------------------------------------------------------------------------
 
+
+def known_field_names(model: type[BaseModel]) -> list[str]:
+    """The names a client may write for `model`'s fields: each field's name and its alias."""
+    names = []
+    for name, info in model.model_fields.items():
+        names.append(name)
+        for alias in (info.alias, info.validation_alias):
+            choices = alias.choices if isinstance(alias, AliasChoices) else [alias]
+            names.extend(c for c in choices if isinstance(c, str) and c not in names)
+    return names
+
+
+def nearest_field_hint(field: str, known: list[str]) -> str:
+    """` (did you mean 'collections'?)` for a misspelt field, or nothing when no known name is near."""
+    nearest = difflib.get_close_matches(field, known, n=1, cutoff=0.6)
+    return f" (did you mean '{nearest[0]}'?)" if nearest else ""
+
+
+class StrictIn(BaseModel):
+    """An input that refuses a field it does not know, naming it and the nearest known one: a
+    misspelt option silently ignored would answer a different question than the one asked."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _refuse_unknown_fields(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            known = known_field_names(cls)
+            for field in data:
+                if field not in known:
+                    hint = nearest_field_hint(str(field), known)
+                    raise PydanticCustomError(
+                        "unknown_field", "unknown field '{field}'{hint}", {"field": field, "hint": hint}
+                    )
+        return data
+
+
 FieldValue = str | int | float | bool
 FilterValues = str | list[str]
 
 
-class FiltersIn(BaseModel):
+class FiltersIn(StrictIn):
     """Filters over the notes' structure (the query text may hold them too: `tag:db after:2025-01`)."""
 
     tags: FilterValues | None = Field(None, description="notes with any of these tags")
@@ -70,7 +110,7 @@ class FiltersIn(BaseModel):
     )
 
 
-class SubSearch(BaseModel):
+class SubSearch(StrictIn):
     """One typed search of a deep search: you write the expansions instead of the LLM."""
 
     type: Literal["lex", "vec", "hyde"] = Field(

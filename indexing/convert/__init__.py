@@ -97,6 +97,31 @@ def format_of(path: str) -> str:
     return _FORMAT_OF_EXTENSION.get(ext, "markdown")
 
 
+def known_format(path: str) -> str | None:
+    """The format pmd can read a file as, by its extension (None: an extension pmd does not know)."""
+    return _FORMAT_OF_EXTENSION.get(posixpath.splitext(path)[1].lower().lstrip("."))
+
+
+def formats_of_mask(mask: str) -> list[str] | None:
+    """The formats besides markdown a mask selects when it is a formats mask (`**/*.{md,pdf}` →
+    [pdf]); None for any other mask."""
+    match = _FORMATS_MASK_RE.fullmatch(mask.strip())
+    if not match:
+        return None
+    exts = (match.group(1) or match.group(2)).split(",")
+    formats = []
+    for ext in exts:
+        fmt = _FORMAT_OF_EXTENSION.get(ext)
+        if fmt is None:
+            return None
+        if fmt != "markdown" and fmt not in formats:
+            formats.append(fmt)
+    return formats
+
+
+_FORMATS_MASK_RE = LazyPattern(r"\*\*/\*\.(?:\{([a-z0-9,]+)\}|([a-z0-9]+))")
+
+
 def is_converted(path: str) -> bool:
     """Whether the file is read by a converter (in a subprocess) rather than as markdown text."""
     return format_of(path) in _MODULES

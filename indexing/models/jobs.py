@@ -81,6 +81,9 @@ class IndexSetting(models.Model):
 
     name = models.CharField(max_length=64, primary_key=True)
     value = models.TextField(blank=True, default="")
+    # Chosen by pmd (a default, or the local backend when no model server answered), not by a
+    # person: the next `pmd up` whose environment names something else makes the choice again.
+    automatic = models.BooleanField(default=False)
     updated_at = models.DateTimeField(auto_now=True)
 
     def __str__(self) -> str:

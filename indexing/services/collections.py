@@ -148,6 +148,9 @@ def collection_create(
     name = _check_name(name or default_name_for(root))
     for glob in [mask or settings.PMD_DEFAULT_MASK, *(ignore_patterns or [])]:
         glob_regex(glob.strip())  # InvalidGlob now, not at every scan of the folder
+    holder = Collection.objects.filter(root_path=str(root)).values_list("name", flat=True).first()
+    if holder is not None:  # every hit twice otherwise (a hidden holder was refused above, unnamed)
+        raise errors.FolderTaken(folder=str(root), name=holder)
     if Collection.objects.filter(name=name).exists():
         raise _name_taken(name, access)
     if access is not None:
@@ -219,13 +222,25 @@ def title_from_for(root: Path, asked: str | None) -> str:
 
 
 def collection_configure(
-    *, name: str, access: Access, transclude: bool | None = None, title_from: str | None = None
+    *,
+    name: str,
+    access: Access,
+    transclude: bool | None = None,
+    title_from: str | None = None,
+    formats: list[str] | None = None,
+    mask: str | None = None,
 ) -> Collection:
     """Change how a collection's notes are read. Transclusion takes effect at once (its keyword
-    passages are written again); a new title source at the next scan, which reads every note again."""
+    passages are written again); a new title source or new files (`formats` besides markdown, or
+    a `mask`: one or the other) at the next scan, which the faces start (refresh.collection_set)."""
     require_write(access)
     collection = collection_visible(name, access)
     changes: dict = {}
+    if formats is not None or mask is not None:
+        chosen = (_mask_with_formats(mask, formats) or "").strip() or settings.PMD_DEFAULT_MASK
+        glob_regex(chosen)  # InvalidGlob now, not at every scan of the folder
+        if chosen != collection.mask:
+            changes["mask"] = chosen
     if transclude is not None and bool(transclude) != collection.transclude:
         changes["transclude"] = bool(transclude)
     if title_from is not None:

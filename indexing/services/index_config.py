@@ -6,6 +6,13 @@ values live with the index (table `IndexSetting`), written by `pmd up`, `pmd con
 web (staff), and every process applies them when it first reaches the database
 (`index_config_apply`, wired in pmd_site/apps.py). An environment variable still wins for its own
 process, with a warning naming both values, never advice to re-embed.
+
+Where a value comes from is one rule, shown wherever the value is shown (`pmd config show`, `pmd
+up`'s summary, status): this process's environment, the index's configuration (set by a person:
+`pmd config set`, the web, or the environment of a `pmd up`), chosen automatically (stored by pmd: a
+default, or the local backend when no model server answered), or the default. A value chosen
+automatically gives way to the environment of the next `pmd up` that names another
+(`index_config_from_start`), even when that embeds everything again; a value a person set does not.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from dataclasses import dataclass, field
 from django.conf import settings
 
 from indexing.errors import InvalidSetting, ReplacesVectors
+from indexing.llm import chunk_tokens
 from indexing.models import Chunk, EmbeddingFingerprint, IndexSetting
 
 log = logging.getLogger(__name__)
@@ -37,25 +45,63 @@ class ConfigChange:
     replaces_vectors: str = ""  # what embedding again replaces, when it does
 
 
+# Where a value comes from, in words: the one wording of every face.
+SOURCE_WORDS = {
+    "environment": "this process's environment",
+    "index": "the index's configuration",
+    "automatic": "chosen automatically",
+    "default": "default",
+}
+
+
 def index_config_get() -> dict[str, str]:
     """What the index keeps (name -> value as written)."""
     return dict(IndexSetting.objects.filter(name__in=list(INDEX_SETTINGS)).values_list("name", "value"))
 
 
+def _automatic_names() -> set[str]:
+    return set(
+        IndexSetting.objects.filter(name__in=list(INDEX_SETTINGS), automatic=True).values_list("name", flat=True)
+    )
+
+
+def setting_source(
+    name: str, *, stored: dict[str, str] | None = None, automatic: set[str] | None = None, environ=None
+) -> str:
+    """Where the value this process uses for `name` comes from: environment, index, automatic or default."""
+    environ = os.environ if environ is None else environ
+    stored = index_config_get() if stored is None else stored
+    automatic = _automatic_names() if automatic is None else automatic
+    if str(environ.get(name, "")).strip():
+        return "environment"
+    if name in stored:
+        return "automatic" if name in automatic else "index"
+    return "default"
+
+
 def index_config_effective() -> list[dict]:
-    """Every index setting: the value this process uses, the index's, and where the used one comes from."""
+    """Every index setting: the value this process uses, the index's, and where the used one comes
+    from (`source`, in words `source_words`). The chunk size is the one the model really uses: for
+    the local backend without PMD_CHUNK_TOKENS, the model's window."""
     stored = index_config_get()
+    automatic = _automatic_names()
     rows = []
     for name in INDEX_SETTINGS:
         used = str(getattr(settings, name, "") or "")
         given = os.environ.get(name, "").strip()
-        source = "environment" if given else ("index" if name in stored else "default")
+        source = setting_source(name, stored=stored, automatic=automatic)
+        note = ""
+        if name == "PMD_CHUNK_TOKENS" and not given and name not in stored and settings.PMD_LLM_BACKEND == "local":
+            really = str(chunk_tokens())
+            if really != used:
+                used, source, note = really, "automatic", f"sized to the window of {settings.PMD_EMBED_MODEL}"
         rows.append(
             {
                 "name": name,
                 "value": used,
                 "index": stored.get(name),
                 "source": source,
+                "source_words": SOURCE_WORDS[source] + (f": {note}" if note else ""),
                 "mismatch": bool(given and name in stored and given != stored[name]),
             }
         )
@@ -76,13 +122,20 @@ def _parse(name: str, value: str):
     return parsed
 
 
-def index_config_set(*, values: dict[str, str], replace_vectors: bool = False, only_new: bool = False) -> ConfigChange:
+def index_config_set(
+    *, values: dict[str, str], replace_vectors: bool = False, only_new: bool = False, automatic: bool = False
+) -> ConfigChange:
     """Write settings into the index (and apply them here). A change of what an embedding is
     (model, backend, chunking, document prompt) while vectors exist raises ReplacesVectors saying
-    what would be replaced, unless `replace_vectors`. `only_new`: keep what the index already has."""
+    what would be replaced, unless `replace_vectors`. `only_new`: keep what the index already has.
+    `automatic`: pmd chose these values, no person did (see the module docstring). Another backend
+    brings its own models where pmd chose the old backend's (an empty answer model among them):
+    those changes are made and reported too."""
     for name, value in values.items():
         _parse(name, value)
     stored = index_config_get()
+    follow = {} if automatic else _models_following_the_backend(values, stored)
+    values = {**follow, **values}
     change = ConfigChange()
     for name, value in values.items():
         value = value.strip()
@@ -111,9 +164,82 @@ def index_config_set(*, values: dict[str, str], replace_vectors: bool = False, o
         if not replace_vectors:
             raise ReplacesVectors(change.replaces_vectors)  # each face says how to confirm
     for name, (_, value) in change.changed.items():
-        IndexSetting.objects.update_or_create(name=name, defaults={"value": value})
+        chosen_by_pmd = automatic or name in follow
+        IndexSetting.objects.update_or_create(name=name, defaults={"value": value, "automatic": chosen_by_pmd})
         _use(name, value)
+    if not automatic:  # a person chose the value the index had already: it is theirs now
+        mine = [name for name in values if name not in follow]
+        IndexSetting.objects.filter(name__in=mine, automatic=True).update(automatic=False)
     return change
+
+
+def _models_following_the_backend(values: dict[str, str], stored: dict[str, str]) -> dict[str, str]:
+    """The new backend's default models, for the models pmd chose for the old one (not given now)."""
+    backend = values.get("PMD_LLM_BACKEND", "").strip()
+    if not backend or backend == stored.get("PMD_LLM_BACKEND"):
+        return {}
+    defaults = getattr(settings, "PMD_MODEL_DEFAULTS", {}).get("local" if backend == "local" else "ollama", {})
+    automatic = _automatic_names()
+    return {name: value for name, value in defaults.items() if name not in values and name in automatic}
+
+
+# What names a model server for the local backend chosen automatically to give way to.
+_NAMES_A_MODEL_SERVER = ("OLLAMA_URL", "PMD_EMBED_MODEL", "PMD_GENERATE_MODEL", "PMD_RERANK_MODEL", "PMD_ANSWER_MODEL")
+
+
+def backend_is_chosen(*, environ=None) -> bool:
+    """Whether a person chose the backend (in this environment or the index's configuration):
+    then pmd never chooses it again."""
+    return setting_source("PMD_LLM_BACKEND", environ=environ) in {"environment", "index"}
+
+
+def environment_names_a_model_server(*, environ=None) -> bool:
+    """Whether this environment names a model server or its models (not a local model's folder):
+    what makes a backend chosen automatically worth choosing again."""
+    environ = os.environ if environ is None else environ
+    for name in _NAMES_A_MODEL_SERVER:
+        value = str(environ.get(name, "")).strip()
+        if value and not value.startswith(("/", "~", "./", "../")):
+            return True
+    return False
+
+
+@dataclass
+class StartConfig:
+    """What `index_config_from_start` did: the changes, the environment's values it did not use
+    (they would replace the vectors of a configuration a person set) and why."""
+
+    change: ConfigChange
+    not_used: list[str] = field(default_factory=list)
+    why_not_used: str = ""
+
+
+def index_config_from_start(*, given: dict[str, str], chosen: dict[str, str]) -> StartConfig:
+    """`pmd up` writes the index's configuration: `given` (its environment's values) as set by a
+    person, `chosen` (pmd's own choices: the defaults, the backend it picked and that backend's
+    models) as automatic. An automatic value gives way to both; a value a person set is kept
+    against pmd's choices, and against the environment where that would embed everything again
+    (`pmd config set … --yes` does that)."""
+    stored = index_config_get()
+    automatic = _automatic_names()
+    personal = {name for name in stored if name not in automatic}
+    ours = {name: value for name, value in chosen.items() if name not in personal and name not in given}
+    kept_for_vectors = {n: v for n, v in given.items() if n in VECTOR_SETTINGS and n in personal}
+    result = StartConfig(change=ConfigChange())
+    for values, automatic_values in (
+        (ours, True),
+        ({n: v for n, v in given.items() if n not in kept_for_vectors}, False),
+    ):
+        if values:
+            done = index_config_set(values=values, replace_vectors=True, automatic=automatic_values)
+            result.change.changed.update(done.changed)
+            result.change.replaces_vectors = result.change.replaces_vectors or done.replaces_vectors
+    if kept_for_vectors:
+        try:
+            result.change.changed.update(index_config_set(values=kept_for_vectors).changed)
+        except ReplacesVectors as exc:
+            result.not_used, result.why_not_used = sorted(kept_for_vectors), str(exc)
+    return result
 
 
 def index_config_unset(*, names: list[str]) -> int:
@@ -147,10 +273,11 @@ def index_config_apply(*, environ=None) -> list[str]:
                 setattr(settings, name, value)
         if backend == "local" and "PMD_CHUNK_TOKENS" not in stored and not environ.get("PMD_CHUNK_TOKENS"):
             settings.PMD_CHUNK_TOKENS_FROM_MODEL = True
+    automatic = _automatic_names()
     for name, value in stored.items():
         given = str(environ.get(name, "")).strip()
         if given:
-            if given != value:
+            if given != value and name not in automatic:  # pmd's own choice gives way without a word
                 warnings.append(
                     f"{name}={given} from this process's environment; the index is configured with "
                     f"{name}={value} (this process uses {given}; `pmd config set {name} …` changes "

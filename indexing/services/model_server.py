@@ -12,6 +12,7 @@ import os
 
 import httpx
 from django.conf import settings
+from django.db import DatabaseError
 
 from indexing.errors import LLMBackendError, LLMBackendUnavailable, LLMModelMissing
 from indexing.llm import backend_url, make_backend
@@ -48,7 +49,7 @@ def _what_to_do(kind: str) -> str:
     )
 
 
-def _hub_problem(timeout: float) -> str | None:
+def hub_problem(timeout: float) -> str | None:
     """Why the local backend cannot download a model now (None: the hub answers)."""
     endpoint = os.environ.get("HF_ENDPOINT") or "https://huggingface.co"
     if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}:
@@ -58,6 +59,16 @@ def _hub_problem(timeout: float) -> str | None:
     except (OSError, httpx.HTTPError) as exc:
         return f"the model hub {endpoint} is not reachable ({type(exc).__name__})"
     return None
+
+
+def _backend_from() -> str | None:
+    """Where the backend in use comes from, in words (None when the index cannot be read)."""
+    from indexing.services.index_config import SOURCE_WORDS, setting_source  # noqa: PLC0415 - loads the models
+
+    try:
+        return SOURCE_WORDS[setting_source("PMD_LLM_BACKEND")]
+    except DatabaseError:
+        return None
 
 
 def model_server_status(*, timeout: float = PROBE_SECONDS) -> dict:
@@ -71,6 +82,7 @@ def model_server_status(*, timeout: float = PROBE_SECONDS) -> dict:
     status: dict = {
         "ok": True,
         "backend": kind,
+        "backend_from": _backend_from(),
         "url": url,
         "reachable": True,
         "models": {},
@@ -110,7 +122,7 @@ def model_server_status(*, timeout: float = PROBE_SECONDS) -> dict:
         )
     elif embed["present"] is False:
         if kind == "local":
-            hub = _hub_problem(timeout)
+            hub = hub_problem(timeout)
             status.update(
                 ok=hub is None,
                 reachable=hub is None,

@@ -23,6 +23,7 @@ from indexing.services.audit import audit_record
 from indexing.services.background import NoWorker, embedding_request, index_request
 from indexing.services.collections import (
     PullResult,
+    collection_configure,
     collection_create,
     collection_git_pull,
 )
@@ -100,6 +101,11 @@ class RefreshResult:
                 log.warning("git pull %s failed: %s", pulled.collection, pulled.output)
         if self.skipped:
             log.info("skipped: collection %s no longer exists", ", ".join(self.skipped))
+        for refreshed in self.collections:  # nothing skipped in silence
+            line = refreshed.report.not_read_line() if refreshed.report else None
+            if line:
+                formats = ",".join(refreshed.report.formats_to_include)
+                log.info("%s: %s (the formats %s read them too)", refreshed.collection, line, formats)
         done = [r for r in self.collections if not r.problem]
         reports = [r.report.as_dict() | ({"history": r.history.as_dict()} if r.history else {}) for r in done]
         return {
@@ -277,6 +283,48 @@ def collection_add(
         for outer in _collections_around(collection):  # their copies of its notes go (see nested_collections)
             _refresh(outer, access=Access.local_user(), in_job=index == "job")
     return added
+
+
+@dataclass
+class CollectionSet:
+    """What `collection_set` did: the collection as it is now and, when it reads other files or
+    titles now, the re-index (scanned here, or the job started)."""
+
+    collection: Collection
+    refresh: RefreshResult | None = None
+
+    @property
+    def refreshed(self) -> Refreshed | None:
+        return self.refresh.collections[0] if self.refresh and self.refresh.collections else None
+
+
+def collection_set(
+    *,
+    name: str,
+    access: Access,
+    transclude: bool | None = None,
+    title_from: str | None = None,
+    formats: list[str] | None = None,
+    mask: str | None = None,
+    in_job: bool = False,
+    progress: ProgressCallback | None = None,
+) -> CollectionSet:
+    """Change how a collection is read, from every face (`pmd collection set`, the API's PATCH, the
+    web's Collections page): a change of the files it reads (`formats` besides markdown, or a
+    `mask`) or of where titles come from re-indexes it now (`in_job`: as a job to follow). The
+    collections around a nested one are scanned again too: what it no longer reads is theirs."""
+    before = collection_visible(name, access)
+    mask_before, titles_before = before.mask, before.title_from
+    collection = collection_configure(
+        name=name, access=access, transclude=transclude, title_from=title_from, formats=formats, mask=mask
+    )
+    done = CollectionSet(collection)
+    if collection.mask != mask_before or collection.title_from != titles_before:
+        done.refresh = _refresh(collection, access=access, in_job=in_job, progress_for=lambda _: progress)
+        if collection.mask != mask_before:
+            for outer in _collections_around(collection):
+                _refresh(outer, access=Access.local_user(), in_job=in_job)
+    return done
 
 
 def _collections_around(collection: Collection) -> list[Collection]:

@@ -21,7 +21,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from indexing import errors
-from indexing.convert import UNIT_NAMES, ConversionRefused, format_of, is_converted
+from indexing.convert import UNIT_NAMES, ConversionRefused, format_of, formats_of_mask, is_converted, known_format
 from indexing.convert.sandbox import Converter
 from indexing.folders import collection_folder_refusal, pseudo_mount_points
 from indexing.keyword import keyword_index_update  # the BM25 index follows every scan
@@ -42,6 +42,7 @@ from indexing.text import BinaryFile, note_reading, parse_markdown
 from indexing.userinput import unstorable_reason
 
 ProgressCallback = Callable[[int, int, str], None]
+FORMAT_WORDS = {"pdf": "PDF", "docx": "DOCX", "pptx": "PPTX", "xlsx": "XLSX", "html": "HTML", "epub": "EPUB"}
 FLUSH_EVERY = 500
 CONVERT_PROGRESS_BYTES = 1024 * 1024  # a file this large to convert is named in the progress line
 
@@ -67,13 +68,27 @@ class ScanReport:
     reactivated: int = 0
     skipped: int = 0
     issues: list[FileIssue] = field(default_factory=list)
+    # Files of a format pmd reads that the collection's mask leaves out, by format: said, not skipped in silence.
+    not_read: dict[str, int] = field(default_factory=dict)
     changed_document_ids: list[int] = field(default_factory=list)
     removed_document_ids: list[int] = field(default_factory=list)
     elapsed: float = 0.0
 
+    # The formats that read them too: what the collection reads now and those (`--formats`).
+    formats_to_include: list[str] = field(default_factory=list)
+
     @property
     def errors(self) -> int:
         return sum(1 for i in self.issues if i.severity == "error")
+
+    def not_read_line(self) -> str | None:
+        """`9 files not read: 5 PDF, 3 HTML, 1 DOCX` (None: every file pmd could read was read)."""
+        if not self.not_read:
+            return None
+        total = sum(self.not_read.values())
+        counts = sorted(self.not_read.items(), key=lambda item: (-item[1], item[0]))
+        listed = ", ".join(f"{n} {FORMAT_WORDS.get(fmt, fmt)}" for fmt, n in counts)
+        return f"{total} file{'s' if total != 1 else ''} not read: {listed}"
 
     @property
     def files_seen(self) -> int:
@@ -91,8 +106,18 @@ class ScanReport:
             "errors": self.errors,
             "warnings": len(self.issues) - self.errors,
             "issues": [{"path": i.path, "severity": i.severity, "message": i.message} for i in self.issues],
+            "not_read": dict(self.not_read),
+            "formats_to_include": list(self.formats_to_include),
             "elapsed_seconds": round(self.elapsed, 3),
         }
+
+
+def formats_to_include(mask: str, not_read: dict[str, int]) -> list[str]:
+    """The formats a collection reads now (its mask's, when it is a formats mask) and those of the
+    files it did not read: the `--formats` that reads them too."""
+    formats = ["md", *(formats_of_mask(mask) or [])]
+    formats += sorted(fmt for fmt in not_read if fmt not in formats)
+    return formats
 
 
 def _inside(path: str, root: str) -> bool:
@@ -112,20 +137,40 @@ def collection_root_moved(collection: Collection) -> bool:
     return os.path.islink(root) or os.path.realpath(root) != os.path.normpath(root)
 
 
-def nested_collections(collection: Collection) -> dict[str, str]:
-    """Resolved folder → name of the other collections inside this one's folder: their notes
-    belong to them (hits and tag counts are not doubled), so this collection skips them."""
+def _nested(collection: Collection) -> dict[str, Collection]:
     real_root = os.path.realpath(collection.root_path)
     inner = {}
-    for name, stored in Collection.objects.exclude(pk=collection.pk).values_list("name", "root_path"):
-        folder = os.path.realpath(stored)
+    for other in Collection.objects.exclude(pk=collection.pk).only("name", "root_path", "mask", "ignore_patterns"):
+        folder = os.path.realpath(other.root_path)
         if folder != real_root and _inside(folder, real_root):
-            inner[folder] = name
+            inner[folder] = other
     return inner
 
 
-def collection_files(collection: Collection, issues: list[FileIssue]) -> Iterator[tuple[str, str]]:
-    """(relative path, resolved absolute path) of every file the collection's mask selects.
+def _around(collection: Collection) -> dict[str, Selection]:
+    """Resolved folder → selection of the other collections whose folder holds this one's."""
+    real_root = os.path.realpath(collection.root_path)
+    outer = {}
+    for other in Collection.objects.exclude(pk=collection.pk).only("root_path", "mask", "ignore_patterns"):
+        folder = os.path.realpath(other.root_path)
+        if folder != real_root and _inside(real_root, folder):
+            outer[folder] = Selection.of(other)
+    return outer
+
+
+def nested_collections(collection: Collection) -> dict[str, str]:
+    """Resolved folder → name of the other collections inside this one's folder: the files they
+    read belong to them (hits and tag counts are not doubled), so this collection skips those, and
+    reads the others there as anywhere (a markdown-only collection inside one that reads PDFs
+    leaves its PDFs to the one around it: no file is indexed nowhere)."""
+    return {folder: other.name for folder, other in _nested(collection).items()}
+
+
+def collection_files(
+    collection: Collection, issues: list[FileIssue], not_read: dict[str, int] | None = None
+) -> Iterator[tuple[str, str]]:
+    """(relative path, resolved absolute path) of every file the collection's mask selects;
+    `not_read` counts, by format, the files pmd could read that the mask leaves out.
 
     Symbolic links are followed only while they stay inside the collection folder: a link
     out of it (`x.md -> /etc/passwd`, `all -> /`) is recorded as a problem and never read,
@@ -147,8 +192,22 @@ def collection_files(collection: Collection, issues: list[FileIssue]) -> Iterato
         issues.append(FileIssue(".", f"{refusal}: not indexed", "error"))
         return
     pseudo_mounts = pseudo_mount_points()
-    nested = nested_collections(collection)
+    nested = {folder: (other.name, Selection.of(other)) for folder, other in _nested(collection).items()}
     selection = Selection.of(collection)
+
+    around = _around(collection) if not_read is not None else {}
+
+    def read_around(target: str) -> bool:
+        """Whether a collection whose folder holds this one reads the file (then it is not left out)."""
+        return any(outer.selects(os.path.relpath(target, folder)) for folder, outer in around.items())
+
+    def claimed(target: str) -> bool:
+        """Whether a collection nested in this one reads the file (then it is indexed there only)."""
+        return any(
+            _inside(target, folder) and inner.selects(os.path.relpath(target, folder))
+            for folder, (_, inner) in nested.items()
+        )
+
     walked: dict[tuple[int, int], str] = {}  # folder identity → where it was walked
     linked: list[tuple[str, str]] = []  # (relative path, resolved target) of links to folders
 
@@ -202,18 +261,33 @@ def collection_files(collection: Collection, issues: list[FileIssue]) -> Iterato
                         outside(rel)
                     elif target in pseudo_mounts:
                         issues.append(FileIssue(rel, "a pseudo file system (like /proc) is mounted here: skipped"))
-                    elif target in nested:  # a note is indexed once: by the collection nearest to it
-                        issues.append(
-                            FileIssue(rel, f"the folder of collection {nested[target]}: indexed there, skipped here")
-                        )
                     else:
+                        if target in nested:  # a note is indexed once: by the collection nearest to it
+                            issues.append(
+                                FileIssue(
+                                    rel,
+                                    f"the folder of collection {nested[target][0]}: the files it reads are "
+                                    "indexed there, the others here",
+                                )
+                            )
                         (linked if is_link else subdirs).append((rel, target))
                     continue
-                if not selection.file_selected(rel):
-                    continue
                 target = os.path.realpath(path) if is_link else path
+                if not selection.file_selected(rel):
+                    if not_read is not None and not (selection.ignore and selection.ignored(rel)):
+                        fmt = known_format(name)
+                        if (
+                            fmt
+                            and _inside(target, real_root)
+                            and not (nested and claimed(target))
+                            and not (around and read_around(target))
+                        ):
+                            not_read[fmt] = not_read.get(fmt, 0) + 1
+                    continue
                 if not _inside(target, real_root):
                     outside(rel)
+                    continue
+                if nested and claimed(target):
                     continue
                 yield rel, target
             stack.extend(reversed(subdirs))
@@ -320,7 +394,9 @@ class _Scan:
         self.collection = collection
         self.limit = limit
         self.report = ScanReport(collection=collection.name)
-        self.files = list(collection_files(collection, self.report.issues))
+        self.files = list(collection_files(collection, self.report.issues, self.report.not_read))
+        if self.report.not_read:
+            self.report.formats_to_include = formats_to_include(collection.mask, self.report.not_read)
         self.existing: dict[str, _Known] = {
             row[1]: _Known(row[0], *row[2:])
             for row in Document.objects.filter(collection=collection).values_list(

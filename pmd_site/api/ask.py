@@ -5,17 +5,17 @@ search.pipeline.answer, as for `pmd ask`, the web Ask mode and MCP pmd_ask."""
 from __future__ import annotations
 
 from django.http import StreamingHttpResponse
-from ninja import Field, Router, Schema
+from ninja import Field, Router
 
 from indexing.selectors import answers_recent
 from indexing.services.answers import conversation_delete
-from pmd_site.api.schemas import ErrorOut
+from pmd_site.api.schemas import BodyIn, ErrorOut
 from search import AskOut, AskRequest, FiltersIn, SearchFilters, answer_from_record, ask_open, ask_run, ask_sse
 
 router = Router(tags=["ask"])
 
 
-class AskIn(Schema):
+class AskIn(BodyIn):
     question: str = Field(min_length=1, max_length=2000, description="the question; filters such as tag:db too")
     collections: list[str] = Field(default_factory=list, description="ask only these collections")
     filters: FiltersIn | None = None

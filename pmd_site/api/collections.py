@@ -6,13 +6,13 @@ from ninja.pagination import LimitOffsetPagination, paginate
 
 from indexing.selectors import collection_detail as detail_of
 from indexing.selectors import collections_overview
-from indexing.services.collections import collection_configure, collection_remove
+from indexing.services.collections import collection_remove
 from indexing.services.collections import collection_rename as rename
 from indexing.services.refresh import collection_add as add_collection
-from indexing.services.refresh import collection_embed_job, collections_refresh
+from indexing.services.refresh import collection_embed_job, collection_set, collections_refresh
 from indexing.services.sharing import collection_share, collection_writers
 from pmd_site.api.auth import is_staff
-from pmd_site.api.schemas import ErrorOut, JobOut, job_row
+from pmd_site.api.schemas import BodyIn, ErrorOut, JobOut, job_row
 
 router = Router(tags=["collections"])
 
@@ -79,7 +79,7 @@ def collections_list(request):
     return [_collection_row(r, staff=staff) for r in collections_overview(access=request.auth)]  # by name
 
 
-class CollectionIn(Schema):
+class CollectionIn(BodyIn):
     path: str = Field(..., min_length=1, max_length=4096, description="folder on the server")
     name: str | None = Field(None, max_length=200)
     mask: str | None = Field(None, max_length=500)
@@ -148,10 +148,18 @@ def collection_detail(request, name: str):
     return _collection_overview(request, name)
 
 
-class CollectionPatch(Schema):
+class CollectionPatch(BodyIn):
     name: str | None = Field(None, min_length=1, max_length=200, description="the new name")
     transclude: bool | None = Field(None, description="find a note by the words of what it embeds")
-    title_from: str | None = Field(None, description="heading or filename (read again at the next re-index)")
+    title_from: str | None = Field(None, description="heading or filename (the notes are read again, in a job)")
+    formats: list[str] | None = Field(
+        None,
+        description="the formats to read besides markdown, instead of the mask: pdf, docx, pptx, xlsx, html, "
+        "epub, text (re-indexed in a job)",
+    )
+    mask: str | None = Field(
+        None, max_length=500, description="the glob of files to read instead (re-indexed in a job)"
+    )
     writable: bool | None = Field(None, description="let its writers write notes in it through pmd")
     writer_users: list[str] | None = Field(None, description="people who may write notes in it")
     writer_groups: list[str] | None = Field(None, description="groups whose members may write notes in it")
@@ -160,13 +168,19 @@ class CollectionPatch(Schema):
 @router.patch(
     "/{name}",
     response={200: CollectionOut, 400: ErrorOut, 403: ErrorOut, 404: ErrorOut, 409: ErrorOut},
-    summary="Rename a collection or change how its notes are read (staff)",
+    summary="Rename a collection or change what it reads and how (staff); a change of files re-indexes it",
 )
 def collection_rename(request, name: str, body: CollectionPatch):
-    if body.transclude is not None or body.title_from is not None:
-        name = collection_configure(
-            name=name, access=request.auth, transclude=body.transclude, title_from=body.title_from
-        ).name
+    if any(v is not None for v in (body.transclude, body.title_from, body.formats, body.mask)):
+        name = collection_set(
+            name=name,
+            access=request.auth,
+            transclude=body.transclude,
+            title_from=body.title_from,
+            formats=body.formats,
+            mask=body.mask,
+            in_job=True,
+        ).collection.name
     if body.writable is not None or body.writer_users is not None or body.writer_groups is not None:
         collection_writers(
             name=name,
@@ -180,7 +194,7 @@ def collection_rename(request, name: str, body: CollectionPatch):
     return _collection_overview(request, name)
 
 
-class ShareIn(Schema):
+class ShareIn(BodyIn):
     visibility: str = Field(..., description="everyone, shared (with the groups and users below) or private")
     users: list[str] = Field(default_factory=list)
     groups: list[str] = Field(default_factory=list)

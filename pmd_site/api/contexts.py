@@ -5,7 +5,7 @@ from ninja.pagination import LimitOffsetPagination, paginate
 
 from indexing.selectors import context_list
 from indexing.services.contexts import context_remove, context_set
-from pmd_site.api.schemas import ErrorOut
+from pmd_site.api.schemas import BodyIn, ErrorOut
 
 router = Router(tags=["contexts"])
 
@@ -15,7 +15,7 @@ class ContextOut(Schema):
     text: str
 
 
-class ContextIn(Schema):
+class ContextIn(BodyIn):
     target: str = Field("/", max_length=4096, description="/ (global), pmd://collection/prefix or collection/prefix")
     text: str = Field(..., min_length=1, max_length=20000)
 

@@ -3,7 +3,8 @@
 Mapped here once, for the whole API: a service's PmdError (indexing.errors) brings its own
 status, code and headers (TokenThrottled: Retry-After) and the API's hint from API_HINTS;
 ninja's HttpError (the API's own 401 and 403, a failed CSRF check) and its validation errors
-(422) get a stable code from their status.
+(422) get a stable code from their status; a field a body does not know is one of them, named with
+the nearest known field (pmd_site.api.schemas.BodyIn).
 Input is checked once here too: text the database cannot store (a NUL byte) in any validated
 parameter is a 422 `invalid_text` before an endpoint runs, and a DataError the database still
 raises is a 400 `input_refused`, never a 500. What no endpoint answers is in the same shape: a
@@ -96,8 +97,13 @@ def install_error_handlers(api: NinjaAPI) -> None:
     def on_validation(request, exc: ValidationError):
         problems = []
         for err in exc.errors:
-            where = ".".join(str(p) for p in err.get("loc", ()) if p not in {"body", "query", "path", "payload"})
-            problems.append(f"{where or 'request'}: {err.get('msg', 'invalid')}")
+            where = ".".join(
+                str(p) for p in err.get("loc", ()) if p not in {"body", "query", "path", "payload", "params"}
+            )
+            if err.get("type") == "unknown_field" and not where:  # the message names the field itself
+                problems.append(err.get("msg", "unknown field"))
+            else:
+                problems.append(f"{where or 'request'}: {err.get('msg', 'invalid')}")
         return error(request, 422, "invalid request: " + "; ".join(problems), HTTP_CODES[422], errors=exc.errors)
 
     def on_data_error(request, exc: DataError):

@@ -4,6 +4,13 @@ from typing import Any
 
 from ninja import Schema
 
+from search import StrictIn
+
+
+class BodyIn(Schema, StrictIn):
+    """Every JSON body the API reads: a field it does not know is a 422 naming it (and the nearest
+    known one), never silently dropped (`{"collection": "notes"}` would search every collection)."""
+
 
 class ErrorOut(Schema):
     message: str

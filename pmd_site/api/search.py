@@ -3,12 +3,13 @@
 
 from typing import Literal
 
-from ninja import Field, Query, Router, Schema
+from ninja import Field, Query, Router
+from pydantic import AliasChoices
 
 from indexing.selectors import search_log_report
 from indexing.services.saved_searches import saved_search_add, saved_search_digest_set, saved_search_remove
 from indexing.services.search_log import search_feedback_record, search_log_opened
-from pmd_site.api.schemas import ErrorOut
+from pmd_site.api.schemas import BodyIn, ErrorOut
 from search import (
     DEFAULT_LIMIT_MACHINE,
     MODE_ALIASES,
@@ -32,7 +33,7 @@ router = Router(tags=["search"])
 SearchMode = Literal[tuple(MODE_ALIASES)]  # every name of a mode; the answer says the CLI verb
 
 
-class _SearchBase(Schema):
+class _SearchBase(BodyIn):
     query: str | None = Field(
         None,
         min_length=1,
@@ -72,7 +73,15 @@ class _SearchBase(Schema):
 
 
 class SearchIn(_SearchBase):
-    """The CLI's search options (`pmd search|vsearch|query --json`)."""
+    """The CLI's search options (`pmd search|vsearch|query --json`); `q` as in the query string."""
+
+    query: str | None = Field(
+        None,
+        min_length=1,
+        max_length=2000,
+        validation_alias=AliasChoices("query", "q"),
+        description="words, and filters such as tag:db (may be only filters); may be left out when `filters` are given",
+    )
 
     filters: FiltersIn | None = None
 
@@ -152,7 +161,7 @@ def fields_get(request, collection: list[str] = Query(default_factory=list)):
     return {"fields": frontmatter_fields(access=request.auth, collections=collection or None)}
 
 
-class OpenedIn(Schema):
+class OpenedIn(BodyIn):
     uri: str = Field(min_length=1, max_length=4200, description="the result opened (pmd://collection/path)")
 
 
@@ -165,7 +174,7 @@ def search_opened(request, search_id: int, body: OpenedIn):
     return {"recorded": search_log_opened(access=request.auth, entry_id=search_id, uri=body.uri)}
 
 
-class FeedbackIn(Schema):
+class FeedbackIn(BodyIn):
     uri: str = Field(min_length=1, max_length=4200, description="the result rated (pmd://collection/path)")
     helpful: bool = Field(description="true: thumbs up; false: thumbs down")
 
@@ -190,7 +199,7 @@ def searches_get(request, days: int = Query(30, ge=1, le=3650), limit: int = Que
     return search_log_report(access=request.auth, days=days, limit=limit)
 
 
-class SavedIn(Schema):
+class SavedIn(BodyIn):
     name: str = Field(min_length=1, max_length=100)
     query: str = Field("", max_length=2000, description="words and filters, as in /api/search")
     mode: SearchMode = "search"
@@ -240,7 +249,7 @@ def saved_run(request, name: str, limit: int | None = Query(None, ge=1, le=1000)
     return {**response.as_dict(), "new": new}
 
 
-class SavedDigestIn(Schema):
+class SavedDigestIn(BodyIn):
     webhook_url: str | None = Field(None, max_length=2000, description='POST its new matches here; "" stops')
     email_digest: bool | None = Field(None, description="email its new matches to you (when email is configured)")
 

@@ -1,8 +1,8 @@
 """The `pmd` command line: a thin adapter over the indexing and search services.
 
 Each area lives in its own module with a `register(subparsers)` function that adds
-commands and sets `func` (and `needs_db`, default True; `existing_index_only`: never create an index)
-on its parsers.
+commands and sets `func` (and `needs_db`, default True) on its parsers. Only the commands meant to
+create an index (`pmd up`, `pmd collection add`, …) create one: those in `only_reads` never do.
 
 The command modules import pmd's services inside their command functions, not at module
 top: that is deliberate (start-up cost: `pmd --help` and commands without a database
@@ -51,12 +51,20 @@ COMMANDS_BY_MODULE = {
 }
 MODULE_OF_COMMAND = {command: module for module, commands in COMMANDS_BY_MODULE.items() for command in commands}
 
+# Commands that use an index but never create one, besides the read commands client mode answers
+# (pmd_site.cli.client.READ_COMMANDS): without an index they say where they looked and fail.
+USES_AN_INDEX = frozenset({"fields", "searches", "saved", "ask", "update", "embed", "cleanup", "audit", "mcp"})
+CREATES_IN = {"collection": frozenset({"add"}), "context": frozenset()}  # the actions that may create one
+# Actions that show what an index holds, of any command that has actions (`pmd config show`, `pmd user list`).
+SHOWING = frozenset({"list", "show"})
+
 
 # What the command line adds to a service error, in its own syntax (flags, commands), by code
 # (indexing.errors.PmdError.hint_from): the services' messages name no face's syntax.
 CLI_HINTS = {
     "collection_exists": "choose another with --name, or `pmd collection remove {name}`",
     "collection_not_found": "see `pmd collection list`",
+    "collection_folder_taken": "`pmd update -c {name}` re-indexes it, `pmd collection set {name}` changes its files",
     "not_embedded": lambda exc: (
         None if getattr(exc, "held", None) or getattr(exc, "underway", False) else "run `pmd embed`"
     ),
@@ -65,7 +73,8 @@ CLI_HINTS = {
     "token_not_found": "see `pmd token list`",
     "saved_search_not_found": "see `pmd saved list`",
     "account_exists": "`pmd user password {name}` sets a new password",
-    "answer_model_unset": "e.g. `ollama pull qwen3:1.7b`, then PMD_ANSWER_MODEL=qwen3:1.7b in .env",
+    # The index's configuration, which `pmd up` and every other process read: not a .env `pmd up` never reads.
+    "answer_model_unset": "e.g. `ollama pull qwen3:1.7b`, then `pmd config set PMD_ANSWER_MODEL=qwen3:1.7b`",
     "restore_refused": "stop it, then restore again (with compose: `docker compose stop web worker beat watcher`)",
     "replaces_vectors": lambda exc: None if "--yes" in exc.message else "confirm with --yes",
 }
@@ -130,6 +139,18 @@ def main(argv: list[str] | None = None) -> int:
         return _parse_and_run(argv)
 
 
+def only_reads(argv: list[str]) -> bool:
+    """Whether `argv` runs a command that must find an index rather than create an empty one."""
+    from pmd_site.cli.client import read_command, split_command
+
+    command, _, rest = split_command(argv)
+    if command in CREATES_IN:
+        return not (rest and rest[0] in CREATES_IN[command])
+    if command != "models" and rest and rest[0] in SHOWING:
+        return True
+    return command in USES_AN_INDEX or read_command(argv)[0]
+
+
 def _parse_and_run(argv: list[str]) -> int:
     from pmd_site.cli.client import read_command, split_command
 
@@ -138,6 +159,7 @@ def _parse_and_run(argv: list[str]) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    args.existing_index_only = only_reads(argv)
     if read_command(argv)[0]:
         os.environ.setdefault("DJANGO_SETTINGS_MODULE", "pmd_site.settings.cli")  # without the web's apps
     if args.index:
@@ -164,7 +186,7 @@ def run_command(args, *, prepare: bool = True) -> int:
             if getattr(args, "existing_index_only", False):
                 from pmd_site.runtime.process import require_existing_index
 
-                require_existing_index()
+                require_existing_index(for_agents=args.command == "mcp")
             setup_django()
             if getattr(args, "needs_db", True):
                 from pmd_site.runtime.process import database_lease, migrate_if_needed

@@ -66,8 +66,16 @@ def register(sub) -> None:
     show.add_argument("--json", action="store_true")
     show.set_defaults(func=cmd_show)
 
-    conf = csub.add_parser("set", help="change how a collection's notes are read (transclusion, titles)")
+    conf = csub.add_parser(
+        "set", help="change how a collection is read (formats, mask, transclusion, titles); re-indexes it"
+    )
     conf.add_argument("name")
+    conf.add_argument(
+        "--formats",
+        metavar="LIST",
+        help="the formats to read, instead of the mask: md,pdf,docx,pptx,xlsx,html,epub,text (markdown always)",
+    )
+    conf.add_argument("--mask", help="glob of files to read instead (e.g. **/*.{md,pdf})")
     conf.add_argument(
         "--transclude",
         choices=["on", "off"],
@@ -150,6 +158,10 @@ def _print_report(report, *, console, new_only: bool = False) -> None:
     errors = report.errors
     parts.append(f"[red]{errors} errors[/]" if errors else "0 errors")
     console.print(f"[bold]{escape(report.collection)}[/]: " + ", ".join(parts) + f" [dim]({report.elapsed:.2f}s)[/]")
+    not_read = report.not_read_line()
+    if not_read:  # nothing skipped in silence
+        formats = ",".join(report.formats_to_include)
+        warn(f"{not_read}: include them with `pmd collection set {report.collection} --formats {formats}`")
     issues = [i for i in report.issues if not i.known] if new_only else report.issues
     for issue in issues[:20]:
         warn(str(issue))
@@ -388,17 +400,17 @@ def cmd_show(args) -> int:
 
 def cmd_set(args) -> int:
     from indexing.selectors import collection_detail
-    from indexing.services.collections import collection_configure
-    from indexing.services.refresh import collections_refresh
+    from indexing.services.refresh import collection_set
     from indexing.services.sharing import collection_writers
 
     writers = args.writable is not None or args.writer or args.writer_group or args.no_writers
-    if args.transclude is None and args.title_from is None and not writers:
+    configure = any(v is not None for v in (args.transclude, args.title_from, args.formats, args.mask))
+    if not configure and not writers:
         raise CommandError(
-            "nothing to change: give --transclude on|off, --title-from heading|filename, "
-            "--writable on|off or --writer/--writer-group/--no-writers"
+            "nothing to change: give --formats LIST or --mask GLOB, --transclude on|off, "
+            "--title-from heading|filename, --writable on|off or --writer/--writer-group/--no-writers"
         )
-    before = collection_detail(name=args.name, access=local_access())
+    console = stdout_console()
     if writers:
         collection_writers(
             name=args.name,
@@ -407,20 +419,24 @@ def cmd_set(args) -> int:
             users=[] if args.no_writers else args.writer,
             groups=[] if args.no_writers else args.writer_group,
         )
-    collection = collection_configure(
-        name=args.name,
-        access=local_access(),
-        transclude=None if args.transclude is None else args.transclude == "on",
-        title_from=args.title_from,
-    )
-    if collection.title_from != before.title_from:  # the titles are read again now, not at some later scan
-        collections_refresh(names=[collection.name], access=local_access())
-    row = collection_detail(name=collection.name, access=local_access()).as_dict()
+    with progress_bar(f"indexing {args.name}", enabled=not args.json) as bar:
+        done = collection_set(
+            name=args.name,
+            access=local_access(),
+            transclude=None if args.transclude is None else args.transclude == "on",
+            title_from=args.title_from,
+            formats=None if args.formats is None else args.formats.split(","),
+            mask=args.mask,
+            progress=bar,
+        )
+    row = collection_detail(name=done.collection.name, access=local_access()).as_dict()
     if args.json:
-        print_json(row)
+        print_json(
+            row | ({"report": done.refreshed.report.as_dict()} if done.refreshed and done.refreshed.report else {})
+        )
         return 0
-    stdout_console().print(
-        f"[bold]{escape(row['name'])}[/]: titles from {row['title_from']}, "
+    console.print(
+        f"[bold]{escape(row['name'])}[/]: reads {escape(row['mask'])}, titles from {row['title_from']}, "
         f"transclusion {'on' if row['transclude'] else 'off'}, "
         + (
             "writable by its owner, superusers"
@@ -430,6 +446,8 @@ def cmd_set(args) -> int:
             else "read-only"
         )
     )
+    if done.refreshed and done.refreshed.report:
+        _print_report(done.refreshed.report, console=console)
     return 0
 
 

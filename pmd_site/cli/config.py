@@ -34,8 +34,7 @@ def cmd_config_show(args) -> int:
         return 0
     console = stdout_console()
     for row in rows:
-        where = {"index": "the index", "environment": "this process's environment", "default": "default"}[row["source"]]
-        line = f"{row['name']}={row['value']}  ({where})"
+        line = f"{row['name']}={row['value']}  ({row['source_words']})"
         if row["mismatch"]:
             line += f"  the index says {row['index']}"
         console.print(line, markup=False, highlight=False)
@@ -75,7 +74,9 @@ def cmd_config_set(args) -> int:
     if not change.changed:
         console.print("nothing changed")
     for name, (before, after) in change.changed.items():
-        console.print(f"{name}: {before if before is not None else '(not set)'} → {after}", markup=False)
+        was = "(not set)" if before is None else (before or '""')  # "": set empty (no model)
+        now = after or '""'
+        console.print(f"{name}: {was} → {now}", markup=False)
     if change.replaces_vectors:
         from indexing.services.background import embedding_request
 

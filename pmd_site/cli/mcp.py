@@ -9,9 +9,9 @@ from __future__ import annotations
 
 def register(sub) -> None:
     mcp = sub.add_parser("mcp", help="serve the MCP tools over stdio (for local agents)")
-    # A client's config often lacks the PMD_HOME `pmd up` was given: say so instead of starting
-    # a new, empty index at the default place.
-    mcp.set_defaults(func=cmd_mcp, existing_index_only=True)
+    # A client's config often lacks the PMD_HOME `pmd up` was given: it says so instead of starting
+    # a new, empty index at the default place (pmd_site.cli.only_reads).
+    mcp.set_defaults(func=cmd_mcp)
 
 
 def cmd_mcp(args) -> int:

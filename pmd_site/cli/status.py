@@ -44,7 +44,7 @@ def cmd_status(args) -> int:
         for line in headlines:
             console.print(f"    {'[red]' if not ok else ''}{escape(line)}{'[/]' if not ok else ''}", highlight=False)
         for key, value in data.items():
-            if key in {"ok", "error"} or (headlines and key in {"advice", "hybrid", "hint", "reason"}):
+            if key in {"ok", "error"} or (headlines and key in {"advice", "hybrid", "hint", "reason", "backend_from"}):
                 continue
             if isinstance(value, list):
                 if not value:

@@ -171,68 +171,110 @@ def _port_free(host: str, port: int) -> bool:
 
 
 def choose_llm_backend() -> tuple[str | None, str]:
-    """The backend `pmd up`'s children should use when none was chosen, and why.
+    """The backend `pmd up`'s children should use, and the summary's line saying so and why.
 
-    PMD_LLM_BACKEND set (or `openai`): as configured. Otherwise Ollama when it answers;
-    when it does not and the local extra is installed, the in-process models, so semantic
-    search works on a machine that has nothing else. (None, why) keeps the settings."""
+    A backend a person chose (PMD_LLM_BACKEND in the environment or `pmd config set`) is kept. A
+    backend pmd chose on an earlier run is kept too, unless this environment names a model server
+    (OLLAMA_URL, PMD_EMBED_MODEL, …) that answers. Otherwise Ollama when it answers; when it does
+    not and the local extra is installed, the in-process models, so semantic search works on a
+    machine that has nothing else. (None, why) keeps the settings."""
     import importlib.util
 
     import httpx
     from django.conf import settings
 
-    if os.environ.get("PMD_LLM_BACKEND", "").strip() or settings.PMD_LLM_BACKEND != "ollama":
-        return None, f"models: {settings.PMD_LLM_BACKEND} backend (PMD_LLM_BACKEND)"
+    from indexing.services.index_config import SOURCE_WORDS, environment_names_a_model_server, setting_source
+
+    source = setting_source("PMD_LLM_BACKEND")
+    backend = settings.PMD_LLM_BACKEND
+    if source in {"environment", "index"}:
+        line = f"models: {backend} backend (PMD_LLM_BACKEND from {SOURCE_WORDS[source]})"
+        return None, line + (f": {_models_line(backend, automatic=False)}" if backend == "local" else "")
+    earlier = backend if source == "automatic" else None
+    if earlier and not environment_names_a_model_server():
+        return earlier, _models_line(earlier, automatic=True)
     try:
         httpx.get(settings.OLLAMA_URL.rstrip("/") + "/api/version", timeout=2.0).raise_for_status()
-        return None, f"models: Ollama at {settings.OLLAMA_URL}"
+        return "ollama", f"models: Ollama at {settings.OLLAMA_URL} (backend chosen automatically: it answers)"
     except httpx.HTTPError:
         pass
+    if earlier:
+        return earlier, f"models: no Ollama at {settings.OLLAMA_URL}: " + _models_line(earlier, automatic=True)
     if all(importlib.util.find_spec(name) for name in ("onnxruntime", "tokenizers")):
-        from indexing.llm.local import DEFAULT_EMBED_MODEL, is_path
-
-        model = os.environ.get("PMD_EMBED_MODEL") or DEFAULT_EMBED_MODEL
-        source = "" if is_path(model) else f" (downloaded into {settings.PMD_HOME / 'models'} on first use)"
-        return "local", f"models: no Ollama at {settings.OLLAMA_URL}: embedding in-process with {model}{source}"
+        return "local", f"models: no Ollama at {settings.OLLAMA_URL}: " + _models_line("local", automatic=False)
     return None, (
         f"models: no Ollama at {settings.OLLAMA_URL} and no local extra (pip install 'pmd[local]'): keyword search only"
     )
 
 
-def _index_config_from_up(env: dict, chosen_backend: str | None) -> None:
-    """`pmd up` writes the index's configuration, which every process then uses (whatever shell
-    starts it): on the first run all it uses, later what its environment sets. A change of model,
-    backend or chunking that would embed everything again is not made here (`pmd config set … --yes`
-    makes it): this run and its processes keep the index's."""
+def _models_line(backend: str, *, automatic: bool) -> str:
+    """What the summary says of a backend pmd chose: for the local one, its model and whether it
+    is here, can be downloaded, or cannot (offline)."""
     from django.conf import settings
 
-    from indexing.errors import ReplacesVectors
-    from indexing.services.index_config import INDEX_SETTINGS, VECTOR_SETTINGS, index_config_get, index_config_set
+    if backend != "local":
+        return f"models: {backend} at {settings.OLLAMA_URL} (backend chosen automatically on an earlier run)"
+    from indexing.llm import models_dir
+    from indexing.llm.local import DEFAULT_EMBED_MODEL, LocalBackend, is_path
+    from indexing.services.model_server import hub_problem
 
-    stored = index_config_get()
-    given = {name: os.environ[name].strip() for name in INDEX_SETTINGS if os.environ.get(name, "").strip()}
-    values: dict[str, str] = {}
-    if not stored:
-        values = {name: str(getattr(settings, name, "") or "") for name in INDEX_SETTINGS}
-        if settings.PMD_CHUNK_TOKENS_FROM_MODEL:
-            values.pop("PMD_CHUNK_TOKENS")  # the local backend sizes chunks to its model
-        if chosen_backend:
-            values["PMD_LLM_BACKEND"] = chosen_backend
-            values.update(settings.PMD_MODEL_DEFAULTS.get(chosen_backend, {}))
-    elif chosen_backend and "PMD_LLM_BACKEND" not in stored:
-        values["PMD_LLM_BACKEND"] = chosen_backend
-    values.update(given)
-    try:
-        index_config_set(values=values)
-    except ReplacesVectors as exc:
-        kept = sorted(name for name in given if name in VECTOR_SETTINGS)
-        warn(
-            f"{', '.join(kept)} from this environment not used: {exc}. This run keeps the index's "
-            "configuration; `pmd config set NAME=VALUE --yes` changes it"
+    model = (
+        os.environ.get("PMD_EMBED_MODEL", "").strip()
+        or (settings.PMD_EMBED_MODEL if settings.PMD_LLM_BACKEND == "local" else "")
+        or DEFAULT_EMBED_MODEL
+    )
+    line = f"embedding in-process with {model}"
+    if not is_path(model) and not LocalBackend(models_dir()).has_model(model):
+        problem = hub_problem(timeout=3.0)
+        line += (
+            f" (cannot be downloaded: {problem}; `pmd config set PMD_EMBED_MODEL=/path/to/folder` uses a copy)"
+            if problem
+            else f" (downloaded into {settings.PMD_HOME / 'models'} on first use)"
         )
-        for name in kept:
+    if automatic:
+        line += (
+            "; the local backend was chosen automatically: OLLAMA_URL and PMD_EMBED_MODEL in the environment "
+            "choose a model server"
+        )
+    return line
+
+
+def _index_config_from_up(env: dict, chosen_backend: str | None, console) -> None:
+    """`pmd up` writes the index's configuration, which every process then uses (whatever shell
+    starts it): its environment's values as set by a person, pmd's own choices (the defaults on the
+    first run, the backend it picked and that backend's models) as chosen automatically
+    (indexing.services.index_config.index_config_from_start)."""
+    from django.conf import settings
+
+    from indexing.services.background import embedding_request
+    from indexing.services.index_config import INDEX_SETTINGS, index_config_from_start, index_config_get
+
+    given = {name: os.environ[name].strip() for name in INDEX_SETTINGS if os.environ.get(name, "").strip()}
+    chosen: dict[str, str] = {}
+    first_run = not index_config_get()
+    if first_run:
+        chosen = {name: str(getattr(settings, name, "") or "") for name in INDEX_SETTINGS}
+        if settings.PMD_CHUNK_TOKENS_FROM_MODEL:
+            chosen.pop("PMD_CHUNK_TOKENS")  # the local backend sizes chunks to its model
+    if chosen_backend:
+        chosen["PMD_LLM_BACKEND"] = chosen_backend
+        chosen.update(settings.PMD_MODEL_DEFAULTS.get(chosen_backend, {}))
+    done = index_config_from_start(given=given, chosen=chosen)
+    if done.not_used:
+        warn(
+            f"{', '.join(done.not_used)} from this environment not used: {done.why_not_used}. This run keeps the "
+            "index's configuration; `pmd config set NAME=VALUE --yes` changes it"
+        )
+        for name in done.not_used:
             env.pop(name, None)
-        index_config_set(values={k: v for k, v in values.items() if k not in VECTOR_SETTINGS})
+    if not first_run:
+        for name, (before, after) in done.change.changed.items():
+            was = "(not set)" if before is None else (before or '""')  # "": chosen empty (no model)
+            now = after or '""'
+            console.print(f"configuration: {name}: {escape(was)} → {escape(now)}", highlight=False)
+    if done.change.replaces_vectors and not first_run:
+        job = embedding_request(no_worker="queue")
+        console.print(f"embedding again with the new configuration{f' (job {job.pk})' if job else ''}")
 
 
 def _int8_copy_before_start(env: dict, console) -> None:
@@ -330,6 +372,7 @@ def cmd_up(args) -> int:
     from pmd_site.runtime.server_files import run_dir_for
 
     console = stdout_console()
+    _folders_exist(args.dirs)  # before the database starts: a typo is said at once, not after 30 s
     url = _free_url(args)
     running = _one_pmd_up(url)
 
@@ -351,6 +394,15 @@ def cmd_up(args) -> int:
     # The loop runs without Django: this process becomes pmd_site.runtime.supervisor (same pid, the lock kept).
     connections.close_all()
     return hand_over(spec, str(run_dir_for(settings.PMD_HOME) / f"up-{settings.PMD_INDEX}.json"), running.fileno())
+
+
+def _folders_exist(dirs: list[str]) -> None:
+    """Refuse a folder to index that is not one, before anything starts."""
+    from pathlib import Path
+
+    for raw in dirs:
+        if not Path(raw).expanduser().is_dir():
+            raise CommandError(f"{raw}: not a folder" if Path(raw).expanduser().exists() else f"{raw}: no such folder")
 
 
 def _free_url(args) -> str:
@@ -413,7 +465,7 @@ def _children_env(args, servers: _Servers, console) -> dict[str, str]:
     env = absolute_paths_env(env)
     backend, why = choose_llm_backend()
     console.print(escape(why))
-    _index_config_from_up(env, backend)
+    _index_config_from_up(env, backend, console)
     connections.close_all()
     if servers.broker_url:
         env["CELERY_BROKER_URL"] = servers.broker_url

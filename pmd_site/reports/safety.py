@@ -6,9 +6,13 @@ laptop on loopback is a fine place for most of these.
 
 from __future__ import annotations
 
+import grp
 import os
+import pwd
 import stat
 from pathlib import Path
+
+from pmd_site.runtime.postgres_server import SYSTEM_USER_WHEN_ROOT
 
 # Placeholders people copy from examples and keys that ship with pmd's own tests.
 KNOWN_SECRET_KEYS = frozenset(
@@ -45,6 +49,22 @@ def _open_to_others(path: Path) -> bool:
         return False
 
 
+def close_to_others(home: Path, settings) -> str:
+    """The command that closes PMD_HOME to other users and keeps pmd working. As root the embedded
+    PostgreSQL runs as its own system user, which must still enter the folder: `chmod o-rwx` alone
+    locked it out, so its group keeps the right to enter (the mode pmd gives a home it creates)."""
+    if os.geteuid() != 0 or not getattr(settings, "EMBEDDED_DATABASE", False):
+        return f"chmod o-rwx {home}"
+    try:
+        group = grp.getgrgid(pwd.getpwnam(SYSTEM_USER_WHEN_ROOT).pw_gid).gr_name
+    except KeyError:  # not created yet: the first start creates the user and its group
+        group = SYSTEM_USER_WHEN_ROOT
+    return (
+        f"chgrp {group} {home} && chmod 710 {home} (the embedded PostgreSQL runs as {SYSTEM_USER_WHEN_ROOT}, "
+        "which must still enter it)"
+    )
+
+
 def unsafe_settings(settings) -> list[str]:
     """Warnings about the given Django settings and the files under PMD_HOME."""
     warnings = []
@@ -63,7 +83,7 @@ def unsafe_settings(settings) -> list[str]:
     warnings += _sign_in_problems(settings)
     home = Path(settings.PMD_HOME)
     if _open_to_others(home):
-        warnings.append(f"PMD_HOME ({home}) is open to other users of this machine: chmod o-rwx {home}")
+        warnings.append(f"PMD_HOME ({home}) is open to other users of this machine: {close_to_others(home, settings)}")
     for secret in (home / "secret_key", home / "postgres" / "password"):
         if _open_to_others(secret):
             warnings.append(f"{secret} is readable by other users of this machine: chmod 600 {secret}")

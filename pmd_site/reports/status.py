@@ -421,12 +421,16 @@ _STATE_WORDS = {
 
 def _models_lines(data: dict) -> list[str]:
     where = f"{data.get('backend', '?')}" + (f" at {data['url']}" if data.get("url") else "")
+    if data.get("backend_from"):
+        where += f"; backend: {data['backend_from']}"
     if not data.get("reachable", True):
         lines = [f"down: {data.get('error') or 'not reachable'}"] if "url" in data else ["down"]
     elif not data.get("ok", True):
         lines = [data.get("error") or "cannot embed"]
     else:
         lines = [f"answers ({where})"]
+    if data.get("backend_from") and not (data.get("reachable", True) and data.get("ok", True)):
+        lines.append(f"backend: {data.get('backend', '?')} ({data['backend_from']})")  # where it comes from
     if data.get("advice"):
         lines.append(f"what to do: {data['advice']}")
     if data.get("hybrid"):

@@ -32,10 +32,10 @@ def setup_django() -> None:
     start_up_over()
 
 
-def require_existing_index() -> None:
-    """Refuse to start an empty embedded index where none is: for a command a client starts
-    (`pmd mcp`), whose environment may lack the PMD_HOME `pmd up` was given. Reads the
-    environment only, so it runs before the settings create anything under PMD_HOME."""
+def require_existing_index(*, for_agents: bool = False) -> None:
+    """Refuse to start an empty embedded index where none is: for a command that only reads
+    (`pmd search`, `pmd mcp`), whose environment may lack the PMD_HOME `pmd up` was given. Reads
+    the environment only, so it runs before the settings create anything under PMD_HOME."""
     if os.environ.get("DATABASE_URL"):
         return
     home = env.pmd_home()
@@ -43,7 +43,7 @@ def require_existing_index() -> None:
     # home holding its pointer) when the home's path is too long for a socket.
     if not (data_dir_of(home) / "PG_VERSION").exists():
         home_from = "from PMD_HOME" if os.environ.get("PMD_HOME") else "PMD_HOME is not set: the default for this user"
-        raise IndexMissing(home=str(home), home_from=home_from)
+        raise IndexMissing(home=str(home), home_from=home_from, for_agents=for_agents)
 
 
 def embedded_server():

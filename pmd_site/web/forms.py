@@ -45,6 +45,18 @@ class SearchForm(forms.Form):
         return name
 
 
+# The formats read besides markdown (indexing.convert.FORMAT_EXTENSIONS), as the forms offer them.
+FORMAT_CHOICES = [
+    ("pdf", "PDF"),
+    ("docx", "Word"),
+    ("pptx", "PowerPoint"),
+    ("xlsx", "Excel"),
+    ("html", "HTML"),
+    ("epub", "EPUB"),
+    ("text", "Text (.txt .rst .org)"),
+]
+
+
 class CollectionAddForm(forms.Form):
     path = forms.CharField(
         max_length=4096,
@@ -69,15 +81,7 @@ class CollectionAddForm(forms.Form):
         label="Other formats",
         required=False,
         widget=forms.CheckboxSelectMultiple,
-        choices=[
-            ("pdf", "PDF"),
-            ("docx", "Word"),
-            ("pptx", "PowerPoint"),
-            ("xlsx", "Excel"),
-            ("html", "HTML"),
-            ("epub", "EPUB"),
-            ("text", "Text (.txt .rst .org)"),
-        ],
+        choices=FORMAT_CHOICES,
         help_text="Read these besides markdown (leave Files empty: they make its glob).",
     )
     title_from = forms.ChoiceField(
@@ -111,6 +115,14 @@ class CollectionAddForm(forms.Form):
 
     def clean_visibility(self) -> str:
         return self.cleaned_data.get("visibility") or Visibility.EVERYONE
+
+
+class CollectionFormatsForm(forms.Form):
+    """What a collection reads besides markdown: saved, it is indexed again."""
+
+    formats = forms.MultipleChoiceField(
+        label="Formats besides markdown", required=False, widget=forms.CheckboxSelectMultiple, choices=FORMAT_CHOICES
+    )
 
 
 class CollectionShareForm(forms.Form):

@@ -22,6 +22,7 @@ urlpatterns = [
     path("collections/embed/", views.embed_all, name="embed_all"),
     path("collections/<str:name>/share/", views.collection_share, name="collection_share"),
     path("collections/<str:name>/writers/", views.collection_writers_set, name="collection_writers"),
+    path("collections/<str:name>/formats/", views.collection_formats, name="collection_formats"),
     path("collections/<str:name>/<str:action>/", views.collection_action, name="collection_action"),
     path("jobs/<uuid:job_id>/", views.job_progress, name="job"),
     path("status/", views.status_page, name="status"),

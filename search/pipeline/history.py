@@ -14,10 +14,12 @@ from indexing.errors import InvalidSearchInput, LLMBackendError, NotEmbedded
 from search.pipeline.fusion import KEYWORD, ORIGINAL_WEIGHT, VECTOR, RankedList, fuse
 from search.retrieval.history import (
     HISTORY_MODES,
+    NO_HISTORY,
     HistoryRequest,
     HistoryResponse,
     commit_hits,
     history_embedded_fingerprint,
+    history_held,
     history_keyword,
     history_scope,
     history_vector,
@@ -35,6 +37,9 @@ def history_search(request: HistoryRequest) -> HistoryResponse:
     response = HistoryResponse(query=request.query, mode=mode)
     started = time.perf_counter()
     scope = history_scope(request)
+    if not scope.nothing and not history_held(request):
+        response.warnings.append(NO_HISTORY)  # not "not embedded yet": there is nothing to embed
+        return response
     limit = max(1, min(1000, int(request.limit or 10)))
     words = query_words(request.query)
     if mode == "vector" and not request.query.strip():

@@ -142,6 +142,21 @@ class HistoryScope:
     nothing: bool = False  # the caller sees no collection (or names none it may see)
 
 
+def history_held(request: HistoryRequest) -> bool:
+    """Whether any collection the request reads has commits: none does when none lies in a git
+    work tree, and then a search says so rather than that nothing is embedded."""
+    ids = collection_ids_for(request.collections, request.access)
+    commits = Commit.objects.all() if ids is None else Commit.objects.filter(collection_id__in=ids)
+    return commits.exists()
+
+
+# The warning of a history search over collections without a git history.
+NO_HISTORY = (
+    "no commits to search: history reads the git log of collections in a git work tree, "
+    "and the collections searched are in none (or have no commit yet)"
+)
+
+
 def history_scope(request: HistoryRequest) -> HistoryScope:
     if request.access is None:
         raise TypeError("HistoryRequest.access is required: Access.local_user() for the local user")

@@ -959,8 +959,9 @@ def test_write_token_of_staff_without_access_gets_404_for_the_hidden_collection(
 def test_write_token_of_staff_changes_a_visible_collection(world, write, eager_tasks, settings):
     settings.PMD_COLLECTION_ROOTS = [world.root]
     method, url, data = _writes("handbook")[write]
-    if write == "add":
-        data = {"path": str(world.root / "src-a"), "name": "handbook-copy"}
+    if write == "add":  # a folder of its own: one that is a collection already is refused
+        _write_folder(world.root / "src-copy", HANDBOOK_FILES)
+        data = {"path": str(world.root / "src-copy"), "name": "handbook-copy"}
     response = _send(world.client("staffer_write"), method, url, data)
     assert response.status_code in {200, 201, 202}, response.content
     assert_no_leak(response.content.decode())

@@ -58,7 +58,8 @@ def test_cli_ask_streams_the_answer_then_its_sources(notes, run_cli):
 def test_cli_ask_without_a_model_says_how_to_set_one(notes, run_cli, settings):
     settings.PMD_ANSWER_MODEL = "none"
     code, _, err = run_cli("ask", "autovacuum")
-    assert code == 1 and "PMD_ANSWER_MODEL" in err and "ollama pull" in err
+    assert code == 1 and "ollama pull" in err and "`pmd config set PMD_ANSWER_MODEL=qwen3:1.7b`" in err
+    assert ".env" not in err  # `pmd up` reads the index's configuration, not a .env file
 
 
 def test_api_ask_whole_and_streamed_for_a_member(notes):

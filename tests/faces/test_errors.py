@@ -58,8 +58,9 @@ def test_api_maps_errors_with_status_code_and_suggestions(admin_api, indexed_col
         "code": "collection_not_found",
     }
     settings.PMD_COLLECTION_ROOTS = [corpus_dir.parent]
+    (corpus_dir.parent / "other").mkdir()
     duplicate = admin_api.post(
-        "/api/collections", {"path": str(corpus_dir), "name": "notes"}, content_type="application/json"
+        "/api/collections", {"path": str(corpus_dir.parent / "other"), "name": "notes"}, content_type="application/json"
     )
     body = duplicate.json()
     assert duplicate.status_code == 409 and body["code"] == "collection_exists"
@@ -72,7 +73,8 @@ def test_api_maps_errors_with_status_code_and_suggestions(admin_api, indexed_col
 
 
 def test_cli_prints_message_its_own_hint_and_suggestions(run_cli, indexed_collection, corpus_dir):
-    code, _, err = run_cli("collection", "add", str(corpus_dir), "--name", "notes", "--no-index")
+    (corpus_dir.parent / "other").mkdir()
+    code, _, err = run_cli("collection", "add", str(corpus_dir.parent / "other"), "--name", "notes", "--no-index")
     assert code == 1 and "a collection named 'notes' already exists" in err
     assert "choose another with --name" in err  # the CLI's hint, not the service's message
     code, _, err = run_cli("collection", "show", "note")
@@ -115,7 +117,8 @@ def test_web_maps_errors_to_the_page_and_status(db, staff, indexed_collection, c
     settings.PMD_COLLECTION_ROOTS = [corpus_dir.parent]
     client = Client()
     client.force_login(staff)
-    page = client.post("/collections/add/", {"path": str(corpus_dir), "name": "notes"})
+    (corpus_dir.parent / "other").mkdir()
+    page = client.post("/collections/add/", {"path": str(corpus_dir.parent / "other"), "name": "notes"})
     assert page.status_code == 400 and "the collection name &#x27;notes&#x27; is not available" in page.content.decode()
     assert "--name" not in page.content.decode()
 

@@ -148,7 +148,11 @@ def formats_dir(tmp_path) -> Path:
 
 
 @pytest.mark.django_db
-def test_a_collection_reads_the_formats_its_mask_selects_and_lists_bad_files(formats_dir, settings, monkeypatch):
+def test_a_collection_reads_the_formats_its_mask_selects_and_lists_bad_files(
+    formats_dir, settings, monkeypatch, tmp_path
+):
+    import shutil
+
     from indexing.convert.sandbox import Converter
     from indexing.models import Document, Extraction, FileProblem
     from indexing.services.collections import collection_create
@@ -162,10 +166,13 @@ def test_a_collection_reads_the_formats_its_mask_selects_and_lists_bad_files(for
     monkeypatch.setattr(Converter, "convert", lambda self, fmt, data: calls.append(fmt) or real(self, fmt, data))
 
     markdown_only = collection_create(path=formats_dir, name="md-only")
-    assert collection_index(markdown_only).added == 1  # the default mask: markdown as before
+    first = collection_index(markdown_only)
+    assert first.added == 1  # the default mask: markdown as before, and what it left out is said
+    assert first.not_read_line() == "15 files not read: 6 PDF, 4 DOCX, 1 EPUB, 1 HTML, 1 PPTX, 1 text, 1 XLSX"
 
+    shutil.copytree(formats_dir, tmp_path / "all-formats")  # a folder is one collection
     mixed = collection_create(
-        path=formats_dir, name="mixed", formats=["pdf", "docx", "pptx", "xlsx", "html", "epub", "text"]
+        path=tmp_path / "all-formats", name="mixed", formats=["pdf", "docx", "pptx", "xlsx", "html", "epub", "text"]
     )
     assert mixed.mask == "**/*.{md,pdf,docx,pptx,xlsx,xlsm,html,htm,xhtml,epub,txt,text,rst,org}"
     report = collection_index(mixed)
@@ -195,8 +202,8 @@ def test_a_collection_reads_the_formats_its_mask_selects_and_lists_bad_files(for
     assert converted == 14 and Extraction.objects.count() == 14
 
     # Touched but unchanged, or copied: read from the stored text; refusals too are not tried again.
-    os.utime(formats_dir / "report.pdf", (1, 1))
-    shutil.copy(formats_dir / "deck.pptx", formats_dir / "deck-copy.pptx")
+    os.utime(tmp_path / "all-formats" / "report.pdf", (1, 1))
+    shutil.copy(tmp_path / "all-formats" / "deck.pptx", tmp_path / "all-formats" / "deck-copy.pptx")
     again = collection_index(mixed)
     assert len(calls) == converted and again.added == 1 and again.unchanged == 9
     assert (

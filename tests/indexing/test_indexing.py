@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from indexing.errors import CollectionExists, CollectionPathMissing, InvalidCollection
+from indexing.errors import CollectionExists, CollectionPathMissing, FolderTaken, InvalidCollection
 from indexing.models import Content, Document, FileProblem
 from indexing.services.collections import collection_create
 from indexing.services.scanning import collection_index
@@ -168,8 +168,11 @@ def test_missing_folder_and_duplicate_name_are_clear_errors(db, tmp_path, corpus
     with pytest.raises(InvalidCollection, match="does not exist"):
         collection_create(path=tmp_path / "nope", name="x")
     collection_create(path=corpus_dir, name="dup")
+    (tmp_path / "other").mkdir()
     with pytest.raises(CollectionExists, match="already exists"):
-        collection_create(path=corpus_dir, name="dup")
+        collection_create(path=tmp_path / "other", name="dup")
+    with pytest.raises(FolderTaken, match=f"folder {corpus_dir} is already collection 'dup'"):
+        collection_create(path=corpus_dir, name="dup-2")
 
 
 def test_folder_removed_after_registration_reports_missing_path(db, tmp_path):
@@ -288,7 +291,9 @@ def test_a_nested_collection_takes_its_notes_from_the_one_around_it(db, tmp_path
     assert added.inside == ["outer"]
     assert _paths(outer) == {"top.md"} and _paths(added.collection) == {"inner.md"}
     problems = FileProblem.objects.filter(collection=outer).values_list("path", "message")
-    assert ("sub", "the folder of collection inner: indexed there, skipped here") in set(problems)
+    assert ("sub", "the folder of collection inner: the files it reads are indexed there, the others here") in set(
+        problems
+    )
     # The collection around a nested one, added after it, skips it too.
     around = collection_add(
         path=tmp_path.parent, name="around", mask=f"{tmp_path.name}/**/*.md", access=Access.local_user()

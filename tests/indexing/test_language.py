@@ -47,6 +47,24 @@ def test_too_little_text_is_no_answer_and_mixed_notes_are_mixed():
     assert detect_notes_language([GERMAN, ENGLISH * 2, JAPANESE * 3, CHINESE * 3]) == "mixed"
 
 
+_FRONTMATTER = "---\ntags: [project, reading]\naliases: [Overview]\ncssclasses: wide\ncreated: 2024-03-01\n---\n"
+_LINKS = " [[Projects]] [[Archive]]"
+
+
+def test_a_vault_of_four_languages_and_many_daily_notes_is_mixed():
+    """Daily notes of tasks and names tell no language: they no longer count as English."""
+    english = _FRONTMATTER + "# Reading\n\nThis is the list of books that I want to read this year, and why." + _LINKS
+    german = (
+        _FRONTMATTER + "# Lesen\n\nDas ist die Liste der Bücher, die ich in diesem Jahr lesen will, und warum." + _LINKS
+    )
+    french = _FRONTMATTER + "# Lire\n\nC'est la liste des livres que je veux lire cette année, et pourquoi." + _LINKS
+    spanish = _FRONTMATTER + "# Leer\n\nEsta es la lista de los libros que quiero leer este año, y por qué." + _LINKS
+    daily = _FRONTMATTER + "# 2024-03-01\n\n- [ ] Meeting Anna 10:00\n- [ ] Groceries\n- [x] Gym\n" + _LINKS * 3
+    assert [detect_language(t) for t in (english, german, french, spanish, daily)] == ["en", "de", "fr", "es", None]
+    assert detect_notes_language([english] * 5 + [german, french, spanish] * 2 + [daily] * 6) == "mixed"
+    assert detect_notes_language([german] * 9 + [daily] * 9) == "de"
+
+
 def test_choice_config_wins_then_language_then_detection_then_fallback():
     assert language_choice(language="de", config="simple", sample=None, fallback_config="english").config == "simple"
     assert language_choice(language="de", config=None, sample=None, fallback_config="english").config == "german"
@@ -120,9 +138,10 @@ def test_api_add_takes_a_language_and_lists_it(db, tmp_path, settings):
     assert response.status_code == 201, response.content
     assert response.json()["collection"]["language"] == "simple"
     assert response.json()["collection"]["text_search_config"] == "simple"
+    (tmp_path / "notes2").mkdir()  # a folder is one collection
     response = client.post(
         "/api/collections",
-        {"path": str(tmp_path / "notes"), "name": "n2", "language": "es", "index": False},
+        {"path": str(tmp_path / "notes2"), "name": "n2", "language": "es", "index": False},
         content_type="application/json",
     )
     assert response.json()["collection"]["language"] == "Spanish"
@@ -147,7 +166,10 @@ def test_the_admin_adds_with_a_language_or_detects_it(db, tmp_path, settings, dj
             client.post("/admin/indexing/collection/add/", {**form, "name": "es"} | {"language": "es"}).status_code
             == 302
         )
-        assert client.post("/admin/indexing/collection/add/", {**form, "name": "auto"}).status_code == 302
+        (tmp_path / "auto").mkdir()  # a folder is one collection
+        (tmp_path / "auto" / "a.md").write_text(GERMAN, encoding="utf-8")
+        auto = {**form, "name": "auto", "root_path": str(tmp_path / "auto")}
+        assert client.post("/admin/indexing/collection/add/", auto).status_code == 302
     assert Collection.objects.get(name="es").text_search_config == "spanish"
     assert Collection.objects.get(name="auto").text_search_config == "german"  # detected from the note
     change = client.get(f"/admin/indexing/collection/{Collection.objects.get(name='es').pk}/change/").content.decode()

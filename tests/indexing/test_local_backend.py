@@ -242,22 +242,27 @@ def test_models_list_shows_the_local_models(local, minilm, tiny_cross_encoder, r
 # --- what `pmd up` picks -------------------------------------------------------------------------
 
 
-def test_up_uses_ollama_when_it_answers(ollama, monkeypatch):
+def test_up_uses_ollama_when_it_answers(ollama, monkeypatch, db):
     from pmd_site.cli.up import choose_llm_backend
 
     monkeypatch.delenv("PMD_LLM_BACKEND", raising=False)
     backend, why = choose_llm_backend()
-    assert backend is None and why == f"models: Ollama at {ollama.url}"
+    assert backend == "ollama" and why == f"models: Ollama at {ollama.url} (backend chosen automatically: it answers)"
 
 
-def test_up_falls_back_to_local_models_without_ollama(ollama_down, monkeypatch):
+def test_up_falls_back_to_local_models_without_ollama(ollama_down, monkeypatch, db, settings, tmp_path):
     from pmd_site.cli.up import choose_llm_backend
 
+    settings.PMD_HOME = tmp_path
     monkeypatch.delenv("PMD_LLM_BACKEND", raising=False)
     monkeypatch.delenv("PMD_EMBED_MODEL", raising=False)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setenv("HF_ENDPOINT", ollama_down)  # a hub that answers nothing, quickly
     backend, why = choose_llm_backend()
     assert backend == "local"
-    assert "no Ollama" in why and "intfloat/multilingual-e5-small" in why and "downloaded into" in why
+    assert "no Ollama" in why and "intfloat/multilingual-e5-small" in why and "cannot be downloaded" in why
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert "cannot be downloaded: HF_HUB_OFFLINE is set" in choose_llm_backend()[1]
     monkeypatch.setenv("PMD_EMBED_MODEL", "/srv/models/minilm")
     assert choose_llm_backend()[1].endswith("embedding in-process with /srv/models/minilm")
     monkeypatch.setenv("PMD_LLM_BACKEND", "ollama")  # a choice the user made is kept

@@ -82,6 +82,14 @@ def test_headings_of_other_levels_or_in_code_are_not_titles():
     assert extract_title("Some text\n\n---\n\nNot setext\n---\n", {}, "f.md") == "f"
 
 
+def test_an_example_h1_deep_in_a_note_is_not_its_title():
+    """A note about HTML shows `<h1>` in a sentence or in inline code: an example, not a heading."""
+    body = "## Formatting\n\n" + "Some text.\n\n" * 58 + "Write `<h1>Example</h1>` or <h1>this</h1> for a heading.\n"
+    assert extract_title(body, {}, "notes/HTML content.md") == "HTML content"
+    assert extract_title("    <h1>Indented code</h1>\n", {}, "f.md") == "f"
+    assert extract_title('<h1 align="center">Project</h1>\n\n## Usage\n', {}, "f.md") == "Project"
+
+
 # --- tags ---------------------------------------------------------------------------------------
 
 

@@ -74,11 +74,12 @@ def test_cli_command_stops_the_server_it_started(base, pool):
     home = base / "clihome"
     env = {**os.environ, "PMD_HOME": str(home), "PMD_DB_POOL": pool}
     env.pop("DATABASE_URL", None)
-    result = subprocess.run(
-        [sys.executable, "-m", "pmd_site.cli", "status", "--json"], env=env, capture_output=True, text=True, timeout=120
-    )
-    assert result.returncode == 0, result.stderr
-    assert EmbeddedPostgres(home).status().running is False
+    for command in (["migrate"], ["status", "--json"]):  # one that creates the index, then one that reads it
+        result = subprocess.run(
+            [sys.executable, "-m", "pmd_site.cli", *command], env=env, capture_output=True, text=True, timeout=120
+        )
+        assert result.returncode == 0, result.stderr
+        assert EmbeddedPostgres(home).status().running is False
     EmbeddedPostgres(home).destroy()
 
 

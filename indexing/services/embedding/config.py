@@ -10,7 +10,7 @@ from django.conf import settings
 
 from indexing.chunking import ChunkParams
 from indexing.errors import EmbeddingError
-from indexing.llm import EmbedPrompts, LLMBackend, embedding_prompts, get_backend, models_dir
+from indexing.llm import EmbedPrompts, LLMBackend, chunk_tokens, embedding_prompts, get_backend
 from indexing.models import EmbeddingFingerprint
 
 
@@ -33,23 +33,6 @@ class EmbeddingConfig:
             sort_keys=True,
         )
         return hashlib.sha256(described.encode()).hexdigest()[:32]
-
-
-# Word pieces a chunk leaves free under the model's window: [CLS], [SEP] and the estimate's slack.
-WINDOW_MARGIN = 6
-
-
-def chunk_tokens() -> int:
-    """PMD_CHUNK_TOKENS, or for the local backend when it is unset, the model's window
-    (all-MiniLM-L6-v2: 256 word pieces → 250): a longer chunk would be cut by the model."""
-    if settings.PMD_LLM_BACKEND == "local" and getattr(settings, "PMD_CHUNK_TOKENS_FROM_MODEL", False):
-        # start-up time: the local backend's module (about 10 ms) loads for that backend only (`pmd status`)
-        from indexing.llm.local import model_window  # noqa: PLC0415 - start-up time (see above)
-
-        window = model_window(settings.PMD_EMBED_MODEL.strip(), models_dir())
-        if window:
-            return max(32, window - WINDOW_MARGIN)
-    return settings.PMD_CHUNK_TOKENS
 
 
 def chunk_params_from_settings() -> ChunkParams:

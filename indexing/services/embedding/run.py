@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import queue
+import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from django.db import transaction
@@ -194,7 +196,8 @@ def _run(
     completed = 0
     in_flight: tuple[list[_Pending], Future] | None = None
 
-    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pmd-embed")
+    pool = _OneAtATime()
+    interrupted = False
     try:
 
         def submit(batch: list[_Pending]):
@@ -251,9 +254,51 @@ def _run(
             in_flight = flight
         if in_flight is not None:
             settle(in_flight)
+    except KeyboardInterrupt:
+        interrupted = True  # Ctrl-C: stop now; the batch in flight is not stored, nothing is lost
+        raise
     finally:
         # On failure do not send the batch still queued behind the one that failed.
-        pool.shutdown(wait=True, cancel_futures=True)
+        pool.shutdown(wait=not interrupted)
+
+
+class _OneAtATime:
+    """Runs the embedding requests one at a time on a daemon thread: a ThreadPoolExecutor's
+    thread is joined when the process exits, so Ctrl-C waited for the batch in flight (seconds
+    of a model's work) before `pmd embed` ended."""
+
+    def __init__(self):
+        self._work: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._serve, daemon=True, name="pmd-embed")
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while (item := self._work.get()) is not None:
+            future, fn, args = item
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(fn(*args))
+            except BaseException as exc:  # noqa: BLE001 - handed to whoever waits on the future
+                future.set_exception(exc)
+
+    def submit(self, fn, *args) -> Future:
+        future: Future = Future()
+        self._work.put((future, fn, args))
+        return future
+
+    def shutdown(self, *, wait: bool) -> None:
+        """Cancel what has not started; with `wait`, let the request in flight end first."""
+        while True:
+            try:
+                item = self._work.get_nowait()
+            except queue.Empty:
+                break
+            if item is not None:
+                item[0].cancel()
+        self._work.put(None)
+        if wait:
+            self._thread.join()
 
 
 def _timed_embed(backend: LLMBackend, texts: list[str], model: str) -> tuple[list[list[float]], float]:

@@ -10,6 +10,7 @@ from pmd_site.web.views.ask import ask_forget, ask_stream
 from pmd_site.web.views.collections import (
     collection_action,
     collection_add,
+    collection_formats,
     collection_share,
     collection_writers_set,
     collections_page,
@@ -37,6 +38,7 @@ __all__ = [
     "ask_stream",
     "collection_action",
     "collection_add",
+    "collection_formats",
     "collection_share",
     "collection_writers_set",
     "collections_page",

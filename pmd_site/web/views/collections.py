@@ -18,6 +18,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from indexing.access import collection_visible
+from indexing.convert import formats_of_mask
 from indexing.errors import CollectionNotFound, PmdError
 from indexing.models import FileProblem, Job
 from indexing.selectors import collection_detail, collections_overview, jobs_visible_to
@@ -26,11 +27,11 @@ from indexing.services.embedding import embedding_status
 from indexing.services.jobs import jobs_recover
 from indexing.services.model_server import model_server_problem
 from indexing.services.refresh import collection_add as add_collection
-from indexing.services.refresh import collection_embed_job, collections_refresh
+from indexing.services.refresh import collection_embed_job, collection_set, collections_refresh
 from indexing.services.sharing import collection_share as share_collection
 from indexing.services.sharing import collection_writers
 from pmd_site.web.errors import form_problems
-from pmd_site.web.forms import CollectionAddForm, CollectionShareForm, CollectionWritersForm
+from pmd_site.web.forms import CollectionAddForm, CollectionFormatsForm, CollectionShareForm, CollectionWritersForm
 from pmd_site.web.pages import access_of, page, staff_required, wants_fragment
 
 log = logging.getLogger(__name__)
@@ -93,6 +94,13 @@ def _writers_form(row: dict, choices: dict) -> CollectionWritersForm:
     return CollectionWritersForm(initial=initial, auto_id=f"writers-{row['collection'].id}-%s", **choices)
 
 
+def _formats_form(row: dict) -> CollectionFormatsForm:
+    """The formats control of one row: the formats its mask reads (none checked for a mask of its own)."""
+    return CollectionFormatsForm(
+        initial={"formats": formats_of_mask(row["mask"]) or []}, auto_id=f"formats-{row['collection'].id}-%s"
+    )
+
+
 def _collections_context(
     request, form: CollectionAddForm, shared: tuple[str, CollectionShareForm] | None = None
 ) -> dict:
@@ -106,6 +114,9 @@ def _collections_context(
         for row in rows:
             row["share_form"] = shared[1] if shared and shared[0] == row["name"] else _share_form(row, choices)
             row["writers_form"] = _writers_form(row, choices)
+            row["formats_form"] = _formats_form(row)
+            result = row["job"].result if row["job"] and isinstance(row["job"].result, dict) else {}
+            row["not_read"] = result.get("not_read") or {}
     return {
         "rows": rows,
         "form": form,
@@ -226,6 +237,28 @@ def collection_writers_set(request, name: str):
     else:
         messages.error(request, "; ".join(e for errors in form.errors.values() for e in errors))
     return _back_to_collections(request)
+
+
+@staff_required
+@require_POST
+def collection_formats(request, name: str):
+    """The formats control of a row: the collection reads these besides markdown, indexed again in a job."""
+    form = CollectionFormatsForm(request.POST)
+    if form.is_valid():
+        with form_problems(form):
+            done = collection_set(
+                name=name, access=access_of(request), formats=["md", *form.cleaned_data["formats"]], in_job=True
+            )
+    if form.errors:
+        messages.error(request, " ".join(str(e) for errors in form.errors.values() for e in errors))
+        return redirect("search:collections")
+    job = done.refresh.job if done.refresh else None
+    messages.success(
+        request,
+        f"{done.collection.name} reads {done.collection.mask} now"
+        + ("; indexing started." if job else " (no change)."),
+    )
+    return redirect(reverse("search:collections") + (f"?job={job.pk}" if job else ""))
 
 
 def _back_to_collections(request) -> HttpResponse:

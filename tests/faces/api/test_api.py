@@ -141,6 +141,62 @@ def test_validation_errors_are_422(api, indexed_collection):
     assert malformed.status_code == 400 and "Cannot parse" in malformed.json()["message"]
 
 
+@pytest.mark.parametrize(
+    ("method", "path", "body", "message"),
+    [
+        (
+            "post",
+            "/api/search",
+            {"q": "x", "collection": "notes"},
+            "unknown field 'collection' (did you mean 'collections'?)",
+        ),
+        ("post", "/api/query", {"query": "x", "limt": 3}, "unknown field 'limt' (did you mean 'limit'?)"),
+        (
+            "post",
+            "/api/search",
+            {"query": "x", "filters": {"tag": "db"}},
+            "filters: unknown field 'tag' (did you mean 'tags'?)",
+        ),
+        (
+            "post",
+            "/api/ask",
+            {"question": "x", "colections": ["notes"]},
+            "unknown field 'colections' (did you mean 'collections'?)",
+        ),
+        (
+            "post",
+            "/api/collections",
+            {"path": "/tmp", "format": ["pdf"]},
+            "unknown field 'format' (did you mean 'formats'?)",
+        ),
+        ("patch", "/api/collections/notes", {"nmae": "x"}, "unknown field 'nmae' (did you mean 'name'?)"),
+        (
+            "put",
+            "/api/collections/notes/sharing",
+            {"visibility": "everyone", "user": ["a"]},
+            "unknown field 'user' (did you mean 'users'?)",
+        ),
+        ("put", "/api/contexts", {"target": "pmd://notes/", "text": "x", "zzz": 1}, "unknown field 'zzz'"),
+        ("post", "/api/saved", {"name": "n", "query": "x", "colour": "red"}, "unknown field 'colour'"),
+    ],
+)
+def test_unknown_body_fields_are_422_naming_the_nearest_known_field(
+    admin_api, indexed_collection, method, path, body, message
+):
+    response = getattr(admin_api, method)(path, body, content_type="application/json")
+    assert response.status_code == 422, response.content
+    assert response.json()["code"] == "invalid_input"
+    assert response.json()["message"] == f"invalid request: {message}"
+
+
+def test_known_body_fields_by_name_or_alias_are_accepted(api, indexed_collection):
+    assert (
+        api.post("/api/search", {"query": "x", "collections": ["notes"]}, content_type="application/json").status_code
+        == 200
+    )
+    assert api.get("/api/search", {"q": "x", "collection": "notes"}).status_code == 200
+
+
 def test_collections_list_detail_and_pagination(api, indexed_collection, tmp_path):
     from indexing.services.collections import collection_create
 

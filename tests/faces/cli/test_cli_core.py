@@ -24,7 +24,7 @@ def test_collection_add_list_show_rename_remove(run_cli, corpus_dir):
         "pmd://handbook/guides/postgres-tuning.md",
     }
     code, _, err = run_cli("collection", "add", str(corpus_dir), "--name", "handbook")
-    assert code == 1 and "already exists" in err
+    assert code == 1 and "is already collection 'handbook'" in err
     code, out, _ = run_cli("collection", "remove", "handbook")
     assert code == 0 and "6 documents" in out
 

@@ -103,8 +103,151 @@ def test_a_first_pmd_up_that_chose_a_backend_stores_that_backends_models(setting
     from indexing.services.index_config import index_config_get
     from pmd_site.cli.up import _index_config_from_up
 
-    _index_config_from_up({}, "local")
+    settings.PMD_LLM_BACKEND = "ollama"  # what the index's configuration sets below is undone after the test
+    _index_config_from_up({}, "local", console=None)
     stored = index_config_get()
     assert stored["PMD_LLM_BACKEND"] == "local"
     for name, value in settings.PMD_MODEL_DEFAULTS["local"].items():
         assert stored[name] == value
+
+
+# --- where a setting comes from: chosen automatically, then chosen again ----------------------------
+
+
+def _start_pmd_up(monkeypatch, settings, **environ) -> tuple[str | None, str, str]:
+    """What `pmd up` does with the index's configuration in an environment holding `environ` (and
+    no other index setting): the backend it chooses, its summary line, and what it printed."""
+    import io
+
+    from rich.console import Console
+
+    from indexing.services.index_config import index_config_apply
+    from pmd_site.cli.up import _index_config_from_up, choose_llm_backend
+
+    for name in INDEX_SETTINGS:
+        monkeypatch.delenv(name, raising=False)
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+        setattr(settings, name, type(getattr(settings, name))(value))  # the settings read the environment
+    index_config_apply()  # as a new process does when it first reaches the database
+    out = io.StringIO()
+    backend, why = choose_llm_backend()
+    _index_config_from_up(dict(os.environ), backend, Console(file=out, width=300))
+    return backend, why, out.getvalue()
+
+
+@pytest.mark.django_db
+def test_the_readme_recipe_after_a_first_run_without_a_model_server_uses_ollama(
+    ollama_server, ollama_down, monkeypatch, settings, tmp_path, eager_tasks
+):
+    """A first `pmd up` without a model server chose the local backend (and its empty answer model);
+    the README's `OLLAMA_URL=… PMD_EMBED_MODEL=all-minilm PMD_CHUNK_TOKENS=250 pmd up` then uses Ollama."""
+    from indexing.services.index_config import index_config_effective, index_config_get
+
+    settings.PMD_HOME = tmp_path
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    ollama_server.reset()
+    ollama_server.add_model("all-minilm", dims=384)
+    backend, why, _ = _start_pmd_up(monkeypatch, settings)
+    assert backend == "local" and "no Ollama" in why
+    rows = {row["name"]: row for row in index_config_effective()}
+    assert rows["PMD_LLM_BACKEND"]["value"] == "local" and rows["PMD_LLM_BACKEND"]["source"] == "automatic"
+    assert rows["PMD_ANSWER_MODEL"]["index"] == "" and rows["PMD_ANSWER_MODEL"]["source"] == "automatic"
+    assert rows["PMD_CHUNK_TOKENS"]["value"] == "506"  # the window of multilingual-e5-small, as used
+    assert rows["PMD_CHUNK_TOKENS"]["source_words"].startswith("chosen automatically: sized to the window")
+
+    backend, why, _ = _start_pmd_up(monkeypatch, settings)  # no model server named: the earlier choice stands
+    assert backend == "local" and "chosen automatically" in why and "OLLAMA_URL" in why
+
+    backend, why, printed = _start_pmd_up(
+        monkeypatch, settings, OLLAMA_URL=ollama_server.url, PMD_EMBED_MODEL="all-minilm", PMD_CHUNK_TOKENS="250"
+    )
+    assert (
+        backend == "ollama"
+        and why == f"models: Ollama at {ollama_server.url} (backend chosen automatically: it answers)"
+    )
+    stored = index_config_get()
+    assert stored["PMD_LLM_BACKEND"] == "ollama" and stored["PMD_EMBED_MODEL"] == "all-minilm"
+    assert stored["PMD_CHUNK_TOKENS"] == "250" and stored["OLLAMA_URL"] == ollama_server.url
+    assert stored["PMD_ANSWER_MODEL"] == settings.PMD_MODEL_DEFAULTS["ollama"]["PMD_ANSWER_MODEL"] != ""
+    assert "configuration: PMD_LLM_BACKEND: local → ollama" in printed
+    answer_model = settings.PMD_MODEL_DEFAULTS["ollama"]["PMD_ANSWER_MODEL"]
+    assert f'configuration: PMD_ANSWER_MODEL: "" → {answer_model}' in printed  # the empty choice, re-made
+    assert "configuration: PMD_EMBED_MODEL: intfloat/multilingual-e5-small → all-minilm" in printed
+    rows = {row["name"]: row for row in index_config_effective()}
+    assert rows["PMD_EMBED_MODEL"]["source"] == "environment"
+    for name in INDEX_SETTINGS:
+        monkeypatch.delenv(name, raising=False)
+    rows = {row["name"]: row for row in index_config_effective()}
+    assert rows["PMD_EMBED_MODEL"]["source"] == "index" and rows["PMD_LLM_BACKEND"]["source"] == "automatic"
+
+
+@pytest.mark.django_db
+def test_a_backend_a_person_chose_is_never_chosen_again(ollama_server, monkeypatch, settings, tmp_path):
+    from indexing.services.index_config import index_config_get
+
+    ollama_server.reset()
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    settings.PMD_HOME = tmp_path
+    index_config_set(values={"PMD_LLM_BACKEND": "local"})
+    backend, why, _ = _start_pmd_up(monkeypatch, settings, OLLAMA_URL=ollama_server.url)
+    assert backend is None and why.startswith("models: local backend (PMD_LLM_BACKEND from the index's configuration)")
+    assert "cannot be downloaded: HF_HUB_OFFLINE is set" in why  # offline: said at start, not when embedding
+    assert index_config_get()["PMD_LLM_BACKEND"] == "local"
+
+
+@pytest.mark.django_db
+def test_config_set_reports_every_change_and_config_show_says_where_each_value_comes_from(
+    run_cli, monkeypatch, settings
+):
+    settings.PMD_LLM_BACKEND = "ollama"  # what the index's configuration sets below is undone after the test
+    for name in INDEX_SETTINGS:
+        monkeypatch.delenv(name, raising=False)
+    index_config_set(
+        values={"PMD_LLM_BACKEND": "local", "PMD_ANSWER_MODEL": "", "PMD_GENERATE_MODEL": ""}, automatic=True
+    )
+    code, out, err = run_cli(
+        "config",
+        "set",
+        "PMD_LLM_BACKEND=ollama",
+        "OLLAMA_URL=http://127.0.0.1:9",
+        "PMD_ANSWER_MODEL=qwen3:1.7b",
+        "PMD_CHUNK_TOKENS=250",
+        "--yes",
+    )
+    assert code == 0, err
+    generate = settings.PMD_MODEL_DEFAULTS["ollama"]["PMD_GENERATE_MODEL"]
+    assert f'PMD_GENERATE_MODEL: "" → {generate}' in out  # pmd's choice for the old backend follows the new one
+    for change in (
+        "PMD_LLM_BACKEND: local → ollama",
+        "OLLAMA_URL: (not set) → http://127.0.0.1:9",
+        'PMD_ANSWER_MODEL: "" → qwen3:1.7b',
+        "PMD_CHUNK_TOKENS: (not set) → 250",
+    ):
+        assert change in out
+    monkeypatch.setenv("PMD_RERANK_MODEL", "bge")
+    code, out, err = run_cli("config", "show")
+    lines = {line.split("=", 1)[0]: line for line in out.splitlines()}
+    assert lines["PMD_LLM_BACKEND"].endswith("(the index's configuration)")
+    assert lines["PMD_RERANK_MODEL"].endswith("(this process's environment)")
+    assert lines["PMD_CHUNK_OVERLAP"].endswith("(default)")
+
+
+@pytest.mark.django_db
+def test_the_status_models_line_says_where_the_backend_comes_from(run_cli, ollama, monkeypatch, settings, tmp_path):
+    for name in INDEX_SETTINGS:
+        monkeypatch.delenv(name, raising=False)
+    index_config_set(
+        values={"PMD_LLM_BACKEND": "ollama", "OLLAMA_URL": ollama.url, "PMD_EMBED_MODEL": "embeddinggemma"}
+    )
+    code, out, err = run_cli("status")
+    assert f"answers (ollama at {ollama.url}; backend: the index's configuration)" in out
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    settings.PMD_HOME = tmp_path
+    index_config_set(
+        values={"PMD_LLM_BACKEND": "local", "PMD_EMBED_MODEL": "intfloat/multilingual-e5-small"},
+        automatic=True,
+        replace_vectors=True,
+    )
+    code, out, err = run_cli("status")
+    assert "backend: local (chosen automatically)" in out and "backend_from" not in out

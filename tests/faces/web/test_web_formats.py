@@ -126,3 +126,33 @@ def test_staff_add_a_collection_with_formats_in_the_form_and_the_api(
 
 def member_sees(client, collection: str) -> bool:
     return client.get(f"/doc/{collection}/report.pdf").status_code == 200
+
+
+def test_staff_change_a_collections_formats_on_the_collections_page(
+    staff_client, member_client, tmp_path, settings, eager_tasks, monkeypatch
+):
+    """The page says which files a collection left out; the row's form reads them (indexed again)."""
+    from indexing.access import Access
+    from indexing.models import Document
+    from indexing.services.refresh import collection_add
+
+    convert_once(monkeypatch)
+    settings.PMD_COLLECTION_ROOTS = [tmp_path]
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "a.md").write_text("# A\n\nkiwi\n")
+    shutil.copy(FIXTURES / "report.pdf", tmp_path / "notes" / "report.pdf")
+    collection_add(path=tmp_path / "notes", name="notes", index="job", access=Access.local_user())
+    page = staff_client.get("/collections/").content.decode()
+    assert "1 PDF not read" in page and 'action="/collections/notes/formats/"' in page
+    assert 'action="/collections/notes/formats/"' not in member_client.get("/collections/").content.decode()
+    saved = staff_client.post("/collections/notes/formats/", {"formats": ["pdf"]})
+    assert saved.status_code == 302
+    assert Collection.objects.get(name="notes").mask == "**/*.{md,pdf}"
+    assert set(Document.objects.filter(collection__name="notes", active=True).values_list("path", flat=True)) == {
+        "a.md",
+        "report.pdf",
+    }
+    page = staff_client.get(saved["Location"]).content.decode()
+    assert "notes reads **/*.{md,pdf} now; indexing started." in page and "not read" not in page
+    assert member_client.post("/collections/notes/formats/", {"formats": []}).status_code in {302, 403}
+    assert Collection.objects.get(name="notes").mask == "**/*.{md,pdf}"
