@@ -1,4 +1,3 @@
-# syntax=docker/dockerfile:1
 # One image for every pmd service in compose.yaml (web, worker, beat, watcher, migrate):
 # the command picks the service, e.g. `serve --host 0.0.0.0`, `worker`, `beat`, `watch`.
 ARG PYTHON_VERSION=3.11
