@@ -374,6 +374,12 @@ class AccountExists(Conflict):
         self.name = name
 
 
+class RestoreRefused(Conflict):
+    """A restore would replace a database that something is using (a running pmd, its workers)."""
+
+    code = "restore_refused"
+
+
 # --- services pmd depends on ----------------------------------------------------------------
 
 
@@ -475,6 +481,13 @@ class ServerSetupError(SetupError):
     """An embedded server (PostgreSQL, Redis) cannot be started safely; the message says what to change."""
 
     code = "server_setup_error"
+
+
+class BackupFailed(SetupError):
+    """A backup or restore could not be made: PostgreSQL's tools are missing or do not match the
+    server, the file is not a pmd backup, or pg_dump / pg_restore failed (the message says which)."""
+
+    code = "backup_failed"
 
 
 class IndexMissing(SetupError):

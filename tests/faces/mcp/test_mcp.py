@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from indexing.access import Access
+from pmd_site.version import VERSION
 from tests.support.mcp_client import SERVED_DB
 from tests.support.mcp_client import http_client as _http_client
 from tests.support.paths import ROOT
@@ -136,6 +137,7 @@ def test_http_rejects_missing_invalid_revoked_token_and_foreign_origin(asgi_serv
         auth = {**headers, "Authorization": f"Bearer {token}"}
         ok = http.post("/mcp", json=_initialize_body(), headers=auth)
         assert ok.status_code == 200 and ok.json()["result"]["serverInfo"]["name"] == "pmd"
+        assert ok.json()["result"]["serverInfo"]["version"] == VERSION
         foreign = http.post("/mcp", json=_initialize_body(), headers={**auth, "Origin": "https://evil.example"})
         assert foreign.status_code == 403
         local_origin = http.post(
