@@ -104,16 +104,16 @@ def image_env() -> dict[str, str]:
 
 
 def image_build_collectstatic() -> tuple[dict[str, str], list[str]]:
-    """The Dockerfile's `… python manage.py collectstatic …` step: its variables and its command."""
+    """The Dockerfile's `… django-admin collectstatic …` step: its variables and its command."""
     text = DOCKERFILE.read_text().replace("\\\n", " ")
-    line = re.search(r"((?:[A-Z_]+=\S+\s+)*python manage\.py collectstatic[^&\n]*)", text).group(1)
+    line = re.search(r"((?:[A-Z_]+=\S+\s+)*django-admin collectstatic[^&\n]*)", text).group(1)
     words = shlex.split(line)
     env = {}
     while "=" in words[0]:
         key, _, value = words.pop(0).partition("=")
         env[key] = value
-    assert words[0] == "python"
-    return env, [sys.executable, *words[1:]]
+    assert words[0] == "django-admin"
+    return env, [str(BIN / "django-admin"), *words[1:]]
 
 
 def image_user_ids() -> tuple[int, int]:
