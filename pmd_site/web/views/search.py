@@ -300,7 +300,7 @@ def _run_search(
             ResultCard(
                 result=r,
                 rank=i,
-                snippet_html=highlight_snippet(r.snippet, r.highlights),
+                snippet_html=highlight_snippet(r.text, r.text_highlights),
                 url=document_url(r.collection, r.path, line=r.line, query=query, search_id=response.search_id),
                 tags=shown,
                 tags_more=more,
