@@ -210,7 +210,11 @@ def section_view(name: str, data: dict) -> dict:
         "title": TITLES.get(name, name.replace("_", " ").capitalize()),
         "ok": ok,
         "state": state,
-        "state_words": {"ok": "ok", "warn": "works, with limits", "bad": "problem"}[state],
+        "state_words": (
+            "files to look at"
+            if name == "problems" and state == "warn"
+            else {"ok": "ok", "warn": "works, with limits", "bad": "problem"}[state]
+        ),
         "lines": lines,
         "wide": any(len(t["columns"]) > 3 for t in tables),
         "scalars": scalars,

@@ -91,7 +91,7 @@ def test_the_document_side_panel_stays_inside_a_desktop_screen(live_server, site
     shot(page, "every-page-1280-document")
 
 
-def test_axe_finds_nothing_serious_on_any_page(live_server, site, login):
+def test_axe_finds_nothing_serious_on_any_page(live_server, site, login, shot):
     if not AXE.is_file():
         _skip_loudly(f"no axe-core at {AXE}: `npm ci` in tests/support/axe (scripts/bootstrap does)")
     source = AXE.read_text()
@@ -106,4 +106,6 @@ def test_axe_finds_nothing_serious_on_any_page(live_server, site, login):
             )
             if violations:
                 found[f"{name} at {viewport['width']} px"] = violations
+            if viewport is DESKTOP:
+                shot(page, f"every-page-1280-{name}")
     assert not found, "\n".join(f"{page}: {v}" for page, v in found.items())
