@@ -31,7 +31,7 @@ _FRONTMATTER_END = LazyPattern(r"(?:---|\.\.\.|\+\+\+)[ \t]*$")
 _QUOTE = LazyPattern(r"[ \t]*(?:>[ \t]?)+")
 _CALLOUT = LazyPattern(r"\[!([A-Za-z][\w-]{0,39})\][+-]?[ \t]*")
 _LIST = LazyPattern(r"[ \t]*(?:[-*+]|\d{1,9}[.)])[ \t]+")
-_TASK = LazyPattern(r"\[([ xX])\][ \t]+")
+_TASK = LazyPattern(r"\[([^\]\n])\][ \t]+")
 _RULE = LazyPattern(r" {0,3}(?:(?:\*[ \t]*){3,}|(?:-[ \t]*){3,}|(?:_[ \t]*){3,})$")
 _TABLE_SEPARATOR = LazyPattern(r"[ \t]*\|?[ \t]*:?-{2,}:?[ \t]*(?:\|[ \t]*:?-{2,}:?[ \t]*)*\|?[ \t]*$")
 _TABLE_PIPE = LazyPattern(r"[ \t]*(?<!\\)\|[ \t]*")
@@ -58,7 +58,6 @@ _INLINE = (
     (LazyPattern(r"\[\^[^\]\n]+\]"), ()),
     (LazyPattern(r"<(https?://[^>\s]+)>"), (1,)),
     (LazyPattern(r"</?[A-Za-z][\w-]*(?:\s[^<>]*)?/?>"), ()),
-    (LazyPattern(r"(`+)(.+?)\1"), (2,)),
     (LazyPattern(r"\*\*(?=\S)(.+?)(?<=\S)\*\*"), (1,)),
     (LazyPattern(r"(?<!\w)__(?=\S)(.+?)(?<=\S)__(?!\w)"), (1,)),
     (LazyPattern(r"~~(?=\S)(.+?)(?<=\S)~~"), (1,)),
@@ -87,9 +86,12 @@ def _plain(chars: _Chars) -> str:
     return "".join(ch for ch, _ in chars)
 
 
-def _sub(chars: _Chars, pattern, keep) -> _Chars:
-    """`chars` with each match of `pattern` replaced by the groups (numbers) and words (str) of `keep`."""
-    text = _plain(chars)
+def _sub(chars: _Chars, pattern, keep, text: str | None = None) -> _Chars:
+    """`chars` with each match of `pattern` replaced by the groups (numbers) and words (str) of `keep`
+    (`text`: the characters' text, when the caller has it)."""
+    text = _plain(chars) if text is None else text
+    if pattern.search(text) is None:  # most lines hold most markup not at all
+        return chars
     out: _Chars = []
     position = 0
     for match in pattern.finditer(text):
@@ -108,21 +110,51 @@ _ESCAPABLE = "\\`*_{}[]()#+-.!|>~="
 _ESCAPED = 0xE000  # private-use characters stand for escaped ones while the markup is read
 
 
+_CODE_SPAN = LazyPattern(r"(`+)(.+?)\1")
+
+
+def _held(ch: str) -> str:
+    return chr(_ESCAPED + ord(ch)) if ord(ch) < 128 else ch
+
+
 def inline_reading(chars: _Chars) -> _Chars:
-    """A line's words without their inline markup (a backslash-escaped character is a character)."""
+    """A line's words without their inline markup: a backslash-escaped character is a character, and
+    what a code span holds is its words as written (`[[x]]` in backticks stays `[[x]]`)."""
+    text = _plain(chars)
+    if not any(mark in text for mark in "\\`*_~=[]<>%^!"):
+        return chars
     held: _Chars = []
     i = 0
     while i < len(chars):
         ch, source = chars[i]
         if ch == "\\" and i + 1 < len(chars) and chars[i + 1][0] in _ESCAPABLE:
-            held.append((chr(_ESCAPED + ord(chars[i + 1][0])), chars[i + 1][1]))
+            held.append((_held(chars[i + 1][0]), chars[i + 1][1]))
             i += 2
             continue
         held.append((ch, source))
         i += 1
+    held = _sub_code_spans(held)
+    text = _plain(held)
     for pattern, keep in _INLINE:
-        held = _sub(held, pattern, keep)
-    return [(chr(ord(ch) - _ESCAPED) if _ESCAPED < ord(ch) < _ESCAPED + 128 else ch, s) for ch, s in held]
+        if pattern.search(text) is not None:
+            held = _sub(held, pattern, keep, text)
+            text = _plain(held)
+    return [(chr(ord(ch) - _ESCAPED) if _ESCAPED <= ord(ch) < _ESCAPED + 128 else ch, s) for ch, s in held]
+
+
+def _sub_code_spans(chars: _Chars) -> _Chars:
+    """Code spans without their backticks, their characters held from the markup passes."""
+    text = _plain(chars)
+    if "`" not in text:
+        return chars
+    out: _Chars = []
+    position = 0
+    for match in _CODE_SPAN.finditer(text):
+        out.extend(chars[position : match.start()])
+        out.extend((_held(ch), source) for ch, source in chars[match.start(2) : match.end(2)])
+        position = match.end()
+    out.extend(chars[position:])
+    return out
 
 
 def heading_text(source: str) -> str:
@@ -212,8 +244,8 @@ def _heading_path(headings: list[tuple[int, int, str]], before: int, title: str)
             break
         while path and path[-1][0] >= level:
             path.pop()
-        path.append((level, heading_text(source)))
-    names = [name for _, name in path if name]
+        path.append((level, source))
+    names = [name for name in (heading_text(source) for _, source in path) if name]
     if names and title and names[0].casefold() == title.strip().casefold():
         names = names[1:]
     return names

@@ -103,6 +103,8 @@ def test_links_embeds_and_escapes_read_as_their_words_and_nothing_is_markup():
         [],
     )
     assert reading.text == "See the theme browser, Properties › Types, , the docs and bold *stars* gone kept"
+    # what a code span holds is its words as written, markup-like or not
+    assert snippet_reading("Type `[[` or `<br>` and ``a ` b``", []).text == "Type [[ or <br> and a ` b"
     # a cut through a pair leaves no half of it
     assert snippet_reading("…end of **bold", []).text == "…end of bold"
 
