@@ -25,7 +25,7 @@ from indexing.patterns import LazyPattern
 _Chars = list[tuple[str, int]]
 
 READING_CHARS = 320  # longest reading shown; cut at a word around the first match
-_FENCE = LazyPattern(r" {0,3}(`{3,}|~{3,})")
+_FENCE = LazyPattern(r"[ \t]*(`{3,}|~{3,})")  # indented too: a fence in a list item
 _HEADING = LazyPattern(r" {0,3}(#{1,6})[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*$")
 _FRONTMATTER_END = LazyPattern(r"(?:---|\.\.\.|\+\+\+)[ \t]*$")
 _QUOTE = LazyPattern(r"[ \t]*(?:>[ \t]?)+")
@@ -49,8 +49,9 @@ _INLINE = (
         (),
     ),
     (LazyPattern(r"!?\[\[[^\]|\n]*\|([^\]\n]+)\]\]"), (1,)),
-    (LazyPattern(r"!?\[\[([^\]#|\n]*)#\^[^\]\n]*\]\]"), (1,)),
-    (LazyPattern(r"!?\[\[([^\]#|\n]*)#([^\]\n]+)\]\]"), (1, " › ", 2)),
+    (LazyPattern(r"!?\[\[([^\]#|\n]+)#\^[^\]\n]*\]\]"), (1,)),
+    (LazyPattern(r"!?\[\[#\^?([^\]\n]+)\]\]"), (1,)),
+    (LazyPattern(r"!?\[\[([^\]#|\n]+)#([^\]\n]+)\]\]"), (1, " › ", 2)),
     (LazyPattern(r"!?\[\[#?([^\]\n]+)\]\]"), (1,)),
     (LazyPattern(r"!\[([^\]\n]*)\]\([^)\n]*\)"), (1,)),
     (LazyPattern(r"\[([^\]\n]+)\]\([^)\n]*\)"), (1,)),

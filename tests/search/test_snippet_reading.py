@@ -103,6 +103,13 @@ def test_links_embeds_and_escapes_read_as_their_words_and_nothing_is_markup():
         [],
     )
     assert reading.text == "See the theme browser, Properties › Types, , the docs and bold *stars* gone kept"
+    assert (
+        snippet_reading("refer to [[#Supported types]] or [[#^block1]]", []).text
+        == "refer to Supported types or block1"
+    )
+    # a fence indented in a list item is code too
+    listed = "- Add this:\n    ```js\n    formula()\n    ```\n- next"
+    assert snippet_reading(listed, [], line=1, body=listed).text == "Add this:\nnext"
     # what a code span holds is its words as written, markup-like or not
     assert snippet_reading("Type `[[` or `<br>` and ``a ` b``", []).text == "Type [[ or <br> and a ` b"
     # a cut through a pair leaves no half of it
