@@ -11,7 +11,11 @@ Who sees a collection (superusers and the local user see all of them):
 - `shared`: its owner, the chosen people and the members of the chosen groups;
 - `private`: its owner only.
 A token sees what its user sees, cut down to its collections when it names some; it changes
-nothing unless it was created with write scope. What is made through a token keeps its limit: a
+nothing unless it was created with write scope.
+
+Who writes notes in a collection (`writable_collections`): nobody unless it is writable; then the
+local user, superusers, its owner and the people and groups chosen as its writers, among those who
+see it, and through a token only with write scope. What is made through a token keeps its limit: a
 saved search made through one runs `within` the collections the token was limited to.
 """
 
@@ -21,7 +25,7 @@ import difflib
 import getpass
 
 from django.contrib.auth import get_user_model
-from django.db.models import BooleanField, QuerySet
+from django.db.models import BooleanField, Q, QuerySet
 from django.db.models.expressions import RawSQL
 from django.db.models.signals import pre_delete
 from django.dispatch import receiver
@@ -175,6 +179,31 @@ def visible_collections(access: Access) -> QuerySet[Collection]:
     """The collections `access` may see, as a queryset to filter or join on (the rule: `_visible_ids`)."""
     ids = access.collection_ids()
     return Collection.objects.all() if ids is None else Collection.objects.filter(pk__in=ids)
+
+
+def writable_collections(access: Access) -> QuerySet[Collection]:
+    """The collections in which `access` may write notes: a subset of `visible_collections`."""
+    if not access.can_write:
+        return Collection.objects.none()
+    writable = visible_collections(access).filter(writable=True)
+    if access.is_superuser:
+        return writable
+    user = access.user
+    writers = Q(owner=user) | Q(writer_users=user) | Q(writer_groups__in=user.groups.all())
+    return writable.filter(pk__in=Collection.objects.filter(writers).values("pk"))
+
+
+def collection_writable(name: str, access: Access) -> Collection:
+    """The named collection if `access` may write notes in it. One it does not see is not found
+    (as everywhere); one it sees but may not write in is refused, saying what is missing. A read-only
+    token is refused first, with the same answer whichever collection it names."""
+    refuse_read_only(access, "writing notes")
+    collection = collection_visible(name, access)
+    if writable_collections(access).filter(pk=collection.pk).exists():
+        return collection
+    if not collection.writable:
+        raise errors.AccessDenied(f"collection '{name}' is read-only: staff can make it writable")
+    raise errors.AccessDenied(f"you may read collection '{name}' but not write in it")
 
 
 def visible_collection_names(access: Access) -> list[str]:

@@ -47,6 +47,11 @@ class PmdError(Exception):
         """HTTP headers an answer carrying this error adds (Retry-After of a throttled client)."""
         return {}
 
+    @property
+    def fields(self) -> dict:
+        """Data a program needs to act on the error, beside the message (a stale note's current hash)."""
+        return {}
+
     def hint_from(self, hints: dict) -> str | None:
         """A face's hint for this error from its table keyed by code: a text whose `{fields}` are
         filled in from the error's data (a field the error does not have stays as its name in
@@ -169,6 +174,28 @@ class InvalidPath(InvalidRequest):
     """A path that could escape its collection or is not a path at all (a ValueError too)."""
 
     code = "invalid_path"
+
+
+class NotePathRefused(InvalidPath):
+    """A note's path pmd will not write: outside the collection or its mask, into a dot or ignored
+    folder, through a symbolic link."""
+
+    code = "note_path_refused"
+    http_status = 422
+
+
+class NoteTooLarge(InvalidRequest):
+    """A note over the size a write may have (PMD_NOTE_MAX_BYTES)."""
+
+    code = "note_too_large"
+    http_status = 413
+
+
+class NoteEditRefused(InvalidRequest):
+    """An edit that cannot be applied as asked (no such heading, a text found another number of times)."""
+
+    code = "note_edit_refused"
+    http_status = 422
 
 
 class UnknownFormat(InvalidRequest):
@@ -300,6 +327,12 @@ class DocumentNotFound(NotFound):
     code = "document_not_found"
 
 
+class NoteNotFound(NotFound):
+    """No note at that path of a collection (on disk, or in its trash)."""
+
+    code = "note_not_found"
+
+
 class ContextNotFound(NotFound):
     code = "context_not_found"
 
@@ -364,6 +397,26 @@ class CollectionExists(Conflict):
         self.name = name
 
 
+class NoteExists(Conflict):
+    """A write to a path that already holds a note, without asking to replace it."""
+
+    code = "note_exists"
+
+
+class NoteChanged(Conflict):
+    """An edit based on a version of the note that is no longer the current one: read it again."""
+
+    code = "note_changed"
+
+    def __init__(self, message: str = "", suggestions: list[str] | None = None, *, current_hash: str = ""):
+        super().__init__(message, suggestions)
+        self.current_hash = current_hash
+
+    @property
+    def fields(self) -> dict:
+        return {"current_hash": self.current_hash}
+
+
 class AccountExists(Conflict):
     code = "account_exists"
 
@@ -372,6 +425,12 @@ class AccountExists(Conflict):
             message = f"an account named '{name}' already exists"
         super().__init__(message, suggestions)
         self.name = name
+
+
+class RestoreRefused(Conflict):
+    """A restore would replace a database that something is using (a running pmd, its workers)."""
+
+    code = "restore_refused"
 
 
 # --- services pmd depends on ----------------------------------------------------------------
@@ -475,6 +534,13 @@ class ServerSetupError(SetupError):
     """An embedded server (PostgreSQL, Redis) cannot be started safely; the message says what to change."""
 
     code = "server_setup_error"
+
+
+class BackupFailed(SetupError):
+    """A backup or restore could not be made: PostgreSQL's tools are missing or do not match the
+    server, the file is not a pmd backup, or pg_dump / pg_restore failed (the message says which)."""
+
+    code = "backup_failed"
 
 
 class IndexMissing(SetupError):

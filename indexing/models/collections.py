@@ -62,6 +62,23 @@ class Collection(models.Model):
         related_name="shared_collections",
         help_text="groups whose members see it when shared with chosen groups",
     )
+    # Agents and people write notes only into a collection someone made writable, and then only
+    # its owner, superusers and the people and groups chosen here (who must also see it).
+    writable = models.BooleanField(
+        default=False, help_text="notes may be written, edited, moved and deleted through pmd"
+    )
+    writer_users = models.ManyToManyField(
+        settings.AUTH_USER_MODEL,
+        blank=True,
+        related_name="writable_collections",
+        help_text="people who may write notes in it (when it is writable and they see it)",
+    )
+    writer_groups = models.ManyToManyField(
+        "auth.Group",
+        blank=True,
+        related_name="writable_collections",
+        help_text="groups whose members may write notes in it (when it is writable and they see it)",
+    )
 
     class Meta:
         ordering = ["name"]

@@ -4,6 +4,7 @@ Document bodies always come from the database, never from the file system, so no
 reference (`../`, absolute paths, symlinks) can read a file outside the index.
 """
 
+from indexing.selectors.activity import Activity, activity_since, notes_activity
 from indexing.selectors.answers import answer_costs, answers_recent, conversation_answers
 from indexing.selectors.collections import (
     OVERVIEW_FIELDS,
@@ -43,6 +44,8 @@ from indexing.selectors.sections import SectionText, sections_at
 from indexing.selectors.status import index_counts, index_jobs_running, jobs_visible_to
 
 __all__ = [
+    "Activity",
+    "activity_since",
     "DEFAULT_MULTI_GET_MAX_BYTES",
     "MULTI_GET_MAX_REFERENCES",
     "OVERVIEW_FIELDS",
@@ -56,6 +59,7 @@ __all__ = [
     "SectionText",
     "_visible_documents",
     "answer_costs",
+    "notes_activity",
     "answers_recent",
     "close_matches",
     "collection_detail",

@@ -33,6 +33,9 @@ class CollectionDetail:
     owner: str | None
     shared_users: list[str]
     shared_groups: list[str]
+    writable: bool
+    writer_users: list[str]
+    writer_groups: list[str]
     ignore: list[str]
     text_search_config: str
     language: str  # what its text search configuration stems: German, mixed (not stemmed)…
@@ -61,6 +64,9 @@ OVERVIEW_FIELDS = (
     "owner",
     "shared_users",
     "shared_groups",
+    "writable",
+    "writer_users",
+    "writer_groups",
 )
 
 
@@ -77,7 +83,7 @@ def _overview(collections) -> list[CollectionDetail]:
 
     # Ordered here: Meta.ordering does not apply to a query that aggregates.
     rows = (
-        collections.prefetch_related("shared_users", "shared_groups")
+        collections.prefetch_related("shared_users", "shared_groups", "writer_users", "writer_groups")
         .select_related("owner")
         .order_by("name")
         .annotate(
@@ -119,6 +125,9 @@ def collection_sharing(collection: Collection) -> dict:
         "owner": collection.owner.get_username() if collection.owner_id else None,
         "shared_users": sorted(u.get_username() for u in collection.shared_users.all()),
         "shared_groups": sorted(g.name for g in collection.shared_groups.all()),
+        "writable": collection.writable,
+        "writer_users": sorted(u.get_username() for u in collection.writer_users.all()),
+        "writer_groups": sorted(g.name for g in collection.writer_groups.all()),
     }
 
 

@@ -125,6 +125,7 @@ def collection_create(
     title_from: str | None = None,
     language: str | None = None,
     transclude: bool = False,
+    writable: bool = False,
     allowed_roots: list[Path] | None = None,
     owner=None,
     visibility: str = Collection.Visibility.EVERYONE,
@@ -160,6 +161,7 @@ def collection_create(
         owner=owner,
         visibility=visibility,
         transclude=bool(transclude),
+        writable=bool(writable),
     )
     choice = _language_choice(collection, language=language, config=text_search_config)
     collection.text_search_config = choice.config

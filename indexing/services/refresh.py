@@ -224,6 +224,7 @@ def collection_add(
     title_from: str | None = None,
     language: str | None = None,
     transclude: bool = False,
+    writable: bool = False,
     allowed_roots: list[Path] | None = None,
     index: Literal["now", "job", "no"] = "now",
     progress: ProgressCallback | None = None,
@@ -254,6 +255,7 @@ def collection_add(
         title_from=title_from,
         language=language,
         transclude=transclude,
+        writable=writable,
         allowed_roots=allowed_roots,
         owner=owner,
         visibility=visibility,
@@ -267,6 +269,7 @@ def collection_add(
         visibility=visibility,
         language=collection.language_choice.label,
         text_search_config=collection.text_search_config,
+        writable=collection.writable,
     )
     added = CollectionAdded(collection, inside=[outer.name for outer in _collections_around(collection)])
     if index != "no":

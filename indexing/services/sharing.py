@@ -76,6 +76,37 @@ def collection_share(
     return Sharing(collection, visibility, user_names, group_names)
 
 
+def collection_writers(
+    *,
+    name: str,
+    access: Access,
+    writable: bool | None = None,
+    users: list[str] | None = None,
+    groups: list[str] | None = None,
+) -> Collection:
+    """Make a collection writable (or read-only again) and choose who writes notes in it besides its
+    owner and superusers: people and groups who also see it. None leaves that part as it is."""
+    require_write(access, "choosing who writes in a collection")
+    collection = collection_visible(name, access)
+    with transaction.atomic():
+        changes: dict = {}
+        if writable is not None and bool(writable) != collection.writable:
+            collection.writable = bool(writable)
+            collection.save(update_fields=["writable", "updated_at"])
+            changes["writable"] = collection.writable
+        if users is not None:
+            names = list(dict.fromkeys(u.strip() for u in users if u.strip()))
+            collection.writer_users.set(_users(names))
+            changes["users"] = names
+        if groups is not None:
+            names = list(dict.fromkeys(g.strip() for g in groups if g.strip()))
+            collection.writer_groups.set(_groups(names))
+            changes["groups"] = names
+        if changes:
+            audit_record(access, "collection.writers", collection.name, **changes)
+    return collection
+
+
 # --- groups ----------------------------------------------------------------------------------
 
 

@@ -41,7 +41,7 @@ from indexing.services.collections import (
     collection_root_check,
 )
 from indexing.services.refresh import collection_add, collections_refresh
-from indexing.services.sharing import collection_share
+from indexing.services.sharing import collection_share, collection_writers
 from pmd_site.admin.base import StaffAdmin, SuperuserOnlyAdmin, admin_access
 
 # Which field of the form a service error concerns, by its code (absent: the form as a whole).
@@ -184,7 +184,7 @@ class CollectionAdmin(StaffAdmin):
     list_filter = ("visibility",)
     search_fields = ("name", "root_path")
     readonly_fields = ("owner", "created_at", "updated_at", "last_indexed_at", "reading")
-    filter_horizontal = ("shared_users", "shared_groups")
+    filter_horizontal = ("shared_users", "shared_groups", "writer_users", "writer_groups")
     fieldsets = (
         (
             None,
@@ -206,6 +206,14 @@ class CollectionAdmin(StaffAdmin):
                 "fields": ("visibility", "owner", "shared_users", "shared_groups"),
                 "description": "Everyone signed in, the chosen groups and people, or only its owner "
                 "(superusers see every collection).",
+            },
+        ),
+        (
+            "Who writes notes",
+            {
+                "fields": ("writable", "writer_users", "writer_groups"),
+                "description": "Read-only unless writable; then its owner, superusers and these people and "
+                "groups (among those who see it) may write notes through pmd with a write token.",
             },
         ),
         ("Dates", {"fields": ("created_at", "updated_at", "last_indexed_at")}),
@@ -236,6 +244,19 @@ class CollectionAdmin(StaffAdmin):
         # thread asked earlier would not see the collection yet.
         transaction.on_commit(partial(collections_refresh, names=[obj.name], in_job=True, access=admin_access(request)))
         messages.info(request, f"indexing of {obj.name} started; see Jobs")
+
+    def save_related(self, request, form, formsets, change):
+        """Who writes, through the service (audited), once the form saved its lists."""
+        super().save_related(request, form, formsets, change)
+        if {"writable", "writer_users", "writer_groups"} & set(form.changed_data):
+            obj = form.instance
+            collection_writers(
+                name=obj.name,
+                access=admin_access(request),
+                writable=obj.writable,
+                users=[u.get_username() for u in obj.writer_users.all()],
+                groups=[g.name for g in obj.writer_groups.all()],
+            )
 
     def get_deleted_objects(self, objs, request):
         # Its documents, contexts and problems go with it: the service decides, not their admins' permissions.

@@ -11,6 +11,7 @@ error (indexing.errors.PmdError) brings its own status and code.
     errors.py       the one mapping of errors to status, code, message and suggestions
     schemas.py      schemas several resources share (ErrorOut, JobOut)
     search.py  documents.py  links.py  related.py  collections.py  jobs.py  contexts.py  status.py
+    notes.py
                     one router per resource, each with its own schemas
 """
 
@@ -22,7 +23,7 @@ from django.urls import URLPattern, re_path
 from ninja import NinjaAPI
 from ninja.errors import HttpError
 
-from pmd_site.api import ask, collections, contexts, documents, history, jobs, links, related, search, status
+from pmd_site.api import ask, collections, contexts, documents, history, jobs, links, notes, related, search, status
 from pmd_site.api.auth import SessionAuth, TokenAuth
 from pmd_site.api.errors import install_error_handlers
 
@@ -89,3 +90,4 @@ api.add_router("/collections", collections.router)
 api.add_router("/jobs", jobs.router)
 api.add_router("/contexts", contexts.router)
 api.add_router("/status", status.router)
+api.add_router("/notes", notes.router)

@@ -10,7 +10,7 @@ from indexing.services.collections import collection_configure, collection_remov
 from indexing.services.collections import collection_rename as rename
 from indexing.services.refresh import collection_add as add_collection
 from indexing.services.refresh import collection_embed_job, collections_refresh
-from indexing.services.sharing import collection_share
+from indexing.services.sharing import collection_share, collection_writers
 from pmd_site.api.auth import is_staff
 from pmd_site.api.schemas import ErrorOut, JobOut, job_row
 
@@ -36,6 +36,9 @@ class CollectionOut(Schema):
     owner: str | None = None
     shared_users: list[str] = Field(default_factory=list, description="staff only")
     shared_groups: list[str] = Field(default_factory=list, description="staff only")
+    writable: bool = Field(False, description="notes may be written through pmd (by its writers)")
+    writer_users: list[str] = Field(default_factory=list, description="staff only")
+    writer_groups: list[str] = Field(default_factory=list, description="staff only")
 
 
 def _collection_row(row, *, staff: bool) -> dict:
@@ -58,6 +61,9 @@ def _collection_row(row, *, staff: bool) -> dict:
         "owner": row["owner"],
         "shared_users": row["shared_users"] if staff else [],
         "shared_groups": row["shared_groups"] if staff else [],
+        "writable": row["writable"],
+        "writer_users": row["writer_users"] if staff else [],
+        "writer_groups": row["writer_groups"] if staff else [],
     }
 
 
@@ -146,6 +152,9 @@ class CollectionPatch(Schema):
     name: str | None = Field(None, min_length=1, max_length=200, description="the new name")
     transclude: bool | None = Field(None, description="find a note by the words of what it embeds")
     title_from: str | None = Field(None, description="heading or filename (read again at the next re-index)")
+    writable: bool | None = Field(None, description="let its writers write notes in it through pmd")
+    writer_users: list[str] | None = Field(None, description="people who may write notes in it")
+    writer_groups: list[str] | None = Field(None, description="groups whose members may write notes in it")
 
 
 @router.patch(
@@ -158,6 +167,14 @@ def collection_rename(request, name: str, body: CollectionPatch):
         name = collection_configure(
             name=name, access=request.auth, transclude=body.transclude, title_from=body.title_from
         ).name
+    if body.writable is not None or body.writer_users is not None or body.writer_groups is not None:
+        collection_writers(
+            name=name,
+            access=request.auth,
+            writable=body.writable,
+            users=body.writer_users,
+            groups=body.writer_groups,
+        )
     if body.name is not None:
         name = rename(name=name, new_name=body.name, access=request.auth).name
     return _collection_overview(request, name)

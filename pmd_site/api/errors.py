@@ -74,7 +74,7 @@ def install_error_handlers(api: NinjaAPI) -> None:
         """Every service error, by the status, code and headers it carries (see indexing.errors)."""
         hint = exc.hint_from(API_HINTS)
         message = f"{exc.detail}: {hint}" if hint else exc.detail
-        response = error(request, exc.http_status, message, exc.code, exc.suggestions)
+        response = error(request, exc.http_status, message, exc.code, exc.suggestions, **exc.fields)
         for header, value in exc.headers.items():  # Retry-After of a blocked address (TokenThrottled)
             response[header] = value
         return response

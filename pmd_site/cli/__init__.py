@@ -18,6 +18,7 @@ import os
 import sys
 
 from indexing.errors import PmdError
+from pmd_site.version import VERSION
 
 # The modules that contribute commands, in help order, and the commands each one adds: a run
 # imports only its command's module (start-up time); help and unknown commands import them all.
@@ -38,6 +39,7 @@ COMMANDS_BY_MODULE = {
     "pmd_site.cli.config": ("config",),
     "pmd_site.cli.users": ("user",),
     "pmd_site.cli.db": ("db",),
+    "pmd_site.cli.backup": ("backup", "restore"),
     "pmd_site.cli.bench": ("bench",),
     "pmd_site.cli.up": ("up",),
     "pmd_site.cli.services": ("serve", "worker", "beat", "watch", "healthcheck", "migrate"),
@@ -64,6 +66,7 @@ CLI_HINTS = {
     "saved_search_not_found": "see `pmd saved list`",
     "account_exists": "`pmd user password {name}` sets a new password",
     "answer_model_unset": "e.g. `ollama pull qwen3:1.7b`, then PMD_ANSWER_MODEL=qwen3:1.7b in .env",
+    "restore_refused": "stop it, then restore again (with compose: `docker compose stop web worker beat watcher`)",
     "replaces_vectors": lambda exc: None if "--yes" in exc.message else "confirm with --yes",
 }
 
@@ -99,6 +102,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         description="Hybrid search for markdown knowledge bases (BM25 + vectors + LLM re-ranking).",
     )
     parser.add_argument("--index", metavar="NAME", help="use a separate named index (its own database)")
+    parser.add_argument("--version", action="version", version=f"pmd {VERSION}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     module = MODULE_OF_COMMAND.get(command)
     for name in [module] if module else COMMANDS_BY_MODULE:

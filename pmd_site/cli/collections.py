@@ -48,6 +48,11 @@ def register(sub) -> None:
         action="store_true",
         help="a note that embeds another (![[Note#Section]]) is found by the embedded words too",
     )
+    add.add_argument(
+        "--writable",
+        action="store_true",
+        help="agents and members chosen as writers may write notes in it (default: read-only)",
+    )
     add.add_argument("--no-index", action="store_true", help="register only; index later with `pmd update`")
     add.add_argument("--json", action="store_true")
     add.set_defaults(func=cmd_add)
@@ -74,6 +79,18 @@ def register(sub) -> None:
         help="titles from the frontmatter title or first level-1 heading, or from file names "
         "(the notes are read again by this command)",
     )
+    conf.add_argument(
+        "--writable",
+        choices=["on", "off"],
+        help="on: its owner, superusers and its writers may write notes in it through pmd",
+    )
+    conf.add_argument(
+        "--writer", action="append", metavar="USER", help="who may write notes in it (repeat; replaces the list)"
+    )
+    conf.add_argument(
+        "--writer-group", action="append", metavar="GROUP", help="a group whose members may write notes in it (repeat)"
+    )
+    conf.add_argument("--no-writers", action="store_true", help="no chosen writers (only its owner and superusers)")
     conf.add_argument("--json", action="store_true")
     conf.set_defaults(func=cmd_set)
 
@@ -176,6 +193,7 @@ def cmd_add(args) -> int:
             title_from=args.title_from,
             language=args.language,
             transclude=args.transclude,
+            writable=args.writable,
             index="no" if args.no_index else "now",
             progress=progress,
             access=local_access(),
@@ -378,10 +396,23 @@ def cmd_set(args) -> int:
     from indexing.selectors import collection_detail
     from indexing.services.collections import collection_configure
     from indexing.services.refresh import collections_refresh
+    from indexing.services.sharing import collection_writers
 
-    if args.transclude is None and args.title_from is None:
-        raise CommandError("nothing to change: give --transclude on|off and/or --title-from heading|filename")
+    writers = args.writable is not None or args.writer or args.writer_group or args.no_writers
+    if args.transclude is None and args.title_from is None and not writers:
+        raise CommandError(
+            "nothing to change: give --transclude on|off, --title-from heading|filename, "
+            "--writable on|off or --writer/--writer-group/--no-writers"
+        )
     before = collection_detail(name=args.name, access=local_access())
+    if writers:
+        collection_writers(
+            name=args.name,
+            access=local_access(),
+            writable=None if args.writable is None else args.writable == "on",
+            users=[] if args.no_writers else args.writer,
+            groups=[] if args.no_writers else args.writer_group,
+        )
     collection = collection_configure(
         name=args.name,
         access=local_access(),
@@ -396,7 +427,14 @@ def cmd_set(args) -> int:
         return 0
     stdout_console().print(
         f"[bold]{escape(row['name'])}[/]: titles from {row['title_from']}, "
-        f"transclusion {'on' if row['transclude'] else 'off'}"
+        f"transclusion {'on' if row['transclude'] else 'off'}, "
+        + (
+            "writable by its owner, superusers"
+            + "".join(f", {w}" for w in row["writer_users"])
+            + "".join(f", group {g}" for g in row["writer_groups"])
+            if row["writable"]
+            else "read-only"
+        )
     )
     return 0
 

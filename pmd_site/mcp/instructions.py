@@ -28,7 +28,11 @@ max_lines to read around the hit) or several at once with pmd_multi_get. Documen
 resources at pmd://{collection}/{path} (optionally ?start=LINE&lines=N). Every search takes
 filters, in the query (tag:db -tag:old path:meetings/** after:"last week" before:2025-06
 status:draft) or as its `filters` argument, and sort="date" for newest first; filters alone list
-the matching notes. Each result's date (and where it came from) is given."""
+the matching notes. Each result's date (and where it came from) is given. In collections a person
+made writable for you, pmd_write_note creates a note and pmd_edit_note changes part of one, naming
+the hash of the version you read (a write's new_hash, or the docid): a note changed since is
+refused with its current hash. pmd_delete_note keeps the note in the trash; pmd_recent_activity
+tells what changed and who changed it."""
 
 # Who the current MCP connection acts as: set by the /mcp router (a token's access) and by
 # `pmd mcp` on stdio (the local user). Unset, the instructions name no collection at all.

@@ -41,3 +41,35 @@ class StatusResult(BaseModel):
         None,
         description="staff only: where the database and broker run (host, PMD_HOME, broker URL); null for other users",
     )
+
+
+class NoteChangeResult(BaseModel):
+    action: str = Field(description="note.create, note.replace, note.edit, note.move, note.delete or note.restore")
+    collection: str
+    path: str
+    uri: str
+    docid: str = Field(description="the note's docid now (empty once deleted)")
+    old_hash: str = Field(description="the hash of the version replaced")
+    new_hash: str = Field(description="the hash to name in the next edit")
+    old_path: str = ""
+    trash_path: str = Field("", description="where a deleted note is kept: pmd_restore_note brings it back")
+    commit: str = Field("", description="the git commit recording the change, in a collection under git")
+    indexed: bool = Field(description="the note is in the keyword index now")
+    warnings: list[str] = Field(default_factory=list)
+
+
+class ActivityItem(BaseModel):
+    at: str
+    collection: str
+    path: str
+    uri: str
+    action: str
+    by: str
+    via: str = Field(description="pmd (a write tool or the API), disk (an editor, a sync) or commit (git)")
+    old_path: str = ""
+    detail: str = ""
+
+
+class ActivityResult(BaseModel):
+    since: str
+    changes: list[ActivityItem]

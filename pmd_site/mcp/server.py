@@ -19,6 +19,7 @@ from pmd_site.mcp.instructions import (
 from pmd_site.mcp.prompts import register_prompts
 from pmd_site.mcp.resources import register_resources
 from pmd_site.mcp.tools import register_tools
+from pmd_site.version import VERSION
 
 
 def create_server() -> MCPServer:
@@ -26,7 +27,7 @@ def create_server() -> MCPServer:
     server = MCPServer(
         name="pmd",
         title="pmd knowledge-base search",
-        version="0.1.0",
+        version=VERSION,
         instructions=BASE_INSTRUCTIONS,
         log_level="WARNING",
         lifespan=lifespan,

@@ -30,8 +30,13 @@ from pmd_site.celery import app, broker_reachable, broker_url
 from pmd_site.reports.safety import unsafe_settings
 from pmd_site.runtime.redis_server import redis_py_url
 from pmd_site.signin.oidc import discovery_status, providers
+from pmd_site.version import VERSION
 from pmd_site.watcher.heartbeat import watcher_health
 from search import absent_models
+
+
+def _pmd(access) -> dict:
+    return {"ok": True, "version": VERSION}
 
 
 def _database(access) -> dict:
@@ -212,6 +217,7 @@ SECTIONS: dict[str, Callable[..., dict]] = {
     "answers": _answers,
     "security": _security,
     "sign_in": _sign_in,
+    "pmd": _pmd,  # the version: last, after what a person checks first
 }
 
 
@@ -219,6 +225,7 @@ SECTIONS: dict[str, Callable[..., dict]] = {
 # (paths, sockets, hosts, URLs, PMD_HOME, worker names). Allow-lists, so a field or section added
 # later stays staff-only until someone decides otherwise; an unlisted section shows only `ok`.
 MEMBER_FIELDS: dict[str, set[str]] = {
+    "pmd": {"ok", "version"},
     "database": {"ok", "embedded", "server", "pgvector"},
     "index": {
         "ok",
@@ -402,6 +409,7 @@ def size(count: float) -> str:
 
 
 TITLES = {
+    "pmd": "pmd",
     "database": "Database",
     "index": "Index",
     "problems": "Problems",

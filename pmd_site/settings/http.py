@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from indexing.errors import ConfigError
+from pmd_site.settings.core import BASE_DIR
 from pmd_site.settings.table import read
 
 ALLOWED_HOSTS = read("PMD_ALLOWED_HOSTS")
@@ -36,3 +37,5 @@ for _name in ("PMD_HTTP_HEADER_TIMEOUT", "PMD_HTTP_KEEPALIVE_TIMEOUT", "PMD_HTTP
         raise ConfigError(f"{_name}={globals()[_name]} must be more than 0 seconds")
 # Documents may show images from any https: address (off: only pmd's own and data: images).
 PMD_ALLOW_REMOTE_IMAGES = read("PMD_ALLOW_REMOTE_IMAGES")
+# The built documentation site served at /help/ (mkdocs build writes site/ beside the source).
+PMD_HELP_DIR = read("PMD_HELP_DIR") or str(BASE_DIR / "site")

@@ -8,6 +8,7 @@ from pathlib import Path
 from pmd_site.settings.table import read
 
 PMD_MAX_FILE_BYTES = read("PMD_MAX_FILE_BYTES")
+PMD_NOTE_MAX_BYTES = read("PMD_NOTE_MAX_BYTES")
 PMD_DEFAULT_MASK = read("PMD_DEFAULT_MASK")
 # Files that are not markdown (PDF, DOCX, PPTX, XLSX, HTML, EPUB: indexing/convert) are read in a
 # child process with these limits; a file over one is a problem with the reason, the rest indexes.

@@ -440,6 +440,16 @@ TABLE: tuple[Setting, ...] = (
             ),
         ),
         Setting(
+            "PMD_HELP_DIR",
+            "str",
+            "",
+            doc=(
+                "The built documentation site the web UI serves at /help/ (its Help link), so that a server\n"
+                "without internet access has the docs too. Empty: site/ beside pmd's source, which\n"
+                "`.venv/bin/mkdocs build` writes; without a built site /help/ says how to build it."
+            ),
+        ),
+        Setting(
             "PMD_EMAIL_HOST",
             "str",
             "",
@@ -489,6 +499,13 @@ TABLE: tuple[Setting, ...] = (
             doc="Files larger than this many bytes are skipped with a warning.",
         ),
         Setting("PMD_DEFAULT_MASK", "str", "**/*.md"),
+        Setting(
+            "PMD_NOTE_MAX_BYTES",
+            "int",
+            1048576,
+            minimum=1,
+            doc="The largest note an agent or a member may write through pmd (write, edit), in bytes.",
+        ),
         Setting(
             "PMD_CONVERT_MAX_FILE_BYTES",
             "int",

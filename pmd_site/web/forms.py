@@ -135,6 +135,22 @@ class CollectionShareForm(forms.Form):
         return cleaned
 
 
+class CollectionWritersForm(forms.Form):
+    """Who writes notes in a collection through pmd: nobody unless writable; then its owner,
+    superusers and the chosen groups and people (among those who see it)."""
+
+    writable = forms.BooleanField(required=False, label="Writable: notes may be written through pmd")
+    groups = forms.MultipleChoiceField(required=False, label="Writer groups")
+    users = forms.MultipleChoiceField(required=False, label="Writers")
+
+    def __init__(self, *args, groups: list[str], users: list[str], **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["groups"].choices = [(g, g) for g in groups]
+        self.fields["users"].choices = [(u, u) for u in users]
+        self.fields["groups"].widget.attrs["size"] = min(6, max(2, len(groups)))
+        self.fields["users"].widget.attrs["size"] = min(6, max(2, len(users)))
+
+
 # Token lifetimes offered on the tokens page (indexing.services.tokens.parse_expiry reads the keys).
 TOKEN_EXPIRY_CHOICES = [("", "Never"), ("7d", "7 days"), ("30d", "30 days"), ("90d", "90 days"), ("1y", "1 year")]
 

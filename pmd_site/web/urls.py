@@ -21,6 +21,7 @@ urlpatterns = [
     path("collections/add/", views.collection_add, name="collection_add"),
     path("collections/embed/", views.embed_all, name="embed_all"),
     path("collections/<str:name>/share/", views.collection_share, name="collection_share"),
+    path("collections/<str:name>/writers/", views.collection_writers_set, name="collection_writers"),
     path("collections/<str:name>/<str:action>/", views.collection_action, name="collection_action"),
     path("jobs/<uuid:job_id>/", views.job_progress, name="job"),
     path("status/", views.status_page, name="status"),
@@ -36,5 +37,7 @@ urlpatterns = [
     path("tokens/new/", views.token_add, name="token_add"),
     path("tokens/<int:token_id>/revoke/", views.token_remove, name="token_revoke"),
     path("history/", views.history_page, name="history"),
+    path("help/", views.help_page, name="help"),
+    path("help/<path:path>", views.help_page, name="help_file"),
     path("related/<str:collection>/<path:path>", views.document_related, name="related"),
 ]

@@ -20,7 +20,11 @@ everything). The web UI and the admin are covered in test_web_teams.py.
 
 Writes: every API write (collections and contexts; a member's own saved searches, answers,
 ratings and opened results) is refused to every read-only token with the same 403; write tokens
-and web sessions change only what is their user's own. MCP offers no tool that writes.
+and web sessions change only what is their user's own. Notes (the API's /api/notes and MCP's
+write tools) are written only by a write token of a writer of a writable collection: both
+collections are writable, `writer` is a writer of both but sees only `handbook`; every other
+principal is refused, and one who does not see `hr-secret` gets the answer of a collection never
+created.
 
 The world is built once for the module and committed (the MCP server's threads read it); every
 test runs in a transaction rolled back afterwards, and the module's teardown empties the tables
@@ -204,6 +208,7 @@ def _build_world(root: Path) -> World:
         "insider": make_user("insider"),
         "staffer": make_user("staffer", staff=True),
         "root": make_user("root", email="root@example.org", superuser=True),
+        "writer": make_user("writer"),
     }
     _write_folder(root / "src-a", HANDBOOK_FILES)
     _write_folder(root / "src-b", HIDDEN_FILES)
@@ -212,6 +217,10 @@ def _build_world(root: Path) -> World:
     group_create(name="hr", access=local)
     group_members_change(name="hr", users=["insider"], access=local, add=True)
     collection_share(name=HIDDEN, access=local, visibility=Collection.Visibility.SHARED, groups=["hr"])
+    from indexing.services.sharing import collection_writers
+
+    for name in ("handbook", HIDDEN):  # `writer` may write in both, but sees only handbook
+        collection_writers(name=name, access=local, writable=True, users=["writer"])
     assert Group.objects.get(name="hr").user_set.get() == world.users["insider"]
     # Members an OpenID provider made: their hr membership is the provider's word at each sign-in.
     from indexing.services.accounts import ProviderSignIn, provider_sign_in
@@ -261,6 +270,13 @@ def _build_world(root: Path) -> World:
         ("root_limited", "root", False, ["handbook"]),
         ("provider_insider", "sso-insider", False, []),
         ("provider_leaver", "sso-leaver", False, []),
+        # the note writers' matrix: tokens that are not principals of the read matrix
+        ("writer_write", "writer", True, []),
+        ("writer_read", "writer", False, []),
+        ("outsider_write", "outsider", True, []),
+        ("insider_write", "insider", True, []),
+        ("root_write", "root", True, []),
+        ("root_write_limited", "root", True, ["handbook"]),
     ]:
         world.tokens[principal] = token_create(
             user=user, name=principal, access=local, can_write=write, collections=limited
@@ -1197,7 +1213,7 @@ def test_audit_trail_records_sharing_and_tokens(world):
     shared = AuditEvent.objects.filter(action="collection.share", target=HIDDEN).get()
     assert shared.actor is None and shared.actor_label.startswith("local user")
     assert shared.detail["visibility"] == "shared" and shared.detail["groups"] == ["hr"]
-    assert AuditEvent.objects.filter(action="token.create").count() == len(TOKEN_PRINCIPALS) + 1
+    assert AuditEvent.objects.filter(action="token.create").count() == len(world.tokens) + 1  # and the expired one
 
     root = world.users["root"]
     created = token_create(
@@ -1327,9 +1343,12 @@ def tools_list(mcp, p, w):
         "pmd_multi_get",
         "pmd_status",
     }
-    # No tool changes anything, so a read-only token may call every one: a tool that writes would
-    # need its own rows in the write matrix above.
-    assert all(t["annotations"]["readOnlyHint"] for t in response.json()["result"]["tools"])
+    # Every tool says what it does; the ones that write are the note tools, in the write matrix below.
+    tools = response.json()["result"]["tools"]
+    for tool in tools:
+        hints = tool["annotations"]
+        assert {"readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"} <= set(hints), tool["name"]
+    assert {t["name"] for t in tools if not t["annotations"]["readOnlyHint"]} == set(NOTE_TOOLS)
     return response.text
 
 
@@ -1585,3 +1604,172 @@ def test_token_limited_to_collections_removed_together_is_revoked(world):
     assert Client(HTTP_AUTHORIZATION=f"Bearer {both}").get("/api/collections").status_code == 401
     still = Client(HTTP_AUTHORIZATION=f"Bearer {unlimited}").get("/api/collections")
     assert still.status_code == 200 and still.json()["items"] == []
+
+
+# --- notes: the write tools and /api/notes -----------------------------------------------------
+
+NOTE_TOOLS = ["pmd_write_note", "pmd_edit_note", "pmd_move_note", "pmd_delete_note", "pmd_restore_note"]
+
+
+def _note_writes(name: str) -> dict:
+    """Each note write, aimed at collection `name`: (API method, URL, body) and (MCP tool, arguments)."""
+    target = {"collection": name, "path": "welcome.md"}
+    return {
+        "write": ("/api/notes", "pmd_write_note", {"collection": name, "path": "new.md", "content": "# New\n"}),
+        "replace": (
+            "/api/notes",
+            "pmd_write_note",
+            {**target, "content": "# Gone\n", "replace": True, "base_hash": "abcdef"},
+        ),
+        "edit": (
+            "/api/notes/edit",
+            "pmd_edit_note",
+            {"note": f"pmd://{name}/welcome.md", "base_hash": "abcdef", "operation": "append", "content": "x"},
+        ),
+        "move": ("/api/notes/move", "pmd_move_note", {**target, "new_path": "moved.md"}),
+        "delete": ("/api/notes/delete", "pmd_delete_note", target),
+        "restore": ("/api/notes/restore", "pmd_restore_note", {"collection": name, "trash_path": ".trash/welcome.md"}),
+    }
+
+
+NOTE_WRITES = list(_note_writes("x"))
+# Tokens refused whatever they name: read-only ones (the read matrix's and a writer's).
+NOTE_READ_ONLY = [*READ_ONLY_TOKENS, "writer_read"]
+
+
+def _unchanged_on_disk(world) -> None:
+    assert sorted(p.relative_to(world.root).as_posix() for p in world.root.rglob("*") if p.is_file()) == sorted(
+        [f"src-a/{p}" for p in [*HANDBOOK_FILES, SHARED_PATH]] + [f"src-b/{p}" for p in [*HIDDEN_FILES, SHARED_PATH]]
+    )
+
+
+def _token_client(world, who: str) -> Client:
+    return Client(HTTP_AUTHORIZATION=f"Bearer {world.tokens[who]}")
+
+
+def _api_note(world, who: str, write: str, name: str):
+    url, _, body = _note_writes(name)[write]
+    return _token_client(world, who).post(url, body, content_type="application/json")
+
+
+@pytest.mark.parametrize("write", NOTE_WRITES)
+@pytest.mark.parametrize("who", NOTE_READ_ONLY)
+def test_api_read_only_token_cannot_write_notes(world, who, write):
+    """403, the same answer whichever collection it names (one it sees, one it does not, none)."""
+    answers = {_api_note(world, who, write, n).content.decode() for n in ("handbook", HIDDEN, NEVER)}
+    assert len(answers) == 1, answers
+    [answer] = answers
+    assert json.loads(answer)["code"] == "forbidden" and "read-only" in json.loads(answer)["message"]
+    assert_no_leak(answer)
+    _unchanged_on_disk(world)
+
+
+@pytest.mark.parametrize("write", NOTE_WRITES)
+@pytest.mark.parametrize("who", ["outsider_write", "writer_write", "root_write_limited"])
+def test_api_write_token_that_does_not_see_a_collection_finds_no_collection_there(world, who, write):
+    """A member without access (a writer of it too), a token limited to another collection: the
+    answer of a collection never created."""
+    hidden, never = _api_note(world, who, write, HIDDEN), _api_note(world, who, write, NEVER)
+    assert hidden.status_code == never.status_code == 404 and _body(hidden)["code"] == "collection_not_found"
+    same_as_never(hidden.content.decode(), never.content.decode(), f"{who} {write}")
+    _unchanged_on_disk(world)
+
+
+@pytest.mark.parametrize("write", NOTE_WRITES)
+@pytest.mark.parametrize(("who", "name"), [("insider_write", HIDDEN), ("outsider_write", "handbook")])
+def test_api_member_who_may_only_read_a_collection_cannot_write_in_it(world, who, name, write):
+    response = _api_note(world, who, write, name)
+    assert response.status_code == 403 and "not write" in _body(response)["message"], response.content
+    _unchanged_on_disk(world)
+
+
+def test_api_a_collection_that_is_not_writable_refuses_everyone(world):
+    from indexing.models import Collection
+
+    Collection.objects.filter(name="handbook").update(writable=False)
+    for who in ("writer_write", "root_write"):
+        response = _api_note(world, who, "write", "handbook")
+        assert response.status_code == 403 and "read-only" in _body(response)["message"], response.content
+    _unchanged_on_disk(world)
+
+
+def test_api_a_writer_writes_in_a_collection_it_sees_and_undoes_it(world):
+    client = _token_client(world, "writer_write")
+    created = client.post(
+        "/api/notes",
+        {"collection": "handbook", "path": "new.md", "content": "# Fresh\n"},
+        content_type="application/json",
+    )
+    assert created.status_code == 201, created.content
+    assert _body(created)["indexed"] is True
+    found = client.get("/api/search", {"q": "fresh"})
+    assert [r["uri"] for r in _body(found)["results"]] == ["pmd://handbook/new.md"]
+    deleted = client.post(
+        "/api/notes/delete", {"collection": "handbook", "path": "new.md"}, content_type="application/json"
+    )
+    assert deleted.status_code == 200 and _body(deleted)["trash_path"] == ".trash/new.md"
+    (world.root / "src-a/.trash/new.md").unlink()
+    _unchanged_on_disk(world)
+
+
+def _mcp_note(mcp_url, world, who: str, write: str, name: str) -> tuple[dict, str]:
+    _, tool, arguments = _note_writes(name)[write]
+    return Mcp(mcp_url, world.tokens[who]).call(tool, **arguments)
+
+
+@pytest.mark.parametrize("write", NOTE_WRITES)
+def test_mcp_write_tools_follow_the_same_rules(world, mcp_url, write):
+    """Every write tool: read-only tokens refused alike everywhere; a collection one does not see is
+    one never created; read-only sharing is refused; nothing changes on disk."""
+    for who in ("insider", "root", "insider_limited", "writer_read"):
+        texts = {_error_text(_mcp_note(mcp_url, world, who, write, n)[0]) for n in ("handbook", HIDDEN, NEVER)}
+        assert len(texts) == 1 and "read-only" in next(iter(texts)), (who, texts)
+    for who in ("outsider_write", "writer_write", "root_write_limited"):
+        hidden, hidden_text = _mcp_note(mcp_url, world, who, write, HIDDEN)
+        never, never_text = _mcp_note(mcp_url, world, who, write, NEVER)
+        assert "no collection named" in _error_text(hidden), hidden
+        same_as_never(hidden_text.replace('"id":1', '"id":N'), never_text.replace('"id":1', '"id":N'), who)
+    for who, name in (("insider_write", HIDDEN), ("outsider_write", "handbook")):
+        assert "not write" in _error_text(_mcp_note(mcp_url, world, who, write, name)[0])
+    _unchanged_on_disk(world)
+
+
+def test_mcp_a_writer_writes_and_the_note_is_found_at_once(world, mcp_url):
+    mcp = Mcp(mcp_url, world.tokens["writer_write"])
+    result, _ = mcp.call("pmd_write_note", collection="handbook", path="minutes.md", content="# Minutes\n\nwombats\n")
+    assert not result.get("isError"), result
+    written = result["structuredContent"]
+    assert written["indexed"] and written["uri"] == "pmd://handbook/minutes.md"
+    found, _ = mcp.call("pmd_search", query="wombats")
+    assert _hit_uris(found) == ["pmd://handbook/minutes.md"]
+    stale, _ = mcp.call(
+        "pmd_edit_note", note="pmd://handbook/minutes.md", base_hash="000000", operation="append", content="x"
+    )
+    assert "changed since it was read" in _error_text(stale) and written["new_hash"] in _error_text(stale)
+    activity, _ = mcp.call("pmd_recent_activity", since="1h")
+    assert [(c["uri"], c["via"], c["action"]) for c in activity["structuredContent"]["changes"]][:1] == [
+        ("pmd://handbook/minutes.md", "pmd", "created")
+    ]
+    outsider, text = Mcp(mcp_url, world.tokens["outsider"]).call("pmd_recent_activity", since="1h")
+    assert_no_leak(text)
+    deleted, _ = mcp.call("pmd_delete_note", collection="handbook", path="minutes.md")
+    assert deleted["structuredContent"]["trash_path"] == ".trash/minutes.md"
+    (world.root / "src-a/.trash/minutes.md").unlink()
+    _unchanged_on_disk(world)
+
+
+@pytest.mark.parametrize(
+    "path", ["../escape.md", "/etc/passwd", "..%2fescape.md", ".git/config", ".obsidian/workspace.md", "run.sh"]
+)
+def test_mcp_a_hostile_writer_stays_inside_the_collection(world, mcp_url, path):
+    """A writer's token, in a collection it may write in: every way out is a tool error and nothing is written."""
+    mcp = Mcp(mcp_url, world.tokens["writer_write"])
+    result, _ = mcp.call("pmd_write_note", collection="handbook", path=path, content="# pwned\n")
+    assert (
+        "not written there" in _error_text(result)
+        or "not a note" in _error_text(result)
+        or ("not a path inside" in _error_text(result))
+    ), result
+    moved, _ = mcp.call("pmd_move_note", collection="handbook", path="welcome.md", new_path=path)
+    assert moved.get("isError"), moved
+    _unchanged_on_disk(world)

@@ -191,6 +191,8 @@ KEPT = [
     (errors.BenchmarkError("bad run"), "benchmark_error", 400),
     (errors.ServerSetupError("unsafe"), "server_setup_error", 500),
     (errors.ConfigError("bad value"), "config_error", 500),
+    (errors.BackupFailed("no pg_dump"), "backup_failed", 500),
+    (errors.RestoreRefused("in use"), "restore_refused", 409),
 ]
 
 

@@ -80,3 +80,22 @@ def pmd_serve(*, env: dict, log: Path, timeout: float, cwd: Path = ROOT):
         yield proc, port
     finally:
         stop(proc)
+
+
+@contextlib.contextmanager
+def scratch_database(prefix: str = "scratch"):
+    """A new, empty database on the test server for one test, dropped afterwards: its URL (for a
+    test whose pmd processes replace or migrate a whole database). Needs django_db_setup."""
+    import uuid
+
+    import psycopg
+
+    name = f"{prefix}_{uuid.uuid4().hex[:10]}"
+    server = child_database_url("postgres")
+    with psycopg.connect(server, autocommit=True) as connection:
+        connection.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield child_database_url(name)
+    finally:
+        with psycopg.connect(server, autocommit=True) as connection:
+            connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

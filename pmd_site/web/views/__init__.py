@@ -11,6 +11,7 @@ from pmd_site.web.views.collections import (
     collection_action,
     collection_add,
     collection_share,
+    collection_writers_set,
     collections_page,
     embed_all,
     job_progress,
@@ -23,6 +24,7 @@ from pmd_site.web.views.documents import (
     document_raw,
     document_related,
 )
+from pmd_site.web.views.help import help_page
 from pmd_site.web.views.history import history_page
 from pmd_site.web.views.saved import saved_add, saved_digest, saved_page, saved_remove, saved_run
 from pmd_site.web.views.search import result_feedback, search_page, search_suggestions
@@ -35,6 +37,7 @@ __all__ = [
     "collection_action",
     "collection_add",
     "collection_share",
+    "collection_writers_set",
     "collections_page",
     "docid_redirect",
     "document_page",
@@ -43,6 +46,7 @@ __all__ = [
     "document_raw",
     "document_related",
     "embed_all",
+    "help_page",
     "history_page",
     "index_config_change",
     "job_progress",

@@ -18,7 +18,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from indexing.access import collection_visible
-from indexing.errors import CollectionNotFound
+from indexing.errors import CollectionNotFound, PmdError
 from indexing.models import FileProblem, Job
 from indexing.problems import counts_text, kind_order, problem_counts
 from indexing.selectors import collection_detail, collections_overview, jobs_visible_to
@@ -29,9 +29,10 @@ from indexing.services.model_server import model_server_problem
 from indexing.services.refresh import collection_add as add_collection
 from indexing.services.refresh import collection_embed_job, collections_refresh
 from indexing.services.sharing import collection_share as share_collection
+from indexing.services.sharing import collection_writers
 from pmd_site.reports.readable import job_words
 from pmd_site.web.errors import form_problems
-from pmd_site.web.forms import CollectionAddForm, CollectionShareForm
+from pmd_site.web.forms import CollectionAddForm, CollectionShareForm, CollectionWritersForm
 from pmd_site.web.pages import access_of, page, staff_required, wants_fragment
 
 log = logging.getLogger(__name__)
@@ -97,6 +98,12 @@ def _share_form(row: dict, choices: dict) -> CollectionShareForm:
     return CollectionShareForm(initial=initial, auto_id=f"share-{row['collection'].id}-%s", **choices)
 
 
+def _writers_form(row: dict, choices: dict) -> CollectionWritersForm:
+    """The writers control of one row, showing who writes now."""
+    initial = {"writable": row["writable"], "groups": row["writer_groups"], "users": row["writer_users"]}
+    return CollectionWritersForm(initial=initial, auto_id=f"writers-{row['collection'].id}-%s", **choices)
+
+
 def _collections_context(
     request, form: CollectionAddForm, shared: tuple[str, CollectionShareForm] | None = None
 ) -> dict:
@@ -109,6 +116,7 @@ def _collections_context(
         choices = _people_and_groups()
         for row in rows:
             row["share_form"] = shared[1] if shared and shared[0] == row["name"] else _share_form(row, choices)
+            row["writers_form"] = _writers_form(row, choices)
     return {
         "rows": rows,
         "form": form,
@@ -203,6 +211,31 @@ def collection_share(request, name: str):
             status=400,
         )
     messages.success(request, f"Sharing of {collection.name} saved.")
+    return _back_to_collections(request)
+
+
+@staff_required
+@require_POST
+def collection_writers_set(request, name: str):
+    """The writers control of a row: whether notes may be written and by whom (audited by the service)."""
+    access = access_of(request)
+    collection = collection_visible(name, access)  # one they do not see: the 404 of a name never created
+    form = CollectionWritersForm(request.POST, **_people_and_groups())
+    if form.is_valid():
+        try:
+            collection_writers(
+                name=collection.name,
+                access=access,
+                writable=form.cleaned_data["writable"],
+                users=form.cleaned_data["users"],
+                groups=form.cleaned_data["groups"],
+            )
+        except PmdError as exc:
+            messages.error(request, exc.message)
+        else:
+            messages.success(request, f"Writers of {collection.name} saved.")
+    else:
+        messages.error(request, "; ".join(e for errors in form.errors.values() for e in errors))
     return _back_to_collections(request)
 
 

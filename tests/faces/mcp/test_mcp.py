@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from indexing.access import Access
+from pmd_site.version import VERSION
 from tests.support.mcp_client import SERVED_DB
 from tests.support.mcp_client import http_client as _http_client
 from tests.support.paths import ROOT
@@ -29,7 +30,14 @@ TOOLS = {
     "pmd_fields",
     "pmd_search_history",
     "pmd_ask",
+    "pmd_write_note",
+    "pmd_edit_note",
+    "pmd_move_note",
+    "pmd_delete_note",
+    "pmd_restore_note",
+    "pmd_recent_activity",
 }
+WRITE_TOOLS = {"pmd_write_note", "pmd_edit_note", "pmd_move_note", "pmd_delete_note", "pmd_restore_note"}
 
 
 async def _exercise(client, doc) -> dict:
@@ -61,7 +69,8 @@ def _check(seen: dict, collection) -> None:
     doc = collection.documents.filter(active=True).order_by("path").first()
     assert set(seen["tools"]) == TOOLS
     for tool in seen["tools"].values():
-        assert tool.annotations.read_only_hint is True, tool.name
+        assert tool.annotations.read_only_hint is (tool.name not in WRITE_TOOLS), tool.name
+        assert tool.annotations.open_world_hint is False and tool.annotations.idempotent_hint is not None, tool.name
         assert tool.output_schema, tool.name
     assert "pmd://notes/" in seen["instructions"]
 
@@ -136,6 +145,7 @@ def test_http_rejects_missing_invalid_revoked_token_and_foreign_origin(asgi_serv
         auth = {**headers, "Authorization": f"Bearer {token}"}
         ok = http.post("/mcp", json=_initialize_body(), headers=auth)
         assert ok.status_code == 200 and ok.json()["result"]["serverInfo"]["name"] == "pmd"
+        assert ok.json()["result"]["serverInfo"]["version"] == VERSION
         foreign = http.post("/mcp", json=_initialize_body(), headers={**auth, "Origin": "https://evil.example"})
         assert foreign.status_code == 403
         local_origin = http.post(
