@@ -88,6 +88,9 @@ def test_the_document_side_panel_stays_inside_a_desktop_screen(live_server, site
     panel = page.locator("aside").first
     box = panel.bounding_box()
     assert box is not None and box["x"] + box["width"] <= DESKTOP["width"], box
+    # its longest value (a frontmatter address without a space) wraps inside it
+    assert panel.evaluate("e => e.scrollWidth <= e.clientWidth")
+    assert "bbbbbbbb" in panel.inner_text()
     shot(page, "every-page-1280-document")
 
 
