@@ -200,3 +200,20 @@ def test_the_cli_prints_the_reading_and_the_api_and_mcp_carry_it(help_vault, run
 
     assert {"text", "headings", "text_highlights", "code"} <= set(ResultOut.model_fields)
     assert {"text", "headings", "snippet"} <= set(ResultBrief.model_fields)
+
+
+@pytest.mark.django_db
+def test_the_web_results_escape_what_the_note_writes(tmp_path, member_client):
+    from indexing.services.collections import collection_create
+    from indexing.services.scanning import collection_index
+
+    folder = tmp_path / "tricky"
+    folder.mkdir()
+    (folder / "Tricks.md").write_text(
+        "# Tricks\n\nThe zebrafish tag `<img src=x onerror=alert(1)>` and <b onclick=alert(2)>zebrafish</b> & more.\n"
+    )
+    collection_index(collection_create(path=folder, name="tricky"))
+    html = member_client.get("/", {"q": "zebrafish"}).content.decode()
+    card = re.search(r'<p class="snippet">(.*?)</p>', html, re.S)[1]
+    assert "&lt;img src=x onerror=alert(1)&gt;" in card and "<img" not in card and "onclick" not in card
+    assert card.count("<mark>zebrafish</mark>") == 2 and "&amp; more." in card
