@@ -56,6 +56,11 @@ LABELS = {
     "by_kind": "Problems, by kind",
     "kind": "Kind",
     "dims": "Dimensions",
+    "by_model": "Answers by model",
+    "tokens_in": "Tokens in",
+    "tokens_out": "Tokens out",
+    "median_ms": "Median answer time",
+    "median_first_token_ms": "Median time to the first word",
 }
 # In the section's sentences already, or for programs only (the JSON has them).
 SHOWN_ABOVE = {"ok", "error", "advice", "hybrid", "hint", "reason"}
@@ -99,6 +104,8 @@ def value_text(key: str, value, *, data: dict | None = None):
         return relative_time(value)
     if key.endswith("seconds_ago"):
         return f"{duration(value)} ago"
+    if key.endswith("_ms") and isinstance(value, (int, float)):
+        return f"{value / 1000:.1f} s" if value >= 1000 else f"{value:.0f} ms"
     if key == "percent":
         return f"{value:.0f} %" if isinstance(value, (int, float)) else value
     if key == "state" and isinstance(value, str):
