@@ -43,12 +43,13 @@ _INLINE = (
     (LazyPattern(r"%%.*?%%|<!--.*?-->"), ()),
     (
         LazyPattern(
-            r"!\[\[[^\]\n]*\.(?:png|jpe?g|gif|svg|webp|bmp|avif|pdf|mp[34]|webm|ogg|wav)(?:\|[^\]\n]*)?\]\]",
+            r"!\[\[[^\]\n]*\.(?:png|jpe?g|gif|svg|webp|bmp|avif|pdf|mp[34]|webm|ogg|wav)(?:[|\ue07c][^\]\n]*)?\]\]",
             re.IGNORECASE,
         ),
         (),
     ),
-    (LazyPattern(r"!?\[\[[^\]|\n]*\|([^\]\n]+)\]\]"), (1,)),
+    # `[[Note|shown]]`, and `[[Note\|shown]]` as a table cell escapes its bar (held: \ue07c)
+    (LazyPattern(r"!?\[\[[^\]|\ue07c\n]*[|\ue07c]([^\]\n]+)\]\]"), (1,)),
     (LazyPattern(r"!?\[\[([^\]#|\n]+)#\^[^\]\n]*\]\]"), (1,)),
     (LazyPattern(r"!?\[\[#\^?([^\]\n]+)\]\]"), (1,)),
     (LazyPattern(r"!?\[\[([^\]#|\n]+)#([^\]\n]+)\]\]"), (1, " › ", 2)),
@@ -221,7 +222,8 @@ def _kinds(body: str, until: int) -> tuple[dict[int, str], list[tuple[int, int, 
             number = len(lines)
         number += 1
     for number, line in enumerate(lines[number - 1 :], start=number):
-        opening = _FENCE.match(line)
+        quoted = _QUOTE.match(line)  # a fence in a quote or a callout is a fence too
+        opening = _FENCE.match(line, quoted.end() if quoted else 0)
         if fence:
             kinds[number] = "code"
             if opening and opening.group(1)[0] == fence[0] and len(opening.group(1)) >= len(fence):

@@ -110,6 +110,11 @@ def test_links_embeds_and_escapes_read_as_their_words_and_nothing_is_markup():
     # a fence indented in a list item is code too
     listed = "- Add this:\n    ```js\n    formula()\n    ```\n- next"
     assert snippet_reading(listed, [], line=1, body=listed).text == "Add this:\nnext"
+    # a fence in a callout is code too; a table cell's escaped bar still names a link's words
+    quoted = "> [!example]\n> ```md\n> code here\n> ```\n\nAfter"
+    assert snippet_reading(quoted, [], line=1, body=quoted).text == "Example\nAfter"
+    cells = "| [[Basic formatting syntax\\|Markdown syntax]] | ![[Engelbart.jpg\\|200]] | x |"
+    assert snippet_reading(cells, []).text == "Markdown syntax · · x"
     # what a code span holds is its words as written, markup-like or not
     assert snippet_reading("Type `[[` or `<br>` and ``a ` b``", []).text == "Type [[ or <br> and a ` b"
     # a cut through a pair leaves no half of it
