@@ -118,3 +118,19 @@ def document_links(
     result.backlinks_total = incoming.count()
     result.backlinks = [_row(r, r.source) for r in (incoming[:limit] if limit else incoming)]
     return result
+
+
+EMBED_SHOWN_CHARS = 4000  # of a section shown inline where a note embeds it
+
+
+def embed_shown(document: Document, heading: str = "") -> str:
+    """The markdown an embed `![[Note#Heading]]` shows in place: the section under the heading (the
+    block `^id`, or the whole note), of a note its reader sees (`document` comes from document_links'
+    rows), cut at a line after EMBED_SHOWN_CHARS characters with a "…" line."""
+    from indexing.keyword.keyword_index import embedded_text  # noqa: PLC0415 - only the document view needs it
+
+    text = embedded_text(document.content.body, heading).strip("\n")
+    if len(text) <= EMBED_SHOWN_CHARS:
+        return text
+    cut = text.rfind("\n", 0, EMBED_SHOWN_CHARS)
+    return text[: cut if cut > 0 else EMBED_SHOWN_CHARS] + "\n\n…"

@@ -147,6 +147,8 @@ class LinkTargets:
 
     note_url: Callable[[str], str | None] = lambda target: None
     image_url: Callable[[str], str | None] = lambda target: None
+    # The markdown an embed `![[Note#Heading]]` shows in place (target, heading); None: a link only.
+    embed_text: Callable[[str, str], str | None] = lambda target, heading: None
 
 
 def block_anchor(block_id: str) -> str:
@@ -329,7 +331,8 @@ def _include(state: StateInline, silent: bool) -> bool:
 
 
 def _block_ids(state: StateCore) -> None:
-    """A block ending in ` ^id` gets an anchor (block_anchor) instead of that text."""
+    """A block ending in ` ^id` gets an anchor (block_anchor) instead of that text (in an embedded
+    section, the text goes and no anchor is made: the ids are the embedding page's)."""
     from markdown_it.token import Token  # noqa: PLC0415 - start-up time: loaded when a note is rendered
 
     for token in state.tokens:
@@ -342,6 +345,8 @@ def _block_ids(state: StateCore) -> None:
         if not match or match.end() != len(last.content):
             continue
         last.content = last.content[: match.start()].rstrip()
+        if state.env.get("pmd_embedded"):
+            continue
         anchor = Token("block_anchor", "span", 0)
         anchor.meta = {"id": match.group(1)}
         token.children.insert(0, anchor)
@@ -351,6 +356,8 @@ def _heading_anchors(state: StateCore) -> None:
     """Each heading gets an anchor (heading_anchor) for links to it; of two alike, the first."""
     from markdown_it.token import Token  # noqa: PLC0415 - start-up time: loaded when a note is rendered
 
+    if state.env.get("pmd_embedded"):  # an embedded section's headings: the ids are the page's
+        return
     seen: set[str] = set()
     tokens = state.tokens
     for i, token in enumerate(tokens[:-1]):
@@ -365,6 +372,34 @@ def _heading_anchors(state: StateCore) -> None:
         anchor = Token("heading_anchor", "span", 0)
         anchor.meta = {"id": anchor_id}
         inline.children.insert(0, anchor)
+
+
+_TASK_RE = LazyPattern(r"\[([ xX])\][ \t]+")
+
+
+def _tasks(state: StateCore) -> None:
+    """A list item opening with `[ ]` or `[x]` is a task: a checkbox (disabled: the page does not
+    write the note), its words the checkbox's label."""
+    from markdown_it.token import Token  # noqa: PLC0415 - start-up time: loaded when a note is rendered
+
+    tokens = state.tokens
+    for i in range(2, len(tokens)):
+        inline = tokens[i]
+        if inline.type != "inline" or tokens[i - 1].type != "paragraph_open" or tokens[i - 2].type != "list_item_open":
+            continue
+        children = inline.children or []
+        first = next((child for child in children if child.type != "block_anchor"), None)
+        match = _TASK_RE.match(first.content) if first is not None and first.type == "text" else None
+        if match is None:
+            continue
+        first.content = first.content[match.end() :]
+        done = " checked" if match.group(1) != " " else ""
+        opening = Token("html_inline", "", 0)
+        opening.content = f'<label class="pmd-task"><input type="checkbox" disabled{done}> '
+        closing = Token("html_inline", "", 0)
+        closing.content = "</label>"
+        inline.children = [opening, *children, closing]
+        tokens[i - 2].attrSet("class", "pmd-task-item")
 
 
 def _escape(text: str) -> str:
@@ -398,7 +433,30 @@ def _render_wikilink(self, tokens, idx, options, env) -> str:
     if url is None:
         return f'<span class="{kind} pmd-unresolved">{_escape(label)}</span>'
     href = url + link_fragment(heading)
-    return f'<a class="{kind}" href="{_escape(href or "#")}">{_escape(label)}</a>'
+    link = f'<a class="{kind}" href="{_escape(href or "#")}">{_escape(label)}</a>'
+    alone = meta.get("alone") and not env.get("pmd_embedded")
+    shown_text = targets.embed_text(target, heading) if embed and target and alone else None
+    if not shown_text:
+        return link
+    # The embedded words in place, as Obsidian shows them; what they embed stays a link (no loops).
+    inner = markdown_reader().render(without_comments(shown_text), {**env, "pmd_embedded": True})
+    return f'<div class="pmd-embed-note"><p class="pmd-embed-title">{link}</p>{inner}</div>'
+
+
+def _embeds_alone(state: StateCore) -> None:
+    """A note embed alone in its paragraph may be shown in place (_render_wikilink): the paragraph
+    is then not a <p> of its own, so the embedded blocks are not inside one."""
+    tokens = state.tokens
+    for i in range(len(tokens) - 2):
+        if tokens[i].type != "paragraph_open" or tokens[i + 1].type != "inline":
+            continue
+        children = [c for c in tokens[i + 1].children or [] if not (c.type == "text" and not c.content.strip())]
+        if len(children) != 1 or children[0].type != "wikilink":
+            continue
+        meta = children[0].meta
+        if meta["embed"] and not is_image(meta["target"]) and meta["target"]:
+            meta["alone"] = True
+            tokens[i].hidden = tokens[i + 2].hidden = True
 
 
 def _render_include(self, tokens, idx, options, env) -> str:
@@ -430,6 +488,8 @@ def markdown_reader() -> MarkdownIt:
     md.core.ruler.after("block", "pmd_callouts", _callouts)
     md.core.ruler.after("inline", "pmd_block_ids", _block_ids)
     md.core.ruler.after("pmd_block_ids", "pmd_heading_anchors", _heading_anchors)
+    md.core.ruler.after("pmd_heading_anchors", "pmd_tasks", _tasks)
+    md.core.ruler.after("pmd_tasks", "pmd_embeds_alone", _embeds_alone)
     md.add_render_rule("wikilink", _render_wikilink)
     md.add_render_rule("mdbook_include", _render_include)
     md.add_render_rule("block_anchor", _render_block_anchor)

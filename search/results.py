@@ -22,6 +22,12 @@ class SearchResult:
     line: int = 1  # 1-based line of the best match in the document
     snippet: str = ""
     highlights: list[tuple[int, int]] = field(default_factory=list)  # [start, end) offsets into snippet
+    # The snippet as a person reads it (indexing.snippets): words without markup, the match offsets
+    # moved with them, the headings it sits under, and whether it is code (a match in a code block).
+    text: str = ""
+    text_highlights: list[tuple[int, int]] = field(default_factory=list)
+    headings: list[str] = field(default_factory=list)
+    code: bool = False
     context: list[str] = field(default_factory=list)  # path contexts, general → specific
     body: str | None = None  # the full document with --full
     scores: dict = field(default_factory=dict)  # component scores (raw bm25, cosine, rrf, rerank...)
@@ -53,6 +59,7 @@ class SearchResult:
         data["location_uri"] = self.location_uri
         data.pop("anchor")
         data["highlights"] = [list(h) for h in self.highlights]
+        data["text_highlights"] = [list(h) for h in self.text_highlights]
         if data["explain"] is None:
             data.pop("explain")
         if data["body"] is None:

@@ -131,8 +131,12 @@ class ResultOut(BaseModel):
     title: str
     score: float
     line: int
-    snippet: str
+    snippet: str = Field(..., description="the matching lines as written in the note (markdown)")
     highlights: list[list[int]] = []
+    text: str = Field("", description="the snippet as read: its words without markup or frontmatter")
+    text_highlights: list[list[int]] = Field([], description="[start, end) offsets of the matches into `text`")
+    headings: list[str] = Field([], description="the headings the snippet sits under, outermost first")
+    code: bool = Field(False, description="`text` is code: a match is in a code block")
     context: list[str] = []
     body: str | None = None
     scores: dict[str, Any] = {}
@@ -173,7 +177,21 @@ class SearchOut(BaseModel):
 ResultBrief = brief(
     ResultOut,
     "ResultBrief",
-    ("docid", "uri", "line", "score", "title", "snippet", "context", "date", "date_source", "type", "location"),
+    (
+        "docid",
+        "uri",
+        "line",
+        "score",
+        "title",
+        "headings",
+        "text",
+        "snippet",
+        "context",
+        "date",
+        "date_source",
+        "type",
+        "location",
+    ),
     descriptions={
         "docid": "#docid: pass to pmd_get",
         "uri": "pmd://collection/path",

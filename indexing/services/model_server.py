@@ -136,13 +136,14 @@ def model_server_status(*, timeout: float = PROBE_SECONDS) -> dict:
                 error=str(LLMModelMissing(embed["model"], backend=kind)),
                 advice="`pmd models pull`" if kind == "ollama" else "load the model in the server",
             )
-    status["hybrid"] = hybrid_without(status["models"])
+    status["hybrid"] = hybrid_without(status["models"], semantic=status["ok"])
     return status
 
 
-def hybrid_without(models: dict, *, absent: dict[str, str] | None = None) -> str | None:
+def hybrid_without(models: dict, *, absent: dict[str, str] | None = None, semantic: bool = True) -> str | None:
     """One sentence: which stages hybrid search runs without, and why (None: it has them all).
-    `absent`: stage ("expansion", "rerank") -> why a query found its model missing."""
+    `absent`: stage ("expansion", "rerank") -> why a query found its model missing; `semantic`:
+    whether semantic search can run (the sentence says only what is not affected)."""
     absent = absent or {}
     missing = []
     for role, stage in (("generate", "expansion"), ("rerank", "rerank")):
@@ -156,7 +157,8 @@ def hybrid_without(models: dict, *, absent: dict[str, str] | None = None) -> str
             missing.append(f"without {words} ({absent[stage]})")
     if not missing:
         return None
-    return "hybrid search runs " + " and ".join(missing) + "; keyword and semantic search are not affected"
+    spared = "keyword and semantic search are not affected" if semantic else "keyword search is not affected"
+    return "hybrid search runs " + " and ".join(missing) + "; " + spared
 
 
 def model_server_problem(*, timeout: float = PROBE_SECONDS) -> LLMBackendError | None:

@@ -359,6 +359,7 @@ def cmd_share(args) -> int:
 
 def cmd_show(args) -> int:
     from indexing.language import language_label
+    from indexing.problems import counts_text, problem_counts, problems_in_order
     from indexing.selectors import collection_detail
 
     detail = collection_detail(name=args.name, access=local_access())
@@ -393,8 +394,13 @@ def cmd_show(args) -> int:
     for ctx in contexts:
         uri = f"pmd://{detail.name}/{ctx['path_prefix']}"
         console.print(f"[bold]context[/] {escape(uri)}: {escape(ctx['text'])}")
-    for p in detail.problem_list:
-        console.print(f"[yellow]{p['severity']}[/] {escape(p['path'])}: {escape(p['message'])}")
+    # by kind, errors first, each kind counted (indexing.problems): an error is not lost among links
+    access = local_access()
+    counts = problem_counts(access, collection_id=detail.collection.id)
+    console.print(f"[bold]problems[/]: {escape(counts_text(counts))}", highlight=False)
+    for p in problems_in_order(access, collection_id=detail.collection.id, per_kind=None):
+        colour = "red" if p["kind"] == "error" else "yellow"
+        console.print(f"[{colour}]{p['severity']}[/] {escape(p['path'])}: {escape(p['message'])}", highlight=False)
     return 0
 
 

@@ -15,53 +15,19 @@ def register(sub) -> None:
     cl.set_defaults(func=cmd_cleanup)
 
 
-def _render_value(value) -> str:
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if value is None:
-        return "-"
-    if isinstance(value, dict) and "model" in value and "present" in value:  # a role's model (models section)
-        return str(value["model"]) + (" (missing)" if value["present"] is False else "")
-    return str(value)
-
-
 def cmd_status(args) -> int:
-    from pmd_site.reports.status import TITLES, status_headlines, status_report
+    from pmd_site.reports.readable import status_lines
+    from pmd_site.reports.status import status_report
 
     report = status_report(internals=True, access=local_access())  # the local OS user runs the server: the full report
     if args.json:
         print_json(report)
         return 0
     console = stdout_console()
-    for section, data in report.items():
-        ok = data.get("ok", True)
-        mark = "[green]●[/]" if ok else "[red]●[/]"
-        console.print(
-            f"{mark} [bold]{section}[/]"
-            + (f" ({TITLES[section]})" if section in TITLES and TITLES[section].lower() != section else "")
-        )
-        headlines = status_headlines(section, data)
-        for line in headlines:
-            console.print(f"    {'[red]' if not ok else ''}{escape(line)}{'[/]' if not ok else ''}", highlight=False)
-        for key, value in data.items():
-            if key in {"ok", "error"} or (headlines and key in {"advice", "hybrid", "hint", "reason", "backend_from"}):
-                continue
-            if isinstance(value, list):
-                if not value:
-                    continue
-                console.print(f"    {key}:")
-                for item in value[:20]:
-                    if isinstance(item, dict):
-                        console.print(
-                            "      " + "  ".join(f"{k}={escape(_render_value(v))}" for k, v in item.items()),
-                            highlight=False,
-                        )
-                    else:
-                        console.print(f"      {escape(item)}")
-            elif isinstance(value, dict):
-                console.print(f"    {key}: " + ", ".join(f"{k}={escape(_render_value(v))}" for k, v in value.items()))
-            else:
-                console.print(f"    {key}: {escape(_render_value(value))}", highlight=False)
+    # the web status page's words (pmd_site.reports.readable): values in words, tables as rows
+    dots = {"ok": "[green]●[/]", "warn": "[yellow]●[/]", "bad": "[red]●[/]"}
+    for state, line in status_lines(report):
+        console.print((f"{dots[state]} [bold]{escape(line)}[/]" if state else escape(line)), highlight=False)
     return 0
 
 

@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from indexing.access import visible_collection_names
 from indexing.models import FileProblem
+from indexing.problems import problem_counts, problems_in_order
 from indexing.replicas import replicas_health
 from indexing.selectors import answer_costs, collections_overview, index_counts, index_jobs_running
 from indexing.services.embedding import embedding_status
@@ -81,6 +82,12 @@ def _problems(access) -> dict:
         "recent": [
             {"uri": f"pmd://{p.collection.name}/{p.path}", "severity": p.severity, "message": p.message} for p in recent
         ],
+        # by kind, errors first, each kind counted on its own (indexing.problems): what people read
+        "kinds": {c.label: c.count for c in problem_counts(access)},
+        "by_kind": [
+            {"kind": row["kind"], "uri": f"pmd://{row['collection']}/{row['path']}", "message": row["message"]}
+            for row in problems_in_order(access, per_kind=10)
+        ],
     }
 
 
@@ -138,7 +145,7 @@ def _model_server() -> dict:
         # What this process's queries found missing (a server that lists a model it cannot run).
         absent = {stage: reason for stage, (model, reason) in absent_models().items()}
         if absent and cached["reachable"]:
-            cached["hybrid"] = hybrid_without(cached["models"], absent=absent)
+            cached["hybrid"] = hybrid_without(cached["models"], absent=absent, semantic=cached["ok"])
         _probe.models = cached
     return cached
 
@@ -231,7 +238,7 @@ MEMBER_FIELDS: dict[str, set[str]] = {
         "by_collection",
         "indexing",
     },
-    "problems": {"ok", "recent"},
+    "problems": {"ok", "recent", "kinds", "by_kind"},
     "embeddings": {
         "ok",
         "backend",
@@ -261,6 +268,7 @@ MEMBER_FIELDS: dict[str, set[str]] = {
 _MEMBER_NESTED = {
     "by_collection": {"name", "documents", "problems", "last_indexed_at"},  # not the folder on the server
     "recent": {"uri", "severity", "message"},  # messages with server paths redacted (see _member_view)
+    "by_kind": {"kind", "uri", "message"},  # the same, by kind
     "job": {"state", "done", "total", "percent", "created_at"},  # not its id or message (the job is not theirs)
     "indexing": {"collection", "done", "total", "message"},  # their own jobs only (jobs_visible_to)
 }
@@ -379,6 +387,8 @@ def relative_time(value, *, now=None) -> str:
             value = datetime.fromisoformat(value)
         except ValueError:
             return value
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):  # seconds since the epoch
+        value = datetime.fromtimestamp(value, tz=timezone.get_current_timezone())
     if not isinstance(value, datetime):
         return str(value)
     if timezone.is_naive(value):
@@ -417,6 +427,11 @@ _STATE_WORDS = {
     "queued": "queued, no worker has taken it yet",
     "pending": "not started",
 }
+
+
+def state_words(state: str) -> str:
+    """Where embedding stands, in words: the one source every line about it uses."""
+    return _STATE_WORDS.get(state, state)
 
 
 def _models_lines(data: dict) -> list[str]:

@@ -66,6 +66,7 @@ _ALLOWED_TAGS = {
     "u",
     "ul",
     "input",
+    "label",
 }
 _ALLOWED_ATTRIBUTES = {
     "*": {"id", "class", "data-ls", "data-le", "title", "lang", "dir"},
@@ -143,7 +144,11 @@ def render_markdown(
         url_schemes={"http", "https", "mailto"},
         link_rel="noopener noreferrer nofollow",
     )
-    return mark_safe(clean), offset
+    return mark_safe(_FOCUSABLE_SCROLLERS.sub(r'\1 tabindex="0"', clean)), offset
+
+
+# Code blocks and tables scroll sideways on a narrow screen: a keyboard must reach them to scroll.
+_FOCUSABLE_SCROLLERS = re.compile(r"(<(?:pre|table))(?=[\s>])")
 
 
 _UNIT_MARKER = re.compile(r"<p([^>]*)>\[(page|slide|sheet|chapter) ([^<\]\n]{1,200})\]</p>")

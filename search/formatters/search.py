@@ -124,10 +124,14 @@ def _cli(response: SearchResponse, *, color: bool = False, line_numbers: bool = 
             lines.append(f"score: {c(score_color(r.score))}{percent(r.score)}{c(_RESET)}")
         if full and r.body is not None:
             text = _numbered(safe(r.body), 1, color=color) if line_numbers else safe(r.body)
-        else:
+        elif line_numbers:  # numbered lines are the note's own lines: its source
             text = marked(r.snippet, r.highlights, _MARK, _RESET, escape=safe) if color else safe(r.snippet)
-            if line_numbers and text:
-                text = _numbered(text, r.line or 1, color=color)
+            text = _numbered(text, r.line or 1, color=color) if text else text
+        else:  # the snippet as read (indexing.snippets), under its headings
+            shown, spans = (r.text, r.text_highlights) if r.text or not r.snippet else (r.snippet, r.highlights)
+            text = marked(shown, spans, _MARK, _RESET, escape=safe) if color else safe(shown)
+            if r.headings:
+                lines.append(f"{c(_DIM)}in: {safe(' › '.join(r.headings))}{c(_RESET)}")
         if text:
             lines.append("")
             lines.append(text)

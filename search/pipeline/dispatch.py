@@ -21,6 +21,7 @@ from indexing.models import Document
 from indexing.patterns import LazyPattern
 from indexing.replicas import replica_reads
 from indexing.services.search_log import search_log_record
+from indexing.snippets import snippet_reading
 from search.filters import SORT_DATE, SORTS, SearchFilters, parse_filters, time_words
 from search.request import Mode, SearchRequest, mode_normalize
 from search.results import SearchResponse, SearchResult
@@ -145,8 +146,9 @@ def search_run(request: SearchRequest) -> SearchResponse:
 
 
 def where_found(results: list[SearchResult]) -> None:
-    """The page (slide, sheet) of each match in a converted file, from the markers of its text."""
-    wanted = [r for r in results if is_converted(r.path)]
+    """The page (slide, sheet) of each match in a converted file, from the markers of its text, and
+    every snippet's reading (indexing.snippets), both from the notes' text read once."""
+    wanted = [r for r in results if r.snippet or is_converted(r.path)]
     if not wanted:
         return
     bodies = dict(
@@ -154,10 +156,17 @@ def where_found(results: list[SearchResult]) -> None:
     )
     for result in wanted:
         body = bodies.get(result.docid)
-        found = location_at(body, result.line or 1) if body else None
-        if found is not None:
-            result.location, result.anchor = str(found), found.anchor
-        _snippet_without_markers(result)
+        if is_converted(result.path):
+            found = location_at(body, result.line or 1) if body else None
+            if found is not None:
+                result.location, result.anchor = str(found), found.anchor
+            _snippet_without_markers(result)
+        if result.snippet:
+            reading = snippet_reading(
+                result.snippet, result.highlights, line=result.line, body=body, title=result.title
+            )
+            result.text, result.text_highlights = reading.text, reading.highlights
+            result.headings, result.code = reading.headings, reading.code
 
 
 _MARKERS_AT_START = LazyPattern(r"\A(?:\[(?:page|slide|sheet|chapter) [^\]\n]*\]\n+)+")

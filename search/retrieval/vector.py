@@ -48,6 +48,7 @@ from indexing.services.embedding import (
     pending_count,
 )
 from indexing.services.index_config import index_config_effective
+from indexing.text import strip_frontmatter
 from search.request import Mode, SearchRequest
 from search.results import SearchResponse, SearchResult
 from search.retrieval.common import (
@@ -521,7 +522,12 @@ def _units(body: str, char_start: int, char_end: int):
 def chunk_snippet(body: str, char_start: int, char_end: int, terms: set[str]) -> tuple[str, int, list[tuple[int, int]]]:
     """A few lines (or pieces of long lines, marked with …) from the chunk: the window
     with the most query words, else its first non-blank ones. Returns (snippet, line
-    number of its first line, highlights)."""
+    number of its first line, highlights). A chunk holding the frontmatter and words after it is
+    shown from those words (a chunk of frontmatter alone keeps its own lines: the reading of the
+    snippet, indexing.snippets, shows a person the words after it)."""
+    opening = len(body) - len(strip_frontmatter(body)) if body.startswith(("---", "+++")) else 0
+    if char_start < opening < char_end:
+        char_start = opening
     units = list(_units(without_comments(body), char_start, char_end))  # `%%…%%` is never shown
     if not units:
         return "", 1, []

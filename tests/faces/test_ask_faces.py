@@ -167,6 +167,6 @@ def test_status_adds_up_answers_per_model_for_staff_only(run_cli):
         "median_first_token_ms": 500.0,
     }
     code, out, _ = run_cli("status")
-    assert "answers" in out and "model=qwen3:1.7b" in out and "median_ms=1500.0" in out
+    assert "Answers by model:" in out and "Model: qwen3:1.7b" in out and "Median answer time: 1.5 s" in out
     member = status_report(["answers"], access=Access.for_user(asker))
     assert member == {"answers": {"ok": True}}  # every user's questions add up here: staff only

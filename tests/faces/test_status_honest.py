@@ -105,7 +105,7 @@ def test_progress_per_collection_and_kind(ollama, indexed_collection):
 def test_cli_status_says_down_in_words(ollama_down, indexed_collection, run_cli):
     code, out, _ = run_cli("status")
     assert code == 0
-    models = out[out.index("models (Model server)") :]
+    models = out[out.index("Model server: problem") :]
     assert "down: Ollama is not reachable" in models and "what to do:" in models
 
 
@@ -243,4 +243,4 @@ def test_admin_jobs_list_keeps_the_message_readable(indexed_collection):
 def test_cli_status_names_the_models_without_python_dicts(ollama, settings, indexed_collection, run_cli):
     settings.PMD_RERANK_MODEL = "absent-reranker"
     code, out, _ = run_cli("status")
-    assert "embed=embeddinggemma, " in out and "rerank=absent-reranker (missing)" in out and "{'model'" not in out
+    assert "embed: embeddinggemma; " in out and "rerank: absent-reranker (missing)" in out and "{'model'" not in out

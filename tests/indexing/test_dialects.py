@@ -153,8 +153,11 @@ def test_the_document_view_renders_callouts_highlights_and_embeds(member_client,
     assert "[!warning]" not in html and "[!NOTE]" not in html
     assert "<mark>highlighted saffron</mark>" in html
     assert "xylophone" not in html and "narwhal" not in html and "%%" not in html
-    assert '<span class="pmd-block" id="block-budget42"></span>' in html and "^budget42" not in html
+    assert '<span class="pmd-block" id="block-budget42"></span>' in html and "costs. ^budget42" not in html
     assert re.search(r'<a class="pmd-embed" href="/doc/dialects/Glossary.md#h-terms"[^>]*>Glossary › Terms</a>', html)
+    # the embedded section is shown in place, under its link, without the other note's anchors
+    embedded = re.search(r'<div class="pmd-embed-note">(.*?)</div>', html, re.S)[1]
+    assert "A wombat is a burrowing marsupial." in embedded and 'id="' not in embedded
     img = re.search(r'<img class="pmd-embed" src="([^"]+)" alt="diagram.png" width="300">', html)
     assert img and img[1] == "/file/dialects/attachments/diagram.png"
     image = member_client.get(img[1])
@@ -241,3 +244,41 @@ def test_a_vector_hit_never_shows_a_comment():
     snippet, line, _ = chunk_snippet(body, 0, len(body), {"narwhal"})
     assert "secret" not in snippet and "%%" not in snippet
     assert "Keeper notes on the narwhal watch." in snippet
+
+
+@pytest.mark.django_db
+def test_embeds_that_embed_each_other_are_shown_once_each_and_bounded(member_client, dialects, tmp_path):
+    from indexing.links import EMBED_SHOWN_CHARS
+    from indexing.services.scanning import collection_index
+
+    folder = tmp_path / "dialects"
+    (folder / "Ping.md").write_text("# Ping\n\n## Serve\n\nThe ping side serves.\n\n![[Pong#Return]]\n")
+    (folder / "Pong.md").write_text("# Pong\n\n## Return\n\nThe pong side returns.\n\n![[Ping#Serve]]\n")
+    long_words = "\n".join(f"Line {i} of a very long section about otters." for i in range(600))
+    (folder / "Long.md").write_text(f"# Long\n\n## Otters\n\n{long_words}\n\n## After\n\nnot shown\n")
+    (folder / "Embeds long.md").write_text("# Embeds long\n\n![[Long#Otters]]\n")
+    collection_index(dialects)
+    ping = _rendered(member_client, "Ping.md")
+    assert ping.count('class="pmd-embed-note"') == 1  # Pong's section, whose embed of Ping stays a link
+    assert "The pong side returns." in ping
+    assert re.search(r'<a class="pmd-embed" href="/doc/dialects/Ping.md#h-serve"[^>]*>Ping › Serve</a>', ping)
+    shown = _rendered(member_client, "Embeds%20long.md")
+    embedded = re.search(r'<div class="pmd-embed-note">(.*?)</div>', shown, re.S)[1]
+    assert "Line 0 of" in embedded and "Line 599 of" not in embedded and "not shown" not in embedded
+    assert len(embedded) < EMBED_SHOWN_CHARS * 2 and "…" in embedded
+
+
+@pytest.mark.django_db
+def test_task_lists_are_disabled_checkboxes_and_code_blocks_can_be_focused(member_client, dialects, tmp_path):
+    folder = tmp_path / "dialects"
+    (folder / "Tasks.md").write_text(
+        "# Tasks\n\n- [ ] buy *flour*\n- [x] feed the starter\n- plain item\n\n```sh\nmake bread\n```\n"
+    )
+    from indexing.services.scanning import collection_index
+
+    collection_index(dialects)
+    html = _rendered(member_client, "Tasks.md")
+    boxes = re.findall(r'<label class="pmd-task"><input type="checkbox" disabled=""( checked="")?> (.*?)</label>', html)
+    assert boxes == [("", "buy <em>flour</em>"), (' checked=""', "feed the starter")]
+    assert "[ ]" not in html and "[x]" not in html and "<li" in html and "plain item" in html
+    assert re.search(r'<pre tabindex="0"><code[^>]* class="language-sh">make bread', html)

@@ -79,8 +79,6 @@ def embedding_status(*, collections: list[str] | None = None) -> dict:
                 else ": embedding with the new setup replaces them (`pmd embed --yes`)"
             )
         )
-    elif status["pending"]:
-        status["hint"] = f"{status['pending']} note(s) or commit(s) without embeddings: run `pmd embed`"
     job = Job.objects.filter(kind=Job.Kind.EMBED).order_by("-created_at").first()
     if job is not None:
         state = job.state
@@ -96,6 +94,9 @@ def embedding_status(*, collections: list[str] | None = None) -> dict:
             "created_at": job.created_at.isoformat(),
         }
     status.update(_state(status["pending"]))
+    if not status["mismatch"] and status["pending"]:
+        # what to do follows where embedding stands (`state`), the one source every face reads
+        status["hint"] = _PENDING_HINTS[status["state"]].format(n=status["pending"])
     status["progress"] = embedding_progress(fingerprint=fingerprint, collections=collections)
     if status["state"] == "waiting":
         status["ok"] = False  # nothing is embedded while it waits: never green
@@ -118,6 +119,15 @@ def embedding_waiting():
     """Jobs of embedding requests waiting for the LLM backend (a queryset; indexing/services/embedding_queue.py
     parks them)."""
     return Job.objects.filter(kind=Job.Kind.EMBED, state=Job.State.QUEUED, result__has_key="waiting")
+
+
+_PENDING_HINTS = {
+    "running": "{n} note(s) or commit(s) still to embed",
+    "waiting": "{n} note(s) or commit(s) still to embed once the model server answers",
+    "queued": "{n} note(s) or commit(s) to embed when a worker takes the request (`pmd up` runs one)",
+    "pending": "{n} note(s) or commit(s) without embeddings: run `pmd embed`",
+    "done": "{n} note(s) or commit(s) without embeddings: run `pmd embed`",
+}
 
 
 def _state(pending: int) -> dict:

@@ -21,6 +21,7 @@ from indexing.access import collection_visible
 from indexing.convert import formats_of_mask
 from indexing.errors import CollectionNotFound, PmdError
 from indexing.models import FileProblem, Job
+from indexing.problems import counts_text, kind_order, problem_counts
 from indexing.selectors import collection_detail, collections_overview, jobs_visible_to
 from indexing.services.background import embedding_request
 from indexing.services.embedding import embedding_status
@@ -30,6 +31,7 @@ from indexing.services.refresh import collection_add as add_collection
 from indexing.services.refresh import collection_embed_job, collection_set, collections_refresh
 from indexing.services.sharing import collection_share as share_collection
 from indexing.services.sharing import collection_writers
+from pmd_site.reports.readable import job_words
 from pmd_site.web.errors import form_problems
 from pmd_site.web.forms import CollectionAddForm, CollectionFormatsForm, CollectionShareForm, CollectionWritersForm
 from pmd_site.web.pages import access_of, page, staff_required, wants_fragment
@@ -52,13 +54,22 @@ def _collection_rows(access) -> list[dict]:
         row["embedded"] = row["stale"] = None
     shown = [row["collection"].id for row in rows if row["problems"] and row["job"] and row["job"].finished]
     problems: dict[int, list[FileProblem]] = {}
-    first = Window(RowNumber(), partition_by=[F("collection_id")], order_by=[F("path").asc()])
+    # errors first, then warnings, then unresolved links (indexing.problems)
+    first = Window(RowNumber(), partition_by=[F("collection_id")], order_by=[kind_order().asc(), F("path").asc()])
     for problem in (
-        FileProblem.objects.filter(collection_id__in=shown).annotate(n=first).filter(n__lte=50)
+        FileProblem.objects.filter(collection_id__in=shown)
+        .annotate(n=first, rank=kind_order())
+        .filter(n__lte=50)
+        .order_by("collection_id", "rank", "path")
     ):  # one query for every row: the first 50 of each
         problems.setdefault(problem.collection_id, []).append(problem)
     for row in rows:
         row["file_problems"] = problems.get(row["collection"].id, [])
+        row["problem_counts"] = (
+            counts_text(problem_counts(access, collection_id=row["collection"].id)) if row["problems"] else ""
+        )
+        if row["job"] is not None:
+            row["job"].words = job_words(row["job"])
     for row in rows:
         try:
             status = embedding_status(collections=[row["name"]])
@@ -121,7 +132,7 @@ def _collections_context(
         "rows": rows,
         "form": form,
         "collection_roots": [str(root) for root in settings.PMD_COLLECTION_ROOTS] if request.user.is_staff else [],
-        "general_jobs": [j for j in general if not j.finished or str(j.pk) == request.GET.get("job")],
+        "general_jobs": [_worded(j) for j in general if not j.finished or str(j.pk) == request.GET.get("job")],
     }
 
 
@@ -285,10 +296,16 @@ def _reindex_job(*, name: str, access) -> Job:
     return collections_refresh(names=[name], in_job=True, access=access).job
 
 
+def _worded(job: Job) -> Job:
+    job.words = job_words(job)
+    return job
+
+
 def _job_fragment(request, job: Job) -> HttpResponse:
     problems = []
     if job.finished and job.collection_id and job.kind in {Job.Kind.INDEX, Job.Kind.UPDATE}:
-        problems = list(FileProblem.objects.filter(collection_id=job.collection_id)[:50])
+        problems = list(FileProblem.objects.filter(collection_id=job.collection_id).order_by(kind_order(), "path")[:50])
+    job.words = job_words(job)
     return page(request, "web/_job.html", {"job": job, "problems": problems})
 
 

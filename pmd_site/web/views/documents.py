@@ -15,7 +15,7 @@ from django.views.decorators.http import require_GET
 
 from indexing.attachments import attachment_find, attachment_read, original_read
 from indexing.convert import is_converted
-from indexing.links import document_links
+from indexing.links import document_links, embed_shown
 from indexing.markdown import LinkTargets
 from indexing.selectors import contexts_for, document_resolve
 from indexing.services.search_log import search_log_opened
@@ -26,6 +26,7 @@ from search import related_notes
 
 LINKS_SHOWN = 200  # of each kind; the totals say when there are more
 RELATED_SHOWN = 10
+EMBEDS_SHOWN = 20  # embeds of other notes shown in place on one page; the rest are links
 TAGS_SHOWN = 100  # of a note's tags; the page says how many more
 FRONTMATTER_SHOWN = 50  # keys, each value shown up to VALUE_CHARS characters
 VALUE_CHARS = 500
@@ -59,6 +60,10 @@ def _link_targets(document, outgoing: list[dict]) -> LinkTargets:
     """Where the rendered note's wikilinks and embeds lead: a note to its page as the links table
     resolved it, an image to /file/ when the collection holds it (looked up once per name)."""
     notes: dict[str, str | None] = {}
+    # the note itself, by its name: what it embeds may link back to it
+    notes[document.path.rsplit("/", 1)[-1].removesuffix(".md").lower()] = document_url(
+        document.collection.name, document.path
+    )
     for item in outgoing:
         notes.setdefault(item["row"].target_text.strip().lower(), item["url"] or None)
     images: dict[str, str | None] = {}
@@ -69,7 +74,22 @@ def _link_targets(document, outgoing: list[dict]) -> LinkTargets:
             images[name] = reverse("search:file", args=[document.collection.name, found]) if found else None
         return images[name]
 
-    return LinkTargets(note_url=lambda target: notes.get(target.strip().lower()), image_url=image_url)
+    documents = {}
+    for item in outgoing:
+        if item["row"].other is not None:
+            documents.setdefault(item["row"].target_text.strip().lower(), item["row"].other)
+    shown: list[int] = []
+
+    def embed_text(target: str, heading: str) -> str | None:
+        found = documents.get(target.strip().lower())
+        if found is None or len(shown) >= EMBEDS_SHOWN:
+            return None
+        shown.append(found.pk)
+        return embed_shown(found, heading)
+
+    return LinkTargets(
+        note_url=lambda target: notes.get(target.strip().lower()), image_url=image_url, embed_text=embed_text
+    )
 
 
 def _display_value(value, budget: int = VALUE_CHARS) -> str:

@@ -300,7 +300,7 @@ def _run_search(
             ResultCard(
                 result=r,
                 rank=i,
-                snippet_html=highlight_snippet(r.snippet, r.highlights),
+                snippet_html=highlight_snippet(r.text, r.text_highlights),
                 url=document_url(r.collection, r.path, line=r.line, query=query, search_id=response.search_id),
                 tags=shown,
                 tags_more=more,
@@ -400,6 +400,10 @@ def search_page(request):
         )
     template = "web/_results.html" if wants_fragment(request, "results") else "web/search.html"
     response = page(request, template, context)
+    if wants_fragment(request, "results") and not context["query"].strip() and not context.get("searched"):
+        # the box cleared: the address says so, without a history entry of its own (Back goes to
+        # the search before)
+        response.headers["HX-Replace-Url"] = reverse("search:search")
     if "elapsed_ms" in context:
         response.headers["Server-Timing"] = f"search;dur={context['elapsed_ms']:.1f}"
     return response

@@ -116,7 +116,7 @@ def test_text_from_notes_and_folders_prints_as_written(run_cli, tmp_path):
     assert code == 0, err
     assert f"path: {folder}" in out and "ignore: [ab]*.md" in out and "a [/ctx] context :smile:" in out
     code, out, _ = run_cli("status")
-    assert f"path={folder}" in out
+    assert f"Path: {folder}" in out
 
 
 def test_progress_bar_shows_folder_and_file_names_as_written(monkeypatch, capsys):

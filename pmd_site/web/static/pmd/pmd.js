@@ -216,6 +216,26 @@
     tagsOpen = null;
   });
 
+  // Back and Forward bring back a search's results (htmx's history) and, from the address, the words
+  // and choices of the form they were found with: the box never shows other words than its results'.
+  function formFromAddress() {
+    var form = document.getElementById("search-form");
+    if (!form) return;
+    var params = new URLSearchParams(window.location.search);
+    ["q", "after", "before"].forEach(function (name) {
+      var input = form.elements.namedItem(name);
+      if (input) input.value = params.get(name) || "";
+    });
+    ["collection", "sort"].forEach(function (name) {
+      var select = form.elements.namedItem(name);
+      if (select) select.value = params.get(name) || select.options[0].value;
+    });
+    var mode = params.get("mode") || "keyword";
+    form.querySelectorAll("input[name=mode]").forEach(function (radio) { radio.checked = radio.value === mode; });
+  }
+  document.addEventListener("htmx:historyRestore", formFromAddress);
+  window.addEventListener("pageshow", function (event) { if (event.persisted) formFromAddress(); });
+
   // Forms that undo something ask first: data-confirm="<question>" (no inline handlers under the CSP).
   document.addEventListener("submit", function (event) {
     var form = event.target.closest && event.target.closest("form[data-confirm]");
