@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 from django.conf import settings
 
 from indexing.errors import InvalidSetting, ReplacesVectors
-from indexing.llm import chunk_tokens
 from indexing.models import Chunk, EmbeddingFingerprint, IndexSetting
 
 log = logging.getLogger(__name__)
@@ -92,6 +91,8 @@ def index_config_effective() -> list[dict]:
         source = setting_source(name, stored=stored, automatic=automatic)
         note = ""
         if name == "PMD_CHUNK_TOKENS" and not given and name not in stored and settings.PMD_LLM_BACKEND == "local":
+            from indexing.llm import chunk_tokens  # noqa: PLC0415 - a keyword search loads no LLM client
+
             really = str(chunk_tokens())
             if really != used:
                 used, source, note = really, "automatic", f"sized to the window of {settings.PMD_EMBED_MODEL}"

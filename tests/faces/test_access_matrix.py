@@ -34,6 +34,7 @@ it wrote to.
 from __future__ import annotations
 
 import json
+import shutil
 import uuid
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -959,10 +960,14 @@ def test_write_token_of_staff_without_access_gets_404_for_the_hidden_collection(
 def test_write_token_of_staff_changes_a_visible_collection(world, write, eager_tasks, settings):
     settings.PMD_COLLECTION_ROOTS = [world.root]
     method, url, data = _writes("handbook")[write]
+    copy = world.root / "src-copy"
     if write == "add":  # a folder of its own: one that is a collection already is refused
-        _write_folder(world.root / "src-copy", HANDBOOK_FILES)
-        data = {"path": str(world.root / "src-copy"), "name": "handbook-copy"}
-    response = _send(world.client("staffer_write"), method, url, data)
+        _write_folder(copy, HANDBOOK_FILES)
+        data = {"path": str(copy), "name": "handbook-copy"}
+    try:
+        response = _send(world.client("staffer_write"), method, url, data)
+    finally:
+        shutil.rmtree(copy, ignore_errors=True)  # the folders on disk outlive this test's database rows
     assert response.status_code in {200, 201, 202}, response.content
     assert_no_leak(response.content.decode())
 
