@@ -8,7 +8,7 @@ from ninja import Field, Query, Router, Schema, Status
 from indexing.noteedits import NoteEdit
 from indexing.selectors import activity_since, notes_activity
 from indexing.services.notes import note_delete, note_edit, note_move_to, note_restore, note_write
-from pmd_site.api.schemas import ErrorOut
+from pmd_site.api.schemas import BodyIn, ErrorOut
 
 router = Router(tags=["notes"])
 
@@ -30,7 +30,7 @@ class NoteChangeOut(Schema):
     warnings: list[str] = Field(default_factory=list)
 
 
-class NoteIn(Schema):
+class NoteIn(BodyIn):
     collection: str = Field(..., min_length=1, max_length=200)
     path: str = Field(..., min_length=1, max_length=4096)
     content: str
@@ -53,7 +53,7 @@ def notes_write(request, body: NoteIn):
     return Status(201, change.as_dict())
 
 
-class EditIn(Schema):
+class EditIn(BodyIn):
     note: str = Field(..., min_length=1, max_length=4300, description="pmd://collection/path or #docid")
     base_hash: str = Field(..., min_length=6, max_length=64, description="the hash of the version read")
     operation: Literal["replace_section", "append", "prepend", "set_field", "remove_field", "replace_text"]
@@ -84,7 +84,7 @@ def notes_edit(request, body: EditIn):
     ).as_dict()
 
 
-class MoveIn(Schema):
+class MoveIn(BodyIn):
     collection: str = Field(..., min_length=1, max_length=200)
     path: str = Field(..., min_length=1, max_length=4096)
     new_path: str = Field(..., min_length=1, max_length=4096)
@@ -104,7 +104,7 @@ def notes_move(request, body: MoveIn):
     ).as_dict()
 
 
-class DeleteIn(Schema):
+class DeleteIn(BodyIn):
     collection: str = Field(..., min_length=1, max_length=200)
     path: str = Field(..., min_length=1, max_length=4096)
     base_hash: str | None = Field(None, max_length=64)
@@ -122,7 +122,7 @@ def notes_delete(request, body: DeleteIn):
     ).as_dict()
 
 
-class RestoreIn(Schema):
+class RestoreIn(BodyIn):
     collection: str = Field(..., min_length=1, max_length=200)
     trash_path: str = Field(..., min_length=1, max_length=4096, description="e.g. .trash/meetings/a.md")
     path: str | None = Field(None, max_length=4096, description="where to put it; default: where it was")

@@ -189,6 +189,26 @@ def test_unknown_body_fields_are_422_naming_the_nearest_known_field(
     assert response.json()["message"] == f"invalid request: {message}"
 
 
+def test_every_json_body_the_api_reads_refuses_unknown_fields():
+    """Every route, present and future: a body schema that is not strict would drop a misspelt field."""
+    from pmd_site.api import api as ninja_api
+
+    schema = ninja_api.get_openapi_schema()
+    components = schema["components"]["schemas"]
+    lenient = []
+    for path, operations in schema["paths"].items():
+        for method, operation in operations.items():
+            body = operation.get("requestBody", {}).get("content", {}).get("application/json")
+            if not body:
+                continue
+            ref = body["schema"].get("$ref", "")
+            model = components[ref.rsplit("/", 1)[-1]] if ref else body["schema"]
+            if model.get("additionalProperties") is not False:
+                lenient.append(f"{method.upper()} {path}")
+    assert not lenient
+    assert any("/notes" in path for path in schema["paths"])  # the check sees the write routes
+
+
 def test_known_body_fields_by_name_or_alias_are_accepted(api, indexed_collection):
     assert (
         api.post("/api/search", {"query": "x", "collections": ["notes"]}, content_type="application/json").status_code
