@@ -13,7 +13,7 @@ from django.db import connection, connections
 from psycopg import sql
 
 from tests.support.paths import ROOT
-from tests.support.servers import child_database_url
+from tests.support.servers import child_database_url, scratch_database
 
 OLDER = "0028_oauth"  # the index of a pmd before the index's settings could be chosen automatically
 
@@ -87,3 +87,15 @@ def test_a_command_that_writes_brings_an_older_index_forward_without_a_traceback
     assert "Traceback" not in done.stderr and "could not read the index's configuration" not in done.stderr
     assert max(_applied(older_index)) > OLDER
     assert _pmd(older_index, "collection", "list").returncode == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_read_command_on_an_empty_database_creates_no_index_and_says_so(django_db_blocker):
+    with django_db_blocker.unblock(), scratch_database("empty") as url:
+        done = _pmd(url, "search", "x")
+        assert done.returncode == 1
+        assert done.stderr.strip().splitlines() == [
+            "error: this database holds no pmd index yet: run `pmd migrate` (or start `pmd up`, which migrates)"
+        ]
+        with psycopg.connect(url) as conn:
+            assert conn.execute("SELECT to_regclass('django_migrations')").fetchone()[0] is None
