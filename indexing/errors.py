@@ -569,6 +569,17 @@ class IndexMissing(SetupError):
         )
 
 
+class IndexOutdated(SetupError):
+    """A command that only reads found an index whose database is behind this version of pmd; it
+    leaves it as it is (the pmd that made it may still use it): migrating is an operator's step."""
+
+    code = "index_outdated"
+
+    def __init__(self, *, empty: bool = False):
+        self.empty = empty
+        super().__init__("this database holds no pmd index yet" if empty else "this index was made by an older pmd")
+
+
 class ConfigError(SetupError, ValueError):
     """An environment variable holds a value pmd cannot use."""
 

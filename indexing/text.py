@@ -183,7 +183,7 @@ def strip_frontmatter(text: str) -> str:
 
 # How notes are read (titles, tags, links): a change here that alters what is stored for an
 # unchanged note bumps it, so each collection's next scan reads every note again.
-NOTE_READING_VERSION = 3  # 3: the dialects (comments, callout markers, TOML frontmatter)
+NOTE_READING_VERSION = 4  # 4: a level-1 heading after a section heading is no title
 
 
 def note_reading(title_from: str) -> str:
@@ -203,6 +203,10 @@ _HTML_H1_OPEN_RE = LazyPattern(r"<h1(?:\s[^<>]*)?>", re.I)
 # inline code is an example of one (a note about HTML), not the note's title.
 _HTML_H1_LINE_RE = LazyPattern(r" {0,3}<h1(?:[\s>]|$)", re.I)
 _HTML_H1_CLOSE = "</h1>"
+# A section heading (levels 2 to 6, ATX, HTML or setext `---`): the body has begun.
+_SECTION_ATX_RE = LazyPattern(r" {0,3}#{2,6}(?:[ \t]|$)")
+_SECTION_HTML_RE = LazyPattern(r" {0,3}<h[2-6](?:[\s>]|$)", re.I)
+_SETEXT_H2_RE = LazyPattern(r" {0,3}-+[ \t]*$")
 _PARAGRAPH_BREAK_RE = LazyPattern(r" {0,3}(?:[-*+>|]|#{1,6}(?:[ \t]|$)|\d{1,9}[.)]|<)")  # a line no setext text can be
 
 
@@ -216,16 +220,18 @@ def extract_title(text: str, frontmatter: dict, fallback: str, *, title_from: st
     title = frontmatter.get("title")
     if isinstance(title, (str, int, float)) and not isinstance(title, bool) and str(title).strip():
         return str(title).strip()[:TITLE_MAX]
-    for heading in level1_headings(strip_frontmatter(text)):
+    for heading in title_headings(strip_frontmatter(text)):
         plain = plain_title(heading)
         if plain:  # a heading of badges only says nothing: the next one may
             return plain
     return name
 
 
-def level1_headings(body: str) -> Iterator[str]:
+def title_headings(body: str) -> Iterator[str]:
     """The body's level-1 headings (ATX `# x`, setext `x` over `===`, `<h1>x</h1>`) as written,
-    in order. Fenced code is skipped."""
+    in order, up to its first section heading (`## x`…): a level-1 heading inside a section is an
+    example or a part of the note (a note about markdown shows `<h1>`), not its title. Fenced
+    code is skipped."""
     fence = ""
     paragraph: list[str] = []  # the lines a setext underline would make a heading
     lines = body.splitlines()
@@ -247,6 +253,8 @@ def level1_headings(body: str) -> Iterator[str]:
             yield " ".join(paragraph)
             paragraph = []
             continue
+        if _SECTION_ATX_RE.match(line) or _SECTION_HTML_RE.match(line) or (paragraph and _SETEXT_H2_RE.match(line)):
+            return
         atx = _H1_ATX_RE.match(line)
         if atx:
             yield _atx_text(atx.group(1) or "")

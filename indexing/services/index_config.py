@@ -23,6 +23,7 @@ import threading
 from dataclasses import dataclass, field
 
 from django.conf import settings
+from django.db import ProgrammingError
 
 from indexing.errors import InvalidSetting, ReplacesVectors
 from indexing.models import Chunk, EmbeddingFingerprint, IndexSetting
@@ -311,5 +312,10 @@ def index_config_apply_once(connection) -> None:
     _applied.set()  # before the queries: they open no new connection, but never recurse
     try:
         index_config_apply()
+    except ProgrammingError:
+        # A table older than this pmd (an index not migrated yet): whoever runs the process migrates
+        # it or says so in one line; the next connection (or the migration) tries again.
+        log.debug("the index's configuration is not readable before its migrations", exc_info=True)
+        _applied.clear()
     except Exception:
         log.warning("could not read the index's configuration: using this process's environment", exc_info=True)

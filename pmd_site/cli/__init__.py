@@ -77,6 +77,7 @@ CLI_HINTS = {
     "answer_model_unset": "e.g. `ollama pull qwen3:1.7b`, then `pmd config set PMD_ANSWER_MODEL=qwen3:1.7b`",
     "restore_refused": "stop it, then restore again (with compose: `docker compose stop web worker beat watcher`)",
     "replaces_vectors": lambda exc: None if "--yes" in exc.message else "confirm with --yes",
+    "index_outdated": "run `pmd migrate` (or start `pmd up`, which migrates)",
 }
 
 
@@ -151,6 +152,15 @@ def only_reads(argv: list[str]) -> bool:
     return command in USES_AN_INDEX or read_command(argv)[0]
 
 
+def never_migrates(argv: list[str]) -> bool:
+    """Whether `argv` runs a command that only reads: it leaves an index made by an older pmd as it
+    is (that pmd may still use it) and says how to bring it forward."""
+    from pmd_site.cli.client import read_command, split_command
+
+    command, _, rest = split_command(argv)
+    return read_command(argv)[0] or (command != "models" and bool(rest) and rest[0] in SHOWING)
+
+
 def _parse_and_run(argv: list[str]) -> int:
     from pmd_site.cli.client import read_command, split_command
 
@@ -160,6 +170,7 @@ def _parse_and_run(argv: list[str]) -> int:
         parser.print_help()
         return 2
     args.existing_index_only = only_reads(argv)
+    args.never_migrates = never_migrates(argv)
     if read_command(argv)[0]:
         os.environ.setdefault("DJANGO_SETTINGS_MODULE", "pmd_site.settings.cli")  # without the web's apps
     if args.index:
@@ -189,10 +200,13 @@ def run_command(args, *, prepare: bool = True) -> int:
                 require_existing_index(for_agents=args.command == "mcp")
             setup_django()
             if getattr(args, "needs_db", True):
-                from pmd_site.runtime.process import database_lease, migrate_if_needed
+                from pmd_site.runtime.process import database_lease, migrate_if_needed, require_current_index
 
                 with database_lease():
-                    migrate_if_needed()
+                    if getattr(args, "never_migrates", False):
+                        require_current_index()
+                    else:
+                        migrate_if_needed()
                     result = args.func(args)
             else:
                 result = args.func(args)

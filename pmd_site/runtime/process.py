@@ -18,7 +18,7 @@ from django.core.management import call_command
 from django.db import connection, connections
 from django.db.utils import OperationalError, ProgrammingError
 
-from indexing.errors import IndexMissing
+from indexing.errors import IndexMissing, IndexOutdated
 from indexing.locks import MIGRATIONS, advisory_lock
 from pmd_site import env
 from pmd_site.runtime.postgres_server import EmbeddedPostgres, data_dir_of
@@ -129,14 +129,26 @@ def _migrations_on_disk() -> set[tuple[str, str]]:
     return found
 
 
-def _migrations_missing() -> bool:
+def _migrations_applied() -> set[tuple[str, str]]:
     try:
         with connection.cursor() as cursor:
             cursor.execute("SELECT app, name FROM django_migrations")
-            applied = set(cursor.fetchall())
+            return set(cursor.fetchall())
     except ProgrammingError:
-        applied = set()
-    return not _migrations_on_disk() <= applied
+        return set()
+
+
+def _migrations_missing() -> bool:
+    return not _migrations_on_disk() <= _migrations_applied()
+
+
+def require_current_index() -> None:
+    """For a command that only reads: an index behind this pmd's migrations is refused in one line
+    and left as it is (the older pmd that made it may still be using it); `pmd migrate` or
+    `pmd up` brings it forward."""
+    applied = _migrations_applied()
+    if not _migrations_on_disk() <= applied:
+        raise IndexOutdated(empty=not any(app == "indexing" for app, _ in applied))
 
 
 def migrate_if_needed() -> bool:
@@ -150,4 +162,7 @@ def migrate_if_needed() -> bool:
         if not _migrations_missing():
             return False
         call_command("migrate", interactive=False, verbosity=0)
+    from indexing.services.index_config import index_config_apply_once  # noqa: PLC0415 - imports models
+
+    index_config_apply_once(connection)  # unreadable before the migration: read now
     return True

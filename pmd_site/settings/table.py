@@ -457,7 +457,7 @@ TABLE: tuple[Setting, ...] = (
             doc=(
                 "The built documentation site the web UI serves at /help/ (its Help link), so that a server\n"
                 "without internet access has the docs too. Empty: site/ beside pmd's source, which\n"
-                "`.venv/bin/mkdocs build` writes; without a built site /help/ says how to build it."
+                "./scripts/run builds (./scripts/build-docs); without a built site /help/ says how to build it."
             ),
         ),
         Setting(

@@ -1,6 +1,7 @@
 """Titles and tags on the markdown people write, on the fixture vault
 tests/fixtures/real_vaults: a README with badges and a table of contents, an Obsidian vault
-(.obsidian/, notes without an H1), notes titled by setext and HTML headings, tags hidden in code,
+(.obsidian/, notes without an H1), notes titled by setext and HTML headings, a note whose only H1s
+are examples inside a section, tags hidden in code,
 math, URLs, link targets and comments."""
 
 from __future__ import annotations
@@ -88,6 +89,31 @@ def test_an_example_h1_deep_in_a_note_is_not_its_title():
     assert extract_title(body, {}, "notes/HTML content.md") == "HTML content"
     assert extract_title("    <h1>Indented code</h1>\n", {}, "f.md") == "f"
     assert extract_title('<h1 align="center">Project</h1>\n\n## Usage\n', {}, "f.md") == "Project"
+
+
+def test_a_note_about_headings_is_titled_by_its_file_name_not_by_its_example_h1():
+    """Obsidian's help note on formatting (a faithful reproduction, German) shows `<h1>` and `# x`
+    under its "## Überschriften" section: examples, not the title, which is the file name."""
+    parsed, _ = _read("formatting/Grundlegende Formatierungssyntax.md")
+    assert parsed.title == "Grundlegende Formatierungssyntax"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "Intro.\n\n## Section\n\n# Example\n",
+        "## Section\n\n<h1>Example</h1>\n",
+        "<h2>Section</h2>\n\n# Example\n",
+        "Section\n-------\n\n# Example\n",
+    ],
+)
+def test_a_level_one_heading_after_a_section_heading_is_not_the_title(body):
+    assert extract_title(body, {}, "notes/My note.md") == "My note"
+
+
+def test_a_level_one_heading_before_the_first_section_is_the_title():
+    assert extract_title("Intro text.\n\n# Title\n\n## Section\n\n# Example\n", {}, "f.md") == "Title"
+    assert extract_title("```md\n## in code\n```\n# Title\n", {}, "f.md") == "Title"
 
 
 # --- tags ---------------------------------------------------------------------------------------

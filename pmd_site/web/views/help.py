@@ -33,7 +33,9 @@ def _policy(html: bytes) -> str:
 def help_page(request, path: str = ""):
     root = Path(settings.PMD_HELP_DIR)
     if not (root / "index.html").is_file():
-        return page(request, "web/help_missing.html", {"folder": root}, status=404)
+        # A checkout (./scripts/run) can build the site itself; an installed package has no docs/.
+        checkout = (Path(settings.BASE_DIR) / "mkdocs.yml").is_file()
+        return page(request, "web/help_missing.html", {"folder": root, "checkout": checkout}, status=404)
     if path == "" or path.endswith("/"):
         path += "index.html"
     try:

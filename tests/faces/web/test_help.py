@@ -8,6 +8,7 @@ import hashlib
 import re
 import subprocess
 import sys
+import tomllib
 
 import pytest
 from django.test import Client
@@ -70,8 +71,40 @@ def test_without_a_built_site_help_says_how_to_build_it_and_shows_members_no_fol
     settings.PMD_HELP_DIR = str(tmp_path / "not-built")
     member = member_client.get("/help/")
     assert member.status_code == 404
-    assert b"mkdocs build" in member.content and b"not-built" not in member.content
+    assert b"./scripts/build-docs" in member.content and b"not-built" not in member.content
     assert b"not-built" in staff_client.get("/help/").content
+
+
+def test_without_a_built_site_an_installed_pmd_is_told_to_build_from_source_and_set_the_folder(
+    member_client, tmp_path, settings
+):
+    settings.PMD_HELP_DIR = str(tmp_path / "not-built")
+    settings.BASE_DIR = tmp_path / "site-packages"  # no mkdocs.yml, no scripts/: a pip install or the image
+    answer = member_client.get("/help/")
+    assert answer.status_code == 404
+    assert b"scripts/" not in answer.content
+    assert b"pip install mkdocs-material" in answer.content and b"mkdocs build --site-dir" in answer.content
+    assert b"PMD_HELP_DIR" in answer.content and b"compose" in answer.content
+
+
+def test_scripts_run_installs_the_docs_extra_and_builds_the_help_site():
+    run = (ROOT / "scripts" / "run").read_text()
+    assert "./scripts/bootstrap embedded,local,formats,docs" in run and "./scripts/build-docs" in run
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    extras = pyproject["project"]["optional-dependencies"]
+    assert any(package.startswith("mkdocs-material") for package in extras["docs"])
+    assert "docs" in re.search(r"pmd\[([^\]]*)\]", " ".join(extras["dev"])).group(1).split(",")
+
+
+def test_build_docs_builds_a_missing_site_and_leaves_a_fresh_one(tmp_path):
+    site = tmp_path / "site"
+    build = [str(ROOT / "scripts" / "build-docs"), str(site)]
+    env = {"PATH": "/usr/bin:/bin", "PYTHON": sys.executable}
+    subprocess.run(build, check=True, capture_output=True, env=env)
+    assert "pmd" in (site / "index.html").read_text()
+    (site / "index.html").write_text("left as it is")  # newer than docs/: fresh
+    rerun = subprocess.run(build, check=True, capture_output=True, env=env)
+    assert (site / "index.html").read_text() == "left as it is" and rerun.stderr == b""
 
 
 def test_every_page_links_to_help(member_client):
