@@ -111,6 +111,29 @@ def test_a_first_pmd_up_that_chose_a_backend_stores_that_backends_models(setting
         assert stored[name] == value
 
 
+@pytest.mark.django_db
+def test_pmd_up_names_only_the_environment_values_that_differ_from_the_index(minilm_index, monkeypatch, capsys):
+    """The index keeps all-minilm and 250-token chunks a person set; `pmd up` with the same model and
+    another chunk size names the chunk size as not used, never the model whose value already matches."""
+    import io
+
+    from rich.console import Console
+
+    from indexing.services.index_config import index_config_get
+    from pmd_site.cli.up import _index_config_from_up
+
+    index_config_set(values={"PMD_CHUNK_TOKENS": "250"}, replace_vectors=True)
+    monkeypatch.setenv("PMD_EMBED_MODEL", "all-minilm")
+    monkeypatch.setenv("PMD_CHUNK_TOKENS", "200")
+    env = {"PMD_EMBED_MODEL": "all-minilm", "PMD_CHUNK_TOKENS": "200"}
+    _index_config_from_up(env, None, Console(file=io.StringIO()))
+    err = capsys.readouterr().err
+    assert "PMD_CHUNK_TOKENS from this environment not used" in err
+    assert "PMD_EMBED_MODEL" not in err.split("from this environment not used")[0]
+    assert env == {"PMD_EMBED_MODEL": "all-minilm"}  # the services start with the index's chunk size
+    assert index_config_get()["PMD_CHUNK_TOKENS"] == "250"
+
+
 # --- where a setting comes from: chosen automatically, then chosen again ----------------------------
 
 
