@@ -356,6 +356,12 @@ def snippet_reading(snippet: str, highlights, *, line: int = 1, body: str | None
     return Reading(_plain(chars), _moved(highlights, chars), _heading_path(headings, opened, title))
 
 
+def sentence_reading(sentence: str) -> str:
+    """A sentence cut from a note (the words around a link) as a person reads it: the snippets'
+    reading, so a backlink's context and a search result read the same."""
+    return snippet_reading(sentence, []).text if sentence else ""
+
+
 def _after_frontmatter(body: str, kinds: dict[int, str], title: str) -> Reading:
     """A snippet that was all frontmatter: the note's first words after it, instead."""
     end = max(n for n, kind in kinds.items() if kind == "frontmatter")

@@ -429,6 +429,7 @@ def test_document_links_selector(vault):
     ]
     home = next(link for link in found.backlinks if link.other.path == "Home.md")
     assert home.context == "Start with [[Ideas]] and [[Alpha Plan|the plan]]."
+    assert home.text == "Start with Ideas and the plan."  # as every face shows it
     assert (found.links_total, found.backlinks_total) == (2, 4)
     limited = document_links("#" + _doc(vault, "projects/alpha.md").docid, access=Access.local_user(), limit=1)
     assert (len(limited.links), len(limited.backlinks), limited.backlinks_total) == (1, 1, 4)
@@ -479,12 +480,16 @@ def test_cli_links_and_backlinks_in_every_format(vault, run_cli):
 
     code, out, _ = run_cli("backlinks", "pmd://vault/projects/alpha.md")
     assert code == 0
-    assert "pmd://vault/Home.md:8" in out and "Start with [[Ideas]] and [[Alpha Plan|the plan]]." in out
+    assert "pmd://vault/Home.md:8" in out and "Start with Ideas and the plan." in out
+    assert "[[Alpha Plan|the plan]]" not in out
     assert "pmd://vault/journal/20250320-retro.md:3" in out
 
     code, out, _ = run_cli("backlinks", "projects/alpha.md", "--json")
     data = json.loads(out)
     assert data["uri"] == "pmd://vault/projects/alpha.md" and data["backlinks_total"] == 4
+    home = next(b for b in data["backlinks"] if b["uri"] == "pmd://vault/Home.md")
+    assert home["context"] == "Start with [[Ideas]] and [[Alpha Plan|the plan]]."  # as written, for tools
+    assert home["text"] == "Start with Ideas and the plan."
     assert {b["uri"] for b in data["backlinks"]} == {
         "pmd://vault/Home.md",
         "pmd://vault/journal/20250320-retro.md",
