@@ -138,13 +138,24 @@ def value_text(key: str, value, *, data: dict | None = None):
 
 
 _JOB_STATES = {"queued": "queued", "running": "running", "done": "done", "failed": "failed"}
-_MACHINE_WORDS = re.compile(r"[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}|[0-9a-f]{16,}", re.I)
+_JOB_KINDS = {"embed": "Embedding", "index": "Indexing", "update": "Updating"}
+_JOB_UNITS = {"embed": "notes", "index": "files", "update": "files"}  # what a job's done and total count
+_MACHINE_WORDS = re.compile(
+    r"[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}|[0-9a-f]{16,}"
+    r"|\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{12,}\b",  # a hash cut short (a text's first characters)
+    re.I,
+)
 
 
 def job_words(job) -> dict:
-    """A job as the collections page shows it: its state in words (an embedding request queued while
-    another process embeds says so, without a bar that never moves), its message without ids or hashes."""
+    """A job as the collections page shows it: what it does and its state in words (an embedding
+    request queued while another process embeds says so, without a bar that never moves), how far
+    it is ("70 of 222 notes"), its message without ids or hashes."""
     state = _JOB_STATES.get(job.state, job.state)
+    title = _JOB_KINDS.get(job.kind, str(job.kind).capitalize())
+    progress = ""
+    if job.total and job.state == "running":
+        progress = f"{job.done or 0} of {job.total} {_JOB_UNITS.get(job.kind, 'items')}"
     waiting = job.kind == "embed" and job.state == "queued" and embedding_running()
     if waiting:
         state = "waiting for the embedding under way"
@@ -153,7 +164,13 @@ def job_words(job) -> dict:
         message = ""
     else:
         message = _MACHINE_WORDS.sub("", message).strip()
-    return {"state": state, "message": message, "indeterminate": waiting or (job.state == "running" and not job.total)}
+    return {
+        "title": title,
+        "state": state,
+        "progress": progress,
+        "message": message,
+        "indeterminate": waiting or (job.state == "running" and not job.total),
+    }
 
 
 def _progress_rows(rows: list[dict]) -> dict:

@@ -90,6 +90,24 @@ def test_while_embedding_runs_every_line_says_so(ollama, indexed_collection, sta
     assert lines[0] == "queued, no worker has taken it yet" and "when a worker takes the request" in lines[-1]
 
 
+def test_a_running_embedding_job_reads_as_words_without_its_text_hash(indexed_collection, staff_client):
+    """The collections page's job line: what the job does and how far it is, in words."""
+    running = Job.objects.create(
+        kind=Job.Kind.EMBED,
+        collection=indexed_collection,
+        state=Job.State.RUNNING,
+        done=70,
+        total=222,
+        message="53b28ccbe5cd",  # the first characters of the text being embedded
+    )
+    page = staff_client.get("/collections/").content.decode()
+    job = re.search(rf'<div class="job running" id="job-{running.pk}".*?</progress>', page, re.S)[0]
+    line = re.search(r'<div class="job-line.*?</div>', job, re.S)[0]
+    line = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", line)).strip()
+    assert line == "Embedding: 70 of 222 notes", line
+    assert "53b28ccbe5cd" not in job
+
+
 @pytest.fixture
 def links_and_an_error(tmp_path):
     """A vault with 30 unresolved links, and one file its last scan could not convert."""
