@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from indexing.errors import CommandError
 from pmd_site.cli.output import (
+    FOLLOW_JOB,
     escape,
     local_access,
     print_json,
@@ -244,7 +245,7 @@ def cmd_add(args) -> int:
 def print_embedding(changed, job, *, console) -> None:
     """Say what became of the embedding request a scan made."""
     if job is not None:
-        console.print(f"[dim]embedding of what changed is queued (job {job.pk}; `pmd status` follows it)[/]")
+        console.print(f"[dim]embedding of what changed is queued; {escape(FOLLOW_JOB)}[/]")
     elif changed:
         console.print("[dim]no worker is running: `pmd embed` computes the vectors (or `pmd up`)[/]")
 

@@ -64,6 +64,7 @@ def test_changing_the_model_says_what_it_replaces_and_needs_yes(minilm_index, ru
     code, out, err = run_cli("config", "set", "PMD_EMBED_MODEL=nomic-embed-text", "--yes")
     assert code == 0, err
     assert "all-minilm → nomic-embed-text" in out
+    assert "embedding again: queued; `pmd status` follows it" in out and "job" not in out  # no id for people
     code, out, err = run_cli("status", "--json")
     embeddings = json.loads(out)["embeddings"]
     assert embeddings["model"] == "nomic-embed-text" and embeddings["pending"] == 0  # embedded again, eagerly
