@@ -94,6 +94,38 @@ def _job_text(job: dict, state: str | None) -> str:
     return ", ".join(parts) or "—"
 
 
+_HISTORY_STATES = {
+    "indexed": "indexed",
+    "not_repository": "not in a git repository",
+    "empty": "a repository without commits",
+    "failed": "could not be read",
+    "not_indexed": "not read yet",
+}
+
+
+def history_text(history: dict) -> str:
+    """A collection's git history (indexing.services.history.history_status) as a phrase."""
+    state = history.get("state") or ""
+    parts = [_HISTORY_STATES.get(state, state.replace("_", " "))]
+    if state == "indexed":
+        commits = history.get("commits") or 0
+        parts.append(f"{commits:,} commit{'' if commits == 1 else 's'}")
+        if history.get("capped"):
+            parts.append("the newest only")
+        if history.get("shallow"):
+            parts.append("a shallow clone")
+        if history.get("indexed_at"):
+            parts.append(f"read {relative_time(history['indexed_at'])}")
+    message = (history.get("message") or "").strip()
+    text = ", ".join(parts)
+    return f"{text} ({message})" if message and not message.startswith(parts[0]) else message or text
+
+
+def on_off(value) -> str:
+    """A switch a person sets with on/off (`--transclude on|off`), shown in the same words."""
+    return "on" if value else "off"
+
+
 def value_text(key: str, value, *, data: dict | None = None):
     """A value as a person reads it."""
     if value is None or value == "":

@@ -123,6 +123,15 @@ def links_and_an_error(tmp_path):
     return collection
 
 
+def test_collection_show_writes_times_switches_and_states_in_words(links_and_an_error, run_cli):
+    code, out, err = run_cli("collection", "show", "vault")
+    assert code == 0, err
+    assert re.search(r"^last indexed: (now|\d+ s ago)$", out, re.M), out
+    assert "\ntransclude: off\n" in out and "\nnotes: 30\n" in out
+    assert re.search(r"^history: (not read yet|not in a git repository)", out, re.M), out
+    assert "+00:00" not in out and "False" not in out and "not_" not in out
+
+
 def test_problems_are_listed_by_kind_errors_first_and_counted(links_and_an_error, staff_client, run_cli):
     code, out, _ = run_cli("collection", "show", "vault")
     assert code == 0
