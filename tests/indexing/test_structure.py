@@ -527,6 +527,7 @@ def test_api_links(vault, django_user_model):
     data = response.json()
     assert [link["uri"] for link in data["links"]] == ["pmd://vault/projects/beta.md", "pmd://vault/Home.md"]
     assert data["backlinks_total"] == 4 and data["backlinks"][0]["context"].startswith("Start with")
+    assert data["backlinks"][0]["text"] == "Start with Ideas and the plan."
     limited = client.get("/api/links", {"ref": "projects/alpha.md", "limit": 1}).json()
     assert len(limited["backlinks"]) == 1 and limited["backlinks_total"] == 4
     assert client.get("/api/links", {"ref": "nowhere.md"}).status_code == 404
@@ -565,6 +566,8 @@ def test_mcp_pmd_links_over_http(vault, django_user_model):
     assert [link["uri"] for link in data["links"]] == ["pmd://vault/projects/beta.md", "pmd://vault/Home.md"]
     assert data["backlinks_total"] == 4 and data["backlinks"][0]["uri"] == "pmd://vault/Home.md"
     assert "backlinks (4):" in both.content[0].text
+    assert data["backlinks"][0]["text"] == "Start with Ideas and the plan."
+    assert "Home: Start with Ideas and the plan." in both.content[0].text  # read, as every face shows it
     assert incoming.structured_content["links"] == [] and {
         b["uri"] for b in incoming.structured_content["backlinks"]
     } == {"pmd://vault/projects/alpha.md", "pmd://vault/projects/beta.md", "pmd://vault/journal/2025-03-14 standup.md"}
