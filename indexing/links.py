@@ -15,6 +15,7 @@ from indexing.access import Access
 from indexing.models import Document, DocumentLink
 from indexing.selectors import _visible_documents, document_resolve
 from indexing.services.links import link_written
+from indexing.snippets import sentence_reading
 
 
 @dataclass
@@ -27,8 +28,13 @@ class LinkRow:
     heading: str
     shown: str
     line: int  # line of the link in the note that writes it
-    context: str  # the sentence around it
+    context: str  # the sentence around it, as written
     other: Document | None = None
+
+    @property
+    def text(self) -> str:
+        """The sentence around it as read: its words without markup, as every face shows it."""
+        return sentence_reading(self.context)
 
     def as_dict(self) -> dict:
         doc = self.other
@@ -40,6 +46,7 @@ class LinkRow:
             "shown": self.shown,
             "line": self.line,
             "context": self.context,
+            "text": self.text,
             "resolved": doc is not None,
             "docid": doc.docid if doc else None,
             "uri": doc.uri if doc else None,

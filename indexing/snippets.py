@@ -356,6 +356,22 @@ def snippet_reading(snippet: str, highlights, *, line: int = 1, body: str | None
     return Reading(_plain(chars), _moved(highlights, chars), _heading_path(headings, opened, title))
 
 
+# What a cut at either end of a sentence left of a link: `…words](url)`, `…Note|shown]]`, `[words](ur…`.
+_CUT_LINK_START = LazyPattern(r"^…(?:[^\[\]\n|]*\|)?([^\[\]\n|]*)\](?:\]|\([^)\s]*\))")
+_CUT_LINK_END = LazyPattern(r"!?\[\[?(?:[^\[\]\n|]*\|)?([^\[\]\n|]*)(?:\]\([^)\s]*)?…$")
+
+
+def sentence_reading(sentence: str) -> str:
+    """A sentence cut from a note (the words around a link) as a person reads it: the snippets'
+    reading, so a backlink's context and a search result read the same; a link cut at either end
+    of it keeps its words."""
+    if not sentence:
+        return ""
+    sentence = _CUT_LINK_START.sub(lambda m: "…" + m.group(1), sentence, count=1)
+    sentence = _CUT_LINK_END.sub(lambda m: m.group(1) + "…", sentence, count=1)
+    return snippet_reading(sentence, []).text
+
+
 def _after_frontmatter(body: str, kinds: dict[int, str], title: str) -> Reading:
     """A snippet that was all frontmatter: the note's first words after it, instead."""
     end = max(n for n, kind in kinds.items() if kind == "frontmatter")

@@ -319,7 +319,8 @@ class LinkOut(BaseModel):
     heading: str
     shown: str = Field(..., description="the text shown instead of the target ([[Note|shown]])")
     line: int = Field(..., description="line of the link in the note that writes it")
-    context: str = Field(..., description="the sentence around the link")
+    context: str = Field(..., description="the sentence around the link, as written (markdown)")
+    text: str = Field("", description="the sentence around the link as read: its words without markup")
     resolved: bool
     docid: str | None = Field(
         None, description="the note at the other end: the target of an outgoing link, the linking note of a backlink"
@@ -360,7 +361,7 @@ class LinksOut(BaseModel):
 LinkBrief = brief(
     LinkOut,
     "LinkBrief",
-    ("kind", "link", "line", "context", "heading", "resolved", "docid", "uri", "title"),
+    ("kind", "link", "line", "context", "text", "heading", "resolved", "docid", "uri", "title"),
     doc="One link of pmd_links: from the note asked about (links) or to it (backlinks).",
     defaults={"heading": ""},
     descriptions={"docid": "the note at the other end (pass to pmd_get); None if unresolved"},

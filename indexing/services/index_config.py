@@ -226,7 +226,9 @@ def index_config_from_start(*, given: dict[str, str], chosen: dict[str, str]) ->
     automatic = _automatic_names()
     personal = {name for name in stored if name not in automatic}
     ours = {name: value for name, value in chosen.items() if name not in personal and name not in given}
-    kept_for_vectors = {n: v for n, v in given.items() if n in VECTOR_SETTINGS and n in personal}
+    kept_for_vectors = {  # a value equal to the index's changes nothing: it is used, never named
+        n: v for n, v in given.items() if n in VECTOR_SETTINGS and n in personal and v.strip() != stored[n]
+    }
     result = StartConfig(change=ConfigChange())
     for values, automatic_values in (
         (ours, True),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from indexing.errors import CommandError
 from pmd_site.cli.output import (
+    FOLLOW_JOB,
     escape,
     local_access,
     print_json,
@@ -244,7 +245,7 @@ def cmd_add(args) -> int:
 def print_embedding(changed, job, *, console) -> None:
     """Say what became of the embedding request a scan made."""
     if job is not None:
-        console.print(f"[dim]embedding of what changed is queued (job {job.pk}; `pmd status` follows it)[/]")
+        console.print(f"[dim]embedding of what changed is queued; {escape(FOLLOW_JOB)}[/]")
     elif changed:
         console.print("[dim]no worker is running: `pmd embed` computes the vectors (or `pmd up`)[/]")
 
@@ -361,6 +362,7 @@ def cmd_show(args) -> int:
     from indexing.language import language_label
     from indexing.problems import counts_text, problem_counts, problems_in_order
     from indexing.selectors import collection_detail
+    from pmd_site.reports.readable import history_text, on_off, value_text
 
     detail = collection_detail(name=args.name, access=local_access())
     contexts = detail.contexts
@@ -375,8 +377,20 @@ def cmd_show(args) -> int:
         print_json(data)
         return 0
     console = stdout_console()
-    for key in ("name", "path", "mask", "title_from", "transclude", "documents", "inactive", "last_indexed_at"):
-        console.print(f"[bold]{key}[/]: {escape(str(data[key]))}")
+    for key, value in (
+        ("name", data["name"]),
+        ("path", data["path"]),
+        ("mask", data["mask"]),
+        ("titles from", data["title_from"]),
+        ("transclude", on_off(data["transclude"])),
+        ("notes", f"{data['documents']:,}"),
+        ("removed notes kept", f"{data['inactive']:,}"),
+        (
+            "last indexed",
+            value_text("last_indexed_at", data["last_indexed_at"]) if data["last_indexed_at"] else "never",
+        ),
+    ):
+        console.print(f"[bold]{key}[/]: {escape(str(value))}", highlight=False)
 
     console.print(f"[bold]visibility[/]: {escape(sharing_text(data))}")
     console.print(f"[bold]owner[/]: {escape(owner_text(data))}")
@@ -385,12 +399,7 @@ def cmd_show(args) -> int:
         f"[bold]language[/]: {escape(language_label(detail.text_search_config))} "
         f"(text search config {escape(detail.text_search_config)})"
     )
-    history = data["history"]
-    console.print(
-        f"[bold]history[/]: {history['state']}, {history['commits']} commits"
-        + (f" ({escape(history['message'])})" if history["message"] else ""),
-        highlight=False,
-    )
+    console.print(f"[bold]history[/]: {escape(history_text(data['history']))}", highlight=False)
     for ctx in contexts:
         uri = f"pmd://{detail.name}/{ctx['path_prefix']}"
         console.print(f"[bold]context[/] {escape(uri)}: {escape(ctx['text'])}")

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from pmd_site.cli.output import print_json, stdout_console, warn
+from pmd_site.cli.output import FOLLOW_JOB, print_json, stdout_console, warn
 
 
 def register(sub) -> None:
@@ -82,7 +82,8 @@ def cmd_config_set(args) -> int:
 
         job = embedding_request(no_worker="queue")
         console.print(
-            "embedding again " + (f"(job {job.pk})" if job else "on the next `pmd up` or `pmd embed`"), markup=False
+            f"embedding again: queued; {FOLLOW_JOB}" if job else "embedding again on the next `pmd up` or `pmd embed`",
+            markup=False,
         )
     elif change.changed:
         warn("processes running now keep their settings until they restart")

@@ -6,7 +6,7 @@ import itertools
 import time
 
 from indexing.errors import CommandError
-from pmd_site.cli.output import escape, print_json, progress_bar, stdout_console, warn
+from pmd_site.cli.output import FOLLOW_JOB, escape, print_json, progress_bar, stdout_console, warn
 
 
 def register(sub) -> None:
@@ -91,7 +91,7 @@ def cmd_embed(args) -> int:
             if args.json:
                 print_json({"job": str(job.pk), "state": "queued"})
             else:
-                console.print(f"queued embedding job {job.pk} (follow it with `pmd status`)")
+                console.print(f"embedding queued; {FOLLOW_JOB}", markup=False)
             return 0
         job = _follow(job, json_output=args.json)
         if job.state == Job.State.FAILED:

@@ -178,6 +178,10 @@ def error(message: str) -> None:
     stderr_console().print(f"[bold red]error:[/] {escape(message)}", markup=True, highlight=False)
 
 
+# How a person follows a queued job (its id is for programs: `--json`, the API).
+FOLLOW_JOB = "`pmd status` follows it, and the web's Collections page"
+
+
 def warn(message: str) -> None:
     """A warning; the message is text, not markup (`[[Note]]`, `notes/[draft].md` print as written)."""
     stderr_console().print(f"[yellow]warning:[/] {escape(message)}", markup=True, highlight=False)

@@ -18,6 +18,7 @@ import sys
 
 from indexing.errors import CommandError
 from pmd_site.cli.output import (
+    FOLLOW_JOB,
     color_enabled,
     escape,
     local_access,
@@ -274,7 +275,9 @@ def _index_config_from_up(env: dict, chosen_backend: str | None, console) -> Non
             console.print(f"configuration: {name}: {escape(was)} → {escape(now)}", highlight=False)
     if done.change.replaces_vectors and not first_run:
         job = embedding_request(no_worker="queue")
-        console.print(f"embedding again with the new configuration{f' (job {job.pk})' if job else ''}")
+        console.print(
+            "embedding again with the new configuration" + (f": queued; {FOLLOW_JOB}" if job else ""), markup=False
+        )
 
 
 def _int8_copy_before_start(env: dict, console) -> None:

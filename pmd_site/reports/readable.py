@@ -94,6 +94,38 @@ def _job_text(job: dict, state: str | None) -> str:
     return ", ".join(parts) or "—"
 
 
+_HISTORY_STATES = {
+    "indexed": "indexed",
+    "not_repository": "not in a git repository",
+    "empty": "a repository without commits",
+    "failed": "could not be read",
+    "not_indexed": "not read yet",
+}
+
+
+def history_text(history: dict) -> str:
+    """A collection's git history (indexing.services.history.history_status) as a phrase."""
+    state = history.get("state") or ""
+    parts = [_HISTORY_STATES.get(state, state.replace("_", " "))]
+    if state == "indexed":
+        commits = history.get("commits") or 0
+        parts.append(f"{commits:,} commit{'' if commits == 1 else 's'}")
+        if history.get("capped"):
+            parts.append("the newest only")
+        if history.get("shallow"):
+            parts.append("a shallow clone")
+        if history.get("indexed_at"):
+            parts.append(f"read {relative_time(history['indexed_at'])}")
+    message = (history.get("message") or "").strip()
+    text = ", ".join(parts)
+    return f"{text} ({message})" if message and not message.startswith(parts[0]) else message or text
+
+
+def on_off(value) -> str:
+    """A switch a person sets with on/off (`--transclude on|off`), shown in the same words."""
+    return "on" if value else "off"
+
+
 def value_text(key: str, value, *, data: dict | None = None):
     """A value as a person reads it."""
     if value is None or value == "":
@@ -138,13 +170,24 @@ def value_text(key: str, value, *, data: dict | None = None):
 
 
 _JOB_STATES = {"queued": "queued", "running": "running", "done": "done", "failed": "failed"}
-_MACHINE_WORDS = re.compile(r"[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}|[0-9a-f]{16,}", re.I)
+_JOB_KINDS = {"embed": "Embedding", "index": "Indexing", "update": "Updating"}
+_JOB_UNITS = {"embed": "notes", "index": "files", "update": "files"}  # what a job's done and total count
+_MACHINE_WORDS = re.compile(
+    r"[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}|[0-9a-f]{16,}"
+    r"|\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{12,}\b",  # a hash cut short (a text's first characters)
+    re.I,
+)
 
 
 def job_words(job) -> dict:
-    """A job as the collections page shows it: its state in words (an embedding request queued while
-    another process embeds says so, without a bar that never moves), its message without ids or hashes."""
+    """A job as the collections page shows it: what it does and its state in words (an embedding
+    request queued while another process embeds says so, without a bar that never moves), how far
+    it is ("70 of 222 notes"), its message without ids or hashes."""
     state = _JOB_STATES.get(job.state, job.state)
+    title = _JOB_KINDS.get(job.kind, str(job.kind).capitalize())
+    progress = ""
+    if job.total and job.state == "running":
+        progress = f"{job.done or 0} of {job.total} {_JOB_UNITS.get(job.kind, 'items')}"
     waiting = job.kind == "embed" and job.state == "queued" and embedding_running()
     if waiting:
         state = "waiting for the embedding under way"
@@ -153,7 +196,13 @@ def job_words(job) -> dict:
         message = ""
     else:
         message = _MACHINE_WORDS.sub("", message).strip()
-    return {"state": state, "message": message, "indeterminate": waiting or (job.state == "running" and not job.total)}
+    return {
+        "title": title,
+        "state": state,
+        "progress": progress,
+        "message": message,
+        "indeterminate": waiting or (job.state == "running" and not job.total),
+    }
 
 
 def _progress_rows(rows: list[dict]) -> dict:

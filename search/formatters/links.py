@@ -95,8 +95,8 @@ def _cli(result, *, backlinks: bool) -> str:
             out.append(
                 f"  [cyan]{markup_text(other.uri)}:{link.line}[/] [dim]#{other.docid}[/]  {markup_text(other.title)}"
             )
-            if link.context:
-                out.append(f"      {markup_line(link.context)}")
+            if link.text:
+                out.append(f"      {markup_line(link.text)}")
         elif other is not None:
             out.append(
                 f"  {link.line:>4}  {markup_text(link.written)}  →  [cyan]{markup_text(other.uri)}[/] "
@@ -128,7 +128,7 @@ def _mcp(result, *, direction: str = "both", **_) -> str:
     if direction in ("both", "in"):
         lines.append(f"backlinks ({result.backlinks_total}):")
         for link in result.backlinks:
-            lines.append(f"  #{link.docid} {link.uri}:{link.line} {link.title}: {link.context[:200]}")
+            lines.append(f"  #{link.docid} {link.uri}:{link.line} {link.title}: {link.text[:200]}")
         if len(result.backlinks) < result.backlinks_total:
             lines.append(f"  … {result.backlinks_total - len(result.backlinks)} more (raise limit)")
     return "\n".join(lines)

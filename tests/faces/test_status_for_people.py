@@ -90,6 +90,24 @@ def test_while_embedding_runs_every_line_says_so(ollama, indexed_collection, sta
     assert lines[0] == "queued, no worker has taken it yet" and "when a worker takes the request" in lines[-1]
 
 
+def test_a_running_embedding_job_reads_as_words_without_its_text_hash(indexed_collection, staff_client):
+    """The collections page's job line: what the job does and how far it is, in words."""
+    running = Job.objects.create(
+        kind=Job.Kind.EMBED,
+        collection=indexed_collection,
+        state=Job.State.RUNNING,
+        done=70,
+        total=222,
+        message="53b28ccbe5cd",  # the first characters of the text being embedded
+    )
+    page = staff_client.get("/collections/").content.decode()
+    job = re.search(rf'<div class="job running" id="job-{running.pk}".*?</progress>', page, re.S)[0]
+    line = re.search(r'<div class="job-line.*?</div>', job, re.S)[0]
+    line = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", line)).strip()
+    assert line == "Embedding: 70 of 222 notes", line
+    assert "53b28ccbe5cd" not in job
+
+
 @pytest.fixture
 def links_and_an_error(tmp_path):
     """A vault with 30 unresolved links, and one file its last scan could not convert."""
@@ -103,6 +121,15 @@ def links_and_an_error(tmp_path):
         collection=collection, path="zz-report.pdf", severity="error", message="not a PDF file: skipped"
     )
     return collection
+
+
+def test_collection_show_writes_times_switches_and_states_in_words(links_and_an_error, run_cli):
+    code, out, err = run_cli("collection", "show", "vault")
+    assert code == 0, err
+    assert re.search(r"^last indexed: (now|\d+ s ago)$", out, re.M), out
+    assert "\ntransclude: off\n" in out and "\nnotes: 30\n" in out
+    assert re.search(r"^history: (not read yet|not in a git repository)", out, re.M), out
+    assert "+00:00" not in out and "False" not in out and "not_" not in out
 
 
 def test_problems_are_listed_by_kind_errors_first_and_counted(links_and_an_error, staff_client, run_cli):

@@ -160,6 +160,7 @@ def test_embed_no_wait_with_the_server_down_queues_and_says_why(ollama_down, ind
     code, out, err = run_cli("embed", "--no-wait")
     assert code == 0, err
     assert "not reachable" in err and "(queued: it runs once the server answers)" in err
+    assert out == "embedding queued; `pmd status` follows it, and the web's Collections page\n"  # no job id
 
 
 @pytest.mark.django_db

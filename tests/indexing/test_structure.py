@@ -429,6 +429,7 @@ def test_document_links_selector(vault):
     ]
     home = next(link for link in found.backlinks if link.other.path == "Home.md")
     assert home.context == "Start with [[Ideas]] and [[Alpha Plan|the plan]]."
+    assert home.text == "Start with Ideas and the plan."  # as every face shows it
     assert (found.links_total, found.backlinks_total) == (2, 4)
     limited = document_links("#" + _doc(vault, "projects/alpha.md").docid, access=Access.local_user(), limit=1)
     assert (len(limited.links), len(limited.backlinks), limited.backlinks_total) == (1, 1, 4)
@@ -479,12 +480,16 @@ def test_cli_links_and_backlinks_in_every_format(vault, run_cli):
 
     code, out, _ = run_cli("backlinks", "pmd://vault/projects/alpha.md")
     assert code == 0
-    assert "pmd://vault/Home.md:8" in out and "Start with [[Ideas]] and [[Alpha Plan|the plan]]." in out
+    assert "pmd://vault/Home.md:8" in out and "Start with Ideas and the plan." in out
+    assert "[[Alpha Plan|the plan]]" not in out
     assert "pmd://vault/journal/20250320-retro.md:3" in out
 
     code, out, _ = run_cli("backlinks", "projects/alpha.md", "--json")
     data = json.loads(out)
     assert data["uri"] == "pmd://vault/projects/alpha.md" and data["backlinks_total"] == 4
+    home = next(b for b in data["backlinks"] if b["uri"] == "pmd://vault/Home.md")
+    assert home["context"] == "Start with [[Ideas]] and [[Alpha Plan|the plan]]."  # as written, for tools
+    assert home["text"] == "Start with Ideas and the plan."
     assert {b["uri"] for b in data["backlinks"]} == {
         "pmd://vault/Home.md",
         "pmd://vault/journal/20250320-retro.md",
@@ -522,6 +527,7 @@ def test_api_links(vault, django_user_model):
     data = response.json()
     assert [link["uri"] for link in data["links"]] == ["pmd://vault/projects/beta.md", "pmd://vault/Home.md"]
     assert data["backlinks_total"] == 4 and data["backlinks"][0]["context"].startswith("Start with")
+    assert data["backlinks"][0]["text"] == "Start with Ideas and the plan."
     limited = client.get("/api/links", {"ref": "projects/alpha.md", "limit": 1}).json()
     assert len(limited["backlinks"]) == 1 and limited["backlinks_total"] == 4
     assert client.get("/api/links", {"ref": "nowhere.md"}).status_code == 404
@@ -560,6 +566,8 @@ def test_mcp_pmd_links_over_http(vault, django_user_model):
     assert [link["uri"] for link in data["links"]] == ["pmd://vault/projects/beta.md", "pmd://vault/Home.md"]
     assert data["backlinks_total"] == 4 and data["backlinks"][0]["uri"] == "pmd://vault/Home.md"
     assert "backlinks (4):" in both.content[0].text
+    assert data["backlinks"][0]["text"] == "Start with Ideas and the plan."
+    assert "Home: Start with Ideas and the plan." in both.content[0].text  # read, as every face shows it
     assert incoming.structured_content["links"] == [] and {
         b["uri"] for b in incoming.structured_content["backlinks"]
     } == {"pmd://vault/projects/alpha.md", "pmd://vault/projects/beta.md", "pmd://vault/journal/2025-03-14 standup.md"}

@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 import xml.etree.ElementTree as ET
 
 import httpx
@@ -314,3 +315,5 @@ def test_pmd_update_reads_new_commits_and_collection_show_says_so(world, run_cli
     assert json.loads(out)["results"][0]["sha"] == new
     code, out, _ = run_cli("collection", "show", "handbook", "--json")
     assert json.loads(out)["history"]["commits"] == 10 and json.loads(out)["history"]["state"] == "indexed"
+    code, out, _ = run_cli("collection", "show", "handbook")
+    assert re.search(r"^history: indexed, 10 commits, read (now|\d+ s ago)$", out, re.M), out

@@ -33,8 +33,8 @@ def _doc(n: int):
 
 
 def _links():
-    row = SimpleNamespace(kind="wikilink", written="[[N2]]", line=3, context="see [[N2]]", other=_doc(2))
-    gone = SimpleNamespace(kind="wikilink", written="[[Gone]]", line=4, context="", other=None)
+    row = SimpleNamespace(kind="wikilink", written="[[N2]]", line=3, context="see [[N2]]", text="see N2", other=_doc(2))
+    gone = SimpleNamespace(kind="wikilink", written="[[Gone]]", line=4, context="", text="", other=None)
     return SimpleNamespace(
         document=_doc(1),
         links=[row, gone],

@@ -222,3 +222,28 @@ def test_the_web_results_escape_what_the_note_writes(tmp_path, member_client):
     card = re.search(r'<p class="snippet">(.*?)</p>', html, re.S)[1]
     assert "&lt;img src=x onerror=alert(1)&gt;" in card and "<img" not in card and "onclick" not in card
     assert card.count("<mark>zebrafish</mark>") == 2 and "&amp; more." in card
+
+
+@pytest.mark.parametrize(
+    ("sentence", "read"),
+    [
+        (
+            "Das [Open-Source-Repository](https://github.com/x/y) hat [[Importprogramm|Importprogramm-Plugins]].",
+            "Das Open-Source-Repository hat Importprogramm-Plugins.",
+        ),
+        (
+            "…pository](https://github.com/x/y) und [[Import|Import-Plugins]] sind da.",
+            "…pository und Import-Plugins sind da.",
+        ),
+        ("…programm|Importprogramm-Plugins]] sind da.", "…Importprogramm-Plugins sind da."),
+        (
+            "Siehe [[Import]] und das [Open-Source-Repository](https://github.com/x…",
+            "Siehe Import und das Open-Source-Repository…",
+        ),
+        ("Siehe [[Importprogramm|Import…", "Siehe Import…"),
+    ],
+)
+def test_a_link_sentence_reads_without_markup_even_where_its_cut_splits_a_link(sentence, read):
+    from indexing.snippets import sentence_reading
+
+    assert sentence_reading(sentence) == read

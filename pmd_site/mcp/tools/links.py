@@ -39,6 +39,7 @@ def register(server: MCPServer) -> None:
                 link=row["link"],
                 line=row["line"],
                 context=row["context"],
+                text=row["text"],
                 heading=row["heading"],
                 resolved=row["resolved"],
                 docid=row["docid"],

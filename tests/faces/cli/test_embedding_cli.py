@@ -170,7 +170,7 @@ def test_pmd_embed_hands_the_work_to_a_running_worker(indexed_collection, ollama
         assert sum(job.result.get("chunks", 0) for job in jobs) == Chunk.objects.count() > 0
         assert all(job.worker_pid != os.getpid() for job in jobs)  # done by the worker, not here
         code, out, err = run_cli("embed", "--no-wait")
-        assert code == 0 and out.startswith("queued embedding job")
+        assert code == 0 and out.startswith("embedding queued; `pmd status` follows it")
     finally:
         worker.send_signal(signal.SIGTERM)
         try:

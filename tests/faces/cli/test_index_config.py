@@ -64,6 +64,7 @@ def test_changing_the_model_says_what_it_replaces_and_needs_yes(minilm_index, ru
     code, out, err = run_cli("config", "set", "PMD_EMBED_MODEL=nomic-embed-text", "--yes")
     assert code == 0, err
     assert "all-minilm → nomic-embed-text" in out
+    assert "embedding again: queued; `pmd status` follows it" in out and "job" not in out  # no id for people
     code, out, err = run_cli("status", "--json")
     embeddings = json.loads(out)["embeddings"]
     assert embeddings["model"] == "nomic-embed-text" and embeddings["pending"] == 0  # embedded again, eagerly
@@ -109,6 +110,29 @@ def test_a_first_pmd_up_that_chose_a_backend_stores_that_backends_models(setting
     assert stored["PMD_LLM_BACKEND"] == "local"
     for name, value in settings.PMD_MODEL_DEFAULTS["local"].items():
         assert stored[name] == value
+
+
+@pytest.mark.django_db
+def test_pmd_up_names_only_the_environment_values_that_differ_from_the_index(minilm_index, monkeypatch, capsys):
+    """The index keeps all-minilm and 250-token chunks a person set; `pmd up` with the same model and
+    another chunk size names the chunk size as not used, never the model whose value already matches."""
+    import io
+
+    from rich.console import Console
+
+    from indexing.services.index_config import index_config_get
+    from pmd_site.cli.up import _index_config_from_up
+
+    index_config_set(values={"PMD_CHUNK_TOKENS": "250"}, replace_vectors=True)
+    monkeypatch.setenv("PMD_EMBED_MODEL", "all-minilm")
+    monkeypatch.setenv("PMD_CHUNK_TOKENS", "200")
+    env = {"PMD_EMBED_MODEL": "all-minilm", "PMD_CHUNK_TOKENS": "200"}
+    _index_config_from_up(env, None, Console(file=io.StringIO()))
+    err = capsys.readouterr().err
+    assert "PMD_CHUNK_TOKENS from this environment not used" in err
+    assert "PMD_EMBED_MODEL" not in err.split("from this environment not used")[0]
+    assert env == {"PMD_EMBED_MODEL": "all-minilm"}  # the services start with the index's chunk size
+    assert index_config_get()["PMD_CHUNK_TOKENS"] == "250"
 
 
 # --- where a setting comes from: chosen automatically, then chosen again ----------------------------

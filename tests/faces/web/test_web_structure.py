@@ -99,11 +99,13 @@ def test_document_view_shows_tags_outgoing_links_and_backlinks(member_client, va
     backlinks = re.search(r'<section class="links" id="backlinks".*?</section>', html, re.S)[0]
     # projects/beta.md links to alpha on its line 8, with the sentence around it
     assert 'href="/doc/vault/projects/beta.md?line=8#L8"' in backlinks
-    assert "See [[Home]] and [[projects/alpha]]" in backlinks
+    assert "See Home and projects/alpha" in backlinks  # the sentence as read, never its markdown
+    assert "[[Home]]" not in backlinks
     assert 'href="/doc/vault/journal/20250320-retro.md?line=3#L3"' in backlinks
     assert "Looking back at" in backlinks
     # Home links to it by its alias [[Alpha Plan|the plan]]
-    assert 'href="/doc/vault/Home.md?line=8#L8"' in backlinks and "[[Alpha Plan|the plan]]" in backlinks
+    assert 'href="/doc/vault/Home.md?line=8#L8"' in backlinks and "Start with Ideas and the plan." in backlinks
+    assert "Looking back at Alpha" in backlinks and "](../projects/alpha.md)" not in backlinks
 
 
 def test_document_view_shows_an_unresolved_link_as_such(member_client, vault):
