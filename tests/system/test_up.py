@@ -88,7 +88,7 @@ def _wait_for(condition, timeout: float, what: str, proc: subprocess.Popen | Non
 class Up:
     """A running `pmd up`, its log, and every pid it is responsible for."""
 
-    def __init__(self, home: Path, *dirs: Path, port: int | None = None):
+    def __init__(self, home: Path, *dirs: Path, port: int | None = None, env: dict[str, str] | None = None):
         self.home = home
         self.port = port or free_port()
         self.base = f"http://127.0.0.1:{self.port}"
@@ -97,7 +97,7 @@ class Up:
         self.handle = open(self.log, "w")  # noqa: SIM115 - pmd up writes to it while it runs
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "pmd_site.cli", "up", *map(str, dirs), "--port", str(self.port)],
-            env=_env(home),
+            env={**_env(home), **(env or {})},
             cwd=ROOT,
             stdout=self.handle,
             stderr=subprocess.STDOUT,
@@ -170,8 +170,8 @@ def stack():
     base.chmod(0o755)  # the server user must be able to enter it: pmd never opens folders it did not create
     started: list[Up] = []
 
-    def start(*dirs: Path) -> Up:
-        up = Up(base / "home", *dirs)
+    def start(*dirs: Path, env: dict[str, str] | None = None) -> Up:
+        up = Up(base / "home", *dirs, env=env)
         started.append(up)
         return up
 
@@ -429,3 +429,41 @@ def test_a_second_scheduler_on_one_schedule_file_is_refused(run_cli, settings):
         lock.close()
     assert code == 1
     assert "a scheduler is already running" in err and "pid 4242" in err
+
+
+def test_stopping_pmd_up_ends_the_embedder_at_once_while_the_model_server_holds_a_batch(tmp_path, stack, ollama_server):
+    """The embedder's warm shutdown does not wait for the batch in flight: the supervisor never
+    has to kill it, and the vectors already stored stay."""
+    import threading
+
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    for i in range(6):
+        (notes / f"n{i}.md").write_text(f"# Zebra {i}\n\nstriped zebra number {i} grazes\n")
+    asked, answer = threading.Event(), threading.Event()
+
+    def hold(call, texts):  # the notes' batches: the model server takes one and does not answer
+        if any("zebra" in text for text in texts):
+            asked.set()
+            answer.wait(120)
+
+    ollama_server.reset()
+    ollama_server.on_embed = hold
+    env = {
+        "OLLAMA_URL": ollama_server.url,
+        "PMD_EMBED_MODEL": "embeddinggemma",
+        "PMD_EMBED_BATCH": "2",
+        "PMD_LLM_RETRIES": "0",
+        "PMD_LLM_TIMEOUT": "300",
+        "PYTHONPATH": str(ROOT),  # the children run from "/": this checkout's code, not the installed one
+    }
+    try:
+        up = stack(notes, env=env)
+        up.wait_ready()
+        _wait_for(asked.is_set, START_TIMEOUT, "the embedder to send a batch", up.proc, up.log)
+        assert up.stop(signal.SIGINT) == 0, up.output()
+        assert not answer.is_set()  # it ended while the batch was still in the model server
+        assert "did not stop" not in up.output(), up.output()
+    finally:
+        answer.set()
+        ollama_server.on_embed = None
