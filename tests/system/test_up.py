@@ -467,3 +467,55 @@ def test_stopping_pmd_up_ends_the_embedder_at_once_while_the_model_server_holds_
     finally:
         answer.set()
         ollama_server.on_embed = None
+
+
+def test_config_set_while_pmd_up_runs_is_carried_out_by_the_running_embedder(tmp_path, stack, ollama_server):
+    """`pmd config set PMD_CHUNK_TOKENS=… --yes` against a running `pmd up`: its embedder embeds
+    everything again with the new chunking, and status says so (no restart)."""
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    for i in range(3):
+        (notes / f"n{i}.md").write_text(f"# Note {i}\n\n" + " ".join(f"word{j}" for j in range(400)) + "\n")
+    ollama_server.reset()
+    env = {
+        "OLLAMA_URL": ollama_server.url,
+        "PMD_EMBED_MODEL": "embeddinggemma",
+        "PYTHONPATH": str(ROOT),  # the children run from "/": this checkout's code, not the installed one
+    }
+    up = stack(notes, env=env)
+    up.wait_ready()
+
+    def embeddings():
+        done = subprocess.run(
+            [sys.executable, "-m", "pmd_site.cli", "status", "--json"],
+            env={**_env(up.home), "OLLAMA_URL": ollama_server.url},
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        return json.loads(done.stdout)["embeddings"] if done.returncode == 0 else None
+
+    first = _wait_for(
+        lambda: (e := embeddings()) and e["pending"] == 0 and e["chunks"] and e, START_TIMEOUT, "embedding"
+    )
+    new = 200  # from the default, several chunks a note
+    changed = subprocess.run(
+        [sys.executable, "-m", "pmd_site.cli", "config", "set", f"PMD_CHUNK_TOKENS={new}", "--yes"],
+        env={**_env(up.home), "OLLAMA_URL": ollama_server.url},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert changed.returncode == 0, changed.stderr
+    after = _wait_for(
+        lambda: (e := embeddings()) and e["chunking"]["max_tokens"] == new and e["pending"] == 0 and e,
+        START_TIMEOUT,
+        "embedding again with the new chunking",
+        up.proc,
+        up.log,
+    )
+    assert after["chunks"] > first["chunks"], (first, after)  # smaller chunks: more of them
+    assert "0 chunks embedded" not in up.output()
+    assert up.stop() == 0
