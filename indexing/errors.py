@@ -529,6 +529,13 @@ class EmbeddingError(LLMBackendError):
     code = "embedding_failed"
 
 
+class EmbeddingStopped(PmdError):
+    """The process embedding is shutting down: the batch in flight is abandoned, what is stored stays."""
+
+    code = "embedding_stopped"
+    http_status = 503
+
+
 # --- pmd's own setup on this machine --------------------------------------------------------
 
 

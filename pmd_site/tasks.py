@@ -11,12 +11,13 @@ from __future__ import annotations
 import logging
 
 from celery import shared_task
-from celery.signals import worker_ready
+from celery.signals import worker_ready, worker_shutting_down
 from django.conf import settings
 
 from indexing.access import Access
 from indexing.models import Collection, Job
 from indexing.services.background import task_register, workers_register
+from indexing.services.embedding import embedding_stop
 from indexing.services.embedding_queue import embedding_check_due, embedding_job_run, embedding_jobs_tidy
 from indexing.services.jobs import job_create, jobs_recover
 from indexing.services.refresh import collections_refresh
@@ -103,6 +104,13 @@ def _recover_jobs_at_start(**_) -> None:
         jobs_recover()
     except Exception:  # the periodic task tries again; the worker must start
         log.warning("could not recover the jobs of stopped workers", exc_info=True)
+
+
+@worker_shutting_down.connect
+def _embedding_stop_at_shutdown(**_) -> None:
+    """SIGTERM (`pmd up` stopping): an embedding in progress ends now instead of the warm shutdown
+    waiting for the model server's batch; what is stored stays, the next run embeds the rest."""
+    embedding_stop()
 
 
 @task_register

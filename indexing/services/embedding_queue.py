@@ -32,7 +32,7 @@ from datetime import datetime, timedelta
 
 from django.utils import timezone
 
-from indexing.errors import LLMBackendError
+from indexing.errors import EmbeddingStopped, LLMBackendError
 from indexing.llm import get_backend
 from indexing.locks import EMBEDDING_QUEUE, advisory_lock
 from indexing.models import Job
@@ -63,8 +63,9 @@ def embedding_job_run(
     the periodic task's): an older one than the request's own (the periodic task ran it
     meanwhile) is skipped, so only one chain of checks goes on.
 
-    The outcome is the run's report, or {"skipped": why}, or {"waiting": why, "check_again_in":
-    seconds or None, "check": its number} (seconds only for the one request that is to be re-queued)."""
+    The outcome is the run's report, or {"skipped": why}, or {"stopped": why} (the worker shuts
+    down), or {"waiting": why, "check_again_in": seconds or None, "check": its number} (seconds
+    only for the one request that is to be re-queued)."""
     if job.state == Job.State.DONE:
         return {"skipped": "already done"}  # a duplicate delivery, or resumed by another run
     marker = (job.result or {}).get("waiting") or {}
@@ -79,6 +80,8 @@ def embedding_job_run(
         report = embed_pending(collections=collections, force=force, job=job)
     except LLMBackendError as exc:
         return _wait(job, collections=collections, force=force, problem=str(exc))
+    except EmbeddingStopped as exc:  # the worker is shutting down: the job says so, the rest waits for the next run
+        return {"stopped": str(exc)}
     with advisory_lock(key=EMBEDDING_QUEUE):
         others = list(embedding_waiting().exclude(pk=job.pk).order_by("created_at"))
         for other in others:  # claimed: no other process resumes them too

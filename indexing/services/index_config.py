@@ -4,8 +4,10 @@ Each process used to take these from the environment that started it, so a shell
 `pmd up`'s variables searched with another model and advised re-embedding everything. Now the
 values live with the index (table `IndexSetting`), written by `pmd up`, `pmd config set` and the
 web (staff), and every process applies them when it first reaches the database
-(`index_config_apply`, wired in pmd_site/apps.py). An environment variable still wins for its own
-process, with a warning naming both values, never advice to re-embed.
+(`index_config_apply`, wired in pmd_site/apps.py), and again whenever another process changed them
+(`index_config_refresh`, asked by whoever reads the embedding setup): a running worker embeds with
+what `pmd config set` just wrote, not with what it started with. An environment variable still wins
+for its own process, with a warning naming both values, never advice to re-embed.
 
 Where a value comes from is one rule, shown wherever the value is shown (`pmd config show`, `pmd
 up`'s summary, status): this process's environment, the index's configuration (set by a person:
@@ -24,6 +26,7 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.db import ProgrammingError
+from django.db.models import Count, Max
 
 from indexing.errors import InvalidSetting, ReplacesVectors
 from indexing.models import Chunk, EmbeddingFingerprint, IndexSetting
@@ -172,6 +175,8 @@ def index_config_set(
     if not automatic:  # a person chose the value the index had already: it is theirs now
         mine = [name for name in values if name not in follow]
         IndexSetting.objects.filter(name__in=mine, automatic=True).update(automatic=False)
+    if _applied.is_set():
+        _seen["stamp"] = _stamp()  # this process already uses what it wrote
     return change
 
 
@@ -260,6 +265,29 @@ def _use(name: str, value: str) -> None:
 
 
 _applied = threading.Event()
+_seen: dict = {}  # "stamp": the index's configuration as this process last applied it
+_refreshing = threading.Lock()
+
+
+def _stamp() -> tuple:
+    """What changes when any process writes or removes one of the index's settings."""
+    found = IndexSetting.objects.filter(name__in=list(INDEX_SETTINGS)).aggregate(
+        rows=Count("name"), at=Max("updated_at")
+    )
+    return found["rows"], found["at"]
+
+
+def index_config_refresh() -> None:
+    """Apply the index's settings again if another process changed them since this one did
+    (one small query): a running worker or server follows `pmd config set` without a restart.
+    A setting removed from the index keeps its value here until the process restarts."""
+    if not _applied.is_set() or getattr(settings, "PMD_INDEX_CONFIG_FROM_DATABASE", True) is False:
+        return
+    with _refreshing:
+        stamp = _stamp()
+        if stamp != _seen.get("stamp"):
+            log.info("the index's configuration changed: applying it")
+            index_config_apply()
 
 
 def index_config_apply(*, environ=None) -> list[str]:
@@ -267,6 +295,7 @@ def index_config_apply(*, environ=None) -> list[str]:
     (then one warning naming both values). Returns the warnings."""
     environ = os.environ if environ is None else environ
     warnings = []
+    _seen["stamp"] = _stamp()  # before reading: a change made meanwhile is applied next time
     stored = index_config_get()
     backend = stored.get("PMD_LLM_BACKEND")
     if backend and not str(environ.get("PMD_LLM_BACKEND", "")).strip():

@@ -88,7 +88,7 @@ def _wait_for(condition, timeout: float, what: str, proc: subprocess.Popen | Non
 class Up:
     """A running `pmd up`, its log, and every pid it is responsible for."""
 
-    def __init__(self, home: Path, *dirs: Path, port: int | None = None):
+    def __init__(self, home: Path, *dirs: Path, port: int | None = None, env: dict[str, str] | None = None):
         self.home = home
         self.port = port or free_port()
         self.base = f"http://127.0.0.1:{self.port}"
@@ -97,7 +97,7 @@ class Up:
         self.handle = open(self.log, "w")  # noqa: SIM115 - pmd up writes to it while it runs
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "pmd_site.cli", "up", *map(str, dirs), "--port", str(self.port)],
-            env=_env(home),
+            env={**_env(home), **(env or {})},
             cwd=ROOT,
             stdout=self.handle,
             stderr=subprocess.STDOUT,
@@ -170,8 +170,8 @@ def stack():
     base.chmod(0o755)  # the server user must be able to enter it: pmd never opens folders it did not create
     started: list[Up] = []
 
-    def start(*dirs: Path) -> Up:
-        up = Up(base / "home", *dirs)
+    def start(*dirs: Path, env: dict[str, str] | None = None) -> Up:
+        up = Up(base / "home", *dirs, env=env)
         started.append(up)
         return up
 
@@ -429,3 +429,93 @@ def test_a_second_scheduler_on_one_schedule_file_is_refused(run_cli, settings):
         lock.close()
     assert code == 1
     assert "a scheduler is already running" in err and "pid 4242" in err
+
+
+def test_stopping_pmd_up_ends_the_embedder_at_once_while_the_model_server_holds_a_batch(tmp_path, stack, ollama_server):
+    """The embedder's warm shutdown does not wait for the batch in flight: the supervisor never
+    has to kill it, and the vectors already stored stay."""
+    import threading
+
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    for i in range(6):
+        (notes / f"n{i}.md").write_text(f"# Zebra {i}\n\nstriped zebra number {i} grazes\n")
+    asked, answer = threading.Event(), threading.Event()
+
+    def hold(call, texts):  # the notes' batches: the model server takes one and does not answer
+        if any("zebra" in text for text in texts):
+            asked.set()
+            answer.wait(120)
+
+    ollama_server.reset()
+    ollama_server.on_embed = hold
+    env = {
+        "OLLAMA_URL": ollama_server.url,
+        "PMD_EMBED_MODEL": "embeddinggemma",
+        "PMD_EMBED_BATCH": "2",
+        "PMD_LLM_RETRIES": "0",
+        "PMD_LLM_TIMEOUT": "300",
+        "PYTHONPATH": str(ROOT),  # the children run from "/": this checkout's code, not the installed one
+    }
+    try:
+        up = stack(notes, env=env)
+        up.wait_ready()
+        _wait_for(asked.is_set, START_TIMEOUT, "the embedder to send a batch", up.proc, up.log)
+        assert up.stop(signal.SIGINT) == 0, up.output()
+        assert not answer.is_set()  # it ended while the batch was still in the model server
+        assert "did not stop" not in up.output(), up.output()
+    finally:
+        answer.set()
+        ollama_server.on_embed = None
+
+
+def test_config_set_while_pmd_up_runs_is_carried_out_by_the_running_embedder(tmp_path, stack, ollama_server):
+    """`pmd config set PMD_CHUNK_TOKENS=… --yes` against a running `pmd up`: its embedder embeds
+    everything again with the new chunking, and status says so (no restart)."""
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    for i in range(3):
+        (notes / f"n{i}.md").write_text(f"# Note {i}\n\n" + " ".join(f"word{j}" for j in range(400)) + "\n")
+    ollama_server.reset()
+    env = {
+        "OLLAMA_URL": ollama_server.url,
+        "PMD_EMBED_MODEL": "embeddinggemma",
+        "PYTHONPATH": str(ROOT),  # the children run from "/": this checkout's code, not the installed one
+    }
+    up = stack(notes, env=env)
+    up.wait_ready()
+
+    def embeddings():
+        done = subprocess.run(
+            [sys.executable, "-m", "pmd_site.cli", "status", "--json"],
+            env={**_env(up.home), "OLLAMA_URL": ollama_server.url},
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        return json.loads(done.stdout)["embeddings"] if done.returncode == 0 else None
+
+    first = _wait_for(
+        lambda: (e := embeddings()) and e["pending"] == 0 and e["chunks"] and e, START_TIMEOUT, "embedding"
+    )
+    new = 200  # from the default, several chunks a note
+    changed = subprocess.run(
+        [sys.executable, "-m", "pmd_site.cli", "config", "set", f"PMD_CHUNK_TOKENS={new}", "--yes"],
+        env={**_env(up.home), "OLLAMA_URL": ollama_server.url},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert changed.returncode == 0, changed.stderr
+    after = _wait_for(
+        lambda: (e := embeddings()) and e["chunking"]["max_tokens"] == new and e["pending"] == 0 and e,
+        START_TIMEOUT,
+        "embedding again with the new chunking",
+        up.proc,
+        up.log,
+    )
+    assert after["chunks"] > first["chunks"], (first, after)  # smaller chunks: more of them
+    assert "0 chunks embedded" not in up.output()
+    assert up.stop() == 0

@@ -66,6 +66,7 @@ from indexing.services.embedding.run import (
     EmbedReport,
     ProgressCallback,
     embed_pending,
+    embedding_stop,
 )
 from indexing.services.embedding.status import embedding_status, embedding_underway, embedding_waiting
 
@@ -81,6 +82,7 @@ __all__ = [
     "embedding_config",
     "embedding_running",
     "embedding_status",
+    "embedding_stop",
     "embedding_underway",
     "embedding_waiting",
     "fingerprint_configured",

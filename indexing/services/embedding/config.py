@@ -12,6 +12,7 @@ from indexing.chunking import ChunkParams
 from indexing.errors import EmbeddingError
 from indexing.llm import EmbedPrompts, LLMBackend, chunk_tokens, embedding_prompts, get_backend
 from indexing.models import EmbeddingFingerprint
+from indexing.services.index_config import index_config_refresh
 
 
 @dataclass(frozen=True)
@@ -44,7 +45,9 @@ def chunk_params_from_settings() -> ChunkParams:
 
 
 def embedding_config() -> EmbeddingConfig:
-    """The embedding setup the settings ask for (no network)."""
+    """The embedding setup the settings ask for (no network), as the index is configured now:
+    another process may have changed it (`pmd config set` while `pmd up` runs)."""
+    index_config_refresh()
     try:
         params = chunk_params_from_settings()
     except ValueError as exc:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future
+from concurrent.futures import FIRST_COMPLETED, Future, InvalidStateError, wait
 from dataclasses import dataclass, field
 
 from django.db import transaction
@@ -14,7 +15,7 @@ from django.utils import timezone
 
 from indexing.chunking import Chunk as TextChunk
 from indexing.chunking import chunk_markdown
-from indexing.errors import EmbeddingError, LLMBackendError
+from indexing.errors import EmbeddingError, EmbeddingStopped, LLMBackendError
 from indexing.llm import LLMBackend, get_backend
 from indexing.markdown import searchable_text
 from indexing.models import (
@@ -54,6 +55,20 @@ from indexing.services.jobs import (
 ProgressCallback = Callable[[int, int, str], None]
 CONTENTS_PER_ROUND = 64  # contents loaded and chunked at a time
 WAITING_FOR_RUN = "waiting for another embedding to finish"
+STOPPED = (
+    "stopped: the process embedding was shutting down; what it had not embedded stays pending "
+    "and the next embedding run does it"
+)
+# Done when this process shuts down (a worker's SIGTERM): a run waiting for the model server stops at once.
+_shutting_down: Future = Future()
+
+
+def embedding_stop() -> None:
+    """This process is shutting down: a run in progress abandons its batch in flight and ends now
+    (a worker's warm shutdown otherwise waits for the model server, seconds per batch)."""
+    if not _shutting_down.done():
+        with contextlib.suppress(InvalidStateError):
+            _shutting_down.set_result(None)
 
 
 @dataclass
@@ -209,6 +224,9 @@ def _run(
         def settle(flight) -> None:
             nonlocal completed
             batch, future = flight
+            wait([future, _shutting_down], return_when=FIRST_COMPLETED)
+            if not future.done():
+                raise EmbeddingStopped(STOPPED)
             vectors, seconds = future.result()
             report.embed_seconds += seconds
             report.batches += 1
@@ -254,8 +272,8 @@ def _run(
             in_flight = flight
         if in_flight is not None:
             settle(in_flight)
-    except KeyboardInterrupt:
-        interrupted = True  # Ctrl-C: stop now; the batch in flight is not stored, nothing is lost
+    except (KeyboardInterrupt, EmbeddingStopped):
+        interrupted = True  # Ctrl-C or shutdown: stop now; the batch in flight is not stored, nothing is lost
         raise
     finally:
         # On failure do not send the batch still queued behind the one that failed.

@@ -275,3 +275,27 @@ def test_the_status_models_line_says_where_the_backend_comes_from(run_cli, ollam
     )
     code, out, err = run_cli("status")
     assert "backend: local (chosen automatically)" in out and "backend_from" not in out
+
+
+@pytest.mark.django_db
+def test_a_running_worker_embeds_again_with_the_chunking_another_process_just_set(minilm_index, run_cli):
+    """`pmd config set PMD_CHUNK_TOKENS=… --yes` while `pmd up` runs: the running worker's job uses
+    the new chunking (it started with the old), and status says so instead of "up to date"."""
+    from indexing.models import IndexSetting, Job
+    from indexing.services.embedding_queue import embedding_job_run
+    from indexing.services.jobs import job_create
+
+    old = minilm_index.PMD_CHUNK_TOKENS
+    new = old - 50
+    # What `pmd config set` writes from its own process: this one (the worker) still holds the old value.
+    IndexSetting.objects.update_or_create(name="PMD_CHUNK_TOKENS", defaults={"value": str(new)})
+    assert minilm_index.PMD_CHUNK_TOKENS == old
+    code, out, err = run_cli("status", "--json")
+    embeddings = json.loads(out)["embeddings"]
+    assert embeddings["chunking"]["max_tokens"] == new and embeddings["pending"] > 0  # not "up to date"
+    report = embedding_job_run(job=job_create(kind=Job.Kind.EMBED))  # the job `config set` queued
+    assert report["chunks"] > 0
+    code, out, err = run_cli("status", "--json")
+    embeddings = json.loads(out)["embeddings"]
+    assert embeddings["chunking"]["max_tokens"] == new and embeddings["pending"] == 0
+    assert embeddings["stale_fingerprints"] == []  # the old chunking's vectors went
