@@ -192,13 +192,23 @@ def test_dockerfile_is_slim_non_root_installs_the_package_and_is_healthchecked()
     # pmd is installed as a package (not editable: its pages come with it), from the build context
     # bound for that step alone, with the formats extra and without the embedded servers; pip's
     # downloads stay in a build cache between builds.
-    install = re.search(r"^RUN (--mount=\S+\s+\\\n\s*)+pip install (\S+)", text, re.MULTILINE)
+    install = re.search(r"^RUN (--mount=\S+\s+\\\n\s*)+cp -r /src (\S+) && pip install (\S+)", text, re.MULTILINE)
     assert install, "one RUN step with mounts installs pmd"
-    assert "--mount=type=bind,target=/src" in install.group(0)
+    bound = set(re.findall(r"--mount=type=bind,source=(\S+?),target=/src/", install.group(0)))
+    assert {"pyproject.toml", "setup.py", "pmd_site", "search", "indexing", "templates"} <= bound
     assert "--mount=type=cache,target=/root/.cache/pip" in install.group(0)
-    assert install.group(2) == '"/src[formats]"'
-    assert "COPY . ." not in text and " -e " not in text and "embedded" not in install.group(2)
+    assert install.group(3) == f'"{install.group(2)}[formats]"'
+    # The docs site is built in a stage of its own and copied where compose's PMD_HELP_DIR points.
+    assert re.search(r"^FROM python:\$\{PYTHON_VERSION\}-slim AS docs$", text, re.MULTILINE)
+    assert "COPY --from=docs /site /app/help" in text
+    assert "COPY . ." not in text and " -e " not in text and "embedded" not in install.group(3)
     assert "collectstatic" in text
     assert re.search(r"^HEALTHCHECK .*\n\s+CMD \[\"pmd\", \"healthcheck\", \"web\"\]", text, re.MULTILINE)
     ignored = (ROOT / ".dockerignore").read_text().split()
     assert {".env", ".venv", ".git"} <= set(ignored)
+
+
+def test_the_image_builds_the_docs_with_the_mkdocs_material_the_lock_names():
+    pinned = re.search(r'"mkdocs-material==([^"]+)"', DOCKERFILE.read_text())
+    locked = re.search(r'name = "mkdocs-material"\nversion = "([^"]+)"', (ROOT / "uv.lock").read_text())
+    assert pinned and locked and pinned.group(1) == locked.group(1)
