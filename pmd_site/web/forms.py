@@ -125,10 +125,9 @@ class CollectionFormatsForm(forms.Form):
     )
 
 
-class CollectionShareForm(forms.Form):
-    """Who sees a collection: everyone, chosen groups and people, or only its owner."""
+class _PeopleAndGroups(forms.Form):
+    """A form choosing among the groups and people of this pmd (the lists are the page's, not fixed)."""
 
-    visibility = forms.ChoiceField(label="Who sees it", choices=Visibility.choices, widget=forms.RadioSelect)
     groups = forms.MultipleChoiceField(required=False, label="Groups")
     users = forms.MultipleChoiceField(required=False, label="People")
 
@@ -139,6 +138,13 @@ class CollectionShareForm(forms.Form):
         self.fields["groups"].widget.attrs["size"] = min(6, max(2, len(groups)))
         self.fields["users"].widget.attrs["size"] = min(6, max(2, len(users)))
 
+
+class CollectionShareForm(_PeopleAndGroups):
+    """Who sees a collection: everyone, chosen groups and people, or only its owner."""
+
+    visibility = forms.ChoiceField(label="Who sees it", choices=Visibility.choices, widget=forms.RadioSelect)
+    field_order = ["visibility", "groups", "users"]
+
     def clean(self):
         """The radio decides: groups and people still selected count only for "chosen groups and people"."""
         cleaned = super().clean()
@@ -147,20 +153,14 @@ class CollectionShareForm(forms.Form):
         return cleaned
 
 
-class CollectionWritersForm(forms.Form):
+class CollectionWritersForm(_PeopleAndGroups):
     """Who writes notes in a collection through pmd: nobody unless writable; then its owner,
     superusers and the chosen groups and people (among those who see it)."""
 
     writable = forms.BooleanField(required=False, label="Writable: notes may be written through pmd")
     groups = forms.MultipleChoiceField(required=False, label="Writer groups")
     users = forms.MultipleChoiceField(required=False, label="Writers")
-
-    def __init__(self, *args, groups: list[str], users: list[str], **kwargs):
-        super().__init__(*args, **kwargs)
-        self.fields["groups"].choices = [(g, g) for g in groups]
-        self.fields["users"].choices = [(u, u) for u in users]
-        self.fields["groups"].widget.attrs["size"] = min(6, max(2, len(groups)))
-        self.fields["users"].widget.attrs["size"] = min(6, max(2, len(users)))
+    field_order = ["writable", "groups", "users"]
 
 
 # Token lifetimes offered on the tokens page (indexing.services.tokens.parse_expiry reads the keys).
