@@ -106,7 +106,7 @@ def note_write(
     """Create a note; an existing one is refused unless `replace` (and then, with `base_hash`, only
     the version named)."""
     target = _Target.of(access, collection, path)
-    _refuse_too_large(content)
+    _refuse_unwritable(content)
     with target.locked():
         with note_folder(target.root, target.parts, create=True) as folder:
             current = note_read(folder, target.name, target.path)
@@ -145,7 +145,7 @@ def note_edit(*, access: Access, note: str, base_hash: str, edit: NoteEdit, mess
             current = _existing(note_read(folder, target.name, target.path), target)
             _refuse_stale(current, base_hash, target)
             text = edit_apply(current.text, edit)
-            _refuse_too_large(text)
+            _refuse_unwritable(text)
             if text == current.text:
                 return NoteChange("note.edit", collection, target.path, current.hash, current.hash)
             new_hash = note_replace(folder, target.name, text, mode=current.mode, expected=current.hash)
@@ -289,8 +289,16 @@ def _refuse_stale(current: NoteFile, base_hash: str, target: _Target) -> None:
         )
 
 
-def _refuse_too_large(text: str) -> None:
-    size = len(text.encode("utf-8", "surrogatepass"))
+def _refuse_unwritable(text: str) -> None:
+    """A note is text: no NUL byte (PostgreSQL stores none, so it could never be indexed) and no lone
+    surrogate (not UTF-8); and no larger than PMD_NOTE_MAX_BYTES."""
+    if "\x00" in text:
+        raise errors.InvalidRequest("the note contains a NUL byte: a note is text")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise errors.InvalidRequest(f"the note is not valid text (at character {exc.start:,})") from None
+    size = len(text.encode("utf-8"))
     if size > settings.PMD_NOTE_MAX_BYTES:
         raise errors.NoteTooLarge(f"the note has {size:,} bytes, more than the {settings.PMD_NOTE_MAX_BYTES:,} allowed")
 

@@ -113,6 +113,21 @@ def test_a_note_over_the_size_cap_is_refused(vault, settings):
     assert not os.path.exists(os.path.join(vault.root_path, "big.md"))
 
 
+@pytest.mark.parametrize("content", ["before\x00after", "half a pair: \ud800"], ids=["nul", "lone-surrogate"])
+def test_a_note_that_is_not_text_is_refused_and_nothing_is_written(vault, content):
+    with pytest.raises(errors.InvalidRequest):
+        note_write(access=LOCAL, collection="team", path="binary.md", content=content)
+    assert not os.path.exists(os.path.join(vault.root_path, "binary.md"))
+    edit = NoteEdit("append", content=content)
+    standup = Path(vault.root_path) / "meetings/standup.md"
+    before = standup.read_bytes()
+    with pytest.raises(errors.InvalidRequest):
+        note_edit(
+            access=LOCAL, note="pmd://team/meetings/standup.md", base_hash=_hash("meetings/standup.md"), edit=edit
+        )
+    assert standup.read_bytes() == before
+
+
 def _hash(path: str) -> str:
     return Document.objects.get(collection__name="team", path=path).content_id
 
